@@ -1,0 +1,221 @@
+//! Assembling the instrumented module: the original sections, renumbered for the probe
+//! imports, with the probe types and imports appended and the instrumented bodies in place
+//! of the originals.
+
+use wasm_encoder::reencode::{utils, Reencode};
+use wasm_encoder::{EntityType, ImportSection, Module, SectionId, TypeSection};
+use wasmparser::{Parser, Payload};
+
+use crate::layout::ModuleLayout;
+use crate::probe_map::{val_type, ProbeLayout};
+use crate::{
+    AgentError, FunctionProbes, InstrumentedBody, InstrumentedModule, ProbeImports, ProbeMap,
+};
+
+type ReencodeResult = Result<(), wasm_encoder::reencode::Error<AgentError>>;
+
+/// Re-encodes the module's sections with defined functions moved up past the probe imports.
+struct Renumber<'a> {
+    probes: &'a ProbeLayout,
+    bodies: &'a [InstrumentedBody],
+    wrote_types: bool,
+    wrote_imports: bool,
+}
+
+impl Renumber<'_> {
+    fn append_types(&self, types: &mut TypeSection) -> ReencodeResult {
+        for (params, results) in &self.probes.appended_types {
+            let params = params
+                .iter()
+                .map(|t| val_type(*t, 0))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(wasm_encoder::reencode::Error::UserError)?;
+            let results = results
+                .iter()
+                .map(|t| val_type(*t, 0))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(wasm_encoder::reencode::Error::UserError)?;
+            types.ty().function(params, results);
+        }
+        Ok(())
+    }
+
+    fn append_imports(&self, imports: &mut ImportSection) {
+        for name in ProbeImports::NAMES {
+            imports.import(
+                ProbeImports::MODULE,
+                name,
+                EntityType::Function(self.probes.probe_type()),
+            );
+        }
+    }
+}
+
+impl Reencode for Renumber<'_> {
+    type Error = AgentError;
+
+    fn function_index(
+        &mut self,
+        func: u32,
+    ) -> Result<u32, wasm_encoder::reencode::Error<AgentError>> {
+        Ok(self.probes.renumber(func))
+    }
+
+    fn start_section(
+        &mut self,
+        func: u32,
+    ) -> Result<u32, wasm_encoder::reencode::Error<AgentError>> {
+        Ok(self.probes.renumber(func))
+    }
+
+    fn parse_type_section(
+        &mut self,
+        types: &mut TypeSection,
+        section: wasmparser::TypeSectionReader<'_>,
+    ) -> ReencodeResult {
+        utils::parse_type_section(self, types, section)?;
+        self.append_types(types)?;
+        self.wrote_types = true;
+        Ok(())
+    }
+
+    fn parse_import_section(
+        &mut self,
+        imports: &mut ImportSection,
+        section: wasmparser::ImportSectionReader<'_>,
+    ) -> ReencodeResult {
+        utils::parse_import_section(self, imports, section)?;
+        self.append_imports(imports);
+        self.wrote_imports = true;
+        Ok(())
+    }
+
+    fn intersperse_section_hook(
+        &mut self,
+        module: &mut Module,
+        _after: Option<SectionId>,
+        before: Option<SectionId>,
+    ) -> ReencodeResult {
+        // A module without a type or import section still needs ours, in their places.
+        if !self.wrote_types && before != Some(SectionId::Type) {
+            let mut types = TypeSection::new();
+            self.append_types(&mut types)?;
+            module.section(&types);
+            self.wrote_types = true;
+        }
+        if !self.wrote_imports && !matches!(before, Some(SectionId::Type | SectionId::Import)) {
+            let mut imports = ImportSection::new();
+            self.append_imports(&mut imports);
+            module.section(&imports);
+            self.wrote_imports = true;
+        }
+        Ok(())
+    }
+
+    fn parse_code_section(
+        &mut self,
+        code: &mut wasm_encoder::CodeSection,
+        _section: wasmparser::CodeSectionReader<'_>,
+    ) -> ReencodeResult {
+        for body in self.bodies {
+            code.raw(&body.bytes);
+        }
+        Ok(())
+    }
+
+    fn parse_custom_section(
+        &mut self,
+        module: &mut Module,
+        section: wasmparser::CustomSectionReader<'_>,
+    ) -> ReencodeResult {
+        let name = section.name();
+        // DWARF and code metadata describe the original code offsets: they would be wrong.
+        // The profile keeps the original module's, through the offset map.
+        if name.starts_with(".debug_") || name.starts_with("metadata.code.") {
+            return Ok(());
+        }
+        utils::parse_custom_section(self, module, section)
+    }
+
+    fn parse_custom_name_subsection(
+        &mut self,
+        names: &mut wasm_encoder::NameSection,
+        section: wasmparser::Name<'_>,
+    ) -> ReencodeResult {
+        match section {
+            // Label indices change with the wrapper block; drop their names.
+            wasmparser::Name::Label(_) => Ok(()),
+            other => utils::parse_custom_name_subsection(self, names, other),
+        }
+    }
+}
+
+pub(crate) fn assemble(
+    layout: &ModuleLayout<'_>,
+    probes: &ProbeLayout,
+    bodies: &[InstrumentedBody],
+) -> Result<InstrumentedModule, AgentError> {
+    if bodies.len() != layout.defined_funcs.len() {
+        return Err(AgentError::BodyCount {
+            expected: layout.defined_funcs.len(),
+            got: bodies.len(),
+        });
+    }
+    let mut renumber = Renumber {
+        probes,
+        bodies,
+        wrote_types: false,
+        wrote_imports: false,
+    };
+    let mut module = Module::new();
+    renumber
+        .parse_core_module(&mut module, Parser::new(0), layout.bytes)
+        .map_err(|e| match e {
+            wasm_encoder::reencode::Error::UserError(e) => e,
+            wasm_encoder::reencode::Error::ParseError(e) => AgentError::Parse(e),
+            other => AgentError::Encode(other.to_string()),
+        })?;
+    let bytes = module.finish();
+
+    let mut placed = Vec::with_capacity(bodies.len());
+    for payload in Parser::new(0).parse_all(&bytes) {
+        if let Payload::CodeSectionEntry(body) = payload? {
+            placed.push(body.range());
+        }
+    }
+    let mut probe_map = ProbeMap::default();
+    let imports = layout.imported_funcs.len() as u32;
+    for id in 0..imports {
+        probe_map.functions.push(FunctionProbes {
+            id,
+            name: layout.display_name(id),
+            kind: crate::FunctionKind::Import,
+            original_body: None,
+            instrumented_body: None,
+            offsets: Vec::new(),
+        });
+    }
+    for (defined, ((func, body), new_range)) in layout
+        .defined_funcs
+        .iter()
+        .zip(bodies)
+        .zip(placed)
+        .enumerate()
+    {
+        let id = imports + defined as u32;
+        let (old, new) = (func.body.start as u32, new_range.start as u32);
+        probe_map.functions.push(FunctionProbes {
+            id,
+            name: layout.display_name(id),
+            kind: crate::FunctionKind::Local,
+            original_body: Some(old..func.body.end as u32),
+            instrumented_body: Some(new..new_range.end as u32),
+            offsets: body
+                .offsets
+                .iter()
+                .map(|&(o, n)| (old + o, new + n))
+                .collect(),
+        });
+    }
+    Ok(InstrumentedModule { bytes, probe_map })
+}

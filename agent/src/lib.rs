@@ -1,0 +1,150 @@
+//! The wprof agent: rewrites a WebAssembly module so that it reports to a profiler.
+//!
+//! Bytes in, bytes and a probe map out. The agent does no I/O and knows nothing about the
+//! engine or the cache: the host decides which function bodies to take from its cache and
+//! which to have the agent instrument, and the agent assembles the final module.
+//!
+//! # What the probes are
+//!
+//! The instrumented module imports a few functions from the module `wprof` (see
+//! [`ProbeImports`]), each taking one `i32`: a function id, which is always the function's
+//! index in the *original* module (imports first, as in the wasm index space).
+//!
+//! - every defined function calls `wprof.enter(id)` first and `wprof.exit(id)` on every
+//!   way out: `return`, falling off the end, and any branch to the function's outermost
+//!   label (`br`, `br_if`, `br_table`, `br_on_*`) — the original body is wrapped in a block
+//!   so that all of those land on one exit probe;
+//! - a direct call to an imported function is bracketed by `wprof.enter(import)` and
+//!   `wprof.exit(import)`, so that the import is a node of its own in the profile;
+//! - a tail call (`return_call*`) first calls `wprof.tail(id)`: the caller's frame is then
+//!   closed by the collector together with the callee's.
+//!
+//! Calls between defined functions get no probes: the callee's entry and exit say it all.
+//!
+//! # How bodies are rewritten
+//!
+//! The rewriter works on the binary encoding: instructions that need no change are copied
+//! byte for byte, so every construct the parser understands survives untouched, and the map
+//! from original to instrumented instruction offsets is exact. Imported probe functions are
+//! appended after the module's own imports, which shifts the index of every defined
+//! function by [`ProbeImports::COUNT`]; call sites, `ref.func`, exports, elements, the start
+//! function and the name section are renumbered accordingly.
+//!
+//! # Example
+//!
+//! ```
+//! let wasm = wat::parse_str(r#"
+//!     (module
+//!       (func $double (export "double") (param i32) (result i32)
+//!         local.get 0
+//!         i32.const 2
+//!         i32.mul))
+//! "#).unwrap();
+//! let out = wprof_agent::instrument(&wasm, &wprof_agent::ProbePlan::default()).unwrap();
+//! let double = &out.probe_map.functions[0];
+//! assert_eq!(double.name, "double");
+//! assert!(out.bytes.len() > wasm.len());
+//! ```
+
+#![deny(missing_docs)]
+
+mod assemble;
+mod body;
+mod error;
+mod layout;
+mod plan;
+mod probe_map;
+
+pub use body::InstrumentedBody;
+pub use error::AgentError;
+pub use layout::{FunctionKind, FunctionSummary};
+pub use plan::{ProbeMode, ProbePlan};
+pub use probe_map::{FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap};
+
+/// Version of everything the agent emits. Bump it whenever the instrumented code for a
+/// given input changes, so that cached bodies from an older agent are never reused.
+pub const AGENT_FORMAT_VERSION: u32 = 1;
+
+/// A blake3 digest, as raw bytes.
+pub type Digest = [u8; 32];
+
+/// A module being instrumented: its parsed layout, the probe plan, and where the probes go.
+///
+/// Use it in three steps: list [`Instrumenter::functions`] (each defined function carries
+/// the cache key of its instrumented body), produce each body either from a cache or with
+/// [`Instrumenter::instrument_function`], then [`Instrumenter::assemble`] the module.
+#[derive(Debug)]
+pub struct Instrumenter<'a> {
+    layout: layout::ModuleLayout<'a>,
+    plan: ProbePlan,
+    probes: probe_map::ProbeLayout,
+}
+
+impl<'a> Instrumenter<'a> {
+    /// Parses the module's structure (not its code) and plans where the probes go.
+    pub fn new(module: &'a [u8], plan: &ProbePlan) -> Result<Self, AgentError> {
+        let layout = layout::ModuleLayout::parse(module)?;
+        let probes = probe_map::ProbeLayout::plan(&layout)?;
+        Ok(Self {
+            layout,
+            plan: plan.clone(),
+            probes,
+        })
+    }
+
+    /// Every function of the module in index order: imports first, then defined functions,
+    /// with names and, for defined functions, the cache key of their instrumented body.
+    pub fn functions(&self) -> Vec<FunctionSummary> {
+        self.layout.summaries(|defined| self.function_key(defined))
+    }
+
+    /// Number of imported functions (their ids come first).
+    pub fn imported_function_count(&self) -> u32 {
+        self.layout.imported_funcs.len() as u32
+    }
+
+    /// Number of functions defined in the module.
+    pub fn defined_function_count(&self) -> u32 {
+        self.layout.defined_funcs.len() as u32
+    }
+
+    /// The cache key of the instrumented body of the `defined`-th defined function: a
+    /// digest of everything that body depends on.
+    pub fn function_key(&self, defined: u32) -> Digest {
+        let func = &self.layout.defined_funcs[defined as usize];
+        let mut h = blake3::Hasher::new();
+        h.update(b"wprof-agent function v1\0");
+        h.update(&AGENT_FORMAT_VERSION.to_le_bytes());
+        h.update(&self.plan.digest());
+        h.update(&self.probes.context_bytes());
+        h.update(&self.layout.function_id(defined).to_le_bytes());
+        h.update(&self.probes.wrapper_block_bytes(func.type_index));
+        let body = &self.layout.bytes[func.body.clone()];
+        h.update(&(body.len() as u64).to_le_bytes());
+        h.update(body);
+        *h.finalize().as_bytes()
+    }
+
+    /// Rewrites the body of the `defined`-th defined function.
+    pub fn instrument_function(&self, defined: u32) -> Result<InstrumentedBody, AgentError> {
+        body::instrument_body(&self.layout, &self.probes, &self.plan, defined)
+    }
+
+    /// Builds the instrumented module from one body per defined function, in order.
+    pub fn assemble(&self, bodies: &[InstrumentedBody]) -> Result<InstrumentedModule, AgentError> {
+        assemble::assemble(&self.layout, &self.probes, bodies)
+    }
+}
+
+/// Instruments every function of `module` and assembles the result: the whole job, with no
+/// cache. See [`Instrumenter`] to reuse bodies instrumented earlier.
+pub fn instrument(module: &[u8], plan: &ProbePlan) -> Result<InstrumentedModule, AgentError> {
+    let instrumenter = Instrumenter::new(module, plan)?;
+    let bodies = (0..instrumenter.defined_function_count())
+        .map(|i| instrumenter.instrument_function(i))
+        .collect::<Result<Vec<_>, _>>()?;
+    instrumenter.assemble(&bodies)
+}
+
+#[cfg(test)]
+mod tests;

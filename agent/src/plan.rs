@@ -1,0 +1,48 @@
+//! The probe plan: which probes to insert. Part of every cache key.
+
+/// What the probes measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProbeMode {
+    /// Entry/exit probes that call the host, which reads a clock: exact calls and times.
+    #[default]
+    Time,
+}
+
+impl ProbeMode {
+    /// The name used on the command line and in profiles.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeMode::Time => "time",
+        }
+    }
+}
+
+/// Which probes the agent inserts. Two plans with the same [`ProbePlan::digest`] produce
+/// the same instrumented code.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProbePlan {
+    /// What the probes measure.
+    pub mode: ProbeMode,
+}
+
+impl ProbePlan {
+    /// A digest of the plan, for cache keys.
+    pub fn digest(&self) -> crate::Digest {
+        let mut h = blake3::Hasher::new();
+        h.update(b"wprof-agent plan v1\0");
+        h.update(self.mode.name().as_bytes());
+        *h.finalize().as_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_is_stable_and_depends_on_mode() {
+        let a = ProbePlan::default();
+        assert_eq!(a.digest(), ProbePlan::default().digest());
+        assert_ne!(a.digest(), [0u8; 32]);
+    }
+}

@@ -1,0 +1,178 @@
+//! Where the probes live in the instrumented module, and what the host learns about it.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use wasm_encoder::reencode::{Reencode, RoundtripReencoder};
+use wasm_encoder::{BlockType, Encode};
+
+use crate::layout::ModuleLayout;
+use crate::{AgentError, FunctionKind};
+
+/// The functions an instrumented module imports from the profiler.
+///
+/// Each takes one `i32`, a function id (the function's index in the original module), and
+/// returns nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeImports;
+
+impl ProbeImports {
+    /// The import module name.
+    pub const MODULE: &'static str = "wprof";
+    /// `enter(id)`: function `id` starts (a defined function's first instruction, or just
+    /// before a direct call to imported function `id`).
+    pub const ENTER: &'static str = "enter";
+    /// `exit(id)`: function `id` returns.
+    pub const EXIT: &'static str = "exit";
+    /// `tail(id)`: function `id` is about to make a tail call; its frame closes when the
+    /// callee's does.
+    pub const TAIL: &'static str = "tail";
+    /// How many probe functions are imported (and so how far defined functions shift).
+    pub const COUNT: u32 = 3;
+    /// All probe import names, in the order they are appended to the import section.
+    pub const NAMES: [&'static str; 3] = [Self::ENTER, Self::EXIT, Self::TAIL];
+}
+
+/// Index assignments for the probes in one instrumented module.
+#[derive(Debug)]
+pub(crate) struct ProbeLayout {
+    /// Function imports of the original module; probe imports follow them.
+    pub imported_funcs: u32,
+    /// Types of the original module; appended types follow them.
+    pub original_types: u32,
+    /// Function types to append, as (params, results). The first is the probe type.
+    pub appended_types: Vec<(Vec<wasmparser::ValType>, Vec<wasmparser::ValType>)>,
+    /// The block type wrapping the body of a function of each type index in use.
+    pub wrapper_blocks: HashMap<u32, BlockType>,
+}
+
+impl ProbeLayout {
+    pub fn plan(layout: &ModuleLayout<'_>) -> Result<Self, AgentError> {
+        let mut probes = ProbeLayout {
+            imported_funcs: layout.imported_funcs.len() as u32,
+            original_types: layout.types.len() as u32,
+            appended_types: vec![(vec![wasmparser::ValType::I32], vec![])],
+            wrapper_blocks: HashMap::new(),
+        };
+        for func in &layout.defined_funcs {
+            if probes.wrapper_blocks.contains_key(&func.type_index) {
+                continue;
+            }
+            let results = &layout.signature(func.type_index).results;
+            let block = match results.as_slice() {
+                [] => BlockType::Empty,
+                [one] => BlockType::Result(val_type(*one, func.body.start)?),
+                many => {
+                    let wanted = (Vec::new(), many.to_vec());
+                    let at = match probes.appended_types.iter().position(|t| *t == wanted) {
+                        Some(at) => at,
+                        None => {
+                            probes.appended_types.push(wanted);
+                            probes.appended_types.len() - 1
+                        }
+                    };
+                    BlockType::FunctionType(probes.original_types + at as u32)
+                }
+            };
+            probes.wrapper_blocks.insert(func.type_index, block);
+        }
+        Ok(probes)
+    }
+
+    pub fn probe_type(&self) -> u32 {
+        self.original_types
+    }
+
+    pub fn enter(&self) -> u32 {
+        self.imported_funcs
+    }
+
+    pub fn exit(&self) -> u32 {
+        self.imported_funcs + 1
+    }
+
+    pub fn tail(&self) -> u32 {
+        self.imported_funcs + 2
+    }
+
+    /// The new index of original function `id`.
+    pub fn renumber(&self, id: u32) -> u32 {
+        if id < self.imported_funcs {
+            id
+        } else {
+            id + ProbeImports::COUNT
+        }
+    }
+
+    /// Everything about the index space that an instrumented body depends on.
+    pub fn context_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for n in [
+            self.imported_funcs,
+            ProbeImports::COUNT,
+            self.enter(),
+            self.exit(),
+            self.tail(),
+        ] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        out
+    }
+
+    pub fn wrapper_block(&self, type_index: u32) -> BlockType {
+        self.wrapper_blocks[&type_index]
+    }
+
+    pub fn wrapper_block_bytes(&self, type_index: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.wrapper_block(type_index).encode(&mut out);
+        out
+    }
+}
+
+pub(crate) fn val_type(
+    ty: wasmparser::ValType,
+    offset: usize,
+) -> Result<wasm_encoder::ValType, AgentError> {
+    RoundtripReencoder
+        .val_type(ty)
+        .map_err(|e| AgentError::Unsupported {
+            what: format!("value type {ty}: {e}"),
+            offset,
+        })
+}
+
+/// The instrumented module and its probe map.
+#[derive(Debug, Clone)]
+pub struct InstrumentedModule {
+    /// The instrumented module's bytes, ready to compile.
+    pub bytes: Vec<u8>,
+    /// What the probes mean and where each instruction went.
+    pub probe_map: ProbeMap,
+}
+
+/// Every function of the original module with its probe id, name and offset map.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeMap {
+    /// In id order: imported functions first, then defined ones.
+    pub functions: Vec<FunctionProbes>,
+}
+
+/// One function in the probe map.
+#[derive(Debug, Clone)]
+pub struct FunctionProbes {
+    /// Index in the original module; the id the probes report.
+    pub id: u32,
+    /// Display name (name section, else export name, else `func[N]`; `module::field` for
+    /// imports).
+    pub name: String,
+    /// Local or imported.
+    pub kind: FunctionKind,
+    /// Body byte range in the original module (defined functions only).
+    pub original_body: Option<Range<u32>>,
+    /// Body byte range in the instrumented module (defined functions only).
+    pub instrumented_body: Option<Range<u32>>,
+    /// Original instruction offset -> instrumented instruction offset, both absolute file
+    /// offsets, one pair per original instruction, in order.
+    pub offsets: Vec<(u32, u32)>,
+}

@@ -1,0 +1,194 @@
+//! Unit tests of the rewriter: every output validates, probes sit where the crate docs say.
+
+use crate::{instrument, FunctionKind, Instrumenter, ProbeImports, ProbePlan};
+
+fn validate(bytes: &[u8]) {
+    let mut v = wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all());
+    if let Err(e) = v.validate_all(bytes) {
+        panic!("instrumented module does not validate: {e}");
+    }
+}
+
+fn instrument_wat(wat: &str) -> crate::InstrumentedModule {
+    let wasm = wat::parse_str(wat).unwrap();
+    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+        .validate_all(&wasm)
+        .expect("test module is valid");
+    let out = instrument(&wasm, &ProbePlan::default()).unwrap();
+    validate(&out.bytes);
+    out
+}
+
+/// The instrumented module printed as text, for assertions on its shape.
+fn text(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        if let wasmparser::Payload::CodeSectionEntry(body) = payload.unwrap() {
+            let mut ops = body.get_operators_reader().unwrap();
+            while !ops.eof() {
+                out.push_str(&format!("{:?}\n", ops.read().unwrap()));
+            }
+            out.push_str("--\n");
+        }
+    }
+    out
+}
+
+#[test]
+fn probes_every_exit_path() {
+    let out = instrument_wat(
+        r#"(module
+          (import "env" "host" (func $host (param i32)))
+          (func $f (param i32) (result i32)
+            (br_if 0 (i32.const 7) (local.get 0))
+            drop
+            block (result i32)
+              i32.const 1
+              local.get 0
+              br_table 0 1 0
+            end
+            return)
+          (func $g (result i32 i64)
+            i32.const 1
+            i64.const 2
+            br 0)
+          (func $h (call $host (i32.const 3)) (call $h))
+        )"#,
+    );
+    let t = text(&out.bytes);
+    let bodies: Vec<&str> = t.split("--\n").collect();
+    // $f: enter, wrapper block, ..., exit before `return` and after the wrapper.
+    assert!(bodies[0].starts_with("I32Const { value: 1 }\nCall { function_index: 1 }\nBlock"));
+    assert_eq!(bodies[0].matches("Call { function_index: 2 }").count(), 2);
+    // $g returns two values through a wrapper block of an appended function type.
+    assert!(bodies[1].contains("Block { blockty: FuncType("));
+    // $h: the import call is bracketed with its own id (0); the recursive call is
+    // renumbered past the probe imports (3 -> 6).
+    assert!(bodies[2].contains(
+        "I32Const { value: 0 }\nCall { function_index: 1 }\nCall { function_index: 0 }\nI32Const { value: 0 }\nCall { function_index: 2 }"
+    ));
+    assert!(bodies[2].contains(&format!(
+        "Call {{ function_index: {} }}",
+        3 + ProbeImports::COUNT
+    )));
+}
+
+#[test]
+fn names_and_kinds() {
+    let out = instrument_wat(
+        r#"(module
+          (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))
+          (func $named)
+          (func (export "exported"))
+          (func))"#,
+    );
+    let names: Vec<_> = out
+        .probe_map
+        .functions
+        .iter()
+        .map(|f| (f.name.as_str(), f.kind))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("wasi_snapshot_preview1::fd_write", FunctionKind::Import),
+            ("named", FunctionKind::Local),
+            ("exported", FunctionKind::Local),
+            ("func[3]", FunctionKind::Local),
+        ]
+    );
+}
+
+#[test]
+fn module_without_types_or_imports() {
+    let out = instrument_wat("(module (memory 1) (data (i32.const 0) \"x\"))");
+    assert!(out.probe_map.functions.is_empty());
+    instrument_wat("(module)");
+}
+
+#[test]
+fn tables_exports_start_and_ref_func_are_renumbered() {
+    instrument_wat(
+        r#"(module
+          (type $t (func (result i32)))
+          (table 2 funcref)
+          (elem (i32.const 0) $a $b)
+          (elem declare func $b)
+          (global funcref (ref.func $a))
+          (func $a (result i32) i32.const 1)
+          (func $b (result i32) (call_indirect (type $t) (i32.const 0)))
+          (func $c (drop (ref.func $b)) (return_call $d))
+          (func $d)
+          (start $d)
+          (export "b" (func $b)))"#,
+    );
+}
+
+#[test]
+fn offset_map_covers_every_instruction_in_order() {
+    let wasm = wat::parse_str(
+        "(module (func $f (param i32) (result i32) local.get 0 i32.const 1 i32.add))",
+    )
+    .unwrap();
+    let out = instrument(&wasm, &ProbePlan::default()).unwrap();
+    let f = &out.probe_map.functions[0];
+    // local.get, i32.const, i32.add, end
+    assert_eq!(f.offsets.len(), 4);
+    assert!(f
+        .offsets
+        .windows(2)
+        .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
+    // Each copied instruction has the same bytes at both offsets.
+    for &(old, new) in &f.offsets[..3] {
+        assert_eq!(wasm[old as usize], out.bytes[new as usize]);
+    }
+}
+
+#[test]
+fn keys_change_only_with_the_function() {
+    let a =
+        wat::parse_str("(module (func $f i32.const 1 drop) (func $g i32.const 2 drop))").unwrap();
+    let b =
+        wat::parse_str("(module (func $f i32.const 1 drop) (func $g i32.const 3 drop))").unwrap();
+    let plan = ProbePlan::default();
+    let ka: Vec<_> = Instrumenter::new(&a, &plan)
+        .unwrap()
+        .functions()
+        .into_iter()
+        .map(|f| f.key)
+        .collect();
+    let kb: Vec<_> = Instrumenter::new(&b, &plan)
+        .unwrap()
+        .functions()
+        .into_iter()
+        .map(|f| f.key)
+        .collect();
+    assert_eq!(ka[0], kb[0]);
+    assert_ne!(ka[1], kb[1]);
+}
+
+#[test]
+fn components_are_refused() {
+    let component = wat::parse_str("(component)").unwrap();
+    assert!(matches!(
+        instrument(&component, &ProbePlan::default()),
+        Err(crate::AgentError::Component)
+    ));
+}
+
+#[test]
+fn every_sample_instruments_and_validates() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../samples");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "wasm") {
+            let wasm = std::fs::read(&path).unwrap();
+            let out = instrument(&wasm, &ProbePlan::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            validate(&out.bytes);
+            seen += 1;
+        }
+    }
+    assert!(seen >= 5);
+}

@@ -1,0 +1,41 @@
+//! The envelope every stored value travels in: a header, the value's digest, the value.
+//!
+//! ```text
+//! "WPC" version(1) kind(1) | blake3(kind, key, value) (32) | value
+//! ```
+//!
+//! The digest covers the key and the kind too, so a value copied under another key or into
+//! another keyspace fails the check just like a damaged one.
+
+const MAGIC: &[u8; 3] = b"WPC";
+const VERSION: u8 = 1;
+const HEADER: usize = MAGIC.len() + 2 + 32;
+
+fn digest(kind: u8, key: &[u8; 32], value: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"wprof-cache value v1\0");
+    h.update(&[kind]);
+    h.update(key);
+    h.update(value);
+    *h.finalize().as_bytes()
+}
+
+/// Wraps `value` for storage under `key`.
+pub(crate) fn seal(kind: u8, key: &[u8; 32], value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + value.len());
+    out.extend_from_slice(MAGIC);
+    out.push(VERSION);
+    out.push(kind);
+    out.extend_from_slice(&digest(kind, key, value));
+    out.extend_from_slice(value);
+    out
+}
+
+/// The value inside `raw` if the envelope is intact and belongs to `key`, else `None`.
+pub(crate) fn open<'a>(kind: u8, key: &[u8; 32], raw: &'a [u8]) -> Option<&'a [u8]> {
+    if raw.len() < HEADER || &raw[..3] != MAGIC || raw[3] != VERSION || raw[4] != kind {
+        return None;
+    }
+    let (stored, value) = raw[5..].split_at(32);
+    (stored == digest(kind, key, value)).then_some(value)
+}
