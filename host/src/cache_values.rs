@@ -1,0 +1,162 @@
+//! What wprof stores in the cache and how each value is encoded.
+//!
+//! - [`FunctionEntry`] (kind `functions`): one instrumented body and its offset map, in a
+//!   compact binary form (it is read for every function of a changed module).
+//! - [`Manifest`] (kind `manifests`): what an instrumented module is made of: its
+//!   functions, their names and keys, and the digest of the assembled module, as JSON.
+//! - the assembled instrumented module itself (kind `modules`), raw bytes.
+
+use serde::{Deserialize, Serialize};
+
+/// The current manifest schema.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// One instrumented function body as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionEntry {
+    /// The body as the agent produced it.
+    pub body: wprof_agent::InstrumentedBody,
+}
+
+impl FunctionEntry {
+    /// `u32 len | body bytes | u32 pairs | (u32 original, u32 instrumented)*`, little endian.
+    pub fn encode(&self) -> Vec<u8> {
+        let body = &self.body;
+        let mut out = Vec::with_capacity(8 + body.bytes.len() + body.offsets.len() * 8);
+        out.extend_from_slice(&(body.bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&body.bytes);
+        out.extend_from_slice(&(body.offsets.len() as u32).to_le_bytes());
+        for &(old, new) in &body.offsets {
+            out.extend_from_slice(&old.to_le_bytes());
+            out.extend_from_slice(&new.to_le_bytes());
+        }
+        out
+    }
+
+    /// The inverse of [`FunctionEntry::encode`]; `None` for anything malformed.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let mut at = 0usize;
+        let u32_at = |at: &mut usize| -> Option<u32> {
+            let v = u32::from_le_bytes(bytes.get(*at..*at + 4)?.try_into().ok()?);
+            *at += 4;
+            Some(v)
+        };
+        let len = u32_at(&mut at)? as usize;
+        let body_bytes = bytes.get(at..at.checked_add(len)?)?.to_vec();
+        at += len;
+        let pairs = u32_at(&mut at)? as usize;
+        if bytes.len() != at.checked_add(pairs.checked_mul(8)?)? {
+            return None;
+        }
+        let mut offsets = Vec::with_capacity(pairs);
+        for _ in 0..pairs {
+            let old = u32_at(&mut at)?;
+            let new = u32_at(&mut at)?;
+            offsets.push((old, new));
+        }
+        Some(Self {
+            body: wprof_agent::InstrumentedBody {
+                bytes: body_bytes,
+                offsets,
+            },
+        })
+    }
+}
+
+/// One function as a manifest records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestFunction {
+    /// Index in the original module (the probe id).
+    pub id: u32,
+    /// Display name.
+    pub name: String,
+    /// `local` or `import`.
+    pub kind: String,
+    /// Cache key of the instrumented body (hex), for defined functions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Body byte range in the original module.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_body: Option<(u32, u32)>,
+    /// Body byte range in the instrumented module.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instrumented_body: Option<(u32, u32)>,
+}
+
+/// What an instrumented module is made of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`MANIFEST_VERSION`].
+    pub manifest_version: u32,
+    /// blake3 of the original module (hex).
+    pub module_digest: String,
+    /// blake3 of the instrumented module (hex): its key in the `modules` keyspace.
+    pub instrumented_digest: String,
+    /// Size of the original module in bytes.
+    pub original_size: u64,
+    /// Size of the instrumented module in bytes.
+    pub instrumented_size: u64,
+    /// The agent format version that produced it.
+    pub agent_version: u32,
+    /// The probe mode.
+    pub mode: String,
+    /// The path the module was loaded from when the manifest was written.
+    pub path: String,
+    /// Every function, in id order.
+    pub functions: Vec<ManifestFunction>,
+}
+
+impl Manifest {
+    /// JSON bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a manifest always serializes")
+    }
+
+    /// Parses a manifest; `None` if malformed or of another version.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let m: Manifest = serde_json::from_slice(bytes).ok()?;
+        (m.manifest_version == MANIFEST_VERSION).then_some(m)
+    }
+}
+
+/// Parses a hex digest.
+pub fn digest_from_hex(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_entries_round_trip_and_reject_garbage() {
+        let entry = FunctionEntry {
+            body: wprof_agent::InstrumentedBody {
+                bytes: vec![0, 0x41, 1, 0x0b],
+                offsets: vec![(1, 5), (3, 9)],
+            },
+        };
+        let bytes = entry.encode();
+        assert_eq!(FunctionEntry::decode(&bytes), Some(entry));
+        for cut in 0..bytes.len() {
+            assert_eq!(FunctionEntry::decode(&bytes[..cut]), None);
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(FunctionEntry::decode(&longer), None);
+    }
+
+    #[test]
+    fn hex_digests() {
+        let d = *blake3::hash(b"x").as_bytes();
+        assert_eq!(digest_from_hex(&crate::loader::hex(&d)), Some(d));
+        assert_eq!(digest_from_hex("zz"), None);
+    }
+}

@@ -1,0 +1,67 @@
+//! The command line: flags, subcommands, and turning errors into one line and an exit code.
+
+use clap::{Parser, Subcommand};
+
+use crate::commands::{report::ReportCommand, run::RunCommand};
+use crate::exit::USAGE_OR_INPUT;
+
+/// wprof: an exact profiler for WebAssembly (WASI preview 1) programs.
+///
+/// `wprof run app.wasm` runs the program under an embedded wasmtime with probes inserted
+/// into every function, then writes an exact profile (calls, self and inclusive time, who
+/// called whom). Instrumented code is cached, so each function is instrumented once; the
+/// original .wasm file is only ever read.
+#[derive(Debug, Parser)]
+#[command(name = "wprof", version, propagate_version = true, after_help = AFTER_HELP)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+const AFTER_HELP: &str = "\
+Environment:
+  WPROF            0/off/false: run programs unprofiled, exactly as plain wasmtime would
+  WPROF_OUT        profile path for `wprof run` (default ./<module stem>.wprof)
+  WPROF_CACHE_DIR  cache directory (default $XDG_CACHE_HOME/wprof, else ~/.cache/wprof)
+  WPROF_LOG        filter for wprof's own logs on stderr, e.g. `debug` (default: off)
+
+Exit status:
+  `wprof run` exits with the program's exit code; wprof's own errors exit with 2.";
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Run(RunCommand),
+    Report(ReportCommand),
+}
+
+/// Runs wprof with this process's arguments; returns the exit code.
+pub fn main() -> i32 {
+    crate::logging::init();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { USAGE_OR_INPUT } else { 0 };
+        }
+    };
+    let result = match &cli.command {
+        Command::Run(cmd) => cmd.execute(),
+        Command::Report(cmd) => cmd.execute(),
+    };
+    match result {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("wprof: error: {failure}");
+            failure.code
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn verify_cli() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

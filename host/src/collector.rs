@@ -1,0 +1,372 @@
+//! The collector behind the probes: a shadow stack and per-function, per-edge counters.
+//!
+//! # Accuracy
+//!
+//! - Calls are exact: one per `enter`.
+//! - Self time of a frame is its inclusive time minus the inclusive time of the frames it
+//!   called; an import's frame holds the time spent in the host, so that time is never a
+//!   caller's self time.
+//! - Inclusive time of a function counts each outermost activation once: with recursion,
+//!   only the frame that has no other activation of the same function below it adds its
+//!   time. Edges (caller -> callee) follow the same rule per edge.
+//! - A tail call (`tail(id)` just before the callee's `enter`) keeps the caller's frame
+//!   open; it closes when the callee's closes.
+//! - An `exit` whose frame is not the top (frames skipped by an exception) closes every
+//!   frame above it at the same moment. An `exit` with no matching frame is counted in
+//!   [`Collector::unmatched_exits`] and otherwise ignored.
+//!
+//! Times are nanoseconds of the monotonic clock, read once per probe.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// The caller of the outermost frames.
+pub const ROOT: u32 = u32::MAX;
+
+/// Totals for one function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FunctionTotals {
+    /// Activations.
+    pub calls: u64,
+    /// Time in the function itself.
+    pub self_time: u64,
+    /// Time in the function and everything it called, outermost activations only.
+    pub inclusive: u64,
+    /// Smallest self time of one activation.
+    pub min_self: u64,
+    /// Largest self time of one activation.
+    pub max_self: u64,
+    active: u32,
+}
+
+impl Default for FunctionTotals {
+    fn default() -> Self {
+        Self {
+            calls: 0,
+            self_time: 0,
+            inclusive: 0,
+            min_self: u64::MAX,
+            max_self: 0,
+            active: 0,
+        }
+    }
+}
+
+/// Totals for one caller -> callee edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EdgeTotals {
+    /// The calling function, or [`ROOT`].
+    pub caller: u32,
+    /// The called function.
+    pub callee: u32,
+    /// Calls along this edge.
+    pub calls: u64,
+    /// Inclusive time of the callee when called from this caller (outermost activations of
+    /// the edge only).
+    pub inclusive: u64,
+    active: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    id: u32,
+    edge: u32,
+    start: u64,
+    children: u64,
+    /// This frame was entered by a tail call: closing it closes its caller too.
+    closes_parent: bool,
+    /// This frame announced a tail call; the next frame entered replaces it.
+    tail_pending: bool,
+}
+
+/// The runtime state behind the probes of one run.
+#[derive(Debug)]
+pub struct Collector {
+    epoch: Instant,
+    functions: Vec<FunctionTotals>,
+    edges: Vec<EdgeTotals>,
+    edge_index: HashMap<(u32, u32), u32>,
+    /// Per callee, the last edge used to reach it: most callees have one hot caller.
+    last_edge: Vec<u32>,
+    stack: Vec<Frame>,
+    root_inclusive: u64,
+    unmatched_exits: u64,
+}
+
+impl Collector {
+    /// A collector for a module with `functions` functions (ids `0..functions`).
+    pub fn new(functions: usize) -> Self {
+        Self {
+            epoch: Instant::now(),
+            functions: vec![FunctionTotals::default(); functions],
+            edges: Vec::new(),
+            edge_index: HashMap::new(),
+            last_edge: vec![u32::MAX; functions],
+            stack: Vec::with_capacity(1024),
+            root_inclusive: 0,
+            unmatched_exits: 0,
+        }
+    }
+
+    /// Nanoseconds since the collector was created.
+    pub fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Probe: function `id` starts.
+    pub fn enter(&mut self, id: u32) {
+        let now = self.now();
+        self.enter_at(id, now);
+    }
+
+    /// Probe: function `id` returns.
+    pub fn exit(&mut self, id: u32) {
+        let now = self.now();
+        self.exit_at(id, now);
+    }
+
+    /// Probe: function `id` is about to tail-call.
+    pub fn tail(&mut self, id: u32) {
+        if let Some(top) = self.stack.last_mut() {
+            if top.id == id {
+                top.tail_pending = true;
+            }
+        }
+    }
+
+    fn ensure(&mut self, id: u32) {
+        let needed = id as usize + 1;
+        if self.functions.len() < needed {
+            self.functions.resize(needed, FunctionTotals::default());
+            self.last_edge.resize(needed, u32::MAX);
+        }
+    }
+
+    fn edge(&mut self, caller: u32, callee: u32) -> u32 {
+        let last = self.last_edge[callee as usize];
+        if let Some(e) = self.edges.get(last as usize) {
+            if e.caller == caller {
+                return last;
+            }
+        }
+        let next = self.edges.len() as u32;
+        let edge = *self.edge_index.entry((caller, callee)).or_insert(next);
+        if edge == next {
+            self.edges.push(EdgeTotals {
+                caller,
+                callee,
+                calls: 0,
+                inclusive: 0,
+                active: 0,
+            });
+        }
+        self.last_edge[callee as usize] = edge;
+        edge
+    }
+
+    /// [`Collector::enter`] at a given time.
+    pub fn enter_at(&mut self, id: u32, now: u64) {
+        self.ensure(id);
+        let mut closes_parent = false;
+        let caller = match self.stack.last_mut() {
+            Some(top) => {
+                closes_parent = std::mem::take(&mut top.tail_pending);
+                top.id
+            }
+            None => ROOT,
+        };
+        let edge = self.edge(caller, id);
+        let f = &mut self.functions[id as usize];
+        f.calls += 1;
+        f.active += 1;
+        let e = &mut self.edges[edge as usize];
+        e.calls += 1;
+        e.active += 1;
+        self.stack.push(Frame {
+            id,
+            edge,
+            start: now,
+            children: 0,
+            closes_parent,
+            tail_pending: false,
+        });
+    }
+
+    /// [`Collector::exit`] at a given time.
+    pub fn exit_at(&mut self, id: u32, now: u64) {
+        let Some(depth) = self.stack.iter().rposition(|f| f.id == id) else {
+            self.unmatched_exits += 1;
+            return;
+        };
+        while self.stack.len() > depth + 1 {
+            self.close_top(now);
+        }
+        // Close the frame, and its tail-calling callers with it.
+        while self.close_top(now) {}
+    }
+
+    /// Closes every open frame (the program ended, trapped or exited).
+    pub fn finish_at(&mut self, now: u64) {
+        while !self.stack.is_empty() {
+            self.close_top(now);
+        }
+    }
+
+    /// Closes the top frame; returns whether its caller must close with it.
+    fn close_top(&mut self, now: u64) -> bool {
+        let Some(frame) = self.stack.pop() else {
+            return false;
+        };
+        let inclusive = now.saturating_sub(frame.start);
+        let self_time = inclusive.saturating_sub(frame.children);
+        let f = &mut self.functions[frame.id as usize];
+        f.self_time += self_time;
+        f.min_self = f.min_self.min(self_time);
+        f.max_self = f.max_self.max(self_time);
+        f.active -= 1;
+        if f.active == 0 {
+            f.inclusive += inclusive;
+        }
+        let e = &mut self.edges[frame.edge as usize];
+        e.active -= 1;
+        if e.active == 0 {
+            e.inclusive += inclusive;
+        }
+        match self.stack.last_mut() {
+            Some(parent) => parent.children += inclusive,
+            None => self.root_inclusive += inclusive,
+        }
+        frame.closes_parent
+    }
+
+    /// Totals per function id (functions never called have `calls == 0`).
+    pub fn functions(&self) -> &[FunctionTotals] {
+        &self.functions
+    }
+
+    /// Totals per edge, in order of first call.
+    pub fn edges(&self) -> &[EdgeTotals] {
+        &self.edges
+    }
+
+    /// Time in all outermost frames.
+    pub fn root_inclusive(&self) -> u64 {
+        self.root_inclusive
+    }
+
+    /// Exits that matched no open frame.
+    pub fn unmatched_exits(&self) -> u64 {
+        self.unmatched_exits
+    }
+
+    /// Frames still open.
+    pub fn depth(&self) -> usize {
+        self.stack.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edge(c: &Collector, caller: u32, callee: u32) -> EdgeTotals {
+        *c.edges()
+            .iter()
+            .find(|e| e.caller == caller && e.callee == callee)
+            .unwrap()
+    }
+
+    #[test]
+    fn nested_calls_split_self_and_inclusive() {
+        let mut c = Collector::new(3);
+        c.enter_at(0, 0);
+        c.enter_at(1, 10);
+        c.exit_at(1, 40);
+        c.enter_at(2, 50);
+        c.exit_at(2, 55);
+        c.exit_at(0, 100);
+        let f = c.functions();
+        assert_eq!((f[0].calls, f[0].self_time, f[0].inclusive), (1, 65, 100));
+        assert_eq!((f[1].self_time, f[1].inclusive), (30, 30));
+        assert_eq!((f[2].min_self, f[2].max_self), (5, 5));
+        assert_eq!(edge(&c, ROOT, 0).inclusive, 100);
+        assert_eq!(edge(&c, 0, 1).calls, 1);
+        assert_eq!(c.root_inclusive(), 100);
+    }
+
+    #[test]
+    fn recursion_counts_outermost_activation_once() {
+        let mut c = Collector::new(1);
+        c.enter_at(0, 0);
+        c.enter_at(0, 10);
+        c.enter_at(0, 20);
+        c.exit_at(0, 30);
+        c.exit_at(0, 40);
+        c.exit_at(0, 50);
+        let f = c.functions()[0];
+        assert_eq!((f.calls, f.inclusive, f.self_time), (3, 50, 50));
+        // The recursive edge 0 -> 0 counts its outermost activation: 10..40.
+        assert_eq!(edge(&c, 0, 0).inclusive, 30);
+        assert_eq!(edge(&c, 0, 0).calls, 2);
+    }
+
+    #[test]
+    fn tail_call_keeps_caller_open_until_callee_returns() {
+        let mut c = Collector::new(3);
+        c.enter_at(0, 0);
+        c.enter_at(1, 10);
+        c.tail(1);
+        c.enter_at(2, 20);
+        c.exit_at(2, 50); // closes 2, then 1 with it
+        assert_eq!(c.depth(), 1);
+        c.exit_at(0, 60);
+        let f = c.functions();
+        assert_eq!(f[1].inclusive, 40);
+        assert_eq!(f[1].self_time, 10);
+        assert_eq!(f[2].inclusive, 30);
+        assert_eq!(edge(&c, 1, 2).calls, 1);
+        assert_eq!(f[0].self_time, 20);
+    }
+
+    #[test]
+    fn skipped_frames_close_at_the_catching_exit_and_finish_closes_all() {
+        let mut c = Collector::new(3);
+        c.enter_at(0, 0);
+        c.enter_at(1, 10);
+        c.enter_at(2, 20);
+        c.exit_at(0, 40); // 2 and 1 never ran their exit probes
+        assert_eq!(c.depth(), 0);
+        assert_eq!(c.functions()[2].inclusive, 20);
+        c.exit_at(1, 50);
+        assert_eq!(c.unmatched_exits(), 1);
+        c.enter_at(0, 60);
+        c.enter_at(1, 70);
+        c.finish_at(100);
+        assert_eq!(c.depth(), 0);
+        assert_eq!(c.functions()[0].inclusive, 80);
+    }
+
+    #[test]
+    fn self_times_add_up_to_root_inclusive() {
+        let mut c = Collector::new(4);
+        let mut t = 0;
+        let mut tick = || {
+            t += 7;
+            t
+        };
+        c.enter_at(0, tick());
+        for _ in 0..3 {
+            c.enter_at(1, tick());
+            c.enter_at(2, tick());
+            c.enter_at(1, tick());
+            c.exit_at(1, tick());
+            c.exit_at(2, tick());
+            c.enter_at(3, tick());
+            c.exit_at(3, tick());
+            c.exit_at(1, tick());
+        }
+        c.exit_at(0, tick());
+        let total: u64 = c.functions().iter().map(|f| f.self_time).sum();
+        assert_eq!(total, c.root_inclusive());
+    }
+}

@@ -1,0 +1,249 @@
+//! `wprof run`: run a WASI program under the profiler.
+
+use std::path::PathBuf;
+
+use wasmtime::Module;
+use wprof_agent::ProbePlan;
+
+use crate::collector::Collector;
+use crate::exit::Failure;
+use crate::instrument::{self, warn, CacheSession, Prepared};
+use crate::profile::{Ending, ModuleRef, Profile};
+use crate::report::{format_ns, text};
+use crate::runner;
+use crate::settings::{self, DirMapping, RunSettings};
+
+/// Run a WASI (preview 1) command module with probes, then write its profile.
+#[derive(Debug, clap::Args)]
+#[command(after_help = RUN_AFTER_HELP)]
+pub struct RunCommand {
+    /// Give the program a host directory, as `HOST` or `HOST::GUEST` (repeatable).
+    #[arg(long = "dir", value_name = "HOST[::GUEST]")]
+    dirs: Vec<String>,
+
+    /// Set an environment variable of the program, `NAME=VALUE`, or `NAME` to pass this
+    /// process's value through (repeatable). The program sees no other variables.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    envs: Vec<String>,
+
+    /// Where to write the profile [default: ./<module stem>.wprof].
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "PROFILE",
+        env = "WPROF_OUT"
+    )]
+    output: Option<PathBuf>,
+
+    /// The cache directory [default: $XDG_CACHE_HOME/wprof, else ~/.cache/wprof].
+    #[arg(long, value_name = "DIR", env = "WPROF_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+
+    /// Instrument without reading or writing the cache.
+    #[arg(long)]
+    no_cache: bool,
+
+    /// Print no summary on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+
+    /// The module to run (`.wasm`, or `.wat` text).
+    #[arg(value_name = "APP.wasm")]
+    module: PathBuf,
+
+    /// Arguments for the program (after `--`).
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    args: Vec<String>,
+}
+
+const RUN_AFTER_HELP: &str = "\
+Environment:
+  WPROF=0|off|false   run the original module as plain wasmtime would: no probes,
+                      no cache access, no profile
+  WPROF_OUT           profile path (like -o)
+  WPROF_CACHE_DIR     cache directory (like --cache-dir)
+  WPROF_LOG           wprof's own log filter, e.g. `debug` (off by default)
+
+Examples:
+  wprof run app.wasm -- input.txt
+  wprof run --dir data::/data -o app.wprof app.wasm
+  WPROF=0 wprof run app.wasm
+
+Exit status:
+  the program's own exit code (134 if it trapped, as under `wasmtime run`);
+  2 if wprof could not run it (bad flag, unreadable or invalid module, not a WASI command)";
+
+impl RunCommand {
+    /// Resolves flags over environment over defaults.
+    pub fn settings(&self) -> Result<RunSettings, Failure> {
+        let profiling = settings::profiling_enabled(std::env::var("WPROF").ok().as_deref())?;
+        let env = self
+            .envs
+            .iter()
+            .map(|e| settings::parse_env(e))
+            .collect::<Result<Vec<_>, _>>()?;
+        let cache_dir = if self.no_cache {
+            None
+        } else {
+            self.cache_dir.clone().or_else(settings::default_cache_dir)
+        };
+        Ok(RunSettings {
+            module: self.module.clone(),
+            args: self.args.clone(),
+            dirs: self.dirs.iter().map(|d| DirMapping::parse(d)).collect(),
+            env,
+            profiling,
+            profile_path: self
+                .output
+                .clone()
+                .unwrap_or_else(|| settings::default_profile_path(&self.module)),
+            cache_dir,
+            quiet: self.quiet,
+        })
+    }
+
+    /// Runs the command; returns the exit code.
+    pub fn execute(&self) -> Result<i32, Failure> {
+        let settings = self.settings()?;
+        tracing::debug!(?settings, "resolved settings");
+        run(&settings)
+    }
+}
+
+/// `wprof run` with resolved settings.
+pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
+    let engine = crate::engine::new_engine()?;
+    let loaded = crate::loader::load(&settings.module, &engine)?;
+    let shown = settings.module.display().to_string();
+
+    if !settings.profiling {
+        let module = compile(&engine, &loaded.bytes, &shown)?;
+        let outcome = runner::run(&engine, &module, settings, None)?;
+        return Ok(finish_unprofiled(outcome));
+    }
+
+    let mut cache = CacheSession::open(settings.cache_dir.as_deref());
+    let prepared =
+        match instrument::prepare(&loaded, &settings.module, &ProbePlan::default(), &mut cache) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                warn(format_args!(
+                    "cannot instrument {shown} ({e}); running it without profiling"
+                ));
+                None
+            }
+        };
+    drop(cache);
+    let compiled = prepared.and_then(|p| match Module::new(&engine, &p.bytes) {
+        Ok(m) => Some((p, m)),
+        Err(e) => {
+            warn(format_args!(
+                "the instrumented {shown} does not compile ({}); running it without profiling",
+                e.to_string().lines().next().unwrap_or_default()
+            ));
+            None
+        }
+    });
+    let Some((prepared, module)) = compiled else {
+        let module = compile(&engine, &loaded.bytes, &shown)?;
+        let outcome = runner::run(&engine, &module, settings, None)?;
+        return Ok(finish_unprofiled(outcome));
+    };
+
+    let collector = Collector::new(prepared.functions.len());
+    let outcome = runner::run(&engine, &module, settings, Some(collector))?;
+    if let Some((_, report)) = &outcome.trap {
+        eprintln!("Error: {report}");
+    }
+    let collector = outcome
+        .collector
+        .as_ref()
+        .expect("instrumented runs have a collector");
+    let profile = Profile::from_run(
+        ModuleRef {
+            path: shown.clone(),
+            blake3: loaded.digest_hex(),
+        },
+        &prepared.functions,
+        prepared.stats,
+        collector,
+        Ending {
+            exit_code: outcome.exit_code,
+            trap: outcome.trap.as_ref().map(|(m, _)| m.clone()),
+            wall_time: outcome.wall_time,
+        },
+    );
+    let written = match profile.write(&settings.profile_path) {
+        Ok(()) => true,
+        Err(e) => {
+            warn(format_args!("{e:#}; no profile written"));
+            false
+        }
+    };
+    if !settings.quiet {
+        print_summary(&profile, &prepared, settings, written);
+    }
+    Ok(outcome.exit_code)
+}
+
+fn compile(engine: &wasmtime::Engine, bytes: &[u8], shown: &str) -> Result<Module, Failure> {
+    Module::new(engine, bytes).map_err(|e| {
+        Failure::input(format!(
+            "cannot compile {shown}: {}",
+            e.to_string().lines().next().unwrap_or_default()
+        ))
+    })
+}
+
+fn finish_unprofiled(outcome: runner::RunOutcome) -> i32 {
+    if let Some((_, report)) = &outcome.trap {
+        eprintln!("Error: {report}");
+    }
+    outcome.exit_code
+}
+
+fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings, written: bool) {
+    let stats = &prepared.stats;
+    let calls: u64 = profile.functions.iter().map(|f| f.calls).sum();
+    let mut out = String::new();
+    out.push_str(&format!(
+        "\nwprof: {} {} in {}; {} calls, {} functions ran\n",
+        profile.module.path,
+        match &profile.trap {
+            Some(t) => format!("trapped ({t})"),
+            None => format!("exited with code {}", profile.exit_code),
+        },
+        format_ns(profile.total),
+        calls,
+        profile.functions.len(),
+    ));
+    out.push_str(&format!(
+        "wprof: {} functions: {} instrumented now, {} from the cache{}\n",
+        stats.functions_total,
+        stats.functions_instrumented,
+        stats.functions_from_cache,
+        if stats.module_from_cache {
+            " (whole module cached)"
+        } else {
+            ""
+        }
+    ));
+    let top: Vec<_> = text::by_self_time(profile).into_iter().take(10).collect();
+    for line in text::flat_table(profile, &top).lines() {
+        out.push_str("  ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    if written {
+        out.push_str(&format!(
+            "wprof: profile written to {} (see `wprof report {}`)\n",
+            settings.profile_path.display(),
+            settings.profile_path.display()
+        ));
+    }
+    eprint!("{out}");
+}

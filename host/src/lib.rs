@@ -1,0 +1,19 @@
+//! wprof's host: the engine, the compile interception (cache lookup -> agent -> compile),
+//! the collector behind the probes, profile files, reports and the command line.
+//!
+//! The `wprof` binary is a thin shell over [`cli`]; everything it does is reachable from
+//! here, one module per concern.
+
+pub mod cache_values;
+pub mod cli;
+pub mod collector;
+pub mod commands;
+pub mod engine;
+pub mod exit;
+pub mod instrument;
+pub mod loader;
+pub mod logging;
+pub mod profile;
+pub mod report;
+pub mod runner;
+pub mod settings;

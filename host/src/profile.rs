@@ -1,0 +1,207 @@
+//! The profile file: one JSON document, the schema `wprof report --format json` prints.
+//! Field names are stable; new fields may be added.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::collector::{Collector, ROOT};
+use crate::instrument::{FunctionInfo, InstrumentationStats};
+
+/// The current profile format.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The module that was profiled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleRef {
+    /// The path it was run from.
+    pub path: String,
+    /// blake3 of its bytes (hex).
+    pub blake3: String,
+}
+
+/// One function that ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionRecord {
+    /// Index in the original module.
+    pub id: u32,
+    /// Display name (`module::field` for imports).
+    pub name: String,
+    /// `local` or `import`.
+    pub kind: String,
+    /// Activations.
+    pub calls: u64,
+    /// Time in the function itself.
+    #[serde(rename = "self")]
+    pub self_time: u64,
+    /// Time in the function and its callees (each outermost activation once).
+    pub inclusive: u64,
+    /// Smallest self time of one activation.
+    pub min_self: u64,
+    /// Largest self time of one activation.
+    pub max_self: u64,
+}
+
+/// One caller -> callee edge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeRecord {
+    /// The caller's id; `null` for the root (the engine calling `_start`).
+    pub caller: Option<u32>,
+    /// The callee's id.
+    pub callee: u32,
+    /// Calls along this edge.
+    pub calls: u64,
+    /// The callee's inclusive time caused by this caller.
+    pub inclusive: u64,
+}
+
+/// A whole profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Profile {
+    /// [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The wprof that wrote it.
+    pub tool: String,
+    /// The module.
+    pub module: ModuleRef,
+    /// Probe mode (`time`).
+    pub mode: String,
+    /// Unit of every time field (`ns`).
+    pub unit: String,
+    /// The program's exit code (wprof's own exit code too).
+    pub exit_code: i32,
+    /// `exit` (returned or `proc_exit`) or `trap`.
+    pub outcome: String,
+    /// The trap message, if the program trapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trap: Option<String>,
+    /// Wall time of the run, from `_start` to the end, in `unit`.
+    pub wall_time: u64,
+    /// Sum of the inclusive time of the outermost frames, in `unit`.
+    pub total: u64,
+    /// How the instrumented module was produced.
+    pub instrumentation: InstrumentationStats,
+    /// Every function that ran, by id.
+    pub functions: Vec<FunctionRecord>,
+    /// Every edge, in order of first call.
+    pub edges: Vec<EdgeRecord>,
+}
+
+/// How the program ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    /// Exit code.
+    pub exit_code: i32,
+    /// Trap message, if it trapped.
+    pub trap: Option<String>,
+    /// Wall time from `_start` to the end.
+    pub wall_time: u64,
+}
+
+impl Profile {
+    /// Builds the profile of a finished run (all frames closed).
+    pub fn from_run(
+        module: ModuleRef,
+        functions: &[FunctionInfo],
+        stats: InstrumentationStats,
+        collector: &Collector,
+        ending: Ending,
+    ) -> Self {
+        let name_of = |id: u32| {
+            functions
+                .get(id as usize)
+                .map(|f| (f.name.clone(), f.kind.clone()))
+                .unwrap_or_else(|| (format!("func[{id}]"), "local".to_string()))
+        };
+        let records = collector
+            .functions()
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.calls > 0)
+            .map(|(id, t)| {
+                let (name, kind) = name_of(id as u32);
+                FunctionRecord {
+                    id: id as u32,
+                    name,
+                    kind,
+                    calls: t.calls,
+                    self_time: t.self_time,
+                    inclusive: t.inclusive,
+                    min_self: t.min_self,
+                    max_self: t.max_self,
+                }
+            })
+            .collect();
+        let edges = collector
+            .edges()
+            .iter()
+            .map(|e| EdgeRecord {
+                caller: (e.caller != ROOT).then_some(e.caller),
+                callee: e.callee,
+                calls: e.calls,
+                inclusive: e.inclusive,
+            })
+            .collect();
+        Profile {
+            format_version: FORMAT_VERSION,
+            tool: format!("wprof {}", env!("CARGO_PKG_VERSION")),
+            module,
+            mode: "time".to_string(),
+            unit: "ns".to_string(),
+            exit_code: ending.exit_code,
+            outcome: if ending.trap.is_some() {
+                "trap"
+            } else {
+                "exit"
+            }
+            .to_string(),
+            trap: ending.trap,
+            wall_time: ending.wall_time,
+            total: collector.root_inclusive(),
+            instrumentation: stats,
+            functions: records,
+            edges,
+        }
+    }
+
+    /// Writes the profile to `path` atomically: a reader sees the old file or the new one,
+    /// never a part.
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)
+            .with_context(|| format!("failed to create a file in {}", dir.display()))?;
+        serde_json::to_writer_pretty(&mut tmp, self).context("failed to encode the profile")?;
+        tmp.write_all(b"\n")?;
+        tmp.persist(path)
+            .with_context(|| format!("failed to write {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Reads a profile written by [`Profile::write`].
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let profile: Profile = serde_json::from_slice(&bytes)
+            .with_context(|| format!("{} is not a wprof profile", path.display()))?;
+        anyhow::ensure!(
+            profile.format_version == FORMAT_VERSION,
+            "{} has profile format {}, this wprof reads format {FORMAT_VERSION}",
+            path.display(),
+            profile.format_version
+        );
+        Ok(profile)
+    }
+
+    /// The record of function `id`, if it ran.
+    pub fn function(&self, id: u32) -> Option<&FunctionRecord> {
+        self.functions
+            .binary_search_by_key(&id, |f| f.id)
+            .ok()
+            .map(|i| &self.functions[i])
+    }
+}

@@ -1,0 +1,128 @@
+//! `--format text`: a flat profile sorted by self time, then, per function, who called it
+//! and what it called.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use super::{format_ns, percent, TextOptions};
+use crate::profile::{FunctionRecord, Profile};
+
+/// Functions sorted by self time, most expensive first (ties by name).
+pub fn by_self_time(profile: &Profile) -> Vec<&FunctionRecord> {
+    let mut functions: Vec<&FunctionRecord> = profile.functions.iter().collect();
+    functions.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
+    functions
+}
+
+/// The flat profile table: header plus one line per function.
+pub fn flat_table(profile: &Profile, functions: &[&FunctionRecord]) -> String {
+    let total = profile.total;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>11} {:>7} {:>11} {:>7} {:>12} {:>11} {:>11}  function",
+        "self", "self%", "inclusive", "incl%", "calls", "min self", "max self"
+    );
+    for f in functions {
+        let _ = writeln!(
+            out,
+            "{:>11} {:>6.2}% {:>11} {:>6.2}% {:>12} {:>11} {:>11}  {}{}",
+            format_ns(f.self_time),
+            percent(f.self_time, total),
+            format_ns(f.inclusive),
+            percent(f.inclusive, total),
+            f.calls,
+            format_ns(f.min_self),
+            format_ns(f.max_self),
+            f.name,
+            if f.kind == "import" { " [import]" } else { "" },
+        );
+    }
+    out
+}
+
+/// The whole text report.
+pub fn render(profile: &Profile, options: &TextOptions) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "wprof profile of {} ({})",
+        profile.module.path,
+        &profile.module.blake3[..16.min(profile.module.blake3.len())]
+    );
+    let _ = writeln!(
+        out,
+        "outcome: {} (exit code {}){}; total {} in {} functions, {} calls",
+        profile.outcome,
+        profile.exit_code,
+        profile
+            .trap
+            .as_deref()
+            .map(|t| format!(", trap: {t}"))
+            .unwrap_or_default(),
+        format_ns(profile.total),
+        profile.functions.len(),
+        profile.functions.iter().map(|f| f.calls).sum::<u64>(),
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Flat profile (sorted by self time):");
+    let mut functions = by_self_time(profile);
+    if let Some(top) = options.top {
+        functions.truncate(top);
+    }
+    out.push_str(&flat_table(profile, &functions));
+
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Callers and callees (share = part of the function's inclusive time):"
+    );
+    let names: HashMap<u32, &str> = profile
+        .functions
+        .iter()
+        .map(|f| (f.id, f.name.as_str()))
+        .collect();
+    let name = |id: Option<u32>| match id {
+        None => "<root>",
+        Some(id) => names.get(&id).copied().unwrap_or("?"),
+    };
+    for f in functions {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{}  ({} calls, inclusive {})",
+            f.name,
+            f.calls,
+            format_ns(f.inclusive)
+        );
+        let mut callers: Vec<_> = profile.edges.iter().filter(|e| e.callee == f.id).collect();
+        callers.sort_by(|a, b| b.inclusive.cmp(&a.inclusive));
+        for e in callers {
+            let _ = writeln!(
+                out,
+                "    called by {:<40} {:>10} calls {:>11} {:>6.2}%",
+                name(e.caller),
+                e.calls,
+                format_ns(e.inclusive),
+                percent(e.inclusive, f.inclusive)
+            );
+        }
+        let mut callees: Vec<_> = profile
+            .edges
+            .iter()
+            .filter(|e| e.caller == Some(f.id))
+            .collect();
+        callees.sort_by(|a, b| b.inclusive.cmp(&a.inclusive));
+        for e in callees {
+            let _ = writeln!(
+                out,
+                "    calls     {:<40} {:>10} calls {:>11} {:>6.2}%",
+                name(Some(e.callee)),
+                e.calls,
+                format_ns(e.inclusive),
+                percent(e.inclusive, f.inclusive)
+            );
+        }
+    }
+    out
+}

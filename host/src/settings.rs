@@ -1,0 +1,146 @@
+//! Resolved settings: command-line flags over `WPROF_*` environment variables over
+//! defaults. Commands turn their clap structs into these plain structs before any work.
+
+use std::path::{Path, PathBuf};
+
+use crate::exit::Failure;
+
+/// Whether profiling is on, from `WPROF` (`0`, `off`, `false`, `no` switch it off; `1`,
+/// `on`, `true`, `yes` or unset leave it on).
+pub fn profiling_enabled(value: Option<&str>) -> Result<bool, Failure> {
+    let Some(value) = value else {
+        return Ok(true);
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "" | "1" | "on" | "true" | "yes" => Ok(true),
+        "0" | "off" | "false" | "no" => Ok(false),
+        other => Err(Failure::input(format!(
+            "WPROF={other:?} is not a switch: use 1/on/true/yes or 0/off/false/no"
+        ))),
+    }
+}
+
+/// The default cache directory: `$XDG_CACHE_HOME/wprof`, else `~/.cache/wprof`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(xdg).join("wprof"));
+    }
+    std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .map(|home| PathBuf::from(home).join(".cache").join("wprof"))
+}
+
+/// The default profile path for a module: `./<stem>.wprof`.
+pub fn default_profile_path(module: &Path) -> PathBuf {
+    let stem = module
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "profile".to_string());
+    PathBuf::from(format!("{stem}.wprof"))
+}
+
+/// A directory the program may use: `HOST` or `HOST::GUEST`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirMapping {
+    /// Path on this machine.
+    pub host: PathBuf,
+    /// Path the program sees.
+    pub guest: String,
+}
+
+impl DirMapping {
+    /// Parses `HOST[::GUEST]`; without a guest path the program sees the host path.
+    pub fn parse(spec: &str) -> Self {
+        match spec.split_once("::") {
+            Some((host, guest)) => DirMapping {
+                host: PathBuf::from(host),
+                guest: guest.to_string(),
+            },
+            None => DirMapping {
+                host: PathBuf::from(spec),
+                guest: spec.to_string(),
+            },
+        }
+    }
+}
+
+/// Parses `NAME=VALUE`, or `NAME` to pass this process's value of `NAME` through.
+pub fn parse_env(spec: &str) -> Result<(String, String), Failure> {
+    match spec.split_once('=') {
+        Some((name, _)) if name.is_empty() => Err(Failure::input(format!(
+            "--env {spec:?}: the variable name is empty"
+        ))),
+        Some((name, value)) => Ok((name.to_string(), value.to_string())),
+        None => match std::env::var(spec) {
+            Ok(value) => Ok((spec.to_string(), value)),
+            Err(_) => Err(Failure::input(format!(
+                "--env {spec}: no value given and {spec} is not set here"
+            ))),
+        },
+    }
+}
+
+/// Everything `wprof run` needs, resolved.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// The module to run.
+    pub module: PathBuf,
+    /// Arguments after the module (argv[1..]).
+    pub args: Vec<String>,
+    /// Directories the program may use.
+    pub dirs: Vec<DirMapping>,
+    /// Environment of the program.
+    pub env: Vec<(String, String)>,
+    /// Instrument and profile (false: run the original module as plain wasmtime would).
+    pub profiling: bool,
+    /// Where the profile goes.
+    pub profile_path: PathBuf,
+    /// The cache directory, if any.
+    pub cache_dir: Option<PathBuf>,
+    /// No summary on stderr.
+    pub quiet: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switch_values() {
+        assert!(profiling_enabled(None).unwrap());
+        for on in ["1", "on", "TRUE", "yes", ""] {
+            assert!(profiling_enabled(Some(on)).unwrap(), "{on}");
+        }
+        for off in ["0", "off", "False", "no"] {
+            assert!(!profiling_enabled(Some(off)).unwrap(), "{off}");
+        }
+        assert!(profiling_enabled(Some("maybe")).is_err());
+    }
+
+    #[test]
+    fn dir_mappings() {
+        assert_eq!(
+            DirMapping::parse("/data::/in"),
+            DirMapping {
+                host: "/data".into(),
+                guest: "/in".into()
+            }
+        );
+        assert_eq!(DirMapping::parse(".").guest, ".");
+    }
+
+    #[test]
+    fn env_specs() {
+        assert_eq!(parse_env("A=b=c").unwrap(), ("A".into(), "b=c".into()));
+        assert!(parse_env("=x").is_err());
+        assert!(parse_env("WPROF_SURELY_UNSET_VARIABLE").is_err());
+    }
+
+    #[test]
+    fn profile_path_from_stem() {
+        assert_eq!(
+            default_profile_path(Path::new("dir/app.wasm")),
+            PathBuf::from("app.wprof")
+        );
+    }
+}
