@@ -1,0 +1,420 @@
+//! `wprof run` through the real binary: exact counts, the program's own behaviour, the
+//! cache, the environment switches.
+
+use std::io::Write;
+use std::process::Stdio;
+
+use crate::support::*;
+
+#[test]
+fn fib_call_counts_are_exact() {
+    let s = Scratch::new();
+    let out = s.run(&["run", sample("fib.wasm").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "fib(25) = 75025\n");
+    let p = s.profile("fib.wprof");
+    // fib(n) makes 2·F(n+1) − 1 calls: 2·121393 − 1.
+    assert_eq!(calls(&p, "fib"), 242_785);
+    assert_eq!(edge_calls(&p, Some("_start"), "fib"), 1);
+    assert_eq!(edge_calls(&p, Some("fib"), "fib"), 242_784);
+    assert_eq!(edge_calls(&p, None, "_start"), 1);
+    assert_eq!(calls(&p, "wasi_snapshot_preview1::fd_write"), 1);
+    assert_eq!(
+        function(&p, "wasi_snapshot_preview1::fd_write")["kind"],
+        "import"
+    );
+    assert_eq!(function(&p, "fib")["kind"], "local");
+    // The summary went to stderr.
+    assert!(stderr(&out).contains("profile written to fib.wprof"));
+}
+
+#[test]
+fn import_calls_are_their_own_nodes() {
+    let s = Scratch::new();
+    let out = s.run(&["run", "-q", sample("wasi_loop.wasm").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), "tick\n".repeat(100));
+    assert!(
+        stderr(&out).is_empty(),
+        "-q prints nothing: {}",
+        stderr(&out)
+    );
+    let p = s.profile("wasi_loop.wprof");
+    assert_eq!(calls(&p, "emit"), 100);
+    assert_eq!(calls(&p, "wasi_snapshot_preview1::fd_write"), 100);
+    assert_eq!(
+        edge_calls(&p, Some("emit"), "wasi_snapshot_preview1::fd_write"),
+        100
+    );
+    // Time in the import is not the caller's self time: emit's self time is its inclusive
+    // time minus the import's.
+    let emit = function(&p, "emit");
+    let write = function(&p, "wasi_snapshot_preview1::fd_write");
+    assert_eq!(
+        emit["self"].as_u64().unwrap() + write["inclusive"].as_u64().unwrap(),
+        emit["inclusive"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn profile_times_are_consistent() {
+    let s = Scratch::new();
+    let out = s.run(&["run", "-q", sample("fib.wasm").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let p = s.profile("fib.wprof");
+    let total = p["total"].as_u64().unwrap();
+    let self_sum: u64 = p["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["self"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        self_sum, total,
+        "self times add up to the root's inclusive time"
+    );
+    for f in p["functions"].as_array().unwrap() {
+        let (s_, i) = (
+            f["self"].as_u64().unwrap(),
+            f["inclusive"].as_u64().unwrap(),
+        );
+        assert!(s_ <= i, "{f}");
+        assert!(f["min_self"].as_u64().unwrap() <= f["max_self"].as_u64().unwrap());
+    }
+    assert_eq!(p["unit"], "ns");
+    assert_eq!(p["mode"], "time");
+    assert_eq!(p["format_version"], 1);
+}
+
+#[test]
+fn exit_codes_pass_through() {
+    let s = Scratch::new();
+    let out = s.run(&["run", "-q", sample("exit_code.wasm").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stdout(&out), "exiting with code 3\n");
+    let p = s.profile("exit_code.wprof");
+    assert_eq!(p["exit_code"], 3);
+    assert_eq!(p["outcome"], "exit");
+    // proc_exit never returns; every frame was still closed.
+    assert_eq!(calls(&p, "wasi_snapshot_preview1::proc_exit"), 1);
+    assert_eq!(calls(&p, "b"), 1);
+    let start = function(&p, "_start");
+    assert_eq!(
+        start["inclusive"].as_u64().unwrap(),
+        p["total"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn a_trap_writes_the_profile_and_exits_like_wasmtime() {
+    let s = Scratch::new();
+    let out = s.run(&["run", "-q", sample("trap.wasm").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(134));
+    assert_eq!(stdout(&out), "about to trap\n");
+    assert!(stderr(&out).contains("unreachable"), "{}", stderr(&out));
+    let p = s.profile("trap.wprof");
+    assert_eq!(p["outcome"], "trap");
+    assert_eq!(p["exit_code"], 134);
+    assert!(p["trap"].as_str().unwrap().contains("unreachable"));
+    for name in ["outer", "middle", "inner"] {
+        assert_eq!(calls(&p, name), 1, "{name}");
+    }
+    // Frames closed at the trap: inclusive times nest.
+    let incl = |n| function(&p, n)["inclusive"].as_u64().unwrap();
+    assert!(incl("outer") >= incl("middle") && incl("middle") >= incl("inner"));
+}
+
+#[test]
+fn stdin_stdout_stderr_pass_through() {
+    let s = Scratch::new();
+    let mut child = s
+        .wprof(&["run", "-q", sample("echo_stdin.wasm").to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"abc xyz\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), "ABC XYZ\n");
+    assert_eq!(stderr(&out), "bytes: 8\n");
+}
+
+#[test]
+fn args_env_and_return_code() {
+    let s = Scratch::new();
+    let module = sample("args_env.wasm");
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--env",
+        "GREETING=hello",
+        module.to_str().unwrap(),
+        "--",
+        "one",
+        "two",
+    ]);
+    assert_eq!(out.status.code(), Some(7));
+    let text = stdout(&out);
+    assert!(text.contains("argc=3"), "{text}");
+    assert!(text.contains("argv[1]=one\nargv[2]=two"), "{text}");
+    assert!(text.contains("GREETING=hello"), "{text}");
+    assert_eq!(calls(&s.profile("args_env.wprof"), "print_args"), 1);
+}
+
+#[test]
+fn dir_grants_files() {
+    let s = Scratch::new();
+    std::fs::create_dir(s.path("data")).unwrap();
+    // A module that opens data/in.txt through the preopen and copies it to stdout.
+    let module = s.wat_module(
+        "cat.wasm",
+        r#"(module
+          (import "wasi_snapshot_preview1" "path_open"
+            (func $path_open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "fd_read" (func $fd_read (param i32 i32 i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+          (memory (export "memory") 1)
+          (data (i32.const 0) "in.txt")
+          (func (export "_start")
+            (if (call $path_open (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 6)
+                  (i32.const 0) (i64.const 2) (i64.const 0) (i32.const 0) (i32.const 16))
+              (then unreachable))
+            ;; iovec at 32: buffer 100, length 64
+            (i32.store (i32.const 32) (i32.const 100))
+            (i32.store (i32.const 36) (i32.const 64))
+            (drop (call $fd_read (i32.load (i32.const 16)) (i32.const 32) (i32.const 1) (i32.const 40)))
+            (i32.store (i32.const 36) (i32.load (i32.const 40)))
+            (drop (call $fd_write (i32.const 1) (i32.const 32) (i32.const 1) (i32.const 44)))))"#,
+    );
+    std::fs::write(s.path("data/in.txt"), "from a file\n").unwrap();
+    let out = s.run(&["run", "-q", "--dir", "data::/", module.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "from a file\n");
+}
+
+#[test]
+fn warm_run_instruments_nothing() {
+    let s = Scratch::new();
+    let m = sample("fib.wasm");
+    let cold = s.run(&["run", "-q", "-o", "cold.wprof", m.to_str().unwrap()]);
+    let warm = s.run(&["run", "-q", "-o", "warm.wprof", m.to_str().unwrap()]);
+    assert_eq!(cold.status.code(), Some(0));
+    assert_eq!(warm.status.code(), Some(0));
+    let cold = s.profile("cold.wprof");
+    let warm = s.profile("warm.wprof");
+    assert_eq!(cold["instrumentation"]["functions_instrumented"], 4);
+    assert_eq!(cold["instrumentation"]["module_from_cache"], false);
+    assert_eq!(warm["instrumentation"]["functions_instrumented"], 0);
+    assert_eq!(warm["instrumentation"]["functions_from_cache"], 4);
+    assert_eq!(warm["instrumentation"]["module_from_cache"], true);
+    assert_eq!(calls(&warm, "fib"), 242_785);
+}
+
+fn three_function_module(constant: i32) -> String {
+    format!(
+        r#"(module
+          (func $a (result i32) i32.const 1)
+          (func $b (result i32) i32.const {constant})
+          (func $c (result i32) (i32.add (call $a) (call $b)))
+          (func (export "_start") (drop (call $c))))"#
+    )
+}
+
+#[test]
+fn a_one_function_change_instruments_one_function() {
+    let s = Scratch::new();
+    let v1 = s.wat_module("v1.wasm", &three_function_module(2));
+    let v2 = s.wat_module("v2.wasm", &three_function_module(3));
+    assert_eq!(
+        s.run(&["run", "-q", v1.to_str().unwrap()]).status.code(),
+        Some(0)
+    );
+    assert_eq!(
+        s.run(&["run", "-q", v2.to_str().unwrap()]).status.code(),
+        Some(0)
+    );
+    let p = s.profile("v2.wprof");
+    assert_eq!(p["instrumentation"]["functions_total"], 4);
+    assert_eq!(p["instrumentation"]["functions_instrumented"], 1);
+    assert_eq!(p["instrumentation"]["functions_from_cache"], 3);
+    assert_eq!(p["instrumentation"]["module_from_cache"], false);
+    assert_eq!(calls(&p, "b"), 1);
+}
+
+#[test]
+fn the_original_module_is_only_read() {
+    let s = Scratch::new();
+    let module = s.path("fib.wasm");
+    std::fs::copy(sample("fib.wasm"), &module).unwrap();
+    let before = std::fs::read(&module).unwrap();
+    let mtime = std::fs::metadata(&module).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(s.run(&["run", "-q", "fib.wasm"]).status.code(), Some(0));
+    assert_eq!(std::fs::read(&module).unwrap(), before);
+    assert_eq!(
+        std::fs::metadata(&module).unwrap().modified().unwrap(),
+        mtime
+    );
+}
+
+#[test]
+fn wprof_off_runs_the_original_and_touches_nothing() {
+    for value in ["0", "off", "false"] {
+        let s = Scratch::new();
+        let out = s
+            .wprof(&["run", sample("wasi_loop.wasm").to_str().unwrap()])
+            .env("WPROF", value)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(stdout(&out), "tick\n".repeat(100));
+        assert_eq!(stderr(&out), "", "no summary, no warning");
+        assert!(!s.cache_dir().exists(), "WPROF={value} created the cache");
+        assert!(
+            !s.path("wasi_loop.wprof").exists(),
+            "WPROF={value} wrote a profile"
+        );
+    }
+    let s = Scratch::new();
+    let out = s
+        .wprof(&["run", sample("exit_code.wasm").to_str().unwrap()])
+        .env("WPROF", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn output_path_from_flag_and_environment() {
+    let s = Scratch::new();
+    let m = sample("fib.wasm");
+    s.run(&["run", "-q", "-o", "flag.wprof", m.to_str().unwrap()]);
+    assert!(s.path("flag.wprof").exists());
+    let out = s
+        .wprof(&["run", "-q", m.to_str().unwrap()])
+        .env("WPROF_OUT", s.path("env.wprof"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(s.path("env.wprof").exists());
+    assert!(!s.path("fib.wprof").exists());
+}
+
+#[test]
+fn a_locked_cache_is_a_warning_not_a_failure() {
+    let s = Scratch::new();
+    let _held = wprof_cache::Cache::open(&s.cache_dir()).unwrap();
+    let out = s.run(&["run", "-q", sample("fib.wasm").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), "fib(25) = 75025\n");
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "one warning: {err}");
+    assert!(
+        err.contains("warning") && err.contains("without the cache"),
+        "{err}"
+    );
+    assert_eq!(calls(&s.profile("fib.wprof"), "fib"), 242_785);
+}
+
+#[test]
+fn an_unusable_cache_directory_is_a_warning() {
+    let s = Scratch::new();
+    std::fs::write(s.path("not-a-dir"), "x").unwrap();
+    let out = s
+        .wprof(&["run", sample("fib.wasm").to_str().unwrap(), "-q"])
+        .env("WPROF_CACHE_DIR", s.path("not-a-dir"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("warning"));
+    assert_eq!(calls(&s.profile("fib.wprof"), "fib"), 242_785);
+}
+
+#[test]
+fn an_unwritable_profile_path_still_runs_the_program() {
+    let s = Scratch::new();
+    let out = s.run(&[
+        "run",
+        "-q",
+        "-o",
+        "no/such/dir/x.wprof",
+        sample("exit_code.wasm").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("no profile written"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Output and exit code equal to the original run as plain wasmtime (the CLI if installed,
+/// and always `WPROF=0`).
+#[test]
+fn behaves_like_the_original_on_every_sample() {
+    let cli = wasmtime_cli();
+    let cases: &[(&str, &[&str])] = &[
+        ("fib.wasm", &[]),
+        ("wasi_loop.wasm", &[]),
+        ("exit_code.wasm", &[]),
+        ("trap.wasm", &[]),
+        ("interp.wasm", &["20000"]),
+        ("compress.wasm", &["2"]),
+        ("nbody.wasm", &["4000"]),
+        ("matrix.wasm", &["120"]),
+        ("args_env.wasm", &["x"]),
+    ];
+    for (name, args) in cases {
+        let s = Scratch::new();
+        std::fs::copy(sample(name), s.path(name)).unwrap();
+        let mut run_args = vec!["run", "-q", name, "--"];
+        run_args.extend_from_slice(args);
+        let profiled = s.run(&run_args);
+        let original = s.wprof(&run_args).env("WPROF", "0").output().unwrap();
+        assert_eq!(profiled.status.code(), original.status.code(), "{name}");
+        assert_eq!(stdout(&profiled), stdout(&original), "{name}");
+        assert!(!stdout(&profiled).is_empty(), "{name}");
+        if let Some(cli) = &cli {
+            let reference = std::process::Command::new(cli)
+                .current_dir(s.dir.path())
+                .arg("run")
+                .arg(name)
+                .args(*args)
+                .output()
+                .unwrap();
+            assert_eq!(
+                profiled.status.code(),
+                reference.status.code(),
+                "{name} vs wasmtime CLI"
+            );
+            assert_eq!(
+                stdout(&profiled),
+                stdout(&reference),
+                "{name} vs wasmtime CLI"
+            );
+        }
+    }
+}
+
+#[test]
+fn c_samples_have_their_known_counts() {
+    let s = Scratch::new();
+    let run = |name: &str, arg: &str| {
+        let out = s.run(&["run", "-q", sample(name).to_str().unwrap(), "--", arg]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+        s.profile(&name.replace(".wasm", ".wprof"))
+    };
+    let p = run("nbody.wasm", "300");
+    assert_eq!(calls(&p, "advance"), 300);
+    assert_eq!(calls(&p, "kick"), 600);
+    assert_eq!(calls(&p, "compute_accelerations"), 301);
+    assert_eq!(edge_calls(&p, Some("advance"), "kick"), 600);
+    let p = run("compress.wasm", "3");
+    assert_eq!(calls(&p, "crc32"), 7);
+    assert_eq!(calls(&p, "lz_compress"), 3);
+    let p = run("interp.wasm", "5000");
+    assert_eq!(calls(&p, "builtin_mix"), 5000);
+    assert_eq!(calls(&p, "builtin_print"), 3);
+}

@@ -1,0 +1,126 @@
+//! Running the real `wprof` binary in a scratch directory with its own cache.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// The `wprof` binary under test.
+pub fn wprof_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_wprof")
+}
+
+/// A sample module by file name.
+pub fn sample(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../samples")
+        .join(name)
+}
+
+/// A scratch working directory with a private cache directory.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn cache_dir(&self) -> PathBuf {
+        self.path("cache")
+    }
+
+    /// A `wprof` command in this directory, with `WPROF_*` variables cleared and the cache
+    /// pointed here.
+    pub fn wprof(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(wprof_bin());
+        cmd.current_dir(self.dir.path())
+            .args(args)
+            .env_remove("WPROF")
+            .env_remove("WPROF_OUT")
+            .env_remove("WPROF_LOG")
+            .env_remove("WPROF_CONFIG")
+            .env("WPROF_CACHE_DIR", self.cache_dir())
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.wprof(args).output().unwrap()
+    }
+
+    /// Reads a profile (JSON) written in this directory.
+    pub fn profile(&self, name: &str) -> Value {
+        let text = std::fs::read_to_string(self.path(name))
+            .unwrap_or_else(|e| panic!("no profile {name}: {e}"));
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// Writes a WAT module here as binary and returns its path.
+    pub fn wat_module(&self, name: &str, wat: &str) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, wat::parse_str(wat).unwrap()).unwrap();
+        path
+    }
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The record of the function named `name` in a profile.
+pub fn function<'a>(profile: &'a Value, name: &str) -> &'a Value {
+    profile["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap_or_else(|| panic!("no function {name} in profile"))
+}
+
+pub fn calls(profile: &Value, name: &str) -> u64 {
+    function(profile, name)["calls"].as_u64().unwrap()
+}
+
+/// Calls along the edge `caller -> callee` (by name; `None` for the root).
+pub fn edge_calls(profile: &Value, caller: Option<&str>, callee: &str) -> u64 {
+    let id = |name: &str| function(profile, name)["id"].clone();
+    let caller_id = caller.map(id).unwrap_or(Value::Null);
+    let callee_id = id(callee);
+    profile["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["caller"] == caller_id && e["callee"] == callee_id)
+        .map(|e| e["calls"].as_u64().unwrap())
+        .sum()
+}
+
+/// The wasmtime CLI, if installed (`.ci/run` installs it; set
+/// `WPROF_REQUIRE_WASMTIME_CLI=1` to make its absence a failure).
+pub fn wasmtime_cli() -> Option<PathBuf> {
+    let found = std::env::var_os("WASMTIME_CLI")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|p| p.join("wasmtime"))
+                    .find(|p| p.is_file())
+            })
+        });
+    if found.is_none() && std::env::var_os("WPROF_REQUIRE_WASMTIME_CLI").is_some() {
+        panic!("the wasmtime CLI is required (WPROF_REQUIRE_WASMTIME_CLI) but not found");
+    }
+    found
+}
