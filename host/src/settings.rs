@@ -67,7 +67,7 @@ impl DirMapping {
 /// Parses `NAME=VALUE`, or `NAME` to pass this process's value of `NAME` through.
 pub fn parse_env(spec: &str) -> Result<(String, String), Failure> {
     match spec.split_once('=') {
-        Some((name, _)) if name.is_empty() => Err(Failure::input(format!(
+        Some(("", _)) => Err(Failure::input(format!(
             "--env {spec:?}: the variable name is empty"
         ))),
         Some((name, value)) => Ok((name.to_string(), value.to_string())),

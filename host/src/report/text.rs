@@ -96,7 +96,7 @@ pub fn render(profile: &Profile, options: &TextOptions) -> String {
             format_ns(f.inclusive)
         );
         let mut callers: Vec<_> = profile.edges.iter().filter(|e| e.callee == f.id).collect();
-        callers.sort_by(|a, b| b.inclusive.cmp(&a.inclusive));
+        callers.sort_by_key(|e| std::cmp::Reverse(e.inclusive));
         for e in callers {
             let _ = writeln!(
                 out,
@@ -112,7 +112,7 @@ pub fn render(profile: &Profile, options: &TextOptions) -> String {
             .iter()
             .filter(|e| e.caller == Some(f.id))
             .collect();
-        callees.sort_by(|a, b| b.inclusive.cmp(&a.inclusive));
+        callees.sort_by_key(|e| std::cmp::Reverse(e.inclusive));
         for e in callees {
             let _ = writeln!(
                 out,
