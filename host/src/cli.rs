@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{report::ReportCommand, run::RunCommand};
+use crate::commands::{bench::BenchCommand, report::ReportCommand, run::RunCommand};
 use crate::exit::USAGE_OR_INPUT;
 
 /// wprof: an exact profiler for WebAssembly (WASI preview 1) programs.
@@ -32,6 +32,7 @@ Exit status:
 enum Command {
     Run(RunCommand),
     Report(ReportCommand),
+    Bench(BenchCommand),
 }
 
 /// Runs wprof with this process's arguments; returns the exit code.
@@ -47,6 +48,7 @@ pub fn main() -> i32 {
     let result = match &cli.command {
         Command::Run(cmd) => cmd.execute(),
         Command::Report(cmd) => cmd.execute(),
+        Command::Bench(cmd) => cmd.execute(),
     };
     match result {
         Ok(code) => code,

@@ -40,9 +40,20 @@ pub struct RunOutcome {
     pub collector: Option<Collector>,
 }
 
-fn wasi_context(settings: &RunSettings) -> Result<WasiP1Ctx, Failure> {
+/// Where the program's stdio goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stdio {
+    /// This process's stdin, stdout and stderr (what `wprof run` does).
+    Inherit,
+    /// Empty stdin; output discarded (benchmarks).
+    Discard,
+}
+
+fn wasi_context(settings: &RunSettings, stdio: Stdio) -> Result<WasiP1Ctx, Failure> {
     let mut builder = WasiCtxBuilder::new();
-    builder.inherit_stdio();
+    if stdio == Stdio::Inherit {
+        builder.inherit_stdio();
+    }
     let mut argv = vec![settings.module.display().to_string()];
     argv.extend(settings.args.iter().cloned());
     builder.args(&argv);
@@ -96,6 +107,7 @@ pub fn run(
     engine: &Engine,
     module: &Module,
     settings: &RunSettings,
+    stdio: Stdio,
     collector: Option<Collector>,
 ) -> Result<RunOutcome, Failure> {
     let shown = settings.module.display().to_string();
@@ -107,7 +119,7 @@ pub fn run(
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
     }
     let state = HostState {
-        wasi: wasi_context(settings)?,
+        wasi: wasi_context(settings, stdio)?,
         collector,
     };
     let mut store = Store::new(engine, state);

@@ -10,7 +10,7 @@ use crate::exit::Failure;
 use crate::instrument::{self, warn, CacheSession, Prepared};
 use crate::profile::{Ending, ModuleRef, Profile};
 use crate::report::{format_ns, text};
-use crate::runner;
+use crate::runner::{self, Stdio};
 use crate::settings::{self, DirMapping, RunSettings};
 
 /// Run a WASI (preview 1) command module with probes, then write its profile.
@@ -122,7 +122,7 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
 
     if !settings.profiling {
         let module = compile(&engine, &loaded.bytes, &shown)?;
-        let outcome = runner::run(&engine, &module, settings, None)?;
+        let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         return Ok(finish_unprofiled(outcome));
     }
 
@@ -150,12 +150,12 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
     });
     let Some((prepared, module)) = compiled else {
         let module = compile(&engine, &loaded.bytes, &shown)?;
-        let outcome = runner::run(&engine, &module, settings, None)?;
+        let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         return Ok(finish_unprofiled(outcome));
     };
 
     let collector = Collector::new(prepared.functions.len());
-    let outcome = runner::run(&engine, &module, settings, Some(collector))?;
+    let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, Some(collector))?;
     if let Some((_, report)) = &outcome.trap {
         eprintln!("Error: {report}");
     }
