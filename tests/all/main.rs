@@ -4,4 +4,5 @@ mod bad_input;
 mod bench;
 mod report;
 mod run;
+mod spec;
 mod support;
