@@ -20,6 +20,7 @@ struct Renumber<'a> {
     bodies: &'a [InstrumentedBody],
     wrote_types: bool,
     wrote_imports: bool,
+    wrote_globals: bool,
 }
 
 impl Renumber<'_> {
@@ -40,12 +41,26 @@ impl Renumber<'_> {
         Ok(())
     }
 
+    /// In cost mode: the instruction counter, `(global (mut i64) (i64.const 0))`.
+    fn append_globals(&self, globals: &mut wasm_encoder::GlobalSection) {
+        if self.probes.cost_global().is_some() {
+            globals.global(
+                wasm_encoder::GlobalType {
+                    val_type: wasm_encoder::ValType::I64,
+                    mutable: true,
+                    shared: false,
+                },
+                &wasm_encoder::ConstExpr::i64_const(0),
+            );
+        }
+    }
+
     fn append_imports(&self, imports: &mut ImportSection) {
         for name in ProbeImports::NAMES {
             imports.import(
                 ProbeImports::MODULE,
                 name,
-                EntityType::Function(self.probes.probe_type()),
+                EntityType::Function(self.probes.import_type(name)),
             );
         }
     }
@@ -90,6 +105,17 @@ impl Reencode for Renumber<'_> {
         Ok(())
     }
 
+    fn parse_global_section(
+        &mut self,
+        globals: &mut wasm_encoder::GlobalSection,
+        section: wasmparser::GlobalSectionReader<'_>,
+    ) -> ReencodeResult {
+        utils::parse_global_section(self, globals, section)?;
+        self.append_globals(globals);
+        self.wrote_globals = true;
+        Ok(())
+    }
+
     fn intersperse_section_hook(
         &mut self,
         module: &mut Module,
@@ -108,6 +134,25 @@ impl Reencode for Renumber<'_> {
             self.append_imports(&mut imports);
             module.section(&imports);
             self.wrote_imports = true;
+        }
+        let past_globals = matches!(
+            before,
+            None | Some(
+                SectionId::Export
+                    | SectionId::Start
+                    | SectionId::Element
+                    | SectionId::DataCount
+                    | SectionId::Code
+                    | SectionId::Data
+            )
+        );
+        if !self.wrote_globals && past_globals {
+            self.wrote_globals = true;
+            if self.probes.cost_global().is_some() {
+                let mut globals = wasm_encoder::GlobalSection::new();
+                self.append_globals(&mut globals);
+                module.section(&globals);
+            }
         }
         Ok(())
     }
@@ -166,6 +211,7 @@ pub(crate) fn assemble(
         bodies,
         wrote_types: false,
         wrote_imports: false,
+        wrote_globals: false,
     };
     let mut module = Module::new();
     renumber

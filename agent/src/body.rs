@@ -1,7 +1,18 @@
 //! Rewriting one function body: probes in, every other instruction copied byte for byte.
+//!
+//! Besides the entry/exit/import/tail probes described in the crate docs:
+//!
+//! - a function that catches exceptions (`try_table` with catch clauses, or a legacy
+//!   `try` with `catch`/`catch_all`) enters through `enter_catching`, keeps the returned
+//!   frame token in a new local, and calls `unwind(token)` wherever a catch lands — after
+//!   the `end` of each block a catch clause targets, after a legacy `catch`, and before the
+//!   exit probe — so the collector closes exactly the frames the exception skipped;
+//! - in cost mode, the first instruction of every basic block is preceded by
+//!   `counter += N`, N being the number of original instructions in the block (`end`
+//!   excluded), and every probe passes the counter to the host.
 
 use wasm_encoder::{Encode, Instruction};
-use wasmparser::{BinaryReader, FunctionBody, Operator};
+use wasmparser::{BinaryReader, FunctionBody, Operator, OperatorsReader};
 
 use crate::layout::ModuleLayout;
 use crate::probe_map::ProbeLayout;
@@ -28,9 +39,17 @@ impl Emitter<'_> {
         instr.encode(&mut self.out);
     }
 
-    fn probe(&mut self, probe: u32, id: u32) {
-        self.instr(Instruction::I32Const(id as i32));
+    /// `probe(arg[, counter])`.
+    fn probe_with(&mut self, probe: u32, arg: Instruction<'_>) {
+        self.instr(arg);
+        if let Some(counter) = self.probes.cost_global() {
+            self.instr(Instruction::GlobalGet(counter));
+        }
         self.instr(Instruction::Call(probe));
+    }
+
+    fn probe(&mut self, probe: u32, id: u32) {
+        self.probe_with(probe, Instruction::I32Const(id as i32));
     }
 
     fn enter(&mut self, id: u32) {
@@ -41,16 +60,132 @@ impl Emitter<'_> {
         self.probe(self.probes.exit(), id);
     }
 
+    fn unwind(&mut self, token_local: u32) {
+        self.probe_with(self.probes.unwind(), Instruction::LocalGet(token_local));
+    }
+
     /// A direct call to imported function `import`, bracketed so it is its own node.
     fn probed_import_call(&mut self, import: u32) {
         self.enter(import);
         self.instr(Instruction::Call(import));
         self.exit(import);
     }
+
+    /// `counter += weight` (cost mode, non-zero weights only).
+    fn add_cost(&mut self, weight: u64) {
+        let Some(counter) = self.probes.cost_global() else {
+            return;
+        };
+        if weight == 0 {
+            return;
+        }
+        self.instr(Instruction::GlobalGet(counter));
+        self.instr(Instruction::I64Const(weight as i64));
+        self.instr(Instruction::I64Add);
+        self.instr(Instruction::GlobalSet(counter));
+    }
 }
 
-/// Rewrites the body of the `defined`-th defined function (see the crate docs for what the
-/// probes are).
+/// Whether the instruction after `op` starts a new basic block: control may arrive there
+/// from elsewhere, or `op` may leave the straight line.
+fn ends_basic_block(op: &Operator<'_>) -> bool {
+    use Operator::*;
+    matches!(
+        op,
+        Block { .. }
+            | Loop { .. }
+            | If { .. }
+            | Else
+            | End
+            | Br { .. }
+            | BrIf { .. }
+            | BrTable { .. }
+            | Return
+            | Unreachable
+            | TryTable { .. }
+            | Try { .. }
+            | Catch { .. }
+            | CatchAll
+            | Delegate { .. }
+            | Throw { .. }
+            | ThrowRef
+            | Rethrow { .. }
+            | BrOnNull { .. }
+            | BrOnNonNull { .. }
+            | BrOnCast { .. }
+            | BrOnCastFail { .. }
+            | ReturnCall { .. }
+            | ReturnCallIndirect { .. }
+            | ReturnCallRef { .. }
+    )
+}
+
+/// Instructions that count in cost mode: all but `end`.
+fn instruction_weight(op: &Operator<'_>) -> u64 {
+    u64::from(!matches!(op, Operator::End))
+}
+
+/// What the first pass learns about a body.
+struct BodyFacts {
+    /// Weights of the basic blocks, in order (cost mode).
+    block_weights: Vec<u64>,
+    /// The body catches exceptions.
+    catches: bool,
+}
+
+fn scan(mut ops: OperatorsReader<'_>) -> Result<BodyFacts, AgentError> {
+    let mut facts = BodyFacts {
+        block_weights: Vec::new(),
+        catches: false,
+    };
+    let mut current = 0;
+    while !ops.eof() {
+        let op = ops.read()?;
+        current += instruction_weight(&op);
+        match &op {
+            Operator::TryTable { try_table } if !try_table.catches.is_empty() => {
+                facts.catches = true
+            }
+            Operator::Catch { .. } | Operator::CatchAll => facts.catches = true,
+            _ => {}
+        }
+        if ends_basic_block(&op) {
+            facts.block_weights.push(std::mem::take(&mut current));
+        }
+    }
+    facts.block_weights.push(current);
+    Ok(facts)
+}
+
+/// Number of parameters and locals, and the local declarations re-encoded with one more
+/// `i32` local (the frame token) at index `params + locals`.
+fn locals_with_token(
+    body: &FunctionBody<'_>,
+    params: u32,
+    bytes: &[u8],
+    base: usize,
+    code_start: usize,
+) -> Result<(Vec<u8>, u32), AgentError> {
+    let mut reader = body.get_binary_reader();
+    let groups = reader.read_var_u32()?;
+    let groups_end = reader.original_position();
+    let mut locals = params;
+    for local in body.get_locals_reader()? {
+        let (count, _) = local?;
+        locals = locals.checked_add(count).ok_or(AgentError::Unsupported {
+            what: "a function with more than 2^32 locals".to_string(),
+            offset: base,
+        })?;
+    }
+    let mut out = Vec::new();
+    (groups + 1).encode(&mut out);
+    out.extend_from_slice(&bytes[groups_end..code_start]);
+    1u32.encode(&mut out);
+    wasm_encoder::ValType::I32.encode(&mut out);
+    Ok((out, locals))
+}
+
+/// Rewrites the body of the `defined`-th defined function.
 pub(crate) fn instrument_body(
     layout: &ModuleLayout<'_>,
     probes: &ProbeLayout,
@@ -63,22 +198,35 @@ pub(crate) fn instrument_body(
     let body = FunctionBody::new(BinaryReader::new(&layout.bytes[func.body.clone()], base));
     let mut ops = body.get_operators_reader()?;
     let code_start = ops.original_position();
+    let facts = scan(ops.clone())?;
 
     let mut e = Emitter {
         out: Vec::with_capacity(func.body.len() + func.body.len() / 4 + 16),
         probes,
     };
-    // Locals are unchanged.
-    e.out.extend_from_slice(&layout.bytes[base..code_start]);
+    let token = if facts.catches {
+        let params = layout.signature(func.type_index).params.len() as u32;
+        let (locals, token) = locals_with_token(&body, params, layout.bytes, base, code_start)?;
+        e.out.extend_from_slice(&locals);
+        e.probe(probes.enter_catching(), id);
+        e.instr(Instruction::LocalSet(token));
+        Some(token)
+    } else {
+        e.out.extend_from_slice(&layout.bytes[base..code_start]);
+        e.enter(id);
+        None
+    };
     let mut offsets = Vec::new();
-
-    e.enter(id);
     // Every branch to the function's outermost label now lands at the end of this block,
     // where the exit probe runs.
     e.instr(Instruction::Block(probes.wrapper_block(func.type_index)));
+    let mut weights = facts.block_weights.iter().copied();
+    e.add_cost(weights.next().unwrap_or(0));
 
-    // Open blocks inside the function (the function's own label excluded).
-    let mut depth: u32 = 0;
+    // Open blocks inside the function (the wrapper excluded); `true` where a catch clause
+    // lands after the block's `end`.
+    let mut blocks: Vec<bool> = Vec::new();
+    let mut wrapper_catches = false;
     let mut finished = false;
     while !ops.eof() {
         let start = ops.original_position();
@@ -92,55 +240,86 @@ pub(crate) fn instrument_body(
         }
         offsets.push(((start - base) as u32, e.out.len() as u32));
         let original = &layout.bytes[start..end];
-        match op {
+        match &op {
+            Operator::TryTable { try_table } => {
+                for catch in &try_table.catches {
+                    let label = match *catch {
+                        wasmparser::Catch::One { label, .. }
+                        | wasmparser::Catch::OneRef { label, .. }
+                        | wasmparser::Catch::All { label }
+                        | wasmparser::Catch::AllRef { label } => label as usize,
+                    };
+                    // Catch labels are relative to the block around the try_table.
+                    match blocks.len().checked_sub(label + 1) {
+                        Some(at) => blocks[at] = true,
+                        None => wrapper_catches = true,
+                    }
+                }
+                blocks.push(false);
+                e.out.extend_from_slice(original);
+            }
             Operator::Block { .. }
             | Operator::Loop { .. }
             | Operator::If { .. }
-            | Operator::Try { .. }
-            | Operator::TryTable { .. } => {
-                depth += 1;
+            | Operator::Try { .. } => {
+                blocks.push(false);
                 e.out.extend_from_slice(original);
             }
-            Operator::End if depth == 0 => {
+            Operator::End if blocks.is_empty() => {
                 // Closes the wrapper block; then the exit probe; then the function.
                 e.instr(Instruction::End);
+                if let (Some(token), true) = (token, wrapper_catches) {
+                    e.unwind(token);
+                }
                 e.exit(id);
                 e.instr(Instruction::End);
                 finished = true;
             }
             Operator::End | Operator::Delegate { .. } => {
-                depth -= 1;
+                let caught_here = blocks.pop().unwrap_or(false);
                 e.out.extend_from_slice(original);
+                if let (Some(token), true) = (token, caught_here) {
+                    e.unwind(token);
+                }
+            }
+            Operator::Catch { .. } | Operator::CatchAll => {
+                e.out.extend_from_slice(original);
+                if let Some(token) = token {
+                    e.unwind(token);
+                }
             }
             Operator::Return => {
                 e.exit(id);
                 e.out.extend_from_slice(original);
             }
-            Operator::Call { function_index } if function_index < probes.imported_funcs => {
-                e.probed_import_call(function_index);
+            Operator::Call { function_index } if *function_index < probes.imported_funcs => {
+                e.probed_import_call(*function_index);
             }
             Operator::Call { function_index } => {
-                e.instr(Instruction::Call(probes.renumber(function_index)));
+                e.instr(Instruction::Call(probes.renumber(*function_index)));
             }
-            Operator::ReturnCall { function_index } if function_index < probes.imported_funcs => {
+            Operator::ReturnCall { function_index } if *function_index < probes.imported_funcs => {
                 // The import is not instrumented, so it cannot close the caller's frame:
                 // make it an ordinary call followed by a return.
-                e.probed_import_call(function_index);
+                e.probed_import_call(*function_index);
                 e.exit(id);
                 e.instr(Instruction::Return);
             }
             Operator::ReturnCall { function_index } => {
                 e.probe(probes.tail(), id);
-                e.instr(Instruction::ReturnCall(probes.renumber(function_index)));
+                e.instr(Instruction::ReturnCall(probes.renumber(*function_index)));
             }
             Operator::ReturnCallIndirect { .. } | Operator::ReturnCallRef { .. } => {
                 e.probe(probes.tail(), id);
                 e.out.extend_from_slice(original);
             }
             Operator::RefFunc { function_index } => {
-                e.instr(Instruction::RefFunc(probes.renumber(function_index)));
+                e.instr(Instruction::RefFunc(probes.renumber(*function_index)));
             }
             _ => e.out.extend_from_slice(original),
+        }
+        if !finished && ends_basic_block(&op) {
+            e.add_cost(weights.next().unwrap_or(0));
         }
     }
     if !finished {

@@ -69,6 +69,8 @@ pub(crate) struct ModuleLayout<'a> {
     pub types: Vec<Option<FuncSig>>,
     pub imported_funcs: Vec<ImportedFunc>,
     pub defined_funcs: Vec<DefinedFunc>,
+    /// Globals, imported and defined.
+    pub globals: u32,
     /// Function names from the name section, by original index.
     pub names: HashMap<u32, String>,
     /// The first exported name of each exported function.
@@ -82,6 +84,7 @@ impl<'a> ModuleLayout<'a> {
             types: Vec::new(),
             imported_funcs: Vec::new(),
             defined_funcs: Vec::new(),
+            globals: 0,
             names: HashMap::new(),
             export_names: HashMap::new(),
         };
@@ -109,11 +112,15 @@ impl<'a> ModuleLayout<'a> {
                 Payload::ImportSection(reader) => {
                     for import in reader.into_imports() {
                         let import = import?;
-                        if let TypeRef::Func(_) | TypeRef::FuncExact(_) = import.ty {
-                            layout.imported_funcs.push(ImportedFunc {
-                                module: import.module.to_string(),
-                                field: import.name.to_string(),
-                            });
+                        match import.ty {
+                            TypeRef::Func(_) | TypeRef::FuncExact(_) => {
+                                layout.imported_funcs.push(ImportedFunc {
+                                    module: import.module.to_string(),
+                                    field: import.name.to_string(),
+                                })
+                            }
+                            TypeRef::Global(_) => layout.globals += 1,
+                            _ => {}
                         }
                     }
                 }
@@ -122,6 +129,7 @@ impl<'a> ModuleLayout<'a> {
                         defined_types.push(ty?);
                     }
                 }
+                Payload::GlobalSection(reader) => layout.globals += reader.count(),
                 Payload::ExportSection(reader) => {
                     for export in reader {
                         let export = export?;

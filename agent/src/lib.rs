@@ -63,7 +63,7 @@ pub use probe_map::{FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap};
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 1;
+pub const AGENT_FORMAT_VERSION: u32 = 2;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];
@@ -84,7 +84,7 @@ impl<'a> Instrumenter<'a> {
     /// Parses the module's structure (not its code) and plans where the probes go.
     pub fn new(module: &'a [u8], plan: &ProbePlan) -> Result<Self, AgentError> {
         let layout = layout::ModuleLayout::parse(module)?;
-        let probes = probe_map::ProbeLayout::plan(&layout)?;
+        let probes = probe_map::ProbeLayout::plan(&layout, plan.mode)?;
         Ok(Self {
             layout,
             plan: plan.clone(),

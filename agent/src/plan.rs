@@ -6,6 +6,9 @@ pub enum ProbeMode {
     /// Entry/exit probes that call the host, which reads a clock: exact calls and times.
     #[default]
     Time,
+    /// Deterministic cost: every basic block adds its static instruction count to a
+    /// counter global, and every probe hands the counter to the host instead of a time.
+    Cost,
 }
 
 impl ProbeMode {
@@ -13,6 +16,7 @@ impl ProbeMode {
     pub fn name(self) -> &'static str {
         match self {
             ProbeMode::Time => "time",
+            ProbeMode::Cost => "cost",
         }
     }
 }
@@ -44,5 +48,9 @@ mod tests {
         let a = ProbePlan::default();
         assert_eq!(a.digest(), ProbePlan::default().digest());
         assert_ne!(a.digest(), [0u8; 32]);
+        let cost = ProbePlan {
+            mode: ProbeMode::Cost,
+        };
+        assert_ne!(a.digest(), cost.digest());
     }
 }

@@ -11,8 +11,9 @@ use crate::{AgentError, FunctionKind};
 
 /// The functions an instrumented module imports from the profiler.
 ///
-/// Each takes one `i32`, a function id (the function's index in the original module), and
-/// returns nothing.
+/// In [`crate::ProbeMode::Time`] each takes an `i32`: a function id (the function's index in
+/// the original module), or for `unwind` a frame token. In [`crate::ProbeMode::Cost`] each
+/// also takes an `i64`: the number of wasm instructions executed so far.
 #[derive(Debug, Clone, Copy)]
 pub struct ProbeImports;
 
@@ -27,31 +28,59 @@ impl ProbeImports {
     /// `tail(id)`: function `id` is about to make a tail call; its frame closes when the
     /// callee's does.
     pub const TAIL: &'static str = "tail";
+    /// `enter_catching(id) -> token`: like `enter`, for a function that catches
+    /// exceptions; returns a token for its frame (its depth on the shadow stack).
+    pub const ENTER_CATCHING: &'static str = "enter_catching";
+    /// `unwind(token)`: an exception was caught in the frame `token`: every frame above it
+    /// was unwound, and closes now.
+    pub const UNWIND: &'static str = "unwind";
     /// How many probe functions are imported (and so how far defined functions shift).
-    pub const COUNT: u32 = 3;
+    pub const COUNT: u32 = 5;
     /// All probe import names, in the order they are appended to the import section.
-    pub const NAMES: [&'static str; 3] = [Self::ENTER, Self::EXIT, Self::TAIL];
+    pub const NAMES: [&'static str; 5] = [
+        Self::ENTER,
+        Self::EXIT,
+        Self::TAIL,
+        Self::ENTER_CATCHING,
+        Self::UNWIND,
+    ];
 }
 
 /// Index assignments for the probes in one instrumented module.
 #[derive(Debug)]
 pub(crate) struct ProbeLayout {
+    /// What the probes measure.
+    pub mode: crate::ProbeMode,
+    /// Globals of the original module; in cost mode the counter global follows them.
+    pub original_globals: u32,
     /// Function imports of the original module; probe imports follow them.
     pub imported_funcs: u32,
     /// Types of the original module; appended types follow them.
     pub original_types: u32,
-    /// Function types to append, as (params, results). The first is the probe type.
+    /// Function types to append, as (params, results): the three probe types (see
+    /// [`ProbeLayout::import_type`]), then block types of multi-value wrappers.
     pub appended_types: Vec<(Vec<wasmparser::ValType>, Vec<wasmparser::ValType>)>,
     /// The block type wrapping the body of a function of each type index in use.
     pub wrapper_blocks: HashMap<u32, BlockType>,
 }
 
 impl ProbeLayout {
-    pub fn plan(layout: &ModuleLayout<'_>) -> Result<Self, AgentError> {
+    pub fn plan(layout: &ModuleLayout<'_>, mode: crate::ProbeMode) -> Result<Self, AgentError> {
+        use wasmparser::ValType::{I32, I64};
+        let args = match mode {
+            crate::ProbeMode::Time => vec![I32],
+            crate::ProbeMode::Cost => vec![I32, I64],
+        };
         let mut probes = ProbeLayout {
+            mode,
+            original_globals: layout.globals,
             imported_funcs: layout.imported_funcs.len() as u32,
             original_types: layout.types.len() as u32,
-            appended_types: vec![(vec![wasmparser::ValType::I32], vec![])],
+            appended_types: vec![
+                (args.clone(), vec![]),
+                (args.clone(), vec![I32]),
+                (args, vec![]),
+            ],
             wrapper_blocks: HashMap::new(),
         };
         for func in &layout.defined_funcs {
@@ -79,8 +108,27 @@ impl ProbeLayout {
         Ok(probes)
     }
 
-    pub fn probe_type(&self) -> u32 {
+    /// The type index of probe import `name` (one of [`ProbeImports::NAMES`]).
+    pub fn import_type(&self, name: &str) -> u32 {
         self.original_types
+            + match name {
+                ProbeImports::ENTER_CATCHING => 1,
+                ProbeImports::UNWIND => 2,
+                _ => 0,
+            }
+    }
+
+    pub fn enter_catching(&self) -> u32 {
+        self.imported_funcs + 3
+    }
+
+    pub fn unwind(&self) -> u32 {
+        self.imported_funcs + 4
+    }
+
+    /// In cost mode, the index of the instruction counter global.
+    pub fn cost_global(&self) -> Option<u32> {
+        (self.mode == crate::ProbeMode::Cost).then_some(self.original_globals)
     }
 
     pub fn enter(&self) -> u32 {
@@ -113,6 +161,10 @@ impl ProbeLayout {
             self.enter(),
             self.exit(),
             self.tail(),
+            self.enter_catching(),
+            self.unwind(),
+            self.original_types,
+            self.cost_global().unwrap_or(u32::MAX),
         ] {
             out.extend_from_slice(&n.to_le_bytes());
         }

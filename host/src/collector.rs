@@ -15,7 +15,12 @@
 //!   frame above it at the same moment. An `exit` with no matching frame is counted in
 //!   [`Collector::unmatched_exits`] and otherwise ignored.
 //!
-//! Times are nanoseconds of the monotonic clock, read once per probe.
+//! - A function that catches exceptions enters with [`Collector::enter_catching_at`], which
+//!   returns a token for its frame; when it catches, [`Collector::unwind_at`] closes every
+//!   frame above that exact activation, recursion included.
+//!
+//! "Time" is whatever the probes report: nanoseconds of the monotonic clock in time mode,
+//! executed wasm instructions in cost mode. [`Collector::last`] is the latest value seen.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -91,6 +96,7 @@ pub struct Collector {
     stack: Vec<Frame>,
     root_inclusive: u64,
     unmatched_exits: u64,
+    last: u64,
 }
 
 impl Collector {
@@ -105,6 +111,27 @@ impl Collector {
             stack: Vec::with_capacity(1024),
             root_inclusive: 0,
             unmatched_exits: 0,
+            last: 0,
+        }
+    }
+
+    /// The latest time (or cost) a probe reported.
+    pub fn last(&self) -> u64 {
+        self.last
+    }
+
+    /// [`Collector::enter_at`] for a function that catches exceptions: returns the token
+    /// of the new frame, for [`Collector::unwind_at`].
+    pub fn enter_catching_at(&mut self, id: u32, now: u64) -> u32 {
+        self.enter_at(id, now);
+        (self.stack.len() - 1) as u32
+    }
+
+    /// An exception was caught in the frame `token`: closes every frame above it.
+    pub fn unwind_at(&mut self, token: u32, now: u64) {
+        self.last = now;
+        while self.stack.len() > token as usize + 1 {
+            self.close_top(now);
         }
     }
 
@@ -166,6 +193,7 @@ impl Collector {
 
     /// [`Collector::enter`] at a given time.
     pub fn enter_at(&mut self, id: u32, now: u64) {
+        self.last = now;
         self.ensure(id);
         let mut closes_parent = false;
         let caller = match self.stack.last_mut() {
@@ -194,6 +222,7 @@ impl Collector {
 
     /// [`Collector::exit`] at a given time.
     pub fn exit_at(&mut self, id: u32, now: u64) {
+        self.last = now;
         let Some(depth) = self.stack.iter().rposition(|f| f.id == id) else {
             self.unmatched_exits += 1;
             return;
@@ -344,6 +373,25 @@ mod tests {
         c.finish_at(100);
         assert_eq!(c.depth(), 0);
         assert_eq!(c.functions()[0].inclusive, 80);
+    }
+
+    #[test]
+    fn unwind_closes_down_to_the_exact_catching_activation() {
+        let mut c = Collector::new(2);
+        c.enter_at(0, 0);
+        let outer = c.enter_catching_at(1, 10); // rec depth 1 (catches)
+        c.enter_catching_at(1, 20); // rec depth 2 (does not catch this time)
+        c.enter_at(1, 30); // rec depth 3, throws
+        c.unwind_at(outer, 50); // caught at depth 1
+        assert_eq!(c.depth(), 2);
+        c.exit_at(1, 60);
+        c.exit_at(0, 70);
+        let f = c.functions()[1];
+        assert_eq!(f.calls, 3);
+        assert_eq!(f.inclusive, 50);
+        assert_eq!(c.unmatched_exits(), 0);
+        let total: u64 = c.functions().iter().map(|f| f.self_time).sum();
+        assert_eq!(total, 70);
     }
 
     #[test]

@@ -66,9 +66,9 @@ pub struct Profile {
     pub tool: String,
     /// The module.
     pub module: ModuleRef,
-    /// Probe mode (`time`).
+    /// Probe mode (`time` or `cost`).
     pub mode: String,
-    /// Unit of every time field (`ns`).
+    /// Unit of `self`, `inclusive`, `total` and friends: `ns` or `instructions`.
     pub unit: String,
     /// The program's exit code (wprof's own exit code too).
     pub exit_code: i32,
@@ -77,9 +77,11 @@ pub struct Profile {
     /// The trap message, if the program trapped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trap: Option<String>,
-    /// Wall time of the run, from `_start` to the end, in `unit`.
-    pub wall_time: u64,
-    /// Sum of the inclusive time of the outermost frames, in `unit`.
+    /// Wall time of the run from `_start` to the end, in nanoseconds. Absent in cost mode,
+    /// whose profiles hold no time at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_time: Option<u64>,
+    /// Sum of the inclusive cost of the outermost frames, in `unit`.
     pub total: u64,
     /// How the instrumented module was produced.
     pub instrumentation: InstrumentationStats,
@@ -106,9 +108,11 @@ impl Profile {
         module: ModuleRef,
         functions: &[FunctionInfo],
         stats: InstrumentationStats,
+        mode: wprof_agent::ProbeMode,
         collector: &Collector,
         ending: Ending,
     ) -> Self {
+        let cost = mode == wprof_agent::ProbeMode::Cost;
         let name_of = |id: u32| {
             functions
                 .get(id as usize)
@@ -148,8 +152,8 @@ impl Profile {
             format_version: FORMAT_VERSION,
             tool: format!("wprof {}", env!("CARGO_PKG_VERSION")),
             module,
-            mode: "time".to_string(),
-            unit: "ns".to_string(),
+            mode: mode.name().to_string(),
+            unit: if cost { "instructions" } else { "ns" }.to_string(),
             exit_code: ending.exit_code,
             outcome: if ending.trap.is_some() {
                 "trap"
@@ -158,7 +162,7 @@ impl Profile {
             }
             .to_string(),
             trap: ending.trap,
-            wall_time: ending.wall_time,
+            wall_time: (!cost).then_some(ending.wall_time),
             total: collector.root_inclusive(),
             instrumentation: stats,
             functions: records,

@@ -9,8 +9,8 @@ use wasmtime_wasi::WasiCtxBuilder;
 
 use crate::collector::Collector;
 use crate::exit::Failure;
-use crate::instrument::PROBE_MODULE;
 use crate::settings::RunSettings;
+use wprof_agent::ProbeMode;
 
 /// What the store holds: WASI's state, and the collector when the module is instrumented.
 pub struct HostState {
@@ -68,37 +68,87 @@ fn wasi_context(settings: &RunSettings, stdio: Stdio) -> Result<WasiP1Ctx, Failu
     Ok(builder.build_p1())
 }
 
-fn define_probes(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    fn collector<'a>(caller: &'a mut Caller<'_, HostState>) -> Option<&'a mut Collector> {
-        caller.data_mut().collector.as_mut()
+fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::Result<()> {
+    use wprof_agent::ProbeImports as P;
+    fn col<'a>(caller: &'a mut Caller<'_, HostState>) -> &'a mut Collector {
+        caller
+            .data_mut()
+            .collector
+            .as_mut()
+            .expect("probes are linked only with a collector")
     }
-    linker.func_wrap(
-        PROBE_MODULE,
-        "enter",
-        |mut c: Caller<'_, HostState>, id: i32| {
-            if let Some(col) = collector(&mut c) {
-                col.enter(id as u32)
-            }
-        },
-    )?;
-    linker.func_wrap(
-        PROBE_MODULE,
-        "exit",
-        |mut c: Caller<'_, HostState>, id: i32| {
-            if let Some(col) = collector(&mut c) {
-                col.exit(id as u32)
-            }
-        },
-    )?;
-    linker.func_wrap(
-        PROBE_MODULE,
-        "tail",
-        |mut c: Caller<'_, HostState>, id: i32| {
-            if let Some(col) = collector(&mut c) {
-                col.tail(id as u32)
-            }
-        },
-    )?;
+    match mode {
+        ProbeMode::Time => {
+            linker.func_wrap(
+                P::MODULE,
+                P::ENTER,
+                |mut c: Caller<'_, HostState>, id: i32| col(&mut c).enter(id as u32),
+            )?;
+            linker.func_wrap(
+                P::MODULE,
+                P::EXIT,
+                |mut c: Caller<'_, HostState>, id: i32| col(&mut c).exit(id as u32),
+            )?;
+            linker.func_wrap(
+                P::MODULE,
+                P::TAIL,
+                |mut c: Caller<'_, HostState>, id: i32| col(&mut c).tail(id as u32),
+            )?;
+            linker.func_wrap(
+                P::MODULE,
+                P::ENTER_CATCHING,
+                |mut c: Caller<'_, HostState>, id: i32| {
+                    let col = col(&mut c);
+                    let now = col.now();
+                    col.enter_catching_at(id as u32, now) as i32
+                },
+            )?;
+            linker.func_wrap(
+                P::MODULE,
+                P::UNWIND,
+                |mut c: Caller<'_, HostState>, token: i32| {
+                    let col = col(&mut c);
+                    let now = col.now();
+                    col.unwind_at(token as u32, now)
+                },
+            )?;
+        }
+        ProbeMode::Cost => {
+            linker.func_wrap(
+                P::MODULE,
+                P::ENTER,
+                |mut c: Caller<'_, HostState>, id: i32, cost: i64| {
+                    col(&mut c).enter_at(id as u32, cost as u64)
+                },
+            )?;
+            linker.func_wrap(
+                P::MODULE,
+                P::EXIT,
+                |mut c: Caller<'_, HostState>, id: i32, cost: i64| {
+                    col(&mut c).exit_at(id as u32, cost as u64)
+                },
+            )?;
+            linker.func_wrap(
+                P::MODULE,
+                P::TAIL,
+                |mut c: Caller<'_, HostState>, id: i32, _cost: i64| col(&mut c).tail(id as u32),
+            )?;
+            linker.func_wrap(
+                P::MODULE,
+                P::ENTER_CATCHING,
+                |mut c: Caller<'_, HostState>, id: i32, cost: i64| {
+                    col(&mut c).enter_catching_at(id as u32, cost as u64) as i32
+                },
+            )?;
+            linker.func_wrap(
+                P::MODULE,
+                P::UNWIND,
+                |mut c: Caller<'_, HostState>, token: i32, cost: i64| {
+                    col(&mut c).unwind_at(token as u32, cost as u64)
+                },
+            )?;
+        }
+    }
     Ok(())
 }
 
@@ -108,16 +158,18 @@ pub fn run(
     module: &Module,
     settings: &RunSettings,
     stdio: Stdio,
-    collector: Option<Collector>,
+    probes: Option<(Collector, ProbeMode)>,
 ) -> Result<RunOutcome, Failure> {
     let shown = settings.module.display().to_string();
     let mut linker: Linker<HostState> = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut HostState| &mut s.wasi)
         .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
-    if collector.is_some() {
-        define_probes(&mut linker)
+    let mode = probes.as_ref().map(|(_, mode)| *mode);
+    if let Some(mode) = mode {
+        define_probes(&mut linker, mode)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
     }
+    let collector = probes.map(|(collector, _)| collector);
     let state = HostState {
         wasi: wasi_context(settings, stdio)?,
         collector,
@@ -162,8 +214,12 @@ pub fn run(
     };
     let mut collector = store.into_data().collector;
     if let Some(c) = collector.as_mut() {
-        let now = c.now();
-        c.finish_at(now);
+        // Frames left open (a trap, proc_exit) close at the end: now, or the last count.
+        let end = match mode {
+            Some(ProbeMode::Cost) => c.last(),
+            _ => c.now(),
+        };
+        c.finish_at(end);
     }
     Ok(RunOutcome {
         exit_code,

@@ -99,6 +99,8 @@ pub struct RunSettings {
     pub cache_dir: Option<PathBuf>,
     /// No summary on stderr.
     pub quiet: bool,
+    /// What the probes measure.
+    pub mode: wprof_agent::ProbeMode,
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ use wasmtime_wast::{Async, SpectestConfig, WastContext};
 use wast::lexer::{Lexer, Token, TokenKind};
 use wast::parser::{self, ParseBuffer};
 use wast::{Wast, WastDirective};
-use wprof_agent::{ProbeImports, ProbePlan};
+use wprof_agent::{ProbeImports, ProbeMode, ProbePlan};
 
 /// Threads running scripts (the machine this runs on has 2 cores).
 const WORKERS: usize = 2;
@@ -101,7 +101,7 @@ fn spec_testsuite_semantics_preserved() {
         .collect();
     println!("spec: slowest scripts: {}", slowest.join(", "));
     println!(
-        "spec: {} modules instrumented in {} files; {} files pass instrumented / {} files that \
+        "spec: {} modules instrumented (time and cost modes) in {} files; {} files pass instrumented / {} files that \
          pass originally; {} files skipped (unsupported by wasmtime) [{:.1}s]",
         summary.modules,
         reports.len(),
@@ -296,23 +296,31 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
         time: Duration::ZERO,
     };
     report.original = run_script(engine, shared_memory, &script.name, script.text);
-    match instrument_script(engine, script.text) {
-        Ok(rewritten) => {
-            report.modules = rewritten.modules;
-            report.agent_errors = rewritten.agent_errors;
-            if report.original.is_ok() {
-                report.instrumented = Some(run_script(
-                    engine,
-                    shared_memory,
-                    &script.name,
-                    &rewritten.text,
-                ));
+    // Every module is checked instrumented in each probe mode.
+    for mode in [ProbeMode::Time, ProbeMode::Cost] {
+        let result = match instrument_script(engine, script.text, mode) {
+            Ok(rewritten) => {
+                report.modules += rewritten.modules;
+                report.agent_errors.extend(
+                    rewritten
+                        .agent_errors
+                        .into_iter()
+                        .map(|e| format!("{} mode: {e}", mode.name())),
+                );
+                report.original.is_ok().then(|| {
+                    run_script(engine, shared_memory, &script.name, &rewritten.text)
+                        .map_err(|e| format!("{} mode: {e}", mode.name()))
+                })
             }
-        }
-        Err(e) => {
-            if report.original.is_ok() {
-                report.instrumented = Some(Err(format!("cannot rewrite the script: {e:?}")));
-            }
+            Err(e) => report.original.is_ok().then(|| {
+                Err(format!(
+                    "{} mode: cannot rewrite the script: {e:?}",
+                    mode.name()
+                ))
+            }),
+        };
+        if report.instrumented.as_ref().is_none_or(|r| r.is_ok()) {
+            report.instrumented = result;
         }
     }
     report.time = started.elapsed();
@@ -364,20 +372,32 @@ struct Rewritten {
 }
 
 /// The module providing the probe imports, defined and registered first.
-fn probe_prelude() -> String {
+fn probe_prelude(mode: ProbeMode) -> String {
+    let params = match mode {
+        ProbeMode::Time => "i32",
+        ProbeMode::Cost => "i32 i64",
+    };
     let mut m = String::from("(module");
     for name in ProbeImports::NAMES {
-        write!(m, " (func (export \"{name}\") (param i32))").unwrap();
+        if name == ProbeImports::ENTER_CATCHING {
+            write!(
+                m,
+                " (func (export \"{name}\") (param {params}) (result i32) i32.const 0)"
+            )
+            .unwrap();
+        } else {
+            write!(m, " (func (export \"{name}\") (param {params}))").unwrap();
+        }
     }
     write!(m, ") (register \"{}\") ", ProbeImports::MODULE).unwrap();
     m
 }
 
-fn instrument_script(engine: &Engine, src: &str) -> Result<Rewritten> {
+fn instrument_script(engine: &Engine, src: &str, mode: ProbeMode) -> Result<Rewritten> {
     let mut lexer = Lexer::new(src);
     lexer.allow_confusing_unicode(true);
     let mut out = Rewritten {
-        text: probe_prelude(),
+        text: probe_prelude(mode),
         modules: 0,
         agent_errors: Vec::new(),
     };
@@ -390,7 +410,7 @@ fn instrument_script(engine: &Engine, src: &str) -> Result<Rewritten> {
     if !is_script(&lexer, &top)? {
         // The whole file is the fields of one module (see `inline-module.wast`).
         let bytes = encode_module(src).context("cannot encode the module")?;
-        match instrument(&bytes) {
+        match instrument(&bytes, mode) {
             Ok(instrumented) => {
                 out.modules += 1;
                 let module = binary_module(src, &[], &instrumented.bytes, src);
@@ -425,7 +445,7 @@ fn instrument_script(engine: &Engine, src: &str) -> Result<Rewritten> {
                 line_of(src, module.start)
             )
         })?;
-        match instrument(&bytes) {
+        match instrument(&bytes, mode) {
             Ok(instrumented) => {
                 out.modules += 1;
                 let head = scan(&lexer, module.start + 1..module.end - 1)?;
@@ -454,8 +474,8 @@ fn instrument_script(engine: &Engine, src: &str) -> Result<Rewritten> {
 }
 
 /// The agent's output for `bytes`, with a panic turned into an error.
-fn instrument(bytes: &[u8]) -> Result<wprof_agent::InstrumentedModule, String> {
-    match catch_unwind(|| wprof_agent::instrument(bytes, &ProbePlan::default())) {
+fn instrument(bytes: &[u8], mode: ProbeMode) -> Result<wprof_agent::InstrumentedModule, String> {
+    match catch_unwind(|| wprof_agent::instrument(bytes, &ProbePlan { mode })) {
         Ok(Ok(module)) => Ok(module),
         Ok(Err(e)) => Err(e.to_string()),
         Err(panic) => Err(format!("the agent panicked: {}", panic_message(&*panic))),

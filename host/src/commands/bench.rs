@@ -93,6 +93,7 @@ fn bench_module(engine: &Engine, path: &Path, runs: u32) -> Result<ModuleBench, 
         profile_path: PathBuf::new(),
         cache_dir: None,
         quiet: true,
+        mode: wprof_agent::ProbeMode::Time,
     };
     let plan = ProbePlan::default();
     let scratch = tempfile::tempdir().context("failed to create a scratch directory")?;
@@ -138,7 +139,7 @@ fn bench_module(engine: &Engine, path: &Path, runs: u32) -> Result<ModuleBench, 
             &instrumented_module,
             &settings,
             Stdio::Discard,
-            Some(collector),
+            Some((collector, wprof_agent::ProbeMode::Time)),
         )?;
         probed.push(i.wall_time);
     }

@@ -3,13 +3,13 @@
 use std::path::PathBuf;
 
 use wasmtime::Module;
-use wprof_agent::ProbePlan;
+use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::collector::Collector;
 use crate::exit::Failure;
 use crate::instrument::{self, warn, CacheSession, Prepared};
 use crate::profile::{Ending, ModuleRef, Profile};
-use crate::report::{format_ns, text};
+use crate::report::text;
 use crate::runner::{self, Stdio};
 use crate::settings::{self, DirMapping, RunSettings};
 
@@ -39,6 +39,12 @@ pub struct RunCommand {
     #[arg(long, value_name = "DIR", env = "WPROF_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
 
+    /// What the probes measure: `time` (exact calls, nanoseconds of the monotonic clock)
+    /// or `cost` (deterministic: executed wasm instructions; the same program and input
+    /// give the same numbers on every run and machine).
+    #[arg(long, value_enum, default_value_t = Mode::Time, env = "WPROF_MODE")]
+    mode: Mode,
+
     /// Instrument without reading or writing the cache.
     #[arg(long)]
     no_cache: bool,
@@ -66,6 +72,7 @@ Environment:
                       no cache access, no profile
   WPROF_OUT           profile path (like -o)
   WPROF_CACHE_DIR     cache directory (like --cache-dir)
+  WPROF_MODE          time|cost (like --mode)
   WPROF_LOG           wprof's own log filter, e.g. `debug` (off by default)
 
 Examples:
@@ -103,6 +110,7 @@ impl RunCommand {
                 .unwrap_or_else(|| settings::default_profile_path(&self.module)),
             cache_dir,
             quiet: self.quiet,
+            mode: self.mode.into(),
         })
     }
 
@@ -111,6 +119,24 @@ impl RunCommand {
         let settings = self.settings()?;
         tracing::debug!(?settings, "resolved settings");
         run(&settings)
+    }
+}
+
+/// The probe modes, as the command line names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Exact calls and nanoseconds.
+    Time,
+    /// Exact calls and executed instructions, deterministic.
+    Cost,
+}
+
+impl From<Mode> for ProbeMode {
+    fn from(m: Mode) -> Self {
+        match m {
+            Mode::Time => ProbeMode::Time,
+            Mode::Cost => ProbeMode::Cost,
+        }
     }
 }
 
@@ -127,16 +153,22 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
     }
 
     let mut cache = CacheSession::open(settings.cache_dir.as_deref());
-    let prepared =
-        match instrument::prepare(&loaded, &settings.module, &ProbePlan::default(), &mut cache) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                warn(format_args!(
-                    "cannot instrument {shown} ({e}); running it without profiling"
-                ));
-                None
-            }
-        };
+    let prepared = match instrument::prepare(
+        &loaded,
+        &settings.module,
+        &ProbePlan {
+            mode: settings.mode,
+        },
+        &mut cache,
+    ) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            warn(format_args!(
+                "cannot instrument {shown} ({e}); running it without profiling"
+            ));
+            None
+        }
+    };
     drop(cache);
     let compiled = prepared.and_then(|p| match Module::new(&engine, &p.bytes) {
         Ok(m) => Some((p, m)),
@@ -155,7 +187,13 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
     };
 
     let collector = Collector::new(prepared.functions.len());
-    let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, Some(collector))?;
+    let outcome = runner::run(
+        &engine,
+        &module,
+        settings,
+        Stdio::Inherit,
+        Some((collector, settings.mode)),
+    )?;
     if let Some((_, report)) = &outcome.trap {
         eprintln!("Error: {report}");
     }
@@ -170,6 +208,7 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
         },
         &prepared.functions,
         prepared.stats,
+        settings.mode,
         collector,
         Ending {
             exit_code: outcome.exit_code,
@@ -217,7 +256,7 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
             Some(t) => format!("trapped ({t})"),
             None => format!("exited with code {}", profile.exit_code),
         },
-        format_ns(profile.total),
+        crate::report::format_amount(profile.total, &profile.unit),
         calls,
         profile.functions.len(),
     ));

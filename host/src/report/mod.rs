@@ -43,6 +43,15 @@ pub fn format_ns(ns: u64) -> String {
     }
 }
 
+/// An amount in a profile's unit, for people: durations for `ns`, plain counts otherwise.
+pub fn format_amount(amount: u64, unit: &str) -> String {
+    if unit == "ns" {
+        format_ns(amount)
+    } else {
+        amount.to_string()
+    }
+}
+
 /// `part` as a percentage of `whole`.
 pub fn percent(part: u64, whole: u64) -> f64 {
     if whole == 0 {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::{format_ns, percent, TextOptions};
+use super::{format_amount, percent, TextOptions};
 use crate::profile::{FunctionRecord, Profile};
 
 /// Functions sorted by self time, most expensive first (ties by name).
@@ -27,13 +27,13 @@ pub fn flat_table(profile: &Profile, functions: &[&FunctionRecord]) -> String {
         let _ = writeln!(
             out,
             "{:>11} {:>6.2}% {:>11} {:>6.2}% {:>12} {:>11} {:>11}  {}{}",
-            format_ns(f.self_time),
+            format_amount(f.self_time, &profile.unit),
             percent(f.self_time, total),
-            format_ns(f.inclusive),
+            format_amount(f.inclusive, &profile.unit),
             percent(f.inclusive, total),
             f.calls,
-            format_ns(f.min_self),
-            format_ns(f.max_self),
+            format_amount(f.min_self, &profile.unit),
+            format_amount(f.max_self, &profile.unit),
             f.name,
             if f.kind == "import" { " [import]" } else { "" },
         );
@@ -60,7 +60,7 @@ pub fn render(profile: &Profile, options: &TextOptions) -> String {
             .as_deref()
             .map(|t| format!(", trap: {t}"))
             .unwrap_or_default(),
-        format_ns(profile.total),
+        format_amount(profile.total, &profile.unit),
         profile.functions.len(),
         profile.functions.iter().map(|f| f.calls).sum::<u64>(),
     );
@@ -93,7 +93,7 @@ pub fn render(profile: &Profile, options: &TextOptions) -> String {
             "{}  ({} calls, inclusive {})",
             f.name,
             f.calls,
-            format_ns(f.inclusive)
+            format_amount(f.inclusive, &profile.unit)
         );
         let mut callers: Vec<_> = profile.edges.iter().filter(|e| e.callee == f.id).collect();
         callers.sort_by_key(|e| std::cmp::Reverse(e.inclusive));
@@ -103,7 +103,7 @@ pub fn render(profile: &Profile, options: &TextOptions) -> String {
                 "    called by {:<40} {:>10} calls {:>11} {:>6.2}%",
                 name(e.caller),
                 e.calls,
-                format_ns(e.inclusive),
+                format_amount(e.inclusive, &profile.unit),
                 percent(e.inclusive, f.inclusive)
             );
         }
@@ -119,7 +119,7 @@ pub fn render(profile: &Profile, options: &TextOptions) -> String {
                 "    calls     {:<40} {:>10} calls {:>11} {:>6.2}%",
                 name(Some(e.callee)),
                 e.calls,
-                format_ns(e.inclusive),
+                format_amount(e.inclusive, &profile.unit),
                 percent(e.inclusive, f.inclusive)
             );
         }
