@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod bench;
+mod cost;
 mod report;
 mod run;
 mod spec;
