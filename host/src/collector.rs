@@ -25,6 +25,8 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use crate::context_tree::{ContextTree, ROOT_NODE};
+
 /// The caller of the outermost frames.
 pub const ROOT: u32 = u32::MAX;
 
@@ -76,6 +78,8 @@ pub struct EdgeTotals {
 struct Frame {
     id: u32,
     edge: u32,
+    /// Its node in the calling-context tree.
+    node: u32,
     start: u64,
     children: u64,
     /// This frame was entered by a tail call: closing it closes its caller too.
@@ -97,6 +101,7 @@ pub struct Collector {
     root_inclusive: u64,
     unmatched_exits: u64,
     last: u64,
+    contexts: ContextTree,
 }
 
 impl Collector {
@@ -112,6 +117,7 @@ impl Collector {
             root_inclusive: 0,
             unmatched_exits: 0,
             last: 0,
+            contexts: ContextTree::new(),
         }
     }
 
@@ -196,13 +202,14 @@ impl Collector {
         self.last = now;
         self.ensure(id);
         let mut closes_parent = false;
-        let caller = match self.stack.last_mut() {
+        let (caller, parent_node) = match self.stack.last_mut() {
             Some(top) => {
                 closes_parent = std::mem::take(&mut top.tail_pending);
-                top.id
+                (top.id, top.node)
             }
-            None => ROOT,
+            None => (ROOT, ROOT_NODE),
         };
+        let node = self.contexts.enter(parent_node, id);
         let edge = self.edge(caller, id);
         let f = &mut self.functions[id as usize];
         f.calls += 1;
@@ -213,6 +220,7 @@ impl Collector {
         self.stack.push(Frame {
             id,
             edge,
+            node,
             start: now,
             children: 0,
             closes_parent,
@@ -261,9 +269,13 @@ impl Collector {
         if e.active == 0 {
             e.inclusive += inclusive;
         }
+        self.contexts.close(frame.node, self_time, inclusive);
         match self.stack.last_mut() {
             Some(parent) => parent.children += inclusive,
-            None => self.root_inclusive += inclusive,
+            None => {
+                self.root_inclusive += inclusive;
+                self.contexts.add_root(inclusive);
+            }
         }
         frame.closes_parent
     }
@@ -276,6 +288,11 @@ impl Collector {
     /// Totals per edge, in order of first call.
     pub fn edges(&self) -> &[EdgeTotals] {
         &self.edges
+    }
+
+    /// The calling-context tree.
+    pub fn contexts(&self) -> &ContextTree {
+        &self.contexts
     }
 
     /// Time in all outermost frames.

@@ -8,6 +8,7 @@ pub mod cache_values;
 pub mod cli;
 pub mod collector;
 pub mod commands;
+pub mod context_tree;
 pub mod engine;
 pub mod exit;
 pub mod instrument;

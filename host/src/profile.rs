@@ -57,6 +57,24 @@ pub struct EdgeRecord {
     pub inclusive: u64,
 }
 
+/// One node of the calling-context tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextRecord {
+    /// The node's index in `contexts`.
+    pub id: u32,
+    /// The parent node's index; `null` for the outermost functions.
+    pub parent: Option<u32>,
+    /// The function's id.
+    pub function: u32,
+    /// Activations in this context.
+    pub calls: u64,
+    /// Self time in this context.
+    #[serde(rename = "self")]
+    pub self_time: u64,
+    /// Inclusive time in this context (outermost activations).
+    pub inclusive: u64,
+}
+
 /// A whole profile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Profile {
@@ -89,6 +107,10 @@ pub struct Profile {
     pub functions: Vec<FunctionRecord>,
     /// Every edge, in order of first call.
     pub edges: Vec<EdgeRecord>,
+    /// The calling-context tree, parents before children (recursive cycles collapsed:
+    /// see [`crate::context_tree`]).
+    #[serde(default)]
+    pub contexts: Vec<ContextRecord>,
 }
 
 /// How the program ended.
@@ -148,6 +170,22 @@ impl Profile {
                 inclusive: e.inclusive,
             })
             .collect();
+        // Node 0 is the root; its children are the outermost functions.
+        let contexts = collector
+            .contexts()
+            .nodes()
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(i, n)| ContextRecord {
+                id: i as u32 - 1,
+                parent: (n.parent != 0).then(|| n.parent - 1),
+                function: n.function,
+                calls: n.calls,
+                self_time: n.self_time,
+                inclusive: n.inclusive,
+            })
+            .collect();
         Profile {
             format_version: FORMAT_VERSION,
             tool: format!("wprof {}", env!("CARGO_PKG_VERSION")),
@@ -167,6 +205,7 @@ impl Profile {
             instrumentation: stats,
             functions: records,
             edges,
+            contexts,
         }
     }
 
