@@ -206,7 +206,7 @@ pub fn run(
                     format!("failed to run main module `{shown}`\n\nCaused by:\n    {e:?}");
                 let message = match e.downcast_ref::<wasmtime::Trap>() {
                     Some(trap) => trap.to_string(),
-                    None => first_line(&e.to_string()),
+                    None => first_line(&e.root_cause().to_string()),
                 };
                 (code, Some((message, report)))
             }

@@ -1,0 +1,194 @@
+//! Exact attribution where plain entry/exit tracing goes wrong: the samples whose answers
+//! are known by construction (see samples/README.md), in both modes.
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn profile(s: &Scratch, name: &str, mode: &str) -> (Value, std::process::Output) {
+    let out_name = format!("{name}.{mode}.wprof");
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--mode",
+        mode,
+        "-o",
+        &out_name,
+        sample(&format!("{name}.wasm")).to_str().unwrap(),
+    ]);
+    (s.profile(&out_name), out)
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap()
+}
+
+fn edge_inclusive(p: &Value, caller: &str, callee: &str) -> u64 {
+    let id = |n: &str| function(p, n)["id"].clone();
+    p["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["caller"] == id(caller) && e["callee"] == id(callee))
+        .map(|e| u(&e["inclusive"]))
+        .unwrap()
+}
+
+/// Invariants of every profile: self times add up to the total, the root's function holds
+/// it all, nothing is negative or inverted.
+fn consistent(p: &Value) {
+    let total = u(&p["total"]);
+    let functions = p["functions"].as_array().unwrap();
+    let self_sum: u64 = functions.iter().map(|f| u(&f["self"])).sum();
+    assert_eq!(self_sum, total, "self times add up to the total");
+    assert_eq!(u(&function(p, "_start")["inclusive"]), total);
+    for f in functions {
+        assert!(u(&f["self"]) <= u(&f["inclusive"]), "{f}");
+    }
+    let context_self: u64 = p["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| u(&c["self"]))
+        .sum();
+    assert_eq!(
+        context_self, total,
+        "context self times add up to the total"
+    );
+}
+
+#[test]
+fn gprof_averaging_case_is_exact() {
+    let s = Scratch::new();
+    for mode in ["time", "cost"] {
+        let (p, out) = profile(&s, "gprof_trap", mode);
+        assert_eq!(out.status.code(), Some(0));
+        consistent(&p);
+        assert_eq!(calls(&p, "d"), 80);
+        assert_eq!(edge_calls(&p, Some("b"), "d"), 40);
+        assert_eq!(edge_calls(&p, Some("c"), "d"), 40);
+        if mode == "cost" {
+            // d(n) executes loop (1) + 17 per iteration + local.get (1): 17n + 2.
+            let b_d = edge_inclusive(&p, "b", "d");
+            let c_d = edge_inclusive(&p, "c", "d");
+            assert_eq!(b_d, 40 * (17 * 900_000 + 2));
+            assert_eq!(c_d, 40 * (17 * 300_000 + 2));
+            // The loop work alone is exactly 3:1.
+            assert_eq!(b_d - 40 * 2, 3 * (c_d - 40 * 2));
+            // B's inclusive holds only its own share of D.
+            let b = function(&p, "b");
+            assert_eq!(u(&b["inclusive"]), u(&b["self"]) + b_d);
+            let c = function(&p, "c");
+            assert_eq!(u(&c["inclusive"]), u(&c["self"]) + c_d);
+        }
+    }
+}
+
+#[test]
+fn tail_calls_keep_the_caller_open() {
+    let s = Scratch::new();
+    for mode in ["time", "cost"] {
+        let (p, out) = profile(&s, "tailcalls", mode);
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(stdout(&out), "tailcalls: chain=3 count=1000 leaf=14\n");
+        consistent(&p);
+        for (caller, callee, n) in [
+            (Some("_start"), "a", 3),
+            (Some("a"), "b", 3),
+            (Some("b"), "c", 3),
+            (Some("count"), "count", 1000),
+            (Some("dispatch"), "leaf", 2),
+            (Some("emit"), "wasi_snapshot_preview1::fd_write", 1),
+        ] {
+            assert_eq!(
+                edge_calls(&p, caller, callee),
+                n,
+                "{caller:?} -> {callee} ({mode})"
+            );
+        }
+        assert_eq!(calls(&p, "count"), 1001);
+        // The callee's time is inside the caller's inclusive time.
+        let incl = |n| u(&function(&p, n)["inclusive"]);
+        let own = |n| u(&function(&p, n)["self"]);
+        assert_eq!(incl("a"), own("a") + incl("b"), "{mode}");
+        assert_eq!(incl("b"), own("b") + incl("c"), "{mode}");
+    }
+}
+
+#[test]
+fn exceptions_unwind_to_the_catching_activation() {
+    let s = Scratch::new();
+    for mode in ["time", "cost"] {
+        let (p, out) = profile(&s, "exceptions", mode);
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(stdout(&out), "exceptions: caught=3 cleanups=3 result=339\n");
+        consistent(&p);
+        assert_eq!(calls(&p, "rec"), 30);
+        assert_eq!(calls(&p, "thrower"), 3);
+        assert_eq!(edge_calls(&p, Some("_start"), "rec"), 3);
+        assert_eq!(edge_calls(&p, Some("rec"), "rec"), 27);
+        assert_eq!(edge_calls(&p, Some("rec"), "thrower"), 3);
+        // After each catch the stack is right again: utoa is called by _start, never by a
+        // frame the exception left behind.
+        assert_eq!(edge_calls(&p, Some("_start"), "utoa"), 3);
+        assert!(p["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["callee"] != function(&p, "utoa")["id"]
+                || e["caller"] == function(&p, "_start")["id"]));
+    }
+}
+
+#[test]
+fn mutual_recursion_is_counted_once_and_bounded() {
+    let s = Scratch::new();
+    for mode in ["time", "cost"] {
+        let (p, out) = profile(&s, "mutual", mode);
+        assert_eq!(out.status.code(), Some(0));
+        consistent(&p);
+        assert_eq!(calls(&p, "even"), 33);
+        assert_eq!(calls(&p, "odd"), 30);
+        assert_eq!(edge_calls(&p, Some("even"), "odd"), 30);
+        assert_eq!(edge_calls(&p, Some("odd"), "even"), 30);
+        assert_eq!(edge_calls(&p, Some("_start"), "even"), 3);
+        // Inclusive counts outermost activations once: never more than the total.
+        assert!(u(&function(&p, "even")["inclusive"]) <= u(&p["total"]));
+        // The context tree collapses the cycle: _start, even, odd, and fd_write.
+        assert!(
+            p["contexts"].as_array().unwrap().len() <= 5,
+            "{}",
+            p["contexts"]
+        );
+    }
+}
+
+#[test]
+fn traps_at_depth_close_every_frame() {
+    let s = Scratch::new();
+    for mode in ["time", "cost"] {
+        let (p, out) = profile(&s, "deep_trap", mode);
+        assert_eq!(out.status.code(), Some(134));
+        assert_eq!(p["outcome"], "trap");
+        consistent(&p);
+        assert_eq!(calls(&p, "down"), 50);
+        assert_eq!(edge_calls(&p, Some("down"), "down"), 49);
+    }
+}
+
+#[test]
+fn an_uncaught_exception_ends_like_under_wasmtime() {
+    let s = Scratch::new();
+    for mode in ["time", "cost"] {
+        let (p, out) = profile(&s, "uncaught", mode);
+        assert_eq!(out.status.code(), Some(1), "the wasmtime CLI exits 1 here");
+        assert_eq!(stdout(&out), "uncaught: throwing 5 deep\n");
+        assert!(
+            p["trap"].as_str().unwrap().contains("exception"),
+            "{}",
+            p["trap"]
+        );
+        consistent(&p);
+        assert_eq!(calls(&p, "r"), 5);
+    }
+}
