@@ -30,15 +30,31 @@ use crate::context_tree::{ContextTree, ROOT_NODE};
 /// The caller of the outermost frames.
 pub const ROOT: u32 = u32::MAX;
 
+/// Time mode's collector unit is the picosecond.
+pub const PS_PER_NS: u64 = 1000;
+
+/// What the probes themselves cost per activation, in the collector's unit (picoseconds in
+/// time mode); subtracted from every frame as it closes (see [`crate::calibrate`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProbeOverhead {
+    /// Charged to the activation itself: from its entry clock read to its first
+    /// instruction, and from its last instruction to its exit clock read.
+    pub inside: u64,
+    /// Charged to the caller, per call it makes: from the call to the callee's entry clock
+    /// read, and from the callee's exit clock read back to the caller.
+    pub outside: u64,
+}
+
 /// Totals for one function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FunctionTotals {
     /// Activations.
     pub calls: u64,
-    /// Time in the function itself.
-    pub self_time: u64,
+    /// Time in the function itself. Signed: after overhead subtraction an estimate can dip
+    /// below zero, and keeping the sign keeps every total consistent (profiles clamp).
+    pub self_time: i64,
     /// Time in the function and everything it called, outermost activations only.
-    pub inclusive: u64,
+    pub inclusive: i64,
     /// Smallest self time of one activation.
     pub min_self: u64,
     /// Largest self time of one activation.
@@ -70,7 +86,7 @@ pub struct EdgeTotals {
     pub calls: u64,
     /// Inclusive time of the callee when called from this caller (outermost activations of
     /// the edge only).
-    pub inclusive: u64,
+    pub inclusive: i64,
     active: u32,
 }
 
@@ -86,6 +102,10 @@ struct Frame {
     closes_parent: bool,
     /// This frame announced a tail call; the next frame entered replaces it.
     tail_pending: bool,
+    /// Calls this frame made.
+    child_calls: u64,
+    /// The collector's `enters` when this frame was entered (itself included).
+    enters_at_entry: u64,
 }
 
 /// The runtime state behind the probes of one run.
@@ -98,10 +118,13 @@ pub struct Collector {
     /// Per callee, the last edge used to reach it: most callees have one hot caller.
     last_edge: Vec<u32>,
     stack: Vec<Frame>,
-    root_inclusive: u64,
+    root_inclusive: i64,
     unmatched_exits: u64,
     last: u64,
     contexts: ContextTree,
+    /// Frames entered so far.
+    enters: u64,
+    overhead: ProbeOverhead,
 }
 
 impl Collector {
@@ -118,7 +141,20 @@ impl Collector {
             unmatched_exits: 0,
             last: 0,
             contexts: ContextTree::new(),
+            enters: 0,
+            overhead: ProbeOverhead::default(),
         }
+    }
+
+    /// Subtracts `overhead` from every frame from now on.
+    pub fn with_overhead(mut self, overhead: ProbeOverhead) -> Self {
+        self.overhead = overhead;
+        self
+    }
+
+    /// The overhead being subtracted.
+    pub fn overhead(&self) -> ProbeOverhead {
+        self.overhead
     }
 
     /// The latest time (or cost) a probe reported.
@@ -141,9 +177,10 @@ impl Collector {
         }
     }
 
-    /// Nanoseconds since the collector was created.
+    /// Picoseconds since the collector was created: time mode keeps picoseconds so that
+    /// sub-nanosecond overhead estimates subtract without rounding (profiles show ns).
     pub fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+        self.epoch.elapsed().as_nanos() as u64 * PS_PER_NS
     }
 
     /// Probe: function `id` starts.
@@ -217,6 +254,7 @@ impl Collector {
         let e = &mut self.edges[edge as usize];
         e.calls += 1;
         e.active += 1;
+        self.enters += 1;
         self.stack.push(Frame {
             id,
             edge,
@@ -225,6 +263,8 @@ impl Collector {
             children: 0,
             closes_parent,
             tail_pending: false,
+            child_calls: 0,
+            enters_at_entry: self.enters,
         });
     }
 
@@ -254,12 +294,19 @@ impl Collector {
         let Some(frame) = self.stack.pop() else {
             return false;
         };
-        let inclusive = now.saturating_sub(frame.start);
-        let self_time = inclusive.saturating_sub(frame.children);
+        let raw_inclusive = now.saturating_sub(frame.start);
+        let o = self.overhead;
+        let descendants = self.enters - frame.enters_at_entry;
+        let self_time = raw_inclusive as i64
+            - frame.children as i64
+            - (o.inside + frame.child_calls * o.outside) as i64;
+        let inclusive =
+            raw_inclusive as i64 - (o.inside + descendants * (o.inside + o.outside)) as i64;
+        let self_clamped = self_time.max(0) as u64;
         let f = &mut self.functions[frame.id as usize];
         f.self_time += self_time;
-        f.min_self = f.min_self.min(self_time);
-        f.max_self = f.max_self.max(self_time);
+        f.min_self = f.min_self.min(self_clamped);
+        f.max_self = f.max_self.max(self_clamped);
         f.active -= 1;
         if f.active == 0 {
             f.inclusive += inclusive;
@@ -271,7 +318,10 @@ impl Collector {
         }
         self.contexts.close(frame.node, self_time, inclusive);
         match self.stack.last_mut() {
-            Some(parent) => parent.children += inclusive,
+            Some(parent) => {
+                parent.children += raw_inclusive;
+                parent.child_calls += 1;
+            }
             None => {
                 self.root_inclusive += inclusive;
                 self.contexts.add_root(inclusive);
@@ -296,7 +346,7 @@ impl Collector {
     }
 
     /// Time in all outermost frames.
-    pub fn root_inclusive(&self) -> u64 {
+    pub fn root_inclusive(&self) -> i64 {
         self.root_inclusive
     }
 
@@ -407,8 +457,37 @@ mod tests {
         assert_eq!(f.calls, 3);
         assert_eq!(f.inclusive, 50);
         assert_eq!(c.unmatched_exits(), 0);
-        let total: u64 = c.functions().iter().map(|f| f.self_time).sum();
+        let total: i64 = c.functions().iter().map(|f| f.self_time).sum();
         assert_eq!(total, 70);
+    }
+
+    #[test]
+    fn overhead_is_subtracted_consistently() {
+        let o = ProbeOverhead {
+            inside: 2,
+            outside: 3,
+        };
+        let mut c = Collector::new(3).with_overhead(o);
+        // _start(0) calls f(1) twice; f calls g(2) once each time.
+        c.enter_at(0, 0);
+        for base in [10, 100] {
+            c.enter_at(1, base);
+            c.enter_at(2, base + 20);
+            c.exit_at(2, base + 30);
+            c.exit_at(1, base + 50);
+        }
+        c.exit_at(0, 200);
+        let f = c.functions();
+        // g: raw self 10 - inside 2.
+        assert_eq!(f[2].self_time, 2 * 8);
+        // f: raw self 40, minus inside 2 and one child call's outside 3.
+        assert_eq!(f[1].self_time, 2 * 35);
+        // f inclusive: raw 50 - inside 2 - 1 descendant × 5.
+        assert_eq!(f[1].inclusive, 2 * 43);
+        // _start: raw 200, minus 2, minus 4 descendants × 5.
+        assert_eq!(f[0].inclusive, 178);
+        let self_sum: i64 = f.iter().map(|f| f.self_time).sum();
+        assert_eq!(self_sum, c.root_inclusive());
     }
 
     #[test]
@@ -431,7 +510,40 @@ mod tests {
             c.exit_at(1, tick());
         }
         c.exit_at(0, tick());
-        let total: u64 = c.functions().iter().map(|f| f.self_time).sum();
+        let total: i64 = c.functions().iter().map(|f| f.self_time).sum();
         assert_eq!(total, c.root_inclusive());
+    }
+}
+#[cfg(test)]
+mod overhead_recursion_tests {
+    use super::*;
+
+    #[test]
+    fn recursion_with_overhead_stays_consistent() {
+        let o = ProbeOverhead {
+            inside: 38,
+            outside: 43,
+        };
+        let mut c = Collector::new(2).with_overhead(o);
+        let mut t = 0;
+        c.enter_at(0, t);
+        // fib-like: 0 calls 1, which recurses as a binary tree of depth 3.
+        fn rec(c: &mut Collector, t: &mut u64, depth: u32) {
+            *t += 40;
+            c.enter_at(1, *t);
+            if depth > 0 {
+                rec(c, t, depth - 1);
+                rec(c, t, depth - 1);
+            }
+            *t += 40;
+            c.exit_at(1, *t);
+        }
+        rec(&mut c, &mut t, 12);
+        t += 10;
+        c.exit_at(0, t);
+        let f = c.functions();
+        let self_sum: i64 = f.iter().map(|f| f.self_time).sum();
+        assert_eq!(self_sum, c.root_inclusive());
+        assert_eq!(f[1].inclusive, f[1].self_time);
     }
 }

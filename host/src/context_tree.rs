@@ -23,9 +23,9 @@ pub struct ContextNode {
     /// Activations charged to this context.
     pub calls: u64,
     /// Self time of those activations.
-    pub self_time: u64,
+    pub self_time: i64,
     /// Inclusive time, outermost activations only.
-    pub inclusive: u64,
+    pub inclusive: i64,
     children: Vec<u32>,
     active: u32,
 }
@@ -101,7 +101,7 @@ impl ContextTree {
     }
 
     /// A frame charged to `node` closes.
-    pub fn close(&mut self, node: u32, self_time: u64, inclusive: u64) {
+    pub fn close(&mut self, node: u32, self_time: i64, inclusive: i64) {
         let n = &mut self.nodes[node as usize];
         n.self_time += self_time;
         n.active -= 1;
@@ -112,7 +112,7 @@ impl ContextTree {
     }
 
     /// Adds time to the root's inclusive time (an outermost frame closed).
-    pub fn add_root(&mut self, inclusive: u64) {
+    pub fn add_root(&mut self, inclusive: i64) {
         self.nodes[ROOT_NODE as usize].inclusive += inclusive;
     }
 
@@ -144,7 +144,7 @@ mod tests {
         t.add_root(15);
         let n = &t.nodes()[b_under_a as usize];
         assert_eq!((n.calls, n.self_time, n.inclusive), (2, 10, 10));
-        let self_sum: u64 = t.nodes().iter().map(|n| n.self_time).sum();
+        let self_sum: i64 = t.nodes().iter().map(|n| n.self_time).sum();
         assert_eq!(self_sum, t.nodes()[0].inclusive);
     }
 

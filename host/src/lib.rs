@@ -5,6 +5,7 @@
 //! here, one module per concern.
 
 pub mod cache_values;
+pub mod calibrate;
 pub mod cli;
 pub mod collector;
 pub mod commands;

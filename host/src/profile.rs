@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::collector::{Collector, ROOT};
+use crate::collector::{Collector, PS_PER_NS, ROOT};
 use crate::instrument::{FunctionInfo, InstrumentationStats};
 
 /// The current profile format.
@@ -75,6 +75,17 @@ pub struct ContextRecord {
     pub inclusive: u64,
 }
 
+/// The probe overhead subtracted, in nanoseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverheadRecord {
+    /// Per activation, inside the activation's own time.
+    pub inside_ns: f64,
+    /// Per call, in the caller's time.
+    pub outside_ns: f64,
+}
+
+impl Eq for OverheadRecord {}
+
 /// A whole profile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Profile {
@@ -103,6 +114,9 @@ pub struct Profile {
     pub total: u64,
     /// How the instrumented module was produced.
     pub instrumentation: InstrumentationStats,
+    /// The probe overhead subtracted from every frame, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_overhead: Option<OverheadRecord>,
     /// Every function that ran, by id.
     pub functions: Vec<FunctionRecord>,
     /// Every edge, in order of first call.
@@ -135,6 +149,10 @@ impl Profile {
         ending: Ending,
     ) -> Self {
         let cost = mode == wprof_agent::ProbeMode::Cost;
+        // The collector counts picoseconds in time mode; profiles show nanoseconds.
+        let scale = if cost { 1 } else { PS_PER_NS as i64 };
+        let clamp = |v: i64| (v / scale).max(0) as u64;
+        let unscale = |v: u64| v / scale as u64;
         let name_of = |id: u32| {
             functions
                 .get(id as usize)
@@ -153,10 +171,10 @@ impl Profile {
                     name,
                     kind,
                     calls: t.calls,
-                    self_time: t.self_time,
-                    inclusive: t.inclusive,
-                    min_self: t.min_self,
-                    max_self: t.max_self,
+                    self_time: clamp(t.self_time),
+                    inclusive: clamp(t.inclusive),
+                    min_self: unscale(t.min_self),
+                    max_self: unscale(t.max_self),
                 }
             })
             .collect();
@@ -167,7 +185,7 @@ impl Profile {
                 caller: (e.caller != ROOT).then_some(e.caller),
                 callee: e.callee,
                 calls: e.calls,
-                inclusive: e.inclusive,
+                inclusive: clamp(e.inclusive),
             })
             .collect();
         // Node 0 is the root; its children are the outermost functions.
@@ -182,8 +200,8 @@ impl Profile {
                 parent: (n.parent != 0).then(|| n.parent - 1),
                 function: n.function,
                 calls: n.calls,
-                self_time: n.self_time,
-                inclusive: n.inclusive,
+                self_time: clamp(n.self_time),
+                inclusive: clamp(n.inclusive),
             })
             .collect();
         Profile {
@@ -201,8 +219,15 @@ impl Profile {
             .to_string(),
             trap: ending.trap,
             wall_time: (!cost).then_some(ending.wall_time),
-            total: collector.root_inclusive(),
+            total: clamp(collector.root_inclusive()),
             instrumentation: stats,
+            probe_overhead: (!cost && collector.overhead() != Default::default()).then(|| {
+                let o = collector.overhead();
+                OverheadRecord {
+                    inside_ns: o.inside as f64 / PS_PER_NS as f64,
+                    outside_ns: o.outside as f64 / PS_PER_NS as f64,
+                }
+            }),
             functions: records,
             edges,
             contexts,

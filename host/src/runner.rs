@@ -68,6 +68,33 @@ fn wasi_context(settings: &RunSettings, stdio: Stdio) -> Result<WasiP1Ctx, Failu
     Ok(builder.build_p1())
 }
 
+/// A linker with the probe imports of `mode` bound to the store's collector (and nothing
+/// else).
+pub(crate) fn probe_linker(
+    engine: &Engine,
+    mode: ProbeMode,
+) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = Linker::new(engine);
+    define_probes(&mut linker, mode)?;
+    Ok(linker)
+}
+
+/// A store with an empty WASI context and `collector`.
+pub(crate) fn bare_store(engine: &Engine, collector: Option<Collector>) -> Store<HostState> {
+    Store::new(
+        engine,
+        HostState {
+            wasi: WasiCtxBuilder::new().build_p1(),
+            collector,
+        },
+    )
+}
+
+/// The collector of a store.
+pub(crate) fn take_collector(store: Store<HostState>) -> Option<Collector> {
+    store.into_data().collector
+}
+
 fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::Result<()> {
     use wprof_agent::ProbeImports as P;
     fn col<'a>(caller: &'a mut Caller<'_, HostState>) -> &'a mut Collector {

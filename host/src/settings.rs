@@ -101,6 +101,8 @@ pub struct RunSettings {
     pub quiet: bool,
     /// What the probes measure.
     pub mode: wprof_agent::ProbeMode,
+    /// Subtract the probe overhead measured at start-up (time mode).
+    pub subtract_overhead: bool,
 }
 
 #[cfg(test)]

@@ -7,9 +7,11 @@ use crate::support::*;
 
 fn profile(s: &Scratch, name: &str, mode: &str) -> (Value, std::process::Output) {
     let out_name = format!("{name}.{mode}.wprof");
+    // Raw times (no overhead subtraction): the invariants below hold exactly.
     let out = s.run(&[
         "run",
         "-q",
+        "--keep-overhead",
         "--mode",
         mode,
         "-o",

@@ -31,7 +31,12 @@ fn fib_call_counts_are_exact() {
 #[test]
 fn import_calls_are_their_own_nodes() {
     let s = Scratch::new();
-    let out = s.run(&["run", "-q", sample("wasi_loop.wasm").to_str().unwrap()]);
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--keep-overhead",
+        sample("wasi_loop.wasm").to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stdout(&out), "tick\n".repeat(100));
     assert!(
@@ -47,7 +52,7 @@ fn import_calls_are_their_own_nodes() {
         100
     );
     // Time in the import is not the caller's self time: emit's self time is its inclusive
-    // time minus the import's.
+    // time minus the import's (raw times: `--keep-overhead` below).
     let emit = function(&p, "emit");
     let write = function(&p, "wasi_snapshot_preview1::fd_write");
     assert_eq!(
@@ -59,7 +64,12 @@ fn import_calls_are_their_own_nodes() {
 #[test]
 fn profile_times_are_consistent() {
     let s = Scratch::new();
-    let out = s.run(&["run", "-q", sample("fib.wasm").to_str().unwrap()]);
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--keep-overhead",
+        sample("fib.wasm").to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0));
     let p = s.profile("fib.wprof");
     let total = p["total"].as_u64().unwrap();
@@ -84,6 +94,55 @@ fn profile_times_are_consistent() {
     assert_eq!(p["unit"], "ns");
     assert_eq!(p["mode"], "time");
     assert_eq!(p["format_version"], 1);
+    assert!(
+        p.get("probe_overhead").is_none(),
+        "--keep-overhead subtracts nothing"
+    );
+}
+
+#[test]
+fn probe_overhead_is_measured_and_subtracted() {
+    let s = Scratch::new();
+    let m = sample("fib.wasm");
+    let raw = s.run(&[
+        "run",
+        "-q",
+        "--keep-overhead",
+        "-o",
+        "raw.wprof",
+        m.to_str().unwrap(),
+    ]);
+    let net = s.run(&["run", "-o", "net.wprof", m.to_str().unwrap()]);
+    assert_eq!(raw.status.code(), Some(0));
+    assert_eq!(net.status.code(), Some(0));
+    assert!(
+        stderr(&net).contains("probe overhead subtracted"),
+        "{}",
+        stderr(&net)
+    );
+    let raw = s.profile("raw.wprof");
+    let net = s.profile("net.wprof");
+    let o = &net["probe_overhead"];
+    assert!(
+        o["inside_ns"].as_f64().unwrap() + o["outside_ns"].as_f64().unwrap() > 0.0,
+        "{o}"
+    );
+    // fib's body is a few ns; its probes cost tens: without them its self time shrinks by
+    // far more than any noise between two runs.
+    let fib_self = |p: &serde_json::Value| function(p, "fib")["self"].as_u64().unwrap();
+    assert!(
+        fib_self(&net) * 4 < fib_self(&raw),
+        "{} vs {}",
+        fib_self(&net),
+        fib_self(&raw)
+    );
+    for f in net["functions"].as_array().unwrap() {
+        assert!(
+            f["self"].as_u64().unwrap() <= f["inclusive"].as_u64().unwrap(),
+            "{f}"
+        );
+    }
+    assert!(stdout(&s.run(&["report", "net.wprof"])).contains("probe overhead subtracted"));
 }
 
 #[test]

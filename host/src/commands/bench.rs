@@ -94,6 +94,7 @@ fn bench_module(engine: &Engine, path: &Path, runs: u32) -> Result<ModuleBench, 
         cache_dir: None,
         quiet: true,
         mode: wprof_agent::ProbeMode::Time,
+        subtract_overhead: false,
     };
     let plan = ProbePlan::default();
     let scratch = tempfile::tempdir().context("failed to create a scratch directory")?;

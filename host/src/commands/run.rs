@@ -45,6 +45,11 @@ pub struct RunCommand {
     #[arg(long, value_enum, default_value_t = Mode::Time, env = "WPROF_MODE")]
     mode: Mode,
 
+    /// Keep the probes' own cost in the times (time mode subtracts it by default, measured
+    /// at start-up).
+    #[arg(long)]
+    keep_overhead: bool,
+
     /// Instrument without reading or writing the cache.
     #[arg(long)]
     no_cache: bool,
@@ -111,6 +116,7 @@ impl RunCommand {
             cache_dir,
             quiet: self.quiet,
             mode: self.mode.into(),
+            subtract_overhead: !self.keep_overhead,
         })
     }
 
@@ -186,7 +192,18 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
         return Ok(finish_unprofiled(outcome));
     };
 
-    let collector = Collector::new(prepared.functions.len());
+    let mut collector = Collector::new(prepared.functions.len());
+    if settings.mode == ProbeMode::Time && settings.subtract_overhead {
+        match crate::calibrate::measure(&engine) {
+            Ok(overhead) => {
+                tracing::debug!(?overhead, "probe overhead measured");
+                collector = collector.with_overhead(overhead);
+            }
+            Err(e) => warn(format_args!(
+                "cannot measure the probe overhead ({e}); times include it"
+            )),
+        }
+    }
     let outcome = runner::run(
         &engine,
         &module,
@@ -271,6 +288,12 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
             ""
         }
     ));
+    if let Some(o) = &profile.probe_overhead {
+        out.push_str(&format!(
+            "wprof: probe overhead subtracted: {:.1} ns per activation, {:.1} ns per call in the caller\n",
+            o.inside_ns, o.outside_ns
+        ));
+    }
     let top: Vec<_> = text::by_self_time(profile).into_iter().take(10).collect();
     for line in text::flat_table(profile, &top).lines() {
         out.push_str("  ");

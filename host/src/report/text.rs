@@ -64,6 +64,13 @@ pub fn render(profile: &Profile, options: &TextOptions) -> String {
         profile.functions.len(),
         profile.functions.iter().map(|f| f.calls).sum::<u64>(),
     );
+    if let Some(o) = &profile.probe_overhead {
+        let _ = writeln!(
+            out,
+            "probe overhead subtracted: {:.1} ns per activation, {:.1} ns per call in the caller",
+            o.inside_ns, o.outside_ns
+        );
+    }
     let _ = writeln!(out);
     let _ = writeln!(out, "Flat profile (sorted by self time):");
     let mut functions = by_self_time(profile);

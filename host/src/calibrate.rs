@@ -1,0 +1,102 @@
+//! Measuring what the time-mode probes cost, so the collector can subtract it.
+//!
+//! At start-up, a calibration module — a loop calling an empty function N times — runs
+//! original and instrumented on the same engine, several times, interleaved. The empty
+//! function's measured self time per call is the overhead *inside* an activation; the rest
+//! of the instrumented run's extra time per call is the overhead *outside* it, which the
+//! caller's clock sees. Medians are used. See [`crate::collector::ProbeOverhead`].
+//!
+//! # Accuracy
+//!
+//! The estimate is as good as the machine is steady during the ~10 ms it takes; on a
+//! loaded machine it can be off by a few nanoseconds per call either way, and frames never
+//! go below zero.
+
+use wasmtime::{Engine, Module};
+use wprof_agent::{ProbeMode, ProbePlan};
+
+use crate::collector::{Collector, ProbeOverhead, PS_PER_NS};
+use crate::runner;
+
+const CALIBRATION: &str = r#"(module
+  (func $leaf)
+  (func (export "run") (param $n i32)
+    (loop $again
+      call $leaf
+      local.get $n
+      i32.const 1
+      i32.sub
+      local.tee $n
+      br_if $again)))"#;
+
+const CALLS: u32 = 20_000;
+const REPEATS: usize = 7;
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Measures the time-mode probe overhead on `engine`, in picoseconds.
+pub fn measure(engine: &Engine) -> anyhow::Result<ProbeOverhead> {
+    let original = wat::parse_str(CALIBRATION)?;
+    let instrumented = wprof_agent::instrument(
+        &original,
+        &ProbePlan {
+            mode: ProbeMode::Time,
+        },
+    )?;
+    let original = Module::new(engine, &original).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let instrumented =
+        Module::new(engine, &instrumented.bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let plain_linker = wasmtime::Linker::new(engine);
+    let probe_linker =
+        runner::probe_linker(engine, ProbeMode::Time).map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    let time_run = |linker: &wasmtime::Linker<runner::HostState>,
+                    module: &Module,
+                    collector: Option<Collector>|
+     -> anyhow::Result<(u64, Option<Collector>)> {
+        let mut store = runner::bare_store(engine, collector);
+        let instance = linker
+            .instantiate(&mut store, module)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let run = instance
+            .get_typed_func::<i32, ()>(&mut store, "run")
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let started = std::time::Instant::now();
+        run.call(&mut store, CALLS as i32)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let elapsed = started.elapsed().as_nanos() as u64;
+        Ok((elapsed, runner::take_collector(store)))
+    };
+
+    let (mut plain, mut probed, mut inside) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..REPEATS {
+        plain.push(time_run(&plain_linker, &original, None)?.0);
+        let (t, collector) = time_run(&probe_linker, &instrumented, Some(Collector::new(2)))?;
+        probed.push(t);
+        let collector = collector.expect("the collector comes back");
+        // Function 0 is $leaf.
+        inside.push(collector.functions()[0].self_time.max(0) as u64 / u64::from(CALLS));
+        // (the collector counts picoseconds)
+    }
+    let inside = median(inside);
+    let per_call = median(probed).saturating_sub(median(plain)) * PS_PER_NS / u64::from(CALLS);
+    Ok(ProbeOverhead {
+        inside,
+        outside: per_call.saturating_sub(inside),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn calibration_measures_something_plausible() {
+        let engine = crate::engine::new_engine().unwrap();
+        let o = super::measure(&engine).unwrap();
+        // A probe is at least a host call and a clock read, and far below a millisecond.
+        assert!(o.inside + o.outside > 0, "{o:?}");
+        assert!(o.inside + o.outside < 1_000_000_000, "{o:?}");
+    }
+}
