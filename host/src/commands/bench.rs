@@ -9,7 +9,7 @@ use serde::Serialize;
 use wasmtime::{Engine, Module};
 use wprof_agent::ProbePlan;
 
-use crate::collector::Collector;
+use crate::collector::{Collector, ProbeOverhead};
 use crate::exit::Failure;
 use crate::instrument::{self, CacheSession};
 use crate::loader::{self, LoadedModule};
@@ -28,7 +28,8 @@ start-up (compile) times: original, cold (empty cache: instrument + compile) and
 Examples:
   wprof bench                      # every .wasm in ./samples
   wprof bench --runs 9 app.wasm
-  wprof bench --quick --json")]
+  wprof bench --quick --json
+  wprof bench samples/ratio.wasm --expect-ratio heavy/light=3")]
 pub struct BenchCommand {
     /// Modules to measure [default: every .wasm in ./samples].
     #[arg(value_name = "MODULE")]
@@ -45,6 +46,58 @@ pub struct BenchCommand {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+
+    /// An accuracy check: functions F and G are known to do work in the ratio R, e.g.
+    /// `heavy/light=3` on samples/ratio.wasm. Reports the measured ratio of their self
+    /// times (median over the runs) and its error, with raw times and with the probe
+    /// overhead subtracted. Repeatable.
+    #[arg(long = "expect-ratio", value_name = "F/G=R", value_parser = parse_ratio)]
+    expect_ratio: Vec<ExpectedRatio>,
+}
+
+/// `F/G=R`: functions F and G do work in the ratio R.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpectedRatio {
+    numerator: String,
+    denominator: String,
+    ratio: f64,
+}
+
+fn parse_ratio(spec: &str) -> Result<ExpectedRatio, String> {
+    let (names, ratio) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("{spec:?} is not F/G=R"))?;
+    let (numerator, denominator) = names
+        .split_once('/')
+        .ok_or_else(|| format!("{spec:?} is not F/G=R"))?;
+    let ratio: f64 = ratio
+        .parse()
+        .map_err(|_| format!("{ratio:?} is not a number"))?;
+    if !ratio.is_finite() || ratio <= 0.0 {
+        return Err(format!("the ratio in {spec:?} must be positive"));
+    }
+    Ok(ExpectedRatio {
+        numerator: numerator.to_string(),
+        denominator: denominator.to_string(),
+        ratio,
+    })
+}
+
+/// The outcome of one accuracy check.
+#[derive(Debug, Serialize)]
+pub struct RatioCheck {
+    /// `F/G`.
+    pub functions: String,
+    /// The known ratio.
+    pub expected: f64,
+    /// Median measured ratio of self times, raw.
+    pub raw: f64,
+    /// Its relative error.
+    pub raw_error: f64,
+    /// Median measured ratio with the probe overhead subtracted.
+    pub subtracted: f64,
+    /// Its relative error.
+    pub subtracted_error: f64,
 }
 
 /// One module's numbers, in nanoseconds.
@@ -64,6 +117,14 @@ pub struct ModuleBench {
     pub start_cold: u64,
     /// Median start-up with a warm cache: look up and compile.
     pub start_warm: u64,
+    /// Accuracy checks that apply to this module.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accuracy: Vec<RatioCheck>,
+}
+
+fn median_f(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
@@ -82,7 +143,13 @@ fn compile(engine: &Engine, bytes: &[u8], what: &Path) -> Result<Module, Failure
         .map_err(|e| Failure::input(format!("cannot compile {}: {e}", what.display())))
 }
 
-fn bench_module(engine: &Engine, path: &Path, runs: u32) -> Result<ModuleBench, Failure> {
+fn bench_module(
+    engine: &Engine,
+    path: &Path,
+    runs: u32,
+    checks: &[ExpectedRatio],
+    overhead: ProbeOverhead,
+) -> Result<ModuleBench, Failure> {
     let loaded: LoadedModule = loader::load(path, engine)?;
     let settings = RunSettings {
         module: path.to_path_buf(),
@@ -145,6 +212,45 @@ fn bench_module(engine: &Engine, path: &Path, runs: u32) -> Result<ModuleBench, 
         probed.push(i.wall_time);
     }
     let (original, instrumented) = (median(original), median(probed));
+
+    let id_of = |name: &str| {
+        prepared
+            .functions
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.id)
+    };
+    let mut accuracy = Vec::new();
+    for check in checks {
+        let (Some(num), Some(den)) = (id_of(&check.numerator), id_of(&check.denominator)) else {
+            continue;
+        };
+        let mut measured = [Vec::new(), Vec::new()];
+        for _ in 0..runs {
+            for (i, o) in [ProbeOverhead::default(), overhead].into_iter().enumerate() {
+                let collector = Collector::new(prepared.functions.len()).with_overhead(o);
+                let run = runner::run(
+                    engine,
+                    &instrumented_module,
+                    &settings,
+                    Stdio::Discard,
+                    Some((collector, wprof_agent::ProbeMode::Time)),
+                )?;
+                let f = run.collector.expect("instrumented runs have a collector");
+                let t = |id: u32| f.functions()[id as usize].self_time.max(1) as f64;
+                measured[i].push(t(num) / t(den));
+            }
+        }
+        let [raw, subtracted] = measured.map(median_f);
+        accuracy.push(RatioCheck {
+            functions: format!("{}/{}", check.numerator, check.denominator),
+            expected: check.ratio,
+            raw,
+            raw_error: (raw - check.ratio).abs() / check.ratio,
+            subtracted,
+            subtracted_error: (subtracted - check.ratio).abs() / check.ratio,
+        });
+    }
     Ok(ModuleBench {
         module: path.display().to_string(),
         original,
@@ -153,6 +259,7 @@ fn bench_module(engine: &Engine, path: &Path, runs: u32) -> Result<ModuleBench, 
         compile_original: median(compile_original),
         start_cold: median(cold),
         start_warm: median(warm),
+        accuracy,
     })
 }
 
@@ -175,12 +282,23 @@ impl BenchCommand {
     pub fn execute(&self) -> Result<i32, Failure> {
         let runs = if self.quick { 1 } else { self.runs };
         let engine = crate::engine::new_engine()?;
+        let overhead = if self.expect_ratio.is_empty() {
+            ProbeOverhead::default()
+        } else {
+            crate::calibrate::measure(&engine)?
+        };
         let mut results = Vec::new();
         for path in self.modules()? {
             if !self.json {
                 eprintln!("wprof bench: {} ...", path.display());
             }
-            results.push(bench_module(&engine, &path, runs)?);
+            results.push(bench_module(
+                &engine,
+                &path,
+                runs,
+                &self.expect_ratio,
+                overhead,
+            )?);
         }
         if self.json {
             println!(
@@ -217,6 +335,21 @@ fn table(results: &[ModuleBench], runs: u32) -> String {
             r.start_cold as f64 / r.compile_original.max(1) as f64,
             r.start_warm as f64 / r.compile_original.max(1) as f64,
         ));
+    }
+    for r in results {
+        for a in &r.accuracy {
+            out.push_str(&format!(
+                "\naccuracy on {}: self-time ratio {} expected {}: raw {:.3} (error {:.1}%), \
+                 overhead subtracted {:.3} (error {:.1}%)\n",
+                r.module,
+                a.functions,
+                a.expected,
+                a.raw,
+                a.raw_error * 100.0,
+                a.subtracted,
+                a.subtracted_error * 100.0
+            ));
+        }
     }
     out
 }
