@@ -32,6 +32,7 @@ pub struct InstrumentedBody {
 struct Emitter<'p> {
     out: Vec<u8>,
     probes: &'p ProbeLayout,
+    call_sites: bool,
 }
 
 impl Emitter<'_> {
@@ -69,6 +70,13 @@ impl Emitter<'_> {
         self.enter(import);
         self.instr(Instruction::Call(import));
         self.exit(import);
+    }
+
+    /// With call sites on: `site(offset)`, before a call at `offset` in the original body.
+    fn site(&mut self, offset: u32) {
+        if self.call_sites {
+            self.probe(self.probes.site(), offset);
+        }
     }
 
     /// `counter += weight` (cost mode, non-zero weights only).
@@ -189,7 +197,7 @@ fn locals_with_token(
 pub(crate) fn instrument_body(
     layout: &ModuleLayout<'_>,
     probes: &ProbeLayout,
-    _plan: &ProbePlan,
+    plan: &ProbePlan,
     defined: u32,
 ) -> Result<InstrumentedBody, AgentError> {
     let func = &layout.defined_funcs[defined as usize];
@@ -203,6 +211,7 @@ pub(crate) fn instrument_body(
     let mut e = Emitter {
         out: Vec::with_capacity(func.body.len() + func.body.len() / 4 + 16),
         probes,
+        call_sites: plan.call_sites,
     };
     let token = if facts.catches {
         let params = layout.signature(func.type_index).params.len() as u32;
@@ -240,6 +249,17 @@ pub(crate) fn instrument_body(
         }
         offsets.push(((start - base) as u32, e.out.len() as u32));
         let original = &layout.bytes[start..end];
+        if matches!(
+            op,
+            Operator::Call { .. }
+                | Operator::CallIndirect { .. }
+                | Operator::CallRef { .. }
+                | Operator::ReturnCall { .. }
+                | Operator::ReturnCallIndirect { .. }
+                | Operator::ReturnCallRef { .. }
+        ) {
+            e.site((start - base) as u32);
+        }
         match &op {
             Operator::TryTable { try_table } => {
                 for catch in &try_table.catches {

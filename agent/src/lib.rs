@@ -17,7 +17,9 @@
 //! - a direct call to an imported function is bracketed by `wprof.enter(import)` and
 //!   `wprof.exit(import)`, so that the import is a node of its own in the profile;
 //! - a tail call (`return_call*`) first calls `wprof.tail(id)`: the caller's frame is then
-//!   closed by the collector together with the callee's.
+//!   closed by the collector together with the callee's;
+//! - with [`ProbePlan::call_sites`], every call instruction is preceded by
+//!   `wprof.site(offset)`, its offset from the start of the caller's body.
 //!
 //! Calls between defined functions get no probes: the callee's entry and exit say it all.
 //!
@@ -63,7 +65,7 @@ pub use probe_map::{FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap};
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 2;
+pub const AGENT_FORMAT_VERSION: u32 = 3;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];

@@ -27,6 +27,9 @@ impl ProbeMode {
 pub struct ProbePlan {
     /// What the probes measure.
     pub mode: ProbeMode,
+    /// Report each call's site (`wprof.site(offset)` before every call instruction), so
+    /// that edges can be split by call site.
+    pub call_sites: bool,
 }
 
 impl ProbePlan {
@@ -35,6 +38,7 @@ impl ProbePlan {
         let mut h = blake3::Hasher::new();
         h.update(b"wprof-agent plan v1\0");
         h.update(self.mode.name().as_bytes());
+        h.update(&[u8::from(self.call_sites)]);
         *h.finalize().as_bytes()
     }
 }
@@ -50,7 +54,13 @@ mod tests {
         assert_ne!(a.digest(), [0u8; 32]);
         let cost = ProbePlan {
             mode: ProbeMode::Cost,
+            call_sites: false,
         };
+        let sites = ProbePlan {
+            call_sites: true,
+            ..ProbePlan::default()
+        };
+        assert_ne!(a.digest(), sites.digest());
         assert_ne!(a.digest(), cost.digest());
     }
 }

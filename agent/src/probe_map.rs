@@ -34,15 +34,19 @@ impl ProbeImports {
     /// `unwind(token)`: an exception was caught in the frame `token`: every frame above it
     /// was unwound, and closes now.
     pub const UNWIND: &'static str = "unwind";
+    /// `site(offset)`: the next call is made from this offset of the caller's body (only
+    /// called when the plan asks for call sites).
+    pub const SITE: &'static str = "site";
     /// How many probe functions are imported (and so how far defined functions shift).
-    pub const COUNT: u32 = 5;
+    pub const COUNT: u32 = 6;
     /// All probe import names, in the order they are appended to the import section.
-    pub const NAMES: [&'static str; 5] = [
+    pub const NAMES: [&'static str; 6] = [
         Self::ENTER,
         Self::EXIT,
         Self::TAIL,
         Self::ENTER_CATCHING,
         Self::UNWIND,
+        Self::SITE,
     ];
 }
 
@@ -126,6 +130,10 @@ impl ProbeLayout {
         self.imported_funcs + 4
     }
 
+    pub fn site(&self) -> u32 {
+        self.imported_funcs + 5
+    }
+
     /// In cost mode, the index of the instruction counter global.
     pub fn cost_global(&self) -> Option<u32> {
         (self.mode == crate::ProbeMode::Cost).then_some(self.original_globals)
@@ -163,6 +171,7 @@ impl ProbeLayout {
             self.tail(),
             self.enter_catching(),
             self.unwind(),
+            self.site(),
             self.original_types,
             self.cost_global().unwrap_or(u32::MAX),
         ] {

@@ -37,13 +37,15 @@ fn median(mut v: Vec<u64>) -> u64 {
     v[v.len() / 2]
 }
 
-/// Measures the time-mode probe overhead on `engine`, in picoseconds.
-pub fn measure(engine: &Engine) -> anyhow::Result<ProbeOverhead> {
+/// Measures the time-mode probe overhead on `engine`, in picoseconds, for probes placed
+/// as with `call_sites` (a call-site probe adds to every call's overhead).
+pub fn measure(engine: &Engine, call_sites: bool) -> anyhow::Result<ProbeOverhead> {
     let original = wat::parse_str(CALIBRATION)?;
     let instrumented = wprof_agent::instrument(
         &original,
         &ProbePlan {
             mode: ProbeMode::Time,
+            call_sites,
         },
     )?;
     let original = Module::new(engine, &original).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -94,7 +96,7 @@ mod tests {
     #[test]
     fn calibration_measures_something_plausible() {
         let engine = crate::engine::new_engine().unwrap();
-        let o = super::measure(&engine).unwrap();
+        let o = super::measure(&engine, false).unwrap();
         // A probe is at least a host call and a clock read, and far below a millisecond.
         assert!(o.inside + o.outside > 0, "{o:?}");
         assert!(o.inside + o.outside < 1_000_000_000, "{o:?}");

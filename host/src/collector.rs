@@ -82,6 +82,8 @@ pub struct EdgeTotals {
     pub caller: u32,
     /// The called function.
     pub callee: u32,
+    /// The call site (offset in the caller's body), when call sites are reported.
+    pub site: Option<u32>,
     /// Calls along this edge.
     pub calls: u64,
     /// Inclusive time of the callee when called from this caller (outermost activations of
@@ -114,7 +116,9 @@ pub struct Collector {
     epoch: Instant,
     functions: Vec<FunctionTotals>,
     edges: Vec<EdgeTotals>,
-    edge_index: HashMap<(u32, u32), u32>,
+    edge_index: HashMap<(u32, u32, u32), u32>,
+    /// The call site announced for the next `enter`.
+    pending_site: Option<u32>,
     /// Per callee, the last edge used to reach it: most callees have one hot caller.
     last_edge: Vec<u32>,
     stack: Vec<Frame>,
@@ -135,6 +139,7 @@ impl Collector {
             functions: vec![FunctionTotals::default(); functions],
             edges: Vec::new(),
             edge_index: HashMap::new(),
+            pending_site: None,
             last_edge: vec![u32::MAX; functions],
             stack: Vec::with_capacity(1024),
             root_inclusive: 0,
@@ -195,6 +200,11 @@ impl Collector {
         self.exit_at(id, now);
     }
 
+    /// Probe: the next call is made from `offset` in the caller's body.
+    pub fn site(&mut self, offset: u32) {
+        self.pending_site = Some(offset);
+    }
+
     /// Probe: function `id` is about to tail-call.
     pub fn tail(&mut self, id: u32) {
         if let Some(top) = self.stack.last_mut() {
@@ -212,19 +222,21 @@ impl Collector {
         }
     }
 
-    fn edge(&mut self, caller: u32, callee: u32) -> u32 {
+    fn edge(&mut self, caller: u32, callee: u32, site: Option<u32>) -> u32 {
         let last = self.last_edge[callee as usize];
         if let Some(e) = self.edges.get(last as usize) {
-            if e.caller == caller {
+            if e.caller == caller && e.site == site {
                 return last;
             }
         }
         let next = self.edges.len() as u32;
-        let edge = *self.edge_index.entry((caller, callee)).or_insert(next);
+        let key = (caller, callee, site.unwrap_or(u32::MAX));
+        let edge = *self.edge_index.entry(key).or_insert(next);
         if edge == next {
             self.edges.push(EdgeTotals {
                 caller,
                 callee,
+                site,
                 calls: 0,
                 inclusive: 0,
                 active: 0,
@@ -247,7 +259,8 @@ impl Collector {
             None => (ROOT, ROOT_NODE),
         };
         let node = self.contexts.enter(parent_node, id);
-        let edge = self.edge(caller, id);
+        let site = self.pending_site.take();
+        let edge = self.edge(caller, id, site);
         let f = &mut self.functions[id as usize];
         f.calls += 1;
         f.active += 1;
@@ -488,6 +501,26 @@ mod tests {
         assert_eq!(f[0].inclusive, 178);
         let self_sum: i64 = f.iter().map(|f| f.self_time).sum();
         assert_eq!(self_sum, c.root_inclusive());
+    }
+
+    #[test]
+    fn call_sites_split_edges() {
+        let mut c = Collector::new(2);
+        c.enter_at(0, 0);
+        for (site, t) in [(0x10, 10), (0x10, 20), (0x1c, 30)] {
+            c.site(site);
+            c.enter_at(1, t);
+            c.exit_at(1, t + 5);
+        }
+        c.exit_at(0, 50);
+        let sites: Vec<_> = c
+            .edges()
+            .iter()
+            .filter(|e| e.callee == 1)
+            .map(|e| (e.site, e.calls, e.inclusive))
+            .collect();
+        assert_eq!(sites, [(Some(0x10), 2, 10), (Some(0x1c), 1, 5)]);
+        assert_eq!(c.functions()[1].calls, 3);
     }
 
     #[test]

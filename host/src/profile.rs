@@ -51,6 +51,10 @@ pub struct EdgeRecord {
     pub caller: Option<u32>,
     /// The callee's id.
     pub callee: u32,
+    /// The call site: the call's offset from the start of the caller's body (with
+    /// `--call-sites` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<u32>,
     /// Calls along this edge.
     pub calls: u64,
     /// The callee's inclusive time caused by this caller.
@@ -184,6 +188,7 @@ impl Profile {
             .map(|e| EdgeRecord {
                 caller: (e.caller != ROOT).then_some(e.caller),
                 callee: e.callee,
+                site: e.site,
                 calls: e.calls,
                 inclusive: clamp(e.inclusive),
             })

@@ -132,6 +132,11 @@ fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::R
             )?;
             linker.func_wrap(
                 P::MODULE,
+                P::SITE,
+                |mut c: Caller<'_, HostState>, site: i32| col(&mut c).site(site as u32),
+            )?;
+            linker.func_wrap(
+                P::MODULE,
                 P::UNWIND,
                 |mut c: Caller<'_, HostState>, token: i32| {
                     let col = col(&mut c);
@@ -166,6 +171,11 @@ fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::R
                 |mut c: Caller<'_, HostState>, id: i32, cost: i64| {
                     col(&mut c).enter_catching_at(id as u32, cost as u64) as i32
                 },
+            )?;
+            linker.func_wrap(
+                P::MODULE,
+                P::SITE,
+                |mut c: Caller<'_, HostState>, site: i32, _cost: i64| col(&mut c).site(site as u32),
             )?;
             linker.func_wrap(
                 P::MODULE,

@@ -103,6 +103,8 @@ pub struct RunSettings {
     pub mode: wprof_agent::ProbeMode,
     /// Subtract the probe overhead measured at start-up (time mode).
     pub subtract_overhead: bool,
+    /// Split edges by call site.
+    pub call_sites: bool,
 }
 
 #[cfg(test)]

@@ -194,3 +194,60 @@ fn an_uncaught_exception_ends_like_under_wasmtime() {
         assert_eq!(calls(&p, "r"), 5);
     }
 }
+
+#[test]
+fn call_sites_split_edges_by_caller_offset() {
+    let s = Scratch::new();
+    let m = sample("fib.wasm");
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--call-sites",
+        "-o",
+        "sites.wprof",
+        m.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let p = s.profile("sites.wprof");
+    let fib = function(&p, "fib")["id"].clone();
+    let mut recursive: Vec<(u64, u64)> = p["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["caller"] == fib && e["callee"] == fib)
+        .map(|e| (u(&e["site"]), u(&e["calls"])))
+        .collect();
+    recursive.sort();
+    // fib(n-1) and fib(n-2): two call sites in fib's body, 121392 calls each.
+    assert_eq!(recursive.len(), 2, "{recursive:?}");
+    assert!(recursive[0].0 < recursive[1].0);
+    assert!(recursive.iter().all(|&(_, calls)| calls == 121_392));
+    assert_eq!(calls(&p, "fib"), 242_785);
+    let report = stdout(&s.run(&["report", "sites.wprof"]));
+    assert!(
+        report.contains(&format!("called by fib+{:#x}", recursive[0].0)),
+        "{report}"
+    );
+    // Without the flag, one edge; with the variable, split again.
+    let plain = s.run(&["run", "-q", "-o", "plain.wprof", m.to_str().unwrap()]);
+    assert_eq!(plain.status.code(), Some(0));
+    assert_eq!(
+        edge_calls(&s.profile("plain.wprof"), Some("fib"), "fib"),
+        242_784
+    );
+    let has_sites = |p: &Value| {
+        p["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e.get("site").is_some())
+    };
+    assert!(!has_sites(&s.profile("plain.wprof")));
+    let env = s
+        .wprof(&["run", "-q", "-o", "env.wprof", m.to_str().unwrap()])
+        .env("WPROF_CALL_SITES", "1")
+        .output()
+        .unwrap();
+    assert_eq!(env.status.code(), Some(0));
+    assert!(has_sites(&s.profile("env.wprof")));
+}

@@ -101,7 +101,7 @@ fn spec_testsuite_semantics_preserved() {
         .collect();
     println!("spec: slowest scripts: {}", slowest.join(", "));
     println!(
-        "spec: {} modules instrumented (time and cost modes) in {} files; {} files pass instrumented / {} files that \
+        "spec: {} modules instrumented (time, cost, and time with call sites) in {} files; {} files pass instrumented / {} files that \
          pass originally; {} files skipped (unsupported by wasmtime) [{:.1}s]",
         summary.modules,
         reports.len(),
@@ -297,8 +297,22 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
     };
     report.original = run_script(engine, shared_memory, &script.name, script.text);
     // Every module is checked instrumented in each probe mode.
-    for mode in [ProbeMode::Time, ProbeMode::Cost] {
-        let result = match instrument_script(engine, script.text, mode) {
+    for plan in [
+        ProbePlan {
+            mode: ProbeMode::Time,
+            call_sites: false,
+        },
+        ProbePlan {
+            mode: ProbeMode::Cost,
+            call_sites: false,
+        },
+        ProbePlan {
+            mode: ProbeMode::Time,
+            call_sites: true,
+        },
+    ] {
+        let mode = plan.mode;
+        let result = match instrument_script(engine, script.text, &plan) {
             Ok(rewritten) => {
                 report.modules += rewritten.modules;
                 report.agent_errors.extend(
@@ -393,7 +407,8 @@ fn probe_prelude(mode: ProbeMode) -> String {
     m
 }
 
-fn instrument_script(engine: &Engine, src: &str, mode: ProbeMode) -> Result<Rewritten> {
+fn instrument_script(engine: &Engine, src: &str, plan: &ProbePlan) -> Result<Rewritten> {
+    let mode = plan.mode;
     let mut lexer = Lexer::new(src);
     lexer.allow_confusing_unicode(true);
     let mut out = Rewritten {
@@ -410,7 +425,7 @@ fn instrument_script(engine: &Engine, src: &str, mode: ProbeMode) -> Result<Rewr
     if !is_script(&lexer, &top)? {
         // The whole file is the fields of one module (see `inline-module.wast`).
         let bytes = encode_module(src).context("cannot encode the module")?;
-        match instrument(&bytes, mode) {
+        match instrument(&bytes, plan) {
             Ok(instrumented) => {
                 out.modules += 1;
                 let module = binary_module(src, &[], &instrumented.bytes, src);
@@ -445,7 +460,7 @@ fn instrument_script(engine: &Engine, src: &str, mode: ProbeMode) -> Result<Rewr
                 line_of(src, module.start)
             )
         })?;
-        match instrument(&bytes, mode) {
+        match instrument(&bytes, plan) {
             Ok(instrumented) => {
                 out.modules += 1;
                 let head = scan(&lexer, module.start + 1..module.end - 1)?;
@@ -474,8 +489,8 @@ fn instrument_script(engine: &Engine, src: &str, mode: ProbeMode) -> Result<Rewr
 }
 
 /// The agent's output for `bytes`, with a panic turned into an error.
-fn instrument(bytes: &[u8], mode: ProbeMode) -> Result<wprof_agent::InstrumentedModule, String> {
-    match catch_unwind(|| wprof_agent::instrument(bytes, &ProbePlan { mode })) {
+fn instrument(bytes: &[u8], plan: &ProbePlan) -> Result<wprof_agent::InstrumentedModule, String> {
+    match catch_unwind(|| wprof_agent::instrument(bytes, plan)) {
         Ok(Ok(module)) => Ok(module),
         Ok(Err(e)) => Err(e.to_string()),
         Err(panic) => Err(format!("the agent panicked: {}", panic_message(&*panic))),

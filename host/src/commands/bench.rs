@@ -162,6 +162,7 @@ fn bench_module(
         quiet: true,
         mode: wprof_agent::ProbeMode::Time,
         subtract_overhead: false,
+        call_sites: false,
     };
     let plan = ProbePlan::default();
     let scratch = tempfile::tempdir().context("failed to create a scratch directory")?;
@@ -285,7 +286,7 @@ impl BenchCommand {
         let overhead = if self.expect_ratio.is_empty() {
             ProbeOverhead::default()
         } else {
-            crate::calibrate::measure(&engine)?
+            crate::calibrate::measure(&engine, false)?
         };
         let mut results = Vec::new();
         for path in self.modules()? {

@@ -45,6 +45,11 @@ pub struct RunCommand {
     #[arg(long, value_enum, default_value_t = Mode::Time, env = "WPROF_MODE")]
     mode: Mode,
 
+    /// Split caller -> callee edges by call site (the call's offset in the caller, shown
+    /// as `caller+0x1c`). Adds a probe before every call.
+    #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    call_sites: bool,
+
     /// Keep the probes' own cost in the times (time mode subtracts it by default, measured
     /// at start-up).
     #[arg(long)]
@@ -117,6 +122,7 @@ impl RunCommand {
             quiet: self.quiet,
             mode: self.mode.into(),
             subtract_overhead: !self.keep_overhead,
+            call_sites: self.call_sites,
         })
     }
 
@@ -164,6 +170,7 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
         &settings.module,
         &ProbePlan {
             mode: settings.mode,
+            call_sites: settings.call_sites,
         },
         &mut cache,
     ) {
@@ -194,7 +201,7 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
 
     let mut collector = Collector::new(prepared.functions.len());
     if settings.mode == ProbeMode::Time && settings.subtract_overhead {
-        match crate::calibrate::measure(&engine) {
+        match crate::calibrate::measure(&engine, settings.call_sites) {
             Ok(overhead) => {
                 tracing::debug!(?overhead, "probe overhead measured");
                 collector = collector.with_overhead(overhead);

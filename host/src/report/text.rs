@@ -108,7 +108,10 @@ pub fn render(profile: &Profile, options: &TextOptions) -> String {
             let _ = writeln!(
                 out,
                 "    called by {:<40} {:>10} calls {:>11} {:>6.2}%",
-                name(e.caller),
+                match e.site {
+                    Some(site) => format!("{}+{site:#x}", name(e.caller)),
+                    None => name(e.caller).to_string(),
+                },
                 e.calls,
                 format_amount(e.inclusive, &profile.unit),
                 percent(e.inclusive, f.inclusive)
@@ -124,7 +127,10 @@ pub fn render(profile: &Profile, options: &TextOptions) -> String {
             let _ = writeln!(
                 out,
                 "    calls     {:<40} {:>10} calls {:>11} {:>6.2}%",
-                name(Some(e.callee)),
+                match e.site {
+                    Some(site) => format!("{} (at +{site:#x})", name(Some(e.callee))),
+                    None => name(Some(e.callee)).to_string(),
+                },
                 e.calls,
                 format_amount(e.inclusive, &profile.unit),
                 percent(e.inclusive, f.inclusive)
