@@ -19,11 +19,11 @@
 //!   returns a token for its frame; when it catches, [`Collector::unwind_at`] closes every
 //!   frame above that exact activation, recursion included.
 //!
-//! "Time" is whatever the probes report: nanoseconds of the monotonic clock in time mode,
+//! "Time" is whatever the probes report: picoseconds of [`crate::clock`] in time mode,
 //! executed wasm instructions in cost mode. [`Collector::last`] is the latest value seen.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use crate::clock::Clock;
 
 use crate::context_tree::{ContextTree, ROOT_NODE};
 
@@ -113,7 +113,7 @@ struct Frame {
 /// The runtime state behind the probes of one run.
 #[derive(Debug)]
 pub struct Collector {
-    epoch: Instant,
+    clock: Clock,
     functions: Vec<FunctionTotals>,
     edges: Vec<EdgeTotals>,
     edge_index: HashMap<(u32, u32, u32), u32>,
@@ -135,7 +135,7 @@ impl Collector {
     /// A collector for a module with `functions` functions (ids `0..functions`).
     pub fn new(functions: usize) -> Self {
         Self {
-            epoch: Instant::now(),
+            clock: Clock::new(),
             functions: vec![FunctionTotals::default(); functions],
             edges: Vec::new(),
             edge_index: HashMap::new(),
@@ -184,8 +184,9 @@ impl Collector {
 
     /// Picoseconds since the collector was created: time mode keeps picoseconds so that
     /// sub-nanosecond overhead estimates subtract without rounding (profiles show ns).
+    #[inline]
     pub fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64 * PS_PER_NS
+        self.clock.now_ps()
     }
 
     /// Probe: function `id` starts.

@@ -6,6 +6,7 @@
 
 pub mod cache_values;
 pub mod calibrate;
+pub mod clock;
 pub mod cli;
 pub mod collector;
 pub mod commands;

@@ -20,8 +20,9 @@ use crate::settings::RunSettings;
 /// Measure probe overhead and start-up times on modules (the bundled samples by default).
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-For each module: the median wall time of `_start` for the original and the instrumented
-module (runs interleaved, output discarded, empty stdin), their ratio, and the median
+For each module: the median wall time of `_start` for the original module and for it
+instrumented in time mode and in cost mode (runs interleaved, output discarded, empty
+stdin), the ratios, and the median
 start-up (compile) times: original, cold (empty cache: instrument + compile) and warm
 (cache hit + compile).
 
@@ -111,6 +112,10 @@ pub struct ModuleBench {
     pub instrumented: u64,
     /// `instrumented / original`.
     pub ratio: f64,
+    /// Median `_start` time instrumented for cost mode (deterministic instruction counts).
+    pub cost_instrumented: u64,
+    /// `cost_instrumented / original`.
+    pub cost_ratio: f64,
     /// Median compile time of the original module.
     pub compile_original: u64,
     /// Median start-up with an empty cache: instrument and compile.
@@ -198,7 +203,14 @@ fn bench_module(
     let (prepared, instrumented_module) = instrumented.expect("runs >= 1");
     let original_module = compile(engine, &loaded.bytes, path)?;
 
-    let (mut original, mut probed) = (Vec::new(), Vec::new());
+    let cost_plan = ProbePlan {
+        mode: wprof_agent::ProbeMode::Cost,
+        call_sites: false,
+    };
+    let cost_prepared = instrument::prepare(&loaded, path, &cost_plan, &mut CacheSession::none())
+        .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
+    let cost_module = compile(engine, &cost_prepared.bytes, path)?;
+    let (mut original, mut probed, mut cost) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         let o = runner::run(engine, &original_module, &settings, Stdio::Discard, None)?;
         original.push(o.wall_time);
@@ -211,7 +223,17 @@ fn bench_module(
             Some((collector, wprof_agent::ProbeMode::Time)),
         )?;
         probed.push(i.wall_time);
+        let collector = Collector::new(cost_prepared.functions.len());
+        let c = runner::run(
+            engine,
+            &cost_module,
+            &settings,
+            Stdio::Discard,
+            Some((collector, wprof_agent::ProbeMode::Cost)),
+        )?;
+        cost.push(c.wall_time);
     }
+    let cost = median(cost);
     let (original, instrumented) = (median(original), median(probed));
 
     let id_of = |name: &str| {
@@ -257,6 +279,8 @@ fn bench_module(
         original,
         instrumented,
         ratio: instrumented as f64 / original.max(1) as f64,
+        cost_instrumented: cost,
+        cost_ratio: cost as f64 / original.max(1) as f64,
         compile_original: median(compile_original),
         start_cold: median(cold),
         start_warm: median(warm),
@@ -316,8 +340,8 @@ impl BenchCommand {
 fn table(results: &[ModuleBench], runs: u32) -> String {
     let mut out = format!(
         "median of {runs} run(s); `_start` wall time, and start-up = instrument (if any) + compile\n\n\
-         {:<28} {:>11} {:>13} {:>8}  {:>11} {:>11} {:>11} {:>9} {:>9}\n",
-        "module", "original", "instrumented", "ratio", "compile", "cold start", "warm start", "cold/orig", "warm/orig"
+         {:<28} {:>11} {:>11} {:>8} {:>11} {:>8}  {:>11} {:>11} {:>11} {:>9} {:>9}\n",
+        "module", "original", "time mode", "ratio", "cost mode", "ratio", "compile", "cold start", "warm start", "cold/orig", "warm/orig"
     );
     for r in results {
         let name = Path::new(&r.module)
@@ -325,11 +349,13 @@ fn table(results: &[ModuleBench], runs: u32) -> String {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| r.module.clone());
         out.push_str(&format!(
-            "{:<28} {:>11} {:>13} {:>7.2}x  {:>11} {:>11} {:>11} {:>8.2}x {:>8.2}x\n",
+            "{:<28} {:>11} {:>11} {:>7.2}x {:>11} {:>7.2}x  {:>11} {:>11} {:>11} {:>8.2}x {:>8.2}x\n",
             name,
             format_ns(r.original),
             format_ns(r.instrumented),
             r.ratio,
+            format_ns(r.cost_instrumented),
+            r.cost_ratio,
             format_ns(r.compile_original),
             format_ns(r.start_cold),
             format_ns(r.start_warm),

@@ -1,0 +1,136 @@
+//! The clock behind time-mode probes: the CPU's time-stamp counter where it is invariant
+//! (about 11 ns to read here, against about 30 ns for `Instant::now`), else the monotonic
+//! clock. Readings are picoseconds since the clock was made.
+//!
+//! # Accuracy
+//!
+//! The TSC rate is calibrated against the monotonic clock over about two milliseconds when
+//! the clock is made: the relative error of a reading is about 1e-5. It is used only when
+//! `/proc/cpuinfo` says the counter is constant and does not stop (`constant_tsc` and
+//! `nonstop_tsc`), so it ticks at one rate across frequency changes and sleep states.
+
+use std::time::{Duration, Instant};
+
+/// A monotonic clock in picoseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    source: Source,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    Monotonic(Instant),
+    /// TSC at creation, and picoseconds per tick as a 32.32 fixed-point number.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Tsc { base: u64, ps_per_tick_q32: u64 },
+}
+
+#[cfg(target_arch = "x86_64")]
+fn read_tsc() -> u64 {
+    // SAFETY: `rdtsc` is available on every x86_64 CPU and has no preconditions.
+    #[allow(unused_unsafe)]
+    unsafe {
+        core::arch::x86_64::_rdtsc()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn invariant_tsc() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| {
+        let flags = info.lines().find(|l| l.starts_with("flags")).unwrap_or("");
+        let has = |f: &str| flags.split_whitespace().any(|x| x == f);
+        has("constant_tsc") && has("nonstop_tsc")
+    })
+}
+
+impl Clock {
+    /// The best clock this machine has, calibrated once per process (readings count from
+    /// the first call).
+    pub fn new() -> Self {
+        static SHARED: std::sync::OnceLock<Clock> = std::sync::OnceLock::new();
+        *SHARED.get_or_init(Self::detect)
+    }
+
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if invariant_tsc() {
+            if let Some(clock) = Self::calibrated_tsc() {
+                return clock;
+            }
+        }
+        Self::monotonic()
+    }
+
+    /// The monotonic clock (`Instant`).
+    pub fn monotonic() -> Self {
+        Self {
+            source: Source::Monotonic(Instant::now()),
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn calibrated_tsc() -> Option<Self> {
+        let (t0, c0) = (Instant::now(), read_tsc());
+        while t0.elapsed() < Duration::from_millis(2) {
+            std::hint::spin_loop();
+        }
+        let (t1, c1) = (Instant::now(), read_tsc());
+        let ticks = c1.checked_sub(c0).filter(|&t| t > 0)?;
+        let ps = (t1 - t0).as_nanos() * 1000;
+        let ps_per_tick_q32 = u64::try_from((ps << 32) / u128::from(ticks)).ok()?;
+        Some(Self {
+            source: Source::Tsc {
+                base: c1,
+                ps_per_tick_q32,
+            },
+        })
+    }
+
+    /// Whether this clock reads the time-stamp counter.
+    pub fn is_tsc(&self) -> bool {
+        matches!(self.source, Source::Tsc { .. })
+    }
+
+    /// Picoseconds since the clock was made.
+    #[inline]
+    pub fn now_ps(&self) -> u64 {
+        match self.source {
+            Source::Monotonic(epoch) => epoch.elapsed().as_nanos() as u64 * 1000,
+            #[cfg(target_arch = "x86_64")]
+            Source::Tsc {
+                base,
+                ps_per_tick_q32,
+            } => {
+                let ticks = read_tsc().saturating_sub(base);
+                ((u128::from(ticks) * u128::from(ps_per_tick_q32)) >> 32) as u64
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            Source::Tsc { .. } => unreachable!("the TSC is only used on x86_64"),
+        }
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agrees_with_the_monotonic_clock() {
+        let clock = Clock::new();
+        let start = Instant::now();
+        let a = clock.now_ps();
+        std::thread::sleep(Duration::from_millis(20));
+        let b = clock.now_ps();
+        let elapsed_ps = start.elapsed().as_nanos() as u64 * 1000;
+        assert!(b > a);
+        // Within 5% of the monotonic clock over 20 ms (generous: machines are noisy).
+        let diff = (b - a).abs_diff(elapsed_ps);
+        assert!(diff < elapsed_ps / 20, "{} vs {elapsed_ps} ps (tsc: {})", b - a, clock.is_tsc());
+    }
+}
