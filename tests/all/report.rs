@@ -88,3 +88,144 @@ fn json_report_has_the_stable_schema() {
         assert!(root_edge.get(key).is_some(), "missing edges[].{key}");
     }
 }
+
+/// A cost-mode profile of fib: the same numbers on every run.
+pub fn fib_cost_profile(s: &Scratch) -> serde_json::Value {
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--mode",
+        "cost",
+        "-o",
+        "fibc.wprof",
+        sample("fib.wasm").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    s.profile("fibc.wprof")
+}
+
+/// The rows of a cost-mode flat profile: (name, calls, self, inclusive, min self, max self).
+fn flat_rows(text: &str) -> Vec<(String, u64, u64, u64, u64, u64)> {
+    text.lines()
+        .skip_while(|l| !l.contains("self%"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            let n = |i: usize| fields[i].parse::<u64>().unwrap();
+            let name = fields[7..].join(" ");
+            let name = name.trim_end_matches(" [import]").to_string();
+            (name, n(4), n(0), n(2), n(5), n(6))
+        })
+        .collect()
+}
+
+#[test]
+fn text_report_sorts_filters_and_cuts() {
+    let s = Scratch::new();
+    let p = fib_cost_profile(&s);
+    let report = |args: &[&str]| {
+        let mut all = vec!["report", "fibc.wprof"];
+        all.extend_from_slice(args);
+        let out = s.run(&all);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stdout(&out)
+    };
+    // Every function, with the profile's numbers.
+    let rows = flat_rows(&report(&[]));
+    assert_eq!(rows.len(), p["functions"].as_array().unwrap().len());
+    for (name, calls, self_, incl, min, max) in &rows {
+        let f = function(&p, name);
+        assert_eq!(
+            (*calls, *self_, *incl, *min, *max),
+            (
+                f["calls"].as_u64().unwrap(),
+                f["self"].as_u64().unwrap(),
+                f["inclusive"].as_u64().unwrap(),
+                f["min_self"].as_u64().unwrap(),
+                f["max_self"].as_u64().unwrap()
+            ),
+            "{name}"
+        );
+    }
+    let column = |rows: &[(String, u64, u64, u64, u64, u64)], k: usize| -> Vec<u64> {
+        rows.iter().map(|r| [r.1, r.2, r.3][k]).collect::<Vec<_>>()
+    };
+    let descending = |v: &[u64]| v.windows(2).all(|w| w[0] >= w[1]);
+    assert!(descending(&column(&rows, 1)), "default: by self");
+    let by_incl = flat_rows(&report(&["--sort", "inclusive"]));
+    assert!(descending(&column(&by_incl, 2)));
+    assert_eq!(by_incl[0].0, "_start");
+    let by_calls = flat_rows(&report(&["--sort", "calls"]));
+    assert!(descending(&column(&by_calls, 0)));
+    assert_eq!(by_calls[0].0, "fib");
+    let by_name: Vec<String> = flat_rows(&report(&["--sort", "name"]))
+        .into_iter()
+        .map(|r| r.0)
+        .collect();
+    let mut sorted = by_name.clone();
+    sorted.sort();
+    assert_eq!(by_name, sorted);
+    assert_ne!(
+        by_name[0], rows[0].0,
+        "name order differs from self order here"
+    );
+
+    // --filter keeps the matching functions, in the flat profile and the call graph.
+    let text = report(&["--filter", "^(fib|print)$"]);
+    let names: Vec<String> = flat_rows(&text).into_iter().map(|r| r.0).collect();
+    assert_eq!(names, vec!["fib".to_string(), "print".to_string()]);
+    let graph = text.split("Callers and callees").nth(1).unwrap();
+    assert!(graph.lines().any(|l| l.starts_with("fib  (")));
+    assert!(!graph.lines().any(|l| l.starts_with("_start  (")));
+    assert!(graph.contains("called by _start"), "{graph}");
+    // --top cuts after sorting.
+    let top2 = flat_rows(&report(&["--sort", "inclusive", "--top", "2"]));
+    assert_eq!(top2.len(), 2);
+    assert_eq!(top2[..], by_incl[..2]);
+    let none = report(&["--filter", "^no such function$"]);
+    assert!(none.contains("(no function matches)"));
+}
+
+#[test]
+fn text_report_shares_of_inclusive_time() {
+    let s = Scratch::new();
+    let p = fib_cost_profile(&s);
+    let text = stdout(&s.run(&["report", "fibc.wprof", "--filter", "^_start$"]));
+    let incl = function(&p, "_start")["inclusive"].as_u64().unwrap();
+    let (start, fib) = (
+        function(&p, "_start")["id"].clone(),
+        function(&p, "fib")["id"].clone(),
+    );
+    let edge = p["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["caller"] == start && e["callee"] == fib)
+        .unwrap();
+    // _start's line for fib shows the edge's calls and its share of _start's inclusive cost.
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("calls     fib "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains(&format!(" {} calls", edge["calls"])),
+        "{line}"
+    );
+    let share = edge["inclusive"].as_u64().unwrap() as f64 * 100.0 / incl as f64;
+    assert!(share > 50.0, "fib is most of _start");
+    assert!(
+        line.trim_end().ends_with(&format!("{share:.2}%")),
+        "{line} vs {share:.2}%"
+    );
+}
+
+#[test]
+fn bad_regex_is_one_line_and_exit_2() {
+    let s = Scratch::new();
+    fib_cost_profile(&s);
+    let out = s.run(&["report", "fibc.wprof", "--filter", "(unclosed"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).is_empty());
+    assert!(stderr(&out).contains("--filter"), "{}", stderr(&out));
+}

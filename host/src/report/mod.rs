@@ -1,32 +1,167 @@
-//! Reports: a profile rendered for people (`text`) or tools (`json`). One file per format.
+//! Reports: a profile rendered for people (`text`, `html`, `flamegraph`) or for the tools
+//! people already use (`json`, `folded`, `pprof`, `callgrind`, `speedscope`, `firefox`).
+//! One file per format; what several formats share (names, stacks of the calling-context
+//! tree, sorting and filtering) lives here.
 
 pub mod json;
 pub mod text;
 
-use crate::profile::Profile;
+use std::collections::HashMap;
+
+use crate::profile::{FunctionRecord, Profile};
 
 /// The report formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Flat profile sorted by self time, then callers and callees of each function.
+    /// Flat profile, then callers and callees of each function (for people).
     Text,
     /// The profile's stable JSON schema.
     Json,
 }
 
-/// Renders `profile` in `format`.
-pub fn render(profile: &Profile, format: Format, options: &TextOptions) -> String {
-    match format {
-        Format::Text => text::render(profile, options),
-        Format::Json => json::render(profile),
+impl Format {
+    /// The format's name on the command line.
+    pub fn name(self) -> String {
+        use clap::ValueEnum;
+        self.to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Whether the output is binary (not for a terminal).
+    pub fn is_binary(self) -> bool {
+        false
     }
 }
 
-/// Options of the text report.
-#[derive(Debug, Clone)]
-pub struct TextOptions {
+/// How the flat profile is ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SortKey {
+    /// Self time (or cost), largest first.
+    #[default]
+    #[value(name = "self")]
+    SelfTime,
+    /// Inclusive time (or cost), largest first.
+    Inclusive,
+    /// Number of calls, most first.
+    Calls,
+    /// Function name, A to Z.
+    Name,
+}
+
+impl SortKey {
+    /// What the key sorts by, for headings.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SortKey::SelfTime => "self time",
+            SortKey::Inclusive => "inclusive time",
+            SortKey::Calls => "calls",
+            SortKey::Name => "name",
+        }
+    }
+}
+
+/// What to show, for the formats that select (text, html).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
     /// Show at most this many functions in the flat profile (all if `None`).
     pub top: Option<usize>,
+    /// Show only the functions whose name matches.
+    pub filter: Option<regex::Regex>,
+    /// Order of the flat profile.
+    pub sort: SortKey,
+}
+
+/// Renders `profile` in `format`. Text formats are UTF-8; `pprof` is binary.
+pub fn render(profile: &Profile, format: Format, options: &Options) -> anyhow::Result<Vec<u8>> {
+    Ok(match format {
+        Format::Text => text::render(profile, options).into_bytes(),
+        Format::Json => json::render(profile).into_bytes(),
+    })
+}
+
+/// The functions to show, in `options.sort` order, filtered and cut to `options.top`.
+pub fn select<'p>(profile: &'p Profile, options: &Options) -> Vec<&'p FunctionRecord> {
+    let mut functions: Vec<&FunctionRecord> = profile
+        .functions
+        .iter()
+        .filter(|f| {
+            options
+                .filter
+                .as_ref()
+                .is_none_or(|re| re.is_match(&f.name))
+        })
+        .collect();
+    let by_name =
+        |a: &&FunctionRecord, b: &&FunctionRecord| a.name.cmp(&b.name).then(a.id.cmp(&b.id));
+    match options.sort {
+        SortKey::SelfTime => {
+            functions.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(by_name(a, b)))
+        }
+        SortKey::Inclusive => {
+            functions.sort_by(|a, b| b.inclusive.cmp(&a.inclusive).then(by_name(a, b)))
+        }
+        SortKey::Calls => functions.sort_by(|a, b| b.calls.cmp(&a.calls).then(by_name(a, b))),
+        SortKey::Name => functions.sort_by(by_name),
+    }
+    if let Some(top) = options.top {
+        functions.truncate(top);
+    }
+    functions
+}
+
+/// Function names by id, as the reports show them.
+pub fn names(profile: &Profile) -> HashMap<u32, &str> {
+    profile
+        .functions
+        .iter()
+        .map(|f| (f.id, f.name.as_str()))
+        .collect()
+}
+
+/// One stack of the calling-context tree: a context node with its path from the root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stack {
+    /// The node's index in `profile.contexts`.
+    pub node: u32,
+    /// Function ids from the outermost frame to this node's function.
+    pub functions: Vec<u32>,
+    /// Activations in this context.
+    pub calls: u64,
+    /// Self time (or cost) in this context.
+    pub self_time: u64,
+    /// Inclusive time (or cost) in this context.
+    pub inclusive: u64,
+}
+
+/// Every context of the profile as a stack, in the profile's order (parents before
+/// children). Recursion is collapsed in the contexts, so a function appears at most once
+/// per stack.
+pub fn stacks(profile: &Profile) -> Vec<Stack> {
+    let mut paths: Vec<Vec<u32>> = Vec::with_capacity(profile.contexts.len());
+    let mut out = Vec::with_capacity(profile.contexts.len());
+    for (i, c) in profile.contexts.iter().enumerate() {
+        // Parents come first; a parent that does not (a damaged file) starts a new stack.
+        let mut path = match c.parent {
+            Some(p) if (p as usize) < i => paths[p as usize].clone(),
+            _ => Vec::new(),
+        };
+        path.push(c.function);
+        out.push(Stack {
+            node: c.id,
+            functions: path.clone(),
+            calls: c.calls,
+            self_time: c.self_time,
+            inclusive: c.inclusive,
+        });
+        paths.push(path);
+    }
+    out
+}
+
+/// A name safe for formats that split on `;` and lines (folded stacks).
+pub fn frame_name(name: &str) -> String {
+    name.replace(';', ":").replace(['\n', '\r'], " ")
 }
 
 /// A duration in the profile's unit (ns), for people: `812 ns`, `3.41 µs`, `12.0 ms`, `2.31 s`.
@@ -62,8 +197,75 @@ pub fn percent(part: u64, whole: u64) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::instrument::InstrumentationStats;
+    use crate::profile::{ContextRecord, EdgeRecord, ModuleRef};
+
+    /// A small profile: `_start` calls `a` twice and `b` once; `a` calls `b`; `b` recurses.
+    /// Cost mode, so the numbers are plain counts.
+    pub(crate) fn sample_profile() -> Profile {
+        let f = |id, name: &str, calls, self_time, inclusive| FunctionRecord {
+            id,
+            name: name.to_string(),
+            kind: "local".to_string(),
+            calls,
+            self_time,
+            inclusive,
+            min_self: 1,
+            max_self: self_time,
+        };
+        let e = |caller, callee, calls, inclusive| EdgeRecord {
+            caller,
+            callee,
+            site: None,
+            calls,
+            inclusive,
+        };
+        let c = |id, parent, function, calls, self_time, inclusive| ContextRecord {
+            id,
+            parent,
+            function,
+            calls,
+            self_time,
+            inclusive,
+        };
+        Profile {
+            format_version: crate::profile::FORMAT_VERSION,
+            tool: "wprof test".to_string(),
+            module: ModuleRef {
+                path: "t.wasm".to_string(),
+                blake3: "0".repeat(64),
+            },
+            mode: "cost".to_string(),
+            unit: "instructions".to_string(),
+            exit_code: 0,
+            outcome: "exit".to_string(),
+            trap: None,
+            wall_time: None,
+            total: 100,
+            instrumentation: InstrumentationStats::default(),
+            probe_overhead: None,
+            functions: vec![
+                f(0, "_start", 1, 10, 100),
+                f(1, "a", 2, 40, 70),
+                f(2, "b;x", 4, 50, 50),
+            ],
+            edges: vec![
+                e(None, 0, 1, 100),
+                e(Some(0), 1, 2, 70),
+                e(Some(1), 2, 2, 30),
+                e(Some(0), 2, 1, 20),
+                e(Some(2), 2, 1, 5),
+            ],
+            contexts: vec![
+                c(0, None, 0, 1, 10, 100),
+                c(1, Some(0), 1, 2, 40, 70),
+                c(2, Some(1), 2, 2, 30, 30),
+                c(3, Some(0), 2, 2, 20, 20),
+            ],
+        }
+    }
 
     #[test]
     fn durations() {
@@ -72,5 +274,33 @@ mod tests {
         assert_eq!(format_ns(12_000_000), "12.00 ms");
         assert_eq!(format_ns(2_310_000_000), "2.31 s");
         assert_eq!(percent(1, 0), 0.0);
+    }
+
+    #[test]
+    fn stacks_follow_parents() {
+        let p = sample_profile();
+        let s = stacks(&p);
+        assert_eq!(s.len(), 4);
+        assert_eq!(s[2].functions, vec![0, 1, 2]);
+        assert_eq!(s[3].functions, vec![0, 2]);
+    }
+
+    #[test]
+    fn select_sorts_filters_and_cuts() {
+        let p = sample_profile();
+        let ids = |o: &Options| select(&p, o).iter().map(|f| f.id).collect::<Vec<_>>();
+        assert_eq!(ids(&Options::default()), vec![2, 1, 0]);
+        let mut o = Options {
+            sort: SortKey::Inclusive,
+            ..Options::default()
+        };
+        assert_eq!(ids(&o), vec![0, 1, 2]);
+        o.sort = SortKey::Calls;
+        assert_eq!(ids(&o), vec![2, 1, 0]);
+        o.sort = SortKey::Name;
+        assert_eq!(ids(&o), vec![0, 1, 2]);
+        o.filter = Some(regex::Regex::new("^[ab]").unwrap());
+        o.top = Some(1);
+        assert_eq!(ids(&o), vec![1]);
     }
 }

@@ -1,17 +1,15 @@
-//! `--format text`: a flat profile sorted by self time, then, per function, who called it
-//! and what it called.
+//! `--format text` (the default): a flat profile (sorted by self time unless `--sort` says
+//! otherwise, cut by `--top`, selected by `--filter`), then, per function shown, who called
+//! it and what it called, with calls and the share of its inclusive time.
 
-use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::{format_amount, percent, TextOptions};
+use super::{format_amount, names, percent, select, Options};
 use crate::profile::{FunctionRecord, Profile};
 
 /// Functions sorted by self time, most expensive first (ties by name).
 pub fn by_self_time(profile: &Profile) -> Vec<&FunctionRecord> {
-    let mut functions: Vec<&FunctionRecord> = profile.functions.iter().collect();
-    functions.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.name.cmp(&b.name)));
-    functions
+    select(profile, &Options::default())
 }
 
 /// The flat profile table: header plus one line per function.
@@ -42,7 +40,7 @@ pub fn flat_table(profile: &Profile, functions: &[&FunctionRecord]) -> String {
 }
 
 /// The whole text report.
-pub fn render(profile: &Profile, options: &TextOptions) -> String {
+pub fn render(profile: &Profile, options: &Options) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -72,10 +70,24 @@ pub fn render(profile: &Profile, options: &TextOptions) -> String {
         );
     }
     let _ = writeln!(out);
-    let _ = writeln!(out, "Flat profile (sorted by self time):");
-    let mut functions = by_self_time(profile);
-    if let Some(top) = options.top {
-        functions.truncate(top);
+    let functions = select(profile, options);
+    let _ = writeln!(
+        out,
+        "Flat profile (sorted by {}{}{}):",
+        options.sort.describe(),
+        options
+            .filter
+            .as_ref()
+            .map(|re| format!(", names matching /{re}/"))
+            .unwrap_or_default(),
+        match options.top {
+            Some(n) if n < profile.functions.len() => format!(", top {n}"),
+            _ => String::new(),
+        }
+    );
+    if functions.is_empty() {
+        let _ = writeln!(out, "(no function matches)");
+        return out;
     }
     out.push_str(&flat_table(profile, &functions));
 
@@ -84,11 +96,7 @@ pub fn render(profile: &Profile, options: &TextOptions) -> String {
         out,
         "Callers and callees (share = part of the function's inclusive time):"
     );
-    let names: HashMap<u32, &str> = profile
-        .functions
-        .iter()
-        .map(|f| (f.id, f.name.as_str()))
-        .collect();
+    let names = names(profile);
     let name = |id: Option<u32>| match id {
         None => "<root>",
         Some(id) => names.get(&id).copied().unwrap_or("?"),
