@@ -8,8 +8,10 @@
 //!   the `end` of each block a catch clause targets, after a legacy `catch`, and before the
 //!   exit probe — so the collector closes exactly the frames the exception skipped;
 //! - in cost mode, the first instruction of every basic block is preceded by
-//!   `counter += N`, N being the number of original instructions in the block (`end`
-//!   excluded), and every probe passes the counter to the host.
+//!   `delta += N`, N being the number of original instructions in the block (`end`
+//!   excluded), `delta` being a new local; before every probe, call and throw the delta is
+//!   added to the counter global (and reset), and every probe passes the counter to the
+//!   host.
 
 use wasm_encoder::{Encode, Instruction};
 use wasmparser::{BinaryReader, FunctionBody, Operator, OperatorsReader};
@@ -33,6 +35,10 @@ struct Emitter<'p> {
     out: Vec<u8>,
     probes: &'p ProbeLayout,
     call_sites: bool,
+    /// Cost mode: the local accumulating this function's instruction count since the last
+    /// flush to the counter global (a register add per basic block instead of a global
+    /// load and store).
+    delta: Option<u32>,
 }
 
 impl Emitter<'_> {
@@ -40,8 +46,23 @@ impl Emitter<'_> {
         instr.encode(&mut self.out);
     }
 
+    /// Cost mode: `counter += delta; delta = 0`, so that the counter global is exact. Done
+    /// before every probe, call and throw: whatever runs next sees the right count.
+    fn flush(&mut self) {
+        let (Some(counter), Some(delta)) = (self.probes.cost_global(), self.delta) else {
+            return;
+        };
+        self.instr(Instruction::GlobalGet(counter));
+        self.instr(Instruction::LocalGet(delta));
+        self.instr(Instruction::I64Add);
+        self.instr(Instruction::GlobalSet(counter));
+        self.instr(Instruction::I64Const(0));
+        self.instr(Instruction::LocalSet(delta));
+    }
+
     /// `probe(arg[, counter])`.
     fn probe_with(&mut self, probe: u32, arg: Instruction<'_>) {
+        self.flush();
         self.instr(arg);
         if let Some(counter) = self.probes.cost_global() {
             self.instr(Instruction::GlobalGet(counter));
@@ -79,18 +100,18 @@ impl Emitter<'_> {
         }
     }
 
-    /// `counter += weight` (cost mode, non-zero weights only).
+    /// `delta += weight` (cost mode, non-zero weights only).
     fn add_cost(&mut self, weight: u64) {
-        let Some(counter) = self.probes.cost_global() else {
+        let Some(delta) = self.delta else {
             return;
         };
         if weight == 0 {
             return;
         }
-        self.instr(Instruction::GlobalGet(counter));
+        self.instr(Instruction::LocalGet(delta));
         self.instr(Instruction::I64Const(weight as i64));
         self.instr(Instruction::I64Add);
-        self.instr(Instruction::GlobalSet(counter));
+        self.instr(Instruction::LocalSet(delta));
     }
 }
 
@@ -165,14 +186,15 @@ fn scan(mut ops: OperatorsReader<'_>) -> Result<BodyFacts, AgentError> {
     Ok(facts)
 }
 
-/// Number of parameters and locals, and the local declarations re-encoded with one more
-/// `i32` local (the frame token) at index `params + locals`.
-fn locals_with_token(
+/// The local declarations re-encoded with `extra` locals appended, and the index of the
+/// first of them (`params + locals`).
+fn locals_with_extra(
     body: &FunctionBody<'_>,
     params: u32,
     bytes: &[u8],
     base: usize,
     code_start: usize,
+    extra: &[wasm_encoder::ValType],
 ) -> Result<(Vec<u8>, u32), AgentError> {
     let mut reader = body.get_binary_reader();
     let groups = reader.read_var_u32()?;
@@ -186,10 +208,12 @@ fn locals_with_token(
         })?;
     }
     let mut out = Vec::new();
-    (groups + 1).encode(&mut out);
+    (groups + extra.len() as u32).encode(&mut out);
     out.extend_from_slice(&bytes[groups_end..code_start]);
-    1u32.encode(&mut out);
-    wasm_encoder::ValType::I32.encode(&mut out);
+    for ty in extra {
+        1u32.encode(&mut out);
+        ty.encode(&mut out);
+    }
     Ok((out, locals))
 }
 
@@ -212,19 +236,37 @@ pub(crate) fn instrument_body(
         out: Vec::with_capacity(func.body.len() + func.body.len() / 4 + 16),
         probes,
         call_sites: plan.call_sites,
+        delta: None,
     };
-    let token = if facts.catches {
-        let params = layout.signature(func.type_index).params.len() as u32;
-        let (locals, token) = locals_with_token(&body, params, layout.bytes, base, code_start)?;
-        e.out.extend_from_slice(&locals);
-        e.probe(probes.enter_catching(), id);
-        e.instr(Instruction::LocalSet(token));
-        Some(token)
-    } else {
+    // New locals: the frame token (functions that catch), the cost delta (cost mode).
+    let mut extra = Vec::new();
+    if facts.catches {
+        extra.push(wasm_encoder::ValType::I32);
+    }
+    if probes.cost_global().is_some() {
+        extra.push(wasm_encoder::ValType::I64);
+    }
+    let first_new = if extra.is_empty() {
         e.out.extend_from_slice(&layout.bytes[base..code_start]);
-        e.enter(id);
-        None
+        0
+    } else {
+        let params = layout.signature(func.type_index).params.len() as u32;
+        let (locals, first) =
+            locals_with_extra(&body, params, layout.bytes, base, code_start, &extra)?;
+        e.out.extend_from_slice(&locals);
+        first
     };
+    let token = facts.catches.then_some(first_new);
+    if probes.cost_global().is_some() {
+        e.delta = Some(first_new + u32::from(facts.catches));
+    }
+    match token {
+        Some(token) => {
+            e.probe(probes.enter_catching(), id);
+            e.instr(Instruction::LocalSet(token));
+        }
+        None => e.enter(id),
+    }
     let mut offsets = Vec::new();
     // Every branch to the function's outermost label now lands at the end of this block,
     // where the exit probe runs.
@@ -316,7 +358,16 @@ pub(crate) fn instrument_body(
                 e.probed_import_call(*function_index);
             }
             Operator::Call { function_index } => {
+                e.flush();
                 e.instr(Instruction::Call(probes.renumber(*function_index)));
+            }
+            Operator::CallIndirect { .. }
+            | Operator::CallRef { .. }
+            | Operator::Throw { .. }
+            | Operator::ThrowRef
+            | Operator::Rethrow { .. } => {
+                e.flush();
+                e.out.extend_from_slice(original);
             }
             Operator::ReturnCall { function_index } if *function_index < probes.imported_funcs => {
                 // The import is not instrumented, so it cannot close the caller's frame:

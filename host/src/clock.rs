@@ -22,7 +22,10 @@ enum Source {
     Monotonic(Instant),
     /// TSC at creation, and picoseconds per tick as a 32.32 fixed-point number.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    Tsc { base: u64, ps_per_tick_q32: u64 },
+    Tsc {
+        base: u64,
+        ps_per_tick_q32: u64,
+    },
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -131,6 +134,11 @@ mod tests {
         assert!(b > a);
         // Within 5% of the monotonic clock over 20 ms (generous: machines are noisy).
         let diff = (b - a).abs_diff(elapsed_ps);
-        assert!(diff < elapsed_ps / 20, "{} vs {elapsed_ps} ps (tsc: {})", b - a, clock.is_tsc());
+        assert!(
+            diff < elapsed_ps / 20,
+            "{} vs {elapsed_ps} ps (tsc: {})",
+            b - a,
+            clock.is_tsc()
+        );
     }
 }

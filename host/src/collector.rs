@@ -22,8 +22,8 @@
 //! "Time" is whatever the probes report: picoseconds of [`crate::clock`] in time mode,
 //! executed wasm instructions in cost mode. [`Collector::last`] is the latest value seen.
 
-use std::collections::HashMap;
 use crate::clock::Clock;
+use std::collections::HashMap;
 
 use crate::context_tree::{ContextTree, ROOT_NODE};
 

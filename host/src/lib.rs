@@ -6,8 +6,8 @@
 
 pub mod cache_values;
 pub mod calibrate;
-pub mod clock;
 pub mod cli;
+pub mod clock;
 pub mod collector;
 pub mod commands;
 pub mod context_tree;

@@ -42,20 +42,28 @@ fn consistent(p: &Value) {
     let total = u(&p["total"]);
     let functions = p["functions"].as_array().unwrap();
     let self_sum: u64 = functions.iter().map(|f| u(&f["self"])).sum();
-    assert_eq!(self_sum, total, "self times add up to the total");
+    // Exact in cost mode; in time mode each value is rounded down from picoseconds to
+    // nanoseconds on its own, so the sum may fall short by under 1 ns per entry.
+    let tolerance = |entries: usize| {
+        if p["mode"] == "cost" {
+            0
+        } else {
+            entries as u64
+        }
+    };
+    assert!(
+        self_sum <= total && total - self_sum <= tolerance(functions.len()),
+        "self times add up to the total: {self_sum} vs {total}"
+    );
     assert_eq!(u(&function(p, "_start")["inclusive"]), total);
     for f in functions {
         assert!(u(&f["self"]) <= u(&f["inclusive"]), "{f}");
     }
-    let context_self: u64 = p["contexts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| u(&c["self"]))
-        .sum();
-    assert_eq!(
-        context_self, total,
-        "context self times add up to the total"
+    let contexts = p["contexts"].as_array().unwrap();
+    let context_self: u64 = contexts.iter().map(|c| u(&c["self"])).sum();
+    assert!(
+        context_self <= total && total - context_self <= tolerance(contexts.len()),
+        "context self times add up to the total: {context_self} vs {total}"
     );
 }
 
@@ -112,8 +120,15 @@ fn tail_calls_keep_the_caller_open() {
         // The callee's time is inside the caller's inclusive time.
         let incl = |n| u(&function(&p, n)["inclusive"]);
         let own = |n| u(&function(&p, n)["self"]);
-        assert_eq!(incl("a"), own("a") + incl("b"), "{mode}");
-        assert_eq!(incl("b"), own("b") + incl("c"), "{mode}");
+        // Exact in cost mode; within the picosecond rounding (1 ns) in time mode.
+        let slack = u64::from(mode == "time");
+        for (caller, callee) in [("a", "b"), ("b", "c")] {
+            let (whole, parts) = (incl(caller), own(caller) + incl(callee));
+            assert!(
+                parts <= whole + slack && whole <= parts + slack,
+                "{caller}: {whole} vs {parts} ({mode})"
+            );
+        }
     }
 }
 

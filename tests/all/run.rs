@@ -55,10 +55,10 @@ fn import_calls_are_their_own_nodes() {
     // time minus the import's (raw times: `--keep-overhead` below).
     let emit = function(&p, "emit");
     let write = function(&p, "wasi_snapshot_preview1::fd_write");
-    assert_eq!(
-        emit["self"].as_u64().unwrap() + write["inclusive"].as_u64().unwrap(),
-        emit["inclusive"].as_u64().unwrap()
-    );
+    // (Each value is rounded down from picoseconds on its own: within 2 ns.)
+    let parts = emit["self"].as_u64().unwrap() + write["inclusive"].as_u64().unwrap();
+    let whole = emit["inclusive"].as_u64().unwrap();
+    assert!(parts <= whole && whole - parts <= 2, "{parts} vs {whole}");
 }
 
 #[test]
@@ -79,9 +79,11 @@ fn profile_times_are_consistent() {
         .iter()
         .map(|f| f["self"].as_u64().unwrap())
         .sum();
-    assert_eq!(
-        self_sum, total,
-        "self times add up to the root's inclusive time"
+    // Each value is rounded down from picoseconds on its own: under 1 ns per function.
+    let functions = p["functions"].as_array().unwrap().len() as u64;
+    assert!(
+        self_sum <= total && total - self_sum <= functions,
+        "self times add up to the root's inclusive time: {self_sum} vs {total}"
     );
     for f in p["functions"].as_array().unwrap() {
         let (s_, i) = (
@@ -128,10 +130,11 @@ fn probe_overhead_is_measured_and_subtracted() {
         "{o}"
     );
     // fib's body is a few ns; its probes cost tens: without them its self time shrinks by
-    // far more than any noise between two runs.
+    // far more than noise between two runs (typically 20-50x; 2x leaves room for a loaded
+    // machine).
     let fib_self = |p: &serde_json::Value| function(p, "fib")["self"].as_u64().unwrap();
     assert!(
-        fib_self(&net) * 4 < fib_self(&raw),
+        fib_self(&net) * 2 < fib_self(&raw),
         "{} vs {}",
         fib_self(&net),
         fib_self(&raw)

@@ -207,8 +207,9 @@ fn bench_module(
         mode: wprof_agent::ProbeMode::Cost,
         call_sites: false,
     };
-    let cost_prepared = instrument::prepare(&loaded, path, &cost_plan, &mut CacheSession::none())
-        .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
+    let cost_prepared =
+        instrument::prepare(&loaded, path, &cost_plan, &mut CacheSession::none())
+            .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
     let cost_module = compile(engine, &cost_prepared.bytes, path)?;
     let (mut original, mut probed, mut cost) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
