@@ -3,7 +3,12 @@
 //! One file per format; what several formats share (names, stacks of the calling-context
 //! tree, sorting and filtering) lives here.
 
+pub mod callgrind;
+pub mod flamegraph;
+pub mod folded;
 pub mod json;
+pub mod pprof;
+pub mod speedscope;
 pub mod text;
 
 use std::collections::HashMap;
@@ -17,6 +22,16 @@ pub enum Format {
     Text,
     /// The profile's stable JSON schema.
     Json,
+    /// Folded stacks, `a;b;c value` per line (inferno, flamegraph.pl, speedscope).
+    Folded,
+    /// A flame graph as an interactive SVG (inferno).
+    Flamegraph,
+    /// gzip'd protobuf `profile.proto` for `go tool pprof` (binary: use -o FILE).
+    Pprof,
+    /// Callgrind's format, for `callgrind_annotate` and KCachegrind.
+    Callgrind,
+    /// speedscope's file format (https://www.speedscope.app).
+    Speedscope,
 }
 
 impl Format {
@@ -30,7 +45,7 @@ impl Format {
 
     /// Whether the output is binary (not for a terminal).
     pub fn is_binary(self) -> bool {
-        false
+        matches!(self, Format::Pprof)
     }
 }
 
@@ -77,6 +92,11 @@ pub fn render(profile: &Profile, format: Format, options: &Options) -> anyhow::R
     Ok(match format {
         Format::Text => text::render(profile, options).into_bytes(),
         Format::Json => json::render(profile).into_bytes(),
+        Format::Folded => folded::render(profile).into_bytes(),
+        Format::Flamegraph => flamegraph::render(profile)?,
+        Format::Pprof => pprof::render(profile)?,
+        Format::Callgrind => callgrind::render(profile).into_bytes(),
+        Format::Speedscope => speedscope::render(profile)?.into_bytes(),
     })
 }
 

@@ -1,0 +1,125 @@
+//! `--format callgrind`: the Callgrind profile format, for `callgrind_annotate` and
+//! KCachegrind.
+//!
+//! One cost event: `Instr` (executed wasm instructions) in cost mode, `ns` in time mode.
+//! Each function's block holds its self cost, then one call line per callee: `calls=` the
+//! exact number of calls along that edge, and on the next line the callee's inclusive cost
+//! caused by this caller. That cost comes from the calling-context tree: the callee's
+//! subtree (its self cost plus its descendants'), summed over every context where this
+//! caller calls it. A call back into a function already on the stack (recursion) is
+//! collapsed into the frame on the stack, so it carries its calls but no cost of its own:
+//! adding call costs to self costs (`callgrind_annotate --inclusive=yes`) then counts every
+//! instruction once, recursion included.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::stacks;
+use crate::profile::Profile;
+
+/// Subtree cost of every context: its self cost plus its descendants'.
+pub fn subtree_costs(profile: &Profile) -> Vec<u64> {
+    let mut cost: Vec<u64> = profile.contexts.iter().map(|c| c.self_time).collect();
+    // Children come after their parents: add each node into its parent, last first.
+    for (i, c) in profile.contexts.iter().enumerate().rev() {
+        if let Some(p) = c.parent {
+            if (p as usize) < i {
+                cost[p as usize] += cost[i];
+            }
+        }
+    }
+    cost
+}
+
+/// The callgrind text.
+pub fn render(profile: &Profile) -> String {
+    let (event, long) = if profile.unit == "ns" {
+        ("ns", "Time (nanoseconds)")
+    } else {
+        ("Instr", "Executed wasm instructions")
+    };
+    let subtree = subtree_costs(profile);
+    // caller -> callee -> (calls, inclusive cost)
+    let mut calls: BTreeMap<u32, BTreeMap<u32, (u64, u64)>> = BTreeMap::new();
+    for e in &profile.edges {
+        if let Some(caller) = e.caller {
+            calls
+                .entry(caller)
+                .or_default()
+                .entry(e.callee)
+                .or_default()
+                .0 += e.calls;
+        }
+    }
+    for s in stacks(profile) {
+        if let [.., caller, callee] = s.functions[..] {
+            calls
+                .entry(caller)
+                .or_default()
+                .entry(callee)
+                .or_default()
+                .1 += subtree[s.node as usize];
+        }
+    }
+
+    let mut out = String::new();
+    let _ = writeln!(out, "# callgrind format");
+    let _ = writeln!(out, "version: 1");
+    let _ = writeln!(out, "creator: {}", profile.tool);
+    let _ = writeln!(out, "cmd: {}", profile.module.path);
+    let _ = writeln!(out, "part: 1");
+    let _ = writeln!(out, "positions: line");
+    let _ = writeln!(out, "event: {event} : {long}");
+    let _ = writeln!(out, "events: {event}");
+    let _ = writeln!(out, "summary: {}", profile.total);
+    let _ = writeln!(out, "totals: {}", profile.total);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "ob=(1) {}", profile.module.path);
+    // No source file known: `???`, as valgrind writes it (a `.wasm` path would make
+    // callgrind_annotate try to annotate the binary as source).
+    let _ = writeln!(out, "fl=(1) ???");
+    // Name compression: `fn=(id) name` the first time, `fn=(id)` after.
+    let mut named = std::collections::HashSet::new();
+    let mut name = |out: &mut String, key: &str, id: u32| {
+        let label = profile.function(id).map(|f| f.name.as_str()).unwrap_or("?");
+        if named.insert(id) {
+            let _ = writeln!(out, "{key}=({}) {label}", id + 1);
+        } else {
+            let _ = writeln!(out, "{key}=({})", id + 1);
+        }
+    };
+    for f in &profile.functions {
+        let _ = writeln!(out);
+        name(&mut out, "fn", f.id);
+        let _ = writeln!(out, "0 {}", f.self_time);
+        for (&callee, &(n, cost)) in calls.get(&f.id).into_iter().flatten() {
+            name(&mut out, "cfn", callee);
+            let _ = writeln!(out, "calls={n} 0");
+            let _ = writeln!(out, "0 {cost}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::report::tests::sample_profile;
+
+    #[test]
+    fn call_lines_carry_calls_and_subtree_cost() {
+        let p = sample_profile();
+        assert_eq!(super::subtree_costs(&p), vec![100, 70, 30, 20]);
+        let out = super::render(&p);
+        // _start calls a (twice, 70) and b (once, 20); b's recursion has calls, no cost.
+        assert!(
+            out.contains(
+                "fn=(1) _start\n0 10\ncfn=(2) a\ncalls=2 0\n0 70\ncfn=(3) b;x\ncalls=1 0\n0 20\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("fn=(3)\n0 50\ncfn=(3)\ncalls=1 0\n0 0\n"),
+            "{out}"
+        );
+    }
+}

@@ -1,0 +1,292 @@
+//! `--format pprof`: the profile as pprof's `profile.proto`, gzip'd, for `go tool pprof`.
+//!
+//! One sample per context of the calling-context tree: its stack (leaf first), with two
+//! values, `calls` (activations in that context) and the self time in nanoseconds (or the
+//! self cost in instructions). pprof's *flat* column is then each function's self time and
+//! its *cum* column the inclusive time: recursion is collapsed in the contexts, so a
+//! function appears once per stack and is never counted twice. The cost is the default
+//! sample type; `-sample_index=calls` shows calls.
+//!
+//! The messages are written here with prost's derive, following the field numbers of
+//! `profile.proto` in github.com/google/pprof.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use anyhow::Context;
+use prost::Message;
+
+use super::stacks;
+use crate::profile::Profile;
+
+/// `Profile` (only the fields wprof writes).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PprofProfile {
+    /// What each sample value is.
+    #[prost(message, repeated, tag = "1")]
+    pub sample_type: Vec<ValueType>,
+    /// The samples.
+    #[prost(message, repeated, tag = "2")]
+    pub sample: Vec<Sample>,
+    /// The module.
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
+    /// One location per function.
+    #[prost(message, repeated, tag = "4")]
+    pub location: Vec<Location>,
+    /// The functions.
+    #[prost(message, repeated, tag = "5")]
+    pub function: Vec<Function>,
+    /// Every string, index 0 being "".
+    #[prost(string, repeated, tag = "6")]
+    pub string_table: Vec<String>,
+    /// How long the program ran (time mode).
+    #[prost(int64, tag = "10")]
+    pub duration_nanos: i64,
+    /// The kind of event a sample stands for.
+    #[prost(message, optional, tag = "11")]
+    pub period_type: Option<ValueType>,
+    /// Events per sample.
+    #[prost(int64, tag = "12")]
+    pub period: i64,
+    /// Free text, as string indices.
+    #[prost(int64, repeated, packed = "true", tag = "13")]
+    pub comment: Vec<i64>,
+    /// The string index of the sample type shown by default.
+    #[prost(int64, tag = "14")]
+    pub default_sample_type: i64,
+}
+
+/// `ValueType`: a sample value's type and unit (string indices).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ValueType {
+    /// e.g. "time".
+    #[prost(int64, tag = "1")]
+    pub r#type: i64,
+    /// e.g. "nanoseconds".
+    #[prost(int64, tag = "2")]
+    pub unit: i64,
+}
+
+/// `Sample`: a stack (leaf first) and its values.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Sample {
+    /// Location ids, leaf first.
+    #[prost(uint64, repeated, packed = "true", tag = "1")]
+    pub location_id: Vec<u64>,
+    /// One value per sample type.
+    #[prost(int64, repeated, packed = "true", tag = "2")]
+    pub value: Vec<i64>,
+}
+
+/// `Mapping`: the module.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Mapping {
+    /// 1.
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// The module's path (string index).
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    /// The module's blake3 (string index).
+    #[prost(int64, tag = "6")]
+    pub build_id: i64,
+    /// Locations carry their functions: nothing to symbolize.
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
+    /// Functions carry source files.
+    #[prost(bool, tag = "8")]
+    pub has_filenames: bool,
+    /// Lines carry line numbers.
+    #[prost(bool, tag = "9")]
+    pub has_line_numbers: bool,
+}
+
+/// `Location`: here, one per function.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Location {
+    /// Non-zero id.
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// The module's mapping.
+    #[prost(uint64, tag = "2")]
+    pub mapping_id: u64,
+    /// The function's index in the module.
+    #[prost(uint64, tag = "3")]
+    pub address: u64,
+    /// The function at this location.
+    #[prost(message, repeated, tag = "4")]
+    pub line: Vec<Line>,
+}
+
+/// `Line`: a function and a source line.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Line {
+    /// The function's id.
+    #[prost(uint64, tag = "1")]
+    pub function_id: u64,
+    /// Source line, 0 if unknown.
+    #[prost(int64, tag = "2")]
+    pub line: i64,
+}
+
+/// `Function`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Function {
+    /// Non-zero id.
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// Name shown (string index).
+    #[prost(int64, tag = "2")]
+    pub name: i64,
+    /// Name in the module (string index).
+    #[prost(int64, tag = "3")]
+    pub system_name: i64,
+    /// Source file (string index), 0 if unknown.
+    #[prost(int64, tag = "4")]
+    pub filename: i64,
+    /// First source line, 0 if unknown.
+    #[prost(int64, tag = "5")]
+    pub start_line: i64,
+}
+
+/// The string table: each distinct string once, "" first.
+#[derive(Debug, Default)]
+struct Strings {
+    table: Vec<String>,
+    index: HashMap<String, i64>,
+}
+
+impl Strings {
+    fn new() -> Self {
+        let mut s = Self::default();
+        s.intern("");
+        s
+    }
+
+    fn intern(&mut self, s: &str) -> i64 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = self.table.len() as i64;
+        self.table.push(s.to_string());
+        self.index.insert(s.to_string(), i);
+        i
+    }
+}
+
+/// The message, before encoding.
+pub fn build(profile: &Profile) -> PprofProfile {
+    let mut strings = Strings::new();
+    let calls_type = ValueType {
+        r#type: strings.intern("calls"),
+        unit: strings.intern("count"),
+    };
+    let cost_type = if profile.unit == "ns" {
+        ValueType {
+            r#type: strings.intern("time"),
+            unit: strings.intern("nanoseconds"),
+        }
+    } else {
+        ValueType {
+            r#type: strings.intern(&profile.unit),
+            unit: strings.intern("count"),
+        }
+    };
+    let mapping = Mapping {
+        id: 1,
+        filename: strings.intern(&profile.module.path),
+        build_id: strings.intern(&profile.module.blake3),
+        has_functions: true,
+        has_filenames: false,
+        has_line_numbers: false,
+    };
+    // Function and location ids are the wasm function index + 1 (ids must not be 0).
+    let mut function = Vec::with_capacity(profile.functions.len());
+    let mut location = Vec::with_capacity(profile.functions.len());
+    for f in &profile.functions {
+        let name = strings.intern(&f.name);
+        function.push(Function {
+            id: u64::from(f.id) + 1,
+            name,
+            system_name: name,
+            filename: 0,
+            start_line: 0,
+        });
+        location.push(Location {
+            id: u64::from(f.id) + 1,
+            mapping_id: 1,
+            address: u64::from(f.id),
+            line: vec![Line {
+                function_id: u64::from(f.id) + 1,
+                line: 0,
+            }],
+        });
+    }
+    let sample = stacks(profile)
+        .into_iter()
+        .filter(|s| s.calls > 0 || s.self_time > 0)
+        .map(|s| Sample {
+            location_id: s
+                .functions
+                .iter()
+                .rev()
+                .map(|&id| u64::from(id) + 1)
+                .collect(),
+            value: vec![s.calls as i64, s.self_time as i64],
+        })
+        .collect();
+    let comment = vec![strings.intern(&format!(
+        "{} profile by {} of {} ({} mode)",
+        profile.unit, profile.tool, profile.module.path, profile.mode
+    ))];
+    let default_sample_type = cost_type.r#type;
+    PprofProfile {
+        period_type: Some(cost_type.clone()),
+        sample_type: vec![calls_type, cost_type],
+        sample,
+        mapping: vec![mapping],
+        location,
+        function,
+        string_table: strings.table,
+        duration_nanos: profile.wall_time.unwrap_or(0) as i64,
+        period: 1,
+        comment,
+        default_sample_type,
+    }
+}
+
+/// The gzip'd protobuf bytes.
+pub fn render(profile: &Profile) -> anyhow::Result<Vec<u8>> {
+    let bytes = build(profile).encode_to_vec();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&bytes)
+        .and_then(|_| gz.finish())
+        .context("failed to compress the pprof profile")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::sample_profile;
+
+    #[test]
+    fn round_trips_through_gzip_and_protobuf() {
+        let p = sample_profile();
+        let gz = render(&p).unwrap();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut bytes).unwrap();
+        let m = PprofProfile::decode(&bytes[..]).unwrap();
+        assert_eq!(m.string_table[0], "");
+        assert_eq!(m.sample.len(), 4);
+        // `_start;a;b:x`, leaf first.
+        assert_eq!(m.sample[2].location_id, vec![3, 2, 1]);
+        assert_eq!(m.sample[2].value, vec![2, 30]);
+        let ty = &m.string_table[m.sample_type[1].r#type as usize];
+        assert_eq!(ty, "instructions");
+        assert_eq!(
+            m.string_table[m.default_sample_type as usize],
+            "instructions"
+        );
+    }
+}

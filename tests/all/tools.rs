@@ -1,0 +1,51 @@
+//! The outside tools that read wprof's reports (go tool pprof, callgrind_annotate, node with
+//! speedscope's schema, chromium). A test whose tool is missing is skipped with a note,
+//! unless `WPROF_REQUIRE_TOOLS` is set (`.ci/run` sets it): then it fails.
+
+use std::path::{Path, PathBuf};
+
+/// `name` on the PATH, if there.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The tool, or `None` (test skipped) when it is missing and not required.
+pub fn tool(name: &str, why: &str) -> Option<PathBuf> {
+    let found = on_path(name);
+    if found.is_none() {
+        if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
+            panic!("{name} is required (WPROF_REQUIRE_TOOLS) for {why}, but it is not on PATH");
+        }
+        eprintln!("skipped: {name} is not installed ({why})");
+    }
+    found
+}
+
+/// The node_modules folder `.ci/run` fills (`.tools/node/node_modules`, or
+/// `WPROF_NODE_MODULES`), if it holds `package`.
+pub fn node_modules(package: &str, why: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("WPROF_NODE_MODULES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/node/node_modules")
+        });
+    let ok = dir.join(package).is_dir() && on_path("node").is_some();
+    if !ok {
+        if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
+            panic!(
+                "node and the npm package {package} in {} are required (WPROF_REQUIRE_TOOLS) for {why}",
+                dir.display()
+            );
+        }
+        eprintln!(
+            "skipped: node or {package} not installed in {} ({why})",
+            dir.display()
+        );
+        return None;
+    }
+    Some(dir)
+}
