@@ -434,3 +434,49 @@ fn speedscope_schema_check_rejects_a_broken_file() {
     let e = speedscope_schema_check(&modules, &bad).unwrap_err();
     assert!(e.contains("frames"), "{e}");
 }
+
+#[test]
+fn firefox_processed_profile_holds_the_stacks() {
+    let s = Scratch::new();
+    cost_profile(&s, "compress.wasm", &["1"], "c.wprof");
+    let folded = String::from_utf8(report_to(&s, "c.wprof", "folded", "c.folded")).unwrap();
+    let bytes = report_to(&s, "c.wprof", "firefox", "c.fxprof.json");
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(v["meta"]["version"].as_u64().unwrap() > 0);
+    assert!(v["meta"]["preprocessedProfileVersion"].as_u64().unwrap() > 0);
+    let t = &v["threads"][0];
+    let col = |table: &str, c: &str| t[table][c].as_array().unwrap().clone();
+    // Every table's columns have its `length`.
+    for (table, columns) in [
+        ("samples", &["stack", "weight", "timeDeltas"][..]),
+        ("stackTable", &["prefix", "frame"][..]),
+        ("frameTable", &["func", "category"][..]),
+        ("funcTable", &["name"][..]),
+    ] {
+        let n = t[table]["length"].as_u64().unwrap() as usize;
+        for c in columns {
+            assert_eq!(col(table, c).len(), n, "{table}.{c}");
+        }
+    }
+    let strings = t["stringArray"].as_array().unwrap();
+    let (prefix, frame) = (col("stackTable", "prefix"), col("stackTable", "frame"));
+    let func = col("frameTable", "func");
+    let fname = col("funcTable", "name");
+    let name_of_stack = |i: usize| {
+        let f = func[u(&frame[i]) as usize].as_u64().unwrap() as usize;
+        strings[u(&fname[f]) as usize].as_str().unwrap().to_string()
+    };
+    // Rebuild each sample's stack, root first: the lines are the folded lines.
+    let mut lines = Vec::new();
+    for (stack, w) in col("samples", "stack").iter().zip(col("samples", "weight")) {
+        let mut names = Vec::new();
+        let mut at = Some(u(stack) as usize);
+        while let Some(i) = at {
+            names.push(name_of_stack(i));
+            at = prefix[i].as_u64().map(|p| p as usize);
+        }
+        names.reverse();
+        lines.push(format!("{} {}", names.join(";"), u(&w)));
+    }
+    assert_eq!(lines, folded.lines().collect::<Vec<_>>());
+}

@@ -4,6 +4,7 @@
 //! tree, sorting and filtering) lives here.
 
 pub mod callgrind;
+pub mod firefox;
 pub mod flamegraph;
 pub mod folded;
 pub mod json;
@@ -32,6 +33,8 @@ pub enum Format {
     Callgrind,
     /// speedscope's file format (https://www.speedscope.app).
     Speedscope,
+    /// The Firefox Profiler's processed format (https://profiler.firefox.com).
+    Firefox,
 }
 
 impl Format {
@@ -97,6 +100,7 @@ pub fn render(profile: &Profile, format: Format, options: &Options) -> anyhow::R
         Format::Pprof => pprof::render(profile)?,
         Format::Callgrind => callgrind::render(profile).into_bytes(),
         Format::Speedscope => speedscope::render(profile)?.into_bytes(),
+        Format::Firefox => firefox::render(profile)?.into_bytes(),
     })
 }
 
