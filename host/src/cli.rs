@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+use crate::commands::diff::DiffCommand;
 use crate::commands::{bench::BenchCommand, report::ReportCommand, run::RunCommand};
 use crate::exit::USAGE_OR_INPUT;
 
@@ -32,6 +33,7 @@ Exit status:
 enum Command {
     Run(RunCommand),
     Report(ReportCommand),
+    Diff(DiffCommand),
     Bench(BenchCommand),
 }
 
@@ -48,6 +50,7 @@ pub fn main() -> i32 {
     let result = match &cli.command {
         Command::Run(cmd) => cmd.execute(),
         Command::Report(cmd) => cmd.execute(),
+        Command::Diff(cmd) => cmd.execute(),
         Command::Bench(cmd) => cmd.execute(),
     };
     match result {

@@ -4,6 +4,7 @@ mod attribution;
 mod bad_input;
 mod bench;
 mod cost;
+mod diff;
 mod formats;
 mod report;
 mod run;

@@ -2,5 +2,6 @@
 //! settings, and an `execute` that returns the process exit code.
 
 pub mod bench;
+pub mod diff;
 pub mod report;
 pub mod run;

@@ -1,0 +1,349 @@
+//! `wprof diff OLD NEW`: per function, how calls, self and inclusive cost changed between two
+//! profiles, and with `--threshold PCT` a regression gate for CI: exit code 1 when any
+//! function's cost grew past the threshold.
+//!
+//! Functions are matched by name (and kind), not by index, so a rebuilt module whose
+//! functions moved still compares. Cost-mode profiles are the ones to gate on: the same
+//! program and input give the same numbers on every run, so any change is a real change.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::exit::Failure;
+use crate::profile::{FunctionRecord, Profile};
+use crate::report::{format_amount, percent};
+
+/// The exit code when a function's cost grew past `--threshold`.
+pub const REGRESSION: i32 = 1;
+
+/// Compare two profiles of the same program, function by function.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct DiffCommand {
+    /// The profile before the change.
+    #[arg(value_name = "OLD")]
+    old: PathBuf,
+
+    /// The profile after the change.
+    #[arg(value_name = "NEW")]
+    new: PathBuf,
+
+    /// Fail (exit code 1) when a function's self or inclusive cost grew by more than PCT
+    /// percent of its old value; a function that only NEW has (or that cost nothing in
+    /// OLD) fails when its inclusive cost is more than PCT percent of OLD's total.
+    #[arg(long, value_name = "PCT", value_parser = parse_threshold)]
+    threshold: Option<f64>,
+
+    /// Show at most N functions (the largest changes first); regressions are always listed.
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
+
+    /// Write the report to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+const AFTER_HELP: &str = "\
+Examples:
+  wprof run --mode cost -o old.wprof app.wasm -- input
+  # ... change the program ...
+  wprof run --mode cost -o new.wprof app.wasm -- input
+  wprof diff old.wprof new.wprof --threshold 2
+
+Exit status:
+  0 when no function grew past --threshold (always 0 without it);
+  1 when at least one did (a regression: the functions are listed under `regressions`);
+  2 if a profile cannot be read, or the two profiles count different units";
+
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("`{s}` is not a percentage"))?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("`{s}` is not a percentage of zero or more"))
+    }
+}
+
+/// One function's numbers in both profiles (zeros where it did not run).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Change {
+    /// The function's name.
+    pub name: String,
+    /// Whether it is an import.
+    pub import: bool,
+    /// (old, new) calls.
+    pub calls: (u64, u64),
+    /// (old, new) self cost.
+    pub self_cost: (u64, u64),
+    /// (old, new) inclusive cost.
+    pub inclusive: (u64, u64),
+}
+
+impl Change {
+    /// Growth of `(old, new)` in percent of `old`; `None` when `old` is 0.
+    fn growth((old, new): (u64, u64)) -> Option<f64> {
+        (old > 0).then(|| (new as f64 - old as f64) * 100.0 / old as f64)
+    }
+
+    /// Whether this change is a regression past `threshold` percent (see `--threshold`).
+    pub fn regressed(&self, threshold: f64, old_total: u64) -> bool {
+        if self.inclusive.0 == 0 && self.self_cost.0 == 0 {
+            return self.inclusive.1 > 0 && percent(self.inclusive.1, old_total) > threshold;
+        }
+        [self.self_cost, self.inclusive]
+            .into_iter()
+            .any(|pair| Self::growth(pair).is_some_and(|g| g > threshold))
+    }
+
+    /// The size of the change, for ordering: inclusive first, then self, then calls.
+    fn magnitude(&self) -> (u64, u64, u64) {
+        let d = |(a, b): (u64, u64)| a.abs_diff(b);
+        (d(self.inclusive), d(self.self_cost), d(self.calls))
+    }
+}
+
+/// Every function of either profile, matched by name and kind.
+pub fn changes(old: &Profile, new: &Profile) -> Vec<Change> {
+    let mut by_name: BTreeMap<(String, bool), Change> = BTreeMap::new();
+    let mut add = |f: &FunctionRecord, new_side: bool| {
+        let import = f.kind == "import";
+        let c = by_name
+            .entry((f.name.clone(), import))
+            .or_insert_with(|| Change {
+                name: f.name.clone(),
+                import,
+                ..Change::default()
+            });
+        let pick = |pair: &mut (u64, u64), v: u64| {
+            if new_side {
+                pair.1 += v
+            } else {
+                pair.0 += v
+            }
+        };
+        pick(&mut c.calls, f.calls);
+        pick(&mut c.self_cost, f.self_time);
+        pick(&mut c.inclusive, f.inclusive);
+    };
+    old.functions.iter().for_each(|f| add(f, false));
+    new.functions.iter().for_each(|f| add(f, true));
+    let mut out: Vec<Change> = by_name.into_values().collect();
+    out.sort_by(|a, b| b.magnitude().cmp(&a.magnitude()).then(a.name.cmp(&b.name)));
+    out
+}
+
+fn signed(old: u64, new: u64, unit: &str) -> String {
+    if new >= old {
+        format!("+{}", format_amount(new - old, unit))
+    } else {
+        format!("-{}", format_amount(old - new, unit))
+    }
+}
+
+fn signed_count(old: u64, new: u64) -> String {
+    if new >= old {
+        format!("+{}", new - old)
+    } else {
+        format!("-{}", old - new)
+    }
+}
+
+fn growth_text(pair: (u64, u64)) -> String {
+    match Change::growth(pair) {
+        Some(g) => format!("{g:+.2}%"),
+        None if pair.1 == 0 => "=".to_string(),
+        None => "new".to_string(),
+    }
+}
+
+/// The diff as text; the second value says whether anything regressed.
+pub fn render(
+    old: &Profile,
+    new: &Profile,
+    threshold: Option<f64>,
+    top: Option<usize>,
+) -> (String, Vec<Change>) {
+    let unit = &new.unit;
+    let all = changes(old, new);
+    let regressions: Vec<Change> = match threshold {
+        Some(t) => all
+            .iter()
+            .filter(|c| c.regressed(t, old.total))
+            .cloned()
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "wprof diff ({} mode, unit {unit})", new.mode);
+    let _ = writeln!(
+        out,
+        "  old: {} total {}",
+        old.module.path,
+        format_amount(old.total, unit)
+    );
+    let _ = writeln!(
+        out,
+        "  new: {} total {}",
+        new.module.path,
+        format_amount(new.total, unit)
+    );
+    let _ = writeln!(
+        out,
+        "  total: {} ({})",
+        signed(old.total, new.total, unit),
+        growth_text((old.total, new.total))
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:>12} {:>12} {:>9} {:>12} {:>12} {:>9} {:>10} {:>10} {:>9}  function",
+        "old self",
+        "new self",
+        "self Δ%",
+        "old incl",
+        "new incl",
+        "incl Δ%",
+        "old calls",
+        "new calls",
+        "calls Δ"
+    );
+    let shown = all.iter().filter(|c| c.magnitude() != (0, 0, 0));
+    let shown: Vec<&Change> = match top {
+        Some(n) => shown.take(n).collect(),
+        None => shown.collect(),
+    };
+    for c in &shown {
+        let _ = writeln!(
+            out,
+            "{:>12} {:>12} {:>9} {:>12} {:>12} {:>9} {:>10} {:>10} {:>9}  {}{}",
+            format_amount(c.self_cost.0, unit),
+            format_amount(c.self_cost.1, unit),
+            growth_text(c.self_cost),
+            format_amount(c.inclusive.0, unit),
+            format_amount(c.inclusive.1, unit),
+            growth_text(c.inclusive),
+            c.calls.0,
+            c.calls.1,
+            signed_count(c.calls.0, c.calls.1),
+            c.name,
+            if c.import { " [import]" } else { "" },
+        );
+    }
+    let unchanged = all.len() - all.iter().filter(|c| c.magnitude() != (0, 0, 0)).count();
+    if unchanged > 0 {
+        let _ = writeln!(out, "({unchanged} functions unchanged)");
+    }
+    if let Some(t) = threshold {
+        let _ = writeln!(out);
+        if regressions.is_empty() {
+            let _ = writeln!(out, "no regression past {t}%");
+        } else {
+            let _ = writeln!(out, "regressions past {t}%: {}", regressions.len());
+            for c in &regressions {
+                let _ = writeln!(
+                    out,
+                    "  {}: self {} ({}), inclusive {} ({})",
+                    c.name,
+                    signed(c.self_cost.0, c.self_cost.1, unit),
+                    growth_text(c.self_cost),
+                    signed(c.inclusive.0, c.inclusive.1, unit),
+                    growth_text(c.inclusive),
+                );
+            }
+        }
+    }
+    (out, regressions)
+}
+
+impl DiffCommand {
+    /// Compares the profiles; returns 1 on a regression past the threshold, else 0.
+    pub fn execute(&self) -> Result<i32, Failure> {
+        let old = Profile::read(&self.old)?;
+        let new = Profile::read(&self.new)?;
+        if old.unit != new.unit {
+            return Err(Failure::input(format!(
+                "{} counts {} ({} mode) but {} counts {} ({} mode): compare profiles of the same mode",
+                self.old.display(),
+                old.unit,
+                old.mode,
+                self.new.display(),
+                new.unit,
+                new.mode
+            )));
+        }
+        let (text, regressions) = render(&old, &new, self.threshold, self.top);
+        match &self.output {
+            Some(path) => std::fs::write(path, &text)
+                .with_context(|| format!("failed to write {}", path.display()))?,
+            None => {
+                let mut stdout = std::io::stdout().lock();
+                if let Err(e) = stdout
+                    .write_all(text.as_bytes())
+                    .and_then(|_| stdout.flush())
+                {
+                    if e.kind() != std::io::ErrorKind::BrokenPipe {
+                        return Err(Failure::input(format!("failed to write the diff: {e}")));
+                    }
+                }
+            }
+        }
+        Ok(if regressions.is_empty() {
+            0
+        } else {
+            REGRESSION
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::sample_profile;
+
+    #[test]
+    fn growth_past_the_threshold_is_a_regression() {
+        let old = sample_profile();
+        let mut new = sample_profile();
+        // a: self 40 -> 50 (+25%), inclusive 70 -> 80 (+14.3%).
+        new.functions[1].self_time = 50;
+        new.functions[1].inclusive = 80;
+        let (text, regressions) = render(&old, &new, Some(20.0), None);
+        assert_eq!(regressions.len(), 1, "{text}");
+        assert_eq!(regressions[0].name, "a");
+        assert!(text.contains("+25.00%"), "{text}");
+        let (_, none) = render(&old, &new, Some(30.0), None);
+        assert!(none.is_empty());
+        // Shrinking is never a regression.
+        let (_, none) = render(&new, &old, Some(0.0), None);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn new_functions_count_against_the_old_total() {
+        let old = sample_profile();
+        let mut new = sample_profile();
+        let mut extra = new.functions[0].clone();
+        extra.id = 9;
+        extra.name = "extra".into();
+        extra.inclusive = 6; // 6% of the old total (100)
+        extra.self_time = 6;
+        new.functions.push(extra);
+        assert_eq!(render(&old, &new, Some(5.0), None).1.len(), 1);
+        assert!(render(&old, &new, Some(7.0), None).1.is_empty());
+    }
+
+    #[test]
+    fn thresholds_parse() {
+        assert_eq!(parse_threshold("2.5"), Ok(2.5));
+        assert_eq!(parse_threshold("10%"), Ok(10.0));
+        assert!(parse_threshold("-1").is_err());
+        assert!(parse_threshold("x").is_err());
+    }
+}
