@@ -21,6 +21,8 @@ struct Renumber<'a> {
     wrote_types: bool,
     wrote_imports: bool,
     wrote_globals: bool,
+    wrote_memories: bool,
+    wrote_exports: bool,
 }
 
 impl Renumber<'_> {
@@ -41,16 +43,54 @@ impl Renumber<'_> {
         Ok(())
     }
 
-    /// In cost mode: the instruction counter, `(global (mut i64) (i64.const 0))`.
+    /// In cost mode: the instruction counter, `(global (mut i64) (i64.const 0))`, then the
+    /// event buffer's fill level and the token counter, `(global (mut i32) (i32.const 0))`.
     fn append_globals(&self, globals: &mut wasm_encoder::GlobalSection) {
-        if self.probes.cost_global().is_some() {
+        if self.probes.cost_global().is_none() {
+            return;
+        }
+        let mutable = |val_type| wasm_encoder::GlobalType {
+            val_type,
+            mutable: true,
+            shared: false,
+        };
+        globals.global(
+            mutable(wasm_encoder::ValType::I64),
+            &wasm_encoder::ConstExpr::i64_const(0),
+        );
+        for _ in 0..2 {
             globals.global(
-                wasm_encoder::GlobalType {
-                    val_type: wasm_encoder::ValType::I64,
-                    mutable: true,
-                    shared: false,
-                },
-                &wasm_encoder::ConstExpr::i64_const(0),
+                mutable(wasm_encoder::ValType::I32),
+                &wasm_encoder::ConstExpr::i32_const(0),
+            );
+        }
+    }
+
+    /// In cost mode: the event buffer, one 64 KiB page.
+    fn append_memories(&self, memories: &mut wasm_encoder::MemorySection) {
+        if self.probes.event_buffer().is_some() {
+            memories.memory(wasm_encoder::MemoryType {
+                minimum: 1,
+                maximum: Some(1),
+                memory64: false,
+                shared: false,
+                page_size_log2: None,
+            });
+        }
+    }
+
+    /// In cost mode: the event buffer and its fill level, for the host to read.
+    fn append_exports(&self, exports: &mut wasm_encoder::ExportSection) {
+        if let Some((memory, fill, _)) = self.probes.event_buffer() {
+            exports.export(
+                crate::EventBuffer::MEMORY,
+                wasm_encoder::ExportKind::Memory,
+                memory,
+            );
+            exports.export(
+                crate::EventBuffer::LENGTH,
+                wasm_encoder::ExportKind::Global,
+                fill,
             );
         }
     }
@@ -116,6 +156,28 @@ impl Reencode for Renumber<'_> {
         Ok(())
     }
 
+    fn parse_memory_section(
+        &mut self,
+        memories: &mut wasm_encoder::MemorySection,
+        section: wasmparser::MemorySectionReader<'_>,
+    ) -> ReencodeResult {
+        utils::parse_memory_section(self, memories, section)?;
+        self.append_memories(memories);
+        self.wrote_memories = true;
+        Ok(())
+    }
+
+    fn parse_export_section(
+        &mut self,
+        exports: &mut wasm_encoder::ExportSection,
+        section: wasmparser::ExportSectionReader<'_>,
+    ) -> ReencodeResult {
+        utils::parse_export_section(self, exports, section)?;
+        self.append_exports(exports);
+        self.wrote_exports = true;
+        Ok(())
+    }
+
     fn intersperse_section_hook(
         &mut self,
         module: &mut Module,
@@ -135,6 +197,27 @@ impl Reencode for Renumber<'_> {
             module.section(&imports);
             self.wrote_imports = true;
         }
+        let past_memories = matches!(
+            before,
+            None | Some(
+                SectionId::Tag
+                    | SectionId::Global
+                    | SectionId::Export
+                    | SectionId::Start
+                    | SectionId::Element
+                    | SectionId::DataCount
+                    | SectionId::Code
+                    | SectionId::Data
+            )
+        );
+        if !self.wrote_memories && past_memories {
+            self.wrote_memories = true;
+            if self.probes.event_buffer().is_some() {
+                let mut memories = wasm_encoder::MemorySection::new();
+                self.append_memories(&mut memories);
+                module.section(&memories);
+            }
+        }
         let past_globals = matches!(
             before,
             None | Some(
@@ -152,6 +235,24 @@ impl Reencode for Renumber<'_> {
                 let mut globals = wasm_encoder::GlobalSection::new();
                 self.append_globals(&mut globals);
                 module.section(&globals);
+            }
+        }
+        let past_exports = matches!(
+            before,
+            None | Some(
+                SectionId::Start
+                    | SectionId::Element
+                    | SectionId::DataCount
+                    | SectionId::Code
+                    | SectionId::Data
+            )
+        );
+        if !self.wrote_exports && past_exports {
+            self.wrote_exports = true;
+            if self.probes.event_buffer().is_some() {
+                let mut exports = wasm_encoder::ExportSection::new();
+                self.append_exports(&mut exports);
+                module.section(&exports);
             }
         }
         Ok(())
@@ -212,6 +313,8 @@ pub(crate) fn assemble(
         wrote_types: false,
         wrote_imports: false,
         wrote_globals: false,
+        wrote_memories: false,
+        wrote_exports: false,
     };
     let mut module = Module::new();
     renumber

@@ -18,7 +18,7 @@ use wasmparser::{BinaryReader, FunctionBody, Operator, OperatorsReader};
 
 use crate::layout::ModuleLayout;
 use crate::probe_map::ProbeLayout;
-use crate::{AgentError, ProbePlan};
+use crate::{AgentError, EventBuffer, ProbePlan};
 
 /// One instrumented function body, independent of where it lands in a module.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +39,9 @@ struct Emitter<'p> {
     /// flush to the counter global (a register add per basic block instead of a global
     /// load and store).
     delta: Option<u32>,
+    /// Cost mode: a scratch `i32` local holding the event buffer's fill level while an
+    /// event is written.
+    addr: Option<u32>,
 }
 
 impl Emitter<'_> {
@@ -60,7 +63,7 @@ impl Emitter<'_> {
         self.instr(Instruction::LocalSet(delta));
     }
 
-    /// `probe(arg[, counter])`.
+    /// `probe(arg[, counter])`: a call to the host (time mode).
     fn probe_with(&mut self, probe: u32, arg: Instruction<'_>) {
         self.flush();
         self.instr(arg);
@@ -74,16 +77,115 @@ impl Emitter<'_> {
         self.probe_with(probe, Instruction::I32Const(id as i32));
     }
 
+    /// Cost mode: appends an event to the buffer (see [`crate::EventBuffer`]), draining it
+    /// when full. `header` pushes the event's `u64` header.
+    fn event(&mut self, header: impl FnOnce(&mut Self)) {
+        let (Some(counter), Some((memory, fill, _))) =
+            (self.probes.cost_global(), self.probes.event_buffer())
+        else {
+            unreachable!("events are only written in cost mode");
+        };
+        let at = |offset| wasm_encoder::MemArg {
+            offset,
+            align: 3,
+            memory_index: memory,
+        };
+        let addr = self.addr.expect("cost mode has the scratch local");
+        self.flush();
+        self.instr(Instruction::GlobalGet(fill));
+        self.instr(Instruction::LocalTee(addr));
+        header(self);
+        self.instr(Instruction::I64Store(at(0)));
+        self.instr(Instruction::LocalGet(addr));
+        self.instr(Instruction::GlobalGet(counter));
+        self.instr(Instruction::I64Store(at(8)));
+        self.instr(Instruction::LocalGet(addr));
+        self.instr(Instruction::I32Const(EventBuffer::EVENT_SIZE as i32));
+        self.instr(Instruction::I32Add);
+        self.instr(Instruction::LocalTee(addr));
+        self.instr(Instruction::GlobalSet(fill));
+        self.instr(Instruction::LocalGet(addr));
+        self.instr(Instruction::I32Const(EventBuffer::CAPACITY as i32));
+        self.instr(Instruction::I32GeU);
+        self.instr(Instruction::If(wasm_encoder::BlockType::Empty));
+        self.instr(Instruction::Call(self.probes.drain()));
+        self.instr(Instruction::I32Const(0));
+        self.instr(Instruction::GlobalSet(fill));
+        self.instr(Instruction::End);
+    }
+
+    /// An event whose header is a constant.
+    fn const_event(&mut self, kind: u8, id: u32) {
+        let header = (u64::from(id) << 32) | u64::from(kind);
+        self.event(|e| e.instr(Instruction::I64Const(header as i64)));
+    }
+
+    /// An event whose header carries the token in `token_local`.
+    fn token_event(&mut self, kind: u8, id: u32, token_local: u32) {
+        let fixed = (u64::from(id) << 32) | u64::from(kind);
+        self.event(|e| {
+            e.instr(Instruction::LocalGet(token_local));
+            e.instr(Instruction::I64ExtendI32U);
+            e.instr(Instruction::I64Const(8));
+            e.instr(Instruction::I64Shl);
+            e.instr(Instruction::I64Const(fixed as i64));
+            e.instr(Instruction::I64Or);
+        });
+    }
+
+    fn buffered(&self) -> bool {
+        self.probes.event_buffer().is_some()
+    }
+
     fn enter(&mut self, id: u32) {
-        self.probe(self.probes.enter(), id);
+        if self.buffered() {
+            self.const_event(EventBuffer::ENTER, id);
+        } else {
+            self.probe(self.probes.enter(), id);
+        }
     }
 
     fn exit(&mut self, id: u32) {
-        self.probe(self.probes.exit(), id);
+        if self.buffered() {
+            self.const_event(EventBuffer::EXIT, id);
+        } else {
+            self.probe(self.probes.exit(), id);
+        }
+    }
+
+    fn tail(&mut self, id: u32) {
+        if self.buffered() {
+            self.const_event(EventBuffer::TAIL, id);
+        } else {
+            self.probe(self.probes.tail(), id);
+        }
+    }
+
+    /// Enters a function that catches; leaves its frame token in `token_local`.
+    fn enter_catching(&mut self, id: u32, token_local: u32) {
+        if self.buffered() {
+            // Tokens only need to tell catching activations apart: a counter of them.
+            let (_, _, tokens) = self.probes.event_buffer().expect("cost mode");
+            self.instr(Instruction::GlobalGet(tokens));
+            self.instr(Instruction::I32Const(1));
+            self.instr(Instruction::I32Add);
+            self.instr(Instruction::I32Const(0xff_ffff));
+            self.instr(Instruction::I32And);
+            self.instr(Instruction::LocalTee(token_local));
+            self.instr(Instruction::GlobalSet(tokens));
+            self.token_event(EventBuffer::ENTER_CATCHING, id, token_local);
+        } else {
+            self.probe(self.probes.enter_catching(), id);
+            self.instr(Instruction::LocalSet(token_local));
+        }
     }
 
     fn unwind(&mut self, token_local: u32) {
-        self.probe_with(self.probes.unwind(), Instruction::LocalGet(token_local));
+        if self.buffered() {
+            self.token_event(EventBuffer::UNWIND, 0, token_local);
+        } else {
+            self.probe_with(self.probes.unwind(), Instruction::LocalGet(token_local));
+        }
     }
 
     /// A direct call to imported function `import`, bracketed so it is its own node.
@@ -95,7 +197,12 @@ impl Emitter<'_> {
 
     /// With call sites on: `site(offset)`, before a call at `offset` in the original body.
     fn site(&mut self, offset: u32) {
-        if self.call_sites {
+        if !self.call_sites {
+            return;
+        }
+        if self.buffered() {
+            self.const_event(EventBuffer::SITE, offset);
+        } else {
             self.probe(self.probes.site(), offset);
         }
     }
@@ -237,6 +344,7 @@ pub(crate) fn instrument_body(
         probes,
         call_sites: plan.call_sites,
         delta: None,
+        addr: None,
     };
     // New locals: the frame token (functions that catch), the cost delta (cost mode).
     let mut extra = Vec::new();
@@ -245,6 +353,7 @@ pub(crate) fn instrument_body(
     }
     if probes.cost_global().is_some() {
         extra.push(wasm_encoder::ValType::I64);
+        extra.push(wasm_encoder::ValType::I32);
     }
     let first_new = if extra.is_empty() {
         e.out.extend_from_slice(&layout.bytes[base..code_start]);
@@ -259,12 +368,10 @@ pub(crate) fn instrument_body(
     let token = facts.catches.then_some(first_new);
     if probes.cost_global().is_some() {
         e.delta = Some(first_new + u32::from(facts.catches));
+        e.addr = Some(first_new + u32::from(facts.catches) + 1);
     }
     match token {
-        Some(token) => {
-            e.probe(probes.enter_catching(), id);
-            e.instr(Instruction::LocalSet(token));
-        }
+        Some(token) => e.enter_catching(id, token),
         None => e.enter(id),
     }
     let mut offsets = Vec::new();
@@ -377,11 +484,11 @@ pub(crate) fn instrument_body(
                 e.instr(Instruction::Return);
             }
             Operator::ReturnCall { function_index } => {
-                e.probe(probes.tail(), id);
+                e.tail(id);
                 e.instr(Instruction::ReturnCall(probes.renumber(*function_index)));
             }
             Operator::ReturnCallIndirect { .. } | Operator::ReturnCallRef { .. } => {
-                e.probe(probes.tail(), id);
+                e.tail(id);
                 e.out.extend_from_slice(original);
             }
             Operator::RefFunc { function_index } => {

@@ -71,6 +71,8 @@ pub(crate) struct ModuleLayout<'a> {
     pub defined_funcs: Vec<DefinedFunc>,
     /// Globals, imported and defined.
     pub globals: u32,
+    /// Memories, imported and defined.
+    pub memories: u32,
     /// Function names from the name section, by original index.
     pub names: HashMap<u32, String>,
     /// The first exported name of each exported function.
@@ -85,6 +87,7 @@ impl<'a> ModuleLayout<'a> {
             imported_funcs: Vec::new(),
             defined_funcs: Vec::new(),
             globals: 0,
+            memories: 0,
             names: HashMap::new(),
             export_names: HashMap::new(),
         };
@@ -120,6 +123,7 @@ impl<'a> ModuleLayout<'a> {
                                 })
                             }
                             TypeRef::Global(_) => layout.globals += 1,
+                            TypeRef::Memory(_) => layout.memories += 1,
                             _ => {}
                         }
                     }
@@ -130,6 +134,7 @@ impl<'a> ModuleLayout<'a> {
                     }
                 }
                 Payload::GlobalSection(reader) => layout.globals += reader.count(),
+                Payload::MemorySection(reader) => layout.memories += reader.count(),
                 Payload::ExportSection(reader) => {
                     for export in reader {
                         let export = export?;

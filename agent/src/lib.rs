@@ -61,11 +61,11 @@ pub use body::InstrumentedBody;
 pub use error::AgentError;
 pub use layout::{FunctionKind, FunctionSummary};
 pub use plan::{ProbeMode, ProbePlan};
-pub use probe_map::{FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap};
+pub use probe_map::{EventBuffer, FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap};
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 4;
+pub const AGENT_FORMAT_VERSION: u32 = 5;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];

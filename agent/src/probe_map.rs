@@ -37,17 +37,55 @@ impl ProbeImports {
     /// `site(offset)`: the next call is made from this offset of the caller's body (only
     /// called when the plan asks for call sites).
     pub const SITE: &'static str = "site";
+    /// `drain()` (cost mode): the event buffer is full; the host consumes it (see
+    /// [`EventBuffer`]). Takes nothing in any mode.
+    pub const DRAIN: &'static str = "drain";
     /// How many probe functions are imported (and so how far defined functions shift).
-    pub const COUNT: u32 = 6;
+    pub const COUNT: u32 = 7;
     /// All probe import names, in the order they are appended to the import section.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         Self::ENTER,
         Self::EXIT,
         Self::TAIL,
         Self::ENTER_CATCHING,
         Self::UNWIND,
         Self::SITE,
+        Self::DRAIN,
     ];
+}
+
+/// In cost mode the probes do not call the host: each writes a 16-byte event into a
+/// memory the agent adds, and the module calls `wprof.drain()` when it is full.
+///
+/// An event is two little-endian `u64`s: a header `(id << 32) | (token << 8) | kind` and
+/// the instruction counter. A token (24 bits) numbers the activations of functions that
+/// catch exceptions, so that an `unwind` names the exact activation that caught. The module exports the memory as [`EventBuffer::MEMORY`] and
+/// the fill level (bytes used, an `i32` global) as [`EventBuffer::LENGTH`], so the host can
+/// read what is left when the program ends.
+#[derive(Debug, Clone, Copy)]
+pub struct EventBuffer;
+
+impl EventBuffer {
+    /// Export name of the event memory.
+    pub const MEMORY: &'static str = "wprof:events";
+    /// Export name of the fill-level global.
+    pub const LENGTH: &'static str = "wprof:events_len";
+    /// Bytes per event.
+    pub const EVENT_SIZE: u32 = 16;
+    /// Bytes of events that fill the buffer (one 64 KiB page).
+    pub const CAPACITY: u32 = 65536;
+    /// `enter`: `id` is the function.
+    pub const ENTER: u8 = 0;
+    /// `exit`: `id` is the function.
+    pub const EXIT: u8 = 1;
+    /// `tail`: `id` is the caller about to tail-call.
+    pub const TAIL: u8 = 2;
+    /// `enter_catching`: `id` is the function, `token` its frame token.
+    pub const ENTER_CATCHING: u8 = 3;
+    /// `unwind`: `token` is the catching frame's token.
+    pub const UNWIND: u8 = 4;
+    /// `site`: `id` is the call's offset in the caller's body.
+    pub const SITE: u8 = 5;
 }
 
 /// Index assignments for the probes in one instrumented module.
@@ -55,13 +93,16 @@ impl ProbeImports {
 pub(crate) struct ProbeLayout {
     /// What the probes measure.
     pub mode: crate::ProbeMode,
-    /// Globals of the original module; in cost mode the counter global follows them.
+    /// Globals of the original module; in cost mode the counter global, the event buffer's
+    /// fill level and the count of catching activations (frame tokens) follow them.
     pub original_globals: u32,
+    /// Memories of the original module; in cost mode the event buffer follows them.
+    pub original_memories: u32,
     /// Function imports of the original module; probe imports follow them.
     pub imported_funcs: u32,
     /// Types of the original module; appended types follow them.
     pub original_types: u32,
-    /// Function types to append, as (params, results): the three probe types (see
+    /// Function types to append, as (params, results): the four probe types (see
     /// [`ProbeLayout::import_type`]), then block types of multi-value wrappers.
     pub appended_types: Vec<(Vec<wasmparser::ValType>, Vec<wasmparser::ValType>)>,
     /// The block type wrapping the body of a function of each type index in use.
@@ -78,12 +119,14 @@ impl ProbeLayout {
         let mut probes = ProbeLayout {
             mode,
             original_globals: layout.globals,
+            original_memories: layout.memories,
             imported_funcs: layout.imported_funcs.len() as u32,
             original_types: layout.types.len() as u32,
             appended_types: vec![
                 (args.clone(), vec![]),
                 (args.clone(), vec![I32]),
                 (args, vec![]),
+                (vec![], vec![]),
             ],
             wrapper_blocks: HashMap::new(),
         };
@@ -118,6 +161,7 @@ impl ProbeLayout {
             + match name {
                 ProbeImports::ENTER_CATCHING => 1,
                 ProbeImports::UNWIND => 2,
+                ProbeImports::DRAIN => 3,
                 _ => 0,
             }
     }
@@ -132,6 +176,16 @@ impl ProbeLayout {
 
     pub fn site(&self) -> u32 {
         self.imported_funcs + 5
+    }
+
+    pub fn drain(&self) -> u32 {
+        self.imported_funcs + 6
+    }
+
+    /// Cost mode: the event buffer's memory, fill-level global and token-counter global.
+    pub fn event_buffer(&self) -> Option<(u32, u32, u32)> {
+        self.cost_global()
+            .map(|counter| (self.original_memories, counter + 1, counter + 2))
     }
 
     /// In cost mode, the index of the instruction counter global.
@@ -172,7 +226,9 @@ impl ProbeLayout {
             self.enter_catching(),
             self.unwind(),
             self.site(),
+            self.drain(),
             self.original_types,
+            self.original_memories,
             self.cost_global().unwrap_or(u32::MAX),
         ] {
             out.extend_from_slice(&n.to_le_bytes());

@@ -135,6 +135,8 @@ fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::R
                 P::SITE,
                 |mut c: Caller<'_, HostState>, site: i32| col(&mut c).site(site as u32),
             )?;
+            // Only cost-mode modules call it.
+            linker.func_wrap(P::MODULE, P::DRAIN, || {})?;
             linker.func_wrap(
                 P::MODULE,
                 P::UNWIND,
@@ -146,6 +148,11 @@ fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::R
             )?;
         }
         ProbeMode::Cost => {
+            // Cost-mode modules write events into their buffer and call `drain` when it is
+            // full; the other probes are imported but never called.
+            linker.func_wrap(P::MODULE, P::DRAIN, |mut c: Caller<'_, HostState>| {
+                drain_events(&mut c, wprof_agent::EventBuffer::CAPACITY as usize);
+            })?;
             linker.func_wrap(
                 P::MODULE,
                 P::ENTER,
@@ -189,6 +196,36 @@ fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::R
     Ok(())
 }
 
+/// Feeds the first `len` bytes of the caller's event buffer to the collector.
+fn drain_events(caller: &mut Caller<'_, HostState>, len: usize) {
+    let Some(memory) = caller
+        .get_export(wprof_agent::EventBuffer::MEMORY)
+        .and_then(|e| e.into_memory())
+    else {
+        return;
+    };
+    let (data, state) = memory.data_and_store_mut(caller);
+    if let (Some(events), Some(collector)) = (data.get(..len), state.collector.as_mut()) {
+        collector.apply_events(events);
+    }
+}
+
+/// At the end of a cost-mode run: the events still in the buffer.
+fn drain_rest(store: &mut Store<HostState>, instance: &wasmtime::Instance) {
+    use wprof_agent::EventBuffer as E;
+    let (Some(memory), Some(len)) = (
+        instance.get_memory(&mut *store, E::MEMORY),
+        instance.get_global(&mut *store, E::LENGTH),
+    ) else {
+        return;
+    };
+    let len = len.get(&mut *store).i32().unwrap_or(0).max(0) as usize;
+    let (data, state) = memory.data_and_store_mut(&mut *store);
+    if let (Some(events), Some(collector)) = (data.get(..len), state.collector.as_mut()) {
+        collector.apply_events(events);
+    }
+}
+
 /// Runs `module`'s `_start`. With `collector`, the probe imports are linked to it.
 pub fn run(
     engine: &Engine,
@@ -224,6 +261,9 @@ pub fn run(
     let started = Instant::now();
     let result = start.call(&mut store, ());
     let wall_time = started.elapsed().as_nanos() as u64;
+    if mode == Some(ProbeMode::Cost) {
+        drain_rest(&mut store, &instance);
+    }
     let _ = std::io::stdout().flush();
 
     let (exit_code, trap) = match result {

@@ -312,6 +312,17 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
         },
     ] {
         let mode = plan.mode;
+        // Cost mode adds a memory (its event buffer): scripts whose engine has
+        // multi-memory off (old proposal copies, threads) are checked in time mode only.
+        let multi_memory = !matches!(
+            script.proposal.as_deref(),
+            Some(
+                "threads" | "reference-types" | "multi-value" | "function-references" | "memory64"
+            )
+        );
+        if mode == ProbeMode::Cost && !multi_memory {
+            continue;
+        }
         let result = match instrument_script(engine, script.text, &plan) {
             Ok(rewritten) => {
                 report.modules += rewritten.modules;
@@ -393,7 +404,9 @@ fn probe_prelude(mode: ProbeMode) -> String {
     };
     let mut m = String::from("(module");
     for name in ProbeImports::NAMES {
-        if name == ProbeImports::ENTER_CATCHING {
+        if name == ProbeImports::DRAIN {
+            write!(m, " (func (export \"{name}\"))").unwrap();
+        } else if name == ProbeImports::ENTER_CATCHING {
             write!(
                 m,
                 " (func (export \"{name}\") (param {params}) (result i32) i32.const 0)"
