@@ -5,13 +5,15 @@
 //! ```
 //!
 //! The digest covers the key and the kind too, so a value copied under another key or into
-//! another keyspace fails the check just like a damaged one.
+//! another keyspace fails the check just like a damaged one. Bookkeeping records (usage,
+//! counters) use the same envelope with tags of their own.
 
 const MAGIC: &[u8; 3] = b"WPC";
 const VERSION: u8 = 1;
-const HEADER: usize = MAGIC.len() + 2 + 32;
+/// Bytes before the value.
+pub(crate) const HEADER: usize = MAGIC.len() + 2 + 32;
 
-fn digest(kind: u8, key: &[u8; 32], value: &[u8]) -> [u8; 32] {
+fn digest(kind: u8, key: &[u8], value: &[u8]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(b"wprof-cache value v1\0");
     h.update(&[kind]);
@@ -21,7 +23,7 @@ fn digest(kind: u8, key: &[u8; 32], value: &[u8]) -> [u8; 32] {
 }
 
 /// Wraps `value` for storage under `key`.
-pub(crate) fn seal(kind: u8, key: &[u8; 32], value: &[u8]) -> Vec<u8> {
+pub(crate) fn seal(kind: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + value.len());
     out.extend_from_slice(MAGIC);
     out.push(VERSION);
@@ -32,10 +34,24 @@ pub(crate) fn seal(kind: u8, key: &[u8; 32], value: &[u8]) -> Vec<u8> {
 }
 
 /// The value inside `raw` if the envelope is intact and belongs to `key`, else `None`.
-pub(crate) fn open<'a>(kind: u8, key: &[u8; 32], raw: &'a [u8]) -> Option<&'a [u8]> {
+pub(crate) fn open<'a>(kind: u8, key: &[u8], raw: &'a [u8]) -> Option<&'a [u8]> {
     if raw.len() < HEADER || &raw[..3] != MAGIC || raw[3] != VERSION || raw[4] != kind {
         return None;
     }
     let (stored, value) = raw[5..].split_at(32);
     (stored == digest(kind, key, value)).then_some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sealed_values_open_only_under_their_key_and_kind() {
+        let raw = seal(1, b"key", b"value");
+        assert_eq!(open(1, b"key", &raw), Some(&b"value"[..]));
+        assert_eq!(open(2, b"key", &raw), None);
+        assert_eq!(open(1, b"other", &raw), None);
+        assert_eq!(open(1, b"key", &raw[..HEADER - 1]), None);
+    }
 }

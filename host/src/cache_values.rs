@@ -4,7 +4,12 @@
 //!   compact binary form (it is read for every function of a changed module).
 //! - [`Manifest`] (kind `manifests`): what an instrumented module is made of: its
 //!   functions, their names and keys, and the digest of the assembled module, as JSON.
-//! - the assembled instrumented module itself (kind `modules`), raw bytes.
+//! - the assembled instrumented module itself, and the original module it was made from
+//!   (kind `modules`, each keyed by its own blake3), raw bytes: support can print, diff and
+//!   export both without the user's files.
+//! - [`ArtifactEntry`] (kind `artifacts`): wasmtime's compiled form of an instrumented
+//!   module for one engine, in a file beside the store; the record holds what the file is
+//!   and its MAC under this user's secret key (see [`crate::artifacts`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -100,6 +105,9 @@ pub struct Manifest {
     pub agent_version: u32,
     /// The probe mode.
     pub mode: String,
+    /// Whether calls carry call-site probes.
+    #[serde(default)]
+    pub call_sites: bool,
     /// The path the module was loaded from when the manifest was written.
     pub path: String,
     /// Every function, in id order.
@@ -116,6 +124,32 @@ impl Manifest {
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let m: Manifest = serde_json::from_slice(bytes).ok()?;
         (m.manifest_version == MANIFEST_VERSION).then_some(m)
+    }
+}
+
+/// The record of a compiled artifact (its machine code is the companion file).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactEntry {
+    /// blake3 of the instrumented module it was compiled from (hex).
+    pub instrumented_digest: String,
+    /// The engine fingerprint it was compiled for (hex): wasmtime version, configuration
+    /// and target.
+    pub engine: String,
+    /// wasmtime version, for people reading `wprof cache ls`.
+    pub wasmtime: String,
+    /// blake3 keyed with the user's secret key over the artifact key and the file (hex).
+    pub mac: String,
+}
+
+impl ArtifactEntry {
+    /// JSON bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("an artifact record always serializes")
+    }
+
+    /// Parses a record; `None` if malformed.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        serde_json::from_slice(bytes).ok()
     }
 }
 

@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+use crate::commands::cache::CacheCommand;
 use crate::commands::diff::DiffCommand;
 use crate::commands::{bench::BenchCommand, report::ReportCommand, run::RunCommand};
 use crate::exit::USAGE_OR_INPUT;
@@ -35,6 +36,7 @@ enum Command {
     Report(ReportCommand),
     Diff(DiffCommand),
     Bench(BenchCommand),
+    Cache(CacheCommand),
 }
 
 /// Runs wprof with this process's arguments; returns the exit code.
@@ -52,6 +54,7 @@ pub fn main() -> i32 {
         Command::Report(cmd) => cmd.execute(),
         Command::Diff(cmd) => cmd.execute(),
         Command::Bench(cmd) => cmd.execute(),
+        Command::Cache(cmd) => cmd.execute(),
     };
     match result {
         Ok(code) => code,

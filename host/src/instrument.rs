@@ -1,65 +1,178 @@
 //! The compile interception: from the original bytes to the instrumented module, taking
 //! whatever it can from the cache (the whole module, or function by function) and having
-//! the agent instrument only the rest.
+//! the agent instrument only the rest; then to compiled code, deserialized from an
+//! authenticated artifact when there is one.
+//!
+//! # Sharing the cache between processes
+//!
+//! sled lets one process at a time open a store, so a [`CacheSession`] holds it only for
+//! short steps: looking things up, then (after the work is done with the store released)
+//! storing the results. A process that finds the store held retries with backoff for up to
+//! [`DEFAULT_WAIT`] (`WPROF_CACHE_WAIT` seconds), which covers another process's lookups
+//! and writes; past that it warns once and goes on without the cache. Two processes that
+//! instrument the same module at the same time both do the work and store the same
+//! content-addressed values: nothing conflicts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use wprof_agent::{Instrumenter, ProbePlan, AGENT_FORMAT_VERSION};
-use wprof_cache::Kind;
+use wasmtime::{Engine, Module};
+use wprof_agent::{InstrumentedBody, Instrumenter, ProbePlan, AGENT_FORMAT_VERSION};
+use wprof_cache::{Cache, CacheError, Kind};
 
+use crate::artifacts;
 use crate::cache_values::{
     digest_from_hex, FunctionEntry, Manifest, ManifestFunction, MANIFEST_VERSION,
 };
 use crate::loader::{hex, LoadedModule};
+use crate::secret::SecretKey;
 
 /// The import module name of the probes.
 pub const PROBE_MODULE: &str = wprof_agent::ProbeImports::MODULE;
+
+/// How long a run waits for a cache another process holds, by default.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+
+/// The size cap applied after runs that stored something, by default: 1 GiB.
+pub const DEFAULT_MAX_SIZE: u64 = 1 << 30;
 
 /// Prints one warning line on stderr.
 pub fn warn(message: impl std::fmt::Display) {
     eprintln!("wprof: warning: {message}");
 }
 
-/// A cache that turns its own failure into one warning and "no cache" from then on.
+/// How long to wait for a held cache: `WPROF_CACHE_WAIT` (seconds, fractions allowed),
+/// else [`DEFAULT_WAIT`].
+pub fn cache_wait() -> Duration {
+    std::env::var("WPROF_CACHE_WAIT")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+        .unwrap_or(DEFAULT_WAIT)
+}
+
+/// The size cap kept automatically: `WPROF_CACHE_MAX_SIZE` (a size such as `500M`; `0`
+/// or `off` for none), else [`DEFAULT_MAX_SIZE`]. `Err` for a value that is not a size.
+pub fn auto_max_size() -> Result<Option<u64>, String> {
+    match std::env::var("WPROF_CACHE_MAX_SIZE") {
+        Err(_) => Ok(Some(DEFAULT_MAX_SIZE)),
+        Ok(v) if matches!(v.trim(), "0" | "off" | "none") => Ok(None),
+        Ok(v) => crate::cache_model::parse_size(&v)
+            .map(Some)
+            .map_err(|e| format!("WPROF_CACHE_MAX_SIZE: {e}")),
+    }
+}
+
+/// A cache that turns its own failure into one warning and "no cache" from then on, and
+/// holds the store only while it is used (see the module docs).
 #[derive(Debug)]
 pub struct CacheSession {
-    cache: Option<wprof_cache::Cache>,
+    dir: Option<PathBuf>,
+    wait: Duration,
+    cache: Option<Cache>,
+    failed: bool,
+    wrote: bool,
+    secret: Option<Option<SecretKey>>,
 }
 
 impl CacheSession {
-    /// Opens the cache in `dir`; if that fails, warns once and goes on without one.
+    /// Opens the cache in `dir` (waiting up to [`cache_wait`] for another process); if
+    /// that fails, warns once and goes on without one.
     pub fn open(dir: Option<&Path>) -> Self {
-        let Some(dir) = dir else {
-            return Self { cache: None };
+        let mut session = Self {
+            dir: dir.map(Path::to_path_buf),
+            wait: cache_wait(),
+            cache: None,
+            failed: dir.is_none(),
+            wrote: false,
+            secret: None,
         };
-        match wprof_cache::Cache::open(dir) {
-            Ok(cache) => {
-                tracing::debug!(dir = %dir.display(), "cache opened");
-                Self { cache: Some(cache) }
-            }
-            Err(e) => {
-                warn(format_args!("{e}; running without the cache"));
-                Self { cache: None }
-            }
-        }
+        session.acquire();
+        session
     }
 
     /// No cache at all.
     pub fn none() -> Self {
-        Self { cache: None }
+        Self::open(None)
     }
 
-    /// The open cache, if any.
-    pub fn cache(&self) -> Option<&wprof_cache::Cache> {
+    /// The open cache, if any (opening it again if it was released).
+    pub fn cache(&mut self) -> Option<&Cache> {
+        self.acquire();
         self.cache.as_ref()
     }
 
-    fn disable(&mut self, e: wprof_cache::CacheError) {
-        warn(format_args!("{e}; going on without the cache"));
+    /// Whether this session still uses a cache.
+    pub fn is_enabled(&self) -> bool {
+        !self.failed
+    }
+
+    fn acquire(&mut self) {
+        if self.cache.is_some() || self.failed {
+            return;
+        }
+        let dir = self
+            .dir
+            .clone()
+            .expect("a session that has not failed has a dir");
+        match Cache::open_wait(&dir, self.wait) {
+            Ok(cache) => {
+                tracing::debug!(dir = %dir.display(), "cache opened");
+                self.cache = Some(cache);
+            }
+            Err(e @ CacheError::Locked { .. }) => {
+                self.fail(format_args!(
+                    "{e} (waited {:.1} s); running without the cache",
+                    self.wait.as_secs_f64()
+                ));
+            }
+            Err(e) => self.fail(format_args!("{e}; running without the cache")),
+        }
+    }
+
+    fn fail(&mut self, message: std::fmt::Arguments<'_>) {
+        if !self.failed {
+            warn(message);
+        }
+        self.failed = true;
         self.cache = None;
     }
 
+    fn disable(&mut self, e: CacheError) {
+        self.fail(format_args!("{e}; going on without the cache"));
+    }
+
+    /// Lets other processes have the store: applies the size cap if this session wrote
+    /// anything, makes every write durable and closes the store. The next use opens it
+    /// again.
+    pub fn release(&mut self) {
+        let Some(cache) = self.cache.take() else {
+            return;
+        };
+        if self.wrote {
+            self.wrote = false;
+            match auto_max_size() {
+                Ok(Some(cap)) => {
+                    // A cheap bound first: most runs never read the whole index.
+                    if cache.size_on_disk().is_ok_and(|s| s > cap) {
+                        if let Err(e) = crate::cache_model::gc(&cache, cap) {
+                            tracing::debug!("automatic gc failed: {e}");
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::debug!("{e}; no automatic size cap"),
+            }
+        }
+        if let Err(e) = cache.flush() {
+            self.cache = Some(cache);
+            self.disable(e);
+        }
+    }
+
     fn get(&mut self, kind: Kind, key: &[u8; 32]) -> Option<Vec<u8>> {
+        self.acquire();
         let result = self.cache.as_ref()?.get(kind, key);
         match result {
             Ok(v) => v,
@@ -70,22 +183,45 @@ impl CacheSession {
         }
     }
 
-    fn put(&mut self, kind: Kind, key: &[u8; 32], value: &[u8]) {
-        let Some(cache) = self.cache.as_ref() else {
-            return;
-        };
-        if let Err(e) = cache.put(kind, key, value) {
-            self.disable(e);
+    fn with<T>(&mut self, f: impl FnOnce(&Cache) -> Result<T, CacheError>) -> Option<T> {
+        self.acquire();
+        let result = f(self.cache.as_ref()?);
+        match result {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.disable(e);
+                None
+            }
         }
     }
 
-    fn flush(&mut self) {
-        let Some(cache) = self.cache.as_ref() else {
-            return;
-        };
-        if let Err(e) = cache.flush() {
-            self.disable(e);
+    fn put(&mut self, kind: Kind, key: &[u8; 32], value: &[u8]) {
+        self.wrote = true;
+        self.with(|c| c.put(kind, key, value));
+    }
+
+    fn put_if_absent(&mut self, kind: Kind, key: &[u8; 32], value: &[u8]) {
+        if self.with(|c| c.contains(kind, key)) == Some(false) {
+            self.put(kind, key, value);
         }
+    }
+
+    /// The user's secret key, loaded (or created) once; `None` (after one warning) if it
+    /// cannot be had, and then compiled code is not cached.
+    fn secret(&mut self) -> Option<SecretKey> {
+        if self.failed {
+            return None;
+        }
+        if self.secret.is_none() {
+            self.secret = Some(match SecretKey::load_or_create() {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    warn(format_args!("{e:#}; compiled code is not cached"));
+                    None
+                }
+            });
+        }
+        self.secret.clone().flatten()
     }
 }
 
@@ -100,6 +236,10 @@ pub struct InstrumentationStats {
     pub functions_from_cache: u32,
     /// The whole instrumented module came from the cache.
     pub module_from_cache: bool,
+    /// Its compiled code came from the cache (an authenticated artifact): nothing was
+    /// compiled.
+    #[serde(default)]
+    pub compiled_from_cache: bool,
 }
 
 /// A function of the original module, as profiles name it.
@@ -118,13 +258,17 @@ pub struct FunctionInfo {
 pub struct Prepared {
     /// Its bytes.
     pub bytes: Vec<u8>,
+    /// blake3 of `bytes`.
+    pub digest: [u8; 32],
     /// Every function of the original module, in id order.
     pub functions: Vec<FunctionInfo>,
     /// Where it came from.
     pub stats: InstrumentationStats,
 }
 
-fn manifest_key(module_digest: &[u8; 32], plan: &ProbePlan) -> [u8; 32] {
+/// The key of a module's manifest: the module's digest, the probe plan and the agent
+/// version.
+pub fn manifest_key(module_digest: &[u8; 32], plan: &ProbePlan) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(b"wprof manifest v1\0");
     h.update(module_digest);
@@ -133,7 +277,8 @@ fn manifest_key(module_digest: &[u8; 32], plan: &ProbePlan) -> [u8; 32] {
     *h.finalize().as_bytes()
 }
 
-/// Produces the instrumented module for `module`, using and filling `cache`.
+/// Produces the instrumented module for `module`, using and filling `cache`. The store is
+/// released while the agent works.
 pub fn prepare(
     module: &LoadedModule,
     path: &Path,
@@ -141,7 +286,7 @@ pub fn prepare(
     cache: &mut CacheSession,
 ) -> Result<Prepared, wprof_agent::AgentError> {
     let manifest_key = manifest_key(&module.digest, plan);
-    if let Some(hit) = from_manifest(&manifest_key, cache) {
+    if let Some(hit) = from_manifest(&manifest_key, cache, path) {
         tracing::debug!("instrumented module taken from the cache");
         return Ok(hit);
     }
@@ -152,26 +297,35 @@ pub fn prepare(
         functions_total: instrumenter.defined_function_count(),
         ..Default::default()
     };
-    let mut bodies = Vec::with_capacity(stats.functions_total as usize);
     let first_defined = instrumenter.imported_function_count() as usize;
-    for (defined, summary) in summaries[first_defined..].iter().enumerate() {
-        let key = summary.key.expect("defined functions have keys");
-        let cached = cache
-            .get(Kind::Function, &key)
-            .and_then(|bytes| FunctionEntry::decode(&bytes));
+    let keys: Vec<[u8; 32]> = summaries[first_defined..]
+        .iter()
+        .map(|s| s.key.expect("defined functions have keys"))
+        .collect();
+    let cached: Vec<Option<InstrumentedBody>> = keys
+        .iter()
+        .map(|key| {
+            cache
+                .get(Kind::Function, key)
+                .and_then(|bytes| FunctionEntry::decode(&bytes))
+                .map(|e| e.body)
+        })
+        .collect();
+    // The agent's work needs no store: let other processes have it meanwhile.
+    cache.release();
+
+    let mut bodies = Vec::with_capacity(keys.len());
+    let mut fresh = Vec::new();
+    for (defined, cached) in cached.into_iter().enumerate() {
         let body = match cached {
-            Some(entry) => {
+            Some(body) => {
                 stats.functions_from_cache += 1;
-                entry.body
+                body
             }
             None => {
                 let body = instrumenter.instrument_function(defined as u32)?;
                 stats.functions_instrumented += 1;
-                cache.put(
-                    Kind::Function,
-                    &key,
-                    &FunctionEntry { body: body.clone() }.encode(),
-                );
+                fresh.push(defined);
                 body
             }
         };
@@ -193,6 +347,7 @@ pub fn prepare(
         instrumented_size: out.bytes.len() as u64,
         agent_version: AGENT_FORMAT_VERSION,
         mode: plan.mode.name().to_string(),
+        call_sites: plan.call_sites,
         path: path.display().to_string(),
         functions: out
             .probe_map
@@ -209,13 +364,27 @@ pub fn prepare(
             })
             .collect(),
     };
-    // The module first: a manifest is only ever written after what it points to.
+    // Bodies, then the modules, then the manifest that points to them: a process killed
+    // anywhere in between leaves values nothing points to yet, never a dangling manifest.
+    for defined in fresh {
+        cache.put(
+            Kind::Function,
+            &keys[defined],
+            &FunctionEntry {
+                body: bodies[defined].clone(),
+            }
+            .encode(),
+        );
+    }
+    cache.put_if_absent(Kind::Module, &module.digest, &module.bytes);
     cache.put(Kind::Module, &instrumented_digest, &out.bytes);
     cache.put(Kind::Manifest, &manifest_key, &manifest.encode());
-    cache.flush();
+    let note = path.display().to_string();
+    cache.with(|c| c.set_note(Kind::Manifest, &manifest_key, note.as_bytes()));
 
     Ok(Prepared {
         bytes: out.bytes,
+        digest: instrumented_digest,
         functions: functions_of(&manifest),
         stats,
     })
@@ -233,13 +402,15 @@ fn functions_of(manifest: &Manifest) -> Vec<FunctionInfo> {
         .collect()
 }
 
-fn from_manifest(key: &[u8; 32], cache: &mut CacheSession) -> Option<Prepared> {
+fn from_manifest(key: &[u8; 32], cache: &mut CacheSession, path: &Path) -> Option<Prepared> {
     let manifest = Manifest::decode(&cache.get(Kind::Manifest, key)?)?;
     let module_key = digest_from_hex(&manifest.instrumented_digest)?;
     let bytes = cache.get(Kind::Module, &module_key)?;
     if blake3::hash(&bytes).as_bytes() != &module_key {
         return None;
     }
+    let note = path.display().to_string();
+    cache.with(|c| c.set_note(Kind::Manifest, key, note.as_bytes()));
     let defined = manifest
         .functions
         .iter()
@@ -247,12 +418,72 @@ fn from_manifest(key: &[u8; 32], cache: &mut CacheSession) -> Option<Prepared> {
         .count() as u32;
     Some(Prepared {
         bytes,
+        digest: module_key,
         functions: functions_of(&manifest),
         stats: InstrumentationStats {
             functions_total: defined,
             functions_instrumented: 0,
             functions_from_cache: defined,
             module_from_cache: true,
+            compiled_from_cache: false,
         },
     })
+}
+
+/// Compiles the instrumented module: from an authenticated artifact in the cache if there
+/// is one, else with Cranelift, storing the artifact for next time. The store is released
+/// while compiling and when this returns.
+pub fn compile(
+    engine: &Engine,
+    prepared: &mut Prepared,
+    cache: &mut CacheSession,
+) -> anyhow::Result<Module> {
+    let fingerprint = artifacts::engine_fingerprint(engine);
+    let secret = if cache.is_enabled() {
+        cache.secret()
+    } else {
+        None
+    };
+    if let Some(secret) = &secret {
+        let digest = prepared.digest;
+        let found = cache
+            .with(|c| artifacts::find(c, &digest, &fingerprint))
+            .flatten();
+        cache.release();
+        if let Some(found) = found {
+            match artifacts::load(engine, &found, secret) {
+                Ok(module) => {
+                    prepared.stats.compiled_from_cache = true;
+                    tracing::debug!("compiled module taken from the cache");
+                    return Ok(module);
+                }
+                // Expected for a copied cache: compile, and replace it below.
+                Err(e) => tracing::debug!("{e}; compiling"),
+            }
+        }
+    }
+    cache.release();
+    let module = Module::new(engine, &prepared.bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(secret) = &secret {
+        match module.serialize() {
+            Ok(bytes) => {
+                cache.wrote = true;
+                let digest = prepared.digest;
+                cache.with(|c| {
+                    artifacts::store_bytes(c, &bytes, &digest, &fingerprint, secret).map_err(|e| {
+                        match e.downcast::<CacheError>() {
+                            Ok(e) => e,
+                            Err(e) => CacheError::Io {
+                                what: "store a compiled module".into(),
+                                source: std::io::Error::other(e.to_string()),
+                            },
+                        }
+                    })
+                });
+            }
+            Err(e) => tracing::debug!("cannot serialize the compiled module: {e}"),
+        }
+    }
+    cache.release();
+    Ok(module)
 }

@@ -4,6 +4,8 @@
 //! The `wprof` binary is a thin shell over [`cli`]; everything it does is reachable from
 //! here, one module per concern.
 
+pub mod artifacts;
+pub mod cache_model;
 pub mod cache_values;
 pub mod calibrate;
 pub mod cli;
@@ -19,4 +21,5 @@ pub mod logging;
 pub mod profile;
 pub mod report;
 pub mod runner;
+pub mod secret;
 pub mod settings;

@@ -3,6 +3,9 @@
 mod attribution;
 mod bad_input;
 mod bench;
+mod cache_inspect;
+mod cache_maint;
+mod cache_safety;
 mod cost;
 mod diff;
 mod formats;

@@ -2,6 +2,7 @@
 //! settings, and an `execute` that returns the process exit code.
 
 pub mod bench;
+pub mod cache;
 pub mod diff;
 pub mod report;
 pub mod run;

@@ -182,9 +182,11 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
             None
         }
     };
-    drop(cache);
-    let compiled = prepared.and_then(|p| match Module::new(&engine, &p.bytes) {
-        Ok(m) => Some((p, m)),
+    // Compiled through the cache of compiled artifacts (see `instrument::compile`).
+    let mut compile_instrumented =
+        |mut p: Prepared| instrument::compile(&engine, &mut p, &mut cache).map(|m| (p, m));
+    let compiled = prepared.and_then(|p| match compile_instrumented(p) {
+        Ok(pm) => Some(pm),
         Err(e) => {
             warn(format_args!(
                 "the instrumented {shown} does not compile ({}); running it without profiling",

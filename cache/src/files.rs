@@ -1,0 +1,127 @@
+//! Companion files: values too large for the store (compiled machine code) live as files
+//! beside it, one per key, in a folder named after their kind. The store holds their length
+//! and digest; a file is written aside, synced and renamed into place, so a reader sees a
+//! whole file or none, and a process killed mid-write leaves only a temporary file that the
+//! next writer removes.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Temporary files start with this.
+pub(crate) const TEMP_PREFIX: &str = ".tmp-";
+
+/// Lowercase hex of a key.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Parses a 64-digit hex key.
+pub fn key_from_hex(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// Writes `bytes` to `path` atomically: a private temporary file in the same folder,
+/// synced, then renamed over `path`.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().expect("companion files live in a folder");
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let temp = dir.join(format!(
+        "{TEMP_PREFIX}{}-{nanos}-{}",
+        std::process::id(),
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+    ));
+    let result = (|| {
+        let mut file = options.open(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&temp, path)?;
+        // The rename itself is durable once the folder is synced.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+/// blake3 and length of a file's contents.
+pub(crate) fn digest_file(path: &Path) -> io::Result<([u8; 32], u64)> {
+    let mut file = File::open(path)?;
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut len = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        len += n as u64;
+    }
+    Ok((*hasher.finalize().as_bytes(), len))
+}
+
+/// Every file in `dir` (none if it does not exist): `(name, path)`.
+pub(crate) fn list(dir: &Path) -> io::Result<Vec<(String, PathBuf)>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        out.push((
+            entry.file_name().to_string_lossy().into_owned(),
+            entry.path(),
+        ));
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_writes_replace_whole_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two!").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two!");
+        assert_eq!(list(dir.path()).unwrap().len(), 1, "no temporary file left");
+        let (d, len) = digest_file(&path).unwrap();
+        assert_eq!((d, len), (*blake3::hash(b"two!").as_bytes(), 4));
+    }
+
+    #[test]
+    fn hex_keys() {
+        let k = *blake3::hash(b"x").as_bytes();
+        assert_eq!(key_from_hex(&hex(&k)), Some(k));
+        assert_eq!(key_from_hex("00"), None);
+    }
+}

@@ -1,0 +1,255 @@
+//! Unit tests of the store: round trips, damage detection, usage, counters, files,
+//! verification and repair, export and import, locking.
+
+use super::*;
+
+fn key(s: &str) -> Key {
+    *blake3::hash(s.as_bytes()).as_bytes()
+}
+
+#[test]
+fn round_trip_and_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path()).unwrap();
+    assert_eq!(cache.get(Kind::Manifest, &key("a")).unwrap(), None);
+    cache.put(Kind::Manifest, &key("a"), b"value").unwrap();
+    assert_eq!(
+        cache.get(Kind::Manifest, &key("a")).unwrap().unwrap(),
+        b"value"
+    );
+    // Kinds are separate keyspaces.
+    assert_eq!(cache.get(Kind::Function, &key("a")).unwrap(), None);
+    let c = cache.counts(Kind::Manifest);
+    assert_eq!((c.hits, c.misses, c.writes), (1, 1, 1));
+}
+
+#[test]
+fn every_flipped_byte_is_a_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path()).unwrap();
+    let k = key("body");
+    cache
+        .put(Kind::Function, &k, b"some instrumented bytes")
+        .unwrap();
+    let good = cache
+        .get_raw_for_tests(Kind::Function, &k)
+        .unwrap()
+        .unwrap();
+    for at in 0..good.len() {
+        let mut bad = good.clone();
+        bad[at] ^= 0x40;
+        cache.put_raw_for_tests(Kind::Function, &k, &bad).unwrap();
+        assert_eq!(cache.get(Kind::Function, &k).unwrap(), None, "byte {at}");
+    }
+    // Truncated and moved values are misses too.
+    cache
+        .put_raw_for_tests(Kind::Function, &k, &good[..good.len() - 1])
+        .unwrap();
+    assert_eq!(cache.get(Kind::Function, &k).unwrap(), None);
+    cache
+        .put_raw_for_tests(Kind::Function, &key("other"), &good)
+        .unwrap();
+    assert_eq!(cache.get(Kind::Function, &key("other")).unwrap(), None);
+    assert!(cache.counts(Kind::Function).corrupt >= good.len() as u64);
+}
+
+#[test]
+fn a_second_open_is_locked_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = Cache::open(dir.path()).unwrap();
+    // The second handle fails at once with a lock error: no hang, no other error.
+    match Cache::open(dir.path()) {
+        Err(CacheError::Locked { .. }) => {}
+        other => panic!("expected a lock error, got {other:?}"),
+    }
+}
+
+#[test]
+fn open_wait_gets_the_cache_once_it_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Cache::open(dir.path()).unwrap();
+    let path = dir.path().to_path_buf();
+    let waiter =
+        std::thread::spawn(move || Cache::open_wait(&path, Duration::from_secs(60)).is_ok());
+    std::thread::sleep(Duration::from_millis(50));
+    drop(first);
+    assert!(waiter.join().unwrap());
+    // With no time to wait, it is a lock error.
+    let _held = Cache::open(dir.path()).unwrap();
+    assert!(matches!(
+        Cache::open_wait(dir.path(), Duration::ZERO),
+        Err(CacheError::Locked { .. })
+    ));
+}
+
+#[cfg(unix)]
+#[test]
+fn directory_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested/cache");
+    Cache::open(&path).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+}
+
+#[test]
+fn usage_records_follow_reads_and_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path()).unwrap();
+    let k = key("m");
+    cache.put(Kind::Module, &k, b"module bytes").unwrap();
+    let u = cache.usage(Kind::Module, &k).unwrap().unwrap();
+    assert_eq!(u.hits, 0);
+    assert!(u.size > b"module bytes".len() as u64);
+    assert!(u.first_use > 0 && u.first_use <= u.last_use);
+    cache.get(Kind::Module, &k).unwrap().unwrap();
+    cache.get(Kind::Module, &k).unwrap().unwrap();
+    cache.set_note(Kind::Module, &k, b"dir/app.wasm").unwrap();
+    let u2 = cache.usage(Kind::Module, &k).unwrap().unwrap();
+    assert_eq!(u2.hits, 2);
+    assert_eq!(u2.first_use, u.first_use);
+    assert_eq!(u2.note, b"dir/app.wasm");
+    // Peeking counts nothing.
+    assert!(matches!(
+        cache.peek(Kind::Module, &k).unwrap(),
+        Lookup::Valid(_)
+    ));
+    assert_eq!(cache.usage(Kind::Module, &k).unwrap().unwrap().hits, 2);
+}
+
+#[test]
+fn counters_are_stored_for_every_process() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let cache = Cache::open(dir.path()).unwrap();
+        cache.put(Kind::Function, &key("f"), b"f").unwrap();
+        cache.get(Kind::Function, &key("f")).unwrap();
+        cache.get(Kind::Function, &key("g")).unwrap();
+    }
+    {
+        let cache = Cache::open(dir.path()).unwrap();
+        cache.get(Kind::Function, &key("f")).unwrap();
+        cache.flush().unwrap();
+    }
+    let cache = Cache::open(dir.path()).unwrap();
+    let stats = cache.stats().unwrap();
+    let (_, f) = stats.kinds[0];
+    assert_eq!(f.entries, 1);
+    assert_eq!((f.counts.hits, f.counts.misses, f.counts.writes), (2, 1, 1));
+    assert!(stats.since > 0);
+}
+
+#[test]
+fn files_are_checked_and_leftovers_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("artifact");
+    let path;
+    {
+        let cache = Cache::open(dir.path()).unwrap();
+        cache
+            .put_file(Kind::Artifact, &k, b"mac", b"machine code")
+            .unwrap();
+        let v = cache.get_file(Kind::Artifact, &k).unwrap().unwrap();
+        assert_eq!(v.value, b"mac");
+        assert_eq!(std::fs::read(&v.path).unwrap(), b"machine code");
+        assert_eq!(v.len, 12);
+        path = v.path;
+        assert!(cache.verify(false).unwrap().is_empty());
+        // Same length, other bytes: reads still see the file (the host authenticates it),
+        // verification does not.
+        std::fs::write(&path, b"MACHINE CODE").unwrap();
+        let problems = cache.verify(false).unwrap();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].entry, Some((Kind::Artifact, k)));
+        // Another length: a miss.
+        std::fs::write(&path, b"short").unwrap();
+        assert_eq!(cache.get_file(Kind::Artifact, &k).unwrap(), None);
+        assert_eq!(cache.verify(true).unwrap().len(), 1);
+        assert!(!path.exists());
+        assert!(cache.verify(false).unwrap().is_empty());
+        // A leftover of an interrupted write, and a file whose record never came.
+        std::fs::write(path.with_file_name(".tmp-1-2-x"), b"partial").unwrap();
+        std::fs::write(&path, b"orphan").unwrap();
+    }
+    let cache = Cache::open(dir.path()).unwrap();
+    assert!(!path.exists());
+    assert!(files::list(&dir.path().join("artifacts"))
+        .unwrap()
+        .is_empty());
+    assert!(cache.verify(false).unwrap().is_empty());
+}
+
+#[test]
+fn verify_reports_and_repair_drops_damaged_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path()).unwrap();
+    for name in ["a", "b", "c"] {
+        cache
+            .put(Kind::Function, &key(name), name.as_bytes())
+            .unwrap();
+    }
+    assert!(cache.verify(false).unwrap().is_empty());
+    let mut raw = cache
+        .get_raw_for_tests(Kind::Function, &key("b"))
+        .unwrap()
+        .unwrap();
+    let last = raw.len() - 1;
+    raw[last] ^= 1;
+    cache
+        .put_raw_for_tests(Kind::Function, &key("b"), &raw)
+        .unwrap();
+    let problems = cache.verify(false).unwrap();
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0].key, hex(&key("b")));
+    assert_eq!(cache.verify(true).unwrap().len(), 1);
+    assert!(cache.verify(false).unwrap().is_empty());
+    assert_eq!(cache.keys(Kind::Function).unwrap().len(), 2);
+}
+
+#[test]
+fn records_export_and_import_checked() {
+    let from = tempfile::tempdir().unwrap();
+    let to = tempfile::tempdir().unwrap();
+    let a = Cache::open(from.path()).unwrap();
+    a.put(Kind::Manifest, &key("m"), b"manifest").unwrap();
+    a.set_note(Kind::Manifest, &key("m"), b"app.wasm").unwrap();
+    let b = Cache::open(to.path()).unwrap();
+    for section in [
+        Section::Values(Kind::Manifest),
+        Section::Usage,
+        Section::Stats,
+    ] {
+        for (k, raw) in a.records(section).unwrap() {
+            assert!(b.import_record(section, &k, &raw, true).unwrap());
+            let mut bad = raw.clone();
+            bad[raw.len() - 1] ^= 1;
+            assert!(!Cache::record_is_valid(section, &k, &bad));
+        }
+    }
+    assert_eq!(
+        b.get(Kind::Manifest, &key("m")).unwrap().unwrap(),
+        b"manifest"
+    );
+    assert_eq!(
+        b.usage(Kind::Manifest, &key("m")).unwrap().unwrap().note,
+        b"app.wasm"
+    );
+    assert!(b.verify(false).unwrap().is_empty());
+    assert_eq!(Section::from_name("artifacts"), None);
+}
+
+#[test]
+fn eviction_removes_and_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path()).unwrap();
+    cache.put(Kind::Module, &key("m"), &[0u8; 1000]).unwrap();
+    let before = cache.total_size().unwrap();
+    assert!(before > 1000);
+    assert!(cache.evict(Kind::Module, &key("m")).unwrap());
+    assert!(!cache.evict(Kind::Module, &key("m")).unwrap());
+    assert_eq!(cache.total_size().unwrap(), 0);
+    assert_eq!(cache.usage(Kind::Module, &key("m")).unwrap(), None);
+    assert_eq!(cache.stats().unwrap().kinds[2].1.counts.evicted, 1);
+    assert!(cache.is_empty());
+}

@@ -1,0 +1,219 @@
+//! Compiled artifacts: wasmtime's serialized form of an instrumented module, kept as a file
+//! beside the cache's store so that a warm start maps machine code instead of compiling.
+//!
+//! - Key: blake3 over the instrumented module's digest and the engine fingerprint
+//!   ([`engine_fingerprint`]: wasmtime's version, its compatibility hash of the engine
+//!   configuration, and the target), so another engine or configuration never finds it.
+//! - Trust: deserializing compiled code runs whatever it says, so every artifact carries a
+//!   MAC (blake3 keyed with the user's [`SecretKey`]) over its key and its bytes. Before
+//!   loading, the file is read and the MAC recomputed; an artifact without a valid MAC (a
+//!   copied cache, another user's, an edited file) is ignored and compiled anew, and the
+//!   fresh artifact replaces it.
+
+use std::hash::Hasher;
+use std::path::Path;
+
+use wasmtime::{Engine, Module};
+use wprof_cache::{Cache, Kind};
+
+use crate::cache_values::ArtifactEntry;
+use crate::loader::hex;
+use crate::secret::SecretKey;
+
+/// The wasmtime version wprof is built with.
+pub const WASMTIME_VERSION: &str = "48.0.8";
+
+struct Blake3Hasher(blake3::Hasher);
+
+impl Hasher for Blake3Hasher {
+    fn finish(&self) -> u64 {
+        let d = self.0.finalize();
+        u64::from_le_bytes(d.as_bytes()[..8].try_into().expect("8 bytes"))
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+/// What a compiled artifact depends on besides the module: wasmtime's version, its
+/// configuration as `Engine::precompile_compatibility_hash` sees it, and the target.
+pub fn engine_fingerprint(engine: &Engine) -> [u8; 32] {
+    let mut h = Blake3Hasher(blake3::Hasher::new());
+    h.write(b"wprof engine v1\0");
+    h.write(WASMTIME_VERSION.as_bytes());
+    h.write(std::env::consts::ARCH.as_bytes());
+    h.write(std::env::consts::OS.as_bytes());
+    std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut h);
+    *h.0.finalize().as_bytes()
+}
+
+/// The cache key of the artifact of an instrumented module for an engine.
+pub fn artifact_key(instrumented_digest: &[u8; 32], fingerprint: &[u8; 32]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"wprof artifact v1\0");
+    h.update(instrumented_digest);
+    h.update(fingerprint);
+    *h.finalize().as_bytes()
+}
+
+fn mac(secret: &SecretKey, key: &[u8; 32], file: &[u8]) -> [u8; 32] {
+    secret.mac(&[b"wprof artifact mac v1\0", key, file])
+}
+
+/// Where a usable artifact is, as found in the cache (the file is checked later, with the
+/// store released).
+#[derive(Debug, Clone)]
+pub struct FoundArtifact {
+    key: [u8; 32],
+    path: std::path::PathBuf,
+    mac: String,
+}
+
+/// Looks up the artifact of `instrumented_digest` for this engine (counts a hit or miss).
+pub fn find(
+    cache: &Cache,
+    instrumented_digest: &[u8; 32],
+    fingerprint: &[u8; 32],
+) -> Result<Option<FoundArtifact>, wprof_cache::CacheError> {
+    let key = artifact_key(instrumented_digest, fingerprint);
+    let Some(found) = cache.get_file(Kind::Artifact, &key)? else {
+        return Ok(None);
+    };
+    let Some(entry) = ArtifactEntry::decode(&found.value) else {
+        return Ok(None);
+    };
+    if entry.instrumented_digest != hex(instrumented_digest) || entry.engine != hex(fingerprint) {
+        return Ok(None);
+    }
+    Ok(Some(FoundArtifact {
+        key,
+        path: found.path,
+        mac: entry.mac,
+    }))
+}
+
+/// Why a found artifact was not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {0}")]
+    Unreadable(String),
+    /// Its MAC does not verify under this user's key: not written by this user's wprof,
+    /// or changed since.
+    #[error("{0} is not authenticated by this user's key")]
+    NotAuthentic(String),
+    /// wasmtime refused it.
+    #[error("wasmtime cannot load {0}: {1}")]
+    Refused(String, String),
+}
+
+/// Loads a found artifact if its MAC verifies under `secret`.
+pub fn load(
+    engine: &Engine,
+    found: &FoundArtifact,
+    secret: &SecretKey,
+) -> Result<Module, LoadError> {
+    let shown = found.path.display().to_string();
+    let bytes = std::fs::read(&found.path).map_err(|_| LoadError::Unreadable(shown.clone()))?;
+    if hex(&mac(secret, &found.key, &bytes)) != found.mac {
+        return Err(LoadError::NotAuthentic(shown));
+    }
+    drop(bytes);
+    // SAFETY: the file's MAC under this user's secret key was just verified, so these are
+    // bytes this user's wprof serialized with `Module::serialize` for an engine of this
+    // fingerprint (the key covers it). A file swapped between the check and the mapping
+    // would take write access to the user's private cache directory.
+    unsafe { Module::deserialize_file(engine, &found.path) }
+        .map_err(|e| LoadError::Refused(shown, first_line(&e.to_string())))
+}
+
+/// Serializes `module` and stores it as the artifact of `instrumented_digest`.
+pub fn store(
+    cache: &Cache,
+    module: &Module,
+    instrumented_digest: &[u8; 32],
+    fingerprint: &[u8; 32],
+    secret: &SecretKey,
+) -> anyhow::Result<()> {
+    let bytes = module.serialize().map_err(|e| anyhow::anyhow!("{e}"))?;
+    store_bytes(cache, &bytes, instrumented_digest, fingerprint, secret)
+}
+
+/// Stores already serialized bytes as the artifact of `instrumented_digest`.
+pub fn store_bytes(
+    cache: &Cache,
+    bytes: &[u8],
+    instrumented_digest: &[u8; 32],
+    fingerprint: &[u8; 32],
+    secret: &SecretKey,
+) -> anyhow::Result<()> {
+    let key = artifact_key(instrumented_digest, fingerprint);
+    let entry = ArtifactEntry {
+        instrumented_digest: hex(instrumented_digest),
+        engine: hex(fingerprint),
+        wasmtime: WASMTIME_VERSION.to_string(),
+        mac: hex(&mac(secret, &key, bytes)),
+    };
+    cache.put_file(Kind::Artifact, &key, &entry.encode(), bytes)?;
+    Ok(())
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_string()
+}
+
+/// Whether `path` looks like a compiled artifact file name (64 hex digits).
+pub fn is_artifact_name(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| wprof_cache::key_from_hex(n).is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engines_with_other_settings_have_other_fingerprints() {
+        let a = crate::engine::new_engine().unwrap();
+        let b = crate::engine::new_engine().unwrap();
+        assert_eq!(engine_fingerprint(&a), engine_fingerprint(&b));
+        let mut config = wasmtime::Config::new();
+        config.cranelift_opt_level(wasmtime::OptLevel::None);
+        let c = Engine::new(&config).unwrap();
+        assert_ne!(engine_fingerprint(&a), engine_fingerprint(&c));
+    }
+
+    #[test]
+    fn only_authentic_artifacts_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(&dir.path().join("cache")).unwrap();
+        let engine = crate::engine::new_engine().unwrap();
+        let wasm =
+            wat::parse_str(r#"(module (func (export "f") (result i32) i32.const 7))"#).unwrap();
+        let module = Module::new(&engine, &wasm).unwrap();
+        let digest = *blake3::hash(&wasm).as_bytes();
+        let fp = engine_fingerprint(&engine);
+        let mine = SecretKey::load_or_create_at(&dir.path().join("k1")).unwrap();
+        let theirs = SecretKey::load_or_create_at(&dir.path().join("k2")).unwrap();
+        store(&cache, &module, &digest, &fp, &mine).unwrap();
+        let found = find(&cache, &digest, &fp).unwrap().unwrap();
+        assert!(load(&engine, &found, &mine).is_ok());
+        assert!(matches!(
+            load(&engine, &found, &theirs),
+            Err(LoadError::NotAuthentic(_))
+        ));
+        // A changed byte of the file: refused before wasmtime sees it.
+        let mut bytes = std::fs::read(&found.path).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0xff;
+        std::fs::write(&found.path, &bytes).unwrap();
+        assert!(matches!(
+            load(&engine, &found, &mine),
+            Err(LoadError::NotAuthentic(_))
+        ));
+        // Another engine fingerprint finds nothing.
+        assert!(find(&cache, &digest, &[0; 32]).unwrap().is_none());
+    }
+}

@@ -1,0 +1,65 @@
+//! `wprof cache gc`: evict least recently used entries down to a size cap.
+
+use super::{failed, print_json, CacheDirArg};
+use crate::cache_model::{self, format_size};
+use crate::exit::Failure;
+use crate::instrument::DEFAULT_MAX_SIZE;
+
+/// Evict least recently used entries until the cache fits a size cap.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+A module's manifest, instrumented and original module and compiled code are evicted
+together; function bodies (only needed when a module changes) on their own. The least
+recently used go first.
+
+`wprof run` applies a cap by itself after a run that stored something: 1 GiB, or
+WPROF_CACHE_MAX_SIZE (e.g. `500M`; `off` for no cap).
+
+Examples:
+  wprof cache gc                 # down to WPROF_CACHE_MAX_SIZE, else 1 GiB
+  wprof cache gc --max-size 200M
+  wprof cache gc --max-size 0    # empty it
+
+Exit status:
+  0; 2 on a bad size or if DIR holds no cache.")]
+pub struct GcCommand {
+    #[command(flatten)]
+    dir: CacheDirArg,
+
+    /// The cap: bytes, or with a suffix K, M, G, T (powers of 1024) [default:
+    /// WPROF_CACHE_MAX_SIZE, else 1G].
+    #[arg(long, value_name = "SIZE", value_parser = cache_model::parse_size)]
+    max_size: Option<u64>,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+impl GcCommand {
+    /// Runs the command; returns the exit code.
+    pub fn execute(&self) -> Result<i32, Failure> {
+        let cap = match self.max_size {
+            Some(cap) => cap,
+            None => crate::instrument::auto_max_size()
+                .map_err(Failure::input)?
+                .unwrap_or(DEFAULT_MAX_SIZE),
+        };
+        let cache = self.dir.open_existing()?;
+        let report = cache_model::gc(&cache, cap).map_err(failed)?;
+        drop(cache);
+        if self.json {
+            print_json(&report);
+        } else {
+            println!(
+                "{} before, {} after (cap {}): {} entries evicted ({})",
+                format_size(report.before),
+                format_size(report.after),
+                format_size(cap),
+                report.evicted_entries,
+                format_size(report.evicted_bytes)
+            );
+        }
+        Ok(0)
+    }
+}

@@ -1,0 +1,131 @@
+//! `wprof cache`: inspect and maintain a cache directory, one file per subcommand.
+//!
+//! Every subcommand works on a copied directory with nothing else: no original module, no
+//! secret key, no compiler. None of them compiles or executes anything from the cache.
+//! Inspection commands never create a cache: a directory that holds none is an error.
+
+use std::path::{Path, PathBuf};
+
+use wprof_cache::{Cache, CacheError};
+
+use crate::exit::Failure;
+
+pub mod export;
+pub mod gc;
+pub mod ls;
+pub mod pack;
+pub mod show;
+pub mod stats;
+pub mod verify;
+
+/// Inspect and maintain the cache: list, show, export, verify, stats, gc, pack, unpack.
+#[derive(Debug, clap::Args)]
+#[command(after_help = CACHE_AFTER_HELP)]
+pub struct CacheCommand {
+    #[command(subcommand)]
+    command: CacheSubcommand,
+}
+
+const CACHE_AFTER_HELP: &str = "\
+The cache is self-contained: a support engineer can run these on a copy of it. None of
+them compiles or executes anything from the cache.
+
+Examples:
+  wprof cache ls
+  wprof cache show fib.wasm fib
+  wprof cache export 1 -o app.instrumented.wasm
+  wprof cache verify --repair
+  wprof cache pack -o bundle.tar.zst
+
+Exit status:
+  0 on success; 1 from `verify` when it found bad entries; 2 on wprof's own errors (no
+  cache there, a cache another process holds past the wait, bad arguments).";
+
+#[derive(Debug, clap::Subcommand)]
+enum CacheSubcommand {
+    Ls(ls::LsCommand),
+    Stats(stats::StatsCommand),
+    Verify(verify::VerifyCommand),
+    Show(show::ShowCommand),
+    Export(export::ExportCommand),
+    Gc(gc::GcCommand),
+    Pack(pack::PackCommand),
+    Unpack(pack::UnpackCommand),
+}
+
+impl CacheCommand {
+    /// Runs the subcommand; returns the exit code.
+    pub fn execute(&self) -> Result<i32, Failure> {
+        match &self.command {
+            CacheSubcommand::Ls(c) => c.execute(),
+            CacheSubcommand::Stats(c) => c.execute(),
+            CacheSubcommand::Verify(c) => c.execute(),
+            CacheSubcommand::Show(c) => c.execute(),
+            CacheSubcommand::Export(c) => c.execute(),
+            CacheSubcommand::Gc(c) => c.execute(),
+            CacheSubcommand::Pack(c) => c.execute(),
+            CacheSubcommand::Unpack(c) => c.execute(),
+        }
+    }
+}
+
+/// The `--cache-dir` flag every subcommand takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CacheDirArg {
+    /// The cache directory [default: $XDG_CACHE_HOME/wprof, else ~/.cache/wprof].
+    #[arg(long, value_name = "DIR", env = "WPROF_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl CacheDirArg {
+    /// The directory, resolved.
+    pub fn dir(&self) -> Result<PathBuf, Failure> {
+        self.cache_dir
+            .clone()
+            .or_else(crate::settings::default_cache_dir)
+            .ok_or_else(|| {
+                Failure::input("no cache directory: give --cache-dir or set WPROF_CACHE_DIR")
+            })
+    }
+
+    /// Opens the existing cache (waiting for another process as runs do); never creates
+    /// one.
+    pub fn open_existing(&self) -> Result<Cache, Failure> {
+        open_existing(&self.dir()?)
+    }
+}
+
+/// Opens the cache in `dir`, which must already hold one.
+pub fn open_existing(dir: &Path) -> Result<Cache, Failure> {
+    if !dir.join("store").is_dir() {
+        return Err(Failure::input(format!(
+            "{} holds no wprof cache (no store/ inside)",
+            dir.display()
+        )));
+    }
+    open_or_create(dir)
+}
+
+/// Opens (or creates) the cache in `dir`, waiting for another process as runs do.
+pub fn open_or_create(dir: &Path) -> Result<Cache, Failure> {
+    let wait = crate::instrument::cache_wait();
+    Cache::open_wait(dir, wait).map_err(|e| match e {
+        CacheError::Locked { .. } => {
+            Failure::input(format!("{e} (waited {:.1} s)", wait.as_secs_f64()))
+        }
+        e => Failure::input(e.to_string()),
+    })
+}
+
+/// A cache error during a command, as a one-line failure.
+pub fn failed(e: CacheError) -> Failure {
+    Failure::input(e.to_string())
+}
+
+/// Prints `value` as pretty JSON on stdout.
+pub fn print_json(value: &impl serde::Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).expect("plain data serializes")
+    );
+}

@@ -1,0 +1,364 @@
+//! `wprof cache ls / stats / verify / show / export` through the real binary, on caches
+//! filled by real runs, copied elsewhere, and damaged on purpose.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use wprof_cache::{Cache, Kind};
+
+use crate::support::*;
+
+fn run_ok(s: &Scratch, args: &[&str]) -> std::process::Output {
+    let out = s.run(args);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+    out
+}
+
+fn json(s: &Scratch, args: &[&str]) -> Value {
+    let out = run_ok(s, args);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A scratch directory whose cache holds fib (run twice) and wasi_loop (once), both run
+/// from copies in the scratch directory.
+fn filled() -> Scratch {
+    let s = Scratch::new();
+    for name in ["fib.wasm", "wasi_loop.wasm"] {
+        std::fs::copy(sample(name), s.path(name)).unwrap();
+    }
+    run_ok(&s, &["run", "-q", "fib.wasm"]);
+    run_ok(&s, &["run", "-q", "fib.wasm"]);
+    run_ok(&s, &["run", "-q", "wasi_loop.wasm"]);
+    s
+}
+
+fn row<'a>(rows: &'a Value, path_end: &str) -> &'a Value {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"].as_str().unwrap().ends_with(path_end))
+        .unwrap_or_else(|| panic!("no {path_end} in {rows}"))
+}
+
+#[test]
+fn ls_lists_every_module_with_its_usage() {
+    let s = filled();
+    let rows = json(&s, &["cache", "ls", "--json"]);
+    assert_eq!(rows.as_array().unwrap().len(), 2, "{rows}");
+    let fib = row(&rows, "fib.wasm");
+    let digest = blake3::hash(&std::fs::read(sample("fib.wasm")).unwrap()).to_hex();
+    assert_eq!(fib["module"], digest.as_str());
+    assert_eq!(fib["path"], "fib.wasm");
+    assert_eq!(fib["functions"], 4);
+    assert_eq!(fib["imports"], 1);
+    assert_eq!(fib["hits"], 1, "the second run found it");
+    assert_eq!(fib["mode"], "time");
+    assert_eq!(fib["module_stored"], true);
+    assert_eq!(fib["original_stored"], true);
+    assert_eq!(fib["compiled"].as_array().unwrap().len(), 1);
+    assert!(fib["instrumented_size"].as_u64().unwrap() > 431);
+    let (first, last) = (
+        fib["first_use"].as_u64().unwrap(),
+        fib["last_use"].as_u64().unwrap(),
+    );
+    assert!(first > 0 && first <= last, "{fib}");
+    assert_eq!(row(&rows, "wasi_loop.wasm")["hits"], 0);
+    // Numbered in order of first use.
+    assert_eq!(fib["index"], 1);
+    assert_eq!(row(&rows, "wasi_loop.wasm")["index"], 2);
+
+    let text = stdout(&run_ok(&s, &["cache", "ls"]));
+    assert!(
+        text.contains("fib.wasm") && text.contains("wasi_loop.wasm"),
+        "{text}"
+    );
+    assert!(text.contains(&digest.as_str()[..12]), "{text}");
+}
+
+#[test]
+fn stats_count_hits_and_misses_of_every_run() {
+    let s = filled();
+    let stats = json(&s, &["cache", "stats", "--json"]);
+    let kind = |name: &str| {
+        stats["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["kind"] == name)
+            .unwrap()
+            .clone()
+    };
+    // Three runs looked for a manifest: two misses (cold fib, cold wasi_loop), one hit.
+    assert_eq!(kind("manifests")["hits"], 1);
+    assert_eq!(kind("manifests")["misses"], 2);
+    assert_eq!(kind("manifests")["entries"], 2);
+    // Every defined function of both modules missed once and was written once.
+    let rows = json(&s, &["cache", "ls", "--json"]);
+    let defined: u64 = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["functions"].as_u64().unwrap())
+        .sum();
+    assert_eq!(defined, 4 + 3);
+    assert_eq!(kind("functions")["writes"], defined);
+    assert_eq!(kind("functions")["misses"], defined);
+    assert_eq!(kind("functions")["entries"], defined);
+    // Original and instrumented module of each.
+    assert_eq!(kind("modules")["entries"], 4);
+    assert_eq!(kind("artifacts")["entries"], 2);
+    assert_eq!(kind("artifacts")["hits"], 1);
+    let bytes: u64 = stats["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(stats["bytes"].as_u64().unwrap(), bytes);
+    assert!(stats["since"].as_u64().unwrap() > 0);
+    let text = stdout(&run_ok(&s, &["cache", "stats"]));
+    assert!(
+        text.contains("counting since") && text.contains("manifests"),
+        "{text}"
+    );
+}
+
+#[test]
+fn inspection_works_on_a_copied_directory_with_nothing_else() {
+    let s = filled();
+    let rows = json(&s, &["cache", "ls", "--json"]);
+    let fib = row(&rows, "fib.wasm").clone();
+    // Another place, another user: no modules, no secret key.
+    let support = Scratch::new();
+    copy_dir(&s.cache_dir(), &support.cache_dir());
+    drop(s);
+    let copied = json(&support, &["cache", "ls", "--json"]);
+    assert_eq!(copied, rows, "the copy lists the same");
+    run_ok(&support, &["cache", "verify"]);
+    run_ok(&support, &["cache", "stats"]);
+
+    let shown = stdout(&run_ok(&support, &["cache", "show", "fib.wasm"]));
+    assert!(shown.contains(fib["module"].as_str().unwrap()), "{shown}");
+    assert!(
+        shown.contains("utoa") && shown.contains("[import]"),
+        "{shown}"
+    );
+
+    // The function side by side: original and copy on one line, probes marked.
+    let shown = stdout(&run_ok(&support, &["cache", "show", "1", "fib"]));
+    assert!(shown.contains("probe: wprof.enter"), "{shown}");
+    assert!(shown.contains("probe: wprof.exit"), "{shown}");
+    let paired = shown
+        .lines()
+        .filter(|l| l.matches("call $fib").count() == 2)
+        .count();
+    assert_eq!(
+        paired, 2,
+        "both recursive calls paired with their copies:\n{shown}"
+    );
+    assert!(shown
+        .lines()
+        .any(|l| l.starts_with('+') && l.contains("wprof.enter")));
+    assert!(shown.contains("17 original instructions mapped"), "{shown}");
+
+    // Export: exactly the bytes that were compiled, and the original.
+    run_ok(&support, &["cache", "export", "fib", "-o", "inst.wasm"]);
+    let inst = std::fs::read(support.path("inst.wasm")).unwrap();
+    assert_eq!(blake3::hash(&inst).to_hex().as_str(), fib["instrumented"]);
+    run_ok(
+        &support,
+        &["cache", "export", "fib", "--original", "-o", "orig.wasm"],
+    );
+    assert_eq!(
+        std::fs::read(support.path("orig.wasm")).unwrap(),
+        std::fs::read(sample("fib.wasm")).unwrap()
+    );
+    run_ok(
+        &support,
+        &["cache", "export", "1", "--wat", "-o", "inst.wat"],
+    );
+    let wat = std::fs::read_to_string(support.path("inst.wat")).unwrap();
+    assert!(wat.starts_with("(module") && wat.contains("\"wprof\" \"enter\""));
+    assert_eq!(
+        wat::parse_str(&wat).unwrap(),
+        inst,
+        "the text is the same module"
+    );
+
+    // Nothing was compiled or run: no key was needed, none was created.
+    assert!(!support.path("config").exists());
+}
+
+#[test]
+fn modules_and_functions_are_found_every_way() {
+    let s = filled();
+    let rows = json(&s, &["cache", "ls", "--json"]);
+    let fib = row(&rows, "fib.wasm");
+    let first_line = |args: &[&str]| {
+        stdout(&run_ok(&s, args))
+            .lines()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let digest = fib["module"].as_str().unwrap();
+    for spec in [
+        "1",
+        "fib.wasm",
+        "fib",
+        &digest[..8],
+        s.path("fib.wasm").to_str().unwrap(),
+        fib["manifest"].as_str().unwrap(),
+    ] {
+        assert!(
+            first_line(&["cache", "show", spec]).starts_with("module #1"),
+            "{spec}"
+        );
+    }
+    // A copy of the module elsewhere is found by its contents.
+    std::fs::create_dir(s.path("elsewhere")).unwrap();
+    std::fs::copy(sample("fib.wasm"), s.path("elsewhere/renamed.wasm")).unwrap();
+    assert!(first_line(&["cache", "show", "elsewhere/renamed.wasm"]).starts_with("module #1"));
+    // Functions by id, name, key prefix.
+    let shown = stdout(&run_ok(&s, &["cache", "show", "1"]));
+    let key = shown
+        .lines()
+        .find(|l| l.contains(" utoa "))
+        .and_then(|l| l.split_whitespace().last())
+        .unwrap()
+        .to_string();
+    for spec in ["2", "utoa", &key[..8]] {
+        assert!(
+            first_line(&["cache", "show", "1", spec]).starts_with("function 2 `utoa`"),
+            "{spec}"
+        );
+    }
+    // What matches nothing, or an import, is one line and exit 2.
+    for args in [
+        &["cache", "show", "nosuch"][..],
+        &["cache", "show", "1", "nosuch"],
+        &["cache", "show", "1", "0"],
+        &["cache", "export", "99", "-o", "x.wasm"],
+    ] {
+        let out = s.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            stderr(&out).lines().count(),
+            1,
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    // The same module in two modes is ambiguous by name, not by number.
+    run_ok(&s, &["run", "-q", "--mode", "cost", "fib.wasm"]);
+    let out = s.run(&["cache", "show", "fib.wasm"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("matches 2 modules"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(first_line(&["cache", "show", "3", "fib"]).contains("cost mode"));
+}
+
+#[test]
+fn show_rebuilds_the_offset_map_when_bodies_were_evicted() {
+    let s = filled();
+    {
+        let cache = Cache::open(&s.cache_dir()).unwrap();
+        for key in cache.keys(Kind::Function).unwrap() {
+            cache.remove(Kind::Function, &key).unwrap();
+        }
+    }
+    let shown = stdout(&run_ok(&s, &["cache", "show", "fib.wasm", "fib"]));
+    assert!(shown.contains("17 original instructions mapped"), "{shown}");
+    assert!(shown.contains("probe: wprof.enter"));
+}
+
+#[test]
+fn inspection_never_creates_a_cache() {
+    let s = Scratch::new();
+    for sub in ["ls", "stats", "verify"] {
+        let out = s.run(&["cache", sub]);
+        assert_eq!(out.status.code(), Some(2), "{sub}");
+        assert!(
+            stderr(&out).starts_with("wprof: error:") && stderr(&out).contains("no wprof cache"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!s.cache_dir().exists());
+    }
+}
+
+/// Every stored value, and the damage done to it.
+fn damage_one(dir: &Path, kind: Kind, at: usize) -> bool {
+    let cache = Cache::open(dir).unwrap();
+    let Some(key) = cache.keys(kind).unwrap().into_iter().next() else {
+        return false;
+    };
+    let mut raw = cache.get_raw_for_tests(kind, &key).unwrap().unwrap();
+    let at = at.min(raw.len() - 1);
+    raw[at] ^= 0x20;
+    cache.put_raw_for_tests(kind, &key, &raw).unwrap();
+    true
+}
+
+fn artifact_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir.join("artifacts"))
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn verify_reports_every_bad_entry_and_repair_drops_them() {
+    let s = filled();
+    assert!(damage_one(&s.cache_dir(), Kind::Module, 50));
+    assert!(damage_one(&s.cache_dir(), Kind::Function, 0));
+    let artifact = artifact_files(&s.cache_dir())[0].clone();
+    let mut bytes = std::fs::read(&artifact).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    std::fs::write(&artifact, &bytes).unwrap();
+
+    let out = s.run(&["cache", "verify", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["clean"], false);
+    let sections: Vec<&str> = report["bad"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["section"].as_str().unwrap())
+        .collect();
+    for kind in ["modules", "functions", "artifacts"] {
+        assert!(sections.contains(&kind), "{report}");
+    }
+    let text = s.run(&["cache", "verify"]);
+    assert_eq!(text.status.code(), Some(1));
+    assert!(stdout(&text).contains("bad modules"), "{}", stdout(&text));
+
+    let repaired = s.run(&["cache", "verify", "--repair"]);
+    assert_eq!(repaired.status.code(), Some(1));
+    assert!(stdout(&repaired).contains("dropped"));
+    let again = s.run(&["cache", "verify", "--json"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stdout(&again));
+    // Runs rebuild what was dropped, with exact results.
+    for name in ["fib.wasm", "wasi_loop.wasm"] {
+        run_ok(&s, &["run", "-q", name]);
+    }
+    assert_eq!(calls(&s.profile("fib.wprof"), "fib"), 242_785);
+    run_ok(&s, &["cache", "verify"]);
+}
