@@ -9,6 +9,7 @@ mod cache_safety;
 mod cost;
 mod diff;
 mod formats;
+mod html;
 mod report;
 mod run;
 mod spec;

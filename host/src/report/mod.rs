@@ -7,6 +7,7 @@ pub mod callgrind;
 pub mod firefox;
 pub mod flamegraph;
 pub mod folded;
+pub mod html;
 pub mod json;
 pub mod pprof;
 pub mod speedscope;
@@ -35,6 +36,9 @@ pub enum Format {
     Speedscope,
     /// The Firefox Profiler's processed format (https://profiler.firefox.com).
     Firefox,
+    /// One self-contained HTML file: sortable table, a page per function, call graph, icicle
+    /// (use -o FILE.html).
+    Html,
 }
 
 impl Format {
@@ -101,6 +105,7 @@ pub fn render(profile: &Profile, format: Format, options: &Options) -> anyhow::R
         Format::Callgrind => callgrind::render(profile).into_bytes(),
         Format::Speedscope => speedscope::render(profile)?.into_bytes(),
         Format::Firefox => firefox::render(profile)?.into_bytes(),
+        Format::Html => html::render(profile)?.into_bytes(),
     })
 }
 

@@ -1,0 +1,262 @@
+//! `--format html`: one self-contained HTML file (no network requests: the styles, the
+//! script and the data are inside) with four views, switched by the URL's fragment:
+//!
+//! - `#table`: the flat profile, sortable by any column and filtered by a regex
+//!   (`#table?sort=calls:desc&filter=^lz_` preselects both);
+//! - `#f<id>`: one page per function with its numbers and its callers and callees, each a
+//!   link to that function's page (the browser's back button goes back);
+//! - `#graph/<id>?min=<pct>`: a layered call graph from a root function (any function can be
+//!   the root), showing at first about the 30 functions with the largest inclusive cost;
+//!   "more"/"fewer" or the minimum inclusive % change that; each arc is as wide as the
+//!   logarithm of the callee's inclusive cost along it, relative to the root's;
+//! - `#flame/<node>`: an icicle of the calling-context tree; a click zooms into a box.
+//!
+//! The page is a minijinja template (`html/report.html`); the per-function pages and the
+//! table rows are rendered here, the graph and the icicle by the small hand-written script
+//! `html/report.js` from the JSON data the template embeds.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::callgrind::subtree_costs;
+use super::{format_amount, percent};
+use crate::profile::Profile;
+
+const TEMPLATE: &str = include_str!("html/report.html");
+const SCRIPT: &str = include_str!("html/report.js");
+const STYLE: &str = include_str!("html/report.css");
+
+#[derive(Serialize)]
+struct Page<'a> {
+    module: &'a str,
+    mode: &'a str,
+    unit_word: &'a str,
+    total_text: String,
+    calls: u64,
+    outcome: String,
+    functions: Vec<FunctionRow>,
+    data: String,
+    css: &'a str,
+    js: &'a str,
+}
+
+#[derive(Serialize)]
+struct FunctionRow {
+    id: u32,
+    name: String,
+    raw_name: Option<String>,
+    source: Option<String>,
+    import: bool,
+    calls: u64,
+    self_cost: u64,
+    inclusive: u64,
+    min_self: u64,
+    max_self: u64,
+    self_text: String,
+    self_pct: String,
+    incl_text: String,
+    incl_pct: String,
+    min_text: String,
+    max_text: String,
+    callers: Vec<Link>,
+    callees: Vec<Link>,
+}
+
+#[derive(Serialize)]
+struct Link {
+    id: Option<u32>,
+    name: String,
+    calls: u64,
+    incl_text: String,
+    share: String,
+    bar: u32,
+}
+
+/// The data the script draws from: short keys, arrays for the big tables.
+#[derive(Serialize)]
+struct Data<'a> {
+    unit: &'a str,
+    total: u64,
+    functions: Vec<DataFunction<'a>>,
+    /// `[caller (-1 for the root), callee, calls, inclusive]`, call sites merged.
+    edges: Vec<(i64, u32, u64, u64)>,
+    /// `[parent (-1 for the outermost), function, calls, self, subtree cost]`.
+    contexts: Vec<(i64, u32, u64, u64, u64)>,
+}
+
+#[derive(Serialize)]
+struct DataFunction<'a> {
+    id: u32,
+    name: &'a str,
+    calls: u64,
+    #[serde(rename = "self")]
+    self_cost: u64,
+    incl: u64,
+}
+
+/// The HTML text.
+pub fn render(profile: &Profile) -> anyhow::Result<String> {
+    let unit = profile.unit.as_str();
+    let amount = |v: u64| format_amount(v, unit);
+    let pct = |v: u64| format!("{:.2}%", percent(v, profile.total));
+    let name_of = |id: Option<u32>| match id {
+        None => "<root>".to_string(),
+        Some(id) => profile
+            .function(id)
+            .map(|f| f.name.clone())
+            .unwrap_or_else(|| format!("func[{id}]")),
+    };
+
+    // Edges with call sites merged: (caller, callee) -> (calls, inclusive).
+    let mut edges: BTreeMap<(Option<u32>, u32), (u64, u64)> = BTreeMap::new();
+    for e in &profile.edges {
+        let entry = edges.entry((e.caller, e.callee)).or_default();
+        entry.0 += e.calls;
+        entry.1 += e.inclusive;
+    }
+    let link = |id: Option<u32>, (calls, incl): (u64, u64), of: u64| {
+        let share = percent(incl, of);
+        Link {
+            id,
+            name: name_of(id),
+            calls,
+            incl_text: amount(incl),
+            share: format!("{share:.2}%"),
+            bar: (share.min(100.0) * 0.8).round() as u32,
+        }
+    };
+
+    let mut functions: Vec<FunctionRow> = super::select(profile, &super::Options::default())
+        .into_iter()
+        .map(|f| {
+            let mut callers: Vec<_> = edges
+                .iter()
+                .filter(|((_, callee), _)| *callee == f.id)
+                .map(|((caller, _), &v)| (*caller, v))
+                .collect();
+            callers.sort_by_key(|e| std::cmp::Reverse(e.1 .1));
+            let mut callees: Vec<_> = edges
+                .iter()
+                .filter(|((caller, _), _)| *caller == Some(f.id))
+                .map(|((_, callee), &v)| (*callee, v))
+                .collect();
+            callees.sort_by_key(|e| std::cmp::Reverse(e.1 .1));
+            FunctionRow {
+                id: f.id,
+                name: f.name.clone(),
+                raw_name: None,
+                source: None,
+                import: f.kind == "import",
+                calls: f.calls,
+                self_cost: f.self_time,
+                inclusive: f.inclusive,
+                min_self: f.min_self,
+                max_self: f.max_self,
+                self_text: amount(f.self_time),
+                self_pct: pct(f.self_time),
+                incl_text: amount(f.inclusive),
+                incl_pct: pct(f.inclusive),
+                min_text: amount(f.min_self),
+                max_text: amount(f.max_self),
+                callers: callers
+                    .into_iter()
+                    .map(|(id, v)| link(id, v, f.inclusive))
+                    .collect(),
+                callees: callees
+                    .into_iter()
+                    .map(|(id, v)| link(Some(id), v, f.inclusive))
+                    .collect(),
+            }
+        })
+        .collect();
+    functions.shrink_to_fit();
+
+    let subtree = subtree_costs(profile);
+    let data = Data {
+        unit,
+        total: profile.total,
+        functions: profile
+            .functions
+            .iter()
+            .map(|f| DataFunction {
+                id: f.id,
+                name: &f.name,
+                calls: f.calls,
+                self_cost: f.self_time,
+                incl: f.inclusive,
+            })
+            .collect(),
+        edges: edges
+            .iter()
+            .map(|(&(caller, callee), &(calls, incl))| {
+                (caller.map_or(-1, i64::from), callee, calls, incl)
+            })
+            .collect(),
+        contexts: profile
+            .contexts
+            .iter()
+            .zip(&subtree)
+            .map(|(c, &width)| {
+                (
+                    c.parent.map_or(-1, i64::from),
+                    c.function,
+                    c.calls,
+                    c.self_time,
+                    width,
+                )
+            })
+            .collect(),
+    };
+    // Inside <script>, `</` could end the element early: JSON allows `<\/` instead.
+    let data = serde_json::to_string(&data)?.replace("</", "<\\/");
+
+    let page = Page {
+        module: &profile.module.path,
+        mode: &profile.mode,
+        unit_word: if unit == "ns" { "time" } else { "cost" },
+        total_text: amount(profile.total),
+        calls: profile.functions.iter().map(|f| f.calls).sum(),
+        outcome: match &profile.trap {
+            Some(t) => format!("trapped: {t}"),
+            None => format!("exit code {}", profile.exit_code),
+        },
+        functions,
+        data,
+        css: STYLE,
+        js: SCRIPT,
+    };
+    let mut env = minijinja::Environment::new();
+    // The name ends in .html: every value is HTML-escaped unless marked `safe`.
+    env.add_template("report.html", TEMPLATE)
+        .context("the HTML template does not parse")?;
+    let html = env
+        .get_template("report.html")?
+        .render(minijinja::Value::from(minijinja::value::Serde(&page)))
+        .context("failed to render the HTML report")?;
+    Ok(html)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::report::tests::sample_profile;
+
+    #[test]
+    fn names_are_escaped_and_the_data_cannot_close_the_script() {
+        let mut p = sample_profile();
+        p.functions[1].name = "a</script><b>".to_string();
+        let html = super::render(&p).unwrap();
+        assert!(
+            html.contains("a&lt;&#x2f;script&gt;&lt;b&gt;")
+                || html.contains("a&lt;/script&gt;&lt;b&gt;"),
+            "escaped in the page"
+        );
+        assert_eq!(
+            html.matches("</script>").count(),
+            2,
+            "only the two real script ends"
+        );
+        assert!(html.contains(r##"<a href="#f1">"##));
+    }
+}

@@ -1,0 +1,282 @@
+//! `wprof report --format html`: the page is loaded in headless Chromium and the DOM its
+//! script builds is checked: table rows, function pages and their links, the call graph's
+//! nodes and arcs, the icicle's boxes and zoom.
+
+use std::path::Path;
+use std::process::Command;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::formats::{cost_profile, report_to};
+use crate::support::*;
+use crate::tools::tool;
+
+const CHROMIUM_FLAGS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+];
+
+struct Browser {
+    chromium: std::path::PathBuf,
+    profile_dir: tempfile::TempDir,
+}
+
+impl Browser {
+    fn new() -> Option<Self> {
+        let chromium = tool("chromium", "loading --format html in a browser")?;
+        Some(Self {
+            chromium,
+            profile_dir: tempfile::tempdir().unwrap(),
+        })
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.chromium);
+        cmd.args(CHROMIUM_FLAGS).arg(format!(
+            "--user-data-dir={}",
+            self.profile_dir.path().display()
+        ));
+        cmd
+    }
+
+    /// The DOM after the page's script ran, for `file` with URL fragment `fragment`.
+    fn dom(&self, file: &Path, fragment: &str) -> String {
+        let o = self
+            .command()
+            .arg("--dump-dom")
+            .arg(format!("file://{}#{fragment}", file.display()))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "chromium failed: {}", stderr(&o));
+        let dom = stdout(&o);
+        assert!(dom.contains("</html>"), "no DOM: {dom}");
+        dom
+    }
+
+    fn screenshot(&self, file: &Path, fragment: &str, png: &Path) {
+        let o = self
+            .command()
+            .arg("--window-size=1400,900")
+            .arg(format!("--screenshot={}", png.display()))
+            .arg(format!("file://{}#{fragment}", file.display()))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "chromium failed: {}", stderr(&o));
+    }
+}
+
+fn id_of(p: &Value, name: &str) -> u64 {
+    function(p, name)["id"].as_u64().unwrap()
+}
+
+/// The value of `attr` on the element with id `element`.
+fn attr(dom: &str, element: &str, attr: &str) -> String {
+    let re = Regex::new(&format!(r#"<[^>]*\bid="{element}"[^>]*>"#)).unwrap();
+    let tag = re
+        .find(dom)
+        .unwrap_or_else(|| panic!("no #{element}"))
+        .as_str();
+    let re = Regex::new(&format!(r#"\b{attr}="([^"]*)""#)).unwrap();
+    re.captures(tag)
+        .unwrap_or_else(|| panic!("no {attr} on {tag}"))[1]
+        .to_string()
+}
+
+/// The names of the table rows, in DOM order, that are not hidden.
+fn visible_rows(dom: &str) -> Vec<String> {
+    let re = Regex::new(r#"<tr class="row"([^>]*)>"#).unwrap();
+    let name = Regex::new(r#"data-name="([^"]*)""#).unwrap();
+    re.captures_iter(dom)
+        .filter(|c| !c[1].contains("hidden"))
+        .map(|c| name.captures(&c[1]).unwrap()[1].to_string())
+        .collect()
+}
+
+/// The section of the DOM from the element with id `element` to the end of that section.
+fn section<'a>(dom: &'a str, element: &str) -> &'a str {
+    let start = dom
+        .find(&format!(r#"id="{element}""#))
+        .unwrap_or_else(|| panic!("no #{element}"));
+    let end = dom[start..].find("</section>").unwrap();
+    &dom[start..start + end]
+}
+
+#[test]
+fn html_report_is_self_contained() {
+    let s = Scratch::new();
+    cost_profile(&s, "compress.wasm", &["1"], "c.wprof");
+    let html = String::from_utf8(report_to(&s, "c.wprof", "html", "report.html")).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    // Nothing is loaded from elsewhere: no external script, style, image, font or fetch.
+    for needle in [
+        "src=\"http",
+        "src=\"//",
+        "href=\"http",
+        "href=\"//",
+        "url(",
+        "@import",
+        "fetch(",
+        "XMLHttpRequest",
+        "<link",
+        "<img",
+        "<iframe",
+    ] {
+        assert!(
+            !html.contains(needle),
+            "the report refers to something outside: {needle}"
+        );
+    }
+}
+
+#[test]
+fn html_report_renders_in_chromium() {
+    let s = Scratch::new();
+    let p = cost_profile(&s, "compress.wasm", &["1"], "c.wprof");
+    report_to(&s, "c.wprof", "html", "report.html");
+    let Some(browser) = Browser::new() else {
+        return;
+    };
+    let file = s.path("report.html");
+    let functions = p["functions"].as_array().unwrap();
+
+    // The flat table: a row per function, each a link to its page, self order by default.
+    let dom = browser.dom(&file, "table");
+    assert_eq!(attr(&dom, "view-table", "class"), "view");
+    let rows = visible_rows(&dom);
+    assert_eq!(rows.len(), functions.len());
+    assert_eq!(rows[0], "find_match");
+    for f in functions {
+        assert!(
+            dom.contains(&format!(r##"<a href="#f{}">"##, f["id"])),
+            "{}",
+            f["name"]
+        );
+    }
+    // Sorting and filtering, as the controls do them.
+    let dom = browser.dom(
+        &file,
+        "table?sort=calls:desc&filter=^(crc32|find_match|flush_literals)$",
+    );
+    assert_eq!(
+        visible_rows(&dom),
+        ["find_match", "flush_literals", "crc32"]
+    );
+    assert_eq!(attr(&dom, "flat", "data-sort"), "calls:desc");
+    assert!(dom.contains(&format!("3 of {} functions", functions.len())));
+    let dom = browser.dom(&file, "table?sort=name:asc");
+    let names = visible_rows(&dom);
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    assert_ne!(names, rows, "name order differs from self order");
+
+    // A function's page: its callers and callees link to their pages.
+    let (lz, find, main) = (
+        id_of(&p, "lz_compress"),
+        id_of(&p, "find_match"),
+        id_of(&p, "main"),
+    );
+    let dom = browser.dom(&file, &format!("f{lz}"));
+    assert_eq!(attr(&dom, &format!("view-f{lz}"), "class"), "view fn");
+    let page = section(&dom, &format!("view-f{lz}"));
+    assert!(
+        !page[..page.find('>').unwrap()].contains("hidden"),
+        "the page is shown"
+    );
+    assert!(
+        page.contains(&format!(r##"<a href="#f{find}">find_match</a>"##)),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!(r##"<a href="#f{main}">main</a>"##)),
+        "{page}"
+    );
+    let calls = edge_calls(&p, Some("lz_compress"), "find_match");
+    assert!(page.contains(&format!("<td>{calls}</td>")), "{page}");
+    let table = section(&dom, "view-table");
+    assert!(
+        table[..table.find('>').unwrap()].contains("hidden"),
+        "the table is not shown"
+    );
+
+    // The call graph: about 30 functions at first, arcs wider for more inclusive cost.
+    let dom = browser.dom(&file, "graph");
+    let nodes: usize = attr(&dom, "graph", "data-nodes").parse().unwrap();
+    assert!((20..=31).contains(&nodes), "{nodes} nodes");
+    assert_eq!(dom.matches(r#"<g class="node"#).count(), nodes);
+    assert_eq!(
+        attr(&dom, "graph", "data-root"),
+        id_of(&p, "_start").to_string()
+    );
+    let arc = |from: u64, to: u64| -> f64 {
+        let re = Regex::new(&format!(
+            r#"<path [^>]*stroke-width="([0-9.]+)" data-from="{from}" data-to="{to}""#
+        ))
+        .unwrap();
+        re.captures(&dom)
+            .unwrap_or_else(|| panic!("no arc {from} -> {to}"))[1]
+            .parse()
+            .unwrap()
+    };
+    let wide = arc(lz, find);
+    let narrow = arc(lz, id_of(&p, "flush_literals"));
+    assert!(wide > narrow + 1.0, "{wide} vs {narrow}");
+    // Any function as the root; everything shown with min=0.
+    let dom = browser.dom(&file, &format!("graph/{lz}?min=0"));
+    assert_eq!(attr(&dom, "graph", "data-root"), lz.to_string());
+    assert_eq!(
+        attr(&dom, "graph", "data-nodes"),
+        "3",
+        "lz_compress, find_match, flush_literals"
+    );
+    // A higher minimum shows fewer.
+    let dom = browser.dom(&file, "graph?min=5");
+    let few: usize = attr(&dom, "graph", "data-nodes").parse().unwrap();
+    let expected = functions
+        .iter()
+        .filter(|f| f["inclusive"].as_u64().unwrap() * 100 >= 5 * p["total"].as_u64().unwrap())
+        .count();
+    assert_eq!(few, expected);
+
+    // The icicle: boxes for the contexts, zoom into one.
+    let dom = browser.dom(&file, "flame");
+    let cells: usize = attr(&dom, "flame", "data-cells").parse().unwrap();
+    assert!(cells >= 8, "{cells}");
+    assert_eq!(attr(&dom, "flame", "data-zoom"), "-1");
+    let lz_node = p["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["function"].as_u64() == Some(lz))
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    let dom = browser.dom(&file, &format!("flame/{lz_node}"));
+    assert_eq!(attr(&dom, "flame", "data-zoom"), lz_node.to_string());
+    let zoomed = section(&dom, "view-flame");
+    let first_cell = Regex::new(r#"<div class="cell"[^>]*>([^<]*)</div>"#).unwrap();
+    let names: Vec<&str> = first_cell
+        .captures_iter(zoomed)
+        .map(|c| c.get(1).unwrap().as_str())
+        .collect();
+    assert_eq!(names[0], "lz_compress");
+    assert!(names.contains(&"find_match"));
+    assert!(!names.contains(&"crc32"), "outside the zoomed box");
+    assert!(
+        zoomed.contains(r##"<a href="#flame/0">_start</a>"##),
+        "breadcrumbs"
+    );
+
+    let png = s.path("graph.png");
+    browser.screenshot(&file, "graph", &png);
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[1..4], b"PNG");
+    assert!(bytes.len() > 10_000, "a drawn page, not a blank one");
+}
