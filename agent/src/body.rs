@@ -9,9 +9,10 @@
 //!   exit probe — so the collector closes exactly the frames the exception skipped;
 //! - in cost mode, the first instruction of every basic block is preceded by
 //!   `delta += N`, N being the number of original instructions in the block (`end`
-//!   excluded), `delta` being a new local; before every probe, call and throw the delta is
-//!   added to the counter global (and reset), and every probe passes the counter to the
-//!   host.
+//!   excluded), `delta` being a new local, added to the counter global (and reset) at the
+//!   function's exit, before a tail call or a throw, and — in modules that can throw —
+//!   before every call; probes write events carrying the counter global into a buffer
+//!   the host drains (see [`crate::EventBuffer`]).
 
 use wasm_encoder::{Encode, Instruction};
 use wasmparser::{BinaryReader, FunctionBody, Operator, OperatorsReader};
@@ -63,6 +64,15 @@ impl Emitter<'_> {
         self.instr(Instruction::LocalSet(delta));
     }
 
+    /// Cost mode, in a module that can throw: a callee may be unwound together with this
+    /// frame, so this frame's count goes in before the call. (Without exceptions a frame
+    /// always flushes at its own exit, and nothing is lost.)
+    fn flush_before_call(&mut self) {
+        if self.probes.may_throw {
+            self.flush();
+        }
+    }
+
     /// `probe(arg[, counter])`: a call to the host (time mode).
     fn probe_with(&mut self, probe: u32, arg: Instruction<'_>) {
         self.flush();
@@ -78,7 +88,9 @@ impl Emitter<'_> {
     }
 
     /// Cost mode: appends an event to the buffer (see [`crate::EventBuffer`]), draining it
-    /// when full. `header` pushes the event's `u64` header.
+    /// when full. `header` pushes the event's `u64` header. The event records the counter
+    /// global, which never includes the running function's unflushed delta: the counts
+    /// events report only grow.
     fn event(&mut self, header: impl FnOnce(&mut Self)) {
         let (Some(counter), Some((memory, fill, _))) =
             (self.probes.cost_global(), self.probes.event_buffer())
@@ -91,7 +103,6 @@ impl Emitter<'_> {
             memory_index: memory,
         };
         let addr = self.addr.expect("cost mode has the scratch local");
-        self.flush();
         self.instr(Instruction::GlobalGet(fill));
         self.instr(Instruction::LocalTee(addr));
         header(self);
@@ -147,6 +158,8 @@ impl Emitter<'_> {
 
     fn exit(&mut self, id: u32) {
         if self.buffered() {
+            // The function's own count goes in before its frame closes.
+            self.flush();
             self.const_event(EventBuffer::EXIT, id);
         } else {
             self.probe(self.probes.exit(), id);
@@ -155,6 +168,8 @@ impl Emitter<'_> {
 
     fn tail(&mut self, id: u32) {
         if self.buffered() {
+            // The caller's frame stays open while its locals die: count them now.
+            self.flush();
             self.const_event(EventBuffer::TAIL, id);
         } else {
             self.probe(self.probes.tail(), id);
@@ -192,7 +207,12 @@ impl Emitter<'_> {
     fn probed_import_call(&mut self, import: u32) {
         self.enter(import);
         self.instr(Instruction::Call(import));
-        self.exit(import);
+        if self.buffered() {
+            // No flush: the caller's pending count is the caller's, not the import's.
+            self.const_event(EventBuffer::EXIT, import);
+        } else {
+            self.exit(import);
+        }
     }
 
     /// With call sites on: `site(offset)`, before a call at `offset` in the original body.
@@ -465,14 +485,15 @@ pub(crate) fn instrument_body(
                 e.probed_import_call(*function_index);
             }
             Operator::Call { function_index } => {
-                e.flush();
+                e.flush_before_call();
                 e.instr(Instruction::Call(probes.renumber(*function_index)));
             }
-            Operator::CallIndirect { .. }
-            | Operator::CallRef { .. }
-            | Operator::Throw { .. }
-            | Operator::ThrowRef
-            | Operator::Rethrow { .. } => {
+            Operator::CallIndirect { .. } | Operator::CallRef { .. } => {
+                e.flush_before_call();
+                e.out.extend_from_slice(original);
+            }
+            Operator::Throw { .. } | Operator::ThrowRef | Operator::Rethrow { .. } => {
+                // The frames this throw unwinds lose their locals: their counts go in now.
                 e.flush();
                 e.out.extend_from_slice(original);
             }

@@ -73,6 +73,8 @@ pub(crate) struct ModuleLayout<'a> {
     pub globals: u32,
     /// Memories, imported and defined.
     pub memories: u32,
+    /// Exception tags, imported and defined (none: nothing in the module can throw).
+    pub tags: u32,
     /// Function names from the name section, by original index.
     pub names: HashMap<u32, String>,
     /// The first exported name of each exported function.
@@ -88,6 +90,7 @@ impl<'a> ModuleLayout<'a> {
             defined_funcs: Vec::new(),
             globals: 0,
             memories: 0,
+            tags: 0,
             names: HashMap::new(),
             export_names: HashMap::new(),
         };
@@ -124,6 +127,7 @@ impl<'a> ModuleLayout<'a> {
                             }
                             TypeRef::Global(_) => layout.globals += 1,
                             TypeRef::Memory(_) => layout.memories += 1,
+                            TypeRef::Tag(_) => layout.tags += 1,
                             _ => {}
                         }
                     }
@@ -135,6 +139,7 @@ impl<'a> ModuleLayout<'a> {
                 }
                 Payload::GlobalSection(reader) => layout.globals += reader.count(),
                 Payload::MemorySection(reader) => layout.memories += reader.count(),
+                Payload::TagSection(reader) => layout.tags += reader.count(),
                 Payload::ExportSection(reader) => {
                     for export in reader {
                         let export = export?;

@@ -98,6 +98,9 @@ pub(crate) struct ProbeLayout {
     pub original_globals: u32,
     /// Memories of the original module; in cost mode the event buffer follows them.
     pub original_memories: u32,
+    /// The module has exception tags, so frames can be unwound by a throw: cost mode then
+    /// keeps every frame's count flushed before each call.
+    pub may_throw: bool,
     /// Function imports of the original module; probe imports follow them.
     pub imported_funcs: u32,
     /// Types of the original module; appended types follow them.
@@ -120,6 +123,7 @@ impl ProbeLayout {
             mode,
             original_globals: layout.globals,
             original_memories: layout.memories,
+            may_throw: layout.tags > 0,
             imported_funcs: layout.imported_funcs.len() as u32,
             original_types: layout.types.len() as u32,
             appended_types: vec![
@@ -229,6 +233,7 @@ impl ProbeLayout {
             self.drain(),
             self.original_types,
             self.original_memories,
+            u32::from(self.may_throw),
             self.cost_global().unwrap_or(u32::MAX),
         ] {
             out.extend_from_slice(&n.to_le_bytes());
