@@ -25,6 +25,8 @@ Environment:
   WPROF            0/off/false: run programs unprofiled, exactly as plain wasmtime would
   WPROF_OUT        profile path for `wprof run` (default ./<module stem>.wprof)
   WPROF_CACHE_DIR  cache directory (default $XDG_CACHE_HOME/wprof, else ~/.cache/wprof)
+  WPROF_MODE       time|cost: what `wprof run` measures (default time)
+  WPROF_CALL_SITES 1/true: split caller -> callee edges by call site
   WPROF_LOG        filter for wprof's own logs on stderr, e.g. `debug` (default: off)
 
 Exit status:

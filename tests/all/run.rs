@@ -365,19 +365,18 @@ fn output_path_from_flag_and_environment() {
 }
 
 #[test]
-fn a_locked_cache_is_a_warning_not_a_failure() {
+fn a_cache_open_in_another_process_is_shared() {
     let s = Scratch::new();
     let _held = wprof_cache::Cache::open(&s.cache_dir()).unwrap();
     let out = s.run(&["run", "-q", sample("fib.wasm").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stdout(&out), "fib(25) = 75025\n");
-    let err = stderr(&out);
-    assert_eq!(err.lines().count(), 1, "one warning: {err}");
-    assert!(
-        err.contains("warning") && err.contains("without the cache"),
-        "{err}"
-    );
+    assert_eq!(stderr(&out), "", "no lock, no warning");
     assert_eq!(calls(&s.profile("fib.wprof"), "fib"), 242_785);
+    assert_eq!(
+        s.profile("fib.wprof")["instrumentation"]["functions_instrumented"],
+        4
+    );
 }
 
 #[test]
@@ -479,4 +478,59 @@ fn c_samples_have_their_known_counts() {
     let p = run("interp.wasm", "5000");
     assert_eq!(calls(&p, "builtin_mix"), 5000);
     assert_eq!(calls(&p, "builtin_print"), 3);
+}
+
+#[test]
+fn wprof_log_turns_on_wprofs_own_logs() {
+    let s = Scratch::new();
+    let m = sample("fib.wasm");
+    let quiet = s.run(&["run", "-q", m.to_str().unwrap()]);
+    assert_eq!(stderr(&quiet), "", "logs are off by default");
+    let logged = s
+        .wprof(&["run", "-q", m.to_str().unwrap()])
+        .env("WPROF_LOG", "debug")
+        .output()
+        .unwrap();
+    assert_eq!(logged.status.code(), Some(0));
+    assert_eq!(stdout(&logged), "fib(25) = 75025\n");
+    let err = stderr(&logged);
+    assert!(err.contains("resolved settings"), "{err}");
+    assert!(err.contains("DEBUG"), "{err}");
+}
+
+#[test]
+fn help_documents_the_environment() {
+    let s = Scratch::new();
+    let top = stdout(&s.run(&["--help"]));
+    let run = stdout(&s.run(&["run", "--help"]));
+    for var in [
+        "WPROF",
+        "WPROF_OUT",
+        "WPROF_CACHE_DIR",
+        "WPROF_MODE",
+        "WPROF_LOG",
+    ] {
+        assert!(top.contains(var), "wprof --help lacks {var}");
+    }
+    for var in [
+        "WPROF_OUT",
+        "WPROF_CACHE_DIR",
+        "WPROF_MODE",
+        "WPROF_CALL_SITES",
+        "WPROF_LOG",
+    ] {
+        assert!(run.contains(var), "wprof run --help lacks {var}");
+    }
+    for flag in [
+        "--dir",
+        "--env",
+        "--output",
+        "--mode",
+        "--call-sites",
+        "--keep-overhead",
+        "--no-cache",
+        "--quiet",
+    ] {
+        assert!(run.contains(flag), "wprof run --help lacks {flag}");
+    }
 }
