@@ -10,6 +10,7 @@ mod cost;
 mod diff;
 mod formats;
 mod html;
+mod names;
 mod report;
 mod run;
 mod spec;

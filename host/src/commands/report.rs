@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use crate::exit::Failure;
 use crate::profile::Profile;
-use crate::report::{self, Format, Options, SortKey};
+use crate::report::{self, source, Format, Options, SortKey};
 
 /// Show a profile written by `wprof run`, as text or in a format other tools read.
 #[derive(Debug, clap::Args)]
@@ -37,6 +37,12 @@ pub struct ReportCommand {
     /// Order of the flat profile (text).
     #[arg(long, value_enum, default_value_t = SortKey::SelfTime)]
     sort: SortKey,
+
+    /// The profiled module, for source file:line from its DWARF. By default wprof looks at
+    /// the path recorded in the profile, then beside the profile; a module whose blake3
+    /// differs from the profile's is not used.
+    #[arg(long, value_name = "MODULE.wasm")]
+    module: Option<PathBuf>,
 }
 
 const AFTER_HELP: &str = "\
@@ -50,6 +56,9 @@ Formats:
   callgrind   `callgrind_annotate --inclusive=yes callgrind.out.app`, or open it in KCachegrind
   speedscope  open in https://www.speedscope.app (or `speedscope app.speedscope.json`)
   firefox     load in https://profiler.firefox.com
+
+Names: Rust and C++ names are shown demangled (except in json), with the source file:line
+of each function when the module has DWARF (see --module).
 
 Examples:
   wprof report app.wprof
@@ -75,11 +84,18 @@ fn parse_regex(s: &str) -> Result<regex::Regex, String> {
 impl ReportCommand {
     /// Renders the report; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
-        let profile = Profile::read(&self.profile)?;
+        let mut profile = Profile::read(&self.profile)?;
+        // JSON is the profile itself; every other format shows demangled names and sources.
+        let symbols = if self.format == Format::Json {
+            Default::default()
+        } else {
+            source::symbolize(&mut profile, &self.profile, self.module.as_deref())?
+        };
         let options = Options {
             top: self.top,
             filter: self.filter.clone(),
             sort: self.sort,
+            symbols,
         };
         let rendered = report::render(&profile, self.format, &options)?;
         match &self.output {

@@ -11,9 +11,10 @@
 //! adding call costs to self costs (`callgrind_annotate --inclusive=yes`) then counts every
 //! instruction once, recursion included.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 
+use super::source::Symbols;
 use super::stacks;
 use crate::profile::Profile;
 
@@ -32,7 +33,7 @@ pub fn subtree_costs(profile: &Profile) -> Vec<u64> {
 }
 
 /// The callgrind text.
-pub fn render(profile: &Profile) -> String {
+pub fn render(profile: &Profile, symbols: &Symbols) -> String {
     let (event, long) = if profile.unit == "ns" {
         ("ns", "Time (nanoseconds)")
     } else {
@@ -75,11 +76,24 @@ pub fn render(profile: &Profile) -> String {
     let _ = writeln!(out, "totals: {}", profile.total);
     let _ = writeln!(out);
     let _ = writeln!(out, "ob=(1) {}", profile.module.path);
-    // No source file known: `???`, as valgrind writes it (a `.wasm` path would make
+    // Files and functions are named once, `fl=(n) name`, then referred to as `fl=(n)`.
+    // Without a known source file: `???`, as valgrind writes it (a `.wasm` path would make
     // callgrind_annotate try to annotate the binary as source).
-    let _ = writeln!(out, "fl=(1) ???");
-    // Name compression: `fn=(id) name` the first time, `fn=(id)` after.
-    let mut named = std::collections::HashSet::new();
+    let mut files: HashMap<&str, usize> = HashMap::new();
+    let mut file = |out: &mut String, key: &str, id: u32| {
+        let path = symbols.sources.get(&id).map_or("???", |s| s.file.as_str());
+        let next = files.len() + 1;
+        match files.entry(path) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let _ = writeln!(out, "{key}=({})", e.get());
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(next);
+                let _ = writeln!(out, "{key}=({next}) {path}");
+            }
+        }
+    };
+    let mut named = HashSet::new();
     let mut name = |out: &mut String, key: &str, id: u32| {
         let label = profile.function(id).map(|f| f.name.as_str()).unwrap_or("?");
         if named.insert(id) {
@@ -88,14 +102,17 @@ pub fn render(profile: &Profile) -> String {
             let _ = writeln!(out, "{key}=({})", id + 1);
         }
     };
+    let line = |id: u32| symbols.sources.get(&id).map_or(0, |s| s.line);
     for f in &profile.functions {
         let _ = writeln!(out);
+        file(&mut out, "fl", f.id);
         name(&mut out, "fn", f.id);
-        let _ = writeln!(out, "0 {}", f.self_time);
+        let _ = writeln!(out, "{} {}", line(f.id), f.self_time);
         for (&callee, &(n, cost)) in calls.get(&f.id).into_iter().flatten() {
+            file(&mut out, "cfi", callee);
             name(&mut out, "cfn", callee);
-            let _ = writeln!(out, "calls={n} 0");
-            let _ = writeln!(out, "0 {cost}");
+            let _ = writeln!(out, "calls={n} {}", line(callee));
+            let _ = writeln!(out, "{} {cost}", line(f.id));
         }
     }
     out
@@ -103,23 +120,41 @@ pub fn render(profile: &Profile) -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::report::source::Symbols;
     use crate::report::tests::sample_profile;
 
     #[test]
     fn call_lines_carry_calls_and_subtree_cost() {
         let p = sample_profile();
         assert_eq!(super::subtree_costs(&p), vec![100, 70, 30, 20]);
-        let out = super::render(&p);
+        let out = super::render(&p, &Symbols::default());
         // _start calls a (twice, 70) and b (once, 20); b's recursion has calls, no cost.
+        let start = "fl=(1) ???\nfn=(1) _start\n0 10\n\
+                     cfi=(1)\ncfn=(2) a\ncalls=2 0\n0 70\n\
+                     cfi=(1)\ncfn=(3) b;x\ncalls=1 0\n0 20\n";
+        assert!(out.contains(start), "{out}");
         assert!(
-            out.contains(
-                "fn=(1) _start\n0 10\ncfn=(2) a\ncalls=2 0\n0 70\ncfn=(3) b;x\ncalls=1 0\n0 20\n"
-            ),
+            out.contains("fn=(3)\n0 50\ncfi=(1)\ncfn=(3)\ncalls=1 0\n0 0\n"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn sources_give_files_and_lines() {
+        let p = sample_profile();
+        let mut symbols = Symbols::default();
+        symbols.sources.insert(
+            1,
+            crate::report::source::Source {
+                file: "/src/a.c".into(),
+                line: 7,
+            },
+        );
+        let out = super::render(&p, &symbols);
         assert!(
-            out.contains("fn=(3)\n0 50\ncfn=(3)\ncalls=1 0\n0 0\n"),
+            out.contains("cfi=(2) /src/a.c\ncfn=(2) a\ncalls=2 7\n0 70\n"),
             "{out}"
         );
+        assert!(out.contains("fl=(2)\nfn=(2)\n7 40\n"), "{out}");
     }
 }

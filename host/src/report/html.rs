@@ -21,6 +21,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::callgrind::subtree_costs;
+use super::source::Symbols;
 use super::{format_amount, percent};
 use crate::profile::Profile;
 
@@ -97,7 +98,7 @@ struct DataFunction<'a> {
 }
 
 /// The HTML text.
-pub fn render(profile: &Profile) -> anyhow::Result<String> {
+pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
     let unit = profile.unit.as_str();
     let amount = |v: u64| format_amount(v, unit);
     let pct = |v: u64| format!("{:.2}%", percent(v, profile.total));
@@ -146,8 +147,8 @@ pub fn render(profile: &Profile) -> anyhow::Result<String> {
             FunctionRow {
                 id: f.id,
                 name: f.name.clone(),
-                raw_name: None,
-                source: None,
+                raw_name: symbols.raw_names.get(&f.id).cloned(),
+                source: symbols.sources.get(&f.id).map(|s| s.short()),
                 import: f.kind == "import",
                 calls: f.calls,
                 self_cost: f.self_time,
@@ -246,7 +247,7 @@ mod tests {
     fn names_are_escaped_and_the_data_cannot_close_the_script() {
         let mut p = sample_profile();
         p.functions[1].name = "a</script><b>".to_string();
-        let html = super::render(&p).unwrap();
+        let html = super::render(&p, &Default::default()).unwrap();
         assert!(
             html.contains("a&lt;&#x2f;script&gt;&lt;b&gt;")
                 || html.contains("a&lt;/script&gt;&lt;b&gt;"),

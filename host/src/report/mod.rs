@@ -10,6 +10,7 @@ pub mod folded;
 pub mod html;
 pub mod json;
 pub mod pprof;
+pub mod source;
 pub mod speedscope;
 pub mod text;
 
@@ -92,6 +93,8 @@ pub struct Options {
     pub filter: Option<regex::Regex>,
     /// Order of the flat profile.
     pub sort: SortKey,
+    /// Source locations and mangled names (see [`source::symbolize`]).
+    pub symbols: source::Symbols,
 }
 
 /// Renders `profile` in `format`. Text formats are UTF-8; `pprof` is binary.
@@ -101,11 +104,11 @@ pub fn render(profile: &Profile, format: Format, options: &Options) -> anyhow::R
         Format::Json => json::render(profile).into_bytes(),
         Format::Folded => folded::render(profile).into_bytes(),
         Format::Flamegraph => flamegraph::render(profile)?,
-        Format::Pprof => pprof::render(profile)?,
-        Format::Callgrind => callgrind::render(profile).into_bytes(),
-        Format::Speedscope => speedscope::render(profile)?.into_bytes(),
+        Format::Pprof => pprof::render(profile, &options.symbols)?,
+        Format::Callgrind => callgrind::render(profile, &options.symbols).into_bytes(),
+        Format::Speedscope => speedscope::render(profile, &options.symbols)?.into_bytes(),
         Format::Firefox => firefox::render(profile)?.into_bytes(),
-        Format::Html => html::render(profile)?.into_bytes(),
+        Format::Html => html::render(profile, &options.symbols)?.into_bytes(),
     })
 }
 

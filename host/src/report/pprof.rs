@@ -16,6 +16,7 @@ use std::io::Write;
 use anyhow::Context;
 use prost::Message;
 
+use super::source::Symbols;
 use super::stacks;
 use crate::profile::Profile;
 
@@ -176,7 +177,7 @@ impl Strings {
 }
 
 /// The message, before encoding.
-pub fn build(profile: &Profile) -> PprofProfile {
+pub fn build(profile: &Profile, symbols: &Symbols) -> PprofProfile {
     let mut strings = Strings::new();
     let calls_type = ValueType {
         r#type: strings.intern("calls"),
@@ -198,20 +199,27 @@ pub fn build(profile: &Profile) -> PprofProfile {
         filename: strings.intern(&profile.module.path),
         build_id: strings.intern(&profile.module.blake3),
         has_functions: true,
-        has_filenames: false,
-        has_line_numbers: false,
+        has_filenames: !symbols.sources.is_empty(),
+        has_line_numbers: !symbols.sources.is_empty(),
     };
     // Function and location ids are the wasm function index + 1 (ids must not be 0).
     let mut function = Vec::with_capacity(profile.functions.len());
     let mut location = Vec::with_capacity(profile.functions.len());
     for f in &profile.functions {
         let name = strings.intern(&f.name);
+        let system_name = match symbols.raw_names.get(&f.id) {
+            Some(raw) => strings.intern(raw),
+            None => name,
+        };
+        let source = symbols.sources.get(&f.id);
+        let filename = source.map_or(0, |s| strings.intern(&s.file));
+        let line = source.map_or(0, |s| i64::from(s.line));
         function.push(Function {
             id: u64::from(f.id) + 1,
             name,
-            system_name: name,
-            filename: 0,
-            start_line: 0,
+            system_name,
+            filename,
+            start_line: line,
         });
         location.push(Location {
             id: u64::from(f.id) + 1,
@@ -219,7 +227,7 @@ pub fn build(profile: &Profile) -> PprofProfile {
             address: u64::from(f.id),
             line: vec![Line {
                 function_id: u64::from(f.id) + 1,
-                line: 0,
+                line,
             }],
         });
     }
@@ -257,8 +265,8 @@ pub fn build(profile: &Profile) -> PprofProfile {
 }
 
 /// The gzip'd protobuf bytes.
-pub fn render(profile: &Profile) -> anyhow::Result<Vec<u8>> {
-    let bytes = build(profile).encode_to_vec();
+pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<Vec<u8>> {
+    let bytes = build(profile, symbols).encode_to_vec();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&bytes)
         .and_then(|_| gz.finish())
@@ -273,7 +281,7 @@ mod tests {
     #[test]
     fn round_trips_through_gzip_and_protobuf() {
         let p = sample_profile();
-        let gz = render(&p).unwrap();
+        let gz = render(&p, &Symbols::default()).unwrap();
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut bytes).unwrap();
         let m = PprofProfile::decode(&bytes[..]).unwrap();

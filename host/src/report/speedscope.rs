@@ -5,11 +5,12 @@
 
 use serde_json::json;
 
+use super::source::Symbols;
 use super::stacks;
 use crate::profile::Profile;
 
 /// The speedscope JSON text.
-pub fn render(profile: &Profile) -> anyhow::Result<String> {
+pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
     // Frames: one per function that ran, in the profile's order; samples refer to them by
     // position.
     let index: std::collections::HashMap<u32, usize> = profile
@@ -21,7 +22,10 @@ pub fn render(profile: &Profile) -> anyhow::Result<String> {
     let frames: Vec<_> = profile
         .functions
         .iter()
-        .map(|f| json!({ "name": f.name, "file": profile.module.path }))
+        .map(|f| match symbols.sources.get(&f.id) {
+            Some(s) => json!({ "name": f.name, "file": s.file, "line": s.line }),
+            None => json!({ "name": f.name, "file": profile.module.path }),
+        })
         .collect();
     let (samples, weights): (Vec<Vec<usize>>, Vec<u64>) = stacks(profile)
         .into_iter()
@@ -69,7 +73,8 @@ mod tests {
     #[test]
     fn samples_are_stacks_weighted_by_self_cost() {
         let v: serde_json::Value =
-            serde_json::from_str(&super::render(&sample_profile()).unwrap()).unwrap();
+            serde_json::from_str(&super::render(&sample_profile(), &Default::default()).unwrap())
+                .unwrap();
         let p = &v["profiles"][0];
         assert_eq!(p["samples"][2], serde_json::json!([0, 1, 2]));
         assert_eq!(p["weights"], serde_json::json!([10, 40, 30, 20]));

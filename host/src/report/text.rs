@@ -105,8 +105,14 @@ pub fn render(profile: &Profile, options: &Options) -> String {
         let _ = writeln!(out);
         let _ = writeln!(
             out,
-            "{}  ({} calls, inclusive {})",
+            "{}{}  ({} calls, inclusive {})",
             f.name,
+            options
+                .symbols
+                .sources
+                .get(&f.id)
+                .map(|s| format!("  [{}]", s.short()))
+                .unwrap_or_default(),
             f.calls,
             format_amount(f.inclusive, &profile.unit)
         );

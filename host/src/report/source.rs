@@ -1,0 +1,210 @@
+//! What the reports add to the profile's names: demangled Rust and C++ names
+//! (rustc-demangle, cpp_demangle), and each function's source file and line from the DWARF
+//! of the original module (gimli and addr2line), when the module is still where it was
+//! profiled (`profile.module.path`, or beside the profile, or `--module`) and is the same
+//! module (its blake3 matches the profile's).
+//!
+//! In a wasm module DWARF addresses are offsets from the start of the code section's
+//! contents; a function's line is the first line-table row inside its body.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use addr2line::gimli;
+
+use crate::profile::Profile;
+
+/// Where a function is defined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// The source file, as the compiler recorded it.
+    pub file: String,
+    /// The first line of the function's code.
+    pub line: u32,
+}
+
+impl Source {
+    /// `file.c:12`, with the file's last component only.
+    pub fn short(&self) -> String {
+        let name = Path::new(&self.file)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.file.clone());
+        format!("{name}:{}", self.line)
+    }
+}
+
+/// Per function id: the name in the module (when demangling changed it) and the source.
+#[derive(Debug, Clone, Default)]
+pub struct Symbols {
+    /// The module's own (mangled) name of each function whose shown name was demangled.
+    pub raw_names: HashMap<u32, String>,
+    /// Source locations found in the DWARF.
+    pub sources: HashMap<u32, Source>,
+}
+
+/// A Rust (legacy or v0) or C++ (Itanium) mangled name, demangled; `None` for other names.
+pub fn demangle(name: &str) -> Option<String> {
+    let rust = name.starts_with("_R") || (name.starts_with("_ZN") && name.ends_with('E'));
+    if rust {
+        if let Ok(d) = rustc_demangle::try_demangle(name) {
+            // `{:#}` leaves out the hash suffix.
+            return Some(format!("{d:#}"));
+        }
+    }
+    if name.starts_with("_Z") {
+        if let Ok(symbol) = cpp_demangle::Symbol::new(name.as_bytes()) {
+            if let Ok(text) = symbol.demangle() {
+                return Some(text);
+            }
+        }
+    }
+    None
+}
+
+/// Replaces mangled names in `profile` by their demangled form; returns the originals.
+pub fn demangle_names(profile: &mut Profile) -> HashMap<u32, String> {
+    let mut raw = HashMap::new();
+    for f in &mut profile.functions {
+        if let Some(d) = demangle(&f.name) {
+            raw.insert(f.id, std::mem::replace(&mut f.name, d));
+        }
+    }
+    raw
+}
+
+/// The module file to read DWARF from: `explicit`, else the profiled path, else a file of
+/// that name beside the profile. Only a file whose blake3 matches the profile's is used.
+fn find_module(
+    profile: &Profile,
+    profile_path: &Path,
+    explicit: Option<&Path>,
+) -> Result<Option<(PathBuf, Vec<u8>)>, String> {
+    let recorded = Path::new(&profile.module.path);
+    let candidates: Vec<PathBuf> = match explicit {
+        Some(p) => vec![p.to_path_buf()],
+        None => {
+            let mut c = vec![recorded.to_path_buf()];
+            if let (Some(dir), Some(name)) = (profile_path.parent(), recorded.file_name()) {
+                c.push(dir.join(name));
+            }
+            c
+        }
+    };
+    for path in candidates {
+        let Ok(bytes) = std::fs::read(&path) else {
+            if explicit.is_some() {
+                return Err(format!("cannot read {}", path.display()));
+            }
+            continue;
+        };
+        if blake3::hash(&bytes).to_hex().as_str() == profile.module.blake3 {
+            return Ok(Some((path, bytes)));
+        }
+        if explicit.is_some() {
+            return Err(format!(
+                "{} is not the module that was profiled (its blake3 differs)",
+                path.display()
+            ));
+        }
+    }
+    Ok(None)
+}
+
+/// The source of every defined function that has DWARF line information.
+pub fn sources_from_module(bytes: &[u8]) -> anyhow::Result<HashMap<u32, Source>> {
+    let mut imported = 0u32;
+    let mut code_start = None;
+    let mut bodies = Vec::new();
+    let mut sections: HashMap<String, &[u8]> = HashMap::new();
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload? {
+            wasmparser::Payload::ImportSection(reader) => {
+                for import in reader.into_imports() {
+                    if matches!(import?.ty, wasmparser::TypeRef::Func(_)) {
+                        imported += 1;
+                    }
+                }
+            }
+            wasmparser::Payload::CodeSectionStart { range, .. } => code_start = Some(range.start),
+            wasmparser::Payload::CodeSectionEntry(body) => bodies.push(body.range()),
+            wasmparser::Payload::CustomSection(reader) if reader.name().starts_with(".debug_") => {
+                sections.insert(reader.name().to_string(), reader.data());
+            }
+            _ => {}
+        }
+    }
+    let (Some(code_start), true) = (code_start, sections.contains_key(".debug_info")) else {
+        return Ok(HashMap::new());
+    };
+    let dwarf = gimli::Dwarf::load(|id: gimli::SectionId| {
+        let data = sections.get(id.name()).copied().unwrap_or(&[]);
+        Ok::<_, gimli::Error>(gimli::EndianSlice::new(data, gimli::LittleEndian))
+    })?;
+    let context = addr2line::Context::from_dwarf(dwarf)?;
+    let mut out = HashMap::new();
+    for (i, range) in bodies.into_iter().enumerate() {
+        let start = (range.start - code_start) as u64;
+        let end = (range.end - code_start) as u64;
+        let found = context
+            .find_location_range(start, end)?
+            .find_map(|(_, _, loc)| Some((loc.file?, loc.line?)));
+        if let Some((file, line)) = found {
+            out.insert(
+                imported + i as u32,
+                Source {
+                    file: file.to_string(),
+                    line,
+                },
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// Demangles `profile`'s names and finds its functions' sources. A module that cannot be
+/// found (or has changed) only means no sources; an explicit `module` that cannot be used
+/// is an error.
+pub fn symbolize(
+    profile: &mut Profile,
+    profile_path: &Path,
+    module: Option<&Path>,
+) -> anyhow::Result<Symbols> {
+    let raw_names = demangle_names(profile);
+    let sources = match find_module(profile, profile_path, module).map_err(anyhow::Error::msg)? {
+        Some((path, bytes)) => match sources_from_module(&bytes) {
+            Ok(s) => s,
+            Err(e) if module.is_some() => {
+                return Err(e.context(format!("cannot read the DWARF of {}", path.display())))
+            }
+            Err(e) => {
+                tracing::debug!("no source lines from {}: {e:#}", path.display());
+                HashMap::new()
+            }
+        },
+        None => HashMap::new(),
+    };
+    Ok(Symbols { raw_names, sources })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demangles_rust_and_cpp() {
+        assert_eq!(
+            demangle("_ZN4core3fmt5write17h0123456789abcdefE").as_deref(),
+            Some("core::fmt::write")
+        );
+        assert_eq!(demangle("_Z3fooi").as_deref(), Some("foo(int)"));
+        assert_eq!(demangle("find_match"), None);
+        assert_eq!(demangle("wasi_snapshot_preview1::fd_write"), None);
+    }
+
+    #[test]
+    fn no_dwarf_no_sources() {
+        let wasm = wat::parse_str("(module (func (export \"_start\")))").unwrap();
+        assert!(sources_from_module(&wasm).unwrap().is_empty());
+    }
+}
