@@ -5,6 +5,7 @@
 //! here, one module per concern.
 
 pub mod artifacts;
+pub mod backtrace;
 pub mod cache_model;
 pub mod cache_values;
 pub mod calibrate;

@@ -34,6 +34,8 @@ pub struct RunOutcome {
     pub exit_code: i32,
     /// The trap, if the program trapped: a one-line message and the full report.
     pub trap: Option<(String, String)>,
+    /// The trap's wasm backtrace, innermost first (frames of the module that ran).
+    pub backtrace: Vec<crate::backtrace::Frame>,
     /// Wall time of `_start` in nanoseconds.
     pub wall_time: u64,
     /// The collector, every frame closed, when the module was instrumented.
@@ -266,6 +268,10 @@ pub fn run(
     }
     let _ = std::io::stdout().flush();
 
+    let backtrace = match &result {
+        Err(e) => crate::backtrace::frames_of(e),
+        Ok(()) => Vec::new(),
+    };
     let (exit_code, trap) = match result {
         Ok(()) => (0, None),
         Err(e) => {
@@ -279,12 +285,11 @@ pub fn run(
                 } else {
                     1
                 };
-                let report =
-                    format!("failed to run main module `{shown}`\n\nCaused by:\n    {e:?}");
                 let message = match e.downcast_ref::<wasmtime::Trap>() {
                     Some(trap) => trap.to_string(),
                     None => first_line(&e.root_cause().to_string()),
                 };
+                let report = crate::backtrace::report(&shown, &backtrace, &message);
                 (code, Some((message, report)))
             }
         }
@@ -301,6 +306,7 @@ pub fn run(
     Ok(RunOutcome {
         exit_code,
         trap,
+        backtrace,
         wall_time,
         collector,
     })

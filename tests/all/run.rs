@@ -534,3 +534,36 @@ fn help_documents_the_environment() {
         assert!(run.contains(flag), "wprof run --help lacks {flag}");
     }
 }
+
+/// The report of a trap names the original functions and offsets, as `wasmtime run` does.
+#[test]
+fn trap_backtraces_match_wasmtime() {
+    let s = Scratch::new();
+    std::fs::copy(sample("deep_trap.wasm"), s.path("deep_trap.wasm")).unwrap();
+    let out = s.run(&["run", "-q", "deep_trap.wasm"]);
+    assert_eq!(out.status.code(), Some(134));
+    let err = stderr(&out);
+    // The innermost frame is the original `unreachable` in $down.
+    assert!(err.contains("    0:     0x68 - <unknown>!down"), "{err}");
+    assert!(
+        err.contains("wasm trap: wasm `unreachable` instruction executed"),
+        "{err}"
+    );
+    // Up to the trap line, word for word what the wasmtime CLI prints.
+    let until_trap = |text: &str| -> Vec<String> {
+        text.lines()
+            .take_while(|l| !l.contains("wasm trap:"))
+            .filter(|l| !l.starts_with("deep_trap:"))
+            .map(str::to_string)
+            .collect()
+    };
+    if let Some(cli) = wasmtime_cli() {
+        let reference = std::process::Command::new(cli)
+            .current_dir(s.dir.path())
+            .args(["run", "deep_trap.wasm"])
+            .env_remove("RUST_BACKTRACE")
+            .output()
+            .unwrap();
+        assert_eq!(until_trap(&err), until_trap(&stderr(&reference)));
+    }
+}

@@ -220,8 +220,22 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
         Stdio::Inherit,
         Some((collector, settings.mode)),
     )?;
-    if let Some((_, report)) = &outcome.trap {
-        eprintln!("Error: {report}");
+    if let Some((message, _)) = &outcome.trap {
+        // Tell the backtrace in terms of the original module, as `wasmtime run` would.
+        let plan = ProbePlan {
+            mode: settings.mode,
+            call_sites: settings.call_sites,
+        };
+        let frames = crate::backtrace::to_original(
+            &outcome.backtrace,
+            &loaded.bytes,
+            &prepared.bytes,
+            &plan,
+        );
+        eprintln!(
+            "Error: {}",
+            crate::backtrace::report(&shown, &frames, message)
+        );
     }
     let collector = outcome
         .collector
