@@ -1,8 +1,7 @@
-//! Companion files: values too large for the store (compiled machine code) live as files
-//! beside it, one per key, in a folder named after their kind. The store holds their length
-//! and digest; a file is written aside, synced and renamed into place, so a reader sees a
-//! whole file or none, and a process killed mid-write leaves only a temporary file that the
-//! next writer removes.
+//! Files, the store's only medium: every value, usage record and companion file is a file
+//! of its own, written aside (a private temporary file in the same folder) and renamed into
+//! place. A reader sees a whole file or none; a process killed mid-write leaves at most a
+//! temporary file, which readers ignore and `gc` removes.
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -28,8 +27,10 @@ pub fn key_from_hex(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// Writes `bytes` to `path` atomically: a private temporary file in the same folder,
-/// synced, then renamed over `path`.
+/// Writes `bytes` to `path` atomically: a private temporary file in the same folder, then
+/// renamed over `path`. Not synced: a killed process leaves the whole file or none (the
+/// kernel has it either way); after a power loss a file may be short or damaged, which its
+/// recorded length and digest (and the host's MAC) reveal, so it is never used.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().expect("companion files live in a folder");
     let mut options = fs::OpenOptions::new();
@@ -51,14 +52,8 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let result = (|| {
         let mut file = options.open(&temp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
         drop(file);
-        fs::rename(&temp, path)?;
-        // The rename itself is durable once the folder is synced.
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        fs::rename(&temp, path)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&temp);
@@ -81,6 +76,36 @@ pub(crate) fn digest_file(path: &Path) -> io::Result<([u8; 32], u64)> {
         len += n as u64;
     }
     Ok((*hasher.finalize().as_bytes(), len))
+}
+
+/// The contents of `path`, or `None` if there is no such file.
+pub(crate) fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes `path`; whether it was there.
+pub(crate) fn remove_optional(path: &Path) -> io::Result<bool> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates `dir` and its parents, private to the user (0700 on Unix).
+pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
 }
 
 /// Every file in `dir` (none if it does not exist): `(name, path)`.

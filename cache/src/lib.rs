@@ -7,27 +7,40 @@
 //! # Layout of a cache directory
 //!
 //! ```text
-//! DIR/            mode 0700
-//!   store/        the sled database: one tree per kind, plus `usage` and `stats`
-//!   artifacts/    companion files of the `artifacts` kind, one per key (hex)
+//! DIR/                         mode 0700; files 0600
+//!   FORMAT                     "wprof cache 2"
+//!   entries/<kind>/<ab>/<key>  one sealed value per file (<ab>: the key's first byte)
+//!   usage/<kind>/<ab>/<key>    its usage record
+//!   artifacts/<key>            companion files of the `artifacts` kind (compiled code)
+//!   counters                   hits, misses, ... per kind, since when
+//!   lock                       taken (flock) only to update usage records and counters
 //! ```
+//!
+//! Every file is written aside and renamed into place. That makes the store:
+//!
+//! - **crash-safe**: a process killed at any moment leaves whole files or none; at worst a
+//!   temporary file (ignored, removed by gc) or a value without its usage record (reads as
+//!   never used). There is no log to recover and nothing to repair.
+//! - **shared**: any number of processes read and write at once, with no lock on the
+//!   values; two writers of one key write the same content-addressed value. Only the
+//!   read-modify-write of usage records and counters takes a short file lock.
+//! - **portable**: a copied or archived directory is a valid cache.
+//!
+//! The first design put everything in sled; sled 0.34 lets one process open a store at a
+//! time, and a store killed mid-write could fail to open at all ("Read corrupted data"),
+//! which the kill -9 tests of wprof reproduced within a few rounds.
 //!
 //! # Promises
 //!
 //! - A value that does not match its digest (a flipped bit, a truncated write, a value
 //!   moved under another key) is never returned: [`Cache::get`] reports a miss and counts
-//!   it as corrupt, and the next [`Cache::put`] replaces it. The same holds for companion
-//!   files: their length is checked on every read, their digest by [`Cache::verify`] (and
-//!   by whatever the host checks before using one).
-//! - The directory is created private to the user (mode 0700 on Unix), files 0600.
-//! - sled lets one process at a time open a directory: [`Cache::open`] fails at once with
-//!   [`CacheError::Locked`], [`Cache::open_wait`] retries with backoff for a while first.
-//! - A process killed at any moment leaves a store that opens; what it had not finished
-//!   writing is absent, never torn: values are sealed, companion files are renamed into
-//!   place before their record is written, and leftovers are removed at the next open.
+//!   it as corrupt, and the next [`Cache::put`] replaces it. Companion files: their length
+//!   is checked on every read, their digest by [`Cache::verify`] (and by whatever the host
+//!   checks before using one).
+//! - The directory is private to the user (0700, files 0600 on Unix).
 //! - Every entry has a usage record (first and last use, hits, size, a host note) and the
-//!   store keeps counters of hits, misses, corrupt values, writes and evictions per kind, for
-//!   all processes, since the cache was created.
+//!   cache keeps counters of hits, misses, corrupt values, writes and evictions per kind,
+//!   for all processes, since it was created.
 //!
 //! # Example
 //!
@@ -49,8 +62,10 @@ mod files;
 mod stats;
 mod usage;
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
 pub use error::CacheError;
 pub use files::{hex, key_from_hex};
@@ -78,7 +93,7 @@ impl Kind {
     /// Every kind, in a fixed order.
     pub const ALL: [Kind; 4] = [Kind::Function, Kind::Manifest, Kind::Module, Kind::Artifact];
 
-    /// The kind's name (also the name of its sled tree, and of its folder of files).
+    /// The kind's name (also the name of its folders).
     pub fn name(self) -> &'static str {
         match self {
             Kind::Function => "functions",
@@ -187,8 +202,9 @@ pub struct Stats {
     pub since: u64,
     /// Per kind, in [`Kind::ALL`] order.
     pub kinds: Vec<(Kind, KindStats)>,
-    /// Bytes the store's files take on disk (sled's own figure, garbage included).
-    pub store_on_disk: u64,
+    /// Bytes of every file under the cache directory (leftovers of interrupted writes
+    /// included).
+    pub on_disk: u64,
 }
 
 /// A part of the store as [`Cache::records`] exports it and [`Cache::import_record`]
@@ -228,81 +244,79 @@ impl Section {
 /// A record as stored: `(key, sealed bytes)`.
 pub type RawRecord = (Vec<u8>, Vec<u8>);
 
+/// What the FORMAT file says.
+const FORMAT: &str = "wprof cache 2\n";
+
+/// The key of the counters record.
+const COUNTERS_KEY: &[u8] = b"counters";
+
+/// Leftovers of interrupted writes older than this are garbage (a live writer renames its
+/// temporary file within milliseconds).
+const STALE: Duration = Duration::from_secs(60);
+
 /// An open cache directory.
 #[derive(Debug)]
 pub struct Cache {
-    db: sled::Db,
-    trees: [sled::Tree; 4],
-    usage: sled::Tree,
-    stats: sled::Tree,
     dir: PathBuf,
     /// Counts not yet added to the stored totals.
     pending: stats::Pending,
     /// Counts of this handle since it was opened.
-    session_counts: std::sync::Mutex<[KindCounts; 4]>,
+    session_counts: Mutex<[KindCounts; 4]>,
+    lock: Mutex<File>,
+}
+
+fn io(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> CacheError {
+    let what = format!("{what} {}", path.display());
+    move |e| CacheError::io(what, e)
 }
 
 impl Cache {
-    /// Opens (creating if needed) the cache in `dir`. Fails at once with
-    /// [`CacheError::Locked`] if another process has it open.
+    /// Opens (creating if needed) the cache in `dir`. Any number of processes may have it
+    /// open at once.
     pub fn open(dir: &Path) -> Result<Self, CacheError> {
-        create_private_dir(dir).map_err(|source| CacheError::Io {
-            what: format!("create cache directory {}", dir.display()),
-            source,
-        })?;
-        let store = dir.join("store");
-        let db = sled::Config::new()
-            .path(&store)
-            .open()
-            .map_err(|e| CacheError::from_sled(e, &store))?;
-        let open = |name: &str| {
-            db.open_tree(name)
-                .map_err(|e| CacheError::from_sled(e, &store))
-        };
-        let trees = [
-            open(Kind::Function.name())?,
-            open(Kind::Manifest.name())?,
-            open(Kind::Module.name())?,
-            open(Kind::Artifact.name())?,
-        ];
-        let usage = open("usage")?;
-        let stats = open("stats")?;
+        files::create_private_dir(dir).map_err(io("create cache directory", dir))?;
+        let format = dir.join("FORMAT");
+        match files::read_optional(&format).map_err(io("read", &format))? {
+            Some(found) if found == FORMAT.as_bytes() => {}
+            Some(found) => {
+                return Err(CacheError::Format {
+                    path: dir.to_path_buf(),
+                    found: String::from_utf8_lossy(&found).trim().to_string(),
+                })
+            }
+            None => {
+                files::write_atomic(&format, FORMAT.as_bytes()).map_err(io("write", &format))?
+            }
+        }
+        let lock_path = dir.join("lock");
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let lock = options.open(&lock_path).map_err(io("open", &lock_path))?;
         let cache = Self {
-            db,
-            trees,
-            usage,
-            stats,
             dir: dir.to_path_buf(),
             pending: Default::default(),
             session_counts: Default::default(),
+            lock: Mutex::new(lock),
         };
-        if cache.read_counter(stats::SINCE)?.is_none() {
-            cache.write_counter(stats::SINCE, now_ms())?;
+        if cache.read_counters()?.is_none() {
+            cache.locked(|c| {
+                if c.read_counters()?.is_none() {
+                    c.write_counters(&Counters::new(now_ms()))?;
+                }
+                Ok(())
+            })?;
         }
-        cache.remove_leftover_files()?;
         Ok(cache)
     }
 
-    /// Like [`Cache::open`], but while another process holds the cache, retries with a
-    /// growing pause (5 ms doubling up to 100 ms, with jitter) for up to `wait` before
-    /// failing with [`CacheError::Locked`].
-    pub fn open_wait(dir: &Path, wait: Duration) -> Result<Self, CacheError> {
-        let start = Instant::now();
-        let mut pause = Duration::from_millis(5);
-        loop {
-            match Self::open(dir) {
-                Err(CacheError::Locked { .. }) if start.elapsed() < wait => {
-                    let jitter = Duration::from_micros(
-                        u64::from(std::process::id()) * 7919 % 3000
-                            + u64::from(Instant::now().duration_since(start).subsec_nanos() % 2000),
-                    );
-                    let left = wait.saturating_sub(start.elapsed());
-                    std::thread::sleep((pause + jitter).min(left));
-                    pause = (pause * 2).min(Duration::from_millis(100));
-                }
-                other => return other,
-            }
-        }
+    /// Whether `dir` holds a cache (of any version): its FORMAT file exists.
+    pub fn exists(dir: &Path) -> bool {
+        dir.join("FORMAT").is_file()
     }
 
     /// The directory this cache lives in.
@@ -310,8 +324,31 @@ impl Cache {
         &self.dir
     }
 
-    fn tree(&self, kind: Kind) -> &sled::Tree {
-        &self.trees[kind.index()]
+    /// Runs `f` holding the cache's file lock (and this handle's mutex).
+    fn locked<T>(&self, f: impl FnOnce(&Self) -> Result<T, CacheError>) -> Result<T, CacheError> {
+        let file = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        file.lock().map_err(io("lock", &self.dir.join("lock")))?;
+        let result = f(self);
+        let _ = file.unlock();
+        result
+    }
+
+    fn entry_dir(&self, kind: Kind) -> PathBuf {
+        self.dir.join("entries").join(kind.name())
+    }
+
+    fn entry_path(&self, kind: Kind, key: &Key) -> PathBuf {
+        let h = hex(key);
+        self.entry_dir(kind).join(&h[..2]).join(h)
+    }
+
+    fn usage_path(&self, kind: Kind, key: &Key) -> PathBuf {
+        let h = hex(key);
+        self.dir
+            .join("usage")
+            .join(kind.name())
+            .join(&h[..2])
+            .join(h)
     }
 
     fn file_dir(&self, kind: Kind) -> PathBuf {
@@ -323,8 +360,16 @@ impl Cache {
         self.file_dir(kind).join(hex(key))
     }
 
-    fn sled_err(&self, e: sled::Error) -> CacheError {
-        CacheError::from_sled(e, &self.dir)
+    fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+        let parent = path.parent().expect("cache files live in folders");
+        let result = files::write_atomic(path, bytes);
+        match result {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                files::create_private_dir(parent).map_err(io("create", parent))?;
+                files::write_atomic(path, bytes).map_err(io("write", path))
+            }
+            other => other.map_err(io("write", path)),
+        }
     }
 
     fn count(&self, kind: Kind, counter: usize) {
@@ -378,8 +423,9 @@ impl Cache {
         Ok(payload.to_vec())
     }
 
-    fn raw(&self, kind: Kind, key: &Key) -> Result<Option<sled::IVec>, CacheError> {
-        self.tree(kind).get(key).map_err(|e| self.sled_err(e))
+    fn raw(&self, kind: Kind, key: &Key) -> Result<Option<Vec<u8>>, CacheError> {
+        let path = self.entry_path(kind, key);
+        files::read_optional(&path).map_err(io("read", &path))
     }
 
     fn lookup(&self, kind: Kind, key: &Key, counted: bool) -> Result<Lookup, CacheError> {
@@ -394,7 +440,7 @@ impl Cache {
             match &found {
                 Lookup::Valid(_) => {
                     self.count(kind, stats::HITS);
-                    self.touch(kind, key, true, None)?;
+                    self.touch(kind, key, true, None, None)?;
                 }
                 Lookup::Missing => self.count(kind, stats::MISSES),
                 Lookup::Corrupt(_) => {
@@ -470,17 +516,14 @@ impl Cache {
     pub fn put(&self, kind: Kind, key: &Key, value: &[u8]) -> Result<(), CacheError> {
         assert!(!kind.has_file(), "{} values need a file", kind.name());
         let sealed = envelope::seal(kind.tag(), key, value);
-        self.tree(kind)
-            .insert(key, sealed.as_slice())
-            .map_err(|e| self.sled_err(e))?;
+        self.write(&self.entry_path(kind, key), &sealed)?;
         self.count(kind, stats::WRITES);
-        self.touch(kind, key, false, Some(sealed.len() as u64))?;
+        self.touch(kind, key, false, Some(sealed.len() as u64), None)?;
         Ok(())
     }
 
     /// Stores `value` under `key` with a companion file holding `file`. The file is
-    /// written (atomically) before the record, so a reader never finds a record whose
-    /// file is incomplete.
+    /// written before the record, so a reader never finds a record without its file.
     pub fn put_file(
         &self,
         kind: Kind,
@@ -489,26 +532,21 @@ impl Cache {
         file: &[u8],
     ) -> Result<(), CacheError> {
         assert!(kind.has_file(), "{} values have no file", kind.name());
-        let dir = self.file_dir(kind);
-        create_private_dir(&dir).map_err(|source| CacheError::Io {
-            what: format!("create {}", dir.display()),
-            source,
-        })?;
-        let path = self.file_path(kind, key);
-        files::write_atomic(&path, file).map_err(|source| CacheError::Io {
-            what: format!("write {}", path.display()),
-            source,
-        })?;
+        self.write(&self.file_path(kind, key), file)?;
         let mut record = Vec::with_capacity(40 + value.len());
         record.extend_from_slice(&(file.len() as u64).to_le_bytes());
         record.extend_from_slice(blake3::hash(file).as_bytes());
         record.extend_from_slice(value);
         let sealed = envelope::seal(kind.tag(), key, &record);
-        self.tree(kind)
-            .insert(key, sealed.as_slice())
-            .map_err(|e| self.sled_err(e))?;
+        self.write(&self.entry_path(kind, key), &sealed)?;
         self.count(kind, stats::WRITES);
-        self.touch(kind, key, false, Some((sealed.len() + file.len()) as u64))?;
+        self.touch(
+            kind,
+            key,
+            false,
+            Some((sealed.len() + file.len()) as u64),
+            None,
+        )?;
         Ok(())
     }
 
@@ -521,94 +559,74 @@ impl Cache {
 
     /// The usage record of an entry, if it has a readable one.
     pub fn usage(&self, kind: Kind, key: &Key) -> Result<Option<Usage>, CacheError> {
+        let path = self.usage_path(kind, key);
+        let raw = files::read_optional(&path).map_err(io("read", &path))?;
         let uk = Self::usage_key(kind, key);
-        let raw = self.usage.get(uk).map_err(|e| self.sled_err(e))?;
         Ok(raw.and_then(|raw| {
             envelope::open(USAGE_TAG | kind.tag(), &uk, &raw).and_then(Usage::decode)
         }))
     }
 
-    fn write_usage(&self, kind: Kind, key: &Key, usage: &Usage) -> Result<(), CacheError> {
-        let uk = Self::usage_key(kind, key);
-        let sealed = envelope::seal(USAGE_TAG | kind.tag(), &uk, &usage.encode());
-        self.usage
-            .insert(uk, sealed)
-            .map_err(|e| self.sled_err(e))?;
-        Ok(())
-    }
-
-    fn touch(&self, kind: Kind, key: &Key, hit: bool, size: Option<u64>) -> Result<(), CacheError> {
-        let now = now_ms();
-        let mut u = self.usage(kind, key)?.unwrap_or(Usage {
-            first_use: now,
-            ..Default::default()
-        });
-        u.last_use = now.max(u.last_use);
-        if hit {
-            u.hits += 1;
-        }
-        if let Some(size) = size {
-            u.size = size;
-        } else if u.size == 0 {
-            u.size = self.entry_size(kind, key)?;
-        }
-        self.write_usage(kind, key, &u)
+    /// Updates a usage record under the lock: used now, a hit or not, its size, a note.
+    fn touch(
+        &self,
+        kind: Kind,
+        key: &Key,
+        hit: bool,
+        size: Option<u64>,
+        note: Option<&[u8]>,
+    ) -> Result<(), CacheError> {
+        self.locked(|c| {
+            let now = now_ms();
+            let mut u = c.usage(kind, key)?.unwrap_or(Usage {
+                first_use: now,
+                ..Default::default()
+            });
+            u.last_use = now.max(u.last_use);
+            if hit {
+                u.hits += 1;
+            }
+            if let Some(size) = size {
+                u.size = size;
+            } else if u.size == 0 {
+                u.size = c.entry_size(kind, key)?;
+            }
+            if let Some(note) = note {
+                u.note = note.to_vec();
+            }
+            let uk = Self::usage_key(kind, key);
+            let sealed = envelope::seal(USAGE_TAG | kind.tag(), &uk, &u.encode());
+            c.write(&c.usage_path(kind, key), &sealed)
+        })
     }
 
     /// Attaches `note` to an entry's usage record (wprof: the path a module was loaded
     /// from), and marks it used now.
     pub fn set_note(&self, kind: Kind, key: &Key, note: &[u8]) -> Result<(), CacheError> {
-        let now = now_ms();
-        let mut u = match self.usage(kind, key)? {
-            Some(u) => u,
-            None => Usage {
-                first_use: now,
-                size: self.entry_size(kind, key)?,
-                ..Default::default()
-            },
-        };
-        u.last_use = now.max(u.last_use);
-        u.note = note.to_vec();
-        self.write_usage(kind, key, &u)
+        self.touch(kind, key, false, None, Some(note))
     }
 
     fn entry_size(&self, kind: Kind, key: &Key) -> Result<u64, CacheError> {
-        let Some(raw) = self.raw(kind, key)? else {
-            return Ok(0);
-        };
+        let value = std::fs::metadata(self.entry_path(kind, key)).map_or(0, |m| m.len());
         let file = if kind.has_file() {
-            std::fs::metadata(self.file_path(kind, key))
-                .map(|m| m.len())
-                .unwrap_or(0)
+            std::fs::metadata(self.file_path(kind, key)).map_or(0, |m| m.len())
         } else {
             0
         };
-        Ok(raw.len() as u64 + file)
+        Ok(value + file)
     }
 
     /// Removes an entry, its usage record and its file. Whether there was an entry.
     pub fn remove(&self, kind: Kind, key: &Key) -> Result<bool, CacheError> {
         // Usage first: a process killed in between leaves an entry without usage (which
         // reads as never used), never usage without an entry.
-        self.usage
-            .remove(Self::usage_key(kind, key))
-            .map_err(|e| self.sled_err(e))?;
-        let had = self
-            .tree(kind)
-            .remove(key)
-            .map_err(|e| self.sled_err(e))?
-            .is_some();
+        let usage = self.usage_path(kind, key);
+        files::remove_optional(&usage).map_err(io("remove", &usage))?;
+        let entry = self.entry_path(kind, key);
+        let had = files::remove_optional(&entry).map_err(io("remove", &entry))?;
         if kind.has_file() {
-            match std::fs::remove_file(self.file_path(kind, key)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => {
-                    return Err(CacheError::Io {
-                        what: format!("remove {}", self.file_path(kind, key).display()),
-                        source,
-                    })
-                }
-            }
+            let file = self.file_path(kind, key);
+            files::remove_optional(&file).map_err(io("remove", &file))?;
         }
         Ok(had)
     }
@@ -622,38 +640,42 @@ impl Cache {
         Ok(had)
     }
 
-    /// The keys stored for `kind`, in key order (keys of the wrong length are skipped:
-    /// [`Cache::verify`] reports them).
-    pub fn keys(&self, kind: Kind) -> Result<Vec<Key>, CacheError> {
+    /// Files of a two-level tree `<ab>/<name>`: `(name, path)`, temporary files included.
+    fn walk(root: &Path) -> Result<Vec<(String, PathBuf)>, CacheError> {
         let mut out = Vec::new();
-        for item in self.tree(kind).iter().keys() {
-            let k = item.map_err(|e| self.sled_err(e))?;
-            if let Ok(k) = <Key>::try_from(k.as_ref()) {
-                out.push(k);
+        for (_, sub) in files::list(root).map_err(io("list", root))? {
+            if !sub.is_dir() {
+                out.push((
+                    sub.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    sub,
+                ));
+                continue;
             }
+            out.extend(files::list(&sub).map_err(io("list", &sub))?);
         }
+        Ok(out)
+    }
+
+    /// The keys stored for `kind`, in key order.
+    pub fn keys(&self, kind: Kind) -> Result<Vec<Key>, CacheError> {
+        let mut out: Vec<Key> = Self::walk(&self.entry_dir(kind))?
+            .into_iter()
+            .filter_map(|(name, _)| key_from_hex(&name))
+            .collect();
+        out.sort();
         Ok(out)
     }
 
     /// Every entry of `kind` with its size and usage, in key order (values unverified).
     pub fn entries(&self, kind: Kind) -> Result<Vec<EntryInfo>, CacheError> {
         let mut out = Vec::new();
-        for item in self.tree(kind).iter() {
-            let (k, raw) = item.map_err(|e| self.sled_err(e))?;
-            let Ok(key) = <Key>::try_from(k.as_ref()) else {
-                continue;
-            };
-            let file = if kind.has_file() {
-                std::fs::metadata(self.file_path(kind, &key))
-                    .map(|m| m.len())
-                    .unwrap_or(0)
-            } else {
-                0
-            };
+        for key in self.keys(kind)? {
             out.push(EntryInfo {
                 kind,
                 key,
-                size: raw.len() as u64 + file,
+                size: self.entry_size(kind, &key)?,
                 usage: self.usage(kind, &key)?,
             });
         }
@@ -669,60 +691,60 @@ impl Cache {
         Ok(total)
     }
 
-    /// A quick upper bound of the cache's size: the store's files on disk (garbage
-    /// included) plus the companion files. Cheap: no value is read.
+    /// Bytes of every file under the cache directory: entries, usage records, companion
+    /// files and leftovers. Reads no value.
     pub fn size_on_disk(&self) -> Result<u64, CacheError> {
-        let mut total = self.db.size_on_disk().map_err(|e| self.sled_err(e))?;
-        for kind in Kind::ALL.into_iter().filter(|k| k.has_file()) {
-            let listed = files::list(&self.file_dir(kind)).map_err(|source| CacheError::Io {
-                what: format!("list {}", self.file_dir(kind).display()),
-                source,
-            })?;
-            for (_, path) in listed {
-                total += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        fn du(path: &Path) -> u64 {
+            match std::fs::read_dir(path) {
+                Ok(rd) => rd
+                    .filter_map(|e| e.ok())
+                    .map(|e| match e.file_type() {
+                        Ok(t) if t.is_dir() => du(&e.path()),
+                        _ => e.metadata().map_or(0, |m| m.len()),
+                    })
+                    .sum(),
+                Err(_) => 0,
             }
         }
-        Ok(total)
+        Ok(du(&self.dir))
     }
 
-    fn read_counter(&self, name: &[u8]) -> Result<Option<u64>, CacheError> {
-        let raw = self.stats.get(name).map_err(|e| self.sled_err(e))?;
+    fn read_counters(&self) -> Result<Option<Counters>, CacheError> {
+        let path = self.dir.join("counters");
+        let raw = files::read_optional(&path).map_err(io("read", &path))?;
         Ok(raw.and_then(|raw| {
-            envelope::open(stats::TAG, name, &raw)
-                .and_then(|v| Some(u64::from_le_bytes(v.try_into().ok()?)))
+            envelope::open(stats::TAG, COUNTERS_KEY, &raw).and_then(Counters::decode)
         }))
     }
 
-    fn write_counter(&self, name: &[u8], value: u64) -> Result<(), CacheError> {
-        let sealed = envelope::seal(stats::TAG, name, &value.to_le_bytes());
-        self.stats
-            .insert(name, sealed)
-            .map_err(|e| self.sled_err(e))?;
-        Ok(())
+    fn write_counters(&self, counters: &Counters) -> Result<(), CacheError> {
+        let sealed = envelope::seal(stats::TAG, COUNTERS_KEY, &counters.encode());
+        self.write(&self.dir.join("counters"), &sealed)
     }
 
     fn store_counts(&self) -> Result<(), CacheError> {
         let taken = self.pending.take();
-        let result = (|| {
+        if taken.is_empty() {
+            return Ok(());
+        }
+        let result = self.locked(|c| {
+            let mut counters = c.read_counters()?.unwrap_or(Counters::new(now_ms()));
             for &(kind, counter, n) in &taken {
-                let name = stats::key(kind, counter);
-                let old = self.read_counter(&name)?.unwrap_or(0);
-                self.write_counter(&name, old.saturating_add(n))?;
+                let slot = &mut counters.kinds[kind.index()];
+                slot.set(counter, slot.get(counter).saturating_add(n));
             }
-            Ok(())
-        })();
+            c.write_counters(&counters)
+        });
         if result.is_err() {
             self.pending.restore(&taken);
         }
         result
     }
 
-    /// Adds this handle's counts to the stored totals and makes every write so far
-    /// durable.
+    /// Adds this handle's counts to the stored totals. (Values are written through at
+    /// once; there is nothing else to flush.)
     pub fn flush(&self) -> Result<(), CacheError> {
-        self.store_counts()?;
-        self.db.flush().map_err(|e| self.sled_err(e))?;
-        Ok(())
+        self.store_counts()
     }
 
     /// What this handle did for `kind` since it was opened.
@@ -735,50 +757,55 @@ impl Cache {
     /// Entries, bytes and counters of every kind.
     pub fn stats(&self) -> Result<Stats, CacheError> {
         self.store_counts()?;
+        let counters = self.read_counters()?.unwrap_or(Counters::new(0));
         let mut kinds = Vec::new();
         for kind in Kind::ALL {
             let entries = self.entries(kind)?;
-            let mut counts = KindCounts::default();
-            for c in 0..stats::COUNTERS.len() {
-                counts.set(c, self.read_counter(&stats::key(kind, c))?.unwrap_or(0));
-            }
             kinds.push((
                 kind,
                 KindStats {
                     entries: entries.len() as u64,
                     bytes: entries.iter().map(|e| e.size).sum(),
-                    counts,
+                    counts: counters.kinds[kind.index()],
                 },
             ));
         }
         Ok(Stats {
-            since: self.read_counter(stats::SINCE)?.unwrap_or(0),
+            since: counters.since,
             kinds,
-            store_on_disk: self.db.size_on_disk().map_err(|e| self.sled_err(e))?,
+            on_disk: self.size_on_disk()?,
         })
     }
 
     /// Checks everything: every value against its digest, every companion file against its
-    /// recorded digest, every usage record and counter, and that no file lies in a kind's
-    /// folder without an entry. With `repair`, whatever is wrong is removed (a damaged
-    /// counter is reset). Returns what was wrong.
+    /// recorded digest, every usage record and the counters. With `repair`, whatever is
+    /// wrong is removed (damaged counters are reset), and so are leftovers: temporary files
+    /// of interrupted writes, files without an entry, usage records without an entry.
+    /// Returns what was wrong (leftovers are not damage: they are never read).
     pub fn verify(&self, repair: bool) -> Result<Vec<Problem>, CacheError> {
         let mut problems = Vec::new();
         for kind in Kind::ALL {
-            for item in self.tree(kind).iter() {
-                let (k, raw) = item.map_err(|e| self.sled_err(e))?;
-                let Ok(key) = <Key>::try_from(k.as_ref()) else {
+            for (name, path) in Self::walk(&self.entry_dir(kind))? {
+                if name.starts_with(files::TEMP_PREFIX) {
+                    if repair {
+                        remove_if_stale(&path);
+                    }
+                    continue;
+                }
+                let Some(key) = key_from_hex(&name) else {
                     problems.push(Problem {
                         section: kind.name().into(),
-                        key: hex(&k),
-                        what: format!("a key of {} bytes, not 32", k.len()),
+                        key: name,
+                        what: "a file that is not an entry".into(),
                         entry: None,
                     });
                     if repair {
-                        self.tree(kind).remove(&k).map_err(|e| self.sled_err(e))?;
+                        remove_quietly(&path);
                     }
                     continue;
                 };
+                let raw = files::read_optional(&path).map_err(io("read", &path))?;
+                let Some(raw) = raw else { continue };
                 if let Err(what) = self.open_raw(kind, &key, &raw, true) {
                     problems.push(Problem {
                         section: kind.name().into(),
@@ -791,106 +818,102 @@ impl Cache {
                     }
                 }
             }
+            for (name, path) in Self::walk(&self.dir.join("usage").join(kind.name()))? {
+                if name.starts_with(files::TEMP_PREFIX) {
+                    if repair {
+                        remove_if_stale(&path);
+                    }
+                    continue;
+                }
+                let key = key_from_hex(&name);
+                let valid = key.is_some_and(|key| {
+                    let uk = Self::usage_key(kind, &key);
+                    std::fs::read(&path).is_ok_and(|raw| {
+                        envelope::open(USAGE_TAG | kind.tag(), &uk, &raw)
+                            .and_then(Usage::decode)
+                            .is_some()
+                    })
+                });
+                if !valid {
+                    problems.push(Problem {
+                        section: "usage".into(),
+                        key: name,
+                        what: "the usage record does not match its digest".into(),
+                        entry: None,
+                    });
+                    if repair {
+                        remove_quietly(&path);
+                    }
+                } else if repair
+                    && key.is_some_and(|k| !self.entry_path(kind, &k).exists())
+                    && is_stale(&path)
+                {
+                    remove_quietly(&path);
+                }
+            }
             if kind.has_file() {
                 let dir = self.file_dir(kind);
-                let listed = files::list(&dir).map_err(|source| CacheError::Io {
-                    what: format!("list {}", dir.display()),
-                    source,
-                })?;
-                for (name, path) in listed {
-                    let known = key_from_hex(&name)
-                        .map(|k| self.raw(kind, &k).map(|r| r.is_some()))
-                        .transpose()?
-                        .unwrap_or(false);
-                    if !known {
-                        problems.push(Problem {
-                            section: kind.name().into(),
-                            key: name,
-                            what: "a file without an entry".into(),
-                            entry: None,
-                        });
-                        if repair {
-                            let _ = std::fs::remove_file(&path);
-                        }
-                    }
-                }
-            }
-        }
-        for item in self.usage.iter() {
-            let (k, raw) = item.map_err(|e| self.sled_err(e))?;
-            let parsed = (k.len() == 33)
-                .then(|| Kind::from_tag(k[0]))
-                .flatten()
-                .map(|kind| (kind, <Key>::try_from(&k[1..]).expect("33 bytes")));
-            let what = match parsed {
-                None => Some("not the usage record of any kind of entry".to_string()),
-                Some((kind, key)) => {
-                    if envelope::open(USAGE_TAG | kind.tag(), &k, &raw)
-                        .and_then(Usage::decode)
-                        .is_none()
-                    {
-                        Some("the usage record does not match its digest".into())
-                    } else if self.raw(kind, &key)?.is_none() {
-                        Some(format!(
-                            "usage of a {} entry that is not stored",
-                            kind.name()
-                        ))
-                    } else {
-                        None
-                    }
-                }
-            };
-            if let Some(what) = what {
-                problems.push(Problem {
-                    section: "usage".into(),
-                    key: hex(&k),
-                    what,
-                    entry: None,
-                });
-                if repair {
-                    self.usage.remove(&k).map_err(|e| self.sled_err(e))?;
-                }
-            }
-        }
-        for item in self.stats.iter() {
-            let (k, raw) = item.map_err(|e| self.sled_err(e))?;
-            if envelope::open(stats::TAG, &k, &raw).is_none_or(|v| v.len() != 8) {
-                problems.push(Problem {
-                    section: "stats".into(),
-                    key: String::from_utf8_lossy(&k).into_owned(),
-                    what: "the counter does not match its digest".into(),
-                    entry: None,
-                });
-                if repair {
-                    let value = if k.as_ref() == stats::SINCE {
-                        now_ms()
-                    } else {
-                        0
+                for (name, path) in files::list(&dir).map_err(io("list", &dir))? {
+                    let orphan = match key_from_hex(&name) {
+                        Some(k) => !self.entry_path(kind, &k).exists(),
+                        None => true,
                     };
-                    self.write_counter(&k, value)?;
+                    if repair && orphan {
+                        remove_if_stale(&path);
+                    }
                 }
             }
         }
-        if repair && !problems.is_empty() {
-            self.flush()?;
+        let counters = self.dir.join("counters");
+        let damaged = files::read_optional(&counters)
+            .map_err(io("read", &counters))?
+            .is_some_and(|raw| {
+                envelope::open(stats::TAG, COUNTERS_KEY, &raw)
+                    .and_then(Counters::decode)
+                    .is_none()
+            });
+        if damaged {
+            problems.push(Problem {
+                section: "stats".into(),
+                key: "counters".into(),
+                what: "the counters do not match their digest".into(),
+                entry: None,
+            });
+            if repair {
+                self.locked(|c| c.write_counters(&Counters::new(now_ms())))?;
+            }
         }
         Ok(problems)
     }
 
     /// Every record of a section, raw and sealed as stored: `(key, bytes)`.
     pub fn records(&self, section: Section) -> Result<Vec<RawRecord>, CacheError> {
-        if section == Section::Stats {
-            self.store_counts()?;
-        }
-        let tree = match section {
-            Section::Values(kind) => self.tree(kind),
-            Section::Usage => &self.usage,
-            Section::Stats => &self.stats,
-        };
         let mut out = Vec::new();
-        for item in tree.iter() {
-            let (k, v) = item.map_err(|e| self.sled_err(e))?;
-            out.push((k.to_vec(), v.to_vec()));
+        match section {
+            Section::Values(kind) => {
+                for key in self.keys(kind)? {
+                    if let Some(raw) = self.raw(kind, &key)? {
+                        out.push((key.to_vec(), raw));
+                    }
+                }
+            }
+            Section::Usage => {
+                for kind in Kind::ALL {
+                    for key in self.keys(kind)? {
+                        let path = self.usage_path(kind, &key);
+                        if let Some(raw) = files::read_optional(&path).map_err(io("read", &path))? {
+                            out.push((Self::usage_key(kind, &key).to_vec(), raw));
+                        }
+                    }
+                }
+            }
+            Section::Stats => {
+                self.store_counts()?;
+                let path = self.dir.join("counters");
+                if let Some(raw) = files::read_optional(&path).map_err(io("read", &path))? {
+                    out.push((COUNTERS_KEY.to_vec(), raw));
+                }
+            }
         }
         Ok(out)
     }
@@ -904,15 +927,17 @@ impl Cache {
                     && key.len() == 32
                     && envelope::open(kind.tag(), key, raw).is_some()
             }
-            Section::Usage => {
-                key.len() == 33
-                    && Kind::from_tag(key[0]).is_some_and(|kind| {
-                        envelope::open(USAGE_TAG | kind.tag(), key, raw)
-                            .and_then(Usage::decode)
-                            .is_some()
-                    })
+            Section::Usage => Self::usage_record_kind(key).is_some_and(|kind| {
+                envelope::open(USAGE_TAG | kind.tag(), key, raw)
+                    .and_then(Usage::decode)
+                    .is_some()
+            }),
+            Section::Stats => {
+                key == COUNTERS_KEY
+                    && envelope::open(stats::TAG, key, raw)
+                        .and_then(Counters::decode)
+                        .is_some()
             }
-            Section::Stats => envelope::open(stats::TAG, key, raw).is_some_and(|v| v.len() == 8),
         }
     }
 
@@ -929,16 +954,25 @@ impl Cache {
         if !Self::record_is_valid(section, key, raw) {
             return Ok(false);
         }
-        let tree = match section {
-            Section::Values(kind) => self.tree(kind),
-            Section::Usage => &self.usage,
-            Section::Stats if with_stats => &self.stats,
+        match section {
+            Section::Values(kind) => {
+                let key: Key = key.try_into().expect("checked: 32 bytes");
+                self.write(&self.entry_path(kind, &key), raw)?;
+            }
+            Section::Usage => {
+                let kind = Self::usage_record_kind(key).expect("checked");
+                let k: Key = key[1..].try_into().expect("checked: 33 bytes");
+                let path = self.usage_path(kind, &k);
+                if path.exists() {
+                    return Ok(false);
+                }
+                self.write(&path, raw)?;
+            }
+            Section::Stats if with_stats => {
+                self.locked(|c| c.write(&c.dir.join("counters"), raw))?;
+            }
             Section::Stats => return Ok(false),
-        };
-        if section == Section::Usage && tree.contains_key(key).map_err(|e| self.sled_err(e))? {
-            return Ok(false);
         }
-        tree.insert(key, raw).map_err(|e| self.sled_err(e))?;
         Ok(true)
     }
 
@@ -948,50 +982,26 @@ impl Cache {
     }
 
     /// Whether the cache holds no entry at all.
-    pub fn is_empty(&self) -> bool {
-        Kind::ALL.iter().all(|k| self.tree(*k).is_empty())
-    }
-
-    /// Removes temporary files of interrupted writes, and files whose record was never
-    /// written (the writer was killed in between). Only ever called with the store open,
-    /// so no other process is writing.
-    fn remove_leftover_files(&self) -> Result<(), CacheError> {
-        for kind in Kind::ALL.into_iter().filter(|k| k.has_file()) {
-            let dir = self.file_dir(kind);
-            let listed = files::list(&dir).map_err(|source| CacheError::Io {
-                what: format!("list {}", dir.display()),
-                source,
-            })?;
-            for (name, path) in listed {
-                let unfinished = if name.starts_with(files::TEMP_PREFIX) {
-                    true
-                } else if let Some(key) = key_from_hex(&name) {
-                    self.raw(kind, &key)?.is_none()
-                } else {
-                    false
-                };
-                if unfinished {
-                    remove_quietly(&path);
-                }
+    pub fn is_empty(&self) -> Result<bool, CacheError> {
+        for kind in Kind::ALL {
+            if !self.keys(kind)?.is_empty() {
+                return Ok(false);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Raw access for tests and repair tools: overwrites the stored bytes of `key` as is,
     /// without an envelope.
     #[doc(hidden)]
     pub fn put_raw_for_tests(&self, kind: Kind, key: &Key, raw: &[u8]) -> Result<(), CacheError> {
-        self.tree(kind)
-            .insert(key, raw)
-            .map_err(|e| self.sled_err(e))?;
-        Ok(())
+        self.write(&self.entry_path(kind, key), raw)
     }
 
     /// The stored bytes of `key` with their envelope, unverified.
     #[doc(hidden)]
     pub fn get_raw_for_tests(&self, kind: Kind, key: &Key) -> Result<Option<Vec<u8>>, CacheError> {
-        Ok(self.raw(kind, key)?.map(|v| v.to_vec()))
+        self.raw(kind, key)
     }
 }
 
@@ -999,7 +1009,59 @@ impl Drop for Cache {
     fn drop(&mut self) {
         // Best effort: a failure here only loses a few counts.
         let _ = self.store_counts();
-        let _ = self.db.flush();
+    }
+}
+
+/// The stored counters: since when, and per kind.
+#[derive(Debug, Clone, Copy)]
+struct Counters {
+    since: u64,
+    kinds: [KindCounts; 4],
+}
+
+impl Counters {
+    fn new(since: u64) -> Self {
+        Self {
+            since,
+            kinds: Default::default(),
+        }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = self.since.to_le_bytes().to_vec();
+        for k in &self.kinds {
+            for c in 0..stats::COUNTERS.len() {
+                out.extend_from_slice(&k.get(c).to_le_bytes());
+            }
+        }
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        let n = stats::COUNTERS.len();
+        if bytes.len() != 8 * (1 + 4 * n) {
+            return None;
+        }
+        let at = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8"));
+        let mut counters = Self::new(at(0));
+        for (k, slot) in counters.kinds.iter_mut().enumerate() {
+            for c in 0..n {
+                slot.set(c, at(1 + k * n + c));
+            }
+        }
+        Some(counters)
+    }
+}
+
+fn is_stale(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t.elapsed().is_ok_and(|e| e > STALE))
+}
+
+fn remove_if_stale(path: &Path) {
+    if is_stale(path) {
+        remove_quietly(path);
     }
 }
 
@@ -1012,17 +1074,6 @@ fn split_file_record(payload: &[u8]) -> Option<(u64, [u8; 32], &[u8])> {
     let len = u64::from_le_bytes(payload.get(..8)?.try_into().ok()?);
     let digest: [u8; 32] = payload.get(8..40)?.try_into().ok()?;
     Some((len, digest, &payload[40..]))
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
-//! Counters of what every process did with the cache, kept in the store: per kind, hits,
+//! Counters of what every process did with the cache, kept in the cache: per kind, hits,
 //! misses, corrupt values found, writes and evictions, and since when they are counted.
 //!
-//! Each handle counts in memory and adds what it counted to the stored totals when it
-//! flushes (and when it is dropped), so one run costs a handful of writes, not one per read.
+//! Each handle counts in memory and adds what it counted to the stored totals (under the
+//! cache's lock) when it flushes and when it is dropped: one write per run, not per read.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -18,9 +18,6 @@ pub(crate) const EVICTED: usize = 4;
 
 /// The envelope tag of a stored counter.
 pub(crate) const TAG: u8 = 0x20;
-
-/// The key of the stored "counting since" timestamp.
-pub(crate) const SINCE: &[u8] = b"since";
 
 /// In-memory counts not yet added to the store.
 #[derive(Debug, Default)]
@@ -53,11 +50,6 @@ impl Pending {
             self.counts[kind.index()][c].fetch_add(n, Ordering::Relaxed);
         }
     }
-}
-
-/// The stored key of one counter.
-pub(crate) fn key(kind: Kind, counter: usize) -> Vec<u8> {
-    format!("{}/{}", kind.name(), COUNTERS[counter]).into_bytes()
 }
 
 /// Counts for one kind, stored totals plus what this handle has not stored yet.

@@ -1,5 +1,5 @@
 //! Unit tests of the store: round trips, damage detection, usage, counters, files,
-//! verification and repair, export and import, locking.
+//! verification and repair, export and import, sharing.
 
 use super::*;
 
@@ -51,35 +51,6 @@ fn every_flipped_byte_is_a_miss() {
         .unwrap();
     assert_eq!(cache.get(Kind::Function, &key("other")).unwrap(), None);
     assert!(cache.counts(Kind::Function).corrupt >= good.len() as u64);
-}
-
-#[test]
-fn a_second_open_is_locked_not_a_hang() {
-    let dir = tempfile::tempdir().unwrap();
-    let _first = Cache::open(dir.path()).unwrap();
-    // The second handle fails at once with a lock error: no hang, no other error.
-    match Cache::open(dir.path()) {
-        Err(CacheError::Locked { .. }) => {}
-        other => panic!("expected a lock error, got {other:?}"),
-    }
-}
-
-#[test]
-fn open_wait_gets_the_cache_once_it_is_released() {
-    let dir = tempfile::tempdir().unwrap();
-    let first = Cache::open(dir.path()).unwrap();
-    let path = dir.path().to_path_buf();
-    let waiter =
-        std::thread::spawn(move || Cache::open_wait(&path, Duration::from_secs(60)).is_ok());
-    std::thread::sleep(Duration::from_millis(50));
-    drop(first);
-    assert!(waiter.join().unwrap());
-    // With no time to wait, it is a lock error.
-    let _held = Cache::open(dir.path()).unwrap();
-    assert!(matches!(
-        Cache::open_wait(dir.path(), Duration::ZERO),
-        Err(CacheError::Locked { .. })
-    ));
 }
 
 #[cfg(unix)]
@@ -138,46 +109,6 @@ fn counters_are_stored_for_every_process() {
     assert_eq!(f.entries, 1);
     assert_eq!((f.counts.hits, f.counts.misses, f.counts.writes), (2, 1, 1));
     assert!(stats.since > 0);
-}
-
-#[test]
-fn files_are_checked_and_leftovers_removed() {
-    let dir = tempfile::tempdir().unwrap();
-    let k = key("artifact");
-    let path;
-    {
-        let cache = Cache::open(dir.path()).unwrap();
-        cache
-            .put_file(Kind::Artifact, &k, b"mac", b"machine code")
-            .unwrap();
-        let v = cache.get_file(Kind::Artifact, &k).unwrap().unwrap();
-        assert_eq!(v.value, b"mac");
-        assert_eq!(std::fs::read(&v.path).unwrap(), b"machine code");
-        assert_eq!(v.len, 12);
-        path = v.path;
-        assert!(cache.verify(false).unwrap().is_empty());
-        // Same length, other bytes: reads still see the file (the host authenticates it),
-        // verification does not.
-        std::fs::write(&path, b"MACHINE CODE").unwrap();
-        let problems = cache.verify(false).unwrap();
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert_eq!(problems[0].entry, Some((Kind::Artifact, k)));
-        // Another length: a miss.
-        std::fs::write(&path, b"short").unwrap();
-        assert_eq!(cache.get_file(Kind::Artifact, &k).unwrap(), None);
-        assert_eq!(cache.verify(true).unwrap().len(), 1);
-        assert!(!path.exists());
-        assert!(cache.verify(false).unwrap().is_empty());
-        // A leftover of an interrupted write, and a file whose record never came.
-        std::fs::write(path.with_file_name(".tmp-1-2-x"), b"partial").unwrap();
-        std::fs::write(&path, b"orphan").unwrap();
-    }
-    let cache = Cache::open(dir.path()).unwrap();
-    assert!(!path.exists());
-    assert!(files::list(&dir.path().join("artifacts"))
-        .unwrap()
-        .is_empty());
-    assert!(cache.verify(false).unwrap().is_empty());
 }
 
 #[test]
@@ -251,5 +182,106 @@ fn eviction_removes_and_counts() {
     assert_eq!(cache.total_size().unwrap(), 0);
     assert_eq!(cache.usage(Kind::Module, &key("m")).unwrap(), None);
     assert_eq!(cache.stats().unwrap().kinds[2].1.counts.evicted, 1);
-    assert!(cache.is_empty());
+    assert!(cache.is_empty().unwrap());
+}
+
+#[test]
+fn handles_share_one_cache_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Cache::open(dir.path()).unwrap();
+    let b = Cache::open(dir.path()).unwrap();
+    a.put(Kind::Function, &key("f"), b"body").unwrap();
+    assert_eq!(b.get(Kind::Function, &key("f")).unwrap().unwrap(), b"body");
+    b.get(Kind::Function, &key("f")).unwrap();
+    assert_eq!(a.usage(Kind::Function, &key("f")).unwrap().unwrap().hits, 2);
+    // Counters from both handles add up.
+    a.get(Kind::Function, &key("g")).unwrap();
+    drop(a);
+    drop(b);
+    let c = Cache::open(dir.path()).unwrap();
+    let counts = c.stats().unwrap().kinds[0].1.counts;
+    assert_eq!((counts.hits, counts.misses, counts.writes), (2, 1, 1));
+    // Threads too.
+    let c = std::sync::Arc::new(c);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                for i in 0..25 {
+                    c.put(Kind::Module, &key(&format!("{t}/{i}")), b"m")
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(c.keys(Kind::Module).unwrap().len(), 100);
+    assert!(c.verify(false).unwrap().is_empty());
+}
+
+#[test]
+fn another_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("FORMAT"), "something else").unwrap();
+    assert!(matches!(
+        Cache::open(dir.path()),
+        Err(CacheError::Format { .. })
+    ));
+    assert!(Cache::exists(dir.path()));
+}
+
+fn age(path: &std::path::Path) {
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+}
+
+#[test]
+fn files_are_checked_and_leftovers_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("artifact");
+    let cache = Cache::open(dir.path()).unwrap();
+    cache
+        .put_file(Kind::Artifact, &k, b"mac", b"machine code")
+        .unwrap();
+    let v = cache.get_file(Kind::Artifact, &k).unwrap().unwrap();
+    assert_eq!(v.value, b"mac");
+    assert_eq!(std::fs::read(&v.path).unwrap(), b"machine code");
+    assert_eq!(v.len, 12);
+    let path = v.path;
+    assert!(cache.verify(false).unwrap().is_empty());
+    // Same length, other bytes: reads still see the file (the host authenticates it),
+    // verification does not.
+    std::fs::write(&path, b"MACHINE CODE").unwrap();
+    let problems = cache.verify(false).unwrap();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].entry, Some((Kind::Artifact, k)));
+    // Another length: a miss.
+    std::fs::write(&path, b"short").unwrap();
+    assert_eq!(cache.get_file(Kind::Artifact, &k).unwrap(), None);
+    assert_eq!(cache.verify(true).unwrap().len(), 1);
+    assert!(!path.exists());
+    assert!(cache.verify(false).unwrap().is_empty());
+    // Leftovers of a writer killed mid-way: a temporary file, a file whose record never
+    // came. Not damage; removed by a repair once they are old.
+    let temp = path.with_file_name(".tmp-1-2-x");
+    std::fs::write(&temp, b"partial").unwrap();
+    std::fs::write(&path, b"orphan").unwrap();
+    assert!(cache.verify(false).unwrap().is_empty());
+    assert!(cache.verify(true).unwrap().is_empty());
+    assert!(
+        temp.exists() && path.exists(),
+        "young: maybe a live writer's"
+    );
+    age(&temp);
+    age(&path);
+    assert!(cache.verify(true).unwrap().is_empty());
+    assert!(!temp.exists() && !path.exists());
+    assert_eq!(cache.get_file(Kind::Artifact, &k).unwrap(), None);
 }

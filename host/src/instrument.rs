@@ -5,16 +5,12 @@
 //!
 //! # Sharing the cache between processes
 //!
-//! sled lets one process at a time open a store, so a [`CacheSession`] holds it only for
-//! short steps: looking things up, then (after the work is done with the store released)
-//! storing the results. A process that finds the store held retries with backoff for up to
-//! [`DEFAULT_WAIT`] (`WPROF_CACHE_WAIT` seconds), which covers another process's lookups
-//! and writes; past that it warns once and goes on without the cache. Two processes that
-//! instrument the same module at the same time both do the work and store the same
-//! content-addressed values: nothing conflicts.
+//! The store takes no lock on values (see `wprof_cache`): any number of runs use one cache
+//! at once. Two runs that instrument the same module at the same time both do the work and
+//! write the same content-addressed values; nothing conflicts. A cache that cannot be used
+//! at all (unreadable, of another format) is one warning, and the run goes on without it.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
 use wasmtime::{Engine, Module};
 use wprof_agent::{InstrumentedBody, Instrumenter, ProbePlan, AGENT_FORMAT_VERSION};
@@ -30,26 +26,12 @@ use crate::secret::SecretKey;
 /// The import module name of the probes.
 pub const PROBE_MODULE: &str = wprof_agent::ProbeImports::MODULE;
 
-/// How long a run waits for a cache another process holds, by default.
-pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
-
 /// The size cap applied after runs that stored something, by default: 1 GiB.
 pub const DEFAULT_MAX_SIZE: u64 = 1 << 30;
 
 /// Prints one warning line on stderr.
 pub fn warn(message: impl std::fmt::Display) {
     eprintln!("wprof: warning: {message}");
-}
-
-/// How long to wait for a held cache: `WPROF_CACHE_WAIT` (seconds, fractions allowed),
-/// else [`DEFAULT_WAIT`].
-pub fn cache_wait() -> Duration {
-    std::env::var("WPROF_CACHE_WAIT")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
-        .unwrap_or(DEFAULT_WAIT)
 }
 
 /// The size cap kept automatically: `WPROF_CACHE_MAX_SIZE` (a size such as `500M`; `0`
@@ -64,12 +46,9 @@ pub fn auto_max_size() -> Result<Option<u64>, String> {
     }
 }
 
-/// A cache that turns its own failure into one warning and "no cache" from then on, and
-/// holds the store only while it is used (see the module docs).
+/// A cache that turns its own failure into one warning and "no cache" from then on.
 #[derive(Debug)]
 pub struct CacheSession {
-    dir: Option<PathBuf>,
-    wait: Duration,
     cache: Option<Cache>,
     failed: bool,
     wrote: bool,
@@ -77,18 +56,23 @@ pub struct CacheSession {
 }
 
 impl CacheSession {
-    /// Opens the cache in `dir` (waiting up to [`cache_wait`] for another process); if
-    /// that fails, warns once and goes on without one.
+    /// Opens the cache in `dir`; if that fails, warns once and goes on without one.
     pub fn open(dir: Option<&Path>) -> Self {
         let mut session = Self {
-            dir: dir.map(Path::to_path_buf),
-            wait: cache_wait(),
             cache: None,
             failed: dir.is_none(),
             wrote: false,
             secret: None,
         };
-        session.acquire();
+        if let Some(dir) = dir {
+            match Cache::open(dir) {
+                Ok(cache) => {
+                    tracing::debug!(dir = %dir.display(), "cache opened");
+                    session.cache = Some(cache);
+                }
+                Err(e) => session.fail(format_args!("{e}; running without the cache")),
+            }
+        }
         session
     }
 
@@ -97,38 +81,14 @@ impl CacheSession {
         Self::open(None)
     }
 
-    /// The open cache, if any (opening it again if it was released).
-    pub fn cache(&mut self) -> Option<&Cache> {
-        self.acquire();
+    /// The open cache, if any.
+    pub fn cache(&self) -> Option<&Cache> {
         self.cache.as_ref()
     }
 
     /// Whether this session still uses a cache.
     pub fn is_enabled(&self) -> bool {
         !self.failed
-    }
-
-    fn acquire(&mut self) {
-        if self.cache.is_some() || self.failed {
-            return;
-        }
-        let dir = self
-            .dir
-            .clone()
-            .expect("a session that has not failed has a dir");
-        match Cache::open_wait(&dir, self.wait) {
-            Ok(cache) => {
-                tracing::debug!(dir = %dir.display(), "cache opened");
-                self.cache = Some(cache);
-            }
-            Err(e @ CacheError::Locked { .. }) => {
-                self.fail(format_args!(
-                    "{e} (waited {:.1} s); running without the cache",
-                    self.wait.as_secs_f64()
-                ));
-            }
-            Err(e) => self.fail(format_args!("{e}; running without the cache")),
-        }
     }
 
     fn fail(&mut self, message: std::fmt::Arguments<'_>) {
@@ -143,20 +103,19 @@ impl CacheSession {
         self.fail(format_args!("{e}; going on without the cache"));
     }
 
-    /// Lets other processes have the store: applies the size cap if this session wrote
-    /// anything, makes every write durable and closes the store. The next use opens it
-    /// again.
+    /// Ends a batch of work: applies the size cap if this session wrote anything, and
+    /// adds this session's counts to the cache's counters.
     pub fn release(&mut self) {
-        let Some(cache) = self.cache.take() else {
+        let Some(cache) = self.cache.as_ref() else {
             return;
         };
         if self.wrote {
             self.wrote = false;
             match auto_max_size() {
                 Ok(Some(cap)) => {
-                    // A cheap bound first: most runs never read the whole index.
+                    // A cheap bound first: most runs never read the whole cache.
                     if cache.size_on_disk().is_ok_and(|s| s > cap) {
-                        if let Err(e) = crate::cache_model::gc(&cache, cap) {
+                        if let Err(e) = crate::cache_model::gc(cache, cap) {
                             tracing::debug!("automatic gc failed: {e}");
                         }
                     }
@@ -166,13 +125,11 @@ impl CacheSession {
             }
         }
         if let Err(e) = cache.flush() {
-            self.cache = Some(cache);
             self.disable(e);
         }
     }
 
     fn get(&mut self, kind: Kind, key: &[u8; 32]) -> Option<Vec<u8>> {
-        self.acquire();
         let result = self.cache.as_ref()?.get(kind, key);
         match result {
             Ok(v) => v,
@@ -184,7 +141,6 @@ impl CacheSession {
     }
 
     fn with<T>(&mut self, f: impl FnOnce(&Cache) -> Result<T, CacheError>) -> Option<T> {
-        self.acquire();
         let result = f(self.cache.as_ref()?);
         match result {
             Ok(v) => Some(v),
@@ -277,8 +233,7 @@ pub fn manifest_key(module_digest: &[u8; 32], plan: &ProbePlan) -> [u8; 32] {
     *h.finalize().as_bytes()
 }
 
-/// Produces the instrumented module for `module`, using and filling `cache`. The store is
-/// released while the agent works.
+/// Produces the instrumented module for `module`, using and filling `cache`.
 pub fn prepare(
     module: &LoadedModule,
     path: &Path,
@@ -311,9 +266,6 @@ pub fn prepare(
                 .map(|e| e.body)
         })
         .collect();
-    // The agent's work needs no store: let other processes have it meanwhile.
-    cache.release();
-
     let mut bodies = Vec::with_capacity(keys.len());
     let mut fresh = Vec::new();
     for (defined, cached) in cached.into_iter().enumerate() {
@@ -431,8 +383,7 @@ fn from_manifest(key: &[u8; 32], cache: &mut CacheSession, path: &Path) -> Optio
 }
 
 /// Compiles the instrumented module: from an authenticated artifact in the cache if there
-/// is one, else with Cranelift, storing the artifact for next time. The store is released
-/// while compiling and when this returns.
+/// is one, else with Cranelift, storing the artifact for next time.
 pub fn compile(
     engine: &Engine,
     prepared: &mut Prepared,
@@ -449,12 +400,12 @@ pub fn compile(
         let found = cache
             .with(|c| artifacts::find(c, &digest, &fingerprint))
             .flatten();
-        cache.release();
         if let Some(found) = found {
             match artifacts::load(engine, &found, secret) {
                 Ok(module) => {
                     prepared.stats.compiled_from_cache = true;
                     tracing::debug!("compiled module taken from the cache");
+                    cache.release();
                     return Ok(module);
                 }
                 // Expected for a copied cache: compile, and replace it below.
@@ -462,8 +413,9 @@ pub fn compile(
             }
         }
     }
-    cache.release();
+    tracing::debug!("compiling");
     let module = Module::new(engine, &prepared.bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    tracing::debug!("compiled");
     if let Some(secret) = &secret {
         match module.serialize() {
             Ok(bytes) => {

@@ -3,6 +3,7 @@
 mod attribution;
 mod bad_input;
 mod bench;
+mod cache_fill;
 mod cache_inspect;
 mod cache_maint;
 mod cache_safety;

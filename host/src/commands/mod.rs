@@ -4,5 +4,6 @@
 pub mod bench;
 pub mod cache;
 pub mod diff;
+pub mod instrument;
 pub mod report;
 pub mod run;

@@ -10,6 +10,7 @@ use wprof_cache::{Cache, CacheError};
 
 use crate::exit::Failure;
 
+pub mod bench;
 pub mod export;
 pub mod gc;
 pub mod ls;
@@ -39,7 +40,7 @@ Examples:
 
 Exit status:
   0 on success; 1 from `verify` when it found bad entries; 2 on wprof's own errors (no
-  cache there, a cache another process holds past the wait, bad arguments).";
+  cache there, an unreadable one, bad arguments).";
 
 #[derive(Debug, clap::Subcommand)]
 enum CacheSubcommand {
@@ -51,6 +52,7 @@ enum CacheSubcommand {
     Gc(gc::GcCommand),
     Pack(pack::PackCommand),
     Unpack(pack::UnpackCommand),
+    Bench(bench::BenchCommand),
 }
 
 impl CacheCommand {
@@ -65,6 +67,7 @@ impl CacheCommand {
             CacheSubcommand::Gc(c) => c.execute(),
             CacheSubcommand::Pack(c) => c.execute(),
             CacheSubcommand::Unpack(c) => c.execute(),
+            CacheSubcommand::Bench(c) => c.execute(),
         }
     }
 }
@@ -97,24 +100,18 @@ impl CacheDirArg {
 
 /// Opens the cache in `dir`, which must already hold one.
 pub fn open_existing(dir: &Path) -> Result<Cache, Failure> {
-    if !dir.join("store").is_dir() {
+    if !Cache::exists(dir) {
         return Err(Failure::input(format!(
-            "{} holds no wprof cache (no store/ inside)",
+            "{} holds no wprof cache (no FORMAT file)",
             dir.display()
         )));
     }
     open_or_create(dir)
 }
 
-/// Opens (or creates) the cache in `dir`, waiting for another process as runs do.
+/// Opens (or creates) the cache in `dir`.
 pub fn open_or_create(dir: &Path) -> Result<Cache, Failure> {
-    let wait = crate::instrument::cache_wait();
-    Cache::open_wait(dir, wait).map_err(|e| match e {
-        CacheError::Locked { .. } => {
-            Failure::input(format!("{e} (waited {:.1} s)", wait.as_secs_f64()))
-        }
-        e => Failure::input(e.to_string()),
-    })
+    Cache::open(dir).map_err(failed)
 }
 
 /// A cache error during a command, as a one-line failure.

@@ -257,7 +257,7 @@ impl UnpackCommand {
         let records = read_bundle(&self.bundle)?;
         let dir = self.dir.dir()?;
         let cache = super::open_or_create(&dir)?;
-        let fresh = cache.is_empty();
+        let fresh = cache.is_empty().map_err(failed)?;
         let mut added = 0;
         // Values before their usage records, as a run writes them.
         for pass in [0, 1] {

@@ -63,8 +63,8 @@ pub struct StatsReport {
     pub entries: u64,
     /// Bytes of every kind.
     pub bytes: u64,
-    /// Bytes the store's files take on disk (garbage included).
-    pub store_on_disk: u64,
+    /// Bytes of every file under the cache directory (leftovers included).
+    pub on_disk: u64,
 }
 
 impl StatsCommand {
@@ -94,7 +94,7 @@ impl StatsCommand {
             entries: kinds.iter().map(|k| k.entries).sum(),
             bytes: kinds.iter().map(|k| k.bytes).sum(),
             kinds,
-            store_on_disk: stats.store_on_disk,
+            on_disk: stats.on_disk,
         };
         if self.json {
             print_json(&report);
@@ -128,7 +128,7 @@ impl StatsCommand {
             report.entries,
             format_size(report.bytes)
         );
-        println!("store on disk: {}", format_size(report.store_on_disk));
+        println!("on disk: {}", format_size(report.on_disk));
         Ok(0)
     }
 }

@@ -1,0 +1,222 @@
+//! `wprof instrument`: fill the cache ahead of time — instrument and compile modules, run
+//! nothing — so the next `wprof run` starts warm; with `--watch DIR`, keep doing it as
+//! modules in DIR are rebuilt.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use wprof_agent::ProbePlan;
+
+use crate::commands::run::Mode;
+use crate::exit::Failure;
+use crate::instrument::{self, warn, CacheSession};
+
+/// Instrument and compile modules into the cache without running them (optionally watching
+/// a directory for rebuilt modules).
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Does what `wprof run` does before `_start` — load, instrument (reusing every cached
+function), compile (storing the authenticated compiled code) — and nothing after. Use the
+same --mode and --call-sites as the runs you want warm (or the same WPROF_MODE and
+WPROF_CALL_SITES).
+
+With --watch DIR, every *.wasm in DIR is prepared first, then each one created or changed
+in DIR is prepared again once it has been quiet for 200 ms (a module caught half-written is
+reported and taken when it is complete). It runs until interrupted.
+
+Examples:
+  wprof instrument app.wasm
+  wprof instrument --mode cost build/*.wasm
+  wprof instrument --watch build/
+
+Exit status:
+  0 if every module was prepared; 2 if one could not be (unreadable, not a WASI command,
+  the cache unusable), after trying the others.")]
+pub struct InstrumentCommand {
+    /// The cache directory [default: $XDG_CACHE_HOME/wprof, else ~/.cache/wprof].
+    #[arg(long, value_name = "DIR", env = "WPROF_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+
+    /// The probe mode of the runs to prepare for: `time` or `cost`.
+    #[arg(long, value_enum, default_value_t = Mode::Time, env = "WPROF_MODE")]
+    mode: Mode,
+
+    /// Prepare for runs with `--call-sites`.
+    #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    call_sites: bool,
+
+    /// Keep watching DIR: prepare every .wasm file created or changed in it.
+    #[arg(long, value_name = "DIR")]
+    watch: Option<PathBuf>,
+
+    /// Print nothing but errors.
+    #[arg(short, long)]
+    quiet: bool,
+
+    /// Modules to prepare (`.wasm`, or `.wat` text).
+    #[arg(value_name = "APP.wasm", required_unless_present = "watch")]
+    modules: Vec<PathBuf>,
+}
+
+impl InstrumentCommand {
+    fn plan(&self) -> ProbePlan {
+        ProbePlan {
+            mode: self.mode.into(),
+            call_sites: self.call_sites,
+        }
+    }
+
+    fn cache_dir(&self) -> Result<PathBuf, Failure> {
+        self.cache_dir
+            .clone()
+            .or_else(crate::settings::default_cache_dir)
+            .ok_or_else(|| {
+                Failure::input("no cache directory: give --cache-dir or set WPROF_CACHE_DIR")
+            })
+    }
+
+    /// Loads, instruments and compiles one module into the cache; one line on stdout.
+    fn prepare(&self, engine: &wasmtime::Engine, path: &Path) -> Result<(), Failure> {
+        let start = Instant::now();
+        let loaded = crate::loader::load(path, engine)?;
+        let dir = self.cache_dir()?;
+        let mut cache = CacheSession::open(Some(&dir));
+        if !cache.is_enabled() {
+            return Err(Failure::input(format!(
+                "cannot prepare {}: the cache in {} cannot be used",
+                path.display(),
+                dir.display()
+            )));
+        }
+        let mut prepared = instrument::prepare(&loaded, path, &self.plan(), &mut cache)
+            .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
+        instrument::compile(engine, &mut prepared, &mut cache).map_err(|e| {
+            Failure::input(format!(
+                "the instrumented {} does not compile: {}",
+                path.display(),
+                e.to_string().lines().next().unwrap_or_default()
+            ))
+        })?;
+        drop(cache);
+        if !self.quiet {
+            let s = prepared.stats;
+            println!(
+                "{}: {} functions, {} instrumented now, {} from the cache; compiled code {} ({:.1} ms)",
+                path.display(),
+                s.functions_total,
+                s.functions_instrumented,
+                s.functions_from_cache,
+                if s.compiled_from_cache {
+                    "from the cache"
+                } else {
+                    "stored"
+                },
+                start.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs the command; returns the exit code.
+    pub fn execute(&self) -> Result<i32, Failure> {
+        let engine = crate::engine::new_engine()?;
+        let mut failed = false;
+        for path in &self.modules {
+            if let Err(e) = self.prepare(&engine, path) {
+                eprintln!("wprof: error: {e}");
+                failed = true;
+            }
+        }
+        if let Some(dir) = &self.watch {
+            self.watch(&engine, dir)?;
+        }
+        Ok(if failed {
+            crate::exit::USAGE_OR_INPUT
+        } else {
+            0
+        })
+    }
+
+    fn watch(&self, engine: &wasmtime::Engine, dir: &Path) -> Result<(), Failure> {
+        use notify::Watcher;
+        if !dir.is_dir() {
+            return Err(Failure::input(format!(
+                "cannot watch {}: not a directory",
+                dir.display()
+            )));
+        }
+        let (tx, rx) = mpsc::channel();
+        let mut watcher = notify::recommended_watcher(move |event| {
+            let _ = tx.send(event);
+        })
+        .map_err(|e| Failure::input(format!("cannot watch {}: {e}", dir.display())))?;
+        watcher
+            .watch(dir, notify::RecursiveMode::NonRecursive)
+            .map_err(|e| Failure::input(format!("cannot watch {}: {e}", dir.display())))?;
+        // What is there already, then what changes.
+        let mut initial: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| Failure::input(format!("cannot list {}: {e}", dir.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| is_module(p))
+            .collect();
+        initial.sort();
+        for path in initial {
+            self.prepare_watched(engine, &path);
+        }
+        if !self.quiet {
+            eprintln!(
+                "wprof: watching {} for new and changed modules",
+                dir.display()
+            );
+        }
+        let quiet = Duration::from_millis(200);
+        let mut pending: BTreeSet<PathBuf> = BTreeSet::new();
+        loop {
+            let event = if pending.is_empty() {
+                match rx.recv() {
+                    Ok(e) => Ok(e),
+                    // The watcher is gone: nothing more will come.
+                    Err(_) => return Ok(()),
+                }
+            } else {
+                rx.recv_timeout(quiet).map_err(|_| ())
+            };
+            match event {
+                Ok(Ok(event)) => {
+                    let event: notify::Event = event;
+                    if matches!(
+                        event.kind,
+                        notify::EventKind::Create(_) | notify::EventKind::Modify(_)
+                    ) {
+                        pending.extend(event.paths.into_iter().filter(|p| is_module(p)));
+                    }
+                }
+                Ok(Err(e)) => warn(format_args!("watching {}: {e}", dir.display())),
+                // Quiet for a while: prepare what changed.
+                Err(()) => {
+                    for path in std::mem::take(&mut pending) {
+                        if path.is_file() {
+                            self.prepare_watched(engine, &path);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn prepare_watched(&self, engine: &wasmtime::Engine, path: &Path) {
+        if let Err(e) = self.prepare(engine, path) {
+            warn(format_args!("{e}; skipped until it changes again"));
+        }
+    }
+}
+
+fn is_module(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "wasm" || e == "wat")
+        && !path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('.'))
+}

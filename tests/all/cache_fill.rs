@@ -1,0 +1,167 @@
+//! `wprof instrument` (ahead of time, and `--watch`) and `wprof cache bench`, through the
+//! real binary.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn listed(s: &Scratch) -> Vec<Value> {
+    let out = s.run(&["cache", "ls", "--json"]);
+    if out.status.code() != Some(0) {
+        return Vec::new();
+    }
+    serde_json::from_slice::<Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn instrument_ahead_of_time_makes_the_first_run_warm() {
+    let s = Scratch::new();
+    let fib = sample("fib.wasm");
+    let out = s.run(&["instrument", fib.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let line = stdout(&out);
+    assert!(
+        line.contains("4 functions, 4 instrumented now") && line.contains("compiled code stored"),
+        "{line}"
+    );
+    assert!(!s.path("fib.wprof").exists(), "nothing ran");
+    let run = s.run(&["run", "-q", fib.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(0));
+    let i = &s.profile("fib.wprof")["instrumentation"];
+    assert_eq!(i["module_from_cache"], true);
+    assert_eq!(i["compiled_from_cache"], true);
+    assert_eq!(i["functions_instrumented"], 0);
+    // Prepared for one probe plan: a cost-mode run is cold until prepared for too.
+    let out = s.run(&["instrument", "--mode", "cost", fib.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    // Bodies depend on the plan: cost-mode bodies are instrumented anew.
+    assert!(
+        stdout(&out).contains("4 instrumented now"),
+        "{}",
+        stdout(&out)
+    );
+    let run = s.run(&[
+        "run",
+        "-q",
+        "--mode",
+        "cost",
+        "-o",
+        "c.wprof",
+        fib.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status.code(), Some(0));
+    assert_eq!(
+        s.profile("c.wprof")["instrumentation"]["compiled_from_cache"],
+        true
+    );
+}
+
+#[test]
+fn instrument_prepares_the_good_modules_and_fails_on_the_bad() {
+    let s = Scratch::new();
+    std::fs::write(s.path("bad.wasm"), b"not wasm").unwrap();
+    let out = s.run(&[
+        "instrument",
+        "bad.wasm",
+        sample("wasi_loop.wasm").to_str().unwrap(),
+        "missing.wasm",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert!(err.lines().all(|l| l.starts_with("wprof: error:")), "{err}");
+    assert_eq!(listed(&s).len(), 1, "wasi_loop was prepared");
+    assert_eq!(
+        s.run(&["instrument"]).status.code(),
+        Some(2),
+        "no module and no --watch"
+    );
+}
+
+#[test]
+fn instrument_watch_prepares_modules_as_they_appear_and_change() {
+    let s = Scratch::new();
+    let dir = s.path("build");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(sample("wasi_loop.wasm"), dir.join("loop.wasm")).unwrap();
+    let mut child = s
+        .wprof(&["instrument", "--watch", dir.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first pass to end.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("watching"), "{line}");
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    assert_eq!(listed(&s).len(), 1, "what was there is prepared first");
+
+    let wait_for = |n: usize| {
+        let start = Instant::now();
+        while listed(&s).len() < n {
+            assert!(start.elapsed() < Duration::from_secs(60), "never prepared");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // A new module (written aside and renamed in, as build tools do).
+    std::fs::copy(sample("fib.wasm"), s.path("fib.tmp")).unwrap();
+    std::fs::rename(s.path("fib.tmp"), dir.join("fib.wasm")).unwrap();
+    wait_for(2);
+    // A rebuilt module, written in place.
+    let v2 = wat::parse_str(
+        r#"(module (func $a (result i32) i32.const 7) (func (export "_start") (drop (call $a))))"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("loop.wasm"), v2).unwrap();
+    wait_for(3);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = s.run(&["cache", "verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    // The next run of the new module starts warm.
+    let run = s.run(&["run", "-q", dir.join("fib.wasm").to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(0));
+    assert_eq!(
+        s.profile("fib.wprof")["instrumentation"]["compiled_from_cache"],
+        true
+    );
+}
+
+#[test]
+fn cache_bench_reports_every_start_up_figure() {
+    let s = Scratch::new();
+    let out = s.run(&[
+        "cache",
+        "bench",
+        "--runs",
+        "1",
+        "--json",
+        sample("fib.wasm").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = &v[0];
+    for key in ["plain", "cold", "warm", "changed", "code_bytes"] {
+        assert!(row[key].as_u64().unwrap() > 0, "{key}: {row}");
+    }
+    for key in [
+        "cold_ratio",
+        "warm_ratio",
+        "changed_ratio",
+        "changed_vs_cold",
+    ] {
+        assert!(row[key].as_f64().unwrap() > 0.0, "{key}: {row}");
+    }
+    // Its caches are its own: the user's cache is untouched.
+    assert!(!s.cache_dir().exists());
+}
