@@ -4,7 +4,6 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::cache::CacheCommand;
 use crate::commands::diff::DiffCommand;
-use crate::commands::instrument::InstrumentCommand;
 use crate::commands::{bench::BenchCommand, report::ReportCommand, run::RunCommand};
 use crate::exit::USAGE_OR_INPUT;
 
@@ -31,7 +30,8 @@ Environment:
   WPROF_LOG        filter for wprof's own logs on stderr, e.g. `debug` (default: off)
 
 Exit status:
-  `wprof run` exits with the program's exit code; wprof's own errors exit with 2.";
+  `wprof run` exits with the program's exit code; wprof's own errors exit with 2.
+  `wprof diff --threshold PCT` exits with 1 when a function's cost grew past PCT.";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -40,7 +40,6 @@ enum Command {
     Diff(DiffCommand),
     Bench(BenchCommand),
     Cache(CacheCommand),
-    Instrument(InstrumentCommand),
 }
 
 /// Runs wprof with this process's arguments; returns the exit code.
@@ -59,7 +58,6 @@ pub fn main() -> i32 {
         Command::Diff(cmd) => cmd.execute(),
         Command::Bench(cmd) => cmd.execute(),
         Command::Cache(cmd) => cmd.execute(),
-        Command::Instrument(cmd) => cmd.execute(),
     };
     match result {
         Ok(code) => code,

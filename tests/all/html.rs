@@ -114,6 +114,11 @@ fn html_report_is_self_contained() {
     cost_profile(&s, "compress.wasm", &["1"], "c.wprof");
     let html = String::from_utf8(report_to(&s, "c.wprof", "html", "report.html")).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
+    // Source lines from the module's DWARF, on the rows and pages.
+    assert!(
+        html.contains(r#"<span class="src">compress.c:"#),
+        "sources shown"
+    );
     // Nothing is loaded from elsewhere: no external script, style, image, font or fetch.
     for needle in [
         "src=\"http",

@@ -56,6 +56,7 @@ Formats:
   callgrind   `callgrind_annotate --inclusive=yes callgrind.out.app`, or open it in KCachegrind
   speedscope  open in https://www.speedscope.app (or `speedscope app.speedscope.json`)
   firefox     load in https://profiler.firefox.com
+  html        one self-contained page (table, function pages, call graph, icicle) for a browser
 
 Names: Rust and C++ names are shown demangled (except in json), with the source file:line
 of each function when the module has DWARF (see --module).
