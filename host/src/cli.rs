@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::cache::CacheCommand;
 use crate::commands::diff::DiffCommand;
+use crate::commands::instrument::InstrumentCommand;
 use crate::commands::{bench::BenchCommand, report::ReportCommand, run::RunCommand};
 use crate::exit::USAGE_OR_INPUT;
 
@@ -40,6 +41,7 @@ enum Command {
     Diff(DiffCommand),
     Bench(BenchCommand),
     Cache(CacheCommand),
+    Instrument(InstrumentCommand),
 }
 
 /// Runs wprof with this process's arguments; returns the exit code.
@@ -58,6 +60,7 @@ pub fn main() -> i32 {
         Command::Diff(cmd) => cmd.execute(),
         Command::Bench(cmd) => cmd.execute(),
         Command::Cache(cmd) => cmd.execute(),
+        Command::Instrument(cmd) => cmd.execute(),
     };
     match result {
         Ok(code) => code,
