@@ -518,7 +518,6 @@ impl Cache {
         let sealed = envelope::seal(kind.tag(), key, value);
         self.write(&self.entry_path(kind, key), &sealed)?;
         self.count(kind, stats::WRITES);
-        self.touch(kind, key, false, Some(sealed.len() as u64), None)?;
         Ok(())
     }
 
@@ -540,13 +539,6 @@ impl Cache {
         let sealed = envelope::seal(kind.tag(), key, &record);
         self.write(&self.entry_path(kind, key), &sealed)?;
         self.count(kind, stats::WRITES);
-        self.touch(
-            kind,
-            key,
-            false,
-            Some((sealed.len() + file.len()) as u64),
-            None,
-        )?;
         Ok(())
     }
 
@@ -557,13 +549,31 @@ impl Cache {
         k
     }
 
-    /// The usage record of an entry, if it has a readable one.
+    /// The usage record of an entry. An entry never read since it was written has no
+    /// record of its own (writing one per value would double the files a cold run writes):
+    /// its first and last use are then its file's modification time. `None` if there is
+    /// no such entry (or only a damaged record of one).
     pub fn usage(&self, kind: Kind, key: &Key) -> Result<Option<Usage>, CacheError> {
         let path = self.usage_path(kind, key);
         let raw = files::read_optional(&path).map_err(io("read", &path))?;
         let uk = Self::usage_key(kind, key);
-        Ok(raw.and_then(|raw| {
-            envelope::open(USAGE_TAG | kind.tag(), &uk, &raw).and_then(Usage::decode)
+        if let Some(raw) = raw {
+            return Ok(envelope::open(USAGE_TAG | kind.tag(), &uk, &raw).and_then(Usage::decode));
+        }
+        let Ok(meta) = std::fs::metadata(self.entry_path(kind, key)) else {
+            return Ok(None);
+        };
+        let written = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as u64);
+        Ok(Some(Usage {
+            first_use: written,
+            last_use: written,
+            hits: 0,
+            size: self.entry_size(kind, key)?,
+            note: Vec::new(),
         }))
     }
 

@@ -26,13 +26,15 @@ Environment:
   WPROF            0/off/false: run programs unprofiled, exactly as plain wasmtime would
   WPROF_OUT        profile path for `wprof run` (default ./<module stem>.wprof)
   WPROF_CACHE_DIR  cache directory (default $XDG_CACHE_HOME/wprof, else ~/.cache/wprof)
+  WPROF_CACHE_MAX_SIZE  size cap kept after runs that store something (default 1G; off)
   WPROF_MODE       time|cost: what `wprof run` measures (default time)
   WPROF_CALL_SITES 1/true: split caller -> callee edges by call site
   WPROF_LOG        filter for wprof's own logs on stderr, e.g. `debug` (default: off)
 
 Exit status:
   `wprof run` exits with the program's exit code; wprof's own errors exit with 2.
-  `wprof diff --threshold PCT` exits with 1 when a function's cost grew past PCT.";
+  `wprof diff --threshold PCT` exits with 1 when a function's cost grew past PCT.
+  `wprof cache verify` exits with 1 when it found bad entries.";
 
 #[derive(Debug, Subcommand)]
 enum Command {

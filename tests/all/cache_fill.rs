@@ -165,3 +165,34 @@ fn cache_bench_reports_every_start_up_figure() {
     // Its caches are its own: the user's cache is untouched.
     assert!(!s.cache_dir().exists());
 }
+
+#[test]
+fn every_cache_command_documents_its_flags_examples_and_exit_status() {
+    let s = Scratch::new();
+    for sub in [
+        "ls", "stats", "verify", "show", "export", "gc", "pack", "unpack", "bench",
+    ] {
+        let out = s.run(&["cache", sub, "--help"]);
+        assert_eq!(out.status.code(), Some(0), "{sub}");
+        let help = stdout(&out);
+        assert!(
+            help.contains("Examples:") && help.contains("Exit status:"),
+            "wprof cache {sub} --help:\n{help}"
+        );
+    }
+    let help = stdout(&s.run(&["instrument", "--help"]));
+    for flag in [
+        "--watch",
+        "--mode",
+        "--call-sites",
+        "--cache-dir",
+        "Exit status:",
+    ] {
+        assert!(help.contains(flag), "instrument --help lacks {flag}");
+    }
+    let top = stdout(&s.run(&["--help"]));
+    for word in ["cache", "instrument", "WPROF_CACHE_MAX_SIZE"] {
+        assert!(top.contains(word), "wprof --help lacks {word}");
+    }
+    assert!(stdout(&s.run(&["run", "--help"])).contains("WPROF_CACHE_MAX_SIZE"));
+}

@@ -82,6 +82,8 @@ Environment:
                       no cache access, no profile
   WPROF_OUT           profile path (like -o)
   WPROF_CACHE_DIR     cache directory (like --cache-dir)
+  WPROF_CACHE_MAX_SIZE  size cap of the cache, kept after runs that store something
+                      (default 1G; `off` for none; see `wprof cache gc`)
   WPROF_MODE          time|cost (like --mode)
   WPROF_LOG           wprof's own log filter, e.g. `debug` (off by default)
 

@@ -29,7 +29,7 @@ pub struct CacheCommand {
 
 const CACHE_AFTER_HELP: &str = "\
 The cache is self-contained: a support engineer can run these on a copy of it. None of
-them compiles or executes anything from the cache.
+them compiles or executes anything from the cache (`bench` measures in caches of its own).
 
 Examples:
   wprof cache ls
