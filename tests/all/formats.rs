@@ -96,6 +96,42 @@ fn folded_stacks_add_up_and_inferno_reads_them() {
 }
 
 #[test]
+fn flamegraph_pl_reads_folded_stacks() {
+    let s = Scratch::new();
+    let p = cost_profile(&s, "compress.wasm", &["1"], "c.wprof");
+    report_to(&s, "c.wprof", "folded", "c.folded");
+    let Some(script) = flamegraph_pl() else {
+        return;
+    };
+    let o = Command::new("perl")
+        .arg(script)
+        .args(["--countname", "instructions"])
+        .arg(s.path("c.folded"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "flamegraph.pl failed: {}", stderr(&o));
+    let svg = stdout(&o);
+    check_xml(&svg);
+    // It read every line: the root is the profile's total, and the hot function is drawn.
+    let total = u(&p["total"]);
+    let grouped = total
+        .to_string()
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect::<Vec<_>>()
+        .join(",");
+    assert!(
+        svg.contains(&format!(
+            "<title>all ({grouped} instructions, 100%)</title>"
+        )),
+        "{svg}"
+    );
+    assert!(svg.contains("<title>find_match ("), "find_match drawn");
+}
+
+#[test]
 fn folded_collapses_recursion() {
     let s = Scratch::new();
     let p = cost_profile(&s, "mutual.wasm", &[], "m.wprof");

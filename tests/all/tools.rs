@@ -25,6 +25,22 @@ pub fn tool(name: &str, why: &str) -> Option<PathBuf> {
     found
 }
 
+/// Brendan Gregg's `flamegraph.pl`: `FLAMEGRAPH_PL` (`.ci/run` sets it), else on the PATH.
+pub fn flamegraph_pl() -> Option<PathBuf> {
+    let found = std::env::var_os("FLAMEGRAPH_PL")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .or_else(|| on_path("flamegraph.pl"));
+    if found.is_none() || on_path("perl").is_none() {
+        if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
+            panic!("perl and flamegraph.pl (FLAMEGRAPH_PL) are required (WPROF_REQUIRE_TOOLS) for reading --format folded");
+        }
+        eprintln!("skipped: perl or flamegraph.pl (FLAMEGRAPH_PL) not found");
+        return None;
+    }
+    found
+}
+
 /// The node_modules folder `.ci/run` fills (`.tools/node/node_modules`, or
 /// `WPROF_NODE_MODULES`), if it holds `package`.
 pub fn node_modules(package: &str, why: &str) -> Option<PathBuf> {
