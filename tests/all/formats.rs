@@ -523,3 +523,40 @@ fn firefox_processed_profile_holds_the_stacks() {
     }
     assert_eq!(lines, folded.lines().collect::<Vec<_>>());
 }
+
+#[test]
+fn a_profile_without_contexts_still_reports() {
+    // Profiles may lack `contexts` (it is optional in the schema): the flat formats still
+    // work, the flame graph says in one line that there is nothing to draw.
+    let s = Scratch::new();
+    cost_profile(&s, "fib.wasm", &[], "f.wprof");
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path("f.wprof")).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("contexts");
+    std::fs::write(s.path("flat.wprof"), serde_json::to_string(&v).unwrap()).unwrap();
+    for format in [
+        "text",
+        "json",
+        "folded",
+        "pprof",
+        "callgrind",
+        "speedscope",
+        "firefox",
+        "html",
+    ] {
+        let o = s.run(&["report", "flat.wprof", "--format", format, "-o", "out"]);
+        assert_eq!(o.status.code(), Some(0), "{format}: {}", stderr(&o));
+    }
+    let o = s.run(&[
+        "report",
+        "flat.wprof",
+        "--format",
+        "flamegraph",
+        "-o",
+        "out.svg",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no calling-context tree"), "{err}");
+}
