@@ -81,6 +81,38 @@ fn diff_exit_code_gates_regressions() {
     );
     assert!(regressions.contains("  _start: "), "{regressions}");
 
+    // Tiny helpers (a few instructions that double) are gated unless --min-share leaves
+    // them out.
+    let tiny = regressions
+        .lines()
+        .filter_map(|l| l.trim().split(':').next())
+        .find(|name| {
+            new["functions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["name"] == *name && u(&f["inclusive"]) * 100 < u(&new["total"]))
+        })
+        .expect("a small function regressed too")
+        .to_string();
+    let out = s.run(&[
+        "diff",
+        "old.wprof",
+        "new.wprof",
+        "--threshold",
+        "10",
+        "--min-share",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let gated = stdout(&out);
+    let gated = gated.split("regressions past 10%").nth(1).unwrap();
+    assert!(gated.contains("  find_match: "), "{gated}");
+    assert!(
+        !gated.contains(&format!("  {tiny}: ")),
+        "{tiny} left out: {gated}"
+    );
+
     let out = s.run(&["diff", "old.wprof", "new.wprof", "--threshold", "100"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert!(stdout(&out).contains("no regression past 100%"));

@@ -38,6 +38,12 @@ pub struct DiffCommand {
     #[arg(long, value_name = "PCT", value_parser = parse_threshold)]
     threshold: Option<f64>,
 
+    /// With --threshold: gate only the functions whose inclusive cost in NEW is at least PCT
+    /// percent of NEW's total, so that small helpers doubling from a few instructions do not
+    /// fail the build (they are still listed).
+    #[arg(long, value_name = "PCT", value_parser = parse_threshold, default_value_t = 0.0)]
+    min_share: f64,
+
     /// Show at most N functions (the largest changes first); regressions are always listed.
     #[arg(long, value_name = "N")]
     top: Option<usize>,
@@ -53,6 +59,7 @@ Examples:
   # ... change the program ...
   wprof run --mode cost -o new.wprof app.wasm -- input
   wprof diff old.wprof new.wprof --threshold 2
+  wprof diff old.wprof new.wprof --threshold 2 --min-share 1
 
 Exit status:
   0 when no function grew past --threshold (always 0 without it);
@@ -163,18 +170,30 @@ fn growth_text(pair: (u64, u64)) -> String {
     }
 }
 
-/// The diff as text; the second value says whether anything regressed.
-pub fn render(
-    old: &Profile,
-    new: &Profile,
-    threshold: Option<f64>,
-    top: Option<usize>,
-) -> (String, Vec<Change>) {
+/// What `wprof diff` shows and gates.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gate {
+    /// `--threshold`: growth in percent that fails.
+    pub threshold: Option<f64>,
+    /// `--min-share`: functions under this percent of NEW's total are not gated.
+    pub min_share: f64,
+    /// `--top`: rows shown.
+    pub top: Option<usize>,
+}
+
+/// The diff as text, and the regressions past the gate's threshold.
+pub fn render(old: &Profile, new: &Profile, gate: Gate) -> (String, Vec<Change>) {
+    let Gate {
+        threshold,
+        min_share,
+        top,
+    } = gate;
     let unit = &new.unit;
     let all = changes(old, new);
     let regressions: Vec<Change> = match threshold {
         Some(t) => all
             .iter()
+            .filter(|c| percent(c.inclusive.1, new.total) >= min_share)
             .filter(|c| c.regressed(t, old.total))
             .cloned()
             .collect(),
@@ -245,7 +264,16 @@ pub fn render(
         if regressions.is_empty() {
             let _ = writeln!(out, "no regression past {t}%");
         } else {
-            let _ = writeln!(out, "regressions past {t}%: {}", regressions.len());
+            let _ = writeln!(
+                out,
+                "regressions past {t}%{}: {}",
+                if min_share > 0.0 {
+                    format!(" (functions with at least {min_share}% of the new total)")
+                } else {
+                    String::new()
+                },
+                regressions.len()
+            );
             for c in &regressions {
                 let _ = writeln!(
                     out,
@@ -278,7 +306,12 @@ impl DiffCommand {
                 new.mode
             )));
         }
-        let (text, regressions) = render(&old, &new, self.threshold, self.top);
+        let gate = Gate {
+            threshold: self.threshold,
+            min_share: self.min_share,
+            top: self.top,
+        };
+        let (text, regressions) = render(&old, &new, gate);
         match &self.output {
             Some(path) => std::fs::write(path, &text)
                 .with_context(|| format!("failed to write {}", path.display()))?,
@@ -307,6 +340,34 @@ mod tests {
     use super::*;
     use crate::report::tests::sample_profile;
 
+    fn gate(threshold: f64) -> Gate {
+        Gate {
+            threshold: Some(threshold),
+            ..Gate::default()
+        }
+    }
+
+    #[test]
+    fn min_share_leaves_small_functions_out_of_the_gate() {
+        let old = sample_profile();
+        let mut new = sample_profile();
+        // b (50 of 100) grows by 10%, a (70 of 100 inclusive) does not.
+        new.functions[2].self_time = 55;
+        new.functions[2].inclusive = 55;
+        let g = |min_share| Gate {
+            threshold: Some(5.0),
+            min_share,
+            top: None,
+        };
+        assert_eq!(render(&old, &new, g(0.0)).1.len(), 1);
+        assert_eq!(
+            render(&old, &new, g(50.0)).1.len(),
+            1,
+            "55 is 55% of the new total"
+        );
+        assert!(render(&old, &new, g(60.0)).1.is_empty());
+    }
+
     #[test]
     fn growth_past_the_threshold_is_a_regression() {
         let old = sample_profile();
@@ -314,14 +375,14 @@ mod tests {
         // a: self 40 -> 50 (+25%), inclusive 70 -> 80 (+14.3%).
         new.functions[1].self_time = 50;
         new.functions[1].inclusive = 80;
-        let (text, regressions) = render(&old, &new, Some(20.0), None);
+        let (text, regressions) = render(&old, &new, gate(20.0));
         assert_eq!(regressions.len(), 1, "{text}");
         assert_eq!(regressions[0].name, "a");
         assert!(text.contains("+25.00%"), "{text}");
-        let (_, none) = render(&old, &new, Some(30.0), None);
+        let (_, none) = render(&old, &new, gate(30.0));
         assert!(none.is_empty());
         // Shrinking is never a regression.
-        let (_, none) = render(&new, &old, Some(0.0), None);
+        let (_, none) = render(&new, &old, gate(0.0));
         assert!(none.is_empty());
     }
 
@@ -335,8 +396,8 @@ mod tests {
         extra.inclusive = 6; // 6% of the old total (100)
         extra.self_time = 6;
         new.functions.push(extra);
-        assert_eq!(render(&old, &new, Some(5.0), None).1.len(), 1);
-        assert!(render(&old, &new, Some(7.0), None).1.is_empty());
+        assert_eq!(render(&old, &new, gate(5.0)).1.len(), 1);
+        assert!(render(&old, &new, gate(7.0)).1.is_empty());
     }
 
     #[test]
