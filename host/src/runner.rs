@@ -150,63 +150,32 @@ fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::R
             )?;
         }
         ProbeMode::Cost => {
-            // Cost-mode modules write events into their buffer and call `drain` when it is
-            // full; the other probes are imported but never called.
+            // A cost-mode module writes events into its buffer and calls only `drain`, when
+            // the buffer is full; the other probes are imported but never called.
             linker.func_wrap(P::MODULE, P::DRAIN, |mut c: Caller<'_, HostState>| {
-                drain_events(&mut c, wprof_agent::EventBuffer::CAPACITY as usize);
+                if let Some(memory) = c
+                    .get_export(wprof_agent::EventBuffer::MEMORY)
+                    .and_then(|e| e.into_memory())
+                {
+                    replay(memory, &mut c, wprof_agent::EventBuffer::CAPACITY as usize);
+                }
             })?;
-            linker.func_wrap(
-                P::MODULE,
-                P::ENTER,
-                |mut c: Caller<'_, HostState>, id: i32, cost: i64| {
-                    col(&mut c).enter_at(id as u32, cost as u64)
-                },
-            )?;
-            linker.func_wrap(
-                P::MODULE,
-                P::EXIT,
-                |mut c: Caller<'_, HostState>, id: i32, cost: i64| {
-                    col(&mut c).exit_at(id as u32, cost as u64)
-                },
-            )?;
-            linker.func_wrap(
-                P::MODULE,
-                P::TAIL,
-                |mut c: Caller<'_, HostState>, id: i32, _cost: i64| col(&mut c).tail(id as u32),
-            )?;
-            linker.func_wrap(
-                P::MODULE,
-                P::ENTER_CATCHING,
-                |mut c: Caller<'_, HostState>, id: i32, cost: i64| {
-                    col(&mut c).enter_catching_at(id as u32, cost as u64) as i32
-                },
-            )?;
-            linker.func_wrap(
-                P::MODULE,
-                P::SITE,
-                |mut c: Caller<'_, HostState>, site: i32, _cost: i64| col(&mut c).site(site as u32),
-            )?;
-            linker.func_wrap(
-                P::MODULE,
-                P::UNWIND,
-                |mut c: Caller<'_, HostState>, token: i32, cost: i64| {
-                    col(&mut c).unwind_at(token as u32, cost as u64)
-                },
-            )?;
+            for name in [P::ENTER, P::EXIT, P::TAIL, P::UNWIND, P::SITE] {
+                linker.func_wrap(P::MODULE, name, |_: i32, _: i64| {})?;
+            }
+            linker.func_wrap(P::MODULE, P::ENTER_CATCHING, |_: i32, _: i64| 0i32)?;
         }
     }
     Ok(())
 }
 
-/// Feeds the first `len` bytes of the caller's event buffer to the collector.
-fn drain_events(caller: &mut Caller<'_, HostState>, len: usize) {
-    let Some(memory) = caller
-        .get_export(wprof_agent::EventBuffer::MEMORY)
-        .and_then(|e| e.into_memory())
-    else {
-        return;
-    };
-    let (data, state) = memory.data_and_store_mut(caller);
+/// Feeds the first `len` bytes of the event buffer `memory` to the store's collector.
+fn replay<'a>(
+    memory: wasmtime::Memory,
+    store: impl Into<wasmtime::StoreContextMut<'a, HostState>>,
+    len: usize,
+) {
+    let (data, state) = memory.data_and_store_mut(store);
     if let (Some(events), Some(collector)) = (data.get(..len), state.collector.as_mut()) {
         collector.apply_events(events);
     }
@@ -222,10 +191,7 @@ fn drain_rest(store: &mut Store<HostState>, instance: &wasmtime::Instance) {
         return;
     };
     let len = len.get(&mut *store).i32().unwrap_or(0).max(0) as usize;
-    let (data, state) = memory.data_and_store_mut(&mut *store);
-    if let (Some(events), Some(collector)) = (data.get(..len), state.collector.as_mut()) {
-        collector.apply_events(events);
-    }
+    replay(memory, store, len);
 }
 
 /// Runs `module`'s `_start`. With `collector`, the probe imports are linked to it.
