@@ -87,11 +87,20 @@ pub enum Kind {
     /// A small record in the store plus a large companion file beside it (wprof: compiled
     /// machine code).
     Artifact,
+    /// Machine-specific values that never leave the machine (wprof: compiled functions of
+    /// wasmtime's incremental compilation cache).
+    Compiled,
 }
 
 impl Kind {
     /// Every kind, in a fixed order.
-    pub const ALL: [Kind; 4] = [Kind::Function, Kind::Manifest, Kind::Module, Kind::Artifact];
+    pub const ALL: [Kind; 5] = [
+        Kind::Function,
+        Kind::Manifest,
+        Kind::Module,
+        Kind::Artifact,
+        Kind::Compiled,
+    ];
 
     /// The kind's name (also the name of its folders).
     pub fn name(self) -> &'static str {
@@ -100,6 +109,7 @@ impl Kind {
             Kind::Manifest => "manifests",
             Kind::Module => "modules",
             Kind::Artifact => "artifacts",
+            Kind::Compiled => "compiled",
         }
     }
 
@@ -113,6 +123,12 @@ impl Kind {
         self == Kind::Artifact
     }
 
+    /// Whether values of this kind mean anything on another machine (and so belong in an
+    /// export): not compiled code.
+    pub fn is_portable(self) -> bool {
+        !matches!(self, Kind::Artifact | Kind::Compiled)
+    }
+
     fn tag(self) -> u8 {
         self.index() as u8 + 1
     }
@@ -123,6 +139,7 @@ impl Kind {
             Kind::Manifest => 1,
             Kind::Module => 2,
             Kind::Artifact => 3,
+            Kind::Compiled => 4,
         }
     }
 
@@ -229,13 +246,13 @@ impl Section {
         }
     }
 
-    /// The section called `name`; kinds with files are not exportable.
+    /// The section called `name`; kinds that are not portable are not exportable.
     pub fn from_name(name: &str) -> Option<Section> {
         match name {
             "usage" => Some(Section::Usage),
             "stats" => Some(Section::Stats),
             _ => Kind::from_name(name)
-                .filter(|k| !k.has_file())
+                .filter(|k| k.is_portable())
                 .map(Section::Values),
         }
     }
@@ -261,7 +278,7 @@ pub struct Cache {
     /// Counts not yet added to the stored totals.
     pending: stats::Pending,
     /// Counts of this handle since it was opened.
-    session_counts: Mutex<[KindCounts; 4]>,
+    session_counts: Mutex<[KindCounts; Kind::ALL.len()]>,
     lock: Mutex<File>,
 }
 
@@ -440,7 +457,14 @@ impl Cache {
             match &found {
                 Lookup::Valid(_) => {
                     self.count(kind, stats::HITS);
-                    self.touch(kind, key, true, None, None)?;
+                    if kind == Kind::Manifest {
+                        // What `ls` shows: hits, first and last use, the note.
+                        self.touch(kind, key, true, None, None)?;
+                    } else {
+                        // Only the last use matters (eviction): the file's mtime says it,
+                        // at the cost of one system call rather than a record under a lock.
+                        self.mark_used(kind, key);
+                    }
                 }
                 Lookup::Missing => self.count(kind, stats::MISSES),
                 Lookup::Corrupt(_) => {
@@ -549,25 +573,33 @@ impl Cache {
         k
     }
 
-    /// The usage record of an entry. An entry never read since it was written has no
-    /// record of its own (writing one per value would double the files a cold run writes):
-    /// its first and last use are then its file's modification time. `None` if there is
+    /// The usage record of an entry. Only manifests keep a record of their own (hits, first
+    /// use, note) once read; for the rest, and for an entry never read since it was written,
+    /// the file's modification time is its last use (reads update it), and without a record
+    /// its first use too. `None` if there is
     /// no such entry (or only a damaged record of one).
     pub fn usage(&self, kind: Kind, key: &Key) -> Result<Option<Usage>, CacheError> {
         let path = self.usage_path(kind, key);
         let raw = files::read_optional(&path).map_err(io("read", &path))?;
         let uk = Self::usage_key(kind, key);
+        let modified = std::fs::metadata(self.entry_path(kind, key))
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as u64);
         if let Some(raw) = raw {
-            return Ok(envelope::open(USAGE_TAG | kind.tag(), &uk, &raw).and_then(Usage::decode));
+            let record = envelope::open(USAGE_TAG | kind.tag(), &uk, &raw).and_then(Usage::decode);
+            return Ok(record.map(|mut u| {
+                // Reads of kinds other than manifests mark the file, not the record.
+                if kind != Kind::Manifest {
+                    u.last_use = u.last_use.max(modified.unwrap_or(0));
+                }
+                u
+            }));
         }
-        let Ok(meta) = std::fs::metadata(self.entry_path(kind, key)) else {
+        let Some(written) = modified else {
             return Ok(None);
         };
-        let written = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_millis() as u64);
         Ok(Some(Usage {
             first_use: written,
             last_use: written,
@@ -608,6 +640,13 @@ impl Cache {
             let sealed = envelope::seal(USAGE_TAG | kind.tag(), &uk, &u.encode());
             c.write(&c.usage_path(kind, key), &sealed)
         })
+    }
+
+    fn mark_used(&self, kind: Kind, key: &Key) {
+        let path = self.entry_path(kind, key);
+        if let Ok(f) = std::fs::File::options().write(true).open(&path) {
+            let _ = f.set_modified(std::time::SystemTime::now());
+        }
     }
 
     /// Attaches `note` to an entry's usage record (wprof: the path a module was loaded
@@ -1026,7 +1065,7 @@ impl Drop for Cache {
 #[derive(Debug, Clone, Copy)]
 struct Counters {
     since: u64,
-    kinds: [KindCounts; 4],
+    kinds: [KindCounts; Kind::ALL.len()],
 }
 
 impl Counters {
@@ -1049,12 +1088,14 @@ impl Counters {
 
     fn decode(bytes: &[u8]) -> Option<Self> {
         let n = stats::COUNTERS.len();
-        if bytes.len() != 8 * (1 + 4 * n) {
+        // Counters written before a kind was added have fewer kinds: the rest are zero.
+        let kinds = (bytes.len() / 8).checked_sub(1)? / n;
+        if bytes.len() != 8 * (1 + kinds * n) || kinds == 0 || kinds > Kind::ALL.len() {
             return None;
         }
         let at = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8"));
         let mut counters = Self::new(at(0));
-        for (k, slot) in counters.kinds.iter_mut().enumerate() {
+        for (k, slot) in counters.kinds.iter_mut().enumerate().take(kinds) {
             for c in 0..n {
                 slot.set(c, at(1 + k * n + c));
             }

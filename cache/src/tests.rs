@@ -69,24 +69,24 @@ fn usage_records_follow_reads_and_writes() {
     let dir = tempfile::tempdir().unwrap();
     let cache = Cache::open(dir.path()).unwrap();
     let k = key("m");
-    cache.put(Kind::Module, &k, b"module bytes").unwrap();
-    let u = cache.usage(Kind::Module, &k).unwrap().unwrap();
+    cache.put(Kind::Manifest, &k, b"manifest bytes").unwrap();
+    let u = cache.usage(Kind::Manifest, &k).unwrap().unwrap();
     assert_eq!(u.hits, 0);
-    assert!(u.size > b"module bytes".len() as u64);
+    assert!(u.size > b"manifest bytes".len() as u64);
     assert!(u.first_use > 0 && u.first_use <= u.last_use);
-    cache.get(Kind::Module, &k).unwrap().unwrap();
-    cache.get(Kind::Module, &k).unwrap().unwrap();
-    cache.set_note(Kind::Module, &k, b"dir/app.wasm").unwrap();
-    let u2 = cache.usage(Kind::Module, &k).unwrap().unwrap();
+    cache.get(Kind::Manifest, &k).unwrap().unwrap();
+    cache.get(Kind::Manifest, &k).unwrap().unwrap();
+    cache.set_note(Kind::Manifest, &k, b"dir/app.wasm").unwrap();
+    let u2 = cache.usage(Kind::Manifest, &k).unwrap().unwrap();
     assert_eq!(u2.hits, 2);
     assert_eq!(u2.first_use, u.first_use);
     assert_eq!(u2.note, b"dir/app.wasm");
     // Peeking counts nothing.
     assert!(matches!(
-        cache.peek(Kind::Module, &k).unwrap(),
+        cache.peek(Kind::Manifest, &k).unwrap(),
         Lookup::Valid(_)
     ));
-    assert_eq!(cache.usage(Kind::Module, &k).unwrap().unwrap().hits, 2);
+    assert_eq!(cache.usage(Kind::Manifest, &k).unwrap().unwrap().hits, 2);
 }
 
 #[test]
@@ -190,16 +190,16 @@ fn handles_share_one_cache_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let a = Cache::open(dir.path()).unwrap();
     let b = Cache::open(dir.path()).unwrap();
-    a.put(Kind::Function, &key("f"), b"body").unwrap();
-    assert_eq!(b.get(Kind::Function, &key("f")).unwrap().unwrap(), b"body");
-    b.get(Kind::Function, &key("f")).unwrap();
-    assert_eq!(a.usage(Kind::Function, &key("f")).unwrap().unwrap().hits, 2);
+    a.put(Kind::Manifest, &key("f"), b"body").unwrap();
+    assert_eq!(b.get(Kind::Manifest, &key("f")).unwrap().unwrap(), b"body");
+    b.get(Kind::Manifest, &key("f")).unwrap();
+    assert_eq!(a.usage(Kind::Manifest, &key("f")).unwrap().unwrap().hits, 2);
     // Counters from both handles add up.
-    a.get(Kind::Function, &key("g")).unwrap();
+    a.get(Kind::Manifest, &key("g")).unwrap();
     drop(a);
     drop(b);
     let c = Cache::open(dir.path()).unwrap();
-    let counts = c.stats().unwrap().kinds[0].1.counts;
+    let counts = c.stats().unwrap().kinds[1].1.counts;
     assert_eq!((counts.hits, counts.misses, counts.writes), (2, 1, 1));
     // Threads too.
     let c = std::sync::Arc::new(c);

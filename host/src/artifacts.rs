@@ -179,6 +179,9 @@ mod tests {
         let a = crate::engine::new_engine().unwrap();
         let b = crate::engine::new_engine().unwrap();
         assert_eq!(engine_fingerprint(&a), engine_fingerprint(&b));
+        // The compilation cache changes how code is produced, not what: same fingerprint.
+        let caching = crate::engine::new_engine_caching().unwrap();
+        assert_eq!(engine_fingerprint(&a), engine_fingerprint(&caching));
         let mut config = wasmtime::Config::new();
         config.cranelift_opt_level(wasmtime::OptLevel::None);
         let c = Engine::new(&config).unwrap();

@@ -5,6 +5,28 @@ use anyhow::Context;
 
 /// Builds the engine.
 pub fn new_engine() -> anyhow::Result<wasmtime::Engine> {
+    engine(config())
+}
+
+/// Builds the engine with wasmtime's incremental compilation cache, backed by wprof's cache
+/// while [`crate::compiled::attach`]ed (and inert otherwise). Same fingerprint as
+/// [`new_engine`]: compiled artifacts of one load in the other.
+pub fn new_engine_caching() -> anyhow::Result<wasmtime::Engine> {
+    let mut config = config();
+    config
+        .enable_incremental_compilation(crate::compiled::store())
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("failed to configure the compilation cache")?;
+    engine(config)
+}
+
+fn engine(config: wasmtime::Config) -> anyhow::Result<wasmtime::Engine> {
+    wasmtime::Engine::new(&config)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("failed to configure the wasm engine")
+}
+
+fn config() -> wasmtime::Config {
     let mut config = wasmtime::Config::new();
     config
         .wasm_tail_call(true)
@@ -16,7 +38,5 @@ pub fn new_engine() -> anyhow::Result<wasmtime::Engine> {
         .wasm_extended_const(true)
         .wasm_memory64(true)
         .wasm_wide_arithmetic(true);
-    wasmtime::Engine::new(&config)
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .context("failed to configure the wasm engine")
+    config
 }

@@ -413,8 +413,14 @@ pub fn compile(
             }
         }
     }
+    // Functions compiled before (this module's previous version) come from the cache.
+    if let (Some(secret), Some(c)) = (&secret, cache.cache()) {
+        crate::compiled::attach(c.dir(), secret);
+    }
     tracing::debug!("compiling");
-    let module = Module::new(engine, &prepared.bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let compiled = Module::new(engine, &prepared.bytes);
+    crate::compiled::detach();
+    let module = compiled.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::debug!("compiled");
     if let Some(secret) = &secret {
         match module.serialize() {

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod clock;
 pub mod collector;
 pub mod commands;
+pub mod compiled;
 pub mod context_tree;
 pub mod engine;
 pub mod exit;

@@ -196,3 +196,59 @@ fn every_cache_command_documents_its_flags_examples_and_exit_status() {
     }
     assert!(stdout(&s.run(&["run", "--help"])).contains("WPROF_CACHE_MAX_SIZE"));
 }
+
+fn module_with_constant(constant: i32) -> String {
+    format!(
+        r#"(module
+          (func $a (result i32) i32.const 1)
+          (func $b (result i32) i32.const {constant})
+          (func $c (result i32) (i32.add (call $a) (call $b)))
+          (func (export "_start") (drop (call $c))))"#
+    )
+}
+
+fn compiled_counts(s: &Scratch) -> Value {
+    let out = s.run(&["cache", "stats", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kind"] == "compiled")
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn a_changed_module_reuses_the_compiled_code_of_its_unchanged_functions() {
+    let s = Scratch::new();
+    let v1 = s.wat_module("v1.wasm", &module_with_constant(2));
+    let v2 = s.wat_module("v2.wasm", &module_with_constant(3));
+    let out = s.run(&["run", "-q", v1.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let first = compiled_counts(&s);
+    assert!(first["writes"].as_u64().unwrap() >= 4, "{first}");
+    let out = s.run(&["run", "-q", v2.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let p = s.profile("v2.wprof");
+    assert_eq!(p["instrumentation"]["functions_instrumented"], 1);
+    assert_eq!(p["instrumentation"]["compiled_from_cache"], false);
+    assert_eq!(calls(&p, "b"), 1);
+    let second = compiled_counts(&s);
+    let hits = second["hits"].as_u64().unwrap() - first["hits"].as_u64().unwrap();
+    assert!(hits >= 3, "a, c and _start compiled once: {second}");
+    // Machine code stays home: not in a bundle.
+    let out = s.run(&["cache", "pack", "-o", "b.tar.zst"]);
+    assert_eq!(out.status.code(), Some(0));
+    let files = tar::Archive::new(
+        zstd::Decoder::new(std::fs::File::open(s.path("b.tar.zst")).unwrap()).unwrap(),
+    )
+    .entries()
+    .unwrap()
+    .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+    .collect::<Vec<_>>();
+    assert!(files.iter().any(|f| f.contains("/functions/")));
+    assert!(!files
+        .iter()
+        .any(|f| f.contains("/compiled/") || f.contains("/artifacts/")));
+}

@@ -121,7 +121,7 @@ impl InstrumentCommand {
 
     /// Runs the command; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
-        let engine = crate::engine::new_engine()?;
+        let engine = crate::engine::new_engine_caching()?;
         let mut failed = false;
         for path in &self.modules {
             if let Err(e) = self.prepare(&engine, path) {

@@ -156,7 +156,12 @@ impl From<Mode> for ProbeMode {
 
 /// `wprof run` with resolved settings.
 pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
-    let engine = crate::engine::new_engine()?;
+    // Compiled functions are cached only for profiled runs with a cache.
+    let engine = if settings.profiling && settings.cache_dir.is_some() {
+        crate::engine::new_engine_caching()?
+    } else {
+        crate::engine::new_engine()?
+    };
     let loaded = crate::loader::load(&settings.module, &engine)?;
     let shown = settings.module.display().to_string();
 

@@ -219,7 +219,7 @@ impl BenchCommand {
 
     /// Runs the benchmark; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
-        let engine = crate::engine::new_engine()?;
+        let engine = crate::engine::new_engine_caching()?;
         let mut results = Vec::new();
         for path in self.modules()? {
             if !self.json {

@@ -229,7 +229,7 @@ impl PackCommand {
             for (key, raw) in cache.records(section).map_err(failed)? {
                 // Usage of compiled code stays behind with the code.
                 if section == Section::Usage
-                    && Cache::usage_record_kind(&key).is_some_and(Kind::has_file)
+                    && Cache::usage_record_kind(&key).is_some_and(|k| !k.is_portable())
                 {
                     continue;
                 }

@@ -87,6 +87,9 @@ fn semantic_problem(cache: &Cache, kind: Kind, key: &Key, value: &[u8]) -> Optio
         Kind::Artifact => ArtifactEntry::decode(value)
             .is_none()
             .then(|| "not a compiled-artifact record".to_string()),
+        Kind::Compiled => {
+            (value.len() < 32).then(|| "a compiled function without its MAC".to_string())
+        }
     }
 }
 
@@ -107,7 +110,13 @@ pub fn verify(cache: &Cache, repair: bool) -> Result<VerifyReport, CacheError> {
         })
         .collect();
     // Manifests last: they look at the modules, which may just have been dropped.
-    for kind in [Kind::Function, Kind::Module, Kind::Artifact, Kind::Manifest] {
+    for kind in [
+        Kind::Function,
+        Kind::Module,
+        Kind::Artifact,
+        Kind::Compiled,
+        Kind::Manifest,
+    ] {
         for key in cache.keys(kind)? {
             let Lookup::Valid(value) = cache.peek(kind, &key)? else {
                 continue;
