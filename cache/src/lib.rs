@@ -51,7 +51,8 @@
 //! let key = *blake3::hash(b"what the value depends on").as_bytes();
 //! cache.put(Kind::Function, &key, b"instrumented body").unwrap();
 //! assert_eq!(cache.get(Kind::Function, &key).unwrap().unwrap(), b"instrumented body");
-//! assert_eq!(cache.usage(Kind::Function, &key).unwrap().unwrap().hits, 1);
+//! assert_eq!(cache.counts(Kind::Function).hits, 1);
+//! assert!(cache.verify(false).unwrap().is_empty());
 //! ```
 
 #![deny(missing_docs)]
