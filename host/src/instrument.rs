@@ -300,7 +300,7 @@ pub fn prepare(
         agent_version: AGENT_FORMAT_VERSION,
         mode: plan.mode.name().to_string(),
         call_sites: plan.call_sites,
-        path: path.display().to_string(),
+        path: shown_path(path),
         functions: out
             .probe_map
             .functions
@@ -331,7 +331,7 @@ pub fn prepare(
     cache.put_if_absent(Kind::Module, &module.digest, &module.bytes);
     cache.put(Kind::Module, &instrumented_digest, &out.bytes);
     cache.put(Kind::Manifest, &manifest_key, &manifest.encode());
-    let note = path.display().to_string();
+    let note = shown_path(path);
     cache.with(|c| c.set_note(Kind::Manifest, &manifest_key, note.as_bytes()));
 
     Ok(Prepared {
@@ -340,6 +340,15 @@ pub fn prepare(
         functions: functions_of(&manifest),
         stats,
     })
+}
+
+/// The path the cache records for a module: absolute (as support will want it), else as
+/// given.
+fn shown_path(path: &Path) -> String {
+    std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
 }
 
 fn functions_of(manifest: &Manifest) -> Vec<FunctionInfo> {
@@ -361,7 +370,7 @@ fn from_manifest(key: &[u8; 32], cache: &mut CacheSession, path: &Path) -> Optio
     if blake3::hash(&bytes).as_bytes() != &module_key {
         return None;
     }
-    let note = path.display().to_string();
+    let note = shown_path(path);
     cache.with(|c| c.set_note(Kind::Manifest, key, note.as_bytes()));
     let defined = manifest
         .functions
