@@ -252,6 +252,18 @@ fn every_changed_byte_is_detected_never_used_and_rewritten() {
             assert_eq!(run(&s)["module_from_cache"], true);
         }
     }
+    // Compiled functions (wasmtime's incremental cache): with the module's compiled code
+    // gone, a run compiles, and each damaged function is a miss, compiled and rewritten.
+    for at in [0, 5, 37, usize::MAX] {
+        assert!(damage_all(&s.cache_dir(), Kind::Compiled, at) > 0);
+        for f in std::fs::read_dir(s.cache_dir().join("artifacts")).unwrap() {
+            std::fs::remove_file(f.unwrap().path()).unwrap();
+        }
+        let out = s.run(&["cache", "verify"]);
+        assert_eq!(out.status.code(), Some(1), "compiled at {at}: detected");
+        assert_eq!(run(&s)["compiled_from_cache"], false);
+        verify_clean(&s);
+    }
     // Compiled code: a changed byte fails its MAC; it is compiled anew and replaced.
     let dir = s.cache_dir().join("artifacts");
     let file = std::fs::read_dir(&dir)
