@@ -303,6 +303,12 @@ impl Cache {
                 })
             }
             None => {
+                // The store of wprof before this format (a sled database in `store/`): a
+                // cache, so it is dropped rather than converted; runs rebuild what they need.
+                let legacy = dir.join("store");
+                if legacy.join("conf").is_file() && legacy.join("db").is_file() {
+                    std::fs::remove_dir_all(&legacy).map_err(io("remove", &legacy))?;
+                }
                 files::write_atomic(&format, FORMAT.as_bytes()).map_err(io("write", &format))?
             }
         }

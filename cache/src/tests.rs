@@ -285,3 +285,20 @@ fn files_are_checked_and_leftovers_removed() {
     assert!(!temp.exists() && !path.exists());
     assert_eq!(cache.get_file(Kind::Artifact, &k).unwrap(), None);
 }
+
+#[test]
+fn the_store_of_the_previous_format_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let legacy = dir.path().join("store");
+    std::fs::create_dir_all(legacy.join("blobs")).unwrap();
+    std::fs::write(legacy.join("conf"), "segment_size: 524288").unwrap();
+    std::fs::write(legacy.join("db"), [0u8; 64]).unwrap();
+    let cache = Cache::open(dir.path()).unwrap();
+    assert!(!legacy.exists());
+    assert!(cache.is_empty().unwrap());
+    // Something else named `store` is left alone.
+    std::fs::create_dir(&legacy).unwrap();
+    drop(cache);
+    Cache::open(dir.path()).unwrap();
+    assert!(legacy.exists());
+}
