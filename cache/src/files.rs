@@ -44,8 +44,11 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
+    // Unique among processes (pid), threads of one (counter), and runs reusing a pid.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let temp = dir.join(format!(
-        "{TEMP_PREFIX}{}-{nanos}-{}",
+        "{TEMP_PREFIX}{}-{nanos}-{n}-{}",
         std::process::id(),
         path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
     ));
