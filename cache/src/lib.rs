@@ -38,9 +38,9 @@
 //!   is checked on every read, their digest by [`Cache::verify`] (and by whatever the host
 //!   checks before using one).
 //! - The directory is private to the user (0700, files 0600 on Unix).
-//! - Every entry has a usage record (first and last use, hits, size, a host note) and the
-//!   cache keeps counters of hits, misses, corrupt values, writes and evictions per kind,
-//!   for all processes, since it was created.
+//! - Every entry has a usage (first and last use, hits, size, a host note; see
+//!   [`Cache::usage`]) and the cache keeps counters of hits, misses, corrupt values, writes
+//!   and evictions per kind, for all processes, since it was created.
 //!
 //! # Example
 //!
