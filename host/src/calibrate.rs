@@ -17,6 +17,7 @@ use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::collector::{Collector, ProbeOverhead, PS_PER_NS};
 use crate::runner;
+use crate::stats::median;
 
 const CALIBRATION: &str = r#"(module
   (func $leaf)
@@ -31,11 +32,6 @@ const CALIBRATION: &str = r#"(module
 
 const CALLS: u32 = 20_000;
 const REPEATS: usize = 7;
-
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v[v.len() / 2]
-}
 
 /// Measures the time-mode probe overhead on `engine`, in picoseconds, for probes placed
 /// as with `call_sites` (a call-site probe adds to every call's overhead).

@@ -25,3 +25,4 @@ pub mod report;
 pub mod runner;
 pub mod secret;
 pub mod settings;
+pub mod stats;

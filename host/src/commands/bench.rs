@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::Context;
 use serde::Serialize;
 use wasmtime::{Engine, Module};
-use wprof_agent::ProbePlan;
+use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::collector::{Collector, ProbeOverhead};
 use crate::exit::Failure;
@@ -16,6 +16,7 @@ use crate::loader::{self, LoadedModule};
 use crate::report::format_ns;
 use crate::runner::{self, Stdio};
 use crate::settings::RunSettings;
+use crate::stats::median;
 
 /// Measure probe overhead and start-up times on modules (the bundled samples by default).
 #[derive(Debug, clap::Args)]
@@ -127,16 +128,6 @@ pub struct ModuleBench {
     pub accuracy: Vec<RatioCheck>,
 }
 
-fn median_f(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v[v.len() / 2]
-}
-
 fn time<T>(f: impl FnOnce() -> T) -> (T, u64) {
     let t = Instant::now();
     let out = f();
@@ -211,28 +202,28 @@ fn bench_module(
         instrument::prepare(&loaded, path, &cost_plan, &mut CacheSession::none())
             .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
     let cost_module = compile(engine, &cost_prepared.bytes, path)?;
+    // `_start` wall time of an instrumented module with a fresh collector.
+    let probed_run = |module: &Module, prepared: &instrument::Prepared, mode: ProbeMode| {
+        let collector = Collector::new(prepared.functions.len());
+        runner::run(
+            engine,
+            module,
+            &settings,
+            Stdio::Discard,
+            Some((collector, mode)),
+        )
+        .map(|outcome| outcome.wall_time)
+    };
     let (mut original, mut probed, mut cost) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         let o = runner::run(engine, &original_module, &settings, Stdio::Discard, None)?;
         original.push(o.wall_time);
-        let collector = Collector::new(prepared.functions.len());
-        let i = runner::run(
-            engine,
+        probed.push(probed_run(
             &instrumented_module,
-            &settings,
-            Stdio::Discard,
-            Some((collector, wprof_agent::ProbeMode::Time)),
-        )?;
-        probed.push(i.wall_time);
-        let collector = Collector::new(cost_prepared.functions.len());
-        let c = runner::run(
-            engine,
-            &cost_module,
-            &settings,
-            Stdio::Discard,
-            Some((collector, wprof_agent::ProbeMode::Cost)),
-        )?;
-        cost.push(c.wall_time);
+            &prepared,
+            ProbeMode::Time,
+        )?);
+        cost.push(probed_run(&cost_module, &cost_prepared, ProbeMode::Cost)?);
     }
     let cost = median(cost);
     let (original, instrumented) = (median(original), median(probed));
@@ -265,7 +256,7 @@ fn bench_module(
                 measured[i].push(t(num) / t(den));
             }
         }
-        let [raw, subtracted] = measured.map(median_f);
+        let [raw, subtracted] = measured.map(median);
         accuracy.push(RatioCheck {
             functions: format!("{}/{}", check.numerator, check.denominator),
             expected: check.ratio,

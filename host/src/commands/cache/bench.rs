@@ -14,6 +14,7 @@ use super::print_json;
 use crate::exit::Failure;
 use crate::instrument::{self, CacheSession};
 use crate::report::format_ns;
+use crate::stats::median;
 
 /// Measure start-up with the cache: cold, warm and one-function-changed, against plain
 /// wasmtime compiling the original.
@@ -77,11 +78,6 @@ pub struct StartupBench {
     pub changed_ratio: f64,
     /// `changed / cold`.
     pub changed_vs_cold: f64,
-}
-
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v[v.len() / 2]
 }
 
 /// A copy of `wasm` with a `nop` added at the start of its largest function's code: one
