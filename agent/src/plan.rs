@@ -12,6 +12,9 @@ pub enum ProbeMode {
 }
 
 impl ProbeMode {
+    /// Every mode, in the order benchmarks and help texts list them.
+    pub const ALL: [ProbeMode; 2] = [ProbeMode::Time, ProbeMode::Cost];
+
     /// The name used on the command line and in profiles.
     pub fn name(self) -> &'static str {
         match self {
