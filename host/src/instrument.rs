@@ -233,6 +233,47 @@ pub fn manifest_key(module_digest: &[u8; 32], plan: &ProbePlan) -> [u8; 32] {
     *h.finalize().as_bytes()
 }
 
+/// The per-function cache lookups of a start whose module manifest missed (a module seen
+/// for the first time, or changed).
+#[derive(Debug)]
+pub struct FunctionLookups {
+    /// Every function of the module, imports first (from [`Instrumenter::functions`]).
+    pub summaries: Vec<wprof_agent::FunctionSummary>,
+    /// The cache key of each defined function's instrumented body.
+    pub keys: Vec<[u8; 32]>,
+    /// Each defined function's instrumented body, where the cache has it.
+    pub cached: Vec<Option<InstrumentedBody>>,
+}
+
+/// Computes every defined function's key (a digest of its body and everything the
+/// instrumented body depends on) and looks each one up in `cache`. This is all the
+/// function-level cache work of a start; `wprof bench` times it.
+pub fn function_lookups(
+    instrumenter: &Instrumenter<'_>,
+    cache: &mut CacheSession,
+) -> FunctionLookups {
+    let summaries = instrumenter.functions();
+    let first_defined = instrumenter.imported_function_count() as usize;
+    let keys: Vec<[u8; 32]> = summaries[first_defined..]
+        .iter()
+        .map(|s| s.key.expect("defined functions have keys"))
+        .collect();
+    let cached = keys
+        .iter()
+        .map(|key| {
+            cache
+                .get(Kind::Function, key)
+                .and_then(|bytes| FunctionEntry::decode(&bytes))
+                .map(|e| e.body)
+        })
+        .collect();
+    FunctionLookups {
+        summaries,
+        keys,
+        cached,
+    }
+}
+
 /// Produces the instrumented module for `module`, using and filling `cache`.
 pub fn prepare(
     module: &LoadedModule,
@@ -247,25 +288,15 @@ pub fn prepare(
     }
 
     let instrumenter = Instrumenter::new(&module.bytes, plan)?;
-    let summaries = instrumenter.functions();
+    let FunctionLookups {
+        summaries,
+        keys,
+        cached,
+    } = function_lookups(&instrumenter, cache);
     let mut stats = InstrumentationStats {
         functions_total: instrumenter.defined_function_count(),
         ..Default::default()
     };
-    let first_defined = instrumenter.imported_function_count() as usize;
-    let keys: Vec<[u8; 32]> = summaries[first_defined..]
-        .iter()
-        .map(|s| s.key.expect("defined functions have keys"))
-        .collect();
-    let cached: Vec<Option<InstrumentedBody>> = keys
-        .iter()
-        .map(|key| {
-            cache
-                .get(Kind::Function, key)
-                .and_then(|bytes| FunctionEntry::decode(&bytes))
-                .map(|e| e.body)
-        })
-        .collect();
     let mut bodies = Vec::with_capacity(keys.len());
     let mut fresh = Vec::new();
     for (defined, cached) in cached.into_iter().enumerate() {

@@ -2,34 +2,135 @@
 
 use crate::support::*;
 
+fn positive(v: &serde_json::Value, key: &str) -> f64 {
+    let x = v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"));
+    assert!(x > 0.0 && x.is_finite(), "{key} = {x} in {v}");
+    x
+}
+
 #[test]
 fn bench_runs_in_quick_mode_and_reports_every_figure() {
     let s = Scratch::new();
-    let out = s.run(&[
+    // The wasmtime CLI, if installed, is what the bench compares with (panics when
+    // WPROF_REQUIRE_WASMTIME_CLI is set and it is missing).
+    let cli = wasmtime_cli();
+    let mut cmd = s.wprof(&[
         "bench",
         "--quick",
         "--json",
         sample("fib.wasm").to_str().unwrap(),
         sample("wasi_loop.wasm").to_str().unwrap(),
     ]);
+    match &cli {
+        Some(cli) => cmd.env("WASMTIME_CLI", cli),
+        None => cmd.env_remove("WASMTIME_CLI"),
+    };
+    let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let rows = v.as_array().unwrap();
+    assert_eq!(v["wasmtime_cli"].is_string(), cli.is_some(), "{v}");
+    assert!(v["wasmtime_embedded"].is_string(), "{v}");
+    let rows = v["modules"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for row in rows {
+        assert_eq!(row["runs"], 1);
+        positive(row, "original");
+        // One entry per mode the agent has, in its order.
+        let modes: Vec<&str> = row["modes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                positive(m, "instrumented");
+                positive(m, "ratio");
+                m["mode"].as_str().unwrap()
+            })
+            .collect();
+        let all: Vec<&str> = wprof_agent::ProbeMode::ALL
+            .iter()
+            .map(|m| m.name())
+            .collect();
+        assert_eq!(modes, all, "{row}");
+
+        let p = &row["process"];
+        positive(p, "wprof_off");
         for key in [
-            "original",
-            "instrumented",
-            "compile_original",
-            "start_cold",
-            "start_warm",
+            "wasmtime_run",
+            "wasmtime_profile_guest",
+            "profile_guest_ratio",
+            "wprof_off_ratio",
         ] {
-            assert!(row[key].as_u64().unwrap() > 0, "{key} in {row}");
+            if cli.is_some() {
+                positive(p, key);
+            } else {
+                assert!(p[key].is_null(), "{key} without the CLI: {p}");
+            }
         }
-        assert!(row["ratio"].as_f64().unwrap() > 0.0);
+
+        let st = &row["startup"];
+        for key in [
+            "compile_original",
+            "cold",
+            "warm",
+            "changed",
+            "instrument",
+            "walrus",
+            "instrument_speed",
+            "lookups",
+            "lookup_share",
+            "code_bytes",
+            "functions",
+        ] {
+            positive(st, key);
+        }
     }
     // The benchmark's programs print nothing: their output is discarded.
     assert!(!stdout(&out).contains("tick"));
+    // Nothing is written where the bench runs (the guest profile goes to a temporary
+    // directory).
+    let left: Vec<_> = std::fs::read_dir(s.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "cache" && n != "config")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn bench_table_has_a_column_per_mode_and_the_reference() {
+    let s = Scratch::new();
+    let cli = wasmtime_cli();
+    let mut cmd = s.wprof(&[
+        "bench",
+        "--quick",
+        sample("wasi_loop.wasm").to_str().unwrap(),
+    ]);
+    match &cli {
+        Some(cli) => cmd.env("WASMTIME_CLI", cli),
+        None => cmd.env_remove("WASMTIME_CLI").env("PATH", ""),
+    };
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let table = stdout(&out);
+    for mode in wprof_agent::ProbeMode::ALL {
+        assert!(table.contains(&format!("{} mode", mode.name())), "{table}");
+    }
+    for column in [
+        "--profile=guest",
+        "wprof WPROF=0",
+        "walrus",
+        "lookups",
+        "changed",
+    ] {
+        assert!(table.contains(column), "{column}: {table}");
+    }
+    assert_eq!(
+        table.contains("the wasmtime CLI is not installed"),
+        cli.is_none(),
+        "{table}"
+    );
 }
 
 #[test]
@@ -46,14 +147,14 @@ fn bench_reports_the_known_ratio_check() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let ratio = &v[0]["accuracy"][0];
+    let ratio = &v["modules"][0]["accuracy"][0];
     assert_eq!(ratio["functions"], "heavy/light");
     assert_eq!(ratio["expected"], 3.0);
     for key in ["raw", "subtracted"] {
         assert!(ratio[key].as_f64().unwrap() > 0.0, "{key}: {ratio}");
     }
     // fib has no such functions: no check reported.
-    assert!(v[1].get("accuracy").is_none());
+    assert!(v["modules"][1].get("accuracy").is_none());
     let bad = s.run(&["bench", "--expect-ratio", "heavy-light", "x.wasm"]);
     assert_eq!(bad.status.code(), Some(2));
 }

@@ -130,7 +130,8 @@ pub fn one_function_changed(wasm: &[u8]) -> anyhow::Result<Vec<u8>> {
     Ok(module.finish())
 }
 
-fn code_bytes(wasm: &[u8]) -> u64 {
+/// Bytes of the code section of `wasm` (0 without one).
+pub(crate) fn code_bytes(wasm: &[u8]) -> u64 {
     wasmparser::Parser::new(0)
         .parse_all(wasm)
         .filter_map(Result::ok)
@@ -141,8 +142,9 @@ fn code_bytes(wasm: &[u8]) -> u64 {
         .unwrap_or(0)
 }
 
-/// Start-up of `path` as `wprof run` does it, up to `_start`, against the cache in `dir`.
-fn start(engine: &Engine, path: &Path, dir: &Path) -> Result<u64, Failure> {
+/// Start-up of `path` as `wprof run` does it, up to `_start`, against the cache in `dir`
+/// (nanoseconds).
+pub(crate) fn start(engine: &Engine, path: &Path, dir: &Path) -> Result<u64, Failure> {
     let t = Instant::now();
     let loaded = crate::loader::load(path, engine)?;
     let mut cache = CacheSession::open(Some(dir));

@@ -1,0 +1,384 @@
+//! `wprof bench`: how much the probes cost and how fast a start is, medians of several
+//! runs. Never a pass/fail: it prints numbers.
+//!
+//! Three groups of figures per module, each in its own file: the wall time of `_start` in
+//! this process, original and instrumented in every mode ([`overhead`]); whole processes —
+//! `wprof` with `WPROF=0`, `wasmtime run` and `wasmtime run --profile=guest` when the
+//! wasmtime CLI is installed ([`process`]); and start-up — cold, warm, one function changed,
+//! the agent against a walrus parse + emit, the per-function cache lookups ([`startup`]).
+
+pub mod overhead;
+pub mod process;
+pub mod startup;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Serialize;
+use wprof_agent::ProbeMode;
+
+use crate::collector::ProbeOverhead;
+use crate::exit::Failure;
+use crate::loader;
+use crate::report::format_ns;
+
+/// Measure probe overhead and start-up times on modules (the bundled samples by default).
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+For each module, medians of N runs (interleaved; empty stdin, output discarded):
+
+  _start, in this process, on one engine: the wall time of `_start` for the original
+  module (the code path `WPROF=0` runs) and for it instrumented in each mode (MODE mode),
+  and the ratio instrumented / original. Compilation is not included.
+
+  whole processes, spawn to exit, compilation included (nothing cached):
+    wprof WPROF=0        this wprof binary, `WPROF=0 wprof run MODULE`
+    wasmtime run         `wasmtime run -C cache=n MODULE`
+    --profile=guest      `wasmtime run -C cache=n --profile=guest,FILE MODULE` (FILE in a
+                         temporary directory): wasmtime's sampling guest profiler, the
+                         reference point a user would otherwise pick, and its ratio
+  The wasmtime CLI is WASMTIME_CLI, else `wasmtime` on PATH; without it only the wprof
+  process is timed. Its version may differ from the wasmtime wprof embeds (both shown).
+
+  start-up (time mode), as `wprof run` does it up to `_start`:
+    compile   plain wasmtime reading and compiling the original, no cache
+    cold      empty cache: load, instrument every function, compile, store
+    warm      the same cache again: instrumented module and compiled code from the cache
+    changed   a copy with one function changed (a `nop` added), cache warm with the original
+    agent     wprof_agent::instrument of the whole module (every function, no cache)
+    walrus    walrus::Module::from_buffer + emit_wasm of the same bytes: the baseline for
+              the agent's speed (speed = walrus / agent; goal >= 0.8)
+    lookups   every function's cache key computed and its body looked up in the warm
+              cache (what a start whose module manifest missed does per function), and
+              their share of the warm start (goal < 5%)
+  Each run has its own cache directory in a temporary folder; the secret key that
+  authenticates compiled code is the user's (created if needed).
+
+--quick: one run of everything (checks that the benchmark works; numbers are noisy).
+
+Examples:
+  wprof bench                      # every .wasm in ./samples
+  wprof bench --runs 9 app.wasm
+  wprof bench --quick --json
+  wprof bench samples/ratio.wasm --expect-ratio heavy/light=3")]
+pub struct BenchCommand {
+    /// Modules to measure [default: every .wasm in ./samples].
+    #[arg(value_name = "MODULE")]
+    modules: Vec<PathBuf>,
+
+    /// Runs per measurement; the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
+
+    /// One run per measurement (checks that the benchmark works; numbers are noisy).
+    #[arg(long)]
+    quick: bool,
+
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+
+    /// An accuracy check: functions F and G are known to do work in the ratio R, e.g.
+    /// `heavy/light=3` on samples/ratio.wasm. Reports the measured ratio of their self
+    /// times (median over the runs) and its error, with raw times and with the probe
+    /// overhead subtracted. Repeatable.
+    #[arg(long = "expect-ratio", value_name = "F/G=R", value_parser = parse_ratio)]
+    expect_ratio: Vec<ExpectedRatio>,
+}
+
+/// `F/G=R`: functions F and G do work in the ratio R.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpectedRatio {
+    numerator: String,
+    denominator: String,
+    ratio: f64,
+}
+
+fn parse_ratio(spec: &str) -> Result<ExpectedRatio, String> {
+    let (names, ratio) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("{spec:?} is not F/G=R"))?;
+    let (numerator, denominator) = names
+        .split_once('/')
+        .ok_or_else(|| format!("{spec:?} is not F/G=R"))?;
+    let ratio: f64 = ratio
+        .parse()
+        .map_err(|_| format!("{ratio:?} is not a number"))?;
+    if !ratio.is_finite() || ratio <= 0.0 {
+        return Err(format!("the ratio in {spec:?} must be positive"));
+    }
+    Ok(ExpectedRatio {
+        numerator: numerator.to_string(),
+        denominator: denominator.to_string(),
+        ratio,
+    })
+}
+
+/// The outcome of one accuracy check.
+#[derive(Debug, Serialize)]
+pub struct RatioCheck {
+    /// `F/G`.
+    pub functions: String,
+    /// The known ratio.
+    pub expected: f64,
+    /// Median measured ratio of self times, raw.
+    pub raw: f64,
+    /// Its relative error.
+    pub raw_error: f64,
+    /// Median measured ratio with the probe overhead subtracted.
+    pub subtracted: f64,
+    /// Its relative error.
+    pub subtracted_error: f64,
+}
+
+/// One module's numbers, in nanoseconds.
+#[derive(Debug, Serialize)]
+pub struct ModuleBench {
+    /// The module.
+    pub module: String,
+    /// Runs per figure (medians of that many).
+    pub runs: u32,
+    /// Median `_start` time of the original module, in this process. `WPROF=0` runs
+    /// exactly this code path.
+    pub original: u64,
+    /// Median `_start` time instrumented, per mode ([`wprof_agent::ProbeMode::ALL`]).
+    pub modes: Vec<overhead::ModeBench>,
+    /// Whole processes: `wprof` with `WPROF=0`, and the wasmtime CLI when installed.
+    pub process: process::ProcessBench,
+    /// Start-up: cold, warm, one function changed; instrumentation speed; lookups.
+    pub startup: startup::Startup,
+    /// Accuracy checks that apply to this module.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accuracy: Vec<RatioCheck>,
+}
+
+/// What `--json` prints.
+#[derive(Debug, Serialize)]
+pub struct BenchReport {
+    /// The wasmtime version wprof embeds (the in-process figures' engine).
+    pub wasmtime_embedded: &'static str,
+    /// `wasmtime --version` of the CLI the processes were compared with, if installed.
+    pub wasmtime_cli: Option<String>,
+    /// One entry per module.
+    pub modules: Vec<ModuleBench>,
+}
+
+impl BenchCommand {
+    fn modules(&self) -> Result<Vec<PathBuf>, Failure> {
+        if !self.modules.is_empty() {
+            return Ok(self.modules.clone());
+        }
+        let dir = Path::new("samples");
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot list {} (give modules to measure)", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+            .collect();
+        found.sort();
+        Ok(found)
+    }
+
+    /// Runs the benchmark; returns the exit code.
+    pub fn execute(&self) -> Result<i32, Failure> {
+        let runs = if self.quick { 1 } else { self.runs };
+        let engine = crate::engine::new_engine()?;
+        let caching = crate::engine::new_engine_caching()?;
+        let cli = process::WasmtimeCli::find()?;
+        let overhead = if self.expect_ratio.is_empty() {
+            ProbeOverhead::default()
+        } else {
+            crate::calibrate::measure(&engine, false)?
+        };
+        let mut modules = Vec::new();
+        for path in self.modules()? {
+            if !self.json {
+                eprintln!("wprof bench: {} ...", path.display());
+            }
+            let loaded = loader::load(&path, &engine)?;
+            let o = overhead::measure(&engine, &loaded, &path, runs, &self.expect_ratio, overhead)?;
+            let process = process::measure(&path, runs, cli.as_ref())?;
+            let startup = startup::measure(&caching, &loaded, &path, runs)?;
+            modules.push(ModuleBench {
+                module: path.display().to_string(),
+                runs,
+                original: o.original,
+                modes: o.modes,
+                process,
+                startup,
+                accuracy: o.accuracy,
+            });
+        }
+        let report = BenchReport {
+            wasmtime_embedded: crate::artifacts::WASMTIME_VERSION,
+            wasmtime_cli: cli.map(|c| c.version),
+            modules,
+        };
+        if self.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).expect("serializes")
+            );
+        } else {
+            print!("{}", table(&report, runs));
+        }
+        Ok(0)
+    }
+}
+
+fn file_name(module: &str) -> String {
+    Path::new(module)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| module.to_string())
+}
+
+fn ratio(r: Option<f64>) -> String {
+    r.map(|r| format!("{r:.2}x")).unwrap_or_else(|| "-".into())
+}
+
+fn time(t: Option<u64>) -> String {
+    t.map(format_ns).unwrap_or_else(|| "-".into())
+}
+
+fn table(report: &BenchReport, runs: u32) -> String {
+    use std::fmt::Write;
+    let rows = &report.modules;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "median of {runs} run(s), runs interleaved\n\n\
+         `_start` wall time in this process (one engine, compilation excluded); \
+         ratio = instrumented / original"
+    );
+    let _ = write!(out, "{:<20} {:>10}", "module", "original");
+    for mode in ProbeMode::ALL {
+        let _ = write!(
+            out,
+            " {:>12} {:>7}",
+            format!("{} mode", mode.name()),
+            "ratio"
+        );
+    }
+    out.push('\n');
+    for r in rows {
+        let _ = write!(
+            out,
+            "{:<20} {:>10}",
+            file_name(&r.module),
+            format_ns(r.original)
+        );
+        for m in &r.modes {
+            let _ = write!(out, " {:>12} {:>6.2}x", format_ns(m.instrumented), m.ratio);
+        }
+        out.push('\n');
+    }
+
+    let _ = writeln!(
+        out,
+        "\nwhole process wall time, spawn to exit, compilation included (nothing cached)"
+    );
+    match &report.wasmtime_cli {
+        Some(v) => {
+            let _ = writeln!(
+                out,
+                "wasmtime CLI: {v}; wprof embeds wasmtime {}",
+                crate::artifacts::WASMTIME_VERSION
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "the wasmtime CLI is not installed (WASMTIME_CLI, or wasmtime on PATH): \
+                 no reference, only wprof with WPROF=0 is timed"
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{:<20} {:>13} {:>16} {:>7} {:>14} {:>14}",
+        "module", "wasmtime run", "--profile=guest", "ratio", "wprof WPROF=0", "/wasmtime run"
+    );
+    for r in rows {
+        let p = &r.process;
+        let _ = writeln!(
+            out,
+            "{:<20} {:>13} {:>16} {:>7} {:>14} {:>14}",
+            file_name(&r.module),
+            time(p.wasmtime_run),
+            time(p.wasmtime_profile_guest),
+            ratio(p.profile_guest_ratio),
+            format_ns(p.wprof_off),
+            ratio(p.wprof_off_ratio),
+        );
+    }
+
+    let _ = writeln!(
+        out,
+        "\nstart-up up to `_start` (time mode); ratios to compiling the original"
+    );
+    let _ = writeln!(
+        out,
+        "{:<20} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8}",
+        "module", "compile", "cold", "warm", "changed", "cold/", "warm/", "changed/"
+    );
+    for r in rows {
+        let s = &r.startup;
+        let of = |t: u64| t as f64 / s.compile_original.max(1) as f64;
+        let _ = writeln!(
+            out,
+            "{:<20} {:>10} {:>10} {:>10} {:>10} {:>6.2}x {:>6.2}x {:>7.2}x",
+            file_name(&r.module),
+            format_ns(s.compile_original),
+            format_ns(s.cold),
+            format_ns(s.warm),
+            format_ns(s.changed),
+            of(s.cold),
+            of(s.warm),
+            of(s.changed),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\ninstrumenting a cold module (every function, no cache) against a walrus parse + emit \
+         (speed = walrus / agent, goal >= 0.8x);\n\
+         every function's key and cache lookup (warm cache) and their share of the warm start \
+         (goal < 5%)"
+    );
+    let _ = writeln!(
+        out,
+        "{:<20} {:>9} {:>9} {:>10} {:>10} {:>7} {:>10} {:>9}",
+        "module", "functions", "code", "agent", "walrus", "speed", "lookups", "of warm"
+    );
+    for r in rows {
+        let s = &r.startup;
+        let _ = writeln!(
+            out,
+            "{:<20} {:>9} {:>9} {:>10} {:>10} {:>7} {:>10} {:>8.1}%",
+            file_name(&r.module),
+            s.functions,
+            crate::cache_model::format_size(s.code_bytes),
+            format_ns(s.instrument),
+            time(s.walrus),
+            ratio(s.instrument_speed),
+            format_ns(s.lookups),
+            s.lookup_share * 100.0,
+        );
+    }
+    for r in rows {
+        for a in &r.accuracy {
+            let _ = writeln!(
+                out,
+                "\naccuracy on {}: self-time ratio {} expected {}: raw {:.3} (error {:.1}%), \
+                 overhead subtracted {:.3} (error {:.1}%)",
+                r.module,
+                a.functions,
+                a.expected,
+                a.raw,
+                a.raw_error * 100.0,
+                a.subtracted,
+                a.subtracted_error * 100.0
+            );
+        }
+    }
+    out
+}

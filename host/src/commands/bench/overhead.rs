@@ -1,0 +1,208 @@
+//! Probe overhead measured in this process: the wall time of `_start` for the original
+//! module and for it instrumented in every mode of [`ProbeMode::ALL`], on one engine, runs
+//! interleaved, medians. A mode added to the agent appears here (and in the table and the
+//! JSON) without any change to the benchmark.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use wasmtime::{Engine, Module};
+use wprof_agent::{ProbeMode, ProbePlan};
+
+use super::{ExpectedRatio, RatioCheck};
+use crate::collector::{Collector, ProbeOverhead};
+use crate::exit::Failure;
+use crate::instrument::{self, CacheSession, Prepared};
+use crate::loader::LoadedModule;
+use crate::runner::{self, Stdio};
+use crate::settings::RunSettings;
+use crate::stats::median;
+
+/// One mode's `_start` time (nanoseconds, median).
+#[derive(Debug, Serialize)]
+pub struct ModeBench {
+    /// The mode's name (`time`, `cost`, ...).
+    pub mode: &'static str,
+    /// Median `_start` time of the module instrumented for this mode.
+    pub instrumented: u64,
+    /// `instrumented / original`.
+    pub ratio: f64,
+}
+
+/// The in-process figures of one module.
+#[derive(Debug)]
+pub struct Overhead {
+    /// Median `_start` time of the original module (what `WPROF=0` runs, on the same path).
+    pub original: u64,
+    /// One entry per mode, in [`ProbeMode::ALL`] order.
+    pub modes: Vec<ModeBench>,
+    /// Accuracy checks that apply to this module.
+    pub accuracy: Vec<RatioCheck>,
+}
+
+pub(super) fn compile(engine: &Engine, bytes: &[u8], what: &Path) -> Result<Module, Failure> {
+    Module::new(engine, bytes)
+        .map_err(|e| Failure::input(format!("cannot compile {}: {e}", what.display())))
+}
+
+fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
+    RunSettings {
+        module: path.to_path_buf(),
+        args: Vec::new(),
+        dirs: Vec::new(),
+        env: Vec::new(),
+        profiling: true,
+        profile_path: PathBuf::new(),
+        cache_dir: None,
+        quiet: true,
+        mode,
+        subtract_overhead: false,
+        call_sites: false,
+    }
+}
+
+/// A module instrumented for one mode, compiled.
+struct Instrumented {
+    mode: ProbeMode,
+    prepared: Prepared,
+    module: Module,
+    settings: RunSettings,
+}
+
+impl Instrumented {
+    fn new(
+        engine: &Engine,
+        loaded: &LoadedModule,
+        path: &Path,
+        mode: ProbeMode,
+    ) -> Result<Self, Failure> {
+        let plan = ProbePlan {
+            mode,
+            call_sites: false,
+        };
+        let prepared = instrument::prepare(loaded, path, &plan, &mut CacheSession::none())
+            .map_err(|e| {
+                Failure::input(format!(
+                    "cannot instrument {} for {} mode: {e}",
+                    path.display(),
+                    mode.name()
+                ))
+            })?;
+        let module = compile(engine, &prepared.bytes, path)?;
+        Ok(Self {
+            mode,
+            prepared,
+            module,
+            settings: settings(path, mode),
+        })
+    }
+
+    /// Runs `_start` with a fresh collector; returns the collector and the wall time.
+    fn run(&self, engine: &Engine, overhead: ProbeOverhead) -> Result<(Collector, u64), Failure> {
+        let collector = Collector::new(self.prepared.functions.len()).with_overhead(overhead);
+        let outcome = runner::run(
+            engine,
+            &self.module,
+            &self.settings,
+            Stdio::Discard,
+            Some((collector, self.mode)),
+        )?;
+        let collector = outcome
+            .collector
+            .expect("instrumented runs have a collector");
+        Ok((collector, outcome.wall_time))
+    }
+}
+
+/// Measures `_start` of the original and of every mode, `runs` times each, interleaved.
+pub fn measure(
+    engine: &Engine,
+    loaded: &LoadedModule,
+    path: &Path,
+    runs: u32,
+    checks: &[ExpectedRatio],
+    overhead: ProbeOverhead,
+) -> Result<Overhead, Failure> {
+    let original_module = compile(engine, &loaded.bytes, path)?;
+    let plain = settings(path, ProbeMode::Time);
+    let instrumented = ProbeMode::ALL
+        .iter()
+        .map(|&mode| Instrumented::new(engine, loaded, path, mode))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut original = Vec::new();
+    let mut per_mode = vec![Vec::new(); instrumented.len()];
+    for _ in 0..runs {
+        let o = runner::run(engine, &original_module, &plain, Stdio::Discard, None)?;
+        original.push(o.wall_time);
+        for (times, m) in per_mode.iter_mut().zip(&instrumented) {
+            times.push(m.run(engine, ProbeOverhead::default())?.1);
+        }
+    }
+    let original = median(original);
+    let modes = instrumented
+        .iter()
+        .zip(per_mode)
+        .map(|(m, times)| {
+            let t = median(times);
+            ModeBench {
+                mode: m.mode.name(),
+                instrumented: t,
+                ratio: t as f64 / original.max(1) as f64,
+            }
+        })
+        .collect();
+
+    let timed = instrumented
+        .iter()
+        .find(|m| m.mode == ProbeMode::Time)
+        .expect("ProbeMode::ALL has the time mode");
+    let accuracy = accuracy(engine, timed, runs, checks, overhead)?;
+    Ok(Overhead {
+        original,
+        modes,
+        accuracy,
+    })
+}
+
+/// The self-time ratios of `checks` in time mode, raw and with `overhead` subtracted.
+fn accuracy(
+    engine: &Engine,
+    timed: &Instrumented,
+    runs: u32,
+    checks: &[ExpectedRatio],
+    overhead: ProbeOverhead,
+) -> Result<Vec<RatioCheck>, Failure> {
+    let id_of = |name: &str| {
+        timed
+            .prepared
+            .functions
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.id)
+    };
+    let mut out = Vec::new();
+    for check in checks {
+        let (Some(num), Some(den)) = (id_of(&check.numerator), id_of(&check.denominator)) else {
+            continue;
+        };
+        let mut measured = [Vec::new(), Vec::new()];
+        for _ in 0..runs {
+            for (i, o) in [ProbeOverhead::default(), overhead].into_iter().enumerate() {
+                let (f, _) = timed.run(engine, o)?;
+                let t = |id: u32| f.functions()[id as usize].self_time.max(1) as f64;
+                measured[i].push(t(num) / t(den));
+            }
+        }
+        let [raw, subtracted] = measured.map(median);
+        out.push(RatioCheck {
+            functions: format!("{}/{}", check.numerator, check.denominator),
+            expected: check.ratio,
+            raw,
+            raw_error: (raw - check.ratio).abs() / check.ratio,
+            subtracted,
+            subtracted_error: (subtracted - check.ratio).abs() / check.ratio,
+        });
+    }
+    Ok(out)
+}
