@@ -79,7 +79,9 @@ fn bench_runs_in_quick_mode_and_reports_every_figure() {
             "walrus",
             "instrument_speed",
             "lookups",
+            "lookup_keys",
             "lookup_share",
+            "lookup_share_of_changed",
             "code_bytes",
             "functions",
         ] {

@@ -25,6 +25,9 @@ pub struct WasmtimeCli {
     pub path: PathBuf,
     /// What `wasmtime --version` prints.
     pub version: String,
+    /// The file is a script (`#!`), such as a pyenv shim: its interpreter's start-up is
+    /// inside every `wasmtime run` time.
+    pub is_script: bool,
 }
 
 impl WasmtimeCli {
@@ -52,7 +55,16 @@ impl WasmtimeCli {
             )));
         }
         let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        Ok(Some(Self { path, version }))
+        let mut head = [0u8; 2];
+        let is_script = std::fs::File::open(&path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+            .is_ok()
+            && &head == b"#!";
+        Ok(Some(Self {
+            path,
+            version,
+            is_script,
+        }))
     }
 }
 

@@ -41,10 +41,16 @@ pub struct Startup {
     pub walrus: Option<u64>,
     /// `walrus / instrument`: the agent's speed as a multiple of walrus's (goal ≥ 0.8).
     pub instrument_speed: Option<f64>,
-    /// Every defined function's key computed and looked up in a warm cache (all hits).
+    /// Every defined function's key computed and looked up in a warm cache (all hits):
+    /// what a start whose module manifest missed does per function. A warm start of an
+    /// unchanged module does none of it (its manifest hits).
     pub lookups: u64,
-    /// `lookups / warm` (goal < 0.05).
+    /// Of `lookups`, computing the keys (blake3 over each body and its context).
+    pub lookup_keys: u64,
+    /// `lookups / warm`: what the lookups would add to a warm start (goal < 0.05).
     pub lookup_share: f64,
+    /// `lookups / changed`: their share of the one-function-changed start, where they run.
+    pub lookup_share_of_changed: f64,
 }
 
 /// The walrus baseline: parse and emit, `None` if walrus refuses or panics on the module.
@@ -89,8 +95,8 @@ pub fn measure(
 
     // Whether walrus reads the module at all (once, untimed: a refusal is not a time).
     let walrus_reads = walrus_round_trip(&loaded.bytes).is_some();
-    let mut figures: [Vec<u64>; 7] = Default::default();
-    let [plain, cold, warm, one, agent, walrus, lookups] = &mut figures;
+    let mut figures: [Vec<u64>; 8] = Default::default();
+    let [plain, cold, warm, one, agent, walrus, lookups, keys] = &mut figures;
     for run in 0..runs {
         let t = Instant::now();
         let bytes = std::fs::read(path).with_context(|| format!("cannot read {shown}"))?;
@@ -125,22 +131,28 @@ pub fn measure(
                 "{shown}: the warm cache misses function bodies the cold start stored"
             )));
         }
+        let t = Instant::now();
+        std::hint::black_box(instrumenter.functions());
+        keys.push(nanos(t));
     }
-    let [plain, cold, warm, changed, agent, walrus, lookups] =
+    let [plain, cold, warm, changed, agent, walrus, lookups, keys] =
         figures.map(|v| if v.is_empty() { None } else { Some(median(v)) });
     let some = |v: Option<u64>| v.expect("measured on every run");
-    let (instrument, warm, lookups) = (some(agent), some(warm), some(lookups));
+    let (instrument, warm, changed, lookups) =
+        (some(agent), some(warm), some(changed), some(lookups));
     Ok(Startup {
         functions: instrumenter.defined_function_count(),
         code_bytes: code_bytes(&loaded.bytes),
         compile_original: some(plain),
         cold: some(cold),
         warm,
-        changed: some(changed),
+        changed,
         instrument,
         walrus,
         instrument_speed: walrus.map(|w| w as f64 / instrument.max(1) as f64),
         lookups,
+        lookup_keys: some(keys),
         lookup_share: lookups as f64 / warm.max(1) as f64,
+        lookup_share_of_changed: lookups as f64 / changed.max(1) as f64,
     })
 }
