@@ -9,7 +9,8 @@ use wasmparser::{Parser, Payload};
 use crate::layout::ModuleLayout;
 use crate::probe_map::{val_type, ProbeLayout};
 use crate::{
-    AgentError, FunctionProbes, InstrumentedBody, InstrumentedModule, ProbeImports, ProbeMap,
+    AgentError, ContextArena, FunctionProbes, InstrumentedBody, InstrumentedModule, ProbeImports,
+    ProbeMap,
 };
 
 type ReencodeResult = Result<(), wasm_encoder::reencode::Error<AgentError>>;
@@ -43,55 +44,58 @@ impl Renumber<'_> {
         Ok(())
     }
 
-    /// In cost mode: the instruction counter, `(global (mut i64) (i64.const 0))`, then the
-    /// event buffer's fill level and the token counter, `(global (mut i32) (i32.const 0))`.
+    /// In the inline modes: the slot the next entry follows and the tree's allocation
+    /// pointer (see [`ContextArena`]).
     fn append_globals(&self, globals: &mut wasm_encoder::GlobalSection) {
-        if self.probes.cost_global().is_none() {
+        if self.probes.arena().is_none() {
             return;
         }
-        let mutable = |val_type| wasm_encoder::GlobalType {
-            val_type,
+        let mutable_i32 = wasm_encoder::GlobalType {
+            val_type: wasm_encoder::ValType::I32,
             mutable: true,
             shared: false,
         };
-        globals.global(
-            mutable(wasm_encoder::ValType::I64),
-            &wasm_encoder::ConstExpr::i64_const(0),
-        );
-        for _ in 0..2 {
+        for init in [
+            ContextArena::ROOT_SLOT,
+            ContextArena::first_free(self.probes.functions),
+        ] {
             globals.global(
-                mutable(wasm_encoder::ValType::I32),
-                &wasm_encoder::ConstExpr::i32_const(0),
+                mutable_i32,
+                &wasm_encoder::ConstExpr::i32_const(init as i32),
             );
         }
     }
 
-    /// In cost mode: the event buffer, one 64 KiB page.
+    /// In the inline modes: the tree's memory (and in sample mode the current-node cell).
     fn append_memories(&self, memories: &mut wasm_encoder::MemorySection) {
-        if self.probes.event_buffer().is_some() {
-            memories.memory(wasm_encoder::MemoryType {
-                minimum: 1,
-                maximum: Some(1),
-                memory64: false,
-                shared: false,
-                page_size_log2: None,
-            });
+        let Some(arena) = self.probes.arena() else {
+            return;
+        };
+        let pages = |minimum, maximum| wasm_encoder::MemoryType {
+            minimum,
+            maximum,
+            memory64: false,
+            shared: false,
+            page_size_log2: None,
+        };
+        let first_free = u64::from(ContextArena::first_free(self.probes.functions));
+        memories.memory(pages(first_free.div_ceil(65536), None));
+        if arena.current.is_some() {
+            memories.memory(pages(1, Some(1)));
         }
     }
 
-    /// In cost mode: the event buffer and its fill level, for the host to read.
+    /// In the inline modes: the tree and its globals, for the host to read and reset.
     fn append_exports(&self, exports: &mut wasm_encoder::ExportSection) {
-        if let Some((memory, fill, _)) = self.probes.event_buffer() {
-            exports.export(
-                crate::EventBuffer::MEMORY,
-                wasm_encoder::ExportKind::Memory,
-                memory,
-            );
-            exports.export(
-                crate::EventBuffer::LENGTH,
-                wasm_encoder::ExportKind::Global,
-                fill,
-            );
+        use wasm_encoder::ExportKind;
+        let Some(arena) = self.probes.arena() else {
+            return;
+        };
+        exports.export(ContextArena::MEMORY, ExportKind::Memory, arena.memory);
+        exports.export(ContextArena::SLOT, ExportKind::Global, arena.slot);
+        exports.export(ContextArena::END, ExportKind::Global, arena.end);
+        if let Some(current) = arena.current {
+            exports.export(ContextArena::CURRENT, ExportKind::Memory, current);
         }
     }
 
@@ -212,7 +216,7 @@ impl Reencode for Renumber<'_> {
         );
         if !self.wrote_memories && past_memories {
             self.wrote_memories = true;
-            if self.probes.event_buffer().is_some() {
+            if self.probes.arena().is_some() {
                 let mut memories = wasm_encoder::MemorySection::new();
                 self.append_memories(&mut memories);
                 module.section(&memories);
@@ -231,7 +235,7 @@ impl Reencode for Renumber<'_> {
         );
         if !self.wrote_globals && past_globals {
             self.wrote_globals = true;
-            if self.probes.cost_global().is_some() {
+            if self.probes.arena().is_some() {
                 let mut globals = wasm_encoder::GlobalSection::new();
                 self.append_globals(&mut globals);
                 module.section(&globals);
@@ -249,7 +253,7 @@ impl Reencode for Renumber<'_> {
         );
         if !self.wrote_exports && past_exports {
             self.wrote_exports = true;
-            if self.probes.event_buffer().is_some() {
+            if self.probes.arena().is_some() {
                 let mut exports = wasm_encoder::ExportSection::new();
                 self.append_exports(&mut exports);
                 module.section(&exports);
@@ -258,11 +262,25 @@ impl Reencode for Renumber<'_> {
         Ok(())
     }
 
+    fn parse_function_section(
+        &mut self,
+        functions: &mut wasm_encoder::FunctionSection,
+        section: wasmparser::FunctionSectionReader<'_>,
+    ) -> ReencodeResult {
+        if self.probes.arena().is_some() {
+            functions.function(self.probes.child_type());
+        }
+        utils::parse_function_section(self, functions, section)
+    }
+
     fn parse_code_section(
         &mut self,
         code: &mut wasm_encoder::CodeSection,
         _section: wasmparser::CodeSectionReader<'_>,
     ) -> ReencodeResult {
+        if let Some(arena) = self.probes.arena() {
+            code.function(&crate::finder::node_finder(arena.memory, arena.end));
+        }
         for body in self.bodies {
             code.raw(&body.bytes);
         }
@@ -331,6 +349,10 @@ pub(crate) fn assemble(
         if let Payload::CodeSectionEntry(body) = payload? {
             placed.push(body.range());
         }
+    }
+    if probes.arena().is_some() && !placed.is_empty() {
+        // The node finder's body comes first.
+        placed.remove(0);
     }
     let mut probe_map = ProbeMap::default();
     let imports = layout.imported_funcs.len() as u32;

@@ -7,19 +7,25 @@
 //!   frame token in a new local, and calls `unwind(token)` wherever a catch lands — after
 //!   the `end` of each block a catch clause targets, after a legacy `catch`, and before the
 //!   exit probe — so the collector closes exactly the frames the exception skipped;
+//! - in the inline modes (cost and sample, see [`crate::ContextArena`]) no probe calls the
+//!   host: the entry follows the slot its caller set to the function's calling-context
+//!   node (kept in a new local) and counts the call there; before every call the function
+//!   sets the slot of that call site; a direct call to an import finds and counts the
+//!   import's node at the call site;
 //! - in cost mode, the first instruction of every basic block is preceded by
 //!   `delta += N`, N being the number of original instructions in the block (`end`
-//!   excluded), `delta` being a new local, added to the counter global (and reset) at the
-//!   function's exit, before a tail call or a throw, and — in modules that can throw —
-//!   before every call; probes write events carrying the counter global into a buffer
-//!   the host drains (see [`crate::EventBuffer`]).
+//!   excluded), `delta` being a new local, added to the node's self cost (and reset) at
+//!   the function's exit, before a tail call, a throw or a call to an import, and — in
+//!   modules that can throw — before every call;
+//! - in sample mode, the node running now is stored in the current-node cell at entry,
+//!   around calls to imports, after every call returns and wherever a catch lands.
 
-use wasm_encoder::{Encode, Instruction};
+use wasm_encoder::{BlockType, Encode, Instruction, MemArg};
 use wasmparser::{BinaryReader, FunctionBody, Operator, OperatorsReader};
 
 use crate::layout::ModuleLayout;
-use crate::probe_map::ProbeLayout;
-use crate::{AgentError, EventBuffer, ProbePlan};
+use crate::probe_map::{InlineIndices, ProbeLayout};
+use crate::{AgentError, ContextArena, ProbePlan};
 
 /// One instrumented function body, independent of where it lands in a module.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,18 +37,28 @@ pub struct InstrumentedBody {
     pub offsets: Vec<(u32, u32)>,
 }
 
+/// The locals the inline modes add to a body.
+#[derive(Debug, Clone, Copy)]
+struct InlineLocals {
+    /// The function's calling-context node.
+    node: u32,
+    /// Scratch: an import's node around a call to it.
+    import_node: u32,
+    /// Cost mode: the instructions counted since the last flush to the node.
+    delta: Option<u32>,
+}
+
 /// Writes the instructions the probes are made of.
 struct Emitter<'p> {
     out: Vec<u8>,
     probes: &'p ProbeLayout,
     call_sites: bool,
-    /// Cost mode: the local accumulating this function's instruction count since the last
-    /// flush to the counter global (a register add per basic block instead of a global
-    /// load and store).
-    delta: Option<u32>,
-    /// Cost mode: a scratch `i32` local holding the event buffer's fill level while an
-    /// event is written.
-    addr: Option<u32>,
+    /// The inline modes: where the tree is, and the body's added locals.
+    inline: Option<(InlineIndices, InlineLocals)>,
+    /// The slot of each call instruction, in order (see [`BodyFacts::slots`]).
+    slots: Vec<u32>,
+    /// How many call instructions were emitted so far.
+    calls_emitted: usize,
 }
 
 impl Emitter<'_> {
@@ -50,18 +66,51 @@ impl Emitter<'_> {
         instr.encode(&mut self.out);
     }
 
-    /// Cost mode: `counter += delta; delta = 0`, so that the counter global is exact. Done
-    /// before every probe, call and throw: whatever runs next sees the right count.
+    fn instrs(&mut self, instrs: &[Instruction<'_>]) {
+        for i in instrs {
+            i.encode(&mut self.out);
+        }
+    }
+
+    fn tree_i32(arena: InlineIndices, offset: u32) -> MemArg {
+        MemArg {
+            offset: u64::from(offset),
+            align: 2,
+            memory_index: arena.memory,
+        }
+    }
+
+    fn tree_i64(arena: InlineIndices, offset: u32) -> MemArg {
+        MemArg {
+            offset: u64::from(offset),
+            align: 3,
+            memory_index: arena.memory,
+        }
+    }
+
+    /// Cost mode: `node.self += delta; delta = 0`.
     fn flush(&mut self) {
-        let (Some(counter), Some(delta)) = (self.probes.cost_global(), self.delta) else {
+        let Some((
+            arena,
+            InlineLocals {
+                node,
+                delta: Some(delta),
+                ..
+            },
+        )) = self.inline
+        else {
             return;
         };
-        self.instr(Instruction::GlobalGet(counter));
-        self.instr(Instruction::LocalGet(delta));
-        self.instr(Instruction::I64Add);
-        self.instr(Instruction::GlobalSet(counter));
-        self.instr(Instruction::I64Const(0));
-        self.instr(Instruction::LocalSet(delta));
+        self.instrs(&[
+            Instruction::LocalGet(node),
+            Instruction::LocalGet(node),
+            Instruction::I64Load(Self::tree_i64(arena, ContextArena::SELF_COST)),
+            Instruction::LocalGet(delta),
+            Instruction::I64Add,
+            Instruction::I64Store(Self::tree_i64(arena, ContextArena::SELF_COST)),
+            Instruction::I64Const(0),
+            Instruction::LocalSet(delta),
+        ]);
     }
 
     /// Cost mode, in a module that can throw: a callee may be unwound together with this
@@ -73,13 +122,66 @@ impl Emitter<'_> {
         }
     }
 
-    /// `probe(arg[, counter])`: a call to the host (time mode).
-    fn probe_with(&mut self, probe: u32, arg: Instruction<'_>) {
-        self.flush();
-        self.instr(arg);
-        if let Some(counter) = self.probes.cost_global() {
-            self.instr(Instruction::GlobalGet(counter));
+    /// Inline modes: `local = the node of function id` (through the slot global), counting
+    /// one call in it.
+    fn find_and_count(&mut self, arena: InlineIndices, local: u32, id: u32, slots: u32) {
+        let id1 = id.wrapping_add(1) as i32;
+        self.instrs(&[
+            Instruction::GlobalGet(arena.slot),
+            Instruction::I32Load(Self::tree_i32(arena, 0)),
+            Instruction::LocalTee(local),
+            Instruction::I32Load(Self::tree_i32(arena, ContextArena::FUNCTION)),
+            Instruction::I32Const(id1),
+            Instruction::I32Ne,
+            Instruction::If(BlockType::Empty),
+            Instruction::GlobalGet(arena.slot),
+            Instruction::I32Const(id1),
+            Instruction::I32Const(slots as i32),
+            Instruction::Call(arena.child),
+            Instruction::LocalSet(local),
+            Instruction::End,
+            Instruction::LocalGet(local),
+            Instruction::LocalGet(local),
+            Instruction::I64Load(Self::tree_i64(arena, ContextArena::CALLS)),
+            Instruction::I64Const(1),
+            Instruction::I64Add,
+            Instruction::I64Store(Self::tree_i64(arena, ContextArena::CALLS)),
+        ]);
+    }
+
+    /// Sample mode: the current-node cell holds `local`.
+    fn set_current(&mut self, local: u32) {
+        let Some((
+            InlineIndices {
+                current: Some(current),
+                ..
+            },
+            _,
+        )) = self.inline
+        else {
+            return;
+        };
+        self.instrs(&[
+            Instruction::I32Const(0),
+            Instruction::LocalGet(local),
+            Instruction::I32Store(MemArg {
+                offset: 0,
+                align: 2,
+                memory_index: current,
+            }),
+        ]);
+    }
+
+    /// Sample mode: this function runs again (a call returned, or a catch landed here).
+    fn resume(&mut self) {
+        if let Some((_, locals)) = self.inline {
+            self.set_current(locals.node);
         }
+    }
+
+    /// `probe(arg)`: a call to the host (time mode).
+    fn probe_with(&mut self, probe: u32, arg: Instruction<'_>) {
+        self.instr(arg);
         self.instr(Instruction::Call(probe));
     }
 
@@ -87,149 +189,98 @@ impl Emitter<'_> {
         self.probe_with(probe, Instruction::I32Const(id as i32));
     }
 
-    /// Cost mode: appends an event to the buffer (see [`crate::EventBuffer`]), draining it
-    /// when full. `header` pushes the event's `u64` header. The event records the counter
-    /// global, which never includes the running function's unflushed delta: the counts
-    /// events report only grow.
-    fn event(&mut self, header: impl FnOnce(&mut Self)) {
-        let (Some(counter), Some((memory, fill, _))) =
-            (self.probes.cost_global(), self.probes.event_buffer())
-        else {
-            unreachable!("events are only written in cost mode");
-        };
-        let at = |offset| wasm_encoder::MemArg {
-            offset,
-            align: 3,
-            memory_index: memory,
-        };
-        let addr = self.addr.expect("cost mode has the scratch local");
-        self.instr(Instruction::GlobalGet(fill));
-        self.instr(Instruction::LocalTee(addr));
-        header(self);
-        self.instr(Instruction::I64Store(at(0)));
-        self.instr(Instruction::LocalGet(addr));
-        self.instr(Instruction::GlobalGet(counter));
-        self.instr(Instruction::I64Store(at(8)));
-        self.instr(Instruction::LocalGet(addr));
-        self.instr(Instruction::I32Const(EventBuffer::EVENT_SIZE as i32));
-        self.instr(Instruction::I32Add);
-        self.instr(Instruction::LocalTee(addr));
-        self.instr(Instruction::GlobalSet(fill));
-        self.instr(Instruction::LocalGet(addr));
-        self.instr(Instruction::I32Const(EventBuffer::CAPACITY as i32));
-        self.instr(Instruction::I32GeU);
-        self.instr(Instruction::If(wasm_encoder::BlockType::Empty));
-        self.instr(Instruction::Call(self.probes.drain()));
-        self.instr(Instruction::I32Const(0));
-        self.instr(Instruction::GlobalSet(fill));
-        self.instr(Instruction::End);
-    }
-
-    /// An event whose header is a constant.
-    fn const_event(&mut self, kind: u8, id: u32) {
-        let header = (u64::from(id) << 32) | u64::from(kind);
-        self.event(|e| e.instr(Instruction::I64Const(header as i64)));
-    }
-
-    /// An event whose header carries the token in `token_local`.
-    fn token_event(&mut self, kind: u8, id: u32, token_local: u32) {
-        let fixed = (u64::from(id) << 32) | u64::from(kind);
-        self.event(|e| {
-            e.instr(Instruction::LocalGet(token_local));
-            e.instr(Instruction::I64ExtendI32U);
-            e.instr(Instruction::I64Const(8));
-            e.instr(Instruction::I64Shl);
-            e.instr(Instruction::I64Const(fixed as i64));
-            e.instr(Instruction::I64Or);
-        });
-    }
-
-    fn buffered(&self) -> bool {
-        self.probes.event_buffer().is_some()
-    }
-
-    fn enter(&mut self, id: u32) {
-        if self.buffered() {
-            self.const_event(EventBuffer::ENTER, id);
-        } else {
-            self.probe(self.probes.enter(), id);
+    /// The entry probe of function `id` with `slots` call sites; in time mode, for a
+    /// function that catches, the frame token goes to `token`.
+    fn enter(&mut self, id: u32, slots: u32, token: Option<u32>) {
+        match (self.inline, token) {
+            (Some((arena, locals)), _) => {
+                self.find_and_count(arena, locals.node, id, slots);
+                self.set_current(locals.node);
+            }
+            (None, Some(token)) => {
+                self.probe(self.probes.enter_catching(), id);
+                self.instr(Instruction::LocalSet(token));
+            }
+            (None, None) => self.probe(self.probes.enter(), id),
         }
     }
 
     fn exit(&mut self, id: u32) {
-        if self.buffered() {
+        if self.inline.is_some() {
             // The function's own count goes in before its frame closes.
             self.flush();
-            self.const_event(EventBuffer::EXIT, id);
         } else {
             self.probe(self.probes.exit(), id);
         }
     }
 
     fn tail(&mut self, id: u32) {
-        if self.buffered() {
-            // The caller's frame stays open while its locals die: count them now.
+        if self.inline.is_some() {
+            // The caller's node stays the callee's parent; its locals die now.
             self.flush();
-            self.const_event(EventBuffer::TAIL, id);
         } else {
             self.probe(self.probes.tail(), id);
         }
     }
 
-    /// Enters a function that catches; leaves its frame token in `token_local`.
-    fn enter_catching(&mut self, id: u32, token_local: u32) {
-        if self.buffered() {
-            // Tokens only need to tell catching activations apart: a counter of them.
-            let (_, _, tokens) = self.probes.event_buffer().expect("cost mode");
-            self.instr(Instruction::GlobalGet(tokens));
-            self.instr(Instruction::I32Const(1));
-            self.instr(Instruction::I32Add);
-            self.instr(Instruction::I32Const(0xff_ffff));
-            self.instr(Instruction::I32And);
-            self.instr(Instruction::LocalTee(token_local));
-            self.instr(Instruction::GlobalSet(tokens));
-            self.token_event(EventBuffer::ENTER_CATCHING, id, token_local);
-        } else {
-            self.probe(self.probes.enter_catching(), id);
-            self.instr(Instruction::LocalSet(token_local));
+    /// Where a catch lands in this function.
+    fn landing(&mut self, token: Option<u32>) {
+        if self.inline.is_some() {
+            self.resume();
+        } else if let Some(token) = token {
+            self.probe_with(self.probes.unwind(), Instruction::LocalGet(token));
         }
     }
 
-    fn unwind(&mut self, token_local: u32) {
-        if self.buffered() {
-            self.token_event(EventBuffer::UNWIND, 0, token_local);
-        } else {
-            self.probe_with(self.probes.unwind(), Instruction::LocalGet(token_local));
+    /// Before a call instruction at `offset` of the original body: time mode with call
+    /// sites reports it; the inline modes point the slot global at the call's slot.
+    fn call_site(&mut self, offset: u32) {
+        match self.inline {
+            Some((arena, locals)) => {
+                let slot = self.slots.get(self.calls_emitted).copied().unwrap_or(0);
+                self.calls_emitted += 1;
+                let slot = ContextArena::SLOTS + 4 * slot;
+                self.instrs(&[
+                    Instruction::LocalGet(locals.node),
+                    Instruction::I32Const(slot as i32),
+                    Instruction::I32Add,
+                    Instruction::GlobalSet(arena.slot),
+                ]);
+            }
+            None if self.call_sites => self.probe(self.probes.site(), offset),
+            None => {}
         }
     }
 
-    /// A direct call to imported function `import`, bracketed so it is its own node.
+    /// A direct call to imported function `import` (its call site already announced),
+    /// bracketed so it is its own node.
     fn probed_import_call(&mut self, import: u32) {
-        self.enter(import);
-        self.instr(Instruction::Call(import));
-        if self.buffered() {
-            // No flush: the caller's pending count is the caller's, not the import's.
-            self.const_event(EventBuffer::EXIT, import);
-        } else {
-            self.exit(import);
-        }
-    }
-
-    /// With call sites on: `site(offset)`, before a call at `offset` in the original body.
-    fn site(&mut self, offset: u32) {
-        if !self.call_sites {
-            return;
-        }
-        if self.buffered() {
-            self.const_event(EventBuffer::SITE, offset);
-        } else {
-            self.probe(self.probes.site(), offset);
+        match self.inline {
+            Some((arena, locals)) => {
+                // The caller's count goes in first: an import may end the program.
+                self.flush();
+                self.find_and_count(arena, locals.import_node, import, 0);
+                self.set_current(locals.import_node);
+                self.instr(Instruction::Call(import));
+                self.resume();
+            }
+            None => {
+                self.probe(self.probes.enter(), import);
+                self.instr(Instruction::Call(import));
+                self.probe(self.probes.exit(), import);
+            }
         }
     }
 
     /// `delta += weight` (cost mode, non-zero weights only).
     fn add_cost(&mut self, weight: u64) {
-        let Some(delta) = self.delta else {
+        let Some((
+            _,
+            InlineLocals {
+                delta: Some(delta), ..
+            },
+        )) = self.inline
+        else {
             return;
         };
         if weight == 0 {
@@ -287,13 +338,36 @@ struct BodyFacts {
     block_weights: Vec<u64>,
     /// The body catches exceptions.
     catches: bool,
+    /// Inline modes: for each call instruction (`call*` and `return_call*`) in order, its
+    /// slot in the node: one per call site when call sites are reported, else one per
+    /// directly called function (so that recursion through two sites, like fib's, stays
+    /// one path) and one per indirect call site.
+    slots: Vec<u32>,
+    /// The number of distinct slots.
+    slot_count: u32,
 }
 
-fn scan(mut ops: OperatorsReader<'_>) -> Result<BodyFacts, AgentError> {
+/// Whether `op` calls a function (and so has a call site, and a slot in the inline modes).
+fn is_call(op: &Operator<'_>) -> bool {
+    matches!(
+        op,
+        Operator::Call { .. }
+            | Operator::CallIndirect { .. }
+            | Operator::CallRef { .. }
+            | Operator::ReturnCall { .. }
+            | Operator::ReturnCallIndirect { .. }
+            | Operator::ReturnCallRef { .. }
+    )
+}
+
+fn scan(mut ops: OperatorsReader<'_>, call_sites: bool) -> Result<BodyFacts, AgentError> {
     let mut facts = BodyFacts {
         block_weights: Vec::new(),
         catches: false,
+        slots: Vec::new(),
+        slot_count: 0,
     };
+    let mut slot_of_callee = std::collections::HashMap::new();
     let mut current = 0;
     while !ops.eof() {
         let op = ops.read()?;
@@ -303,6 +377,18 @@ fn scan(mut ops: OperatorsReader<'_>) -> Result<BodyFacts, AgentError> {
                 facts.catches = true
             }
             Operator::Catch { .. } | Operator::CatchAll => facts.catches = true,
+            Operator::Call { function_index } | Operator::ReturnCall { function_index }
+                if !call_sites =>
+            {
+                let next = facts.slot_count;
+                let slot = *slot_of_callee.entry(*function_index).or_insert(next);
+                facts.slot_count += u32::from(slot == next);
+                facts.slots.push(slot);
+            }
+            op if is_call(op) => {
+                facts.slots.push(facts.slot_count);
+                facts.slot_count += 1;
+            }
             _ => {}
         }
         if ends_basic_block(&op) {
@@ -344,6 +430,23 @@ fn locals_with_extra(
     Ok((out, locals))
 }
 
+/// The offsets, from the start of the body, of the call instructions of the `defined`-th
+/// defined function, in order.
+pub(crate) fn call_sites(layout: &ModuleLayout<'_>, defined: u32) -> Result<Vec<u32>, AgentError> {
+    let func = &layout.defined_funcs[defined as usize];
+    let base = func.body.start;
+    let body = FunctionBody::new(BinaryReader::new(&layout.bytes[func.body.clone()], base));
+    let mut ops = body.get_operators_reader()?;
+    let mut sites = Vec::new();
+    while !ops.eof() {
+        let start = ops.original_position();
+        if is_call(&ops.read()?) {
+            sites.push((start - base) as u32);
+        }
+    }
+    Ok(sites)
+}
+
 /// Rewrites the body of the `defined`-th defined function.
 pub(crate) fn instrument_body(
     layout: &ModuleLayout<'_>,
@@ -357,24 +460,26 @@ pub(crate) fn instrument_body(
     let body = FunctionBody::new(BinaryReader::new(&layout.bytes[func.body.clone()], base));
     let mut ops = body.get_operators_reader()?;
     let code_start = ops.original_position();
-    let facts = scan(ops.clone())?;
+    let mut facts = scan(ops.clone(), plan.call_sites)?;
 
     let mut e = Emitter {
         out: Vec::with_capacity(func.body.len() + func.body.len() / 4 + 16),
         probes,
         call_sites: plan.call_sites,
-        delta: None,
-        addr: None,
+        inline: None,
+        slots: Vec::new(),
+        calls_emitted: 0,
     };
-    // New locals: the frame token (functions that catch), the cost delta (cost mode).
-    let mut extra = Vec::new();
-    if facts.catches {
-        extra.push(wasm_encoder::ValType::I32);
-    }
-    if probes.cost_global().is_some() {
-        extra.push(wasm_encoder::ValType::I64);
-        extra.push(wasm_encoder::ValType::I32);
-    }
+    // New locals: the frame token (time mode, functions that catch); the node, an
+    // import's node and, in cost mode, the delta (the inline modes).
+    use wasm_encoder::ValType::{I32, I64};
+    let arena = probes.arena();
+    let extra = match arena {
+        None if facts.catches => vec![I32],
+        None => vec![],
+        Some(_) if plan.mode == crate::ProbeMode::Cost => vec![I32, I32, I64],
+        Some(_) => vec![I32, I32],
+    };
     let first_new = if extra.is_empty() {
         e.out.extend_from_slice(&layout.bytes[base..code_start]);
         0
@@ -385,15 +490,17 @@ pub(crate) fn instrument_body(
         e.out.extend_from_slice(&locals);
         first
     };
-    let token = facts.catches.then_some(first_new);
-    if probes.cost_global().is_some() {
-        e.delta = Some(first_new + u32::from(facts.catches));
-        e.addr = Some(first_new + u32::from(facts.catches) + 1);
+    let token = (arena.is_none() && facts.catches).then_some(first_new);
+    if let Some(arena) = arena {
+        let locals = InlineLocals {
+            node: first_new,
+            import_node: first_new + 1,
+            delta: (extra.len() == 3).then_some(first_new + 2),
+        };
+        e.inline = Some((arena, locals));
     }
-    match token {
-        Some(token) => e.enter_catching(id, token),
-        None => e.enter(id),
-    }
+    e.enter(id, facts.slot_count, token);
+    e.slots = std::mem::take(&mut facts.slots);
     let mut offsets = Vec::new();
     // Every branch to the function's outermost label now lands at the end of this block,
     // where the exit probe runs.
@@ -418,16 +525,8 @@ pub(crate) fn instrument_body(
         }
         offsets.push(((start - base) as u32, e.out.len() as u32));
         let original = &layout.bytes[start..end];
-        if matches!(
-            op,
-            Operator::Call { .. }
-                | Operator::CallIndirect { .. }
-                | Operator::CallRef { .. }
-                | Operator::ReturnCall { .. }
-                | Operator::ReturnCallIndirect { .. }
-                | Operator::ReturnCallRef { .. }
-        ) {
-            e.site((start - base) as u32);
+        if is_call(&op) {
+            e.call_site((start - base) as u32);
         }
         match &op {
             Operator::TryTable { try_table } => {
@@ -457,8 +556,8 @@ pub(crate) fn instrument_body(
             Operator::End if blocks.is_empty() => {
                 // Closes the wrapper block; then the exit probe; then the function.
                 e.instr(Instruction::End);
-                if let (Some(token), true) = (token, wrapper_catches) {
-                    e.unwind(token);
+                if wrapper_catches {
+                    e.landing(token);
                 }
                 e.exit(id);
                 e.instr(Instruction::End);
@@ -467,15 +566,13 @@ pub(crate) fn instrument_body(
             Operator::End | Operator::Delegate { .. } => {
                 let caught_here = blocks.pop().unwrap_or(false);
                 e.out.extend_from_slice(original);
-                if let (Some(token), true) = (token, caught_here) {
-                    e.unwind(token);
+                if caught_here {
+                    e.landing(token);
                 }
             }
             Operator::Catch { .. } | Operator::CatchAll => {
                 e.out.extend_from_slice(original);
-                if let Some(token) = token {
-                    e.unwind(token);
-                }
+                e.landing(token);
             }
             Operator::Return => {
                 e.exit(id);
@@ -487,10 +584,12 @@ pub(crate) fn instrument_body(
             Operator::Call { function_index } => {
                 e.flush_before_call();
                 e.instr(Instruction::Call(probes.renumber(*function_index)));
+                e.resume();
             }
             Operator::CallIndirect { .. } | Operator::CallRef { .. } => {
                 e.flush_before_call();
                 e.out.extend_from_slice(original);
+                e.resume();
             }
             Operator::Throw { .. } | Operator::ThrowRef | Operator::Rethrow { .. } => {
                 // The frames this throw unwinds lose their locals: their counts go in now.

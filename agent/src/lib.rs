@@ -53,6 +53,7 @@
 mod assemble;
 mod body;
 mod error;
+mod finder;
 mod layout;
 mod plan;
 mod probe_map;
@@ -61,11 +62,11 @@ pub use body::InstrumentedBody;
 pub use error::AgentError;
 pub use layout::{FunctionKind, FunctionSummary};
 pub use plan::{ProbeMode, ProbePlan};
-pub use probe_map::{EventBuffer, FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap};
+pub use probe_map::{ContextArena, FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap};
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 6;
+pub const AGENT_FORMAT_VERSION: u32 = 7;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];
@@ -125,6 +126,14 @@ impl<'a> Instrumenter<'a> {
         h.update(&(body.len() as u64).to_le_bytes());
         h.update(body);
         *h.finalize().as_bytes()
+    }
+
+    /// The offsets of the call instructions of the `defined`-th defined function, from the
+    /// start of its body, in order: with [`ProbePlan::call_sites`], slot `k` of the
+    /// function's nodes in the inline modes (see [`ContextArena`]) is the call at
+    /// `call_sites(defined)[k]`.
+    pub fn call_sites(&self, defined: u32) -> Result<Vec<u32>, AgentError> {
+        body::call_sites(&self.layout, defined)
     }
 
     /// Rewrites the body of the `defined`-th defined function.

@@ -6,21 +6,33 @@ pub enum ProbeMode {
     /// Entry/exit probes that call the host, which reads a clock: exact calls and times.
     #[default]
     Time,
-    /// Deterministic cost: every basic block adds its static instruction count to a
-    /// counter global, and every probe hands the counter to the host instead of a time.
+    /// Deterministic cost: every basic block adds its static instruction count to a local,
+    /// which goes into the function's calling-context node when it returns. No host call:
+    /// calls and contexts are counted inline (see [`crate::ContextArena`]).
     Cost,
+    /// Low overhead timing: calls and calling contexts counted inline as in
+    /// [`ProbeMode::Cost`], and the current context kept in a memory cell that the host
+    /// samples from another thread to attribute time. No host call per probe.
+    Sample,
 }
 
 impl ProbeMode {
     /// Every mode, in the order benchmarks and help texts list them.
-    pub const ALL: [ProbeMode; 2] = [ProbeMode::Time, ProbeMode::Cost];
+    pub const ALL: [ProbeMode; 3] = [ProbeMode::Time, ProbeMode::Cost, ProbeMode::Sample];
 
     /// The name used on the command line and in profiles.
     pub fn name(self) -> &'static str {
         match self {
             ProbeMode::Time => "time",
             ProbeMode::Cost => "cost",
+            ProbeMode::Sample => "sample",
         }
+    }
+
+    /// Whether calls are counted inline into a calling-context tree the module keeps
+    /// (every mode but [`ProbeMode::Time`]).
+    pub fn counts_inline(self) -> bool {
+        !matches!(self, ProbeMode::Time)
     }
 }
 
@@ -65,5 +77,10 @@ mod tests {
         };
         assert_ne!(a.digest(), sites.digest());
         assert_ne!(a.digest(), cost.digest());
+        let sample = ProbePlan {
+            mode: ProbeMode::Sample,
+            call_sites: false,
+        };
+        assert_ne!(sample.digest(), cost.digest());
     }
 }

@@ -37,55 +37,93 @@ impl ProbeImports {
     /// `site(offset)`: the next call is made from this offset of the caller's body (only
     /// called when the plan asks for call sites).
     pub const SITE: &'static str = "site";
-    /// `drain()` (cost mode): the event buffer is full; the host consumes it (see
-    /// [`EventBuffer`]). Takes nothing in any mode.
-    pub const DRAIN: &'static str = "drain";
-    /// How many probe functions are imported (and so how far defined functions shift).
-    pub const COUNT: u32 = 7;
+    /// How many probe functions are imported.
+    pub const COUNT: u32 = 6;
     /// All probe import names, in the order they are appended to the import section.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 6] = [
         Self::ENTER,
         Self::EXIT,
         Self::TAIL,
         Self::ENTER_CATCHING,
         Self::UNWIND,
         Self::SITE,
-        Self::DRAIN,
     ];
+
+    /// How far the module's defined functions move in the instrumented module: past the
+    /// probe imports and, in the inline modes, past the node finder the agent defines
+    /// first (see [`ContextArena`]).
+    pub fn shift(mode: crate::ProbeMode) -> u32 {
+        Self::COUNT + u32::from(mode.counts_inline())
+    }
 }
 
-/// In cost mode the probes do not call the host: each writes a 16-byte event into a
-/// memory the agent adds, and the module calls `wprof.drain()` when it is full.
+/// In the inline modes ([`crate::ProbeMode::counts_inline`]) the module keeps its own
+/// calling-context tree in a memory the agent adds; the host reads it when the program ends.
 ///
-/// An event is two little-endian `u64`s: a header `(id << 32) | (token << 8) | kind` and
-/// the instruction counter. A token (24 bits) numbers the activations of functions that
-/// catch exceptions, so that an `unwind` names the exact activation that caught. The module exports the memory as [`EventBuffer::MEMORY`] and
-/// the fill level (bytes used, an `i32` global) as [`EventBuffer::LENGTH`], so the host can
-/// read what is left when the program ends.
+/// A node is 32 bytes and a slot per call site of its function, 8-byte aligned:
+///
+/// | offset | field |
+/// |---|---|
+/// | 0 | `u64` activations |
+/// | 8 | `u64` self cost (cost mode: instructions) |
+/// | 16 | `u32` function id + 1 (0 in the root and in the empty node at address 0) |
+/// | 20 | `u32` next node reached through the same slot (another callee), or 0 |
+/// | 24 | `u32` number of slots |
+/// | 32 + 4k | `u32` slot k: the first child reached from call site k, or 0 |
+///
+/// Slots are numbered in body order of the `call*` and `return_call*` instructions,
+/// imports included: with [`crate::ProbePlan::call_sites`] one per call instruction, else one
+/// per directly called function (all the sites that call it share it) and one per indirect
+/// call site. Before each call the caller puts the address of the call's slot in
+/// the global exported as [`ContextArena::SLOT`]; the callee's entry probe follows that
+/// slot to its node (a load and a compare), or calls an added function that finds the node
+/// among the slot's chain or allocates it. A direct call to an import looks up the import's
+/// node the same way at the call site. The host resets the slot to
+/// [`ContextArena::ROOT_SLOT`] before it calls an export.
+///
+/// Nodes are never collapsed: recursion makes a path as deep as the recursion. Past
+/// [`ContextArena::LIMIT`] bytes new contexts stop being allocated: each function then
+/// gets one overflow node (address in the table at [`ContextArena::OVERFLOW_TABLE`]), so
+/// counts stay exact while contexts are lost.
 #[derive(Debug, Clone, Copy)]
-pub struct EventBuffer;
+pub struct ContextArena;
 
-impl EventBuffer {
-    /// Export name of the event memory.
-    pub const MEMORY: &'static str = "wprof:events";
-    /// Export name of the fill-level global.
-    pub const LENGTH: &'static str = "wprof:events_len";
-    /// Bytes per event.
-    pub const EVENT_SIZE: u32 = 16;
-    /// Bytes of events that fill the buffer (one 64 KiB page).
-    pub const CAPACITY: u32 = 65536;
-    /// `enter`: `id` is the function.
-    pub const ENTER: u8 = 0;
-    /// `exit`: `id` is the function.
-    pub const EXIT: u8 = 1;
-    /// `tail`: `id` is the caller about to tail-call.
-    pub const TAIL: u8 = 2;
-    /// `enter_catching`: `id` is the function, `token` its frame token.
-    pub const ENTER_CATCHING: u8 = 3;
-    /// `unwind`: `token` is the catching frame's token.
-    pub const UNWIND: u8 = 4;
-    /// `site`: `id` is the call's offset in the caller's body.
-    pub const SITE: u8 = 5;
+impl ContextArena {
+    /// Export name of the tree's memory.
+    pub const MEMORY: &'static str = "wprof:contexts";
+    /// Export name of the `i32` global holding the address of the slot the next entry
+    /// follows.
+    pub const SLOT: &'static str = "wprof:slot";
+    /// Export name of the `i32` global holding the first free byte of the tree's memory.
+    pub const END: &'static str = "wprof:contexts_end";
+    /// Sample mode: export name of a one-page memory whose first `u32` is the address of
+    /// the node running now (an import's node while the import runs).
+    pub const CURRENT: &'static str = "wprof:current";
+    /// Address of the root node (the engine calling an export).
+    pub const ROOT: u32 = 32;
+    /// Address of the root's only slot.
+    pub const ROOT_SLOT: u32 = 64;
+    /// Address of the overflow table: one `u32` node address per function id.
+    pub const OVERFLOW_TABLE: u32 = 72;
+    /// Bytes of nodes allocated before contexts overflow.
+    pub const LIMIT: u32 = 256 << 20;
+    /// Offset of a node's activation count.
+    pub const CALLS: u32 = 0;
+    /// Offset of a node's self cost.
+    pub const SELF_COST: u32 = 8;
+    /// Offset of a node's function id + 1.
+    pub const FUNCTION: u32 = 16;
+    /// Offset of a node's next sibling through the same slot.
+    pub const NEXT: u32 = 20;
+    /// Offset of a node's number of slots.
+    pub const SLOT_COUNT: u32 = 24;
+    /// Offset of a node's first slot.
+    pub const SLOTS: u32 = 32;
+
+    /// The first byte nodes are allocated from, in a module with `functions` functions.
+    pub fn first_free(functions: u32) -> u32 {
+        (Self::OVERFLOW_TABLE + 4 * functions + 7) & !7
+    }
 }
 
 /// Index assignments for the probes in one instrumented module.
@@ -93,20 +131,26 @@ impl EventBuffer {
 pub(crate) struct ProbeLayout {
     /// What the probes measure.
     pub mode: crate::ProbeMode,
-    /// Globals of the original module; in cost mode the counter global, the event buffer's
-    /// fill level and the count of catching activations (frame tokens) follow them.
+    /// Globals of the original module; in the inline modes the slot global and the
+    /// tree's allocation pointer follow them.
     pub original_globals: u32,
-    /// Memories of the original module; in cost mode the event buffer follows them.
+    /// Memories of the original module; in the inline modes the tree's memory (and in
+    /// sample mode the current-node cell's) follow them.
     pub original_memories: u32,
     /// The module has exception tags, so frames can be unwound by a throw: cost mode then
     /// keeps every frame's count flushed before each call.
     pub may_throw: bool,
     /// Function imports of the original module; probe imports follow them.
     pub imported_funcs: u32,
+    /// Functions of the original module, imported and defined (the ids probes report).
+    pub functions: u32,
+    /// The module defines functions (a module without code gets no context tree).
+    pub has_code: bool,
     /// Types of the original module; appended types follow them.
     pub original_types: u32,
-    /// Function types to append, as (params, results): the four probe types (see
-    /// [`ProbeLayout::import_type`]), then block types of multi-value wrappers.
+    /// Function types to append, as (params, results): the three probe types (see
+    /// [`ProbeLayout::import_type`] and [`ProbeLayout::child_type`]), then block types of
+    /// multi-value wrappers.
     pub appended_types: Vec<(Vec<wasmparser::ValType>, Vec<wasmparser::ValType>)>,
     /// The block type wrapping the body of a function of each type index in use.
     pub wrapper_blocks: HashMap<u32, BlockType>,
@@ -114,23 +158,20 @@ pub(crate) struct ProbeLayout {
 
 impl ProbeLayout {
     pub fn plan(layout: &ModuleLayout<'_>, mode: crate::ProbeMode) -> Result<Self, AgentError> {
-        use wasmparser::ValType::{I32, I64};
-        let args = match mode {
-            crate::ProbeMode::Time => vec![I32],
-            crate::ProbeMode::Cost => vec![I32, I64],
-        };
+        use wasmparser::ValType::I32;
         let mut probes = ProbeLayout {
             mode,
             original_globals: layout.globals,
             original_memories: layout.memories,
             may_throw: layout.tags > 0,
             imported_funcs: layout.imported_funcs.len() as u32,
+            functions: (layout.imported_funcs.len() + layout.defined_funcs.len()) as u32,
+            has_code: !layout.defined_funcs.is_empty(),
             original_types: layout.types.len() as u32,
             appended_types: vec![
-                (args.clone(), vec![]),
-                (args.clone(), vec![I32]),
-                (args, vec![]),
-                (vec![], vec![]),
+                (vec![I32], vec![]),
+                (vec![I32], vec![I32]),
+                (vec![I32, I32, I32], vec![I32]),
             ],
             wrapper_blocks: HashMap::new(),
         };
@@ -164,10 +205,13 @@ impl ProbeLayout {
         self.original_types
             + match name {
                 ProbeImports::ENTER_CATCHING => 1,
-                ProbeImports::UNWIND => 2,
-                ProbeImports::DRAIN => 3,
                 _ => 0,
             }
+    }
+
+    /// The type of the node finder, `(slot, id + 1, slots) -> node`.
+    pub fn child_type(&self) -> u32 {
+        self.original_types + 2
     }
 
     pub fn enter_catching(&self) -> u32 {
@@ -182,21 +226,6 @@ impl ProbeLayout {
         self.imported_funcs + 5
     }
 
-    pub fn drain(&self) -> u32 {
-        self.imported_funcs + 6
-    }
-
-    /// Cost mode: the event buffer's memory, fill-level global and token-counter global.
-    pub fn event_buffer(&self) -> Option<(u32, u32, u32)> {
-        self.cost_global()
-            .map(|counter| (self.original_memories, counter + 1, counter + 2))
-    }
-
-    /// In cost mode, the index of the instruction counter global.
-    pub fn cost_global(&self) -> Option<u32> {
-        (self.mode == crate::ProbeMode::Cost).then_some(self.original_globals)
-    }
-
     pub fn enter(&self) -> u32 {
         self.imported_funcs
     }
@@ -209,17 +238,32 @@ impl ProbeLayout {
         self.imported_funcs + 2
     }
 
+    /// In the inline modes, where the tree lives.
+    pub fn arena(&self) -> Option<InlineIndices> {
+        if !self.mode.counts_inline() || !self.has_code {
+            return None;
+        }
+        Some(InlineIndices {
+            slot: self.original_globals,
+            end: self.original_globals + 1,
+            memory: self.original_memories,
+            current: (self.mode == crate::ProbeMode::Sample).then_some(self.original_memories + 1),
+            child: self.imported_funcs + ProbeImports::COUNT,
+        })
+    }
+
     /// The new index of original function `id`.
     pub fn renumber(&self, id: u32) -> u32 {
         if id < self.imported_funcs {
             id
         } else {
-            id + ProbeImports::COUNT
+            id + ProbeImports::shift(self.mode)
         }
     }
 
     /// Everything about the index space that an instrumented body depends on.
     pub fn context_bytes(&self) -> Vec<u8> {
+        let arena = self.arena();
         let mut out = Vec::new();
         for n in [
             self.imported_funcs,
@@ -230,11 +274,14 @@ impl ProbeLayout {
             self.enter_catching(),
             self.unwind(),
             self.site(),
-            self.drain(),
             self.original_types,
+            self.child_type(),
             self.original_memories,
             u32::from(self.may_throw),
-            self.cost_global().unwrap_or(u32::MAX),
+            arena.map_or(u32::MAX, |a| a.slot),
+            arena.map_or(u32::MAX, |a| a.memory),
+            arena.and_then(|a| a.current).unwrap_or(u32::MAX),
+            arena.map_or(u32::MAX, |a| a.child),
         ] {
             out.extend_from_slice(&n.to_le_bytes());
         }
@@ -250,6 +297,21 @@ impl ProbeLayout {
         self.wrapper_block(type_index).encode(&mut out);
         out
     }
+}
+
+/// Indices of what the inline modes add to a module.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InlineIndices {
+    /// `(global (mut i32))`: the slot the next entry follows.
+    pub slot: u32,
+    /// `(global (mut i32))`: the first free byte of the tree's memory.
+    pub end: u32,
+    /// The tree's memory.
+    pub memory: u32,
+    /// Sample mode: the one-page memory holding the current node.
+    pub current: Option<u32>,
+    /// The node finder: the first defined function, before the module's own.
+    pub child: u32,
 }
 
 pub(crate) fn val_type(

@@ -192,3 +192,97 @@ fn every_sample_instruments_and_validates() {
     }
     assert!(seen >= 5);
 }
+
+#[test]
+fn inline_modes_validate_and_count_call_sites() {
+    use crate::{ContextArena, ProbeMode};
+    let wasm = wat::parse_str(
+        r#"(module
+          (import "env" "host" (func $host (param i32)))
+          (type $t (func (result i32)))
+          (table 1 funcref)
+          (elem (i32.const 0) $g)
+          (tag $e)
+          (func $f (param i32) (result i32)
+            (call $host (i32.const 3))
+            (drop (call $g))
+            (drop (call_indirect (type $t) (i32.const 0)))
+            (block $h
+              (try_table (catch $e $h) (throw $e)))
+            (return_call $g))
+          (func $g (result i32) (i32.const 1))
+          (func (export "_start") (drop (call $f (i32.const 1)))))"#,
+    )
+    .unwrap();
+    for (mode, call_sites) in [
+        (ProbeMode::Cost, false),
+        (ProbeMode::Sample, false),
+        (ProbeMode::Sample, true),
+    ] {
+        let plan = ProbePlan { mode, call_sites };
+        let out = instrument(&wasm, &plan).unwrap();
+        validate(&out.bytes);
+        let t = text(&out.bytes);
+        let bodies: Vec<&str> = t.split("--\n").collect();
+        // The node finder comes first; $f's entry asks it for a node with a slot per call
+        // site, or (without call sites) per direct callee and indirect site: the call
+        // and the tail call to $g share one.
+        assert!(bodies[0].contains("MemoryGrow"));
+        let slots = if call_sites { 4 } else { 3 };
+        assert!(bodies[1].contains(&format!(
+            "I32Const {{ value: 2 }}\nI32Const {{ value: {slots} }}\nCall"
+        )));
+        // Every call sets the slot global to its slot.
+        let expected: &[i32] = if call_sites {
+            &[32, 36, 40, 44]
+        } else {
+            &[32, 36, 40, 36]
+        };
+        let set: Vec<i32> = bodies[1]
+            .lines()
+            .collect::<Vec<_>>()
+            .windows(3)
+            .filter(|w| w[1] == "I32Add" && w[2].starts_with("GlobalSet"))
+            .filter_map(|w| {
+                w[0].strip_prefix("I32Const { value: ")?
+                    .strip_suffix(" }")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        assert_eq!(set, expected, "{mode:?}");
+        for slot in expected {
+            assert!(
+                bodies[1].contains(&format!("I32Const {{ value: {slot} }}\nI32Add\nGlobalSet")),
+                "{mode:?}: slot {slot}"
+            );
+        }
+        // No host call but to the import itself and the finder.
+        let calls: Vec<&str> = bodies[1]
+            .lines()
+            .filter(|l| l.starts_with("Call {"))
+            .collect();
+        assert!(calls.iter().all(|c| !c.contains("function_index: 1 }")));
+        let exports: Vec<String> = wasmparser::Parser::new(0)
+            .parse_all(&out.bytes)
+            .filter_map(|p| match p.unwrap() {
+                wasmparser::Payload::ExportSection(s) => Some(
+                    s.into_iter()
+                        .map(|e| e.unwrap().name.to_string())
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        assert!(exports.contains(&ContextArena::MEMORY.to_string()));
+        assert_eq!(
+            exports.contains(&ContextArena::CURRENT.to_string()),
+            mode == ProbeMode::Sample
+        );
+        // Offset maps point into the module's own bodies, not the finder's.
+        let f = &out.probe_map.functions[1];
+        assert_eq!(f.name, "f");
+        assert!(f.instrumented_body.as_ref().unwrap().start > 0);
+    }
+}

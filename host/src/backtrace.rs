@@ -73,21 +73,26 @@ pub fn to_original(
     };
     let imports = instrumenter.imported_function_count();
     let summaries = instrumenter.functions();
+    // Probe imports and, in the inline modes, the agent's node finder (its body first)
+    // come before the module's own functions.
+    let shift = ProbeImports::shift(plan.mode);
+    let added_bodies = (shift - ProbeImports::COUNT) as usize;
     let bodies: Vec<std::ops::Range<usize>> = wasmparser::Parser::new(0)
         .parse_all(instrumented)
         .filter_map(|p| match p {
             Ok(wasmparser::Payload::CodeSectionEntry(body)) => Some(body.range()),
             _ => None,
         })
+        .skip(added_bodies)
         .collect();
     frames
         .iter()
-        .filter(|f| !(imports..imports + ProbeImports::COUNT).contains(&f.func_index))
+        .filter(|f| !(imports..imports + shift).contains(&f.func_index))
         .map(|f| {
             if f.func_index < imports {
                 return f.clone();
             }
-            let id = f.func_index - ProbeImports::COUNT;
+            let id = f.func_index - shift;
             let defined = id - imports;
             let name = summaries.get(id as usize).map(|s| s.name.clone());
             let offset = f.module_offset.and_then(|at| {

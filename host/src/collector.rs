@@ -19,8 +19,10 @@
 //!   returns a token for its frame; when it catches, [`Collector::unwind_at`] closes every
 //!   frame above that exact activation, recursion included.
 //!
-//! "Time" is whatever the probes report: picoseconds of [`crate::clock`] in time mode,
-//! executed wasm instructions in cost mode. [`Collector::last`] is the latest value seen.
+//! "Time" is whatever the probes report: picoseconds of [`crate::clock`] in time mode. In
+//! the inline modes the module counts calls itself and the collector is fed by replaying
+//! its calling-context tree (see [`crate::inline_tree`]), in instructions (cost mode) or
+//! sampled picoseconds (sample mode). [`Collector::last`] is the latest value seen.
 
 use crate::clock::Clock;
 use std::collections::HashMap;
@@ -29,9 +31,6 @@ use crate::context_tree::{ContextTree, ROOT_NODE};
 
 /// The caller of the outermost frames.
 pub const ROOT: u32 = u32::MAX;
-
-/// A frame without a module-held token.
-const NO_TOKEN: u32 = u32::MAX;
 
 /// Time mode's collector unit is the picosecond.
 pub const PS_PER_NS: u64 = 1000;
@@ -98,8 +97,6 @@ pub struct EdgeTotals {
 #[derive(Debug, Clone, Copy)]
 struct Frame {
     id: u32,
-    /// The frame token the module holds for it (cost mode's event stream), if any.
-    token: u32,
     edge: u32,
     /// Its node in the calling-context tree.
     node: u32,
@@ -134,6 +131,9 @@ pub struct Collector {
     /// Frames entered so far.
     enters: u64,
     overhead: ProbeOverhead,
+    /// Inline modes with call sites: per function id, the offsets of its call
+    /// instructions (call site `k` of the module's tree is at index `k`).
+    call_site_offsets: Option<HashMap<u32, Vec<u32>>>,
 }
 
 impl Collector {
@@ -153,7 +153,20 @@ impl Collector {
             contexts: ContextTree::new(),
             enters: 0,
             overhead: ProbeOverhead::default(),
+            call_site_offsets: None,
         }
+    }
+
+    /// Inline modes: splits edges by call site, `offsets` giving each function's call
+    /// instruction offsets in order.
+    pub fn with_call_site_offsets(mut self, offsets: HashMap<u32, Vec<u32>>) -> Self {
+        self.call_site_offsets = Some(offsets);
+        self
+    }
+
+    /// The call site offsets given to [`Collector::with_call_site_offsets`].
+    pub fn call_site_offsets(&self) -> Option<&HashMap<u32, Vec<u32>>> {
+        self.call_site_offsets.as_ref()
     }
 
     /// Subtracts `overhead` from every frame from now on.
@@ -177,47 +190,6 @@ impl Collector {
     pub fn enter_catching_at(&mut self, id: u32, now: u64) -> u32 {
         self.enter_at(id, now);
         (self.stack.len() - 1) as u32
-    }
-
-    /// [`Collector::enter_at`] for a catching function whose frame token was chosen by the
-    /// module (cost mode's event stream).
-    pub fn enter_with_token_at(&mut self, id: u32, token: u32, now: u64) {
-        self.enter_at(id, now);
-        if let Some(top) = self.stack.last_mut() {
-            top.token = token;
-        }
-    }
-
-    /// An exception was caught in the frame the module knows as `token`: closes every frame
-    /// above it. A token no open frame holds is ignored.
-    pub fn unwind_to_token_at(&mut self, token: u32, now: u64) {
-        self.last = now;
-        if let Some(at) = self.stack.iter().rposition(|f| f.token == token) {
-            while self.stack.len() > at + 1 {
-                self.close_top(now);
-            }
-        }
-    }
-
-    /// Applies a buffer of cost-mode events (see [`wprof_agent::EventBuffer`]), in order.
-    pub fn apply_events(&mut self, events: &[u8]) {
-        use wprof_agent::EventBuffer as E;
-        for event in events.chunks_exact(E::EVENT_SIZE as usize) {
-            let header = u64::from_le_bytes(event[..8].try_into().expect("8 bytes"));
-            let now = u64::from_le_bytes(event[8..].try_into().expect("8 bytes"));
-            let kind = (header & 0xff) as u8;
-            let token = ((header >> 8) & 0xff_ffff) as u32;
-            let id = (header >> 32) as u32;
-            match kind {
-                E::ENTER => self.enter_at(id, now),
-                E::EXIT => self.exit_at(id, now),
-                E::TAIL => self.tail(id),
-                E::ENTER_CATCHING => self.enter_with_token_at(id, token, now),
-                E::UNWIND => self.unwind_to_token_at(token, now),
-                E::SITE => self.site(id),
-                _ => self.unmatched_exits += 1,
-            }
-        }
     }
 
     /// An exception was caught in the frame `token`: closes every frame above it.
@@ -295,6 +267,12 @@ impl Collector {
 
     /// [`Collector::enter`] at a given time.
     pub fn enter_at(&mut self, id: u32, now: u64) {
+        self.enter_counted_at(id, 1, now);
+    }
+
+    /// [`Collector::enter_at`] for a frame that stands for `calls` activations: a calling
+    /// context the module counted itself, replayed once (see [`crate::inline_tree`]).
+    pub fn enter_counted_at(&mut self, id: u32, calls: u64, now: u64) {
         self.last = now;
         self.ensure(id);
         let mut closes_parent = false;
@@ -305,16 +283,16 @@ impl Collector {
             }
             None => (ROOT, ROOT_NODE),
         };
-        let node = self.contexts.enter(parent_node, id);
+        let node = self.contexts.enter_counted(parent_node, id, calls);
         let site = self.pending_site.take();
         let edge = self.edge(caller, id, site);
         let f = &mut self.functions[id as usize];
-        f.calls += 1;
+        f.calls += calls;
         f.active += 1;
         let e = &mut self.edges[edge as usize];
-        e.calls += 1;
+        e.calls += calls;
         e.active += 1;
-        self.enters += 1;
+        self.enters += calls;
         self.stack.push(Frame {
             id,
             edge,
@@ -323,7 +301,6 @@ impl Collector {
             children: 0,
             closes_parent,
             tail_pending: false,
-            token: NO_TOKEN,
             child_calls: 0,
             enters_at_entry: self.enters,
         });
@@ -569,32 +546,6 @@ mod tests {
             .collect();
         assert_eq!(sites, [(Some(0x10), 2, 10), (Some(0x1c), 1, 5)]);
         assert_eq!(c.functions()[1].calls, 3);
-    }
-
-    #[test]
-    fn event_buffers_replay_like_probes() {
-        use wprof_agent::EventBuffer as E;
-        let event = |kind: u8, id: u32, token: u32, cost: u64| {
-            let header = (u64::from(id) << 32) | (u64::from(token) << 8) | u64::from(kind);
-            [header.to_le_bytes(), cost.to_le_bytes()].concat()
-        };
-        let events = [
-            event(E::ENTER, 0, 0, 0),
-            event(E::ENTER_CATCHING, 1, 2, 10),
-            event(E::ENTER, 1, 0, 20),
-            event(E::ENTER, 1, 0, 30),
-            event(E::UNWIND, 0, 2, 40), // caught by the frame holding token 2
-            event(E::EXIT, 1, 0, 45),
-            event(E::EXIT, 0, 0, 50),
-        ]
-        .concat();
-        let mut c = Collector::new(2);
-        c.apply_events(&events);
-        assert_eq!(c.depth(), 0);
-        assert_eq!(c.functions()[1].calls, 3);
-        assert_eq!(c.functions()[1].inclusive, 35);
-        assert_eq!(c.root_inclusive(), 50);
-        assert_eq!(c.unmatched_exits(), 0);
     }
 
     #[test]

@@ -64,6 +64,12 @@ impl ContextTree {
     /// A frame of `function` opens under the frame whose node is `parent`; returns the node
     /// the new frame is charged to.
     pub fn enter(&mut self, parent: u32, function: u32) -> u32 {
+        self.enter_counted(parent, function, 1)
+    }
+
+    /// [`ContextTree::enter`] for a frame that stands for `calls` activations (a context
+    /// counted by the module itself, replayed once).
+    pub fn enter_counted(&mut self, parent: u32, function: u32, calls: u64) -> u32 {
         if self.on_path.len() <= function as usize {
             self.on_path.resize(function as usize + 1, NONE);
         }
@@ -95,7 +101,7 @@ impl ContextTree {
             on_path => on_path,
         };
         let n = &mut self.nodes[node as usize];
-        n.calls += 1;
+        n.calls += calls;
         n.active += 1;
         node
     }

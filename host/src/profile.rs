@@ -38,10 +38,13 @@ pub struct FunctionRecord {
     pub self_time: u64,
     /// Time in the function and its callees (each outermost activation once).
     pub inclusive: u64,
-    /// Smallest self time of one activation.
-    pub min_self: u64,
-    /// Largest self time of one activation.
-    pub max_self: u64,
+    /// Smallest self time of one activation (time mode only: the inline modes count
+    /// per calling context, not per activation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_self: Option<u64>,
+    /// Largest self time of one activation (time mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_self: Option<u64>,
 }
 
 /// One caller -> callee edge.
@@ -153,6 +156,8 @@ impl Profile {
         ending: Ending,
     ) -> Self {
         let cost = mode == wprof_agent::ProbeMode::Cost;
+        // Only time mode sees activations one by one.
+        let per_activation = !mode.counts_inline();
         // The collector counts picoseconds in time mode; profiles show nanoseconds.
         let scale = if cost { 1 } else { PS_PER_NS as i64 };
         let clamp = |v: i64| (v / scale).max(0) as u64;
@@ -177,8 +182,8 @@ impl Profile {
                     calls: t.calls,
                     self_time: clamp(t.self_time),
                     inclusive: clamp(t.inclusive),
-                    min_self: unscale(t.min_self),
-                    max_self: unscale(t.max_self),
+                    min_self: per_activation.then(|| unscale(t.min_self)),
+                    max_self: per_activation.then(|| unscale(t.max_self)),
                 }
             })
             .collect();
@@ -226,7 +231,9 @@ impl Profile {
             wall_time: (!cost).then_some(ending.wall_time),
             total: clamp(collector.root_inclusive()),
             instrumentation: stats,
-            probe_overhead: (!cost && collector.overhead() != Default::default()).then(|| {
+            probe_overhead: (mode == wprof_agent::ProbeMode::Time
+                && collector.overhead() != Default::default())
+            .then(|| {
                 let o = collector.overhead();
                 OverheadRecord {
                     inside_ns: o.inside as f64 / PS_PER_NS as f64,

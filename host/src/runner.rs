@@ -7,10 +7,14 @@ use wasmtime::{Caller, Engine, Linker, Module, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::WasiCtxBuilder;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::collector::Collector;
 use crate::exit::Failure;
+use crate::inline_tree::InlineTree;
+use crate::sampler::{CurrentCell, Samples, DEFAULT_PERIOD};
 use crate::settings::RunSettings;
-use wprof_agent::ProbeMode;
+use wprof_agent::{ContextArena, ProbeMode};
 
 /// What the store holds: WASI's state, and the collector when the module is instrumented.
 pub struct HostState {
@@ -137,8 +141,6 @@ fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::R
                 P::SITE,
                 |mut c: Caller<'_, HostState>, site: i32| col(&mut c).site(site as u32),
             )?;
-            // Only cost-mode modules call it.
-            linker.func_wrap(P::MODULE, P::DRAIN, || {})?;
             linker.func_wrap(
                 P::MODULE,
                 P::UNWIND,
@@ -149,49 +151,84 @@ fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::R
                 },
             )?;
         }
-        ProbeMode::Cost => {
-            // A cost-mode module writes events into its buffer and calls only `drain`, when
-            // the buffer is full; the other probes are imported but never called.
-            linker.func_wrap(P::MODULE, P::DRAIN, |mut c: Caller<'_, HostState>| {
-                if let Some(memory) = c
-                    .get_export(wprof_agent::EventBuffer::MEMORY)
-                    .and_then(|e| e.into_memory())
-                {
-                    replay(memory, &mut c, wprof_agent::EventBuffer::CAPACITY as usize);
-                }
-            })?;
+        ProbeMode::Cost | ProbeMode::Sample => {
+            // The inline modes import the probes but never call them: the module counts
+            // into its own tree (see `crate::inline_tree`).
             for name in [P::ENTER, P::EXIT, P::TAIL, P::UNWIND, P::SITE] {
-                linker.func_wrap(P::MODULE, name, |_: i32, _: i64| {})?;
+                linker.func_wrap(P::MODULE, name, |_: i32| {})?;
             }
-            linker.func_wrap(P::MODULE, P::ENTER_CATCHING, |_: i32, _: i64| 0i32)?;
+            linker.func_wrap(P::MODULE, P::ENTER_CATCHING, |_: i32| 0i32)?;
         }
     }
     Ok(())
 }
 
-/// Feeds the first `len` bytes of the event buffer `memory` to the store's collector.
-fn replay<'a>(
-    memory: wasmtime::Memory,
-    store: impl Into<wasmtime::StoreContextMut<'a, HostState>>,
-    len: usize,
-) {
-    let (data, state) = memory.data_and_store_mut(store);
-    if let (Some(events), Some(collector)) = (data.get(..len), state.collector.as_mut()) {
-        collector.apply_events(events);
+/// Inline modes: points the module's slot global at the root, so that the export called
+/// next is counted as an outermost call (the start function, run at instantiation, may have
+/// left it anywhere).
+fn reset_slot(store: &mut Store<HostState>, instance: &wasmtime::Instance) {
+    if let Some(slot) = instance.get_global(&mut *store, ContextArena::SLOT) {
+        let _ = slot.set(
+            &mut *store,
+            wasmtime::Val::I32(ContextArena::ROOT as i32 + ContextArena::SLOTS as i32),
+        );
     }
 }
 
-/// At the end of a cost-mode run: the events still in the buffer.
-fn drain_rest(store: &mut Store<HostState>, instance: &wasmtime::Instance) {
-    use wprof_agent::EventBuffer as E;
-    let (Some(memory), Some(len)) = (
-        instance.get_memory(&mut *store, E::MEMORY),
-        instance.get_global(&mut *store, E::LENGTH),
-    ) else {
+/// Sample mode: the module's current-node cell.
+fn current_cell(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+) -> Option<CurrentCell> {
+    let memory = instance.get_memory(&mut *store, ContextArena::CURRENT)?;
+    let ty = memory.ty(&*store);
+    if ty.maximum() != Some(ty.minimum()) || memory.data_size(&*store) < 4 {
+        return None;
+    }
+    // SAFETY: the memory cannot grow (checked above) and the cell is only read inside
+    // `run`, while the store is alive.
+    Some(unsafe { CurrentCell::new(memory.data_ptr(&*store)) })
+}
+
+/// Inline modes: replays the module's tree into the collector, with each context's self
+/// cost (cost mode) or sampled time (sample mode).
+fn replay_tree(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+    mode: ProbeMode,
+    samples: Option<&Samples>,
+) {
+    let Some(memory) = instance.get_memory(&mut *store, ContextArena::MEMORY) else {
         return;
     };
-    let len = len.get(&mut *store).i32().unwrap_or(0).max(0) as usize;
-    replay(memory, store, len);
+    let (data, state) = memory.data_and_store_mut(&mut *store);
+    let Some(collector) = state.collector.as_mut() else {
+        return;
+    };
+    let tree = InlineTree::read(data, collector.functions().len() as u32);
+    if tree.damaged > 0 {
+        tracing::warn!(
+            links = tree.damaged,
+            "the module's context tree has bad links"
+        );
+    }
+    if !tree.overflow.is_empty() {
+        eprintln!(
+            "wprof: warning: the program made more calling contexts than wprof keeps ({} MiB); \
+             {} calls are counted without their context",
+            ContextArena::LIMIT >> 20,
+            tree.overflow_calls()
+        );
+    }
+    let sites = collector.call_site_offsets().cloned();
+    match (mode, samples) {
+        (ProbeMode::Sample, Some(samples)) => tree.replay(
+            collector,
+            |n| samples.time.get(&n.address).copied().unwrap_or(0),
+            sites.as_ref(),
+        ),
+        _ => tree.replay(collector, |n| n.self_cost, sites.as_ref()),
+    }
 }
 
 /// Runs `module`'s `_start`. With `collector`, the probe imports are linked to it.
@@ -226,11 +263,33 @@ pub fn run(
     let start = instance
         .get_typed_func::<(), ()>(&mut store, "_start")
         .map_err(|e| Failure::input(format!("{shown} has no usable `_start`: {e}")))?;
+    let inline = mode.is_some_and(ProbeMode::counts_inline);
+    if inline {
+        reset_slot(&mut store, &instance);
+    }
+    let cell = match mode {
+        Some(ProbeMode::Sample) => current_cell(&mut store, &instance),
+        _ => None,
+    };
+    let clock = crate::clock::Clock::new();
     let started = Instant::now();
-    let result = start.call(&mut store, ());
+    let (result, samples) = match cell {
+        Some(cell) => {
+            let stop = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                let (clock, stop) = (&clock, &stop);
+                let sampler =
+                    s.spawn(move || crate::sampler::sample(cell, clock, DEFAULT_PERIOD, stop));
+                let result = start.call(&mut store, ());
+                stop.store(true, Ordering::Release);
+                (result, sampler.join().ok())
+            })
+        }
+        None => (start.call(&mut store, ()), None),
+    };
     let wall_time = started.elapsed().as_nanos() as u64;
-    if mode == Some(ProbeMode::Cost) {
-        drain_rest(&mut store, &instance);
+    if let Some(mode) = mode.filter(|m| m.counts_inline()) {
+        replay_tree(&mut store, &instance, mode, samples.as_ref());
     }
     let _ = std::io::stdout().flush();
 
@@ -263,10 +322,7 @@ pub fn run(
     let mut collector = store.into_data().collector;
     if let Some(c) = collector.as_mut() {
         // Frames left open (a trap, proc_exit) close at the end: now, or the last count.
-        let end = match mode {
-            Some(ProbeMode::Cost) => c.last(),
-            _ => c.now(),
-        };
+        let end = if inline { c.last() } else { c.now() };
         c.finish_at(end);
     }
     Ok(RunOutcome {

@@ -307,12 +307,16 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             call_sites: false,
         },
         ProbePlan {
+            mode: ProbeMode::Sample,
+            call_sites: false,
+        },
+        ProbePlan {
             mode: ProbeMode::Time,
             call_sites: true,
         },
     ] {
         let mode = plan.mode;
-        // Cost mode adds a memory (its event buffer): scripts whose engine has
+        // The inline modes add memories (the context tree): scripts whose engine has
         // multi-memory off (old proposal copies, threads) are checked in time mode only.
         let multi_memory = !matches!(
             script.proposal.as_deref(),
@@ -320,7 +324,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
                 "threads" | "reference-types" | "multi-value" | "function-references" | "memory64"
             )
         );
-        if mode == ProbeMode::Cost && !multi_memory {
+        if mode.counts_inline() && !multi_memory {
             continue;
         }
         let result = match instrument_script(engine, script.text, &plan) {
@@ -397,16 +401,11 @@ struct Rewritten {
 }
 
 /// The module providing the probe imports, defined and registered first.
-fn probe_prelude(mode: ProbeMode) -> String {
-    let params = match mode {
-        ProbeMode::Time => "i32",
-        ProbeMode::Cost => "i32 i64",
-    };
+fn probe_prelude() -> String {
+    let params = "i32";
     let mut m = String::from("(module");
     for name in ProbeImports::NAMES {
-        if name == ProbeImports::DRAIN {
-            write!(m, " (func (export \"{name}\"))").unwrap();
-        } else if name == ProbeImports::ENTER_CATCHING {
+        if name == ProbeImports::ENTER_CATCHING {
             write!(
                 m,
                 " (func (export \"{name}\") (param {params}) (result i32) i32.const 0)"
@@ -421,11 +420,10 @@ fn probe_prelude(mode: ProbeMode) -> String {
 }
 
 fn instrument_script(engine: &Engine, src: &str, plan: &ProbePlan) -> Result<Rewritten> {
-    let mode = plan.mode;
     let mut lexer = Lexer::new(src);
     lexer.allow_confusing_unicode(true);
     let mut out = Rewritten {
-        text: probe_prelude(mode),
+        text: probe_prelude(),
         modules: 0,
         agent_errors: Vec::new(),
     };

@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
+use std::collections::HashMap;
 use wasmtime::Module;
+
 use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::collector::Collector;
@@ -39,14 +41,19 @@ pub struct RunCommand {
     #[arg(long, value_name = "DIR", env = "WPROF_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
 
-    /// What the probes measure: `time` (exact calls, nanoseconds of the monotonic clock)
-    /// or `cost` (deterministic: executed wasm instructions; the same program and input
-    /// give the same numbers on every run and machine).
+    /// What the probes measure. `time`: exact calls and exact nanoseconds per call (a
+    /// clock read at every entry and exit: the most exact, and the slowest on call-heavy
+    /// code). `sample`: exact calls and calling contexts counted inside the module, time
+    /// estimated by sampling the running context every 100 µs (the cheapest way to see
+    /// time). `cost`: exact calls and executed wasm instructions counted inside the module
+    /// (deterministic: the same program and input give the same profile on every run and
+    /// machine).
     #[arg(long, value_enum, default_value_t = Mode::Time, env = "WPROF_MODE")]
     mode: Mode,
 
     /// Split caller -> callee edges by call site (the call's offset in the caller, shown
-    /// as `caller+0x1c`). Adds a probe before every call.
+    /// as `caller+0x1c`). In time mode this adds a probe before every call; the inline
+    /// modes (sample, cost) know call sites anyway.
     #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
     call_sites: bool,
 
@@ -84,7 +91,7 @@ Environment:
   WPROF_CACHE_DIR     cache directory (like --cache-dir)
   WPROF_CACHE_MAX_SIZE  size cap of the cache, kept after runs that store something
                       (default 1G; `off` for none; see `wprof cache gc`)
-  WPROF_MODE          time|cost (like --mode)
+  WPROF_MODE          time|sample|cost (like --mode)
   WPROF_LOG           wprof's own log filter, e.g. `debug` (off by default)
 
 Examples:
@@ -143,6 +150,8 @@ pub enum Mode {
     Time,
     /// Exact calls and executed instructions, deterministic.
     Cost,
+    /// Exact calls and contexts, sampled time.
+    Sample,
 }
 
 impl From<Mode> for ProbeMode {
@@ -150,6 +159,7 @@ impl From<Mode> for ProbeMode {
         match m {
             Mode::Time => ProbeMode::Time,
             Mode::Cost => ProbeMode::Cost,
+            Mode::Sample => ProbeMode::Sample,
         }
     }
 }
@@ -209,6 +219,9 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
     };
 
     let mut collector = Collector::new(prepared.functions.len());
+    if settings.call_sites && settings.mode.counts_inline() {
+        collector = collector.with_call_site_offsets(call_site_offsets(&loaded.bytes, settings));
+    }
     if settings.mode == ProbeMode::Time && settings.subtract_overhead {
         match crate::calibrate::measure(&engine, settings.call_sites) {
             Ok(overhead) => {
@@ -274,6 +287,26 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
         print_summary(&profile, &prepared, settings, written);
     }
     Ok(outcome.exit_code)
+}
+
+/// Per function id, the offsets of its call instructions (the inline modes number call
+/// sites in this order). Empty if the module cannot be read, which instrumenting it
+/// already ruled out.
+fn call_site_offsets(module: &[u8], settings: &RunSettings) -> HashMap<u32, Vec<u32>> {
+    let plan = ProbePlan {
+        mode: settings.mode,
+        call_sites: true,
+    };
+    let Ok(instrumenter) = wprof_agent::Instrumenter::new(module, &plan) else {
+        return HashMap::new();
+    };
+    let imports = instrumenter.imported_function_count();
+    (0..instrumenter.defined_function_count())
+        .filter_map(|defined| {
+            let sites = instrumenter.call_sites(defined).ok()?;
+            Some((imports + defined, sites))
+        })
+        .collect()
 }
 
 fn compile(engine: &wasmtime::Engine, bytes: &[u8], shown: &str) -> Result<Module, Failure> {

@@ -153,14 +153,14 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
                 calls: f.calls,
                 self_cost: f.self_time,
                 inclusive: f.inclusive,
-                min_self: f.min_self,
-                max_self: f.max_self,
+                min_self: f.min_self.unwrap_or(0),
+                max_self: f.max_self.unwrap_or(0),
                 self_text: amount(f.self_time),
                 self_pct: pct(f.self_time),
                 incl_text: amount(f.inclusive),
                 incl_pct: pct(f.inclusive),
-                min_text: amount(f.min_self),
-                max_text: amount(f.max_self),
+                min_text: f.min_self.map_or("-".to_string(), amount),
+                max_text: f.max_self.map_or("-".to_string(), amount),
                 callers: callers
                     .into_iter()
                     .map(|(id, v)| link(id, v, f.inclusive))

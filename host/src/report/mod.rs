@@ -244,8 +244,8 @@ pub(crate) mod tests {
             calls,
             self_time,
             inclusive,
-            min_self: 1,
-            max_self: self_time,
+            min_self: Some(1),
+            max_self: Some(self_time),
         };
         let e = |caller, callee, calls, inclusive| EdgeRecord {
             caller,

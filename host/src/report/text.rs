@@ -30,8 +30,10 @@ pub fn flat_table(profile: &Profile, functions: &[&FunctionRecord]) -> String {
             format_amount(f.inclusive, &profile.unit),
             percent(f.inclusive, total),
             f.calls,
-            format_amount(f.min_self, &profile.unit),
-            format_amount(f.max_self, &profile.unit),
+            f.min_self
+                .map_or("-".to_string(), |v| format_amount(v, &profile.unit)),
+            f.max_self
+                .map_or("-".to_string(), |v| format_amount(v, &profile.unit)),
             f.name,
             if f.kind == "import" { " [import]" } else { "" },
         );
