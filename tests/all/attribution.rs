@@ -1,9 +1,12 @@
 //! Exact attribution where plain entry/exit tracing goes wrong: the samples whose answers
-//! are known by construction (see samples/README.md), in both modes.
+//! are known by construction (see samples/README.md), in every mode: time (host probes),
+//! cost and sample (calls and contexts counted inside the module).
 
 use serde_json::Value;
 
 use crate::support::*;
+
+const MODES: [&str; 3] = ["time", "cost", "sample"];
 
 fn profile(s: &Scratch, name: &str, mode: &str) -> (Value, std::process::Output) {
     let out_name = format!("{name}.{mode}.wprof");
@@ -70,7 +73,7 @@ fn consistent(p: &Value) {
 #[test]
 fn gprof_averaging_case_is_exact() {
     let s = Scratch::new();
-    for mode in ["time", "cost"] {
+    for mode in MODES {
         let (p, out) = profile(&s, "gprof_trap", mode);
         assert_eq!(out.status.code(), Some(0));
         consistent(&p);
@@ -97,7 +100,7 @@ fn gprof_averaging_case_is_exact() {
 #[test]
 fn tail_calls_keep_the_caller_open() {
     let s = Scratch::new();
-    for mode in ["time", "cost"] {
+    for mode in MODES {
         let (p, out) = profile(&s, "tailcalls", mode);
         assert_eq!(out.status.code(), Some(0));
         assert_eq!(stdout(&out), "tailcalls: chain=3 count=1000 leaf=14\n");
@@ -121,7 +124,7 @@ fn tail_calls_keep_the_caller_open() {
         let incl = |n| u(&function(&p, n)["inclusive"]);
         let own = |n| u(&function(&p, n)["self"]);
         // Exact in cost mode; within the picosecond rounding (1 ns) in time mode.
-        let slack = u64::from(mode == "time");
+        let slack = u64::from(mode != "cost");
         for (caller, callee) in [("a", "b"), ("b", "c")] {
             let (whole, parts) = (incl(caller), own(caller) + incl(callee));
             assert!(
@@ -135,7 +138,7 @@ fn tail_calls_keep_the_caller_open() {
 #[test]
 fn exceptions_unwind_to_the_catching_activation() {
     let s = Scratch::new();
-    for mode in ["time", "cost"] {
+    for mode in MODES {
         let (p, out) = profile(&s, "exceptions", mode);
         assert_eq!(out.status.code(), Some(0));
         assert_eq!(stdout(&out), "exceptions: caught=3 cleanups=3 result=339\n");
@@ -160,7 +163,7 @@ fn exceptions_unwind_to_the_catching_activation() {
 #[test]
 fn mutual_recursion_is_counted_once_and_bounded() {
     let s = Scratch::new();
-    for mode in ["time", "cost"] {
+    for mode in MODES {
         let (p, out) = profile(&s, "mutual", mode);
         assert_eq!(out.status.code(), Some(0));
         consistent(&p);
@@ -183,7 +186,7 @@ fn mutual_recursion_is_counted_once_and_bounded() {
 #[test]
 fn traps_at_depth_close_every_frame() {
     let s = Scratch::new();
-    for mode in ["time", "cost"] {
+    for mode in MODES {
         let (p, out) = profile(&s, "deep_trap", mode);
         assert_eq!(out.status.code(), Some(134));
         assert_eq!(p["outcome"], "trap");
@@ -196,7 +199,7 @@ fn traps_at_depth_close_every_frame() {
 #[test]
 fn an_uncaught_exception_ends_like_under_wasmtime() {
     let s = Scratch::new();
-    for mode in ["time", "cost"] {
+    for mode in MODES {
         let (p, out) = profile(&s, "uncaught", mode);
         assert_eq!(out.status.code(), Some(1), "the wasmtime CLI exits 1 here");
         assert_eq!(stdout(&out), "uncaught: throwing 5 deep\n");
@@ -210,19 +213,45 @@ fn an_uncaught_exception_ends_like_under_wasmtime() {
     }
 }
 
+/// The recursive edges of fib split by call site: (site, calls), sorted.
+fn fib_sites(p: &Value) -> Vec<(u64, u64)> {
+    let fib = function(p, "fib")["id"].clone();
+    let mut recursive: Vec<(u64, u64)> = p["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["caller"] == fib && e["callee"] == fib)
+        .map(|e| (u(&e["site"]), u(&e["calls"])))
+        .collect();
+    recursive.sort();
+    recursive
+}
+
 #[test]
 fn call_sites_split_edges_by_caller_offset() {
     let s = Scratch::new();
     let m = sample("fib.wasm");
-    let out = s.run(&[
-        "run",
-        "-q",
-        "--call-sites",
-        "-o",
-        "sites.wprof",
-        m.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0));
+    let run_with_sites = |mode: &str| {
+        let name = format!("sites.{mode}.wprof");
+        let out = s.run(&[
+            "run",
+            "-q",
+            "--call-sites",
+            "--mode",
+            mode,
+            "-o",
+            &name,
+            m.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0));
+        s.profile(&name)
+    };
+    // The inline modes number call sites themselves: the same sites, the same counts.
+    let time_sites = fib_sites(&run_with_sites("time"));
+    for mode in ["cost", "sample"] {
+        assert_eq!(fib_sites(&run_with_sites(mode)), time_sites, "{mode}");
+    }
+    std::fs::copy(s.path("sites.time.wprof"), s.path("sites.wprof")).unwrap();
     let p = s.profile("sites.wprof");
     let fib = function(&p, "fib")["id"].clone();
     let mut recursive: Vec<(u64, u64)> = p["edges"]
@@ -265,4 +294,24 @@ fn call_sites_split_edges_by_caller_offset() {
         .unwrap();
     assert_eq!(env.status.code(), Some(0));
     assert!(has_sites(&s.profile("env.wprof")));
+}
+
+#[test]
+fn sample_mode_charges_time_where_it_is_spent() {
+    // ratio.wasm: `heavy` does three times the work of `light` (samples/README.md), and
+    // runs long enough for about a thousand readings.
+    let s = Scratch::new();
+    let (p, out) = profile(&s, "ratio", "sample");
+    assert_eq!(out.status.code(), Some(0));
+    consistent(&p);
+    assert_eq!(p["unit"], "ns");
+    assert!(p.get("probe_overhead").is_none(), "nothing to subtract");
+    assert_eq!(calls(&p, "heavy"), calls(&p, "light"));
+    let own = |n| u(&function(&p, n)["self"]) as f64;
+    let ratio = own("heavy") / own("light");
+    // A sampling estimate on a shared machine: loose bounds, but a sampler that charged
+    // the wrong node, or nothing, lands far outside them.
+    assert!((2.0..=4.5).contains(&ratio), "heavy/light = {ratio:.2}");
+    let busy = own("heavy") + own("light");
+    assert!(busy > 0.8 * u(&p["total"]) as f64, "{p}");
 }

@@ -14,6 +14,7 @@ mod html;
 mod names;
 mod report;
 mod run;
+mod sample;
 mod spec;
 mod support;
 mod tools;

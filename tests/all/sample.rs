@@ -1,0 +1,174 @@
+//! The inline modes (sample and cost) against time mode: the module's own counting must
+//! find exactly the calls, edges and contexts that time mode's host probes see, on real
+//! programs and on the constructs that stress the context tree (a start function, indirect
+//! calls reaching several callees from one site, tail calls through a table).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// Start function, one `call_indirect` site reaching three functions, a
+/// `return_call_indirect`, recursion through two direct sites, an import.
+const TANGLE: &str = r#"(module
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (type $unary (func (param i32) (result i32)))
+  (table 3 funcref)
+  (elem (i32.const 0) $inc $dbl $sq)
+  (global $g (mut i32) (i32.const 0))
+  (func $init (global.set $g (call $inc (i32.const 1))))
+  (start $init)
+  (func $inc (type $unary) (i32.add (local.get 0) (i32.const 1)))
+  (func $dbl (type $unary) (i32.mul (local.get 0) (i32.const 2)))
+  (func $sq (type $unary) (i32.mul (local.get 0) (local.get 0)))
+  (func $apply (param $f i32) (param $x i32) (result i32)
+    (call_indirect (type $unary) (local.get $x) (local.get $f)))
+  (func $tail (param $f i32) (param $x i32) (result i32)
+    (return_call_indirect (type $unary) (local.get $x) (local.get $f)))
+  (func $walk (param $n i32) (result i32)
+    (if (result i32) (i32.lt_u (local.get $n) (i32.const 2))
+      (then (call $apply (i32.rem_u (local.get $n) (i32.const 3)) (local.get $n)))
+      (else
+        (i32.add
+          (call $walk (i32.sub (local.get $n) (i32.const 1)))
+          (call $walk (i32.sub (local.get $n) (i32.const 2)))))))
+  (func (export "_start")
+    (local $i i32)
+    (loop $l
+      (global.set $g (i32.add (global.get $g)
+        (call $apply (i32.rem_u (local.get $i) (i32.const 3)) (local.get $i))))
+      (global.set $g (i32.add (global.get $g)
+        (call $tail (i32.rem_u (local.get $i) (i32.const 2)) (local.get $i))))
+      (br_if $l (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 1))) (i32.const 30))))
+    (global.set $g (i32.add (global.get $g) (call $walk (i32.const 12))))
+    (call $exit (i32.and (global.get $g) (i32.const 0x7f)))))
+"#;
+
+/// What must be the same in every mode: calls per function, calls per edge (by name),
+/// and the calling contexts as paths of names with their calls.
+#[derive(Debug, PartialEq, Eq)]
+struct Counts {
+    functions: BTreeMap<String, u64>,
+    edges: BTreeMap<(String, String), u64>,
+    contexts: BTreeMap<Vec<String>, u64>,
+}
+
+fn counts(p: &Value) -> Counts {
+    let name_of = |id: &Value| -> String {
+        p["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == *id)
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| "<root>".to_string())
+    };
+    let functions = p["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_string(),
+                f["calls"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut edges = BTreeMap::new();
+    for e in p["edges"].as_array().unwrap() {
+        *edges
+            .entry((name_of(&e["caller"]), name_of(&e["callee"])))
+            .or_default() += e["calls"].as_u64().unwrap();
+    }
+    let nodes = p["contexts"].as_array().unwrap();
+    let path = |node: &Value| -> Vec<String> {
+        let mut names = vec![name_of(&node["function"])];
+        let mut parent = node["parent"].as_u64();
+        while let Some(id) = parent {
+            let up = nodes.iter().find(|n| n["id"] == id).unwrap();
+            names.push(name_of(&up["function"]));
+            parent = up["parent"].as_u64();
+        }
+        names.reverse();
+        names
+    };
+    let contexts = nodes
+        .iter()
+        .map(|n| (path(n), n["calls"].as_u64().unwrap()))
+        .collect();
+    Counts {
+        functions,
+        edges,
+        contexts,
+    }
+}
+
+fn run_in(s: &Scratch, module: &std::path::Path, mode: &str) -> (Value, std::process::Output) {
+    let name = format!(
+        "{}.{mode}.wprof",
+        module.file_stem().unwrap().to_str().unwrap()
+    );
+    let out = s
+        .wprof(&["run", "-q", "-o", &name, module.to_str().unwrap()])
+        .env("WPROF_MODE", mode)
+        .output()
+        .unwrap();
+    (s.profile(&name), out)
+}
+
+fn same_counts_in_every_mode(s: &Scratch, module: &std::path::Path) {
+    let (time, time_out) = run_in(s, module, "time");
+    let expected = counts(&time);
+    assert!(expected.functions.len() > 1, "{time}");
+    for mode in ["sample", "cost"] {
+        let (p, out) = run_in(s, module, mode);
+        assert_eq!(p["mode"], mode);
+        assert_eq!(out.status.code(), time_out.status.code(), "{mode}");
+        assert_eq!(out.stdout, time_out.stdout, "{mode}");
+        let got = counts(&p);
+        assert_eq!(got.functions, expected.functions, "{mode}: {module:?}");
+        assert_eq!(got.edges, expected.edges, "{mode}: {module:?}");
+        assert_eq!(got.contexts, expected.contexts, "{mode}: {module:?}");
+    }
+}
+
+#[test]
+fn inline_counts_equal_time_mode_on_a_tangle_of_calls() {
+    let s = Scratch::new();
+    let m = s.wat_module("tangle.wasm", TANGLE);
+    same_counts_in_every_mode(&s, &m);
+    let (p, out) = run_in(&s, &m, "sample");
+    assert!(out.status.code().is_some());
+    // The start function ran at instantiation, yet `_start` is an outermost call.
+    assert_eq!(edge_calls(&p, None, "_start"), 1);
+    assert_eq!(edge_calls(&p, None, "init"), 1);
+    assert_eq!(edge_calls(&p, Some("apply"), "sq"), 10);
+    assert_eq!(edge_calls(&p, Some("init"), "inc"), 1);
+    // The tail call keeps `tail` open: its callees are its children.
+    assert_eq!(edge_calls(&p, Some("tail"), "inc"), 15);
+}
+
+#[test]
+fn inline_counts_equal_time_mode_on_the_c_samples() {
+    let s = Scratch::new();
+    for name in ["fib", "wasi_loop", "interp", "compress", "matrix", "nbody"] {
+        same_counts_in_every_mode(&s, &sample(&format!("{name}.wasm")));
+    }
+}
+
+#[test]
+fn sample_mode_reports_time_and_wall_time() {
+    let s = Scratch::new();
+    let (p, out) = run_in(&s, &sample("fib.wasm"), "sample");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), "fib(25) = 75025\n");
+    assert_eq!(p["unit"], "ns");
+    assert!(p["wall_time"].as_u64().unwrap() > 0);
+    assert!(p["total"].as_u64().unwrap() > 0);
+    assert_eq!(calls(&p, "fib"), 242_785);
+    // Per-activation extremes need every activation timed: time mode only.
+    assert!(function(&p, "fib").get("min_self").is_none());
+    let help = stdout(&s.run(&["run", "--help"]));
+    assert!(help.contains("time|sample|cost"), "{help}");
+}
