@@ -66,11 +66,11 @@ impl Renumber<'_> {
         }
     }
 
-    /// In the inline modes: the tree's memory (and in sample mode the current-node cell).
+    /// In the inline modes: the tree's memory.
     fn append_memories(&self, memories: &mut wasm_encoder::MemorySection) {
-        let Some(arena) = self.probes.arena() else {
+        if self.probes.arena().is_none() {
             return;
-        };
+        }
         let pages = |minimum, maximum| wasm_encoder::MemoryType {
             minimum,
             maximum,
@@ -80,9 +80,6 @@ impl Renumber<'_> {
         };
         let first_free = u64::from(ContextArena::first_free(self.probes.functions));
         memories.memory(pages(first_free.div_ceil(65536), None));
-        if arena.current.is_some() {
-            memories.memory(pages(1, Some(1)));
-        }
     }
 
     /// In the inline modes: the tree and its globals, for the host to read and reset.
@@ -94,9 +91,6 @@ impl Renumber<'_> {
         exports.export(ContextArena::MEMORY, ExportKind::Memory, arena.memory);
         exports.export(ContextArena::SLOT, ExportKind::Global, arena.slot);
         exports.export(ContextArena::END, ExportKind::Global, arena.end);
-        if let Some(current) = arena.current {
-            exports.export(ContextArena::CURRENT, ExportKind::Memory, current);
-        }
     }
 
     fn append_imports(&self, imports: &mut ImportSection) {

@@ -151,24 +151,13 @@ impl Emitter<'_> {
 
     /// Sample mode: the current-node cell holds `local`.
     fn set_current(&mut self, local: u32) {
-        let Some((
-            InlineIndices {
-                current: Some(current),
-                ..
-            },
-            _,
-        )) = self.inline
-        else {
+        let Some((arena, _)) = self.inline.filter(|(arena, _)| arena.sampled) else {
             return;
         };
         self.instrs(&[
             Instruction::I32Const(0),
             Instruction::LocalGet(local),
-            Instruction::I32Store(MemArg {
-                offset: 0,
-                align: 2,
-                memory_index: current,
-            }),
+            Instruction::I32Store(Self::tree_i32(arena, ContextArena::CURRENT)),
         ]);
     }
 

@@ -96,9 +96,9 @@ impl ContextArena {
     pub const SLOT: &'static str = "wprof:slot";
     /// Export name of the `i32` global holding the first free byte of the tree's memory.
     pub const END: &'static str = "wprof:contexts_end";
-    /// Sample mode: export name of a one-page memory whose first `u32` is the address of
-    /// the node running now (an import's node while the import runs).
-    pub const CURRENT: &'static str = "wprof:current";
+    /// Sample mode: the address of the `u32` holding the address of the node running now
+    /// (an import's node while the import runs), inside the empty node at address 0.
+    pub const CURRENT: u32 = 8;
     /// Address of the root node (the engine calling an export).
     pub const ROOT: u32 = 32;
     /// Address of the root's only slot.
@@ -134,8 +134,8 @@ pub(crate) struct ProbeLayout {
     /// Globals of the original module; in the inline modes the slot global and the
     /// tree's allocation pointer follow them.
     pub original_globals: u32,
-    /// Memories of the original module; in the inline modes the tree's memory (and in
-    /// sample mode the current-node cell's) follow them.
+    /// Memories of the original module; in the inline modes the tree's memory follows
+    /// them.
     pub original_memories: u32,
     /// The module has exception tags, so frames can be unwound by a throw: cost mode then
     /// keeps every frame's count flushed before each call.
@@ -247,7 +247,7 @@ impl ProbeLayout {
             slot: self.original_globals,
             end: self.original_globals + 1,
             memory: self.original_memories,
-            current: (self.mode == crate::ProbeMode::Sample).then_some(self.original_memories + 1),
+            sampled: self.mode == crate::ProbeMode::Sample,
             child: self.imported_funcs + ProbeImports::COUNT,
         })
     }
@@ -280,7 +280,7 @@ impl ProbeLayout {
             u32::from(self.may_throw),
             arena.map_or(u32::MAX, |a| a.slot),
             arena.map_or(u32::MAX, |a| a.memory),
-            arena.and_then(|a| a.current).unwrap_or(u32::MAX),
+            arena.map_or(u32::MAX, |a| u32::from(a.sampled)),
             arena.map_or(u32::MAX, |a| a.child),
         ] {
             out.extend_from_slice(&n.to_le_bytes());
@@ -308,8 +308,8 @@ pub(crate) struct InlineIndices {
     pub end: u32,
     /// The tree's memory.
     pub memory: u32,
-    /// Sample mode: the one-page memory holding the current node.
-    pub current: Option<u32>,
+    /// Sample mode: the running node is kept at [`ContextArena::CURRENT`].
+    pub sampled: bool,
     /// The node finder: the first defined function, before the module's own.
     pub child: u32,
 }

@@ -26,9 +26,16 @@ fn engine(config: wasmtime::Config) -> anyhow::Result<wasmtime::Engine> {
         .context("failed to configure the wasm engine")
 }
 
+/// Address space reserved for each linear memory: all of a 32-bit memory's 4 GiB (wasmtime's
+/// default on 64-bit hosts, set here because sample mode depends on it), so that such a
+/// memory grows in place and its base never moves while the program runs: the sampler
+/// thread reads the module's current-node cell through a pointer taken before `_start`.
+pub const MEMORY_RESERVATION: u64 = 1 << 32;
+
 fn config() -> wasmtime::Config {
     let mut config = wasmtime::Config::new();
     config
+        .memory_reservation(MEMORY_RESERVATION)
         .wasm_tail_call(true)
         .wasm_multi_memory(true)
         .wasm_relaxed_simd(true)

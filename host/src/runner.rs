@@ -175,19 +175,29 @@ fn reset_slot(store: &mut Store<HostState>, instance: &wasmtime::Instance) {
     }
 }
 
-/// Sample mode: the module's current-node cell.
+/// Sample mode: the module's current-node cell, in its tree memory. `None` where that
+/// memory's base could move while the program runs.
 fn current_cell(
     store: &mut Store<HostState>,
     instance: &wasmtime::Instance,
 ) -> Option<CurrentCell> {
-    let memory = instance.get_memory(&mut *store, ContextArena::CURRENT)?;
+    let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
     let ty = memory.ty(&*store);
-    if ty.maximum() != Some(ty.minimum()) || memory.data_size(&*store) < 4 {
+    // A 32-bit memory lies inside a reservation of its whole 4 GiB range (see
+    // `crate::engine::MEMORY_RESERVATION`): growing it never moves it.
+    let fixed = cfg!(target_pointer_width = "64")
+        && crate::engine::MEMORY_RESERVATION >= 1 << 32
+        && !ty.is_64()
+        && !ty.is_shared();
+    if !fixed || memory.data_size(&*store) < ContextArena::CURRENT as usize + 4 {
         return None;
     }
-    // SAFETY: the memory cannot grow (checked above) and the cell is only read inside
-    // `run`, while the store is alive.
-    Some(unsafe { CurrentCell::new(memory.data_ptr(&*store)) })
+    let cell = memory
+        .data_ptr(&*store)
+        .wrapping_add(ContextArena::CURRENT as usize);
+    // SAFETY: in bounds (checked above); the memory never moves (a 32-bit memory in a
+    // full reservation) and the cell is only read inside `run`, while the store is alive.
+    Some(unsafe { CurrentCell::new(cell) })
 }
 
 /// Inline modes: replays the module's tree into the collector, with each context's self
@@ -273,7 +283,7 @@ pub fn run(
     };
     let clock = crate::clock::Clock::new();
     let started = Instant::now();
-    let (result, samples) = match cell {
+    let (result, samples) = match cell.filter(|_| std::env::var_os("XSAMPLER_OFF").is_none()) {
         Some(cell) => {
             let stop = AtomicBool::new(false);
             std::thread::scope(|s| {

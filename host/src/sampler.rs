@@ -16,9 +16,9 @@ use crate::clock::Clock;
 /// The default time between two readings.
 pub const DEFAULT_PERIOD: Duration = Duration::from_micros(100);
 
-/// Where the module keeps its current node: the first four bytes of a one-page memory
-/// that is never grown (its minimum and maximum are one page), so the address stays valid
-/// for as long as the store that owns it.
+/// Where the module keeps its current node: four bytes of its tree memory, a 32-bit
+/// memory inside a full 4 GiB reservation (see [`crate::engine::MEMORY_RESERVATION`]), so
+/// the address stays valid, however the memory grows, for as long as the store owns it.
 #[derive(Debug, Clone, Copy)]
 pub struct CurrentCell(*const u32);
 
@@ -31,7 +31,7 @@ impl CurrentCell {
     ///
     /// # Safety
     ///
-    /// `memory` must be a memory that cannot grow (maximum = minimum) of at least 4 bytes,
+    /// `memory` must point to 4 aligned bytes of a linear memory whose base never moves,
     /// and the cell must not be read after its store is dropped.
     pub unsafe fn new(memory: *const u8) -> Self {
         CurrentCell(memory.cast())

@@ -39,7 +39,7 @@ pub struct InstrumentCommand {
     #[arg(long, value_name = "DIR", env = "WPROF_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
 
-    /// The probe mode of the runs to prepare for: `time` or `cost`.
+    /// The probe mode of the runs to prepare for: `time`, `sample` or `cost`.
     #[arg(long, value_enum, default_value_t = Mode::Time, env = "WPROF_MODE")]
     mode: Mode,
 

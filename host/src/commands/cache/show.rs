@@ -197,11 +197,10 @@ fn offset_map(
         Some(o) => o,
         None => {
             let plan = ProbePlan {
-                mode: if m.manifest.mode == "cost" {
-                    ProbeMode::Cost
-                } else {
-                    ProbeMode::Time
-                },
+                mode: ProbeMode::ALL
+                    .into_iter()
+                    .find(|mode| mode.name() == m.manifest.mode)
+                    .unwrap_or_default(),
                 call_sites: m.manifest.call_sites,
             };
             let instrumenter = Instrumenter::new(original?, &plan).ok()?;
