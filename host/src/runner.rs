@@ -292,6 +292,7 @@ pub fn run(
                     s.spawn(move || crate::sampler::sample(cell, clock, DEFAULT_PERIOD, stop));
                 let result = start.call(&mut store, ());
                 stop.store(true, Ordering::Release);
+                sampler.thread().unpark();
                 (result, sampler.join().ok())
             })
         }

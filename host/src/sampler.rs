@@ -54,7 +54,9 @@ pub struct Samples {
     pub readings: u64,
 }
 
-/// Reads `cell` every `period` until `stop` is set, then once more.
+/// Reads `cell` every `period` until `stop` is set, then once more. Whoever sets `stop`
+/// should unpark the sampling thread, which then takes its last reading at once instead of
+/// at the end of its period.
 pub fn sample(cell: CurrentCell, clock: &Clock, period: Duration, stop: &AtomicBool) -> Samples {
     let mut samples = Samples::default();
     let mut last = clock.now_ps();
@@ -65,7 +67,7 @@ pub fn sample(cell: CurrentCell, clock: &Clock, period: Duration, stop: &AtomicB
         last = now;
     };
     while !stop.load(Ordering::Acquire) {
-        std::thread::sleep(period);
+        std::thread::park_timeout(period);
         take(&mut samples);
     }
     take(&mut samples);
@@ -91,6 +93,7 @@ mod tests {
             cell.store(9, Ordering::Relaxed);
             std::thread::sleep(Duration::from_millis(5));
             stop.store(true, Ordering::Release);
+            sampler.thread().unpark();
             sampler.join().unwrap()
         });
         let elapsed = clock.now_ps() - started;
