@@ -172,3 +172,47 @@ fn sample_mode_reports_time_and_wall_time() {
     let help = stdout(&s.run(&["run", "--help"]));
     assert!(help.contains("time|sample|cost"), "{help}");
 }
+
+/// `r` recurses through two call sites 23 deep: with call sites, every one of its 2^24 - 1
+/// calls has a path of its own, about 640 MiB of nodes, past the tree's 256 MiB limit.
+const CONTEXT_STORM: &str = r#"(module
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (global $leaves (mut i32) (i32.const 0))
+  (func $r (param $n i32)
+    (if (local.get $n)
+      (then
+        (call $r (i32.sub (local.get $n) (i32.const 1)))
+        (call $r (i32.sub (local.get $n) (i32.const 1))))
+      (else (global.set $leaves (i32.add (global.get $leaves) (i32.const 1))))))
+  (func (export "_start")
+    (call $r (i32.const 23))
+    (call $exit (i32.add (i32.const 40) (i32.eq (global.get $leaves) (i32.const 8388608))))))
+"#;
+
+#[test]
+fn contexts_past_the_limit_keep_exact_calls_and_say_so() {
+    let s = Scratch::new();
+    let m = s.wat_module("storm.wasm", CONTEXT_STORM);
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--mode",
+        "cost",
+        "--call-sites",
+        "-o",
+        "storm.wprof",
+        m.to_str().unwrap(),
+    ]);
+    // The program ran to its end, unharmed: it checks its own work in its exit code.
+    assert_eq!(out.status.code(), Some(41), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("more calling contexts than wprof keeps")
+            && err.matches("warning").count() == 1,
+        "{err}"
+    );
+    let p = s.profile("storm.wprof");
+    assert_eq!(calls(&p, "r"), (1 << 24) - 1);
+    assert_eq!(calls(&p, "_start"), 1);
+}
