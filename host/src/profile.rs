@@ -102,7 +102,7 @@ pub struct Profile {
     pub tool: String,
     /// The module.
     pub module: ModuleRef,
-    /// Probe mode (`time` or `cost`).
+    /// Probe mode (`time`, `sample` or `cost`).
     pub mode: String,
     /// Unit of `self`, `inclusive`, `total` and friends: `ns` or `instructions`.
     pub unit: String,
@@ -132,6 +132,9 @@ pub struct Profile {
     /// see [`crate::context_tree`]).
     #[serde(default)]
     pub contexts: Vec<ContextRecord>,
+    /// Sample mode: how the time was sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<SamplingRecord>,
 }
 
 /// How the program ended.
@@ -143,6 +146,17 @@ pub struct Ending {
     pub trap: Option<String>,
     /// Wall time from `_start` to the end.
     pub wall_time: u64,
+    /// Sample mode: how time was sampled.
+    pub sampling: Option<SamplingRecord>,
+}
+
+/// Sample mode: how the time of a profile was sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SamplingRecord {
+    /// The period asked for, in nanoseconds (readings can come later on a busy machine).
+    pub period_ns: u64,
+    /// Readings taken: the number of intervals the time was split into.
+    pub readings: u64,
 }
 
 impl Profile {
@@ -243,6 +257,7 @@ impl Profile {
             functions: records,
             edges,
             contexts,
+            sampling: ending.sampling,
         }
     }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::collector::Collector;
 use crate::exit::Failure;
 use crate::inline_tree::InlineTree;
-use crate::sampler::{CurrentCell, Samples, DEFAULT_PERIOD};
+use crate::sampler::{CurrentCell, Samples};
 use crate::settings::RunSettings;
 use wprof_agent::{ContextArena, ProbeMode};
 
@@ -42,6 +42,8 @@ pub struct RunOutcome {
     pub backtrace: Vec<crate::backtrace::Frame>,
     /// Wall time of `_start` in nanoseconds.
     pub wall_time: u64,
+    /// Sample mode: how the time was sampled.
+    pub sampling: Option<crate::profile::SamplingRecord>,
     /// The collector, every frame closed, when the module was instrumented.
     pub collector: Option<Collector>,
 }
@@ -287,9 +289,8 @@ pub fn run(
         Some(cell) => {
             let stop = AtomicBool::new(false);
             std::thread::scope(|s| {
-                let (clock, stop) = (&clock, &stop);
-                let sampler =
-                    s.spawn(move || crate::sampler::sample(cell, clock, DEFAULT_PERIOD, stop));
+                let (clock, stop, period) = (&clock, &stop, settings.sample_period);
+                let sampler = s.spawn(move || crate::sampler::sample(cell, clock, period, stop));
                 let result = start.call(&mut store, ());
                 stop.store(true, Ordering::Release);
                 sampler.thread().unpark();
@@ -341,6 +342,10 @@ pub fn run(
         trap,
         backtrace,
         wall_time,
+        sampling: samples.as_ref().map(|s| crate::profile::SamplingRecord {
+            period_ns: settings.sample_period.as_nanos() as u64,
+            readings: s.readings,
+        }),
         collector,
     })
 }

@@ -105,6 +105,8 @@ pub struct RunSettings {
     pub subtract_overhead: bool,
     /// Split edges by call site.
     pub call_sites: bool,
+    /// Sample mode: time between two readings of the running context.
+    pub sample_period: std::time::Duration,
 }
 
 #[cfg(test)]

@@ -216,3 +216,39 @@ fn contexts_past_the_limit_keep_exact_calls_and_say_so() {
     assert_eq!(calls(&p, "r"), (1 << 24) - 1);
     assert_eq!(calls(&p, "_start"), 1);
 }
+
+#[test]
+fn the_sampling_period_is_a_setting_and_the_profile_says_how_time_was_sampled() {
+    let s = Scratch::new();
+    let ratio = sample("ratio.wasm");
+    let (p, out) = run_in(&s, &ratio, "sample");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(p["sampling"]["period_ns"], 100_000);
+    let fine = p["sampling"]["readings"].as_u64().unwrap();
+    // A period of 2 ms over the same ~0.1 s program: far fewer readings (about one per
+    // period, plus the last one; a parked thread may rarely wake early).
+    let out = s
+        .wprof(&["run", "-o", "coarse.wprof", ratio.to_str().unwrap()])
+        .env("WPROF_MODE", "sample")
+        .env("WPROF_SAMPLE_PERIOD_US", "2000")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("time sampled every 2.00 ms"),
+        "{}",
+        stderr(&out)
+    );
+    let coarse = s.profile("coarse.wprof");
+    assert_eq!(coarse["sampling"]["period_ns"], 2_000_000);
+    let readings = coarse["sampling"]["readings"].as_u64().unwrap();
+    let most = 2 * (coarse["wall_time"].as_u64().unwrap() / 2_000_000) + 4;
+    assert!(readings >= 1 && readings <= most, "{readings} > {most}");
+    assert!(readings < fine, "{readings} vs {fine}");
+    // Other modes sample nothing.
+    let (time, _) = run_in(&s, &ratio, "cost");
+    assert!(time.get("sampling").is_none());
+    // Out of range: wprof's own error, before anything runs.
+    let bad = s.run(&["run", "--sample-period-us", "1", ratio.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2));
+}

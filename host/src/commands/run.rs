@@ -57,6 +57,11 @@ pub struct RunCommand {
     #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
     call_sites: bool,
 
+    /// Sample mode: microseconds between two readings of the running context (shorter:
+    /// finer estimates, more work for the sampling thread).
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = 100, env = "WPROF_SAMPLE_PERIOD_US", value_parser = clap::value_parser!(u64).range(10..=1_000_000))]
+    sample_period_us: u64,
+
     /// Keep the probes' own cost in the times (time mode subtracts it by default, measured
     /// at start-up).
     #[arg(long)]
@@ -92,6 +97,7 @@ Environment:
   WPROF_CACHE_MAX_SIZE  size cap of the cache, kept after runs that store something
                       (default 1G; `off` for none; see `wprof cache gc`)
   WPROF_MODE          time|sample|cost (like --mode)
+  WPROF_SAMPLE_PERIOD_US  sample mode's period (like --sample-period-us)
   WPROF_LOG           wprof's own log filter, e.g. `debug` (off by default)
 
 Examples:
@@ -132,6 +138,7 @@ impl RunCommand {
             mode: self.mode.into(),
             subtract_overhead: !self.keep_overhead,
             call_sites: self.call_sites,
+            sample_period: std::time::Duration::from_micros(self.sample_period_us),
         })
     }
 
@@ -274,6 +281,7 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
             exit_code: outcome.exit_code,
             trap: outcome.trap.as_ref().map(|(m, _)| m.clone()),
             wall_time: outcome.wall_time,
+            sampling: outcome.sampling,
         },
     );
     let written = match profile.write(&settings.profile_path) {
@@ -351,6 +359,13 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
             ""
         }
     ));
+    if let Some(s) = &profile.sampling {
+        out.push_str(&format!(
+            "wprof: time sampled every {}: {} readings\n",
+            crate::report::format_ns(s.period_ns),
+            s.readings
+        ));
+    }
     if let Some(o) = &profile.probe_overhead {
         out.push_str(&format!(
             "wprof: probe overhead subtracted: {:.1} ns per activation, {:.1} ns per call in the caller\n",

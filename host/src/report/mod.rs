@@ -296,6 +296,7 @@ pub(crate) mod tests {
                 c(2, Some(1), 2, 2, 30, 30),
                 c(3, Some(0), 2, 2, 20, 20),
             ],
+            sampling: None,
         }
     }
 

@@ -58,6 +58,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         mode,
         subtract_overhead: false,
         call_sites: false,
+        sample_period: crate::sampler::DEFAULT_PERIOD,
     }
 }
 
