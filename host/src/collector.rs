@@ -32,6 +32,9 @@ use crate::context_tree::{ContextTree, ROOT_NODE};
 /// The caller of the outermost frames.
 pub const ROOT: u32 = u32::MAX;
 
+/// A frame without a token.
+const NO_TOKEN: u32 = u32::MAX;
+
 /// Time mode's collector unit is the picosecond.
 pub const PS_PER_NS: u64 = 1000;
 
@@ -97,6 +100,8 @@ pub struct EdgeTotals {
 #[derive(Debug, Clone, Copy)]
 struct Frame {
     id: u32,
+    /// The frame token the probes gave it, if it catches (see [`crate::probe_log`]).
+    token: u32,
     edge: u32,
     /// Its node in the calling-context tree.
     node: u32,
@@ -131,6 +136,9 @@ pub struct Collector {
     /// Frames entered so far.
     enters: u64,
     overhead: ProbeOverhead,
+    /// Picoseconds of wprof's own work inside the run excluded from every time (see
+    /// [`crate::probe_log`]).
+    excluded: u64,
     /// Inline modes with call sites: per function id, the offsets of its call
     /// instructions (call site `k` of the module's tree is at index `k`).
     call_site_offsets: Option<HashMap<u32, Vec<u32>>>,
@@ -153,6 +161,7 @@ impl Collector {
             contexts: ContextTree::new(),
             enters: 0,
             overhead: ProbeOverhead::default(),
+            excluded: 0,
             call_site_offsets: None,
         }
     }
@@ -167,6 +176,41 @@ impl Collector {
     /// The call site offsets given to [`Collector::with_call_site_offsets`].
     pub fn call_site_offsets(&self) -> Option<&HashMap<u32, Vec<u32>>> {
         self.call_site_offsets.as_ref()
+    }
+
+    /// Records `ps` picoseconds of wprof's own work that the times exclude.
+    pub fn add_excluded(&mut self, ps: u64) {
+        self.excluded += ps;
+    }
+
+    /// Picoseconds of wprof's own work that the times exclude.
+    pub fn excluded(&self) -> u64 {
+        self.excluded
+    }
+
+    /// The clock whose picoseconds time mode's probes report.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// [`Collector::enter_at`] for a catching function whose frame token was chosen by the
+    /// probes (see [`crate::probe_log`]).
+    pub fn enter_with_token_at(&mut self, id: u32, token: u32, now: u64) {
+        self.enter_at(id, now);
+        if let Some(top) = self.stack.last_mut() {
+            top.token = token;
+        }
+    }
+
+    /// An exception was caught in the frame the probes know as `token`: closes every
+    /// frame above it. A token no open frame holds is ignored.
+    pub fn unwind_to_token_at(&mut self, token: u32, now: u64) {
+        self.last = now;
+        if let Some(at) = self.stack.iter().rposition(|f| f.token == token) {
+            while self.stack.len() > at + 1 {
+                self.close_top(now);
+            }
+        }
     }
 
     /// Subtracts `overhead` from every frame from now on.
@@ -301,6 +345,7 @@ impl Collector {
             children: 0,
             closes_parent,
             tail_pending: false,
+            token: NO_TOKEN,
             child_calls: 0,
             enters_at_entry: self.enters,
         });
@@ -335,11 +380,15 @@ impl Collector {
         let raw_inclusive = now.saturating_sub(frame.start);
         let o = self.overhead;
         let descendants = self.enters - frame.enters_at_entry;
-        let self_time = raw_inclusive as i64
-            - frame.children as i64
-            - (o.inside + frame.child_calls * o.outside) as i64;
         let inclusive =
             raw_inclusive as i64 - (o.inside + descendants * (o.inside + o.outside)) as i64;
+        // Children are taken off at their raw time, so a child that ran faster than the
+        // overhead estimate would leave its caller more self than inclusive time: an
+        // estimate never makes self exceed inclusive.
+        let self_time = (raw_inclusive as i64
+            - frame.children as i64
+            - (o.inside + frame.child_calls * o.outside) as i64)
+            .min(inclusive.max(0));
         let self_clamped = self_time.max(0) as u64;
         let f = &mut self.functions[frame.id as usize];
         f.self_time += self_time;

@@ -21,6 +21,7 @@ pub mod inline_tree;
 pub mod instrument;
 pub mod loader;
 pub mod logging;
+pub mod probe_log;
 pub mod profile;
 pub mod report;
 pub mod runner;

@@ -121,6 +121,10 @@ pub struct Profile {
     pub total: u64,
     /// How the instrumented module was produced.
     pub instrumentation: InstrumentationStats,
+    /// Time mode: nanoseconds of wprof's own work during the run (handing probe events to
+    /// the collector thread), excluded from every time and from `total`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded_ns: Option<u64>,
     /// The probe overhead subtracted from every frame, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_overhead: Option<OverheadRecord>,
@@ -245,6 +249,8 @@ impl Profile {
             wall_time: (!cost).then_some(ending.wall_time),
             total: clamp(collector.root_inclusive()),
             instrumentation: stats,
+            excluded_ns: (mode == wprof_agent::ProbeMode::Time)
+                .then(|| collector.excluded() / PS_PER_NS),
             probe_overhead: (mode == wprof_agent::ProbeMode::Time
                 && collector.overhead() != Default::default())
             .then(|| {

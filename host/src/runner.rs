@@ -12,20 +12,25 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::collector::Collector;
 use crate::exit::Failure;
 use crate::inline_tree::InlineTree;
+use crate::probe_log::ProbeLog;
 use crate::sampler::{CurrentCell, Samples};
 use crate::settings::RunSettings;
 use wprof_agent::{ContextArena, ProbeMode};
 
-/// What the store holds: WASI's state, and the collector when the module is instrumented.
+/// What the store holds: WASI's state and, when the module is instrumented, the probe log
+/// feeding the collector (time mode) or the collector itself (the inline modes, which fill
+/// it when the program ends).
 pub struct HostState {
     wasi: WasiP1Ctx,
     collector: Option<Collector>,
+    log: Option<ProbeLog>,
 }
 
 impl std::fmt::Debug for HostState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostState")
             .field("collector", &self.collector)
+            .field("log", &self.log)
             .finish_non_exhaustive()
     }
 }
@@ -87,70 +92,65 @@ pub(crate) fn probe_linker(
     Ok(linker)
 }
 
-/// A store with an empty WASI context and `collector`.
+/// A store with an empty WASI context and time mode's probe log feeding `collector`.
 pub(crate) fn bare_store(engine: &Engine, collector: Option<Collector>) -> Store<HostState> {
     Store::new(
         engine,
         HostState {
             wasi: WasiCtxBuilder::new().build_p1(),
-            collector,
+            collector: None,
+            log: collector.map(ProbeLog::start),
         },
     )
 }
 
-/// The collector of a store.
+/// The collector of a [`bare_store`], every event replayed.
 pub(crate) fn take_collector(store: Store<HostState>) -> Option<Collector> {
-    store.into_data().collector
+    store.into_data().log.map(|log| log.finish().0)
 }
 
 fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::Result<()> {
     use wprof_agent::ProbeImports as P;
-    fn col<'a>(caller: &'a mut Caller<'_, HostState>) -> &'a mut Collector {
+    fn log<'a>(caller: &'a mut Caller<'_, HostState>) -> &'a mut ProbeLog {
         caller
             .data_mut()
-            .collector
+            .log
             .as_mut()
-            .expect("probes are linked only with a collector")
+            .expect("time-mode probes are linked only with a probe log")
     }
     match mode {
         ProbeMode::Time => {
             linker.func_wrap(
                 P::MODULE,
                 P::ENTER,
-                |mut c: Caller<'_, HostState>, id: i32| col(&mut c).enter(id as u32),
+                |mut c: Caller<'_, HostState>, id: i32| log(&mut c).enter(id as u32),
             )?;
             linker.func_wrap(
                 P::MODULE,
                 P::EXIT,
-                |mut c: Caller<'_, HostState>, id: i32| col(&mut c).exit(id as u32),
+                |mut c: Caller<'_, HostState>, id: i32| log(&mut c).exit(id as u32),
             )?;
             linker.func_wrap(
                 P::MODULE,
                 P::TAIL,
-                |mut c: Caller<'_, HostState>, id: i32| col(&mut c).tail(id as u32),
+                |mut c: Caller<'_, HostState>, id: i32| log(&mut c).tail(id as u32),
             )?;
             linker.func_wrap(
                 P::MODULE,
                 P::ENTER_CATCHING,
                 |mut c: Caller<'_, HostState>, id: i32| {
-                    let col = col(&mut c);
-                    let now = col.now();
-                    col.enter_catching_at(id as u32, now) as i32
+                    log(&mut c).enter_catching(id as u32) as i32
                 },
             )?;
             linker.func_wrap(
                 P::MODULE,
                 P::SITE,
-                |mut c: Caller<'_, HostState>, site: i32| col(&mut c).site(site as u32),
+                |mut c: Caller<'_, HostState>, site: i32| log(&mut c).site(site as u32),
             )?;
             linker.func_wrap(
                 P::MODULE,
                 P::UNWIND,
-                |mut c: Caller<'_, HostState>, token: i32| {
-                    let col = col(&mut c);
-                    let now = col.now();
-                    col.unwind_at(token as u32, now)
-                },
+                |mut c: Caller<'_, HostState>, token: i32| log(&mut c).unwind(token as u32),
             )?;
         }
         ProbeMode::Cost | ProbeMode::Sample => {
@@ -260,10 +260,15 @@ pub fn run(
         define_probes(&mut linker, mode)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
     }
-    let collector = probes.map(|(collector, _)| collector);
+    let (collector, log) = match probes {
+        Some((collector, ProbeMode::Time)) => (None, Some(ProbeLog::start(collector))),
+        Some((collector, _)) => (Some(collector), None),
+        None => (None, None),
+    };
     let state = HostState {
         wasi: wasi_context(settings, stdio)?,
         collector,
+        log,
     };
     let mut store = Store::new(engine, state);
     let instance = linker.instantiate(&mut store, module).map_err(|e| {
@@ -331,12 +336,16 @@ pub fn run(
             }
         }
     };
-    let mut collector = store.into_data().collector;
-    if let Some(c) = collector.as_mut() {
-        // Frames left open (a trap, proc_exit) close at the end: now, or the last count.
-        let end = if inline { c.last() } else { c.now() };
-        c.finish_at(end);
-    }
+    // Frames left open (a trap, proc_exit) close at the end: now (time mode), or the last
+    // count (the inline modes).
+    let state = store.into_data();
+    let collector = match state.log {
+        Some(log) => Some(log.finish().0),
+        None => state.collector.map(|mut c| {
+            c.finish_at(c.last());
+            c
+        }),
+    };
     Ok(RunOutcome {
         exit_code,
         trap,

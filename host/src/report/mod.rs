@@ -297,6 +297,7 @@ pub(crate) mod tests {
                 c(3, Some(0), 2, 2, 20, 20),
             ],
             sampling: None,
+            excluded_ns: None,
         }
     }
 

@@ -1,0 +1,314 @@
+//! Time mode's probe log: each probe reads the clock and appends an event to a buffer; full
+//! buffers go to a worker thread that replays them into the [`Collector`]. The program pays
+//! for a host call, a clock read and a store per probe, while the collector's bookkeeping
+//! (shadow stack, edges, calling contexts) runs on another core.
+//!
+//! # Exactness
+//!
+//! Handing a buffer over happens inside a probe, after its clock read: its duration (and a
+//! wait, if the worker falls behind) is measured and subtracted from every later reading,
+//! so no frame is charged for it. A catching function's frame token is a number the log
+//! assigns (the worker finds the frame holding it when an exception lands), so probes never
+//! wait for the collector.
+
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::thread::JoinHandle;
+
+use crate::clock::Clock;
+use crate::collector::Collector;
+
+/// Events per buffer (1 MiB): more than the probe-overhead calibration makes, so that it
+/// measures probes, never a hand-over.
+const CAPACITY: usize = 1 << 16;
+/// Full buffers that may wait for the worker before a probe blocks (and pauses the clock).
+const IN_FLIGHT: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Kind {
+    Enter,
+    Exit,
+    Tail,
+    EnterCatching,
+    Unwind,
+    Site,
+}
+
+/// 16 bytes: picoseconds (pauses excluded), an argument, and the kind with, for an
+/// `EnterCatching`, a 24-bit frame token.
+#[derive(Debug, Clone, Copy)]
+struct Event {
+    time: u64,
+    /// A function id, a frame token (unwind) or a call-site offset (site).
+    arg: u32,
+    /// `kind | token << 8`.
+    kind_token: u32,
+}
+
+/// Frame tokens are 24 bits: they only have to tell apart the catching frames open at
+/// once, and they wrap.
+const TOKEN_MASK: u32 = 0xff_ffff;
+
+impl Event {
+    const EMPTY: Event = Event {
+        time: 0,
+        arg: 0,
+        kind_token: 0,
+    };
+
+    fn kind(self) -> Kind {
+        match self.kind_token & 0xff {
+            0 => Kind::Enter,
+            1 => Kind::Exit,
+            2 => Kind::Tail,
+            3 => Kind::EnterCatching,
+            4 => Kind::Unwind,
+            _ => Kind::Site,
+        }
+    }
+}
+
+fn apply(collector: &mut Collector, events: &[Event]) {
+    for &e in events {
+        match e.kind() {
+            Kind::Enter => collector.enter_at(e.arg, e.time),
+            Kind::Exit => collector.exit_at(e.arg, e.time),
+            Kind::Tail => collector.tail(e.arg),
+            Kind::EnterCatching => collector.enter_with_token_at(e.arg, e.kind_token >> 8, e.time),
+            Kind::Unwind => collector.unwind_to_token_at(e.arg, e.time),
+            Kind::Site => collector.site(e.arg),
+        }
+    }
+}
+
+/// An empty buffer whose pages are already mapped: the first events written to a fresh
+/// allocation would otherwise page-fault inside the frames being timed.
+fn fresh_buffer() -> Vec<Event> {
+    let mut buffer = vec![Event::EMPTY; CAPACITY];
+    buffer.clear();
+    buffer
+}
+
+struct Worker {
+    full: SyncSender<Vec<Event>>,
+    empty: Receiver<Vec<Event>>,
+    thread: JoinHandle<Collector>,
+}
+
+/// The probes' side of time mode: see the module docs.
+pub struct ProbeLog {
+    clock: Clock,
+    buffer: Vec<Event>,
+    /// Picoseconds spent handing buffers over, excluded from every reading.
+    paused: u64,
+    next_token: u32,
+    /// The replaying thread; `None` where it could not be started (events are then
+    /// replayed here, their time excluded the same way).
+    worker: Option<Worker>,
+    /// The collector, while no worker holds it.
+    local: Option<Collector>,
+}
+
+impl std::fmt::Debug for ProbeLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProbeLog")
+            .field("buffered", &self.buffer.len())
+            .field("paused", &self.paused)
+            .field("threaded", &self.worker.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProbeLog {
+    /// Starts a log feeding `collector`, on a worker thread when one can be started.
+    pub fn start(collector: Collector) -> Self {
+        let clock = *collector.clock();
+        let (full, full_rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(IN_FLIGHT);
+        let (empty_tx, empty) = std::sync::mpsc::channel::<Vec<Event>>();
+        // The collector goes to the thread once it runs, so a failed start keeps it here.
+        let (handover, collector_rx) = std::sync::mpsc::channel::<Collector>();
+        let spawned = std::thread::Builder::new()
+            .name("wprof-collector".to_string())
+            .spawn(move || {
+                let mut collector = collector_rx.recv().unwrap_or_else(|_| Collector::new(0));
+                for mut events in full_rx {
+                    apply(&mut collector, &events);
+                    events.clear();
+                    // The log may be gone already: then the buffer is just dropped.
+                    let _ = empty_tx.send(events);
+                }
+                collector
+            });
+        let (worker, local) = match spawned {
+            Ok(thread) => match handover.send(collector) {
+                Ok(()) => (
+                    Some(Worker {
+                        full,
+                        empty,
+                        thread,
+                    }),
+                    None,
+                ),
+                Err(returned) => (None, Some(returned.0)),
+            },
+            Err(e) => {
+                tracing::warn!("cannot start the collector thread ({e}); replaying inline");
+                (None, Some(collector))
+            }
+        };
+        Self {
+            clock,
+            buffer: fresh_buffer(),
+            paused: 0,
+            next_token: 0,
+            worker,
+            local,
+        }
+    }
+
+    /// The current reading, pauses excluded.
+    #[inline]
+    fn now(&self) -> u64 {
+        self.clock.now_ps().saturating_sub(self.paused)
+    }
+
+    #[inline]
+    fn record(&mut self, kind: Kind, arg: u32, token: u32) {
+        let time = self.now();
+        self.buffer.push(Event {
+            time,
+            arg,
+            kind_token: kind as u32 | (token & TOKEN_MASK) << 8,
+        });
+        if self.buffer.len() == CAPACITY {
+            self.hand_over();
+        }
+    }
+
+    /// Gives the full buffer to the worker (or replays it here) and excludes the time
+    /// that took from every later reading.
+    #[cold]
+    fn hand_over(&mut self) {
+        let started = self.clock.now_ps();
+        let next = match &self.worker {
+            Some(w) => {
+                let fresh = w.empty.try_recv().unwrap_or_else(|_| fresh_buffer());
+                let full = std::mem::replace(&mut self.buffer, fresh);
+                if let Err(returned) = w.full.send(full) {
+                    // The worker died (a panic in the collector): keep the events here.
+                    self.buffer = returned.0;
+                    self.buffer.clear();
+                }
+                None
+            }
+            None => Some(()),
+        };
+        if next.is_some() {
+            if let Some(c) = self.local.as_mut() {
+                apply(c, &self.buffer);
+            }
+            self.buffer.clear();
+        }
+        self.paused += self.clock.now_ps().saturating_sub(started);
+    }
+
+    /// Probe: function `id` starts.
+    #[inline]
+    pub fn enter(&mut self, id: u32) {
+        self.record(Kind::Enter, id, 0);
+    }
+
+    /// Probe: function `id` returns.
+    #[inline]
+    pub fn exit(&mut self, id: u32) {
+        self.record(Kind::Exit, id, 0);
+    }
+
+    /// Probe: function `id` is about to tail-call.
+    pub fn tail(&mut self, id: u32) {
+        self.record(Kind::Tail, id, 0);
+    }
+
+    /// Probe: a function that catches starts; returns its frame token.
+    pub fn enter_catching(&mut self, id: u32) -> u32 {
+        let token = self.next_token;
+        self.next_token = (self.next_token + 1) & TOKEN_MASK;
+        self.record(Kind::EnterCatching, id, token);
+        token
+    }
+
+    /// Probe: an exception was caught in the frame holding `token`.
+    pub fn unwind(&mut self, token: u32) {
+        self.record(Kind::Unwind, token, 0);
+    }
+
+    /// Probe: the next call is made from `offset` in the caller's body.
+    pub fn site(&mut self, offset: u32) {
+        self.record(Kind::Site, offset, 0);
+    }
+
+    /// Replays what is left and returns the collector, with the reading at which the run
+    /// ended (in the collector's time base) for closing the frames left open.
+    pub fn finish(mut self) -> (Collector, u64) {
+        let end = self.now();
+        let events = std::mem::take(&mut self.buffer);
+        let mut collector = match self.worker.take() {
+            Some(w) => {
+                let _ = w.full.send(events);
+                drop(w.full);
+                match w.thread.join() {
+                    Ok(c) => c,
+                    Err(_) => Collector::new(0),
+                }
+            }
+            None => {
+                let mut c = self.local.take().unwrap_or_else(|| Collector::new(0));
+                apply(&mut c, &events);
+                c
+            }
+        };
+        collector.finish_at(end);
+        collector.add_excluded(self.paused);
+        (collector, end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replays_across_buffers_in_order_with_tokens() {
+        let mut log = ProbeLog::start(Collector::new(3));
+        log.enter(0);
+        // More events than one buffer holds: hand-overs happen mid-run.
+        for _ in 0..CAPACITY {
+            log.enter(1);
+            log.exit(1);
+        }
+        let token = log.enter_catching(2);
+        log.enter(1);
+        log.enter(1);
+        log.unwind(token); // the two frames of 1 above it close
+        log.exit(2);
+        log.exit(0);
+        let (c, _) = log.finish();
+        assert_eq!(c.functions()[1].calls, CAPACITY as u64 + 2);
+        assert_eq!(c.functions()[2].calls, 1);
+        assert_eq!(c.depth(), 0);
+        assert_eq!(c.unmatched_exits(), 0);
+        let self_sum: i64 = c.functions().iter().map(|f| f.self_time).sum();
+        assert_eq!(self_sum, c.root_inclusive());
+    }
+
+    #[test]
+    fn frames_left_open_close_at_the_end() {
+        let mut log = ProbeLog::start(Collector::new(2));
+        log.enter(0);
+        log.enter(1);
+        let (c, end) = log.finish();
+        assert_eq!(c.depth(), 0);
+        assert!(end > 0);
+        assert_eq!(c.functions()[0].inclusive as u64, c.root_inclusive() as u64);
+    }
+}
