@@ -285,7 +285,16 @@ pub fn run(
         reset_slot(&mut store, &instance);
     }
     let cell = match mode {
-        Some(ProbeMode::Sample) => current_cell(&mut store, &instance),
+        Some(ProbeMode::Sample) => {
+            let cell = current_cell(&mut store, &instance);
+            if cell.is_none() {
+                eprintln!(
+                    "wprof: warning: sample mode cannot read the running context on this \
+                     host; calls are counted, times will be zero"
+                );
+            }
+            cell
+        }
         _ => None,
     };
     let clock = crate::clock::Clock::new();
