@@ -252,3 +252,16 @@ fn the_sampling_period_is_a_setting_and_the_profile_says_how_time_was_sampled() 
     let bad = s.run(&["run", "--sample-period-us", "1", ratio.to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn the_text_report_says_times_were_sampled() {
+    let s = Scratch::new();
+    let (_, out) = run_in(&s, &sample("fib.wasm"), "sample");
+    assert_eq!(out.status.code(), Some(0));
+    let report = stdout(&s.run(&["report", "fib.sample.wprof"]));
+    assert!(
+        report.contains("sample mode: times estimated from")
+            && report.contains("one every 100.00 µs"),
+        "{report}"
+    );
+}

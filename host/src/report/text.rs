@@ -64,6 +64,14 @@ pub fn render(profile: &Profile, options: &Options) -> String {
         profile.functions.len(),
         profile.functions.iter().map(|f| f.calls).sum::<u64>(),
     );
+    if let Some(s) = &profile.sampling {
+        let _ = writeln!(
+            out,
+            "sample mode: times estimated from {} readings, one every {}",
+            s.readings,
+            crate::report::format_ns(s.period_ns)
+        );
+    }
     if let Some(o) = &profile.probe_overhead {
         let _ = writeln!(
             out,
