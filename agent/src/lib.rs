@@ -122,6 +122,9 @@ impl<'a> Instrumenter<'a> {
         h.update(&self.probes.context_bytes());
         h.update(&self.layout.function_id(defined).to_le_bytes());
         h.update(&self.probes.wrapper_block_bytes(func.type_index));
+        // The locals the probes add are numbered after the parameters.
+        let params = self.layout.signature(func.type_index).params.len() as u32;
+        h.update(&params.to_le_bytes());
         let body = &self.layout.bytes[func.body.clone()];
         h.update(&(body.len() as u64).to_le_bytes());
         h.update(body);

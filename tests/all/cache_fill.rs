@@ -252,3 +252,42 @@ fn a_changed_module_reuses_the_compiled_code_of_its_unchanged_functions() {
         .iter()
         .any(|f| f.contains("/compiled/") || f.contains("/artifacts/")));
 }
+
+/// `$f`'s body bytes are the same in both modules; only its parameter count differs, and
+/// the locals the probes add are numbered after the parameters.
+fn one_param_more(params: &str) -> String {
+    format!(
+        r#"(module
+          (func $f (param {params}) (result i32) i32.const 1)
+          (func (export "_start")
+            (drop (call $f {args}))))"#,
+        args = params
+            .split_whitespace()
+            .map(|_| "(i32.const 0)")
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
+}
+
+#[test]
+fn a_cached_body_is_never_reused_under_another_signature() {
+    let s = Scratch::new();
+    let a = s.wat_module("a.wasm", &one_param_more("i32"));
+    let b = s.wat_module("b.wasm", &one_param_more("i32 i32 i32"));
+    for mode in ["cost", "sample", "time"] {
+        for m in [&a, &b] {
+            let out = s.run(&[
+                "run",
+                "-q",
+                "--mode",
+                mode,
+                "-o",
+                "p.wprof",
+                m.to_str().unwrap(),
+            ]);
+            assert_eq!(out.status.code(), Some(0));
+            assert!(stderr(&out).is_empty(), "{mode} {m:?}: {}", stderr(&out));
+            assert_eq!(calls(&s.profile("p.wprof"), "f"), 1, "{mode} {m:?}");
+        }
+    }
+}
