@@ -16,7 +16,7 @@
 //!   `delta += N`, N being the number of original instructions in the block (`end`
 //!   excluded), `delta` being a new local, added to the node's self cost (and reset) at
 //!   the function's exit, before a tail call, a throw or a call to an import, and — in
-//!   modules that can throw — before every call;
+//!   modules that can throw or import `proc_exit` — before every call;
 //! - in sample mode, the node running now is stored in the current-node cell at entry,
 //!   around calls to imports, after every call returns and wherever a catch lands.
 
@@ -113,11 +113,11 @@ impl Emitter<'_> {
         ]);
     }
 
-    /// Cost mode, in a module that can throw: a callee may be unwound together with this
-    /// frame, so this frame's count goes in before the call. (Without exceptions a frame
-    /// always flushes at its own exit, and nothing is lost.)
+    /// Cost mode, in a module whose frames may end without returning (a throw unwinds
+    /// them, or a callee exits the program): this frame's count goes in before each call.
+    /// (Otherwise a frame always flushes at its own exit, and nothing is lost.)
     fn flush_before_call(&mut self) {
-        if self.probes.may_throw {
+        if self.probes.frames_may_vanish {
             self.flush();
         }
     }

@@ -137,9 +137,10 @@ pub(crate) struct ProbeLayout {
     /// Memories of the original module; in the inline modes the tree's memory follows
     /// them.
     pub original_memories: u32,
-    /// The module has exception tags, so frames can be unwound by a throw: cost mode then
-    /// keeps every frame's count flushed before each call.
-    pub may_throw: bool,
+    /// Frames can end without returning: the module has exception tags (a throw unwinds
+    /// them) or imports WASI's `proc_exit`/`proc_raise` (a callee can end the program).
+    /// Cost mode then keeps every frame's count flushed before each call.
+    pub frames_may_vanish: bool,
     /// Function imports of the original module; probe imports follow them.
     pub imported_funcs: u32,
     /// Functions of the original module, imported and defined (the ids probes report).
@@ -163,7 +164,11 @@ impl ProbeLayout {
             mode,
             original_globals: layout.globals,
             original_memories: layout.memories,
-            may_throw: layout.tags > 0,
+            frames_may_vanish: layout.tags > 0
+                || layout.imported_funcs.iter().any(|f| {
+                    f.module.starts_with("wasi")
+                        && matches!(f.field.as_str(), "proc_exit" | "proc_raise")
+                }),
             imported_funcs: layout.imported_funcs.len() as u32,
             functions: (layout.imported_funcs.len() + layout.defined_funcs.len()) as u32,
             has_code: !layout.defined_funcs.is_empty(),
@@ -277,7 +282,7 @@ impl ProbeLayout {
             self.original_types,
             self.child_type(),
             self.original_memories,
-            u32::from(self.may_throw),
+            u32::from(self.frames_may_vanish),
             arena.map_or(u32::MAX, |a| a.slot),
             arena.map_or(u32::MAX, |a| a.memory),
             arena.map_or(u32::MAX, |a| u32::from(a.sampled)),

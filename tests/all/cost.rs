@@ -116,3 +116,39 @@ fn cost_profiles_are_identical_across_runs() {
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(std::fs::read_to_string(s.path("env.wprof")).unwrap(), warm1);
 }
+
+/// `main` counts to 1000 and calls `quit`, which ends the program with `proc_exit(3)`:
+/// neither returns. `main` executes `loop` (1), 1000 iterations of 8 instructions, and the
+/// `call` (1).
+const EXIT_FROM_A_HELPER: &str = r#"(module
+  (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
+  (memory (export "memory") 1)
+  (func $quit (call $proc_exit (i32.const 3)))
+  (func $main (local $i i32)
+    (loop $l
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $l (i32.lt_u (local.get $i) (i32.const 1000))))
+    (call $quit))
+  (func (export "_start") (call $main)))
+"#;
+
+#[test]
+fn frames_that_never_return_keep_their_counts_when_a_callee_exits() {
+    let s = Scratch::new();
+    let m = s.wat_module("exit.wasm", EXIT_FROM_A_HELPER);
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--mode",
+        "cost",
+        "-o",
+        "exit.wprof",
+        m.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    let p = s.profile("exit.wprof");
+    assert_eq!(function(&p, "main")["self"], 1 + 8 * 1000 + 1);
+    assert_eq!(function(&p, "_start")["self"], 1);
+    assert_eq!(function(&p, "quit")["self"], 2);
+    assert_eq!(p["total"], 8002 + 1 + 2);
+}
