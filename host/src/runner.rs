@@ -243,6 +243,53 @@ fn replay_tree(
     }
 }
 
+/// Calls the instance's `_start` (sampling it in sample mode): its result, the samples and
+/// its wall time in nanoseconds.
+fn call_start(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+    mode: Option<ProbeMode>,
+    settings: &RunSettings,
+    shown: &str,
+) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
+    let start = instance
+        .get_typed_func::<(), ()>(&mut *store, "_start")
+        .map_err(|e| Failure::input(format!("{shown} has no usable `_start`: {e}")))?;
+    if mode.is_some_and(ProbeMode::counts_inline) {
+        reset_slot(store, instance);
+    }
+    let cell = match mode {
+        Some(ProbeMode::Sample) => {
+            let cell = current_cell(store, instance);
+            if cell.is_none() {
+                eprintln!(
+                    "wprof: warning: sample mode cannot read the running context on this \
+                     host; calls are counted, times will be zero"
+                );
+            }
+            cell
+        }
+        _ => None,
+    };
+    let clock = crate::clock::Clock::new();
+    let started = Instant::now();
+    let (result, samples) = match cell {
+        Some(cell) => {
+            let stop = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                let (clock, stop, period) = (&clock, &stop, settings.sample_period);
+                let sampler = s.spawn(move || crate::sampler::sample(cell, clock, period, stop));
+                let result = start.call(&mut *store, ());
+                stop.store(true, Ordering::Release);
+                sampler.thread().unpark();
+                (result, sampler.join().ok())
+            })
+        }
+        None => (start.call(&mut *store, ()), None),
+    };
+    Ok((result, samples, started.elapsed().as_nanos() as u64))
+}
+
 /// Runs `module`'s `_start`. With `collector`, the probe imports are linked to it.
 pub fn run(
     engine: &Engine,
@@ -271,52 +318,30 @@ pub fn run(
         log,
     };
     let mut store = Store::new(engine, state);
-    let instance = linker.instantiate(&mut store, module).map_err(|e| {
-        Failure::input(format!(
-            "cannot instantiate {shown}: {}",
-            first_line(&e.to_string())
-        ))
-    })?;
-    let start = instance
-        .get_typed_func::<(), ()>(&mut store, "_start")
-        .map_err(|e| Failure::input(format!("{shown} has no usable `_start`: {e}")))?;
-    let inline = mode.is_some_and(ProbeMode::counts_inline);
-    if inline {
-        reset_slot(&mut store, &instance);
-    }
-    let cell = match mode {
-        Some(ProbeMode::Sample) => {
-            let cell = current_cell(&mut store, &instance);
-            if cell.is_none() {
-                eprintln!(
-                    "wprof: warning: sample mode cannot read the running context on this \
-                     host; calls are counted, times will be zero"
-                );
+    let (result, samples, wall_time) = match linker.instantiate(&mut store, module) {
+        Ok(instance) => {
+            let (result, samples, wall_time) =
+                call_start(&mut store, &instance, mode, settings, &shown)?;
+            if let Some(mode) = mode.filter(|m| m.counts_inline()) {
+                replay_tree(&mut store, &instance, mode, samples.as_ref());
             }
-            cell
+            (result, samples, wall_time)
         }
-        _ => None,
-    };
-    let clock = crate::clock::Clock::new();
-    let started = Instant::now();
-    let (result, samples) = match cell {
-        Some(cell) => {
-            let stop = AtomicBool::new(false);
-            std::thread::scope(|s| {
-                let (clock, stop, period) = (&clock, &stop, settings.sample_period);
-                let sampler = s.spawn(move || crate::sampler::sample(cell, clock, period, stop));
-                let result = start.call(&mut store, ());
-                stop.store(true, Ordering::Release);
-                sampler.thread().unpark();
-                (result, sampler.join().ok())
-            })
+        // The start function ended the program (`proc_exit`, a trap): the program's own
+        // ending, as under `wasmtime run`, not wprof's.
+        Err(e)
+            if e.downcast_ref::<wasmtime_wasi::I32Exit>().is_some()
+                || e.downcast_ref::<wasmtime::Trap>().is_some() =>
+        {
+            (Err(e), None, 0)
         }
-        None => (start.call(&mut store, ()), None),
+        Err(e) => {
+            return Err(Failure::input(format!(
+                "cannot instantiate {shown}: {}",
+                first_line(&e.to_string())
+            )))
+        }
     };
-    let wall_time = started.elapsed().as_nanos() as u64;
-    if let Some(mode) = mode.filter(|m| m.counts_inline()) {
-        replay_tree(&mut store, &instance, mode, samples.as_ref());
-    }
     let _ = std::io::stdout().flush();
 
     let backtrace = match &result {

@@ -582,3 +582,56 @@ fn trap_backtraces_match_wasmtime() {
         assert_eq!(until_trap(&err), until_trap(&stderr(&reference)));
     }
 }
+
+/// The start function prints, then ends the program before `_start` runs: with
+/// `proc_exit(7)`, or (with `trap` in its name) with `unreachable`.
+fn ends_in_start(trap: bool) -> String {
+    let end = if trap {
+        "unreachable"
+    } else {
+        "(call $proc_exit (i32.const 7))"
+    };
+    format!(
+        r#"(module
+          (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
+          (import "wasi_snapshot_preview1" "fd_write"
+            (func $fd_write (param i32 i32 i32 i32) (result i32)))
+          (memory (export "memory") 1)
+          (data (i32.const 0) "\10\00\00\00\06\00\00\00")
+          (data (i32.const 16) "start\n")
+          (func $init
+            (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))
+            {end})
+          (start $init)
+          (func (export "_start") unreachable))"#
+    )
+}
+
+#[test]
+fn a_start_function_that_ends_the_program_ends_it_as_under_wasmtime() {
+    let s = Scratch::new();
+    for (name, trap, code) in [("exits.wasm", false, 7), ("traps.wasm", true, 134)] {
+        let m = s.wat_module(name, &ends_in_start(trap));
+        let plain = s
+            .wprof(&["run", "-q", m.to_str().unwrap()])
+            .env("WPROF", "0")
+            .output()
+            .unwrap();
+        assert_eq!(plain.status.code(), Some(code), "{}", stderr(&plain));
+        for mode in ["time", "cost", "sample"] {
+            let out = s.run(&["run", "-q", "--mode", mode, m.to_str().unwrap()]);
+            assert_eq!(out.status.code(), Some(code), "{mode}: {}", stderr(&out));
+            assert_eq!(stdout(&out), "start\n");
+            if trap {
+                assert!(stderr(&out).contains("unreachable"), "{}", stderr(&out));
+            }
+        }
+        if let Some(cli) = wasmtime_cli() {
+            let reference = std::process::Command::new(cli)
+                .args(["run", m.to_str().unwrap()])
+                .output()
+                .unwrap();
+            assert_eq!(reference.status.code(), Some(code));
+        }
+    }
+}
