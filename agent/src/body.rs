@@ -334,6 +334,19 @@ struct BodyFacts {
     slots: Vec<u32>,
     /// The number of distinct slots.
     slot_count: u32,
+    /// Loops (by the offset of their `loop` instruction) that a `try_table` catch clause
+    /// targets: a branch to a loop lands at its head, so the landing probe goes there.
+    caught_loops: std::collections::HashSet<usize>,
+}
+
+/// The labels a `try_table`'s catch clauses branch to.
+fn catch_labels(try_table: &wasmparser::TryTable) -> impl Iterator<Item = usize> + '_ {
+    try_table.catches.iter().map(|catch| match *catch {
+        wasmparser::Catch::One { label, .. }
+        | wasmparser::Catch::OneRef { label, .. }
+        | wasmparser::Catch::All { label }
+        | wasmparser::Catch::AllRef { label } => label as usize,
+    })
 }
 
 /// Whether `op` calls a function (and so has a call site, and a slot in the inline modes).
@@ -355,16 +368,38 @@ fn scan(mut ops: OperatorsReader<'_>, call_sites: bool) -> Result<BodyFacts, Age
         catches: false,
         slots: Vec::new(),
         slot_count: 0,
+        caught_loops: Default::default(),
     };
     let mut slot_of_callee = std::collections::HashMap::new();
+    // Open blocks: the offset of each that is a loop.
+    let mut open: Vec<Option<usize>> = Vec::new();
     let mut current = 0;
     while !ops.eof() {
+        let start = ops.original_position();
         let op = ops.read()?;
         current += instruction_weight(&op);
         match &op {
-            Operator::TryTable { try_table } if !try_table.catches.is_empty() => {
-                facts.catches = true
+            Operator::Block { .. } | Operator::If { .. } | Operator::Try { .. } => {
+                open.push(None)
             }
+            Operator::Loop { .. } => open.push(Some(start)),
+            Operator::End | Operator::Delegate { .. } => {
+                open.pop();
+            }
+            _ => {}
+        }
+        match &op {
+            Operator::TryTable { try_table } if !try_table.catches.is_empty() => {
+                facts.catches = true;
+                // Catch labels are relative to the block around the try_table.
+                for label in catch_labels(try_table) {
+                    if let Some(Some(at)) = open.len().checked_sub(label + 1).map(|i| open[i]) {
+                        facts.caught_loops.insert(at);
+                    }
+                }
+                open.push(None);
+            }
+            Operator::TryTable { .. } => open.push(None),
             Operator::Catch { .. } | Operator::CatchAll => facts.catches = true,
             Operator::Call { function_index } | Operator::ReturnCall { function_index }
                 if !call_sites =>
@@ -500,6 +535,8 @@ pub(crate) fn instrument_body(
     // Open blocks inside the function (the wrapper excluded); `true` where a catch clause
     // lands after the block's `end`.
     let mut blocks: Vec<bool> = Vec::new();
+    // Parallel to `blocks`: which are loops.
+    let mut loops: Vec<bool> = Vec::new();
     let mut wrapper_catches = false;
     let mut finished = false;
     while !ops.eof() {
@@ -519,27 +556,31 @@ pub(crate) fn instrument_body(
         }
         match &op {
             Operator::TryTable { try_table } => {
-                for catch in &try_table.catches {
-                    let label = match *catch {
-                        wasmparser::Catch::One { label, .. }
-                        | wasmparser::Catch::OneRef { label, .. }
-                        | wasmparser::Catch::All { label }
-                        | wasmparser::Catch::AllRef { label } => label as usize,
-                    };
-                    // Catch labels are relative to the block around the try_table.
+                for label in catch_labels(try_table) {
+                    // Catch labels are relative to the block around the try_table; a loop
+                    // target lands at the loop's head (see below).
                     match blocks.len().checked_sub(label + 1) {
-                        Some(at) => blocks[at] = true,
+                        Some(at) if !loops[at] => blocks[at] = true,
+                        Some(_) => {}
                         None => wrapper_catches = true,
                     }
                 }
                 blocks.push(false);
+                loops.push(false);
                 e.out.extend_from_slice(original);
             }
-            Operator::Block { .. }
-            | Operator::Loop { .. }
-            | Operator::If { .. }
-            | Operator::Try { .. } => {
+            Operator::Loop { .. } => {
                 blocks.push(false);
+                loops.push(true);
+                e.out.extend_from_slice(original);
+                if facts.caught_loops.contains(&start) {
+                    // Harmless on an ordinary iteration: no frame is above this one.
+                    e.landing(token);
+                }
+            }
+            Operator::Block { .. } | Operator::If { .. } | Operator::Try { .. } => {
+                blocks.push(false);
+                loops.push(false);
                 e.out.extend_from_slice(original);
             }
             Operator::End if blocks.is_empty() => {
@@ -553,6 +594,7 @@ pub(crate) fn instrument_body(
                 finished = true;
             }
             Operator::End | Operator::Delegate { .. } => {
+                loops.pop();
                 let caught_here = blocks.pop().unwrap_or(false);
                 e.out.extend_from_slice(original);
                 if caught_here {

@@ -265,3 +265,41 @@ fn the_text_report_says_times_were_sampled() {
         "{report}"
     );
 }
+
+/// A `try_table` whose catch clause branches to the enclosing loop (its head), three times,
+/// then ~30M iterations of call-free work in `_start`.
+const CATCH_TO_A_LOOP: &str = r#"(module
+  (memory (export "memory") 1)
+  (tag $e)
+  (func $thrower (call $inner))
+  (func $inner (throw $e))
+  (func (export "_start")
+    (local $i i32) (local $tries i32) (local $acc i32)
+    (loop $l
+      (if (i32.lt_u (local.get $tries) (i32.const 3))
+        (then
+          (local.set $tries (i32.add (local.get $tries) (i32.const 1)))
+          (try_table (catch_all $l)
+            (call $thrower)))))
+    (loop $w
+      (local.set $acc (i32.add (local.get $acc) (i32.mul (local.get $i) (local.get $i))))
+      (br_if $w (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 1)))
+                          (i32.const 30000000))))
+    (if (i32.eq (local.get $acc) (i32.const 12345)) (then unreachable))))
+"#;
+
+#[test]
+fn a_catch_that_lands_at_a_loop_head_closes_the_skipped_frames() {
+    let s = Scratch::new();
+    let m = s.wat_module("catch_loop.wasm", CATCH_TO_A_LOOP);
+    same_counts_in_every_mode(&s, &m);
+    for mode in ["time", "sample"] {
+        let (p, _) = run_in(&s, &m, mode);
+        // Every throw was caught by `_start`: `thrower` is never anyone's caller but for
+        // `inner`, and the work after the catches is `_start`'s own time.
+        assert_eq!(edge_calls(&p, Some("_start"), "thrower"), 3, "{mode}");
+        let own = |n| function(&p, n)["self"].as_u64().unwrap();
+        assert!(own("_start") > 10 * own("inner"), "{mode}: {p}");
+        assert!(own("_start") > 10 * own("thrower"), "{mode}: {p}");
+    }
+}
