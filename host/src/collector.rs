@@ -328,7 +328,9 @@ impl Collector {
             None => (ROOT, ROOT_NODE),
         };
         let node = self.contexts.enter_counted(parent_node, id, calls);
-        let site = self.pending_site.take();
+        // A site announced for a call that entered no probed function (an import reached
+        // through a table) is stale: never give it to an outermost entry.
+        let site = self.pending_site.take().filter(|_| caller != ROOT);
         let edge = self.edge(caller, id, site);
         let f = &mut self.functions[id as usize];
         f.calls += calls;
@@ -354,6 +356,8 @@ impl Collector {
     /// [`Collector::exit`] at a given time.
     pub fn exit_at(&mut self, id: u32, now: u64) {
         self.last = now;
+        // A site announced before a call that entered no probed function is stale.
+        self.pending_site = None;
         let Some(depth) = self.stack.iter().rposition(|f| f.id == id) else {
             self.unmatched_exits += 1;
             return;

@@ -303,3 +303,47 @@ fn a_catch_that_lands_at_a_loop_head_closes_the_skipped_frames() {
         assert!(own("_start") > 10 * own("thrower"), "{mode}: {p}");
     }
 }
+
+#[test]
+fn a_call_site_that_reaches_an_import_through_a_table_is_not_given_to_the_next_call() {
+    // The start function's last call goes to an import through a table: no probe runs
+    // in the callee, so its call site must not stick to the host's call of `_start`.
+    let s = Scratch::new();
+    let m = s.wat_module(
+        "yield.wasm",
+        r#"(module
+          (import "wasi_snapshot_preview1" "sched_yield" (func $yield (result i32)))
+          (memory (export "memory") 1)
+          (type $y (func (result i32)))
+          (table 1 funcref)
+          (elem (i32.const 0) $yield)
+          (func $init (drop (call_indirect (type $y) (i32.const 0))))
+          (start $init)
+          (func (export "_start")))"#,
+    );
+    for mode in ["time", "cost", "sample"] {
+        let out = s.run(&[
+            "run",
+            "-q",
+            "--call-sites",
+            "--mode",
+            mode,
+            "-o",
+            "y.wprof",
+            m.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0));
+        let p = s.profile("y.wprof");
+        let start = function(&p, "_start")["id"].clone();
+        let edge = p["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["callee"] == start)
+            .unwrap();
+        assert!(
+            edge["caller"].is_null() && edge.get("site").is_none(),
+            "{mode}: {edge}"
+        );
+    }
+}
