@@ -319,6 +319,9 @@ impl Collector {
     pub fn enter_counted_at(&mut self, id: u32, calls: u64, now: u64) {
         self.last = now;
         self.ensure(id);
+        if self.reenter_tail_chain(id, calls, now) {
+            return;
+        }
         let mut closes_parent = false;
         let (caller, parent_node) = match self.stack.last_mut() {
             Some(top) => {
@@ -351,6 +354,50 @@ impl Collector {
             child_calls: 0,
             enters_at_entry: self.enters,
         });
+    }
+
+    /// A tail call to a function already open in the current chain of tail calls (a loop
+    /// made of `return_call`s: `f` calling itself, or `a` and `b` calling each other)
+    /// re-enters that frame instead of opening one more: the frames above it end now, and
+    /// the call is counted (function, edge, context) on the frame already there. Without
+    /// this, a loop of tail calls would keep one open frame per iteration, and a program
+    /// that runs in constant memory under wasmtime would grow without bound under wprof.
+    fn reenter_tail_chain(&mut self, id: u32, calls: u64, now: u64) -> bool {
+        let Some(top) = self.stack.last() else {
+            return false;
+        };
+        if !top.tail_pending {
+            return false;
+        }
+        let caller = top.id;
+        // The chain: the frames entered by tail calls, and the frame that started it.
+        let mut at = None;
+        for (i, frame) in self.stack.iter().enumerate().rev() {
+            if frame.id == id {
+                at = Some(i);
+                break;
+            }
+            if !frame.closes_parent {
+                break;
+            }
+        }
+        let Some(at) = at else {
+            return false;
+        };
+        let site = self.pending_site.take();
+        while self.stack.len() > at + 1 {
+            // Each ends as if it returned now; the frame below stays open.
+            self.close_top(now);
+        }
+        let frame = &mut self.stack[at];
+        frame.tail_pending = false;
+        let node = frame.node;
+        self.functions[id as usize].calls += calls;
+        let edge = self.edge(caller, id, site);
+        self.edges[edge as usize].calls += calls;
+        self.contexts.count_again(node, calls);
+        self.enters += calls;
+        true
     }
 
     /// [`Collector::exit`] at a given time.
@@ -513,6 +560,46 @@ mod tests {
         assert_eq!(f[2].inclusive, 30);
         assert_eq!(edge(&c, 1, 2).calls, 1);
         assert_eq!(f[0].self_time, 20);
+    }
+
+    #[test]
+    fn loops_of_tail_calls_reenter_their_frame_instead_of_stacking() {
+        let mut c = Collector::new(4);
+        let mut t = 0;
+        let mut tick = || {
+            t += 10;
+            t
+        };
+        c.enter_at(0, tick());
+        // 1 tail-calls itself 1000 times.
+        c.enter_at(1, tick());
+        for _ in 0..1000 {
+            c.tail(1);
+            c.enter_at(1, tick());
+            assert_eq!(c.depth(), 2);
+        }
+        c.exit_at(1, tick());
+        // 2 and 3 tail-call each other: at most one frame of each.
+        c.enter_at(2, tick());
+        for _ in 0..500 {
+            c.tail(2);
+            c.enter_at(3, tick());
+            c.tail(3);
+            c.enter_at(2, tick());
+            assert!(c.depth() <= 3);
+        }
+        c.exit_at(2, tick());
+        c.exit_at(0, tick());
+        assert_eq!(c.depth(), 0);
+        let f = c.functions();
+        assert_eq!((f[1].calls, f[2].calls, f[3].calls), (1001, 501, 500));
+        assert_eq!(edge(&c, 1, 1).calls, 1000);
+        assert_eq!((edge(&c, 2, 3).calls, edge(&c, 3, 2).calls), (500, 500));
+        let self_sum: i64 = f.iter().map(|f| f.self_time).sum();
+        assert_eq!(self_sum, c.root_inclusive());
+        assert_eq!(f[0].inclusive, c.root_inclusive());
+        let context_calls: u64 = c.contexts().nodes().iter().map(|n| n.calls).sum();
+        assert_eq!(context_calls, 1 + 1001 + 501 + 500);
     }
 
     #[test]

@@ -106,6 +106,12 @@ impl ContextTree {
         node
     }
 
+    /// `calls` more activations charged to `node`, whose frame is already open (a tail
+    /// call re-entering it).
+    pub fn count_again(&mut self, node: u32, calls: u64) {
+        self.nodes[node as usize].calls += calls;
+    }
+
     /// A frame charged to `node` closes.
     pub fn close(&mut self, node: u32, self_time: i64, inclusive: i64) {
         let n = &mut self.nodes[node as usize];

@@ -347,3 +347,32 @@ fn a_call_site_that_reaches_an_import_through_a_table_is_not_given_to_the_next_c
         );
     }
 }
+
+#[test]
+fn a_loop_of_tail_calls_is_counted_alike_in_every_mode() {
+    // `spin` tail-calls itself 100 000 times, `ping` and `pong` each other 50 000 times.
+    let s = Scratch::new();
+    let m = s.wat_module(
+        "tail_loop.wasm",
+        r#"(module
+          (memory (export "memory") 1)
+          (func $spin (param i32) (result i32)
+            (if (result i32) (i32.eqz (local.get 0))
+              (then (i32.const 0))
+              (else (return_call $spin (i32.sub (local.get 0) (i32.const 1))))))
+          (func $ping (param i32) (result i32)
+            (if (result i32) (i32.eqz (local.get 0))
+              (then (i32.const 0))
+              (else (return_call $pong (i32.sub (local.get 0) (i32.const 1))))))
+          (func $pong (param i32) (result i32)
+            (return_call $ping (local.get 0)))
+          (func (export "_start")
+            (drop (call $spin (i32.const 100000)))
+            (drop (call $ping (i32.const 50000)))))"#,
+    );
+    same_counts_in_every_mode(&s, &m);
+    let (p, _) = run_in(&s, &m, "time");
+    assert_eq!(edge_calls(&p, Some("spin"), "spin"), 100_000);
+    assert_eq!(edge_calls(&p, Some("ping"), "pong"), 50_000);
+    assert_eq!(edge_calls(&p, Some("pong"), "ping"), 50_000);
+}
