@@ -44,8 +44,8 @@ impl Renumber<'_> {
         Ok(())
     }
 
-    /// In the inline modes: the slot the next entry follows and the tree's allocation
-    /// pointer (see [`ContextArena`]).
+    /// In the inline modes: the slot the next entry follows, the tree's allocation
+    /// pointer and the self-tail-call flag (see [`ContextArena`]).
     fn append_globals(&self, globals: &mut wasm_encoder::GlobalSection) {
         if self.probes.arena().is_none() {
             return;
@@ -58,6 +58,7 @@ impl Renumber<'_> {
         for init in [
             ContextArena::ROOT_SLOT,
             ContextArena::first_free(self.probes.functions),
+            0,
         ] {
             globals.global(
                 mutable_i32,

@@ -46,6 +46,18 @@ struct InlineLocals {
     import_node: u32,
     /// Cost mode: the instructions counted since the last flush to the node.
     delta: Option<u32>,
+    /// The function tail-calls itself.
+    self_tail: Option<SelfTailLocals>,
+}
+
+/// The locals of a function that tail-calls itself (inline modes): a loop of such calls
+/// counts in one node, the one its first iteration reached.
+#[derive(Debug, Clone, Copy)]
+struct SelfTailLocals {
+    /// The slot this activation was reached through.
+    came_from: u32,
+    /// This activation was entered by the function's own tail call.
+    via_self_tail: u32,
 }
 
 /// Writes the instructions the probes are made of.
@@ -183,6 +195,16 @@ impl Emitter<'_> {
     fn enter(&mut self, id: u32, slots: u32, token: Option<u32>) {
         match (self.inline, token) {
             (Some((arena, locals)), _) => {
+                if let Some(t) = locals.self_tail {
+                    self.instrs(&[
+                        Instruction::GlobalGet(arena.slot),
+                        Instruction::LocalSet(t.came_from),
+                        Instruction::GlobalGet(arena.self_tail),
+                        Instruction::LocalSet(t.via_self_tail),
+                        Instruction::I32Const(0),
+                        Instruction::GlobalSet(arena.self_tail),
+                    ]);
+                }
                 self.find_and_count(arena, locals.node, id, slots);
                 self.set_current(locals.node);
             }
@@ -210,6 +232,31 @@ impl Emitter<'_> {
         } else {
             self.probe(self.probes.tail(), id);
         }
+    }
+
+    /// Inline modes, before this function's tail call to itself (its call site already
+    /// announced): a call made by an activation that was itself entered that way follows
+    /// the same slot again, so the whole loop counts in the node its first iteration
+    /// reached; and the callee learns it was entered this way.
+    fn self_tail_call(&mut self) {
+        let Some((
+            arena,
+            InlineLocals {
+                self_tail: Some(t), ..
+            },
+        )) = self.inline
+        else {
+            return;
+        };
+        self.instrs(&[
+            Instruction::LocalGet(t.via_self_tail),
+            Instruction::If(BlockType::Empty),
+            Instruction::LocalGet(t.came_from),
+            Instruction::GlobalSet(arena.slot),
+            Instruction::End,
+            Instruction::I32Const(1),
+            Instruction::GlobalSet(arena.self_tail),
+        ]);
     }
 
     /// Where a catch lands in this function.
@@ -334,6 +381,8 @@ struct BodyFacts {
     slots: Vec<u32>,
     /// The number of distinct slots.
     slot_count: u32,
+    /// The function tail-calls itself (`return_call` of its own index).
+    self_tail: bool,
     /// Loops (by the offset of their `loop` instruction) that a `try_table` catch clause
     /// targets: a branch to a loop lands at its head, so the landing probe goes there.
     caught_loops: std::collections::HashSet<usize>,
@@ -362,13 +411,14 @@ fn is_call(op: &Operator<'_>) -> bool {
     )
 }
 
-fn scan(mut ops: OperatorsReader<'_>, call_sites: bool) -> Result<BodyFacts, AgentError> {
+fn scan(mut ops: OperatorsReader<'_>, call_sites: bool, id: u32) -> Result<BodyFacts, AgentError> {
     let mut facts = BodyFacts {
         block_weights: Vec::new(),
         catches: false,
         slots: Vec::new(),
         slot_count: 0,
         caught_loops: Default::default(),
+        self_tail: false,
     };
     let mut slot_of_callee = std::collections::HashMap::new();
     // Open blocks: the offset of each that is a loop.
@@ -378,10 +428,11 @@ fn scan(mut ops: OperatorsReader<'_>, call_sites: bool) -> Result<BodyFacts, Age
         let start = ops.original_position();
         let op = ops.read()?;
         current += instruction_weight(&op);
+        if matches!(op, Operator::ReturnCall { function_index } if function_index == id) {
+            facts.self_tail = true;
+        }
         match &op {
-            Operator::Block { .. } | Operator::If { .. } | Operator::Try { .. } => {
-                open.push(None)
-            }
+            Operator::Block { .. } | Operator::If { .. } | Operator::Try { .. } => open.push(None),
             Operator::Loop { .. } => open.push(Some(start)),
             Operator::End | Operator::Delegate { .. } => {
                 open.pop();
@@ -484,7 +535,7 @@ pub(crate) fn instrument_body(
     let body = FunctionBody::new(BinaryReader::new(&layout.bytes[func.body.clone()], base));
     let mut ops = body.get_operators_reader()?;
     let code_start = ops.original_position();
-    let mut facts = scan(ops.clone(), plan.call_sites)?;
+    let mut facts = scan(ops.clone(), plan.call_sites, id)?;
 
     let mut e = Emitter {
         out: Vec::with_capacity(func.body.len() + func.body.len() / 4 + 16),
@@ -504,6 +555,13 @@ pub(crate) fn instrument_body(
         Some(_) if plan.mode == crate::ProbeMode::Cost => vec![I32, I32, I64],
         Some(_) => vec![I32, I32],
     };
+    // A function that tail-calls itself keeps where it came from (inline modes).
+    let mut extra = extra;
+    let self_tail_at = (arena.is_some() && facts.self_tail).then(|| {
+        let at = extra.len() as u32;
+        extra.extend([I32, I32]);
+        at
+    });
     let first_new = if extra.is_empty() {
         e.out.extend_from_slice(&layout.bytes[base..code_start]);
         0
@@ -519,7 +577,11 @@ pub(crate) fn instrument_body(
         let locals = InlineLocals {
             node: first_new,
             import_node: first_new + 1,
-            delta: (extra.len() == 3).then_some(first_new + 2),
+            delta: (plan.mode == crate::ProbeMode::Cost).then_some(first_new + 2),
+            self_tail: self_tail_at.map(|at| SelfTailLocals {
+                came_from: first_new + at,
+                via_self_tail: first_new + at + 1,
+            }),
         };
         e.inline = Some((arena, locals));
     }
@@ -635,6 +697,9 @@ pub(crate) fn instrument_body(
                 e.instr(Instruction::Return);
             }
             Operator::ReturnCall { function_index } => {
+                if *function_index == id {
+                    e.self_tail_call();
+                }
                 e.tail(id);
                 e.instr(Instruction::ReturnCall(probes.renumber(*function_index)));
             }

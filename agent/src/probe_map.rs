@@ -81,7 +81,9 @@ impl ProbeImports {
 /// node the same way at the call site. The host resets the slot to
 /// [`ContextArena::ROOT_SLOT`] before it calls an export.
 ///
-/// Nodes are never collapsed: recursion makes a path as deep as the recursion. Past
+/// Nodes are never collapsed: recursion makes a path as deep as the recursion; but a
+/// function's tail calls to itself (a `return_call` loop) count, after the first, in the
+/// node of the first: a loop of them is two nodes, not one per iteration. Past
 /// [`ContextArena::LIMIT`] bytes new contexts stop being allocated: each function then
 /// gets one overflow node (address in the table at [`ContextArena::OVERFLOW_TABLE`]), so
 /// counts stay exact while contexts are lost.
@@ -251,6 +253,7 @@ impl ProbeLayout {
         Some(InlineIndices {
             slot: self.original_globals,
             end: self.original_globals + 1,
+            self_tail: self.original_globals + 2,
             memory: self.original_memories,
             sampled: self.mode == crate::ProbeMode::Sample,
             child: self.imported_funcs + ProbeImports::COUNT,
@@ -285,6 +288,7 @@ impl ProbeLayout {
             u32::from(self.frames_may_vanish),
             arena.map_or(u32::MAX, |a| a.slot),
             arena.map_or(u32::MAX, |a| a.memory),
+            arena.map_or(u32::MAX, |a| a.self_tail),
             arena.map_or(u32::MAX, |a| u32::from(a.sampled)),
             arena.map_or(u32::MAX, |a| a.child),
         ] {
@@ -311,6 +315,9 @@ pub(crate) struct InlineIndices {
     pub slot: u32,
     /// `(global (mut i32))`: the first free byte of the tree's memory.
     pub end: u32,
+    /// `(global (mut i32))`: set by a function's tail call to itself, read and cleared by
+    /// its entry (see `body.rs`).
+    pub self_tail: u32,
     /// The tree's memory.
     pub memory: u32,
     /// Sample mode: the running node is kept at [`ContextArena::CURRENT`].

@@ -376,3 +376,31 @@ fn a_loop_of_tail_calls_is_counted_alike_in_every_mode() {
     assert_eq!(edge_calls(&p, Some("ping"), "pong"), 50_000);
     assert_eq!(edge_calls(&p, Some("pong"), "ping"), 50_000);
 }
+
+#[test]
+fn a_long_loop_of_self_tail_calls_stays_two_contexts_in_the_inline_modes() {
+    // 8M iterations: one node per iteration would pass the tree's 256 MiB limit.
+    let s = Scratch::new();
+    let m = s.wat_module(
+        "spin.wasm",
+        r#"(module
+          (memory (export "memory") 1)
+          (func $spin (param i32) (result i32)
+            (if (result i32) (i32.eqz (local.get 0))
+              (then (i32.const 0))
+              (else (return_call $spin (i32.sub (local.get 0) (i32.const 1))))))
+          (func (export "_start") (drop (call $spin (i32.const 8000000)))))"#,
+    );
+    for mode in ["cost", "sample"] {
+        let (p, out) = run_in(&s, &m, mode);
+        assert_eq!(out.status.code(), Some(0));
+        assert!(
+            !stderr(&out).contains("warning"),
+            "{mode}: {}",
+            stderr(&out)
+        );
+        assert_eq!(calls(&p, "spin"), 8_000_001, "{mode}");
+        assert_eq!(edge_calls(&p, Some("spin"), "spin"), 8_000_000, "{mode}");
+        assert_eq!(edge_calls(&p, Some("_start"), "spin"), 1, "{mode}");
+    }
+}
