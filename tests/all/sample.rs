@@ -325,11 +325,12 @@ fn a_call_site_that_reaches_an_import_through_a_table_is_not_given_to_the_next_c
         let out = s.run(&[
             "run",
             "-q",
-            "--call-sites",
             "--mode",
             mode,
             "-o",
             "y.wprof",
+            // Takes no value unless given with `=`: the module may follow it.
+            "--call-sites",
             m.to_str().unwrap(),
         ]);
         assert_eq!(out.status.code(), Some(0));

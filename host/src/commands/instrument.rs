@@ -44,7 +44,7 @@ pub struct InstrumentCommand {
     mode: Mode,
 
     /// Prepare for runs with `--call-sites`.
-    #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     call_sites: bool,
 
     /// Keep watching DIR: prepare every .wasm file created or changed in it.

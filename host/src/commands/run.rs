@@ -54,7 +54,7 @@ pub struct RunCommand {
     /// Split caller -> callee edges by call site (the call's offset in the caller, shown
     /// as `caller+0x1c`). In time mode this adds a probe before every call; the inline
     /// modes (sample, cost) know call sites anyway.
-    #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     call_sites: bool,
 
     /// Sample mode: microseconds between two readings of the running context (shorter:
