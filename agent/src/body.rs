@@ -549,14 +549,13 @@ pub(crate) fn instrument_body(
     // import's node and, in cost mode, the delta (the inline modes).
     use wasm_encoder::ValType::{I32, I64};
     let arena = probes.arena();
-    let extra = match arena {
+    let mut extra = match arena {
         None if facts.catches => vec![I32],
         None => vec![],
         Some(_) if plan.mode == crate::ProbeMode::Cost => vec![I32, I32, I64],
         Some(_) => vec![I32, I32],
     };
     // A function that tail-calls itself keeps where it came from (inline modes).
-    let mut extra = extra;
     let self_tail_at = (arena.is_some() && facts.self_tail).then(|| {
         let at = extra.len() as u32;
         extra.extend([I32, I32]);

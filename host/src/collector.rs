@@ -15,16 +15,16 @@
 //!   frame above it at the same moment. An `exit` with no matching frame is counted in
 //!   [`Collector::unmatched_exits`] and otherwise ignored.
 //!
-//! - A function that catches exceptions enters with [`Collector::enter_catching_at`], which
-//!   returns a token for its frame; when it catches, [`Collector::unwind_at`] closes every
-//!   frame above that exact activation, recursion included.
+//! - A function that catches exceptions enters with [`Collector::enter_with_token_at`],
+//!   the probes giving its frame a token; when it catches,
+//!   [`Collector::unwind_to_token_at`] closes every frame above that exact activation,
+//!   recursion included.
 //!
 //! "Time" is whatever the probes report: picoseconds of [`crate::clock`] in time mode. In
 //! the inline modes the module counts calls itself and the collector is fed by replaying
 //! its calling-context tree (see [`crate::inline_tree`]), in instructions (cost mode) or
 //! sampled picoseconds (sample mode). [`Collector::last`] is the latest value seen.
 
-use crate::clock::Clock;
 use std::collections::HashMap;
 
 use crate::context_tree::{ContextTree, ROOT_NODE};
@@ -120,7 +120,6 @@ struct Frame {
 /// The runtime state behind the probes of one run.
 #[derive(Debug)]
 pub struct Collector {
-    clock: Clock,
     functions: Vec<FunctionTotals>,
     edges: Vec<EdgeTotals>,
     edge_index: HashMap<(u32, u32, u32), u32>,
@@ -148,7 +147,6 @@ impl Collector {
     /// A collector for a module with `functions` functions (ids `0..functions`).
     pub fn new(functions: usize) -> Self {
         Self {
-            clock: Clock::new(),
             functions: vec![FunctionTotals::default(); functions],
             edges: Vec::new(),
             edge_index: HashMap::new(),
@@ -173,9 +171,10 @@ impl Collector {
         self
     }
 
-    /// The call site offsets given to [`Collector::with_call_site_offsets`].
-    pub fn call_site_offsets(&self) -> Option<&HashMap<u32, Vec<u32>>> {
-        self.call_site_offsets.as_ref()
+    /// Takes the call site offsets given to [`Collector::with_call_site_offsets`] (read
+    /// once, when the module's tree is replayed).
+    pub fn take_call_site_offsets(&mut self) -> Option<HashMap<u32, Vec<u32>>> {
+        self.call_site_offsets.take()
     }
 
     /// Records `ps` picoseconds of wprof's own work that the times exclude.
@@ -186,11 +185,6 @@ impl Collector {
     /// Picoseconds of wprof's own work that the times exclude.
     pub fn excluded(&self) -> u64 {
         self.excluded
-    }
-
-    /// The clock whose picoseconds time mode's probes report.
-    pub fn clock(&self) -> &Clock {
-        &self.clock
     }
 
     /// [`Collector::enter_at`] for a catching function whose frame token was chosen by the
@@ -227,40 +221,6 @@ impl Collector {
     /// The latest time (or cost) a probe reported.
     pub fn last(&self) -> u64 {
         self.last
-    }
-
-    /// [`Collector::enter_at`] for a function that catches exceptions: returns the token
-    /// of the new frame, for [`Collector::unwind_at`].
-    pub fn enter_catching_at(&mut self, id: u32, now: u64) -> u32 {
-        self.enter_at(id, now);
-        (self.stack.len() - 1) as u32
-    }
-
-    /// An exception was caught in the frame `token`: closes every frame above it.
-    pub fn unwind_at(&mut self, token: u32, now: u64) {
-        self.last = now;
-        while self.stack.len() > token as usize + 1 {
-            self.close_top(now);
-        }
-    }
-
-    /// Picoseconds since the collector was created: time mode keeps picoseconds so that
-    /// sub-nanosecond overhead estimates subtract without rounding (profiles show ns).
-    #[inline]
-    pub fn now(&self) -> u64 {
-        self.clock.now_ps()
-    }
-
-    /// Probe: function `id` starts.
-    pub fn enter(&mut self, id: u32) {
-        let now = self.now();
-        self.enter_at(id, now);
-    }
-
-    /// Probe: function `id` returns.
-    pub fn exit(&mut self, id: u32) {
-        let now = self.now();
-        self.exit_at(id, now);
     }
 
     /// Probe: the next call is made from `offset` in the caller's body.
@@ -624,10 +584,10 @@ mod tests {
     fn unwind_closes_down_to_the_exact_catching_activation() {
         let mut c = Collector::new(2);
         c.enter_at(0, 0);
-        let outer = c.enter_catching_at(1, 10); // rec depth 1 (catches)
-        c.enter_catching_at(1, 20); // rec depth 2 (does not catch this time)
+        c.enter_with_token_at(1, 7, 10); // rec depth 1 (catches)
+        c.enter_with_token_at(1, 8, 20); // rec depth 2 (does not catch this time)
         c.enter_at(1, 30); // rec depth 3, throws
-        c.unwind_at(outer, 50); // caught at depth 1
+        c.unwind_to_token_at(7, 50); // caught at depth 1
         assert_eq!(c.depth(), 2);
         c.exit_at(1, 60);
         c.exit_at(0, 70);

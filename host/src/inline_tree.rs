@@ -58,22 +58,23 @@ fn u64_at(memory: &[u8], at: u32) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.try_into().ok()?))
 }
 
-/// A node's header: (function id, calls, self cost, next sibling, slots), if the node lies
-/// inside `memory` and names one of `functions` functions.
-fn header(memory: &[u8], at: u32, functions: u32) -> Option<(u32, u64, u64, u32, u32)> {
+/// The node at `at` (no children yet), its next sibling and its number of slots, if the
+/// node lies inside `memory` and names one of `functions` functions.
+fn node_at(memory: &[u8], at: u32, functions: u32) -> Option<(InlineNode, u32, u32)> {
     let id1 = u32_at(memory, at.checked_add(A::FUNCTION)?)?;
     let slots = u32_at(memory, at.checked_add(A::SLOT_COUNT)?)?;
     let end = u64::from(at) + u64::from(A::SLOTS) + 4 * u64::from(slots);
     if id1 == 0 || id1 > functions || end > memory.len() as u64 {
         return None;
     }
-    Some((
-        id1 - 1,
-        u64_at(memory, at + A::CALLS)?,
-        u64_at(memory, at + A::SELF_COST)?,
-        u32_at(memory, at + A::NEXT)?,
-        slots,
-    ))
+    let node = InlineNode {
+        address: at,
+        function: id1 - 1,
+        calls: u64_at(memory, at + A::CALLS)?,
+        self_cost: u64_at(memory, at + A::SELF_COST)?,
+        children: Vec::new(),
+    };
+    Some((node, u32_at(memory, at + A::NEXT)?, slots))
 }
 
 impl InlineTree {
@@ -96,20 +97,14 @@ impl InlineTree {
             for site in 0..slots {
                 let mut link = u32_at(memory, address + A::SLOTS + 4 * site).unwrap_or(0);
                 while link != 0 {
-                    let Some((function, calls, self_cost, next, child_slots)) =
-                        header(memory, link, functions).filter(|_| seen.insert(link))
+                    let Some((node, next, child_slots)) =
+                        node_at(memory, link, functions).filter(|_| seen.insert(link))
                     else {
                         tree.damaged += 1;
                         break;
                     };
                     let index = tree.nodes.len();
-                    tree.nodes.push(InlineNode {
-                        address: link,
-                        function,
-                        calls,
-                        self_cost,
-                        children: Vec::new(),
-                    });
+                    tree.nodes.push(node);
                     tree.nodes[parent].children.push((site, index));
                     pending.push((index, link, child_slots));
                     link = next;
@@ -121,16 +116,10 @@ impl InlineTree {
             if link == 0 {
                 continue;
             }
-            match header(memory, link, functions).filter(|h| h.0 == function) {
-                Some((function, calls, self_cost, _, _)) => {
+            match node_at(memory, link, functions).filter(|(n, _, _)| n.function == function) {
+                Some((node, _, _)) => {
                     let index = tree.nodes.len();
-                    tree.nodes.push(InlineNode {
-                        address: link,
-                        function,
-                        calls,
-                        self_cost,
-                        children: Vec::new(),
-                    });
+                    tree.nodes.push(node);
                     tree.nodes[0].children.push((NO_SITE, index));
                     tree.overflow.push(index);
                 }

@@ -23,7 +23,7 @@ const CAPACITY: usize = 1 << 16;
 /// Full buffers that may wait for the worker before a probe blocks (and pauses the clock).
 const IN_FLIGHT: usize = 8;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 #[repr(u8)]
 enum Kind {
     Enter,
@@ -122,7 +122,7 @@ impl std::fmt::Debug for ProbeLog {
 impl ProbeLog {
     /// Starts a log feeding `collector`, on a worker thread when one can be started.
     pub fn start(collector: Collector) -> Self {
-        let clock = *collector.clock();
+        let clock = Clock::new();
         let (full, full_rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(IN_FLIGHT);
         let (empty_tx, empty) = std::sync::mpsc::channel::<Vec<Event>>();
         // The collector goes to the thread once it runs, so a failed start keeps it here.
@@ -190,24 +190,23 @@ impl ProbeLog {
     #[cold]
     fn hand_over(&mut self) {
         let started = self.clock.now_ps();
-        let next = match &self.worker {
+        match &self.worker {
             Some(w) => {
                 let fresh = w.empty.try_recv().unwrap_or_else(|_| fresh_buffer());
                 let full = std::mem::replace(&mut self.buffer, fresh);
                 if let Err(returned) = w.full.send(full) {
-                    // The worker died (a panic in the collector): keep the events here.
+                    // The worker died (a panic in the collector): its events are lost;
+                    // the buffer is reused.
                     self.buffer = returned.0;
                     self.buffer.clear();
                 }
-                None
             }
-            None => Some(()),
-        };
-        if next.is_some() {
-            if let Some(c) = self.local.as_mut() {
-                apply(c, &self.buffer);
+            None => {
+                if let Some(c) = self.local.as_mut() {
+                    apply(c, &self.buffer);
+                }
+                self.buffer.clear();
             }
-            self.buffer.clear();
         }
         self.paused += self.clock.now_ps().saturating_sub(started);
     }

@@ -172,7 +172,7 @@ fn reset_slot(store: &mut Store<HostState>, instance: &wasmtime::Instance) {
     if let Some(slot) = instance.get_global(&mut *store, ContextArena::SLOT) {
         let _ = slot.set(
             &mut *store,
-            wasmtime::Val::I32(ContextArena::ROOT as i32 + ContextArena::SLOTS as i32),
+            wasmtime::Val::I32(ContextArena::ROOT_SLOT as i32),
         );
     }
 }
@@ -232,7 +232,7 @@ fn replay_tree(
             tree.overflow_calls()
         );
     }
-    let sites = collector.call_site_offsets().cloned();
+    let sites = collector.take_call_site_offsets();
     match (mode, samples) {
         (ProbeMode::Sample, Some(samples)) => tree.replay(
             collector,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use wprof_agent::ProbePlan;
 
-use crate::commands::run::Mode;
+use crate::commands::run::ProbeArgs;
 use crate::exit::Failure;
 use crate::instrument::{self, warn, CacheSession};
 
@@ -39,13 +39,9 @@ pub struct InstrumentCommand {
     #[arg(long, value_name = "DIR", env = "WPROF_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
 
-    /// The probe mode of the runs to prepare for: `time`, `sample` or `cost`.
-    #[arg(long, value_enum, default_value_t = Mode::Time, env = "WPROF_MODE")]
-    mode: Mode,
-
-    /// Prepare for runs with `--call-sites`.
-    #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    call_sites: bool,
+    /// The probe plan of the runs to prepare for.
+    #[command(flatten)]
+    probes: ProbeArgs,
 
     /// Keep watching DIR: prepare every .wasm file created or changed in it.
     #[arg(long, value_name = "DIR")]
@@ -62,10 +58,7 @@ pub struct InstrumentCommand {
 
 impl InstrumentCommand {
     fn plan(&self) -> ProbePlan {
-        ProbePlan {
-            mode: self.mode.into(),
-            call_sites: self.call_sites,
-        }
+        self.probes.plan()
     }
 
     fn cache_dir(&self) -> Result<PathBuf, Failure> {

@@ -41,21 +41,8 @@ pub struct RunCommand {
     #[arg(long, value_name = "DIR", env = "WPROF_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
 
-    /// What the probes measure. `time`: exact calls and exact nanoseconds per call (a
-    /// clock read at every entry and exit: the most exact, and the slowest on call-heavy
-    /// code). `sample`: exact calls and calling contexts counted inside the module, time
-    /// estimated by sampling the running context every 100 µs (the cheapest way to see
-    /// time). `cost`: exact calls and executed wasm instructions counted inside the module
-    /// (deterministic: the same program and input give the same profile on every run and
-    /// machine).
-    #[arg(long, value_enum, default_value_t = Mode::Time, env = "WPROF_MODE")]
-    mode: Mode,
-
-    /// Split caller -> callee edges by call site (the call's offset in the caller, shown
-    /// as `caller+0x1c`). In time mode this adds a probe before every call; the inline
-    /// modes (sample, cost) know call sites anyway.
-    #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    call_sites: bool,
+    #[command(flatten)]
+    probes: ProbeArgs,
 
     /// Sample mode: microseconds between two readings of the running context (shorter:
     /// finer estimates, more work for the sampling thread).
@@ -135,9 +122,9 @@ impl RunCommand {
                 .unwrap_or_else(|| settings::default_profile_path(&self.module)),
             cache_dir,
             quiet: self.quiet,
-            mode: self.mode.into(),
+            mode: self.probes.mode.into(),
             subtract_overhead: !self.keep_overhead,
-            call_sites: self.call_sites,
+            call_sites: self.probes.call_sites,
             sample_period: std::time::Duration::from_micros(self.sample_period_us),
         })
     }
@@ -147,6 +134,37 @@ impl RunCommand {
         let settings = self.settings()?;
         tracing::debug!(?settings, "resolved settings");
         run(&settings)
+    }
+}
+
+/// The probe plan on the command line: `wprof run` profiles with it, `wprof instrument`
+/// prepares the cache for runs with it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProbeArgs {
+    /// What the probes measure. `time`: exact calls and exact nanoseconds per call (a
+    /// clock read at every entry and exit: the most exact, and the slowest on call-heavy
+    /// code). `sample`: exact calls and calling contexts counted inside the module, time
+    /// estimated by sampling the running context every 100 µs (the cheapest way to see
+    /// time). `cost`: exact calls and executed wasm instructions counted inside the module
+    /// (deterministic: the same program and input give the same profile on every run and
+    /// machine).
+    #[arg(long, value_enum, default_value_t = Mode::Time, env = "WPROF_MODE")]
+    pub mode: Mode,
+
+    /// Split caller -> callee edges by call site (the call's offset in the caller, shown
+    /// as `caller+0x1c`). In time mode this adds a probe before every call; the inline
+    /// modes (sample, cost) know call sites anyway.
+    #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub call_sites: bool,
+}
+
+impl ProbeArgs {
+    /// The plan these flags ask for.
+    pub fn plan(&self) -> ProbePlan {
+        ProbePlan {
+            mode: self.mode.into(),
+            call_sites: self.call_sites,
+        }
     }
 }
 
