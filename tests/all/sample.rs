@@ -349,18 +349,23 @@ fn a_call_site_that_reaches_an_import_through_a_table_is_not_given_to_the_next_c
     }
 }
 
+/// `$spin` tail-calls itself until its argument reaches 0.
+const SPIN: &str = r#"
+  (func $spin (param i32) (result i32)
+    (if (result i32) (i32.eqz (local.get 0))
+      (then (i32.const 0))
+      (else (return_call $spin (i32.sub (local.get 0) (i32.const 1))))))"#;
+
 #[test]
 fn a_loop_of_tail_calls_is_counted_alike_in_every_mode() {
     // `spin` tail-calls itself 100 000 times, `ping` and `pong` each other 50 000 times.
     let s = Scratch::new();
     let m = s.wat_module(
         "tail_loop.wasm",
-        r#"(module
+        &format!(
+            r#"(module
           (memory (export "memory") 1)
-          (func $spin (param i32) (result i32)
-            (if (result i32) (i32.eqz (local.get 0))
-              (then (i32.const 0))
-              (else (return_call $spin (i32.sub (local.get 0) (i32.const 1))))))
+          {SPIN}
           (func $ping (param i32) (result i32)
             (if (result i32) (i32.eqz (local.get 0))
               (then (i32.const 0))
@@ -369,7 +374,8 @@ fn a_loop_of_tail_calls_is_counted_alike_in_every_mode() {
             (return_call $ping (local.get 0)))
           (func (export "_start")
             (drop (call $spin (i32.const 100000)))
-            (drop (call $ping (i32.const 50000)))))"#,
+            (drop (call $ping (i32.const 50000)))))"#
+        ),
     );
     same_counts_in_every_mode(&s, &m);
     let (p, _) = run_in(&s, &m, "time");
@@ -384,13 +390,12 @@ fn a_long_loop_of_self_tail_calls_stays_two_contexts_in_the_inline_modes() {
     let s = Scratch::new();
     let m = s.wat_module(
         "spin.wasm",
-        r#"(module
+        &format!(
+            r#"(module
           (memory (export "memory") 1)
-          (func $spin (param i32) (result i32)
-            (if (result i32) (i32.eqz (local.get 0))
-              (then (i32.const 0))
-              (else (return_call $spin (i32.sub (local.get 0) (i32.const 1))))))
-          (func (export "_start") (drop (call $spin (i32.const 8000000)))))"#,
+          {SPIN}
+          (func (export "_start") (drop (call $spin (i32.const 8000000)))))"#
+        ),
     );
     for mode in ["cost", "sample"] {
         let (p, out) = run_in(&s, &m, mode);
