@@ -1,31 +1,32 @@
-//! wprof's host: the engine, the compile interception (cache lookup -> agent -> compile),
-//! the collector behind the probes, profile files, reports and the command line.
+//! wprof's host: the command line, preparing a module (cache lookup → agent → compile),
+//! running it with the host side of the probes, the profile model and its reports.
 //!
-//! The `wprof` binary is a thin shell over [`cli`]; everything it does is reachable from
-//! here, one module per concern.
+//! The code lives in rooms, one concern each, and data flows one way: commands → prepare →
+//! run → profile → report. What each room may use is fixed (see `ARCHITECTURE.md`; a test
+//! checks it):
+//!
+//! - [`commands`]: the command line, one module per subcommand; uses every room.
+//! - [`prepare`]: from the original bytes to a compiled, instrumented module and its cache;
+//!   uses `profile` and the engine configuration of `run`.
+//! - [`run`]: running the program, the host side of the probes, and its [`profile::Profile`];
+//!   uses `profile`.
+//! - [`report`]: one module per output format; uses `profile`.
+//! - [`profile`]: the profile model and file; uses no room.
+//!
+//! Beside them, helpers every room may use and that use no room: [`exit`], [`settings`],
+//! [`logging`], [`display`] and [`stats`].
 
-pub mod artifacts;
-pub mod backtrace;
-pub mod cache_model;
-pub mod cache_values;
-pub mod calibrate;
-pub mod cli;
-pub mod clock;
-pub mod collector;
 pub mod commands;
-pub mod compiled;
-pub mod context_tree;
-pub mod engine;
-pub mod exit;
-pub mod inline_tree;
-pub mod instrument;
-pub mod loader;
-pub mod logging;
-pub mod probe_log;
+pub mod prepare;
 pub mod profile;
 pub mod report;
-pub mod runner;
-pub mod sampler;
-pub mod secret;
+pub mod run;
+
+pub mod display;
+pub mod exit;
+pub mod logging;
 pub mod settings;
 pub mod stats;
+
+#[cfg(test)]
+mod architecture;

@@ -1,5 +1,5 @@
-//! The `wprof` command: parses the command line and hands over to [`wprof::cli`].
+//! The `wprof` command: parses the command line and hands over to [`wprof::commands`].
 
 fn main() {
-    std::process::exit(wprof::cli::main());
+    std::process::exit(wprof::commands::main());
 }

@@ -13,9 +13,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
+use crate::display::format_amount;
 use crate::exit::Failure;
 use crate::profile::{FunctionRecord, Profile};
-use crate::report::{format_amount, percent};
+use crate::report::percent;
 
 /// The exit code when a function's cost grew past `--threshold`.
 pub const REGRESSION: i32 = 1;

@@ -11,7 +11,7 @@ use wprof_agent::ProbePlan;
 
 use crate::commands::run::ProbeArgs;
 use crate::exit::Failure;
-use crate::instrument::{self, warn, CacheSession};
+use crate::prepare::instrument::{self, warn, CacheSession};
 
 /// Instrument and compile modules into the cache without running them (optionally watching
 /// a directory for rebuilt modules).
@@ -73,7 +73,7 @@ impl InstrumentCommand {
     /// Loads, instruments and compiles one module into the cache; one line on stdout.
     fn prepare(&self, engine: &wasmtime::Engine, path: &Path) -> Result<(), Failure> {
         let start = Instant::now();
-        let loaded = crate::loader::load(path, engine)?;
+        let loaded = crate::prepare::loader::load(path, engine)?;
         let dir = self.cache_dir()?;
         let mut cache = CacheSession::open(Some(&dir));
         if !cache.is_enabled() {
@@ -114,7 +114,7 @@ impl InstrumentCommand {
 
     /// Runs the command; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
-        let engine = crate::engine::new_engine_caching()?;
+        let engine = crate::prepare::compiled::new_engine_caching()?;
         let mut failed = false;
         for path in &self.modules {
             if let Err(e) = self.prepare(&engine, path) {

@@ -7,12 +7,12 @@ use wasmtime::Module;
 
 use wprof_agent::{ProbeMode, ProbePlan};
 
-use crate::collector::Collector;
 use crate::exit::Failure;
-use crate::instrument::{self, warn, CacheSession, Prepared};
+use crate::prepare::instrument::{self, warn, CacheSession, Prepared};
 use crate::profile::{Ending, ModuleRef, Profile};
 use crate::report::text;
-use crate::runner::{self, Stdio};
+use crate::run::collector::Collector;
+use crate::run::runner::{self, Stdio};
 use crate::settings::{self, DirMapping, RunSettings};
 
 /// Run a WASI (preview 1) command module with probes, then write its profile.
@@ -193,11 +193,11 @@ impl From<Mode> for ProbeMode {
 pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
     // Compiled functions are cached only for profiled runs with a cache.
     let engine = if settings.profiling && settings.cache_dir.is_some() {
-        crate::engine::new_engine_caching()?
+        crate::prepare::compiled::new_engine_caching()?
     } else {
-        crate::engine::new_engine()?
+        crate::run::engine::new_engine()?
     };
-    let loaded = crate::loader::load(&settings.module, &engine)?;
+    let loaded = crate::prepare::loader::load(&settings.module, &engine)?;
     let shown = settings.module.display().to_string();
 
     if !settings.profiling {
@@ -248,7 +248,7 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
         collector = collector.with_call_site_offsets(call_site_offsets(&loaded.bytes, settings));
     }
     if settings.mode == ProbeMode::Time && settings.subtract_overhead {
-        match crate::calibrate::measure(&engine, settings.call_sites) {
+        match crate::run::calibrate::measure(&engine, settings.call_sites) {
             Ok(overhead) => {
                 tracing::debug!(?overhead, "probe overhead measured");
                 collector = collector.with_overhead(overhead);
@@ -271,7 +271,7 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
             mode: settings.mode,
             call_sites: settings.call_sites,
         };
-        let frames = crate::backtrace::to_original(
+        let frames = crate::run::backtrace::to_original(
             &outcome.backtrace,
             &loaded.bytes,
             &prepared.bytes,
@@ -279,14 +279,14 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
         );
         eprintln!(
             "Error: {}",
-            crate::backtrace::report(&shown, &frames, message)
+            crate::run::backtrace::report(&shown, &frames, message)
         );
     }
     let collector = outcome
         .collector
         .as_ref()
         .expect("instrumented runs have a collector");
-    let profile = Profile::from_run(
+    let profile = crate::run::profile_of_run(
         ModuleRef {
             path: shown.clone(),
             blake3: loaded.digest_hex(),
@@ -362,7 +362,7 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
             Some(t) => format!("trapped ({t})"),
             None => format!("exited with code {}", profile.exit_code),
         },
-        crate::report::format_amount(profile.total, &profile.unit),
+        crate::display::format_amount(profile.total, &profile.unit),
         calls,
         profile.functions.len(),
     ));
@@ -380,7 +380,7 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
     if let Some(s) = &profile.sampling {
         out.push_str(&format!(
             "wprof: time sampled every {}: {} readings\n",
-            crate::report::format_ns(s.period_ns),
+            crate::display::format_ns(s.period_ns),
             s.readings
         ));
     }

@@ -21,8 +21,9 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::callgrind::subtree_costs;
+use super::percent;
 use super::source::Symbols;
-use super::{format_amount, percent};
+use crate::display::format_amount;
 use crate::profile::Profile;
 
 const TEMPLATE: &str = include_str!("html/report.html");

@@ -2,6 +2,9 @@
 //! people already use (`json`, `folded`, `pprof`, `callgrind`, `speedscope`, `firefox`).
 //! One file per format; what several formats share (names, stacks of the calling-context
 //! tree, sorting and filtering) lives here.
+//!
+//! May use: `profile` only. A report is a function of the profile (and, for source lines,
+//! the module's own bytes): nothing here runs, prepares or caches anything.
 
 pub mod callgrind;
 pub mod firefox;
@@ -196,29 +199,6 @@ pub fn frame_name(name: &str) -> String {
     name.replace(';', ":").replace(['\n', '\r'], " ")
 }
 
-/// A duration in the profile's unit (ns), for people: `812 ns`, `3.41 µs`, `12.0 ms`, `2.31 s`.
-pub fn format_ns(ns: u64) -> String {
-    let v = ns as f64;
-    if ns < 1_000 {
-        format!("{ns} ns")
-    } else if ns < 1_000_000 {
-        format!("{:.2} µs", v / 1e3)
-    } else if ns < 1_000_000_000 {
-        format!("{:.2} ms", v / 1e6)
-    } else {
-        format!("{:.2} s", v / 1e9)
-    }
-}
-
-/// An amount in a profile's unit, for people: durations for `ns`, plain counts otherwise.
-pub fn format_amount(amount: u64, unit: &str) -> String {
-    if unit == "ns" {
-        format_ns(amount)
-    } else {
-        amount.to_string()
-    }
-}
-
 /// `part` as a percentage of `whole`.
 pub fn percent(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -231,7 +211,7 @@ pub fn percent(part: u64, whole: u64) -> f64 {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::instrument::InstrumentationStats;
+    use crate::profile::InstrumentationStats;
     use crate::profile::{ContextRecord, EdgeRecord, ModuleRef};
 
     /// A small profile: `_start` calls `a` twice and `b` once; `a` calls `b`; `b` recurses.
@@ -302,12 +282,9 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn durations() {
-        assert_eq!(format_ns(812), "812 ns");
-        assert_eq!(format_ns(3_410), "3.41 µs");
-        assert_eq!(format_ns(12_000_000), "12.00 ms");
-        assert_eq!(format_ns(2_310_000_000), "2.31 s");
+    fn percentages() {
         assert_eq!(percent(1, 0), 0.0);
+        assert_eq!(percent(1, 4), 25.0);
     }
 
     #[test]

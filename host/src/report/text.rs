@@ -4,7 +4,8 @@
 
 use std::fmt::Write;
 
-use super::{format_amount, names, percent, select, Options};
+use super::{names, percent, select, Options};
+use crate::display::format_amount;
 use crate::profile::{FunctionRecord, Profile};
 
 /// Functions sorted by self time, most expensive first (ties by name).
@@ -69,7 +70,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
             out,
             "sample mode: times estimated from {} readings, one every {}",
             s.readings,
-            crate::report::format_ns(s.period_ns)
+            crate::display::format_ns(s.period_ns)
         );
     }
     if let Some(o) = &profile.probe_overhead {

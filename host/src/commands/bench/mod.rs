@@ -17,10 +17,10 @@ use anyhow::Context;
 use serde::Serialize;
 use wprof_agent::ProbeMode;
 
-use crate::collector::ProbeOverhead;
+use crate::display::format_ns;
 use crate::exit::Failure;
-use crate::loader;
-use crate::report::format_ns;
+use crate::prepare::loader;
+use crate::run::collector::ProbeOverhead;
 
 /// Measure probe overhead and start-up times on modules (the bundled samples by default).
 #[derive(Debug, clap::Args)]
@@ -187,13 +187,13 @@ impl BenchCommand {
     /// Runs the benchmark; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
         let runs = if self.quick { 1 } else { self.runs };
-        let engine = crate::engine::new_engine()?;
-        let caching = crate::engine::new_engine_caching()?;
+        let engine = crate::run::engine::new_engine()?;
+        let caching = crate::prepare::compiled::new_engine_caching()?;
         let cli = process::WasmtimeCli::find()?;
         let overhead = if self.expect_ratio.is_empty() {
             ProbeOverhead::default()
         } else {
-            crate::calibrate::measure(&engine, false)?
+            crate::run::calibrate::measure(&engine, false)?
         };
         let mut modules = Vec::new();
         for path in self.modules()? {
@@ -215,7 +215,7 @@ impl BenchCommand {
             });
         }
         let report = BenchReport {
-            wasmtime_embedded: crate::artifacts::WASMTIME_VERSION,
+            wasmtime_embedded: crate::prepare::artifacts::WASMTIME_VERSION,
             wasmtime_cli_is_script: cli.as_ref().is_some_and(|c| c.is_script),
             wasmtime_cli_path: cli.as_ref().map(|c| c.path.clone()),
             wasmtime_cli: cli.map(|c| c.version),
@@ -295,7 +295,7 @@ fn table(report: &BenchReport, runs: u32) -> String {
                 out,
                 "wasmtime CLI: {v} ({}); wprof embeds wasmtime {}",
                 path.display(),
-                crate::artifacts::WASMTIME_VERSION
+                crate::prepare::artifacts::WASMTIME_VERSION
             );
             if report.wasmtime_cli_is_script {
                 let _ = writeln!(
@@ -387,7 +387,7 @@ fn table(report: &BenchReport, runs: u32) -> String {
             "{:<20} {:>9} {:>9} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7.1}% {:>7.1}%",
             file_name(&r.module),
             s.functions,
-            crate::cache_model::format_size(s.code_bytes),
+            crate::display::format_size(s.code_bytes),
             format_ns(s.instrument),
             time(s.walrus),
             ratio(s.instrument_speed),

@@ -10,11 +10,11 @@ use wasmtime::{Engine, Module};
 use wprof_agent::{ProbeMode, ProbePlan};
 
 use super::{ExpectedRatio, RatioCheck};
-use crate::collector::{Collector, ProbeOverhead};
 use crate::exit::Failure;
-use crate::instrument::{self, CacheSession, Prepared};
-use crate::loader::LoadedModule;
-use crate::runner::{self, Stdio};
+use crate::prepare::instrument::{self, CacheSession, Prepared};
+use crate::prepare::loader::LoadedModule;
+use crate::run::collector::{Collector, ProbeOverhead};
+use crate::run::runner::{self, Stdio};
 use crate::settings::RunSettings;
 use crate::stats::median;
 
@@ -58,7 +58,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         mode,
         subtract_overhead: false,
         call_sites: false,
-        sample_period: crate::sampler::DEFAULT_PERIOD,
+        sample_period: crate::run::sampler::DEFAULT_PERIOD,
     }
 }
 

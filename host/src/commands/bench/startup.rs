@@ -14,8 +14,8 @@ use wprof_agent::{Instrumenter, ProbePlan};
 
 use crate::commands::cache::bench::{code_bytes, one_function_changed, start};
 use crate::exit::Failure;
-use crate::instrument::{self, CacheSession};
-use crate::loader::LoadedModule;
+use crate::prepare::instrument::{self, CacheSession};
+use crate::prepare::loader::LoadedModule;
 use crate::stats::median;
 
 /// One module's start-up figures (nanoseconds, medians; time mode, the default plan).

@@ -11,9 +11,9 @@ use wasmtime::{Engine, Module};
 use wprof_agent::ProbePlan;
 
 use super::print_json;
+use crate::display::format_ns;
 use crate::exit::Failure;
-use crate::instrument::{self, CacheSession};
-use crate::report::format_ns;
+use crate::prepare::instrument::{self, CacheSession};
 use crate::stats::median;
 
 /// Measure start-up with the cache: cold, warm and one-function-changed, against plain
@@ -146,7 +146,7 @@ pub(crate) fn code_bytes(wasm: &[u8]) -> u64 {
 /// (nanoseconds).
 pub(crate) fn start(engine: &Engine, path: &Path, dir: &Path) -> Result<u64, Failure> {
     let t = Instant::now();
-    let loaded = crate::loader::load(path, engine)?;
+    let loaded = crate::prepare::loader::load(path, engine)?;
     let mut cache = CacheSession::open(Some(dir));
     let mut prepared = instrument::prepare(&loaded, path, &ProbePlan::default(), &mut cache)
         .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
@@ -217,7 +217,7 @@ impl BenchCommand {
 
     /// Runs the benchmark; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
-        let engine = crate::engine::new_engine_caching()?;
+        let engine = crate::prepare::compiled::new_engine_caching()?;
         let mut results = Vec::new();
         for path in self.modules()? {
             if !self.json {
@@ -254,7 +254,7 @@ impl BenchCommand {
             println!(
                 "{:<24} {:>9} {:>10} {:>10} {:>10} {:>10} {:>6.2}x {:>6.2}x {:>7.2}x {:>12.2}x",
                 name,
-                crate::cache_model::format_size(r.code_bytes),
+                crate::display::format_size(r.code_bytes),
                 format_ns(r.plain),
                 format_ns(r.cold),
                 format_ns(r.warm),

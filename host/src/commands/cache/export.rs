@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use super::show::stored_module;
 use super::CacheDirArg;
-use crate::cache_model;
 use crate::exit::Failure;
+use crate::prepare::cache_model;
 
 /// Write a cached module to a file: the instrumented module as compiled, or the original.
 #[derive(Debug, clap::Args)]

@@ -1,9 +1,10 @@
 //! `wprof cache gc`: evict least recently used entries down to a size cap.
 
 use super::{failed, print_json, CacheDirArg};
-use crate::cache_model::{self, format_size};
+use crate::display::format_size;
 use crate::exit::Failure;
-use crate::instrument::DEFAULT_MAX_SIZE;
+use crate::prepare::cache_model;
+use crate::prepare::instrument::DEFAULT_MAX_SIZE;
 
 /// Evict least recently used entries until the cache fits a size cap.
 #[derive(Debug, clap::Args)]
@@ -28,7 +29,7 @@ pub struct GcCommand {
 
     /// The cap: bytes, or with a suffix K, M, G, T (powers of 1024) [default:
     /// WPROF_CACHE_MAX_SIZE, else 1G].
-    #[arg(long, value_name = "SIZE", value_parser = cache_model::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::display::parse_size)]
     max_size: Option<u64>,
 
     /// Print JSON instead of text.
@@ -41,7 +42,7 @@ impl GcCommand {
     pub fn execute(&self) -> Result<i32, Failure> {
         let cap = match self.max_size {
             Some(cap) => cap,
-            None => crate::instrument::auto_max_size()
+            None => crate::prepare::instrument::auto_max_size()
                 .map_err(Failure::input)?
                 .unwrap_or(DEFAULT_MAX_SIZE),
         };

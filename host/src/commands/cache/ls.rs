@@ -4,9 +4,10 @@
 use serde::Serialize;
 
 use super::{failed, print_json, CacheDirArg};
-use crate::cache_model::{self, format_size, format_time, ModuleRecord};
+use crate::display::{format_size, format_time};
 use crate::exit::Failure;
-use crate::loader::hex;
+use crate::prepare::cache_model::{self, ModuleRecord};
+use wprof_cache::hex;
 
 /// List the modules in the cache.
 #[derive(Debug, clap::Args)]

@@ -245,7 +245,7 @@ impl PackCommand {
             "wprof: {} records packed into {} ({})",
             records.len(),
             self.output.display(),
-            crate::cache_model::format_size(bytes)
+            crate::display::format_size(bytes)
         );
         Ok(0)
     }

@@ -9,9 +9,10 @@ use wprof_agent::{Instrumenter, ProbeImports, ProbeMode, ProbePlan};
 use wprof_cache::{Cache, Kind, Lookup};
 
 use super::{failed, CacheDirArg};
-use crate::cache_model::{self, format_size, format_time, ModuleRecord};
-use crate::cache_values::{digest_from_hex, FunctionEntry, ManifestFunction};
+use crate::display::{format_size, format_time};
 use crate::exit::Failure;
+use crate::prepare::cache_model::{self, ModuleRecord};
+use crate::prepare::cache_values::{FunctionEntry, ManifestFunction};
 
 /// Show a cached module, or one function's original and instrumented code side by side.
 #[derive(Debug, clap::Args)]
@@ -48,7 +49,7 @@ pub struct ShowCommand {
 
 /// Reads the module stored under hex `digest`, checked against it.
 pub fn stored_module(cache: &Cache, digest: &str) -> Result<Option<Vec<u8>>, Failure> {
-    let Some(key) = digest_from_hex(digest) else {
+    let Some(key) = wprof_cache::key_from_hex(digest) else {
         return Ok(None);
     };
     Ok(match cache.peek(Kind::Module, &key).map_err(failed)? {
@@ -102,7 +103,7 @@ fn module_text(m: &ModuleRecord) -> String {
     let _ = writeln!(
         out,
         "  manifest            {}",
-        crate::loader::hex(&m.manifest_key)
+        wprof_cache::hex(&m.manifest_key)
     );
     let _ = writeln!(
         out,
@@ -187,7 +188,7 @@ fn offset_map(
     let from_entry = f
         .key
         .as_deref()
-        .and_then(digest_from_hex)
+        .and_then(wprof_cache::key_from_hex)
         .and_then(|k| match cache.peek(Kind::Function, &k) {
             Ok(Lookup::Valid(v)) => FunctionEntry::decode(&v),
             _ => None,

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::{failed, print_json, CacheDirArg};
-use crate::cache_model::{format_size, format_time};
+use crate::display::{format_size, format_time};
 use crate::exit::Failure;
 
 /// Show entries, bytes, hits and misses per kind of value, since the cache was created.

@@ -5,9 +5,9 @@ use serde::Serialize;
 use wprof_cache::{Cache, CacheError, Key, Kind, Lookup};
 
 use super::{failed, print_json, CacheDirArg};
-use crate::cache_values::{digest_from_hex, ArtifactEntry, FunctionEntry, Manifest};
 use crate::exit::Failure;
-use crate::loader::hex;
+use crate::prepare::cache_values::{ArtifactEntry, FunctionEntry, Manifest};
+use wprof_cache::hex;
 
 /// Check every entry of the cache; report (and with --repair drop) the bad ones.
 #[derive(Debug, clap::Args)]
@@ -72,7 +72,7 @@ fn semantic_problem(cache: &Cache, kind: Kind, key: &Key, value: &[u8]) -> Optio
             .then(|| "not a function entry".to_string()),
         Kind::Manifest => match Manifest::decode(value) {
             None => Some("not a manifest of this version".into()),
-            Some(m) => match digest_from_hex(&m.instrumented_digest) {
+            Some(m) => match wprof_cache::key_from_hex(&m.instrumented_digest) {
                 None => Some("a manifest without an instrumented digest".into()),
                 Some(d) => match cache.peek(Kind::Module, &d) {
                     Ok(Lookup::Valid(bytes)) if blake3::hash(&bytes).as_bytes() == &d => None,

@@ -1,5 +1,6 @@
-//! The wasmtime engine wprof compiles with: the same engine for the original and the
-//! instrumented module, with the proposals a WASI program may use switched on.
+//! The wasmtime engine programs run on: the same configuration for the original and the
+//! instrumented module, with the proposals a WASI program may use switched on and the
+//! memory reservation sample mode relies on. `prepare/` adds its compilation cache to it.
 
 use anyhow::Context;
 
@@ -8,19 +9,8 @@ pub fn new_engine() -> anyhow::Result<wasmtime::Engine> {
     engine(config())
 }
 
-/// Builds the engine with wasmtime's incremental compilation cache, backed by wprof's cache
-/// while [`crate::compiled::attach`]ed (and inert otherwise). Same fingerprint as
-/// [`new_engine`]: compiled artifacts of one load in the other.
-pub fn new_engine_caching() -> anyhow::Result<wasmtime::Engine> {
-    let mut config = config();
-    config
-        .enable_incremental_compilation(crate::compiled::store())
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .context("failed to configure the compilation cache")?;
-    engine(config)
-}
-
-fn engine(config: wasmtime::Config) -> anyhow::Result<wasmtime::Engine> {
+/// Builds an engine from `config` (one made by [`config`], perhaps with more set).
+pub fn engine(config: wasmtime::Config) -> anyhow::Result<wasmtime::Engine> {
     wasmtime::Engine::new(&config)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .context("failed to configure the wasm engine")
@@ -32,7 +22,8 @@ fn engine(config: wasmtime::Config) -> anyhow::Result<wasmtime::Engine> {
 /// thread reads the module's current-node cell through a pointer taken before `_start`.
 pub const MEMORY_RESERVATION: u64 = 1 << 32;
 
-fn config() -> wasmtime::Config {
+/// The configuration every module is compiled and run with.
+pub fn config() -> wasmtime::Config {
     let mut config = wasmtime::Config::new();
     config
         .memory_reservation(MEMORY_RESERVATION)

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use wprof_agent::ContextArena as A;
 
-use crate::collector::Collector;
+use crate::run::collector::Collector;
 
 /// One calling context the module counted.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -127,11 +127,11 @@ mod tests {
         .unwrap();
         let plan = ProbePlan::default();
         let out = wprof_agent::instrument(&original, &plan).unwrap();
-        let engine = crate::engine::new_engine().unwrap();
+        let engine = crate::run::engine::new_engine().unwrap();
         let module = wasmtime::Module::new(&engine, &out.bytes).unwrap();
-        let linker = crate::runner::probe_linker(&engine, plan.mode).unwrap();
+        let linker = crate::run::runner::probe_linker(&engine, plan.mode).unwrap();
         let mut store =
-            crate::runner::bare_store(&engine, Some(crate::collector::Collector::new(3)));
+            crate::run::runner::bare_store(&engine, Some(crate::run::collector::Collector::new(3)));
         let instance = linker.instantiate(&mut store, &module).unwrap();
         let start = instance
             .get_typed_func::<(), ()>(&mut store, "_start")

@@ -20,13 +20,8 @@ pub struct LoadedModule {
 impl LoadedModule {
     /// The digest as lowercase hex.
     pub fn digest_hex(&self) -> String {
-        hex(&self.digest)
+        wprof_cache::hex(&self.digest)
     }
-}
-
-/// Lowercase hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Reads `path` and checks that it is a WASI preview 1 command module that the engine
@@ -98,7 +93,7 @@ fn check_command(bytes: &[u8]) -> Result<(), String> {
             Payload::ImportSection(reader) => {
                 for import in reader.into_imports() {
                     let import = import.map_err(|e| format!("is not a valid module: {e}"))?;
-                    if import.module == crate::instrument::PROBE_MODULE {
+                    if import.module == wprof_agent::ProbeImports::MODULE {
                         return Err("is already instrumented by wprof (it imports from `wprof`); run the original module".to_string());
                     }
                     if import.module != WASI_P1 {

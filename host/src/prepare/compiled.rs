@@ -16,9 +16,10 @@ use std::borrow::Cow;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use anyhow::Context;
 use wprof_cache::{Cache, Kind};
 
-use crate::secret::SecretKey;
+use crate::prepare::secret::SecretKey;
 
 /// The process's store for compiled functions.
 #[derive(Debug, Default)]
@@ -30,6 +31,18 @@ pub struct CompiledFunctions {
 pub fn store() -> Arc<CompiledFunctions> {
     static STORE: OnceLock<Arc<CompiledFunctions>> = OnceLock::new();
     STORE.get_or_init(Default::default).clone()
+}
+
+/// Builds the engine with wasmtime's incremental compilation cache, backed by wprof's cache
+/// while [`attach`]ed (and inert otherwise). Same fingerprint as
+/// [`new_engine`](crate::run::engine::new_engine): compiled artifacts of one load in the other.
+pub fn new_engine_caching() -> anyhow::Result<wasmtime::Engine> {
+    let mut config = crate::run::engine::config();
+    config
+        .enable_incremental_compilation(store())
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("failed to configure the compilation cache")?;
+    crate::run::engine::engine(config)
 }
 
 /// Compiles from now on reuse and fill the cache in `dir`, authenticated with `secret`.

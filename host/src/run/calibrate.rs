@@ -4,7 +4,7 @@
 //! original and instrumented on the same engine, several times, interleaved. The empty
 //! function's measured self time per call is the overhead *inside* an activation; the rest
 //! of the instrumented run's extra time per call is the overhead *outside* it, which the
-//! caller's clock sees. Medians are used. See [`crate::collector::ProbeOverhead`].
+//! caller's clock sees. Medians are used. See [`crate::run::collector::ProbeOverhead`].
 //!
 //! # Accuracy
 //!
@@ -15,8 +15,8 @@
 use wasmtime::{Engine, Module};
 use wprof_agent::{ProbeMode, ProbePlan};
 
-use crate::collector::{Collector, ProbeOverhead, PS_PER_NS};
-use crate::runner;
+use crate::run::collector::{Collector, ProbeOverhead, PS_PER_NS};
+use crate::run::runner;
 use crate::stats::median;
 
 const CALIBRATION: &str = r#"(module
@@ -91,7 +91,7 @@ pub fn measure(engine: &Engine, call_sites: bool) -> anyhow::Result<ProbeOverhea
 mod tests {
     #[test]
     fn calibration_measures_something_plausible() {
-        let engine = crate::engine::new_engine().unwrap();
+        let engine = crate::run::engine::new_engine().unwrap();
         let o = super::measure(&engine, false).unwrap();
         // A probe is at least a host call and a clock read, and far below a millisecond.
         assert!(o.inside + o.outside > 0, "{o:?}");

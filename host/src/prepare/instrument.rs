@@ -16,15 +16,12 @@ use wasmtime::{Engine, Module};
 use wprof_agent::{InstrumentedBody, Instrumenter, ProbePlan, AGENT_FORMAT_VERSION};
 use wprof_cache::{Cache, CacheError, Kind};
 
-use crate::artifacts;
-use crate::cache_values::{
-    digest_from_hex, FunctionEntry, Manifest, ManifestFunction, MANIFEST_VERSION,
-};
-use crate::loader::{hex, LoadedModule};
-use crate::secret::SecretKey;
-
-/// The import module name of the probes.
-pub const PROBE_MODULE: &str = wprof_agent::ProbeImports::MODULE;
+use crate::prepare::artifacts;
+use crate::prepare::cache_values::{FunctionEntry, Manifest, ManifestFunction, MANIFEST_VERSION};
+use crate::prepare::loader::LoadedModule;
+use crate::prepare::secret::SecretKey;
+use crate::profile::{FunctionInfo, InstrumentationStats};
+use wprof_cache::hex;
 
 /// The size cap applied after runs that stored something, by default: 1 GiB.
 pub const DEFAULT_MAX_SIZE: u64 = 1 << 30;
@@ -40,7 +37,7 @@ pub fn auto_max_size() -> Result<Option<u64>, String> {
     match std::env::var("WPROF_CACHE_MAX_SIZE") {
         Err(_) => Ok(Some(DEFAULT_MAX_SIZE)),
         Ok(v) if matches!(v.trim(), "0" | "off" | "none") => Ok(None),
-        Ok(v) => crate::cache_model::parse_size(&v)
+        Ok(v) => crate::display::parse_size(&v)
             .map(Some)
             .map_err(|e| format!("WPROF_CACHE_MAX_SIZE: {e}")),
     }
@@ -115,7 +112,7 @@ impl CacheSession {
                 Ok(Some(cap)) => {
                     // A cheap bound first: most runs never read the whole cache.
                     if cache.size_on_disk().is_ok_and(|s| s > cap) {
-                        if let Err(e) = crate::cache_model::gc(cache, cap) {
+                        if let Err(e) = crate::prepare::cache_model::gc(cache, cap) {
                             tracing::debug!("automatic gc failed: {e}");
                         }
                     }
@@ -179,34 +176,6 @@ impl CacheSession {
         }
         self.secret.clone().flatten()
     }
-}
-
-/// How the instrumented module came to be.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct InstrumentationStats {
-    /// Functions defined in the module.
-    pub functions_total: u32,
-    /// Bodies the agent rewrote in this run.
-    pub functions_instrumented: u32,
-    /// Bodies taken from the cache.
-    pub functions_from_cache: u32,
-    /// The whole instrumented module came from the cache.
-    pub module_from_cache: bool,
-    /// Its compiled code came from the cache (an authenticated artifact): nothing was
-    /// compiled.
-    #[serde(default)]
-    pub compiled_from_cache: bool,
-}
-
-/// A function of the original module, as profiles name it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FunctionInfo {
-    /// Index in the original module.
-    pub id: u32,
-    /// Display name.
-    pub name: String,
-    /// `local` or `import`.
-    pub kind: String,
 }
 
 /// The instrumented module, ready to compile.
@@ -396,7 +365,7 @@ fn functions_of(manifest: &Manifest) -> Vec<FunctionInfo> {
 
 fn from_manifest(key: &[u8; 32], cache: &mut CacheSession, path: &Path) -> Option<Prepared> {
     let manifest = Manifest::decode(&cache.get(Kind::Manifest, key)?)?;
-    let module_key = digest_from_hex(&manifest.instrumented_digest)?;
+    let module_key = wprof_cache::key_from_hex(&manifest.instrumented_digest)?;
     let bytes = cache.get(Kind::Module, &module_key)?;
     if blake3::hash(&bytes).as_bytes() != &module_key {
         return None;
@@ -455,11 +424,11 @@ pub fn compile(
     }
     // Functions compiled before (this module's previous version) come from the cache.
     if let (Some(secret), Some(c)) = (&secret, cache.cache()) {
-        crate::compiled::attach(c.dir(), secret);
+        crate::prepare::compiled::attach(c.dir(), secret);
     }
     tracing::debug!("compiling");
     let compiled = Module::new(engine, &prepared.bytes);
-    crate::compiled::detach();
+    crate::prepare::compiled::detach();
     let module = compiled.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::debug!("compiled");
     if let Some(secret) = &secret {

@@ -1,14 +1,7 @@
-//! The profile file: one JSON document, the schema `wprof report --format json` prints.
-//! Field names are stable; new fields may be added.
+//! The profile's records: what a profile says about one run, the schema `wprof report
+//! --format json` prints. Field names are stable; new fields may be added.
 
-use std::io::Write;
-use std::path::Path;
-
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
-
-use crate::collector::{Collector, PS_PER_NS, ROOT};
-use crate::instrument::{FunctionInfo, InstrumentationStats};
 
 /// The current profile format.
 pub const FORMAT_VERSION: u32 = 1;
@@ -93,6 +86,34 @@ pub struct OverheadRecord {
 
 impl Eq for OverheadRecord {}
 
+/// How the instrumented module came to be.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstrumentationStats {
+    /// Functions defined in the module.
+    pub functions_total: u32,
+    /// Bodies the agent rewrote in this run.
+    pub functions_instrumented: u32,
+    /// Bodies taken from the cache.
+    pub functions_from_cache: u32,
+    /// The whole instrumented module came from the cache.
+    pub module_from_cache: bool,
+    /// Its compiled code came from the cache (an authenticated artifact): nothing was
+    /// compiled.
+    #[serde(default)]
+    pub compiled_from_cache: bool,
+}
+
+/// A function of the original module, as profiles name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionInfo {
+    /// Index in the original module.
+    pub id: u32,
+    /// Display name.
+    pub name: String,
+    /// `local` or `import`.
+    pub kind: String,
+}
+
 /// A whole profile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Profile {
@@ -133,7 +154,7 @@ pub struct Profile {
     /// Every edge, in order of first call.
     pub edges: Vec<EdgeRecord>,
     /// The calling-context tree, parents before children (recursive cycles collapsed:
-    /// see [`crate::context_tree`]).
+    /// see [`crate::profile::context_tree`]).
     #[serde(default)]
     pub contexts: Vec<ContextRecord>,
     /// Sample mode: how the time was sampled.
@@ -164,140 +185,6 @@ pub struct SamplingRecord {
 }
 
 impl Profile {
-    /// Builds the profile of a finished run (all frames closed).
-    pub fn from_run(
-        module: ModuleRef,
-        functions: &[FunctionInfo],
-        stats: InstrumentationStats,
-        mode: wprof_agent::ProbeMode,
-        collector: &Collector,
-        ending: Ending,
-    ) -> Self {
-        let cost = mode == wprof_agent::ProbeMode::Cost;
-        // Only time mode sees activations one by one.
-        let per_activation = !mode.counts_inline();
-        // The collector counts picoseconds in time mode; profiles show nanoseconds.
-        let scale = if cost { 1 } else { PS_PER_NS as i64 };
-        let clamp = |v: i64| (v / scale).max(0) as u64;
-        let unscale = |v: u64| v / scale as u64;
-        let name_of = |id: u32| {
-            functions
-                .get(id as usize)
-                .map(|f| (f.name.clone(), f.kind.clone()))
-                .unwrap_or_else(|| (format!("func[{id}]"), "local".to_string()))
-        };
-        let records = collector
-            .functions()
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.calls > 0)
-            .map(|(id, t)| {
-                let (name, kind) = name_of(id as u32);
-                FunctionRecord {
-                    id: id as u32,
-                    name,
-                    kind,
-                    calls: t.calls,
-                    self_time: clamp(t.self_time),
-                    inclusive: clamp(t.inclusive),
-                    min_self: per_activation.then(|| unscale(t.min_self)),
-                    max_self: per_activation.then(|| unscale(t.max_self)),
-                }
-            })
-            .collect();
-        let edges = collector
-            .edges()
-            .iter()
-            .map(|e| EdgeRecord {
-                caller: (e.caller != ROOT).then_some(e.caller),
-                callee: e.callee,
-                site: e.site,
-                calls: e.calls,
-                inclusive: clamp(e.inclusive),
-            })
-            .collect();
-        // Node 0 is the root; its children are the outermost functions.
-        let contexts = collector
-            .contexts()
-            .nodes()
-            .iter()
-            .enumerate()
-            .skip(1)
-            .map(|(i, n)| ContextRecord {
-                id: i as u32 - 1,
-                parent: (n.parent != 0).then(|| n.parent - 1),
-                function: n.function,
-                calls: n.calls,
-                self_time: clamp(n.self_time),
-                inclusive: clamp(n.inclusive),
-            })
-            .collect();
-        Profile {
-            format_version: FORMAT_VERSION,
-            tool: format!("wprof {}", env!("CARGO_PKG_VERSION")),
-            module,
-            mode: mode.name().to_string(),
-            unit: if cost { "instructions" } else { "ns" }.to_string(),
-            exit_code: ending.exit_code,
-            outcome: if ending.trap.is_some() {
-                "trap"
-            } else {
-                "exit"
-            }
-            .to_string(),
-            trap: ending.trap,
-            wall_time: (!cost).then_some(ending.wall_time),
-            total: clamp(collector.root_inclusive()),
-            instrumentation: stats,
-            excluded_ns: (mode == wprof_agent::ProbeMode::Time)
-                .then(|| collector.excluded() / PS_PER_NS),
-            probe_overhead: (mode == wprof_agent::ProbeMode::Time
-                && collector.overhead() != Default::default())
-            .then(|| {
-                let o = collector.overhead();
-                OverheadRecord {
-                    inside_ns: o.inside as f64 / PS_PER_NS as f64,
-                    outside_ns: o.outside as f64 / PS_PER_NS as f64,
-                }
-            }),
-            functions: records,
-            edges,
-            contexts,
-            sampling: ending.sampling,
-        }
-    }
-
-    /// Writes the profile to `path` atomically: a reader sees the old file or the new one,
-    /// never a part.
-    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)
-            .with_context(|| format!("failed to create a file in {}", dir.display()))?;
-        serde_json::to_writer_pretty(&mut tmp, self).context("failed to encode the profile")?;
-        tmp.write_all(b"\n")?;
-        tmp.persist(path)
-            .with_context(|| format!("failed to write {}", path.display()))?;
-        Ok(())
-    }
-
-    /// Reads a profile written by [`Profile::write`].
-    pub fn read(path: &Path) -> anyhow::Result<Self> {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let profile: Profile = serde_json::from_slice(&bytes)
-            .with_context(|| format!("{} is not a wprof profile", path.display()))?;
-        anyhow::ensure!(
-            profile.format_version == FORMAT_VERSION,
-            "{} has profile format {}, this wprof reads format {FORMAT_VERSION}",
-            path.display(),
-            profile.format_version
-        );
-        Ok(profile)
-    }
-
     /// The record of function `id`, if it ran.
     pub fn function(&self, id: u32) -> Option<&FunctionRecord> {
         self.functions

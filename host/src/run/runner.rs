@@ -9,11 +9,11 @@ use wasmtime_wasi::WasiCtxBuilder;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::collector::Collector;
 use crate::exit::Failure;
-use crate::inline_tree::InlineTree;
-use crate::probe_log::ProbeLog;
-use crate::sampler::{CurrentCell, Samples};
+use crate::run::collector::Collector;
+use crate::run::inline_tree::InlineTree;
+use crate::run::probe_log::ProbeLog;
+use crate::run::sampler::{CurrentCell, Samples};
 use crate::settings::RunSettings;
 use wprof_agent::{ContextArena, ProbeMode};
 
@@ -44,7 +44,7 @@ pub struct RunOutcome {
     /// The trap, if the program trapped: a one-line message and the full report.
     pub trap: Option<(String, String)>,
     /// The trap's wasm backtrace, innermost first (frames of the module that ran).
-    pub backtrace: Vec<crate::backtrace::Frame>,
+    pub backtrace: Vec<crate::run::backtrace::Frame>,
     /// Wall time of `_start` in nanoseconds.
     pub wall_time: u64,
     /// Sample mode: how the time was sampled.
@@ -155,7 +155,7 @@ fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::R
         }
         ProbeMode::Cost | ProbeMode::Sample => {
             // The inline modes import the probes but never call them: the module counts
-            // into its own tree (see `crate::inline_tree`).
+            // into its own tree (see `crate::run::inline_tree`).
             for name in [P::ENTER, P::EXIT, P::TAIL, P::UNWIND, P::SITE] {
                 linker.func_wrap(P::MODULE, name, |_: i32| {})?;
             }
@@ -186,9 +186,9 @@ fn current_cell(
     let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
     let ty = memory.ty(&*store);
     // A 32-bit memory lies inside a reservation of its whole 4 GiB range (see
-    // `crate::engine::MEMORY_RESERVATION`): growing it never moves it.
+    // `crate::run::engine::MEMORY_RESERVATION`): growing it never moves it.
     let fixed = cfg!(target_pointer_width = "64")
-        && crate::engine::MEMORY_RESERVATION >= 1 << 32
+        && crate::run::engine::MEMORY_RESERVATION >= 1 << 32
         && !ty.is_64()
         && !ty.is_shared();
     if !fixed || memory.data_size(&*store) < ContextArena::CURRENT as usize + 4 {
@@ -271,14 +271,15 @@ fn call_start(
         }
         _ => None,
     };
-    let clock = crate::clock::Clock::new();
+    let clock = crate::run::clock::Clock::new();
     let started = Instant::now();
     let (result, samples) = match cell {
         Some(cell) => {
             let stop = AtomicBool::new(false);
             std::thread::scope(|s| {
                 let (clock, stop, period) = (&clock, &stop, settings.sample_period);
-                let sampler = s.spawn(move || crate::sampler::sample(cell, clock, period, stop));
+                let sampler =
+                    s.spawn(move || crate::run::sampler::sample(cell, clock, period, stop));
                 let result = start.call(&mut *store, ());
                 stop.store(true, Ordering::Release);
                 sampler.thread().unpark();
@@ -345,7 +346,7 @@ pub fn run(
     let _ = std::io::stdout().flush();
 
     let backtrace = match &result {
-        Err(e) => crate::backtrace::frames_of(e),
+        Err(e) => crate::run::backtrace::frames_of(e),
         Ok(()) => Vec::new(),
     };
     let (exit_code, trap) = match result {
@@ -365,7 +366,7 @@ pub fn run(
                     Some(trap) => trap.to_string(),
                     None => first_line(&e.root_cause().to_string()),
                 };
-                let report = crate::backtrace::report(&shown, &backtrace, &message);
+                let report = crate::run::backtrace::report(&shown, &backtrace, &message);
                 (code, Some((message, report)))
             }
         }

@@ -11,13 +11,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use crate::clock::Clock;
+use crate::run::clock::Clock;
 
 /// The default time between two readings.
 pub const DEFAULT_PERIOD: Duration = Duration::from_micros(100);
 
 /// Where the module keeps its current node: four bytes of its tree memory, a 32-bit
-/// memory inside a full 4 GiB reservation (see [`crate::engine::MEMORY_RESERVATION`]), so
+/// memory inside a full 4 GiB reservation (see [`crate::run::engine::MEMORY_RESERVATION`]), so
 /// the address stays valid, however the memory grows, for as long as the store owns it.
 #[derive(Debug, Clone, Copy)]
 pub struct CurrentCell(*const u32);

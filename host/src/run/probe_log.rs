@@ -14,8 +14,8 @@
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::thread::JoinHandle;
 
-use crate::clock::Clock;
-use crate::collector::Collector;
+use crate::run::clock::Clock;
+use crate::run::collector::Collector;
 
 /// Events per buffer (1 MiB): more than the probe-overhead calibration makes, so that it
 /// measures probes, never a hand-over.

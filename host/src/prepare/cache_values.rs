@@ -9,7 +9,7 @@
 //!   export both without the user's files.
 //! - [`ArtifactEntry`] (kind `artifacts`): wasmtime's compiled form of an instrumented
 //!   module for one engine, in a file beside the store; the record holds what the file is
-//!   and its MAC under this user's secret key (see [`crate::artifacts`]).
+//!   and its MAC under this user's secret key (see [`crate::prepare::artifacts`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -153,18 +153,6 @@ impl ArtifactEntry {
     }
 }
 
-/// Parses a hex digest.
-pub fn digest_from_hex(hex: &str) -> Option<[u8; 32]> {
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,12 +173,5 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert_eq!(FunctionEntry::decode(&longer), None);
-    }
-
-    #[test]
-    fn hex_digests() {
-        let d = *blake3::hash(b"x").as_bytes();
-        assert_eq!(digest_from_hex(&crate::loader::hex(&d)), Some(d));
-        assert_eq!(digest_from_hex("zz"), None);
     }
 }

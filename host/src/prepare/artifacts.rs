@@ -16,9 +16,9 @@ use std::path::Path;
 use wasmtime::{Engine, Module};
 use wprof_cache::{Cache, Kind};
 
-use crate::cache_values::ArtifactEntry;
-use crate::loader::hex;
-use crate::secret::SecretKey;
+use crate::prepare::cache_values::ArtifactEntry;
+use crate::prepare::secret::SecretKey;
+use wprof_cache::hex;
 
 /// The wasmtime version wprof is built with.
 pub const WASMTIME_VERSION: &str = "48.0.8";
@@ -176,11 +176,11 @@ mod tests {
 
     #[test]
     fn engines_with_other_settings_have_other_fingerprints() {
-        let a = crate::engine::new_engine().unwrap();
-        let b = crate::engine::new_engine().unwrap();
+        let a = crate::run::engine::new_engine().unwrap();
+        let b = crate::run::engine::new_engine().unwrap();
         assert_eq!(engine_fingerprint(&a), engine_fingerprint(&b));
         // The compilation cache changes how code is produced, not what: same fingerprint.
-        let caching = crate::engine::new_engine_caching().unwrap();
+        let caching = crate::prepare::compiled::new_engine_caching().unwrap();
         assert_eq!(engine_fingerprint(&a), engine_fingerprint(&caching));
         let mut config = wasmtime::Config::new();
         config.cranelift_opt_level(wasmtime::OptLevel::None);
@@ -192,7 +192,7 @@ mod tests {
     fn only_authentic_artifacts_load() {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::open(&dir.path().join("cache")).unwrap();
-        let engine = crate::engine::new_engine().unwrap();
+        let engine = crate::run::engine::new_engine().unwrap();
         let wasm =
             wat::parse_str(r#"(module (func (export "f") (result i32) i32.const 7))"#).unwrap();
         let module = Module::new(&engine, &wasm).unwrap();

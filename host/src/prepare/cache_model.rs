@@ -8,10 +8,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use wprof_cache::{Cache, CacheError, Key, Kind, Lookup, Usage};
+use wprof_cache::{key_from_hex, Cache, CacheError, Key, Kind, Lookup, Usage};
 
-use crate::cache_values::{digest_from_hex, ArtifactEntry, Manifest, ManifestFunction};
-use crate::loader::hex;
+use crate::prepare::cache_values::{ArtifactEntry, Manifest, ManifestFunction};
+use wprof_cache::hex;
 
 /// One module the cache knows: a manifest and what it points to.
 #[derive(Debug, Clone)]
@@ -52,12 +52,12 @@ impl ModuleRecord {
 
     /// The instrumented module's digest.
     pub fn instrumented_digest(&self) -> Option<Key> {
-        digest_from_hex(&self.manifest.instrumented_digest)
+        key_from_hex(&self.manifest.instrumented_digest)
     }
 
     /// The original module's digest.
     pub fn module_digest(&self) -> Option<Key> {
-        digest_from_hex(&self.manifest.module_digest)
+        key_from_hex(&self.manifest.module_digest)
     }
 }
 
@@ -83,7 +83,7 @@ pub fn modules(cache: &Cache) -> Result<Vec<ModuleRecord>, CacheError> {
             continue;
         };
         let stored = |digest: &str| -> Result<bool, CacheError> {
-            Ok(match digest_from_hex(digest) {
+            Ok(match key_from_hex(digest) {
                 Some(k) => cache.contains(Kind::Module, &k)?,
                 None => false,
             })
@@ -242,7 +242,7 @@ pub fn gc(cache: &Cache, cap: u64) -> Result<GcReport, CacheError> {
     for key in cache.keys(Kind::Artifact)? {
         if let Lookup::Valid(v) = cache.peek(Kind::Artifact, &key)? {
             if let Some(d) =
-                ArtifactEntry::decode(&v).and_then(|a| digest_from_hex(&a.instrumented_digest))
+                ArtifactEntry::decode(&v).and_then(|a| key_from_hex(&a.instrumented_digest))
             {
                 artifacts_of.entry(d).or_default().push(key);
             }
@@ -260,11 +260,11 @@ pub fn gc(cache: &Cache, cap: u64) -> Result<GcReport, CacheError> {
         };
         let mut p = Vec::new();
         for d in [&m.instrumented_digest, &m.module_digest] {
-            if let Some(d) = digest_from_hex(d) {
+            if let Some(d) = key_from_hex(d) {
                 p.push((Kind::Module, d));
             }
         }
-        if let Some(d) = digest_from_hex(&m.instrumented_digest) {
+        if let Some(d) = key_from_hex(&m.instrumented_digest) {
             for a in artifacts_of.get(&d).into_iter().flatten() {
                 p.push((Kind::Artifact, *a));
             }
@@ -318,104 +318,4 @@ pub fn gc(cache: &Cache, cap: u64) -> Result<GcReport, CacheError> {
     }
     cache.flush()?;
     Ok(report)
-}
-
-/// Parses a size: a number of bytes, or with a suffix `K`, `M`, `G`, `T` (powers of 1024;
-/// `KB`, `KiB`, ... and lowercase are accepted too).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let digits_end = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(digits_end);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (e.g. 500M, 2G, 1048576)"))?;
-    let unit = unit.trim().to_ascii_lowercase();
-    let unit = unit
-        .strip_suffix("ib")
-        .or_else(|| unit.strip_suffix('b'))
-        .unwrap_or(&unit);
-    let scale: u64 = match unit {
-        "" => 1,
-        "k" => 1 << 10,
-        "m" => 1 << 20,
-        "g" => 1 << 30,
-        "t" => 1 << 40,
-        _ => return Err(format!("{s:?} is not a size (e.g. 500M, 2G, 1048576)")),
-    };
-    let bytes = value * scale as f64;
-    if !bytes.is_finite() || bytes > u64::MAX as f64 {
-        return Err(format!("{s:?} is too large"));
-    }
-    Ok(bytes as u64)
-}
-
-/// A size for people: `532 B`, `1.5 KiB`, `12.3 MiB`.
-pub fn format_size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
-
-/// A time (ms since the Unix epoch) for people, in UTC: `2026-11-22 01:54:05`.
-pub fn format_time(ms: u64) -> String {
-    if ms == 0 {
-        return "-".to_string();
-    }
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("1048576"), Ok(1 << 20));
-        assert_eq!(parse_size("500M"), Ok(500 << 20));
-        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
-        assert_eq!(parse_size("1.5k"), Ok(1536));
-        assert_eq!(parse_size(" 10 KB "), Ok(10 << 10));
-        assert!(parse_size("lots").is_err());
-        assert!(parse_size("5X").is_err());
-        assert_eq!(format_size(532), "532 B");
-        assert_eq!(format_size(1536), "1.5 KiB");
-    }
-
-    #[test]
-    fn dates() {
-        assert_eq!(format_time(0), "-");
-        assert_eq!(format_time(1_000), "1970-01-01 00:00:01");
-        // 2024-02-29 12:34:56 UTC (a leap day).
-        assert_eq!(format_time(1_709_210_096_000), "2024-02-29 12:34:56");
-        assert_eq!(format_time(951_782_400_000), "2000-02-29 00:00:00");
-    }
 }

@@ -1,0 +1,20 @@
+//! Preparing a module: from the original bytes on disk to a compiled, instrumented module,
+//! through the cache.
+//!
+//! [`loader`] reads and checks the program; [`instrument`] runs the cache session (the
+//! module's manifest, then function by function) and hands the rest to the agent;
+//! [`cache_values`] and [`cache_model`] are what wprof stores in the cache and how it reads
+//! it back; [`artifacts`] and [`compiled`] keep compiled code (whole modules, and
+//! Cranelift's per-function incremental cache), authenticated with the key of [`secret`].
+//!
+//! May use: `run` (only the engine configuration, [`crate::run::engine`]) and `profile`
+//! (the function names and instrumentation stats a profile records). A cache failure is a
+//! warning and a fallback here, never an error: the program still runs.
+
+pub mod artifacts;
+pub mod cache_model;
+pub mod cache_values;
+pub mod compiled;
+pub mod instrument;
+pub mod loader;
+pub mod secret;

@@ -1,0 +1,176 @@
+//! The shadow stack: what each probe does to the open frames (enter, exit, tail calls,
+//! exceptions unwinding to a catching frame, the end of the run). Closing a frame is the
+//! accounting of [`super::totals`].
+
+use super::{Collector, NO_TOKEN, ROOT};
+use crate::profile::context_tree::ROOT_NODE;
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Frame {
+    pub(super) id: u32,
+    /// The frame token the probes gave it, if it catches (see [`crate::run::probe_log`]).
+    pub(super) token: u32,
+    pub(super) edge: u32,
+    /// Its node in the calling-context tree.
+    pub(super) node: u32,
+    pub(super) start: u64,
+    pub(super) children: u64,
+    /// This frame was entered by a tail call: closing it closes its caller too.
+    pub(super) closes_parent: bool,
+    /// This frame announced a tail call; the next frame entered replaces it.
+    pub(super) tail_pending: bool,
+    /// Calls this frame made.
+    pub(super) child_calls: u64,
+    /// The collector's `enters` when this frame was entered (itself included).
+    pub(super) enters_at_entry: u64,
+}
+
+impl Collector {
+    /// [`Collector::enter_at`] for a catching function whose frame token was chosen by the
+    /// probes (see [`crate::run::probe_log`]).
+    pub fn enter_with_token_at(&mut self, id: u32, token: u32, now: u64) {
+        self.enter_at(id, now);
+        if let Some(top) = self.stack.last_mut() {
+            top.token = token;
+        }
+    }
+
+    /// An exception was caught in the frame the probes know as `token`: closes every
+    /// frame above it. A token no open frame holds is ignored.
+    pub fn unwind_to_token_at(&mut self, token: u32, now: u64) {
+        self.last = now;
+        if let Some(at) = self.stack.iter().rposition(|f| f.token == token) {
+            while self.stack.len() > at + 1 {
+                self.close_top(now);
+            }
+        }
+    }
+
+    /// Probe: the next call is made from `offset` in the caller's body.
+    pub fn site(&mut self, offset: u32) {
+        self.pending_site = Some(offset);
+    }
+
+    /// Probe: function `id` is about to tail-call.
+    pub fn tail(&mut self, id: u32) {
+        if let Some(top) = self.stack.last_mut() {
+            if top.id == id {
+                top.tail_pending = true;
+            }
+        }
+    }
+
+    /// [`Collector::enter`] at a given time.
+    pub fn enter_at(&mut self, id: u32, now: u64) {
+        self.enter_counted_at(id, 1, now);
+    }
+
+    /// [`Collector::enter_at`] for a frame that stands for `calls` activations: a calling
+    /// context the module counted itself, replayed once (see [`crate::run::inline_tree`]).
+    pub fn enter_counted_at(&mut self, id: u32, calls: u64, now: u64) {
+        self.last = now;
+        self.ensure(id);
+        if self.reenter_tail_chain(id, calls, now) {
+            return;
+        }
+        let mut closes_parent = false;
+        let (caller, parent_node) = match self.stack.last_mut() {
+            Some(top) => {
+                closes_parent = std::mem::take(&mut top.tail_pending);
+                (top.id, top.node)
+            }
+            None => (ROOT, ROOT_NODE),
+        };
+        let node = self.contexts.enter_counted(parent_node, id, calls);
+        // A site announced for a call that entered no probed function (an import reached
+        // through a table) is stale: never give it to an outermost entry.
+        let site = self.pending_site.take().filter(|_| caller != ROOT);
+        let edge = self.edge(caller, id, site);
+        let f = &mut self.functions[id as usize];
+        f.calls += calls;
+        f.active += 1;
+        let e = &mut self.edges[edge as usize];
+        e.calls += calls;
+        e.active += 1;
+        self.enters += calls;
+        self.stack.push(Frame {
+            id,
+            edge,
+            node,
+            start: now,
+            children: 0,
+            closes_parent,
+            tail_pending: false,
+            token: NO_TOKEN,
+            child_calls: 0,
+            enters_at_entry: self.enters,
+        });
+    }
+
+    /// A tail call to a function already open in the current chain of tail calls (a loop
+    /// made of `return_call`s: `f` calling itself, or `a` and `b` calling each other)
+    /// re-enters that frame instead of opening one more: the frames above it end now, and
+    /// the call is counted (function, edge, context) on the frame already there. Without
+    /// this, a loop of tail calls would keep one open frame per iteration, and a program
+    /// that runs in constant memory under wasmtime would grow without bound under wprof.
+    fn reenter_tail_chain(&mut self, id: u32, calls: u64, now: u64) -> bool {
+        let Some(top) = self.stack.last() else {
+            return false;
+        };
+        if !top.tail_pending {
+            return false;
+        }
+        let caller = top.id;
+        // The chain: the frames entered by tail calls, and the frame that started it.
+        let mut at = None;
+        for (i, frame) in self.stack.iter().enumerate().rev() {
+            if frame.id == id {
+                at = Some(i);
+                break;
+            }
+            if !frame.closes_parent {
+                break;
+            }
+        }
+        let Some(at) = at else {
+            return false;
+        };
+        let site = self.pending_site.take();
+        while self.stack.len() > at + 1 {
+            // Each ends as if it returned now; the frame below stays open.
+            self.close_top(now);
+        }
+        let frame = &mut self.stack[at];
+        frame.tail_pending = false;
+        let node = frame.node;
+        self.functions[id as usize].calls += calls;
+        let edge = self.edge(caller, id, site);
+        self.edges[edge as usize].calls += calls;
+        self.contexts.count_again(node, calls);
+        self.enters += calls;
+        true
+    }
+
+    /// [`Collector::exit`] at a given time.
+    pub fn exit_at(&mut self, id: u32, now: u64) {
+        self.last = now;
+        // A site announced before a call that entered no probed function is stale.
+        self.pending_site = None;
+        let Some(depth) = self.stack.iter().rposition(|f| f.id == id) else {
+            self.unmatched_exits += 1;
+            return;
+        };
+        while self.stack.len() > depth + 1 {
+            self.close_top(now);
+        }
+        // Close the frame, and its tail-calling callers with it.
+        while self.close_top(now) {}
+    }
+
+    /// Closes every open frame (the program ended, trapped or exited).
+    pub fn finish_at(&mut self, now: u64) {
+        while !self.stack.is_empty() {
+            self.close_top(now);
+        }
+    }
+}

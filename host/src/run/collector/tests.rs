@@ -1,0 +1,241 @@
+//! The collector's accounting, checked on hand-made probe sequences.
+
+use super::*;
+
+fn edge(c: &Collector, caller: u32, callee: u32) -> EdgeTotals {
+    *c.edges()
+        .iter()
+        .find(|e| e.caller == caller && e.callee == callee)
+        .unwrap()
+}
+
+#[test]
+fn nested_calls_split_self_and_inclusive() {
+    let mut c = Collector::new(3);
+    c.enter_at(0, 0);
+    c.enter_at(1, 10);
+    c.exit_at(1, 40);
+    c.enter_at(2, 50);
+    c.exit_at(2, 55);
+    c.exit_at(0, 100);
+    let f = c.functions();
+    assert_eq!((f[0].calls, f[0].self_time, f[0].inclusive), (1, 65, 100));
+    assert_eq!((f[1].self_time, f[1].inclusive), (30, 30));
+    assert_eq!((f[2].min_self, f[2].max_self), (5, 5));
+    assert_eq!(edge(&c, ROOT, 0).inclusive, 100);
+    assert_eq!(edge(&c, 0, 1).calls, 1);
+    assert_eq!(c.root_inclusive(), 100);
+}
+
+#[test]
+fn recursion_counts_outermost_activation_once() {
+    let mut c = Collector::new(1);
+    c.enter_at(0, 0);
+    c.enter_at(0, 10);
+    c.enter_at(0, 20);
+    c.exit_at(0, 30);
+    c.exit_at(0, 40);
+    c.exit_at(0, 50);
+    let f = c.functions()[0];
+    assert_eq!((f.calls, f.inclusive, f.self_time), (3, 50, 50));
+    // The recursive edge 0 -> 0 counts its outermost activation: 10..40.
+    assert_eq!(edge(&c, 0, 0).inclusive, 30);
+    assert_eq!(edge(&c, 0, 0).calls, 2);
+}
+
+#[test]
+fn tail_call_keeps_caller_open_until_callee_returns() {
+    let mut c = Collector::new(3);
+    c.enter_at(0, 0);
+    c.enter_at(1, 10);
+    c.tail(1);
+    c.enter_at(2, 20);
+    c.exit_at(2, 50); // closes 2, then 1 with it
+    assert_eq!(c.depth(), 1);
+    c.exit_at(0, 60);
+    let f = c.functions();
+    assert_eq!(f[1].inclusive, 40);
+    assert_eq!(f[1].self_time, 10);
+    assert_eq!(f[2].inclusive, 30);
+    assert_eq!(edge(&c, 1, 2).calls, 1);
+    assert_eq!(f[0].self_time, 20);
+}
+
+#[test]
+fn loops_of_tail_calls_reenter_their_frame_instead_of_stacking() {
+    let mut c = Collector::new(4);
+    let mut t = 0;
+    let mut tick = || {
+        t += 10;
+        t
+    };
+    c.enter_at(0, tick());
+    // 1 tail-calls itself 1000 times.
+    c.enter_at(1, tick());
+    for _ in 0..1000 {
+        c.tail(1);
+        c.enter_at(1, tick());
+        assert_eq!(c.depth(), 2);
+    }
+    c.exit_at(1, tick());
+    // 2 and 3 tail-call each other: at most one frame of each.
+    c.enter_at(2, tick());
+    for _ in 0..500 {
+        c.tail(2);
+        c.enter_at(3, tick());
+        c.tail(3);
+        c.enter_at(2, tick());
+        assert!(c.depth() <= 3);
+    }
+    c.exit_at(2, tick());
+    c.exit_at(0, tick());
+    assert_eq!(c.depth(), 0);
+    let f = c.functions();
+    assert_eq!((f[1].calls, f[2].calls, f[3].calls), (1001, 501, 500));
+    assert_eq!(edge(&c, 1, 1).calls, 1000);
+    assert_eq!((edge(&c, 2, 3).calls, edge(&c, 3, 2).calls), (500, 500));
+    let self_sum: i64 = f.iter().map(|f| f.self_time).sum();
+    assert_eq!(self_sum, c.root_inclusive());
+    assert_eq!(f[0].inclusive, c.root_inclusive());
+    let context_calls: u64 = c.contexts().nodes().iter().map(|n| n.calls).sum();
+    assert_eq!(context_calls, 1 + 1001 + 501 + 500);
+}
+
+#[test]
+fn skipped_frames_close_at_the_catching_exit_and_finish_closes_all() {
+    let mut c = Collector::new(3);
+    c.enter_at(0, 0);
+    c.enter_at(1, 10);
+    c.enter_at(2, 20);
+    c.exit_at(0, 40); // 2 and 1 never ran their exit probes
+    assert_eq!(c.depth(), 0);
+    assert_eq!(c.functions()[2].inclusive, 20);
+    c.exit_at(1, 50);
+    assert_eq!(c.unmatched_exits(), 1);
+    c.enter_at(0, 60);
+    c.enter_at(1, 70);
+    c.finish_at(100);
+    assert_eq!(c.depth(), 0);
+    assert_eq!(c.functions()[0].inclusive, 80);
+}
+
+#[test]
+fn unwind_closes_down_to_the_exact_catching_activation() {
+    let mut c = Collector::new(2);
+    c.enter_at(0, 0);
+    c.enter_with_token_at(1, 7, 10); // rec depth 1 (catches)
+    c.enter_with_token_at(1, 8, 20); // rec depth 2 (does not catch this time)
+    c.enter_at(1, 30); // rec depth 3, throws
+    c.unwind_to_token_at(7, 50); // caught at depth 1
+    assert_eq!(c.depth(), 2);
+    c.exit_at(1, 60);
+    c.exit_at(0, 70);
+    let f = c.functions()[1];
+    assert_eq!(f.calls, 3);
+    assert_eq!(f.inclusive, 50);
+    assert_eq!(c.unmatched_exits(), 0);
+    let total: i64 = c.functions().iter().map(|f| f.self_time).sum();
+    assert_eq!(total, 70);
+}
+
+#[test]
+fn overhead_is_subtracted_consistently() {
+    let o = ProbeOverhead {
+        inside: 2,
+        outside: 3,
+    };
+    let mut c = Collector::new(3).with_overhead(o);
+    // _start(0) calls f(1) twice; f calls g(2) once each time.
+    c.enter_at(0, 0);
+    for base in [10, 100] {
+        c.enter_at(1, base);
+        c.enter_at(2, base + 20);
+        c.exit_at(2, base + 30);
+        c.exit_at(1, base + 50);
+    }
+    c.exit_at(0, 200);
+    let f = c.functions();
+    // g: raw self 10 - inside 2.
+    assert_eq!(f[2].self_time, 2 * 8);
+    // f: raw self 40, minus inside 2 and one child call's outside 3.
+    assert_eq!(f[1].self_time, 2 * 35);
+    // f inclusive: raw 50 - inside 2 - 1 descendant × 5.
+    assert_eq!(f[1].inclusive, 2 * 43);
+    // _start: raw 200, minus 2, minus 4 descendants × 5.
+    assert_eq!(f[0].inclusive, 178);
+    let self_sum: i64 = f.iter().map(|f| f.self_time).sum();
+    assert_eq!(self_sum, c.root_inclusive());
+}
+
+#[test]
+fn call_sites_split_edges() {
+    let mut c = Collector::new(2);
+    c.enter_at(0, 0);
+    for (site, t) in [(0x10, 10), (0x10, 20), (0x1c, 30)] {
+        c.site(site);
+        c.enter_at(1, t);
+        c.exit_at(1, t + 5);
+    }
+    c.exit_at(0, 50);
+    let sites: Vec<_> = c
+        .edges()
+        .iter()
+        .filter(|e| e.callee == 1)
+        .map(|e| (e.site, e.calls, e.inclusive))
+        .collect();
+    assert_eq!(sites, [(Some(0x10), 2, 10), (Some(0x1c), 1, 5)]);
+    assert_eq!(c.functions()[1].calls, 3);
+}
+
+#[test]
+fn self_times_add_up_to_root_inclusive() {
+    let mut c = Collector::new(4);
+    let mut t = 0;
+    let mut tick = || {
+        t += 7;
+        t
+    };
+    c.enter_at(0, tick());
+    for _ in 0..3 {
+        c.enter_at(1, tick());
+        c.enter_at(2, tick());
+        c.enter_at(1, tick());
+        c.exit_at(1, tick());
+        c.exit_at(2, tick());
+        c.enter_at(3, tick());
+        c.exit_at(3, tick());
+        c.exit_at(1, tick());
+    }
+    c.exit_at(0, tick());
+    let total: i64 = c.functions().iter().map(|f| f.self_time).sum();
+    assert_eq!(total, c.root_inclusive());
+}
+
+#[test]
+fn recursion_with_overhead_stays_consistent() {
+    let o = ProbeOverhead {
+        inside: 38,
+        outside: 43,
+    };
+    let mut c = Collector::new(2).with_overhead(o);
+    let mut t = 0;
+    c.enter_at(0, t);
+    // fib-like: 0 calls 1, which recurses as a binary tree of depth 3.
+    fn rec(c: &mut Collector, t: &mut u64, depth: u32) {
+        *t += 40;
+        c.enter_at(1, *t);
+        if depth > 0 {
+            rec(c, t, depth - 1);
+            rec(c, t, depth - 1);
+        }
+        *t += 40;
+        c.exit_at(1, *t);
+    }
+    rec(&mut c, &mut t, 12);
+    t += 10;
+    c.exit_at(0, t);
+    let f = c.functions();
+    let self_sum: i64 = f.iter().map(|f| f.self_time).sum();
+    assert_eq!(self_sum, c.root_inclusive());
+    assert_eq!(f[1].inclusive, f[1].self_time);
+}

@@ -1,0 +1,143 @@
+//! The accounting: per-function, per-edge and per-context totals, charged when a frame
+//! closes, with the probes' own cost subtracted (see [`crate::run::calibrate`]) so that an
+//! estimate never makes self time exceed inclusive time.
+
+use super::Collector;
+
+/// What the probes themselves cost per activation, in the collector's unit (picoseconds in
+/// time mode); subtracted from every frame as it closes (see [`crate::run::calibrate`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProbeOverhead {
+    /// Charged to the activation itself: from its entry clock read to its first
+    /// instruction, and from its last instruction to its exit clock read.
+    pub inside: u64,
+    /// Charged to the caller, per call it makes: from the call to the callee's entry clock
+    /// read, and from the callee's exit clock read back to the caller.
+    pub outside: u64,
+}
+
+/// Totals for one function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FunctionTotals {
+    /// Activations.
+    pub calls: u64,
+    /// Time in the function itself. Signed: after overhead subtraction an estimate can dip
+    /// below zero, and keeping the sign keeps every total consistent (profiles clamp).
+    pub self_time: i64,
+    /// Time in the function and everything it called, outermost activations only.
+    pub inclusive: i64,
+    /// Smallest self time of one activation.
+    pub min_self: u64,
+    /// Largest self time of one activation.
+    pub max_self: u64,
+    pub(super) active: u32,
+}
+
+impl Default for FunctionTotals {
+    fn default() -> Self {
+        Self {
+            calls: 0,
+            self_time: 0,
+            inclusive: 0,
+            min_self: u64::MAX,
+            max_self: 0,
+            active: 0,
+        }
+    }
+}
+
+/// Totals for one caller -> callee edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EdgeTotals {
+    /// The calling function, or [`ROOT`].
+    pub caller: u32,
+    /// The called function.
+    pub callee: u32,
+    /// The call site (offset in the caller's body), when call sites are reported.
+    pub site: Option<u32>,
+    /// Calls along this edge.
+    pub calls: u64,
+    /// Inclusive time of the callee when called from this caller (outermost activations of
+    /// the edge only).
+    pub inclusive: i64,
+    pub(super) active: u32,
+}
+
+impl Collector {
+    pub(super) fn ensure(&mut self, id: u32) {
+        let needed = id as usize + 1;
+        if self.functions.len() < needed {
+            self.functions.resize(needed, FunctionTotals::default());
+            self.last_edge.resize(needed, u32::MAX);
+        }
+    }
+
+    pub(super) fn edge(&mut self, caller: u32, callee: u32, site: Option<u32>) -> u32 {
+        let last = self.last_edge[callee as usize];
+        if let Some(e) = self.edges.get(last as usize) {
+            if e.caller == caller && e.site == site {
+                return last;
+            }
+        }
+        let next = self.edges.len() as u32;
+        let key = (caller, callee, site.unwrap_or(u32::MAX));
+        let edge = *self.edge_index.entry(key).or_insert(next);
+        if edge == next {
+            self.edges.push(EdgeTotals {
+                caller,
+                callee,
+                site,
+                calls: 0,
+                inclusive: 0,
+                active: 0,
+            });
+        }
+        self.last_edge[callee as usize] = edge;
+        edge
+    }
+
+    /// Closes the top frame; returns whether its caller must close with it.
+    pub(super) fn close_top(&mut self, now: u64) -> bool {
+        let Some(frame) = self.stack.pop() else {
+            return false;
+        };
+        let raw_inclusive = now.saturating_sub(frame.start);
+        let o = self.overhead;
+        let descendants = self.enters - frame.enters_at_entry;
+        let inclusive =
+            raw_inclusive as i64 - (o.inside + descendants * (o.inside + o.outside)) as i64;
+        // Children are taken off at their raw time, so a child that ran faster than the
+        // overhead estimate would leave its caller more self than inclusive time: an
+        // estimate never makes self exceed inclusive.
+        let self_time = (raw_inclusive as i64
+            - frame.children as i64
+            - (o.inside + frame.child_calls * o.outside) as i64)
+            .min(inclusive.max(0));
+        let self_clamped = self_time.max(0) as u64;
+        let f = &mut self.functions[frame.id as usize];
+        f.self_time += self_time;
+        f.min_self = f.min_self.min(self_clamped);
+        f.max_self = f.max_self.max(self_clamped);
+        f.active -= 1;
+        if f.active == 0 {
+            f.inclusive += inclusive;
+        }
+        let e = &mut self.edges[frame.edge as usize];
+        e.active -= 1;
+        if e.active == 0 {
+            e.inclusive += inclusive;
+        }
+        self.contexts.close(frame.node, self_time, inclusive);
+        match self.stack.last_mut() {
+            Some(parent) => {
+                parent.children += raw_inclusive;
+                parent.child_calls += 1;
+            }
+            None => {
+                self.root_inclusive += inclusive;
+                self.contexts.add_root(inclusive);
+            }
+        }
+        frame.closes_parent
+    }
+}

@@ -1,0 +1,24 @@
+//! Running the program and the host side of the probes.
+//!
+//! [`engine`] is the wasmtime configuration every module is compiled and run with;
+//! [`runner`] runs a WASI command (exit codes, traps, [`backtrace`]s in original offsets).
+//! Time mode's probes log events ([`probe_log`], read with [`clock`]) that a thread replays
+//! into the [`collector`], less the probe cost [`calibrate`] measured; the inline modes count
+//! in module memory, read back by [`inline_tree`] while [`sampler`] charges time in sample
+//! mode. [`to_profile`] turns a finished run into its profile.
+//!
+//! May use: `profile` only. Nothing here touches the cache; the agent is called only to
+//! instrument the calibration module and to map trap offsets back to the original.
+
+pub mod backtrace;
+pub mod calibrate;
+pub mod clock;
+pub mod collector;
+pub mod engine;
+pub mod inline_tree;
+pub mod probe_log;
+pub mod runner;
+pub mod sampler;
+pub mod to_profile;
+
+pub use to_profile::profile_of_run;

@@ -1,0 +1,113 @@
+//! From a finished run to its [`Profile`]: the collector's totals (picoseconds in time mode,
+//! instructions in cost mode) become the profile's records, in nanoseconds or instructions,
+//! named after the original module's functions.
+
+use crate::profile::{
+    ContextRecord, EdgeRecord, Ending, FunctionInfo, FunctionRecord, InstrumentationStats,
+    ModuleRef, OverheadRecord, Profile, FORMAT_VERSION,
+};
+use crate::run::collector::{Collector, PS_PER_NS, ROOT};
+
+/// Builds the profile of a finished run (all frames closed) from its collector and what
+/// the preparation recorded of the module.
+pub fn profile_of_run(
+    module: ModuleRef,
+    functions: &[FunctionInfo],
+    stats: InstrumentationStats,
+    mode: wprof_agent::ProbeMode,
+    collector: &Collector,
+    ending: Ending,
+) -> Profile {
+    let cost = mode == wprof_agent::ProbeMode::Cost;
+    // Only time mode sees activations one by one.
+    let per_activation = !mode.counts_inline();
+    // The collector counts picoseconds in time mode; profiles show nanoseconds.
+    let scale = if cost { 1 } else { PS_PER_NS as i64 };
+    let clamp = |v: i64| (v / scale).max(0) as u64;
+    let unscale = |v: u64| v / scale as u64;
+    let name_of = |id: u32| {
+        functions
+            .get(id as usize)
+            .map(|f| (f.name.clone(), f.kind.clone()))
+            .unwrap_or_else(|| (format!("func[{id}]"), "local".to_string()))
+    };
+    let records = collector
+        .functions()
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.calls > 0)
+        .map(|(id, t)| {
+            let (name, kind) = name_of(id as u32);
+            FunctionRecord {
+                id: id as u32,
+                name,
+                kind,
+                calls: t.calls,
+                self_time: clamp(t.self_time),
+                inclusive: clamp(t.inclusive),
+                min_self: per_activation.then(|| unscale(t.min_self)),
+                max_self: per_activation.then(|| unscale(t.max_self)),
+            }
+        })
+        .collect();
+    let edges = collector
+        .edges()
+        .iter()
+        .map(|e| EdgeRecord {
+            caller: (e.caller != ROOT).then_some(e.caller),
+            callee: e.callee,
+            site: e.site,
+            calls: e.calls,
+            inclusive: clamp(e.inclusive),
+        })
+        .collect();
+    // Node 0 is the root; its children are the outermost functions.
+    let contexts = collector
+        .contexts()
+        .nodes()
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, n)| ContextRecord {
+            id: i as u32 - 1,
+            parent: (n.parent != 0).then(|| n.parent - 1),
+            function: n.function,
+            calls: n.calls,
+            self_time: clamp(n.self_time),
+            inclusive: clamp(n.inclusive),
+        })
+        .collect();
+    Profile {
+        format_version: FORMAT_VERSION,
+        tool: format!("wprof {}", env!("CARGO_PKG_VERSION")),
+        module,
+        mode: mode.name().to_string(),
+        unit: if cost { "instructions" } else { "ns" }.to_string(),
+        exit_code: ending.exit_code,
+        outcome: if ending.trap.is_some() {
+            "trap"
+        } else {
+            "exit"
+        }
+        .to_string(),
+        trap: ending.trap,
+        wall_time: (!cost).then_some(ending.wall_time),
+        total: clamp(collector.root_inclusive()),
+        instrumentation: stats,
+        excluded_ns: (mode == wprof_agent::ProbeMode::Time)
+            .then(|| collector.excluded() / PS_PER_NS),
+        probe_overhead: (mode == wprof_agent::ProbeMode::Time
+            && collector.overhead() != Default::default())
+        .then(|| {
+            let o = collector.overhead();
+            OverheadRecord {
+                inside_ns: o.inside as f64 / PS_PER_NS as f64,
+                outside_ns: o.outside as f64 / PS_PER_NS as f64,
+            }
+        }),
+        functions: records,
+        edges,
+        contexts,
+        sampling: ending.sampling,
+    }
+}
