@@ -19,7 +19,7 @@ const ROOMS: &[(&str, &[&str])] = &[
 ];
 
 /// Helpers at the crate's root: every room may use them; they use no room.
-const HELPERS: &[&str] = &["display", "exit", "logging", "settings", "stats"];
+const HELPERS: &[&str] = &["display", "exit", "logging", "settings", "stats", "timings"];
 
 /// One module: its path (`run::collector`) and its code, comments stripped.
 struct Source {

@@ -14,7 +14,7 @@
 //! - [`profile`]: the profile model and file; uses no room.
 //!
 //! Beside them, helpers every room may use and that use no room: [`exit`], [`settings`],
-//! [`logging`], [`display`] and [`stats`].
+//! [`logging`], [`display`], [`stats`] and [`timings`].
 
 pub mod commands;
 pub mod prepare;
@@ -27,6 +27,7 @@ pub mod exit;
 pub mod logging;
 pub mod settings;
 pub mod stats;
+pub mod timings;
 
 #[cfg(test)]
 mod architecture;

@@ -107,6 +107,8 @@ pub struct RunSettings {
     pub call_sites: bool,
     /// Sample mode: time between two readings of the running context.
     pub sample_period: std::time::Duration,
+    /// Print how long each of wprof's phases took (`--timings`), and how.
+    pub timings: Option<crate::timings::Format>,
 }
 
 #[cfg(test)]

@@ -530,8 +530,7 @@ fn a_profile_without_contexts_still_reports() {
     // work, the flame graph says in one line that there is nothing to draw.
     let s = Scratch::new();
     cost_profile(&s, "fib.wasm", &[], "f.wprof");
-    let mut v: Value =
-        serde_json::from_str(&std::fs::read_to_string(s.path("f.wprof")).unwrap()).unwrap();
+    let mut v = s.profile("f.wprof");
     v.as_object_mut().unwrap().remove("contexts");
     std::fs::write(s.path("flat.wprof"), serde_json::to_string(&v).unwrap()).unwrap();
     for format in [

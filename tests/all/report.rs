@@ -36,6 +36,45 @@ fn text_report_has_flat_profile_and_call_graph() {
 }
 
 #[test]
+fn the_profile_file_is_compressed_json_that_zstd_and_report_json_read() {
+    let s = Scratch::new();
+    fib_profile(&s);
+    let file = std::fs::read(s.path("fib.wprof")).unwrap();
+    assert!(file.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]), "a zstd frame");
+    let printed: serde_json::Value =
+        serde_json::from_slice(&s.run(&["report", "fib.wprof", "--format", "json"]).stdout)
+            .unwrap();
+    assert_eq!(printed, s.profile("fib.wprof"));
+    let pretty = serde_json::to_vec_pretty(&printed).unwrap();
+    assert!(
+        file.len() * 4 <= pretty.len(),
+        "{} of {}",
+        file.len(),
+        pretty.len()
+    );
+    // The reader scripts would use: the zstd command line.
+    if let Some(zstd) = crate::tools::tool("zstd", "decompressing a profile file") {
+        let out = std::process::Command::new(zstd)
+            .args(["-dc", s.path("fib.wprof").to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
+            printed
+        );
+    }
+    // A profile written before the compression (pretty JSON) still reads.
+    std::fs::write(s.path("old.wprof"), &pretty).unwrap();
+    let old = s.run(&["report", "old.wprof", "--format", "json"]);
+    assert_eq!(old.status.code(), Some(0));
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&old.stdout).unwrap(),
+        printed
+    );
+}
+
+#[test]
 fn json_report_has_the_stable_schema() {
     let s = Scratch::new();
     fib_profile(&s);

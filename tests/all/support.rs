@@ -58,10 +58,12 @@ impl Scratch {
     }
 
     /// Reads a profile (JSON) written in this directory.
+    /// A profile file's JSON, decompressed as any zstd reader would (`zstd -dc`).
     pub fn profile(&self, name: &str) -> Value {
-        let text = std::fs::read_to_string(self.path(name))
+        let file = std::fs::File::open(self.path(name))
             .unwrap_or_else(|e| panic!("no profile {name}: {e}"));
-        serde_json::from_str(&text).unwrap()
+        let json = zstd::decode_all(file).unwrap_or_else(|e| panic!("{name} is not zstd: {e}"));
+        serde_json::from_slice(&json).unwrap()
     }
 
     /// Writes a WAT module here as binary and returns its path.

@@ -14,6 +14,7 @@ use crate::report::text;
 use crate::run::collector::Collector;
 use crate::run::runner::{self, Stdio};
 use crate::settings::{self, DirMapping, RunSettings};
+use crate::timings::Timings;
 
 /// Run a WASI (preview 1) command module with probes, then write its profile.
 #[derive(Debug, clap::Args)]
@@ -62,6 +63,12 @@ pub struct RunCommand {
     #[arg(short, long)]
     quiet: bool,
 
+    /// Print on stderr how long each of wprof's own phases took (open the cache, load,
+    /// instrument, compile, instantiate, run, collect, encode, write), even with --quiet:
+    /// a table, or with `--timings=json` one JSON line.
+    #[arg(long, value_enum, env = "WPROF_TIMINGS", value_name = "FORMAT", num_args = 0..=1, require_equals = true, default_missing_value = "text")]
+    timings: Option<crate::timings::Format>,
+
     /// The module to run (`.wasm`, or `.wat` text).
     #[arg(value_name = "APP.wasm")]
     module: PathBuf,
@@ -85,7 +92,9 @@ Environment:
                       (default 1G; `off` for none; see `wprof cache gc`)
   WPROF_MODE          time|sample|cost (like --mode)
   WPROF_SAMPLE_PERIOD_US  sample mode's period (like --sample-period-us)
-  WPROF_LOG           wprof's own log filter, e.g. `debug` (off by default)
+  WPROF_TIMINGS       text|json: print wprof's own phase times (like --timings)
+  WPROF_LOG           wprof's own log filter, e.g. `debug` (off by default); `info`
+                      logs each phase's duration
 
 Examples:
   wprof run app.wasm -- input.txt
@@ -126,6 +135,7 @@ impl RunCommand {
             subtract_overhead: !self.keep_overhead,
             call_sites: self.probes.call_sites,
             sample_period: std::time::Duration::from_micros(self.sample_period_us),
+            timings: self.timings,
         })
     }
 
@@ -191,31 +201,47 @@ impl From<Mode> for ProbeMode {
 
 /// `wprof run` with resolved settings.
 pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
+    let mut timings = Timings::new();
+    let code = run_timed(settings, &mut timings);
+    match settings.timings {
+        Some(crate::timings::Format::Text) => eprint!("{}", timings.render()),
+        Some(crate::timings::Format::Json) => eprintln!("{}", timings.to_json()),
+        None => {}
+    }
+    code
+}
+
+fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failure> {
     // Compiled functions are cached only for profiled runs with a cache.
-    let engine = if settings.profiling && settings.cache_dir.is_some() {
-        crate::prepare::compiled::new_engine_caching()?
-    } else {
-        crate::run::engine::new_engine()?
-    };
-    let loaded = crate::prepare::loader::load(&settings.module, &engine)?;
+    let engine = timings.time("engine", || {
+        if settings.profiling && settings.cache_dir.is_some() {
+            crate::prepare::compiled::new_engine_caching()
+        } else {
+            crate::run::engine::new_engine()
+        }
+    })?;
+    let loaded = timings.time("load", || {
+        crate::prepare::loader::load(&settings.module, &engine)
+    })?;
     let shown = settings.module.display().to_string();
 
     if !settings.profiling {
-        let module = compile(&engine, &loaded.bytes, &shown)?;
+        let module = timings.time("compile", || compile(&engine, &loaded.bytes, &shown))?;
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
+        timings.extend(&outcome.timings);
         return Ok(finish_unprofiled(outcome));
     }
 
-    let mut cache = CacheSession::open(settings.cache_dir.as_deref());
-    let prepared = match instrument::prepare(
-        &loaded,
-        &settings.module,
-        &ProbePlan {
-            mode: settings.mode,
-            call_sites: settings.call_sites,
-        },
-        &mut cache,
-    ) {
+    let mut cache = timings.time("open cache", || {
+        CacheSession::open(settings.cache_dir.as_deref())
+    });
+    let plan = ProbePlan {
+        mode: settings.mode,
+        call_sites: settings.call_sites,
+    };
+    let prepared = match timings.time("instrument", || {
+        instrument::prepare(&loaded, &settings.module, &plan, &mut cache)
+    }) {
         Ok(p) => Some(p),
         Err(e) => {
             warn(format_args!(
@@ -225,21 +251,24 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
         }
     };
     // Compiled through the cache of compiled artifacts (see `instrument::compile`).
-    let mut compile_instrumented =
-        |mut p: Prepared| instrument::compile(&engine, &mut p, &mut cache).map(|m| (p, m));
-    let compiled = prepared.and_then(|p| match compile_instrumented(p) {
-        Ok(pm) => Some(pm),
-        Err(e) => {
-            warn(format_args!(
-                "the instrumented {shown} does not compile ({}); running it without profiling",
-                e.to_string().lines().next().unwrap_or_default()
-            ));
-            None
-        }
+    let compiled = timings.time("compile", || {
+        prepared.and_then(
+            |mut p| match instrument::compile(&engine, &mut p, &mut cache) {
+                Ok(module) => Some((p, module)),
+                Err(e) => {
+                    warn(format_args!(
+                    "the instrumented {shown} does not compile ({}); running it without profiling",
+                    e.to_string().lines().next().unwrap_or_default()
+                ));
+                    None
+                }
+            },
+        )
     });
     let Some((prepared, module)) = compiled else {
-        let module = compile(&engine, &loaded.bytes, &shown)?;
+        let module = timings.time("compile", || compile(&engine, &loaded.bytes, &shown))?;
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
+        timings.extend(&outcome.timings);
         return Ok(finish_unprofiled(outcome));
     };
 
@@ -248,7 +277,9 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
         collector = collector.with_call_site_offsets(call_site_offsets(&loaded.bytes, settings));
     }
     if settings.mode == ProbeMode::Time && settings.subtract_overhead {
-        match crate::run::calibrate::measure(&engine, settings.call_sites) {
+        match timings.time("calibrate", || {
+            crate::run::calibrate::measure(&engine, settings.call_sites)
+        }) {
             Ok(overhead) => {
                 tracing::debug!(?overhead, "probe overhead measured");
                 collector = collector.with_overhead(overhead);
@@ -265,12 +296,9 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
         Stdio::Inherit,
         Some((collector, settings.mode)),
     )?;
+    timings.extend(&outcome.timings);
     if let Some((message, _)) = &outcome.trap {
         // Tell the backtrace in terms of the original module, as `wasmtime run` would.
-        let plan = ProbePlan {
-            mode: settings.mode,
-            call_sites: settings.call_sites,
-        };
         let frames = crate::run::backtrace::to_original(
             &outcome.backtrace,
             &loaded.bytes,
@@ -286,23 +314,32 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
         .collector
         .as_ref()
         .expect("instrumented runs have a collector");
-    let profile = crate::run::profile_of_run(
-        ModuleRef {
-            path: shown.clone(),
-            blake3: loaded.digest_hex(),
-        },
-        &prepared.functions,
-        prepared.stats,
-        settings.mode,
-        collector,
-        Ending {
-            exit_code: outcome.exit_code,
-            trap: outcome.trap.as_ref().map(|(m, _)| m.clone()),
-            wall_time: outcome.wall_time,
-            sampling: outcome.sampling,
-        },
-    );
-    let written = match profile.write(&settings.profile_path) {
+    let profile = timings.time("profile", || {
+        crate::run::profile_of_run(
+            ModuleRef {
+                path: shown.clone(),
+                blake3: loaded.digest_hex(),
+            },
+            &prepared.functions,
+            prepared.stats,
+            settings.mode,
+            collector,
+            Ending {
+                exit_code: outcome.exit_code,
+                trap: outcome.trap.as_ref().map(|(m, _)| m.clone()),
+                wall_time: outcome.wall_time,
+                sampling: outcome.sampling,
+            },
+        )
+    });
+    let written = timings
+        .time("encode", || profile.encode())
+        .and_then(|bytes| {
+            timings.time("write", || {
+                crate::profile::write_bytes(&bytes, &settings.profile_path)
+            })
+        });
+    let written = match written {
         Ok(()) => true,
         Err(e) => {
             warn(format_args!("{e:#}; no profile written"));

@@ -6,6 +6,8 @@
 
 pub mod context_tree;
 mod file;
+
+pub use file::write_bytes;
 mod model;
 
 pub use model::*;

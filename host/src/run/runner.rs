@@ -15,6 +15,7 @@ use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
 use crate::run::sampler::{CurrentCell, Samples};
 use crate::settings::RunSettings;
+use crate::timings::{Timings, PROGRAM};
 use wprof_agent::{ContextArena, ProbeMode};
 
 /// What the store holds: WASI's state and, when the module is instrumented, the probe log
@@ -51,6 +52,8 @@ pub struct RunOutcome {
     pub sampling: Option<crate::profile::SamplingRecord>,
     /// The collector, every frame closed, when the module was instrumented.
     pub collector: Option<Collector>,
+    /// How long instantiating, running and collecting took.
+    pub timings: Timings,
 }
 
 /// Where the program's stdio goes.
@@ -319,12 +322,17 @@ pub fn run(
         log,
     };
     let mut store = Store::new(engine, state);
-    let (result, samples, wall_time) = match linker.instantiate(&mut store, module) {
+    let mut timings = Timings::new();
+    let instantiated = timings.time("instantiate", || linker.instantiate(&mut store, module));
+    let (result, samples, wall_time) = match instantiated {
         Ok(instance) => {
             let (result, samples, wall_time) =
                 call_start(&mut store, &instance, mode, settings, &shown)?;
+            timings.record(PROGRAM, std::time::Duration::from_nanos(wall_time));
             if let Some(mode) = mode.filter(|m| m.counts_inline()) {
-                replay_tree(&mut store, &instance, mode, samples.as_ref());
+                timings.time("collect", || {
+                    replay_tree(&mut store, &instance, mode, samples.as_ref())
+                });
             }
             (result, samples, wall_time)
         }
@@ -374,13 +382,13 @@ pub fn run(
     // Frames left open (a trap, proc_exit) close at the end: now (time mode), or the last
     // count (the inline modes).
     let state = store.into_data();
-    let collector = match state.log {
+    let collector = timings.time("collect", || match state.log {
         Some(log) => Some(log.finish().0),
         None => state.collector.map(|mut c| {
             c.finish_at(c.last());
             c
         }),
-    };
+    });
     Ok(RunOutcome {
         exit_code,
         trap,
@@ -391,6 +399,7 @@ pub fn run(
             readings: s.readings,
         }),
         collector,
+        timings,
     })
 }
 

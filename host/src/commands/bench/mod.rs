@@ -40,6 +40,15 @@ For each module, medians of N runs (interleaved; empty stdin, output discarded):
   The wasmtime CLI is WASMTIME_CLI, else `wasmtime` on PATH; without it only the wprof
   process is timed. Its version may differ from the wasmtime wprof embeds (both shown).
 
+  whole processes, caches warm (each primed by one run first):
+    wasmtime run         `wasmtime run` with its compilation cache in a temporary directory
+    MODE mode            `wprof run -q --mode MODE --timings=json`, its cache warm, and the
+                         ratio to `wasmtime run`
+    own                  wprof's own time outside the guest: the process wall time minus the
+                         program's `_start` (the `run` phase it reports)
+    phases               the part of `own` inside the phases wprof times (the rest is process
+                         start-up and exit)
+
   start-up (time mode), as `wprof run` does it up to `_start`:
     compile   plain wasmtime reading and compiling the original, no cache
     cold      empty cache: load, instrument every function, compile, store
@@ -330,6 +339,45 @@ fn table(report: &BenchReport, runs: u32) -> String {
             format_ns(p.wprof_off),
             ratio(p.wprof_off_ratio),
         );
+    }
+
+    let _ = writeln!(
+        out,
+        "\nwhole process wall time, caches warm: `wprof run -q` per mode against `wasmtime run` \
+         with its compilation cache;\nown = wprof's time outside the guest (process minus \
+         `_start`), phases = the part of it wprof times itself (`--timings`)"
+    );
+    let _ = write!(out, "{:<20} {:>13}", "module", "wasmtime run");
+    for mode in ProbeMode::ALL {
+        let _ = write!(
+            out,
+            " {:>12} {:>7} {:>10} {:>10}",
+            format!("{} mode", mode.name()),
+            "ratio",
+            "own",
+            "phases"
+        );
+    }
+    out.push('\n');
+    for r in rows {
+        let p = &r.process;
+        let _ = write!(
+            out,
+            "{:<20} {:>13}",
+            file_name(&r.module),
+            time(p.wasmtime_run_warm)
+        );
+        for m in &p.profiled {
+            let _ = write!(
+                out,
+                " {:>12} {:>7} {:>10} {:>10}",
+                format_ns(m.wall),
+                ratio(m.ratio),
+                format_ns(m.own),
+                format_ns(m.own_phases)
+            );
+        }
+        out.push('\n');
     }
 
     let _ = writeln!(

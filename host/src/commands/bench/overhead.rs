@@ -59,6 +59,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         subtract_overhead: false,
         call_sites: false,
         sample_period: crate::run::sampler::DEFAULT_PERIOD,
+        timings: None,
     }
 }
 

@@ -1,11 +1,15 @@
 //! Whole processes, timed from spawn to exit: `wprof run` with `WPROF=0` (this very
 //! binary), and, when the wasmtime CLI is installed, `wasmtime run` and `wasmtime run
-//! --profile=guest` — the reference point a user would otherwise pick.
+//! --profile=guest` — the reference point a user would otherwise pick; then, caches warm,
+//! `wprof run` profiling in each mode beside `wasmtime run` with its compilation cache,
+//! with wprof's own time outside the guest (the process minus the program's `_start`, as
+//! `--timings=json` reports it).
 //!
 //! These are process wall times: start-up of the binary, reading and compiling the module
-//! (nothing is cached: the CLI runs with `-C cache=n`, and `WPROF=0` never touches a cache),
-//! the program, and exit. Every process runs in a temporary directory (the guest profile is
-//! written there), with empty stdin and its output discarded.
+//! (in the first group nothing is cached: the CLI runs with `-C cache=n`, and `WPROF=0`
+//! never touches a cache), the program, and exit. Every process runs in a temporary
+//! directory (profiles and caches are written there), with empty stdin and its output
+//! discarded.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -14,6 +18,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use serde::Serialize;
+
+use wprof_agent::ProbeMode;
 
 use crate::exit::Failure;
 use crate::stats::median;
@@ -68,6 +74,11 @@ impl WasmtimeCli {
     }
 }
 
+/// `path` as a TOML basic string.
+fn toml_string(path: &Path) -> String {
+    serde_json::to_string(&path.to_string_lossy()).expect("a string serializes")
+}
+
 fn on_path(name: &str) -> Option<PathBuf> {
     let paths = std::env::var_os("PATH")?;
     std::env::split_paths(&paths)
@@ -88,6 +99,27 @@ pub struct ProcessBench {
     pub profile_guest_ratio: Option<f64>,
     /// `wprof_off / wasmtime_run`: what wprof with profiling off costs over plain wasmtime.
     pub wprof_off_ratio: Option<f64>,
+    /// `wasmtime run` with its compilation cache warm (in a temporary directory); `null`
+    /// without the CLI.
+    pub wasmtime_run_warm: Option<u64>,
+    /// `wprof run` profiling, its cache warm, per mode.
+    pub profiled: Vec<ProfiledProcess>,
+}
+
+/// `wprof run -q MODULE` in one mode, its cache warm.
+#[derive(Debug, Serialize)]
+pub struct ProfiledProcess {
+    /// The probe mode.
+    pub mode: &'static str,
+    /// Median process wall time.
+    pub wall: u64,
+    /// Median of the process wall time minus the program's `_start` (the `run` phase):
+    /// everything wprof adds outside the guest, process start and exit included.
+    pub own: u64,
+    /// Median of the phases wprof times itself, outside the guest (`--timings`' "own").
+    pub own_phases: u64,
+    /// `wall / wasmtime_run_warm`.
+    pub ratio: Option<f64>,
 }
 
 /// Spawns `cmd` with empty stdin and discarded output and waits: the wall time. The exit
@@ -111,6 +143,44 @@ fn wall_time(mut cmd: Command) -> Result<u64, Failure> {
         )));
     }
     Ok(elapsed)
+}
+
+/// Spawns a `wprof run --timings=json` and waits: its wall time and the phases it
+/// printed (the last line of its stderr).
+fn timed_run(mut cmd: Command) -> Result<(u64, serde_json::Value), Failure> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let t = Instant::now();
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run {:?}", cmd.get_program()))?;
+    let elapsed = t.elapsed().as_nanos() as u64;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let phases = stderr
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("phases").is_some())
+        .ok_or_else(|| {
+            Failure::input(format!(
+                "`wprof run --timings=json` printed no timings ({}): {}",
+                out.status,
+                stderr.lines().last().unwrap_or_default()
+            ))
+        })?;
+    Ok((elapsed, phases))
+}
+
+/// The nanoseconds of phase `name` in `--timings=json` output.
+fn phase_ns(timings: &serde_json::Value, name: &str) -> u64 {
+    timings["phases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["name"] == name)
+        .filter_map(|p| p["ns"].as_u64())
+        .sum()
 }
 
 /// Measures the processes on `path`, `runs` times each, interleaved.
@@ -144,14 +214,62 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
         cmd.arg(&module);
         cmd
     };
-    let (mut off, mut plain, mut guest) = (Vec::new(), Vec::new(), Vec::new());
+    let cache_config = dir.join("wasmtime-cache.toml");
+    std::fs::write(
+        &cache_config,
+        format!(
+            "[cache]\ndirectory = {}\n",
+            toml_string(&dir.join("wasmtime-cache"))
+        ),
+    )
+    .context("failed to write a wasmtime cache configuration")?;
+    let wasmtime_warm = |cli: &WasmtimeCli| {
+        let mut cmd = Command::new(&cli.path);
+        cmd.current_dir(dir)
+            .args(["run", "-C", "cache=y", "-C"])
+            .arg(format!("cache-config={}", cache_config.display()))
+            .arg(&module);
+        cmd
+    };
+    let profiled = |mode: ProbeMode| {
+        let mut cmd = Command::new(&wprof);
+        cmd.current_dir(dir)
+            .env_remove("WPROF")
+            .args(["run", "-q", "--timings=json", "--mode", mode.name()])
+            .arg("--cache-dir")
+            .arg(dir.join("wprof-cache"))
+            .arg("-o")
+            .arg(dir.join(format!("{}.wprof", mode.name())))
+            .arg(&module);
+        cmd
+    };
+    // Warm both caches.
+    if let Some(cli) = cli {
+        wall_time(wasmtime_warm(cli))?;
+    }
+    for mode in ProbeMode::ALL {
+        timed_run(profiled(mode))?;
+    }
+
+    let (mut off, mut plain, mut guest, mut warm) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut by_mode: Vec<(Vec<u64>, Vec<u64>, Vec<u64>)> =
+        ProbeMode::ALL.iter().map(|_| Default::default()).collect();
     for _ in 0..runs {
         off.push(wall_time(wprof_off())?);
         if let Some(cli) = cli {
             plain.push(wall_time(wasmtime(cli, false))?);
             guest.push(wall_time(wasmtime(cli, true))?);
+            warm.push(wall_time(wasmtime_warm(cli))?);
+        }
+        for (mode, (walls, own, phases)) in ProbeMode::ALL.iter().zip(&mut by_mode) {
+            let (wall, timings) = timed_run(profiled(*mode))?;
+            walls.push(wall);
+            own.push(wall.saturating_sub(phase_ns(&timings, crate::timings::PROGRAM)));
+            phases.push(timings["own_ns"].as_u64().unwrap_or(0));
         }
     }
+    let wasmtime_run_warm = cli.map(|_| median(warm));
     let wprof_off = median(off);
     let (wasmtime_run, wasmtime_profile_guest) = match cli {
         Some(_) => (Some(median(plain)), Some(median(guest))),
@@ -164,5 +282,20 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
         wasmtime_profile_guest,
         profile_guest_ratio: wasmtime_profile_guest.and_then(|g| ratio(g, wasmtime_run)),
         wprof_off_ratio: ratio(wprof_off, wasmtime_run),
+        wasmtime_run_warm,
+        profiled: ProbeMode::ALL
+            .iter()
+            .zip(by_mode)
+            .map(|(mode, (walls, own, phases))| {
+                let wall = median(walls);
+                ProfiledProcess {
+                    mode: mode.name(),
+                    wall,
+                    own: median(own),
+                    own_phases: median(phases),
+                    ratio: ratio(wall, wasmtime_run_warm),
+                }
+            })
+            .collect(),
     })
 }
