@@ -9,6 +9,7 @@ use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::exit::Failure;
 use crate::prepare::instrument::{self, warn, CacheSession, Prepared};
+use crate::prepare::loader::{self, LoadedModule};
 use crate::profile::{Ending, ModuleRef, Profile};
 use crate::report::text;
 use crate::run::collector::Collector;
@@ -220,13 +221,13 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             crate::run::engine::new_engine()
         }
     })?;
-    let loaded = timings.time("load", || {
-        crate::prepare::loader::load(&settings.module, &engine)
-    })?;
+    // Validated only where nothing else does: compiling validates, and a module the cache
+    // knows by its digest was validated before it was stored.
+    let loaded = timings.time("load", || loader::read(&settings.module))?;
     let shown = settings.module.display().to_string();
 
     if !settings.profiling {
-        let module = timings.time("compile", || compile(&engine, &loaded.bytes, &shown))?;
+        let module = timings.time("compile", || compile(&engine, &loaded, settings))?;
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
         return Ok(finish_unprofiled(outcome));
@@ -239,17 +240,22 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         mode: settings.mode,
         call_sites: settings.call_sites,
     };
-    let prepared = match timings.time("instrument", || {
-        instrument::prepare(&loaded, &settings.module, &plan, &mut cache)
-    }) {
-        Ok(p) => Some(p),
-        Err(e) => {
-            warn(format_args!(
-                "cannot instrument {shown} ({e}); running it without profiling"
-            ));
-            None
+    let prepared = timings.time("instrument", || {
+        if let Some(hit) = instrument::from_cache(&loaded, &settings.module, &plan, &mut cache) {
+            return Ok(Some(hit));
         }
-    };
+        // Bad input stops here, before anything of it reaches the cache.
+        loader::validate(&loaded, &settings.module, &engine)?;
+        match instrument::instrument(&loaded, &settings.module, &plan, &mut cache) {
+            Ok(p) => Ok(Some(p)),
+            Err(e) => {
+                warn(format_args!(
+                    "cannot instrument {shown} ({e}); running it without profiling"
+                ));
+                Ok::<_, Failure>(None)
+            }
+        }
+    })?;
     // Compiled through the cache of compiled artifacts (see `instrument::compile`).
     let compiled = timings.time("compile", || {
         prepared.and_then(
@@ -266,7 +272,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         )
     });
     let Some((prepared, module)) = compiled else {
-        let module = timings.time("compile", || compile(&engine, &loaded.bytes, &shown))?;
+        let module = timings.time("compile", || compile(&engine, &loaded, settings))?;
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
         return Ok(finish_unprofiled(outcome));
@@ -372,10 +378,20 @@ fn call_site_offsets(module: &[u8], settings: &RunSettings) -> HashMap<u32, Vec<
         .collect()
 }
 
-fn compile(engine: &wasmtime::Engine, bytes: &[u8], shown: &str) -> Result<Module, Failure> {
-    Module::new(engine, bytes).map_err(|e| {
+/// Compiles the original module (which validates it): a module that does not validate is
+/// the loader's one-line failure, any other compile error one line of its own.
+fn compile(
+    engine: &wasmtime::Engine,
+    loaded: &LoadedModule,
+    settings: &RunSettings,
+) -> Result<Module, Failure> {
+    Module::new(engine, &loaded.bytes).map_err(|e| {
+        if let Err(invalid) = loader::validate(loaded, &settings.module, engine) {
+            return invalid;
+        }
         Failure::input(format!(
-            "cannot compile {shown}: {}",
+            "cannot compile {}: {}",
+            settings.module.display(),
             e.to_string().lines().next().unwrap_or_default()
         ))
     })

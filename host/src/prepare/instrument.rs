@@ -250,11 +250,35 @@ pub fn prepare(
     plan: &ProbePlan,
     cache: &mut CacheSession,
 ) -> Result<Prepared, wprof_agent::AgentError> {
-    let manifest_key = manifest_key(&module.digest, plan);
-    if let Some(hit) = from_manifest(&manifest_key, cache, path) {
-        tracing::debug!("instrumented module taken from the cache");
-        return Ok(hit);
+    match from_cache(module, path, plan, cache) {
+        Some(hit) => Ok(hit),
+        None => instrument(module, path, plan, cache),
     }
+}
+
+/// The instrumented module for `module` and `plan` when the cache holds it whole (its
+/// manifest, and the module the manifest names, both intact).
+pub fn from_cache(
+    module: &LoadedModule,
+    path: &Path,
+    plan: &ProbePlan,
+    cache: &mut CacheSession,
+) -> Option<Prepared> {
+    let hit = from_manifest(&manifest_key(&module.digest, plan), cache, path)?;
+    tracing::debug!("instrumented module taken from the cache");
+    Some(hit)
+}
+
+/// Instruments `module` for `plan`, function by function, taking the bodies the cache
+/// holds and storing the rest, the module and its manifest. The caller has looked for the
+/// whole module in the cache ([`from_cache`]) and validated `module`.
+pub fn instrument(
+    module: &LoadedModule,
+    path: &Path,
+    plan: &ProbePlan,
+    cache: &mut CacheSession,
+) -> Result<Prepared, wprof_agent::AgentError> {
+    let manifest_key = manifest_key(&module.digest, plan);
 
     let instrumenter = Instrumenter::new(&module.bytes, plan)?;
     let FunctionLookups {

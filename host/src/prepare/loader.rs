@@ -27,6 +27,15 @@ impl LoadedModule {
 /// Reads `path` and checks that it is a WASI preview 1 command module that the engine
 /// accepts. Nothing is written anywhere.
 pub fn load(path: &Path, engine: &wasmtime::Engine) -> Result<LoadedModule, Failure> {
+    let module = read(path)?;
+    validate(&module, path, engine)?;
+    Ok(module)
+}
+
+/// Reads `path` and checks that it is a WASI preview 1 command, without validating the
+/// code: for callers that validate only when nothing earlier did (a module the cache knows
+/// by its digest was validated when it was stored; compiling validates too).
+pub fn read(path: &Path) -> Result<LoadedModule, Failure> {
     let shown = path.display();
     let raw =
         std::fs::read(path).map_err(|e| Failure::input(format!("cannot read {shown}: {e}")))?;
@@ -49,15 +58,25 @@ pub fn load(path: &Path, engine: &wasmtime::Engine) -> Result<LoadedModule, Fail
             "{shown} is a WebAssembly component; wprof runs core modules (WASI preview 1 commands) only"
         )));
     }
-    wasmtime::Module::validate(engine, &bytes).map_err(|e| {
-        Failure::input(format!(
-            "{shown} is not a valid module: {}",
-            one_line(&e.to_string())
-        ))
-    })?;
     check_command(&bytes).map_err(|why| Failure::input(format!("{shown} {why}")))?;
     let digest = *blake3::hash(&bytes).as_bytes();
     Ok(LoadedModule { bytes, digest })
+}
+
+/// Checks that the engine accepts `module` (read from `path`): one [`Failure`] naming the
+/// file and the first problem.
+pub fn validate(
+    module: &LoadedModule,
+    path: &Path,
+    engine: &wasmtime::Engine,
+) -> Result<(), Failure> {
+    wasmtime::Module::validate(engine, &module.bytes).map_err(|e| {
+        Failure::input(format!(
+            "{} is not a valid module: {}",
+            path.display(),
+            one_line(&e.to_string())
+        ))
+    })
 }
 
 fn looks_like_text(raw: &[u8]) -> bool {
