@@ -233,7 +233,7 @@ fn another_format_is_refused() {
 }
 
 fn age(path: &std::path::Path) {
-    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     std::fs::File::options()
         .write(true)
         .open(path)
