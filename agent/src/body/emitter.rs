@@ -1,0 +1,166 @@
+//! The emitter: writes a body's new bytes, and the probes that every mode places at the
+//! same points (entry, exit, tail call, catch landing, call site, call to an import),
+//! each dispatched to the mode's own instructions (see `host_calls`, `inline_tree`,
+//! `cost` and `sample`).
+
+use wasm_encoder::{Encode, Instruction, MemArg};
+
+use crate::probe_map::{InlineIndices, ProbeLayout};
+use crate::ContextArena;
+
+/// The locals the inline modes add to a body.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct InlineLocals {
+    /// The function's calling-context node.
+    pub(super) node: u32,
+    /// Scratch: an import's node around a call to it.
+    pub(super) import_node: u32,
+    /// Cost mode: the instructions counted since the last flush to the node.
+    pub(super) delta: Option<u32>,
+    /// The function tail-calls itself.
+    pub(super) self_tail: Option<SelfTailLocals>,
+}
+
+/// The locals of a function that tail-calls itself (inline modes): a loop of such calls
+/// counts in one node, the one its first iteration reached.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SelfTailLocals {
+    /// The slot this activation was reached through.
+    pub(super) came_from: u32,
+    /// This activation was entered by the function's own tail call.
+    pub(super) via_self_tail: u32,
+}
+
+/// Writes the instructions the probes are made of.
+pub(super) struct Emitter<'p> {
+    pub(super) out: Vec<u8>,
+    pub(super) probes: &'p ProbeLayout,
+    pub(super) call_sites: bool,
+    /// The inline modes: where the tree is, and the body's added locals.
+    pub(super) inline: Option<(InlineIndices, InlineLocals)>,
+    /// The slot of each call instruction, in order (see [`super::scan::BodyFacts::slots`]).
+    pub(super) slots: Vec<u32>,
+    /// How many call instructions were emitted so far.
+    pub(super) calls_emitted: usize,
+}
+
+impl Emitter<'_> {
+    pub(super) fn instr(&mut self, instr: Instruction<'_>) {
+        instr.encode(&mut self.out);
+    }
+
+    pub(super) fn instrs(&mut self, instrs: &[Instruction<'_>]) {
+        for i in instrs {
+            i.encode(&mut self.out);
+        }
+    }
+
+    pub(super) fn tree_i32(arena: InlineIndices, offset: u32) -> MemArg {
+        MemArg {
+            offset: u64::from(offset),
+            align: 2,
+            memory_index: arena.memory,
+        }
+    }
+
+    pub(super) fn tree_i64(arena: InlineIndices, offset: u32) -> MemArg {
+        MemArg {
+            offset: u64::from(offset),
+            align: 3,
+            memory_index: arena.memory,
+        }
+    }
+
+    /// The entry probe of function `id` with `slots` call sites; in time mode, for a
+    /// function that catches, the frame token goes to `token`.
+    pub(super) fn enter(&mut self, id: u32, slots: u32, token: Option<u32>) {
+        match (self.inline, token) {
+            (Some((arena, locals)), _) => {
+                if let Some(t) = locals.self_tail {
+                    self.instrs(&[
+                        Instruction::GlobalGet(arena.slot),
+                        Instruction::LocalSet(t.came_from),
+                        Instruction::GlobalGet(arena.self_tail),
+                        Instruction::LocalSet(t.via_self_tail),
+                        Instruction::I32Const(0),
+                        Instruction::GlobalSet(arena.self_tail),
+                    ]);
+                }
+                self.find_and_count(arena, locals.node, id, slots);
+                self.set_current(locals.node);
+            }
+            (None, Some(token)) => {
+                self.probe(self.probes.enter_catching(), id);
+                self.instr(Instruction::LocalSet(token));
+            }
+            (None, None) => self.probe(self.probes.enter(), id),
+        }
+    }
+
+    pub(super) fn exit(&mut self, id: u32) {
+        if self.inline.is_some() {
+            // The function's own count goes in before its frame closes.
+            self.flush();
+        } else {
+            self.probe(self.probes.exit(), id);
+        }
+    }
+
+    pub(super) fn tail(&mut self, id: u32) {
+        if self.inline.is_some() {
+            // The caller's node stays the callee's parent; its locals die now.
+            self.flush();
+        } else {
+            self.probe(self.probes.tail(), id);
+        }
+    }
+
+    /// Where a catch lands in this function.
+    pub(super) fn landing(&mut self, token: Option<u32>) {
+        if self.inline.is_some() {
+            self.resume();
+        } else if let Some(token) = token {
+            self.probe_with(self.probes.unwind(), Instruction::LocalGet(token));
+        }
+    }
+
+    /// Before a call instruction at `offset` of the original body: time mode with call
+    /// sites reports it; the inline modes point the slot global at the call's slot.
+    pub(super) fn call_site(&mut self, offset: u32) {
+        match self.inline {
+            Some((arena, locals)) => {
+                let slot = self.slots.get(self.calls_emitted).copied().unwrap_or(0);
+                self.calls_emitted += 1;
+                let slot = ContextArena::SLOTS + 4 * slot;
+                self.instrs(&[
+                    Instruction::LocalGet(locals.node),
+                    Instruction::I32Const(slot as i32),
+                    Instruction::I32Add,
+                    Instruction::GlobalSet(arena.slot),
+                ]);
+            }
+            None if self.call_sites => self.probe(self.probes.site(), offset),
+            None => {}
+        }
+    }
+
+    /// A direct call to imported function `import` (its call site already announced),
+    /// bracketed so it is its own node.
+    pub(super) fn probed_import_call(&mut self, import: u32) {
+        match self.inline {
+            Some((arena, locals)) => {
+                // The caller's count goes in first: an import may end the program.
+                self.flush();
+                self.find_and_count(arena, locals.import_node, import, 0);
+                self.set_current(locals.import_node);
+                self.instr(Instruction::Call(import));
+                self.resume();
+            }
+            None => {
+                self.probe(self.probes.enter(), import);
+                self.instr(Instruction::Call(import));
+                self.probe(self.probes.exit(), import);
+            }
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! The inline modes' calling-context tree (cost and sample, see [`crate::ContextArena`]):
+//! finding and counting a function's node through the slot its caller set, and keeping a
+//! loop of self tail calls in one node.
+
+use wasm_encoder::{BlockType, Instruction};
+
+use super::emitter::{Emitter, InlineLocals};
+use crate::probe_map::InlineIndices;
+use crate::ContextArena;
+
+impl Emitter<'_> {
+    /// Inline modes: `local = the node of function id` (through the slot global), counting
+    /// one call in it.
+    pub(super) fn find_and_count(&mut self, arena: InlineIndices, local: u32, id: u32, slots: u32) {
+        let id1 = id.wrapping_add(1) as i32;
+        self.instrs(&[
+            Instruction::GlobalGet(arena.slot),
+            Instruction::I32Load(Self::tree_i32(arena, 0)),
+            Instruction::LocalTee(local),
+            Instruction::I32Load(Self::tree_i32(arena, ContextArena::FUNCTION)),
+            Instruction::I32Const(id1),
+            Instruction::I32Ne,
+            Instruction::If(BlockType::Empty),
+            Instruction::GlobalGet(arena.slot),
+            Instruction::I32Const(id1),
+            Instruction::I32Const(slots as i32),
+            Instruction::Call(arena.child),
+            Instruction::LocalSet(local),
+            Instruction::End,
+            Instruction::LocalGet(local),
+            Instruction::LocalGet(local),
+            Instruction::I64Load(Self::tree_i64(arena, ContextArena::CALLS)),
+            Instruction::I64Const(1),
+            Instruction::I64Add,
+            Instruction::I64Store(Self::tree_i64(arena, ContextArena::CALLS)),
+        ]);
+    }
+
+    /// Inline modes, before this function's tail call to itself (its call site already
+    /// announced): a call made by an activation that was itself entered that way follows
+    /// the same slot again, so the whole loop counts in the node its first iteration
+    /// reached; and the callee learns it was entered this way.
+    pub(super) fn self_tail_call(&mut self) {
+        let Some((
+            arena,
+            InlineLocals {
+                self_tail: Some(t), ..
+            },
+        )) = self.inline
+        else {
+            return;
+        };
+        self.instrs(&[
+            Instruction::LocalGet(t.via_self_tail),
+            Instruction::If(BlockType::Empty),
+            Instruction::LocalGet(t.came_from),
+            Instruction::GlobalSet(arena.slot),
+            Instruction::End,
+            Instruction::I32Const(1),
+            Instruction::GlobalSet(arena.self_tail),
+        ]);
+    }
+}

@@ -1,0 +1,305 @@
+//! Rewriting one function body: probes in, every other instruction copied byte for byte.
+//!
+//! Besides the entry/exit/import/tail probes described in the crate docs:
+//!
+//! - a function that catches exceptions (`try_table` with catch clauses, or a legacy
+//!   `try` with `catch`/`catch_all`) enters through `enter_catching`, keeps the returned
+//!   frame token in a new local, and calls `unwind(token)` wherever a catch lands — after
+//!   the `end` of each block a catch clause targets, after a legacy `catch`, and before the
+//!   exit probe — so the collector closes exactly the frames the exception skipped;
+//! - in the inline modes (cost and sample, see [`crate::ContextArena`]) no probe calls the
+//!   host: the entry follows the slot its caller set to the function's calling-context
+//!   node (kept in a new local) and counts the call there; before every call the function
+//!   sets the slot of that call site; a direct call to an import finds and counts the
+//!   import's node at the call site;
+//! - in cost mode, the first instruction of every basic block is preceded by
+//!   `delta += N`, N being the number of original instructions in the block (`end`
+//!   excluded), `delta` being a new local, added to the node's self cost (and reset) at
+//!   the function's exit, before a tail call, a throw or a call to an import, and — in
+//!   modules that can throw or import `proc_exit` — before every call;
+//! - in sample mode, the node running now is stored in the current-node cell at entry,
+//!   around calls to imports, after every call returns and wherever a catch lands.
+//!
+//! This file is the rewriting loop; `scan.rs` the first pass over a body; `emitter.rs` the
+//! probe points every mode shares; `host_calls.rs` (time mode), `inline_tree.rs`,
+//! `cost.rs` and `sample.rs` the instructions of each kind of probe.
+
+mod cost;
+mod emitter;
+mod host_calls;
+mod inline_tree;
+mod sample;
+mod scan;
+
+use wasm_encoder::{Encode, Instruction};
+use wasmparser::{BinaryReader, FunctionBody};
+
+use crate::layout::ModuleLayout;
+use crate::probe_map::ProbeLayout;
+use crate::{AgentError, ProbePlan};
+use emitter::{Emitter, InlineLocals, SelfTailLocals};
+use scan::{catch_labels, ends_basic_block, is_call, scan};
+use wasmparser::Operator;
+
+/// One instrumented function body, independent of where it lands in a module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstrumentedBody {
+    /// The body's bytes (locals and code, without the size prefix).
+    pub bytes: Vec<u8>,
+    /// For each original instruction, in order: its offset from the start of the original
+    /// body, and the offset of its copy from the start of this body.
+    pub offsets: Vec<(u32, u32)>,
+}
+
+/// The local declarations re-encoded with `extra` locals appended, and the index of the
+/// first of them (`params + locals`).
+fn locals_with_extra(
+    body: &FunctionBody<'_>,
+    params: u32,
+    bytes: &[u8],
+    base: usize,
+    code_start: usize,
+    extra: &[wasm_encoder::ValType],
+) -> Result<(Vec<u8>, u32), AgentError> {
+    let mut reader = body.get_binary_reader();
+    let groups = reader.read_var_u32()?;
+    let groups_end = reader.original_position();
+    let mut locals = params;
+    for local in body.get_locals_reader()? {
+        let (count, _) = local?;
+        locals = locals.checked_add(count).ok_or(AgentError::Unsupported {
+            what: "a function with more than 2^32 locals".to_string(),
+            offset: base,
+        })?;
+    }
+    let mut out = Vec::new();
+    (groups + extra.len() as u32).encode(&mut out);
+    out.extend_from_slice(&bytes[groups_end..code_start]);
+    for ty in extra {
+        1u32.encode(&mut out);
+        ty.encode(&mut out);
+    }
+    Ok((out, locals))
+}
+
+/// The offsets, from the start of the body, of the call instructions of the `defined`-th
+/// defined function, in order.
+pub(crate) fn call_sites(layout: &ModuleLayout<'_>, defined: u32) -> Result<Vec<u32>, AgentError> {
+    let func = &layout.defined_funcs[defined as usize];
+    let base = func.body.start;
+    let body = FunctionBody::new(BinaryReader::new(&layout.bytes[func.body.clone()], base));
+    let mut ops = body.get_operators_reader()?;
+    let mut sites = Vec::new();
+    while !ops.eof() {
+        let start = ops.original_position();
+        if is_call(&ops.read()?) {
+            sites.push((start - base) as u32);
+        }
+    }
+    Ok(sites)
+}
+
+/// Rewrites the body of the `defined`-th defined function.
+pub(crate) fn instrument_body(
+    layout: &ModuleLayout<'_>,
+    probes: &ProbeLayout,
+    plan: &ProbePlan,
+    defined: u32,
+) -> Result<InstrumentedBody, AgentError> {
+    let func = &layout.defined_funcs[defined as usize];
+    let id = layout.function_id(defined);
+    let base = func.body.start;
+    let body = FunctionBody::new(BinaryReader::new(&layout.bytes[func.body.clone()], base));
+    let mut ops = body.get_operators_reader()?;
+    let code_start = ops.original_position();
+    let mut facts = scan(ops.clone(), plan.call_sites, id)?;
+
+    let mut e = Emitter {
+        out: Vec::with_capacity(func.body.len() + func.body.len() / 4 + 16),
+        probes,
+        call_sites: plan.call_sites,
+        inline: None,
+        slots: Vec::new(),
+        calls_emitted: 0,
+    };
+    // New locals: the frame token (time mode, functions that catch); the node, an
+    // import's node and, in cost mode, the delta (the inline modes).
+    use wasm_encoder::ValType::{I32, I64};
+    let arena = probes.arena();
+    let mut extra = match arena {
+        None if facts.catches => vec![I32],
+        None => vec![],
+        Some(_) if plan.mode == crate::ProbeMode::Cost => vec![I32, I32, I64],
+        Some(_) => vec![I32, I32],
+    };
+    // A function that tail-calls itself keeps where it came from (inline modes).
+    let self_tail_at = (arena.is_some() && facts.self_tail).then(|| {
+        let at = extra.len() as u32;
+        extra.extend([I32, I32]);
+        at
+    });
+    let first_new = if extra.is_empty() {
+        e.out.extend_from_slice(&layout.bytes[base..code_start]);
+        0
+    } else {
+        let params = layout.signature(func.type_index).params.len() as u32;
+        let (locals, first) =
+            locals_with_extra(&body, params, layout.bytes, base, code_start, &extra)?;
+        e.out.extend_from_slice(&locals);
+        first
+    };
+    let token = (arena.is_none() && facts.catches).then_some(first_new);
+    if let Some(arena) = arena {
+        let locals = InlineLocals {
+            node: first_new,
+            import_node: first_new + 1,
+            delta: (plan.mode == crate::ProbeMode::Cost).then_some(first_new + 2),
+            self_tail: self_tail_at.map(|at| SelfTailLocals {
+                came_from: first_new + at,
+                via_self_tail: first_new + at + 1,
+            }),
+        };
+        e.inline = Some((arena, locals));
+    }
+    e.enter(id, facts.slot_count, token);
+    e.slots = std::mem::take(&mut facts.slots);
+    let mut offsets = Vec::new();
+    // Every branch to the function's outermost label now lands at the end of this block,
+    // where the exit probe runs.
+    e.instr(Instruction::Block(probes.wrapper_block(func.type_index)));
+    let mut weights = facts.block_weights.iter().copied();
+    e.add_cost(weights.next().unwrap_or(0));
+
+    // Open blocks inside the function (the wrapper excluded); `true` where a catch clause
+    // lands after the block's `end`.
+    let mut blocks: Vec<bool> = Vec::new();
+    // Parallel to `blocks`: which are loops.
+    let mut loops: Vec<bool> = Vec::new();
+    let mut wrapper_catches = false;
+    let mut finished = false;
+    while !ops.eof() {
+        let start = ops.original_position();
+        let op = ops.read()?;
+        let end = ops.original_position();
+        if finished {
+            return Err(AgentError::Unsupported {
+                what: "instructions after the end of a function".to_string(),
+                offset: start,
+            });
+        }
+        offsets.push(((start - base) as u32, e.out.len() as u32));
+        let original = &layout.bytes[start..end];
+        if is_call(&op) {
+            e.call_site((start - base) as u32);
+        }
+        match &op {
+            Operator::TryTable { try_table } => {
+                for label in catch_labels(try_table) {
+                    // Catch labels are relative to the block around the try_table; a loop
+                    // target lands at the loop's head (see below).
+                    match blocks.len().checked_sub(label + 1) {
+                        Some(at) if !loops[at] => blocks[at] = true,
+                        Some(_) => {}
+                        None => wrapper_catches = true,
+                    }
+                }
+                blocks.push(false);
+                loops.push(false);
+                e.out.extend_from_slice(original);
+            }
+            Operator::Loop { .. } => {
+                blocks.push(false);
+                loops.push(true);
+                e.out.extend_from_slice(original);
+                if facts.caught_loops.contains(&start) {
+                    // Harmless on an ordinary iteration: no frame is above this one.
+                    e.landing(token);
+                }
+            }
+            Operator::Block { .. } | Operator::If { .. } | Operator::Try { .. } => {
+                blocks.push(false);
+                loops.push(false);
+                e.out.extend_from_slice(original);
+            }
+            Operator::End if blocks.is_empty() => {
+                // Closes the wrapper block; then the exit probe; then the function.
+                e.instr(Instruction::End);
+                if wrapper_catches {
+                    e.landing(token);
+                }
+                e.exit(id);
+                e.instr(Instruction::End);
+                finished = true;
+            }
+            Operator::End | Operator::Delegate { .. } => {
+                loops.pop();
+                let caught_here = blocks.pop().unwrap_or(false);
+                e.out.extend_from_slice(original);
+                if caught_here {
+                    e.landing(token);
+                }
+            }
+            Operator::Catch { .. } | Operator::CatchAll => {
+                e.out.extend_from_slice(original);
+                e.landing(token);
+            }
+            Operator::Return => {
+                e.exit(id);
+                e.out.extend_from_slice(original);
+            }
+            Operator::Call { function_index } if *function_index < probes.imported_funcs => {
+                e.probed_import_call(*function_index);
+            }
+            Operator::Call { function_index } => {
+                e.flush_before_call();
+                e.instr(Instruction::Call(probes.renumber(*function_index)));
+                e.resume();
+            }
+            Operator::CallIndirect { .. } | Operator::CallRef { .. } => {
+                e.flush_before_call();
+                e.out.extend_from_slice(original);
+                e.resume();
+            }
+            Operator::Throw { .. } | Operator::ThrowRef | Operator::Rethrow { .. } => {
+                // The frames this throw unwinds lose their locals: their counts go in now.
+                e.flush();
+                e.out.extend_from_slice(original);
+            }
+            Operator::ReturnCall { function_index } if *function_index < probes.imported_funcs => {
+                // The import is not instrumented, so it cannot close the caller's frame:
+                // make it an ordinary call followed by a return.
+                e.probed_import_call(*function_index);
+                e.exit(id);
+                e.instr(Instruction::Return);
+            }
+            Operator::ReturnCall { function_index } => {
+                if *function_index == id {
+                    e.self_tail_call();
+                }
+                e.tail(id);
+                e.instr(Instruction::ReturnCall(probes.renumber(*function_index)));
+            }
+            Operator::ReturnCallIndirect { .. } | Operator::ReturnCallRef { .. } => {
+                e.tail(id);
+                e.out.extend_from_slice(original);
+            }
+            Operator::RefFunc { function_index } => {
+                e.instr(Instruction::RefFunc(probes.renumber(*function_index)));
+            }
+            _ => e.out.extend_from_slice(original),
+        }
+        if !finished && ends_basic_block(&op) {
+            e.add_cost(weights.next().unwrap_or(0));
+        }
+    }
+    if !finished {
+        return Err(AgentError::Unsupported {
+            what: "a function body without its final `end`".to_string(),
+            offset: func.body.end,
+        });
+    }
+    Ok(InstrumentedBody {
+        bytes: e.out,
+        offsets,
+    })
+}

@@ -1,0 +1,28 @@
+//! Sample mode: the node running now, stored in the current-node cell the host's sampler
+//! reads.
+
+use wasm_encoder::Instruction;
+
+use super::emitter::Emitter;
+use crate::ContextArena;
+
+impl Emitter<'_> {
+    /// Sample mode: the current-node cell holds `local`.
+    pub(super) fn set_current(&mut self, local: u32) {
+        let Some((arena, _)) = self.inline.filter(|(arena, _)| arena.sampled) else {
+            return;
+        };
+        self.instrs(&[
+            Instruction::I32Const(0),
+            Instruction::LocalGet(local),
+            Instruction::I32Store(Self::tree_i32(arena, ContextArena::CURRENT)),
+        ]);
+    }
+
+    /// Sample mode: this function runs again (a call returned, or a catch landed here).
+    pub(super) fn resume(&mut self) {
+        if let Some((_, locals)) = self.inline {
+            self.set_current(locals.node);
+        }
+    }
+}

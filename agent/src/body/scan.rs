@@ -1,0 +1,155 @@
+//! The first pass over a body: its basic blocks and their weights, whether it catches,
+//! the slot of each call in the inline modes, and self tail calls.
+
+use wasmparser::{Operator, OperatorsReader};
+
+use crate::AgentError;
+
+/// Whether the instruction after `op` starts a new basic block: control may arrive there
+/// from elsewhere, or `op` may leave the straight line.
+pub(super) fn ends_basic_block(op: &Operator<'_>) -> bool {
+    use Operator::*;
+    matches!(
+        op,
+        Block { .. }
+            | Loop { .. }
+            | If { .. }
+            | Else
+            | End
+            | Br { .. }
+            | BrIf { .. }
+            | BrTable { .. }
+            | Return
+            | Unreachable
+            | TryTable { .. }
+            | Try { .. }
+            | Catch { .. }
+            | CatchAll
+            | Delegate { .. }
+            | Throw { .. }
+            | ThrowRef
+            | Rethrow { .. }
+            | BrOnNull { .. }
+            | BrOnNonNull { .. }
+            | BrOnCast { .. }
+            | BrOnCastFail { .. }
+            | ReturnCall { .. }
+            | ReturnCallIndirect { .. }
+            | ReturnCallRef { .. }
+    )
+}
+
+/// Instructions that count in cost mode: all but `end`.
+pub(super) fn instruction_weight(op: &Operator<'_>) -> u64 {
+    u64::from(!matches!(op, Operator::End))
+}
+
+/// What the first pass learns about a body.
+pub(super) struct BodyFacts {
+    /// Weights of the basic blocks, in order (cost mode).
+    pub(super) block_weights: Vec<u64>,
+    /// The body catches exceptions.
+    pub(super) catches: bool,
+    /// Inline modes: for each call instruction (`call*` and `return_call*`) in order, its
+    /// slot in the node: one per call site when call sites are reported, else one per
+    /// directly called function (so that recursion through two sites, like fib's, stays
+    /// one path) and one per indirect call site.
+    pub(super) slots: Vec<u32>,
+    /// The number of distinct slots.
+    pub(super) slot_count: u32,
+    /// The function tail-calls itself (`return_call` of its own index).
+    pub(super) self_tail: bool,
+    /// Loops (by the offset of their `loop` instruction) that a `try_table` catch clause
+    /// targets: a branch to a loop lands at its head, so the landing probe goes there.
+    pub(super) caught_loops: std::collections::HashSet<usize>,
+}
+
+/// The labels a `try_table`'s catch clauses branch to.
+pub(super) fn catch_labels(try_table: &wasmparser::TryTable) -> impl Iterator<Item = usize> + '_ {
+    try_table.catches.iter().map(|catch| match *catch {
+        wasmparser::Catch::One { label, .. }
+        | wasmparser::Catch::OneRef { label, .. }
+        | wasmparser::Catch::All { label }
+        | wasmparser::Catch::AllRef { label } => label as usize,
+    })
+}
+
+/// Whether `op` calls a function (and so has a call site, and a slot in the inline modes).
+pub(super) fn is_call(op: &Operator<'_>) -> bool {
+    matches!(
+        op,
+        Operator::Call { .. }
+            | Operator::CallIndirect { .. }
+            | Operator::CallRef { .. }
+            | Operator::ReturnCall { .. }
+            | Operator::ReturnCallIndirect { .. }
+            | Operator::ReturnCallRef { .. }
+    )
+}
+
+pub(super) fn scan(
+    mut ops: OperatorsReader<'_>,
+    call_sites: bool,
+    id: u32,
+) -> Result<BodyFacts, AgentError> {
+    let mut facts = BodyFacts {
+        block_weights: Vec::new(),
+        catches: false,
+        slots: Vec::new(),
+        slot_count: 0,
+        caught_loops: Default::default(),
+        self_tail: false,
+    };
+    let mut slot_of_callee = std::collections::HashMap::new();
+    // Open blocks: the offset of each that is a loop.
+    let mut open: Vec<Option<usize>> = Vec::new();
+    let mut current = 0;
+    while !ops.eof() {
+        let start = ops.original_position();
+        let op = ops.read()?;
+        current += instruction_weight(&op);
+        if matches!(op, Operator::ReturnCall { function_index } if function_index == id) {
+            facts.self_tail = true;
+        }
+        match &op {
+            Operator::Block { .. } | Operator::If { .. } | Operator::Try { .. } => open.push(None),
+            Operator::Loop { .. } => open.push(Some(start)),
+            Operator::End | Operator::Delegate { .. } => {
+                open.pop();
+            }
+            _ => {}
+        }
+        match &op {
+            Operator::TryTable { try_table } if !try_table.catches.is_empty() => {
+                facts.catches = true;
+                // Catch labels are relative to the block around the try_table.
+                for label in catch_labels(try_table) {
+                    if let Some(Some(at)) = open.len().checked_sub(label + 1).map(|i| open[i]) {
+                        facts.caught_loops.insert(at);
+                    }
+                }
+                open.push(None);
+            }
+            Operator::TryTable { .. } => open.push(None),
+            Operator::Catch { .. } | Operator::CatchAll => facts.catches = true,
+            Operator::Call { function_index } | Operator::ReturnCall { function_index }
+                if !call_sites =>
+            {
+                let next = facts.slot_count;
+                let slot = *slot_of_callee.entry(*function_index).or_insert(next);
+                facts.slot_count += u32::from(slot == next);
+                facts.slots.push(slot);
+            }
+            op if is_call(op) => {
+                facts.slots.push(facts.slot_count);
+                facts.slot_count += 1;
+            }
+            _ => {}
+        }
+        if ends_basic_block(&op) {
+            facts.block_weights.push(std::mem::take(&mut current));
+        }
+    }
+    facts.block_weights.push(current);
+    Ok(facts)
+}
