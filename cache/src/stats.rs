@@ -118,8 +118,8 @@ pub(crate) const COUNTERS_KEY: &[u8] = b"counters";
 /// The stored counters: since when, and per kind.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Counters {
-    pub(crate) since: u64,
-    pub(crate) kinds: [KindCounts; Kind::ALL.len()],
+    since: u64,
+    kinds: [KindCounts; Kind::ALL.len()],
 }
 
 impl Counters {

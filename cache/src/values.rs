@@ -76,12 +76,7 @@ impl Cache {
         files::read_optional(&path).map_err(io("read", &path))
     }
 
-    pub(crate) fn lookup(
-        &self,
-        kind: Kind,
-        key: &Key,
-        counted: bool,
-    ) -> Result<Lookup, CacheError> {
+    fn lookup(&self, kind: Kind, key: &Key, counted: bool) -> Result<Lookup, CacheError> {
         let found = match self.raw(kind, key)? {
             None => Lookup::Missing,
             Some(raw) => match self.open_raw(kind, key, &raw, false) {
@@ -217,7 +212,7 @@ impl Cache {
 }
 
 /// `len | digest | value` of a record with a companion file.
-pub(crate) fn split_file_record(payload: &[u8]) -> Option<(u64, [u8; 32], &[u8])> {
+fn split_file_record(payload: &[u8]) -> Option<(u64, [u8; 32], &[u8])> {
     let len = u64::from_le_bytes(payload.get(..8)?.try_into().ok()?);
     let digest: [u8; 32] = payload.get(8..40)?.try_into().ok()?;
     Some((len, digest, &payload[40..]))

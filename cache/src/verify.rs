@@ -137,7 +137,7 @@ impl Cache {
     }
 }
 
-pub(crate) fn is_stale(path: &Path) -> bool {
+fn is_stale(path: &Path) -> bool {
     std::fs::metadata(path)
         .and_then(|m| m.modified())
         .is_ok_and(|t| t.elapsed().is_ok_and(|e| e > STALE))
