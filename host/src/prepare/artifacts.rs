@@ -57,8 +57,11 @@ pub fn artifact_key(instrumented_digest: &[u8; 32], fingerprint: &[u8; 32]) -> [
     *h.finalize().as_bytes()
 }
 
+/// What an artifact's MAC covers first: this context, then its key, then the file.
+const MAC_CONTEXT: &[u8] = b"wprof artifact mac v1\0";
+
 fn mac(secret: &SecretKey, key: &[u8; 32], file: &[u8]) -> [u8; 32] {
-    secret.mac(&[b"wprof artifact mac v1\0", key, file])
+    secret.mac(&[MAC_CONTEXT, key, file])
 }
 
 /// Where a usable artifact is, as found in the cache (the file is checked later, with the
@@ -115,11 +118,12 @@ pub fn load(
     secret: &SecretKey,
 ) -> Result<Module, LoadError> {
     let shown = found.path.display().to_string();
-    let bytes = std::fs::read(&found.path).map_err(|_| LoadError::Unreadable(shown.clone()))?;
-    if hex(&mac(secret, &found.key, &bytes)) != found.mac {
+    let computed = secret
+        .mac_file(&[MAC_CONTEXT, &found.key], &found.path)
+        .map_err(|_| LoadError::Unreadable(shown.clone()))?;
+    if hex(&computed) != found.mac {
         return Err(LoadError::NotAuthentic(shown));
     }
-    drop(bytes);
     // SAFETY: the file's MAC under this user's secret key was just verified, so these are
     // bytes this user's wprof serialized with `Module::serialize` for an engine of this
     // fingerprint (the key covers it). A file swapped between the check and the mapping
