@@ -7,6 +7,12 @@ use std::fmt;
 /// module it cannot run. Same code as clap's usage errors.
 pub const USAGE_OR_INPUT: i32 = 2;
 
+/// A tool a command needs is missing or not permitted (`perf` for `wprof bench --accuracy`).
+pub const MISSING_TOOL: i32 = 3;
+
+/// A benchmark program failed (exited non-zero or trapped) where it must succeed.
+pub const PROGRAM_FAILED: i32 = 4;
+
 /// A program that trapped exits with this code, as under `wasmtime run` on Unix
 /// (128 + SIGABRT).
 pub const TRAP: i32 = 134;

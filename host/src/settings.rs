@@ -8,14 +8,19 @@ use crate::exit::Failure;
 /// Whether profiling is on, from `WPROF` (`0`, `off`, `false`, `no` switch it off; `1`,
 /// `on`, `true`, `yes` or unset leave it on).
 pub fn profiling_enabled(value: Option<&str>) -> Result<bool, Failure> {
+    switch("WPROF", value, true)
+}
+
+/// An on/off environment variable `name`: `default` when unset.
+pub fn switch(name: &str, value: Option<&str>, default: bool) -> Result<bool, Failure> {
     let Some(value) = value else {
-        return Ok(true);
+        return Ok(default);
     };
     match value.trim().to_ascii_lowercase().as_str() {
         "" | "1" | "on" | "true" | "yes" => Ok(true),
         "0" | "off" | "false" | "no" => Ok(false),
         other => Err(Failure::input(format!(
-            "WPROF={other:?} is not a switch: use 1/on/true/yes or 0/off/false/no"
+            "{name}={other:?} is not a switch: use 1/on/true/yes or 0/off/false/no"
         ))),
     }
 }

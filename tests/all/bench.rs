@@ -160,3 +160,101 @@ fn bench_reports_the_known_ratio_check() {
     let bad = s.run(&["bench", "--expect-ratio", "heavy-light", "x.wasm"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// A program list with one bundled sample, for `--accuracy`.
+fn one_program_list(s: &Scratch) -> std::path::PathBuf {
+    let list = s.path("programs.json");
+    let wasm = sample("interp.wasm");
+    std::fs::write(
+        &list,
+        serde_json::json!([{"name": "interp", "wasm": wasm, "args": []}]).to_string(),
+    )
+    .unwrap();
+    list
+}
+
+#[test]
+fn accuracy_compares_every_mode_with_perf() {
+    let Some(_) = crate::tools::tool("perf", "wprof bench --accuracy") else {
+        return;
+    };
+    let s = Scratch::new();
+    let list = one_program_list(&s);
+    let out = s
+        .wprof(&[
+            "bench",
+            "--accuracy",
+            "--quick",
+            "--json",
+            "--programs",
+            list.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let program = &v[0];
+    assert_eq!(program["name"], "interp");
+    assert!(program["perf_samples"].as_u64().unwrap() > 0, "{program}");
+    positive(program, "wprof_off");
+    let noise = program["perf_noise"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&noise), "{program}");
+    let modes: Vec<&str> = program["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["time", "cost", "sample"]);
+    for m in program["modes"].as_array().unwrap() {
+        let d = m["distance"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&d), "{m}");
+        positive(m, "overhead");
+    }
+    // The top functions name the interpreter's own functions with perf's share first.
+    let top = program["top"].as_array().unwrap();
+    assert!(!top.is_empty(), "{program}");
+    assert!(top[0][1].as_f64().unwrap() > 0.0, "{program}");
+    assert_eq!(top[0][2].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn accuracy_without_perf_is_one_line_and_exit_3() {
+    let s = Scratch::new();
+    let list = one_program_list(&s);
+    let empty = s.path("no-tools");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = s
+        .wprof(&["bench", "--accuracy", "--programs", list.to_str().unwrap()])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("perf is not installed"), "{err}");
+}
+
+#[test]
+fn accuracy_with_a_bad_list_or_name_is_exit_2() {
+    let s = Scratch::new();
+    let list = one_program_list(&s);
+    let out = s
+        .wprof(&["bench", "--accuracy", "--programs", "missing.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = s
+        .wprof(&[
+            "bench",
+            "--accuracy",
+            "--programs",
+            list.to_str().unwrap(),
+            "--program",
+            "nope",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no program \"nope\""));
+}

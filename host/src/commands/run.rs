@@ -93,6 +93,8 @@ Environment:
                       (default 1G; `off` for none; see `wprof cache gc`)
   WPROF_MODE          time|sample|cost (like --mode)
   WPROF_SAMPLE_PERIOD_US  sample mode's period (like --sample-period-us)
+  WPROF_PERFMAP=1     write /tmp/perf-PID.map so that `perf report` names the wasm
+                      functions (of the original with WPROF=0, else the instrumented)
   WPROF_TIMINGS       text|json: print wprof's own phase times (like --timings)
   WPROF_LOG           wprof's own log filter, e.g. `debug` (off by default); `info`
                       logs each phase's duration
@@ -143,6 +145,12 @@ impl RunCommand {
     /// Runs the command; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
         let settings = self.settings()?;
+        let perf_map = std::env::var("WPROF_PERFMAP").ok();
+        crate::run::engine::set_perf_map(settings::switch(
+            "WPROF_PERFMAP",
+            perf_map.as_deref(),
+            false,
+        )?);
         tracing::debug!(?settings, "resolved settings");
         run(&settings)
     }

@@ -2,7 +2,20 @@
 //! instrumented module, with the proposals a WASI program may use switched on and the
 //! memory reservation sample mode relies on. `prepare/` adds its compilation cache to it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use anyhow::Context;
+
+/// Whether engines built from now on tell `perf` about compiled code (see [`set_perf_map`]).
+static PERF_MAP: AtomicBool = AtomicBool::new(false);
+
+/// Makes every engine built from now on write `/tmp/perf-PID.map` for the code it compiles
+/// or loads (wasmtime's perf map profiler), so that `perf report` names wasm functions.
+/// `wprof run` does it with `WPROF_PERFMAP=1`; `wprof bench --accuracy` for its reference
+/// runs.
+pub fn set_perf_map(on: bool) {
+    PERF_MAP.store(on, Ordering::Relaxed);
+}
 
 /// Builds the engine.
 pub fn new_engine() -> anyhow::Result<wasmtime::Engine> {
@@ -36,5 +49,8 @@ pub fn config() -> wasmtime::Config {
         .wasm_extended_const(true)
         .wasm_memory64(true)
         .wasm_wide_arithmetic(true);
+    if PERF_MAP.load(Ordering::Relaxed) {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     config
 }

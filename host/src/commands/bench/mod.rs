@@ -7,6 +7,7 @@
 //! wasmtime CLI is installed ([`process`]); and start-up — cold, warm, one function changed,
 //! the agent against a walrus parse + emit, the per-function cache lookups ([`startup`]).
 
+pub mod accuracy;
 pub mod overhead;
 pub mod process;
 pub mod startup;
@@ -88,6 +89,24 @@ pub struct BenchCommand {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+
+    /// Compare each mode's time profile with Linux perf's samples of the uninstrumented
+    /// program, on the real programs of a list (see --programs), and time each mode
+    /// against WPROF=0. Needs `perf` (Debian: linux-perf).
+    #[arg(long)]
+    accuracy: bool,
+
+    /// The program list for --accuracy: JSON, as `bench/programs/build.sh` writes it.
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = ".tools/bench/programs.json"
+    )]
+    programs: PathBuf,
+
+    /// With --accuracy: only the programs of these names (repeatable).
+    #[arg(long = "program", value_name = "NAME")]
+    program_names: Vec<String>,
 
     /// An accuracy check: functions F and G are known to do work in the ratio R, e.g.
     /// `heavy/light=3` on samples/ratio.wasm. Reports the measured ratio of their self
@@ -196,6 +215,9 @@ impl BenchCommand {
     /// Runs the benchmark; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
         let runs = if self.quick { 1 } else { self.runs };
+        if self.accuracy {
+            return self.accuracy(runs);
+        }
         let engine = crate::run::engine::new_engine()?;
         let caching = crate::prepare::compiled::new_engine_caching()?;
         let cli = process::WasmtimeCli::find()?;
@@ -237,6 +259,40 @@ impl BenchCommand {
             );
         } else {
             print!("{}", table(&report, runs));
+        }
+        Ok(0)
+    }
+}
+
+impl BenchCommand {
+    fn accuracy(&self, runs: u32) -> Result<i32, Failure> {
+        let mut programs = accuracy::read_programs(&self.programs)?;
+        if !self.program_names.is_empty() {
+            for name in &self.program_names {
+                if !programs.iter().any(|p| &p.name == name) {
+                    return Err(Failure::input(format!(
+                        "no program {name:?} in {}",
+                        self.programs.display()
+                    )));
+                }
+            }
+            programs.retain(|p| self.program_names.contains(&p.name));
+        }
+        let perf = accuracy::find_perf()?;
+        let mut results = Vec::new();
+        for program in &programs {
+            if !self.json {
+                eprintln!("wprof bench --accuracy: {} ...", program.name);
+            }
+            results.push(accuracy::measure(&perf, program, runs)?);
+        }
+        if self.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&results).expect("serializes")
+            );
+        } else {
+            print!("{}", accuracy::table(&results, runs));
         }
         Ok(0)
     }
