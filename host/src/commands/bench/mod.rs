@@ -66,13 +66,25 @@ For each module, medians of N runs (interleaved; empty stdin, output discarded):
   Each run has its own cache directory in a temporary folder; the secret key that
   authenticates compiled code is the user's (created if needed).
 
+--accuracy: instead of the above, for each program of a list (--programs, default
+  .tools/bench/programs.json, written by `bash bench/programs/build.sh`: Lua, SQLite, a C++
+  program of many tiny functions, a Go program): perf's samples of the uninstrumented
+  program (`perf record -e cpu-clock -F 4000 -g` of `WPROF=0 wprof run` with the engine's
+  perf map) against each mode's self times, as the total variation distance between the two
+  distributions of shares over the module's functions (0% = the same profile); perf against
+  its own second run as the noise floor; each mode's whole process against WPROF=0 (caches
+  warm); and the five functions of largest share in perf with each mode's share. Exit 3 when
+  perf is missing or may not sample, 4 when a program fails.
+
 --quick: one run of everything (checks that the benchmark works; numbers are noisy).
 
 Examples:
   wprof bench                      # every .wasm in ./samples
   wprof bench --runs 9 app.wasm
   wprof bench --quick --json
-  wprof bench samples/ratio.wasm --expect-ratio heavy/light=3")]
+  wprof bench samples/ratio.wasm --expect-ratio heavy/light=3
+  bash bench/programs/build.sh && wprof bench --accuracy --runs 3
+  wprof bench --accuracy --program lua --quick")]
 pub struct BenchCommand {
     /// Modules to measure [default: every .wasm in ./samples].
     #[arg(value_name = "MODULE")]

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Runs every program of a benchmark list (programs.json, as build.sh writes it) under the
+wasmtime CLI and checks it: exit code 0 and the expected text in its output. One warm-up
+run first (it fills wasmtime's compile cache), then --runs timed runs; prints a Markdown
+table with the median wall time, and exits 1 if any program failed its check.
+
+Usage: check.py [--wasmtime PATH] [--runs N] [--only NAME,...] [programs.json]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+# Outside this range a non-startup program is flagged in the table (seconds).
+TARGET = (0.5, 3.0)
+
+
+def command(wasmtime, base, program):
+    """The `wasmtime run` command line of one program; host paths resolved against base."""
+    cmd = [wasmtime, "run", *program.get("wasmtime_flags", [])]
+    for spec in program.get("dirs", []):
+        host, guest = spec.split("::", 1)
+        cmd += ["--dir", f"{os.path.join(base, host)}::{guest}"]
+    cmd.append(os.path.join(base, program["wasm"]))
+    cmd += program.get("args", [])
+    return cmd
+
+
+def run_once(cmd, base, program):
+    stdin = program.get("stdin")
+    with open(os.path.join(base, stdin) if stdin else os.devnull, "rb") as inp:
+        started = time.monotonic()
+        proc = subprocess.run(cmd, stdin=inp, capture_output=True,
+                              env={**os.environ, "RUST_BACKTRACE": "0"})
+        return time.monotonic() - started, proc
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("programs", nargs="?", default=".tools/bench/programs.json")
+    parser.add_argument("--wasmtime", default=shutil.which("wasmtime") or "wasmtime")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", help="comma-separated program names")
+    opts = parser.parse_args()
+
+    with open(opts.programs) as f:
+        programs = json.load(f)
+    base = os.path.dirname(os.path.abspath(opts.programs))
+    only = set(opts.only.split(",")) if opts.only else None
+
+    print("| program | kind | module size | functions | `wasmtime run` median | check |")
+    print("|---|---|---:|---:|---:|---|")
+    failed = 0
+    for p in programs:
+        if only and p["name"] not in only:
+            continue
+        cmd = command(opts.wasmtime, base, p)
+        _, proc = run_once(cmd, base, p)  # warm-up: compiles into wasmtime's cache
+        times = []
+        for _ in range(opts.runs):
+            took, proc = run_once(cmd, base, p)
+            times.append(took)
+            if proc.returncode != 0:
+                break
+        out = proc.stdout if p.get("expect_stream", "stdout") == "stdout" else proc.stderr
+        out = out.decode("utf-8", "replace")
+        if proc.returncode != 0:
+            verdict = f"FAILED: exit {proc.returncode}"
+            sys.stderr.write(proc.stderr.decode("utf-8", "replace")[-2000:])
+        elif p["expect"] not in out:
+            verdict = f"FAILED: no `{p['expect']}` in {p.get('expect_stream', 'stdout')}"
+        else:
+            verdict = f"ok: `{p['expect']}`"
+        failed += verdict.startswith("FAILED")
+        median = statistics.median(times)
+        note = ""
+        if not p.get("startup_only") and not TARGET[0] <= median <= TARGET[1]:
+            note = " (outside 0.5-3 s)"
+        print(f"| {p['name']} | {p['kind']} | {p['bytes'] / 1e6:.1f} MB | {p['functions']} "
+              f"| {median:.2f} s{note} | {verdict} |", flush=True)
+    if failed:
+        print(f"{failed} program(s) failed", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
