@@ -56,11 +56,23 @@ fn bench_runs_in_quick_mode_and_reports_every_figure() {
 
         let p = &row["process"];
         positive(p, "wprof_off");
+        positive(p, "wprof_off_warm");
+        let profiled = p["profiled"].as_array().unwrap();
+        assert_eq!(profiled.len(), all.len(), "{p}");
+        for m in profiled {
+            positive(m, "wall");
+            positive(m, "own");
+            positive(m, "own_phases");
+            assert!(m["own"].as_u64() <= m["wall"].as_u64(), "{m}");
+            assert_eq!(m["ratio"].is_null(), cli.is_none(), "{m}");
+        }
         for key in [
             "wasmtime_run",
             "wasmtime_profile_guest",
             "profile_guest_ratio",
             "wprof_off_ratio",
+            "wasmtime_run_warm",
+            "wprof_off_warm_ratio",
         ] {
             if cli.is_some() {
                 positive(p, key);

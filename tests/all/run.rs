@@ -336,24 +336,67 @@ fn the_original_module_is_only_read() {
     );
 }
 
+/// Entries and hits per kind, from `wprof cache stats --json`.
+fn kind_counts(s: &Scratch) -> std::collections::HashMap<String, (u64, u64)> {
+    let out = s.run(&["cache", "stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["kind"].as_str().unwrap().to_string(),
+                (k["entries"].as_u64().unwrap(), k["hits"].as_u64().unwrap()),
+            )
+        })
+        .collect()
+}
+
 #[test]
-fn wprof_off_runs_the_original_and_touches_nothing() {
+fn wprof_off_runs_the_original_and_caches_only_its_compiled_code() {
     for value in ["0", "off", "false"] {
         let s = Scratch::new();
-        let out = s
-            .wprof(&["run", sample("wasi_loop.wasm").to_str().unwrap()])
-            .env("WPROF", value)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0));
-        assert_eq!(stdout(&out), "tick\n".repeat(100));
-        assert_eq!(stderr(&out), "", "no summary, no warning");
-        assert!(!s.cache_dir().exists(), "WPROF={value} created the cache");
-        assert!(
-            !s.path("wasi_loop.wprof").exists(),
-            "WPROF={value} wrote a profile"
-        );
+        let run = || {
+            s.wprof(&["run", sample("wasi_loop.wasm").to_str().unwrap()])
+                .env("WPROF", value)
+                .output()
+                .unwrap()
+        };
+        for round in 0..2 {
+            let out = run();
+            assert_eq!(out.status.code(), Some(0));
+            assert_eq!(stdout(&out), "tick\n".repeat(100));
+            assert_eq!(stderr(&out), "", "no summary, no warning");
+            assert!(
+                !s.path("wasi_loop.wprof").exists(),
+                "WPROF={value} wrote a profile"
+            );
+            let counts = kind_counts(&s);
+            // The compiled original, and nothing instrumented.
+            assert_eq!(counts["artifacts"].0, 1, "{counts:?}");
+            assert_eq!(
+                counts["artifacts"].1, round,
+                "the second run loads it: {counts:?}"
+            );
+            for kind in ["functions", "manifests", "modules"] {
+                assert_eq!(counts[kind].0, 0, "WPROF={value} instrumented: {counts:?}");
+            }
+        }
     }
+    // With --no-cache, nothing is written anywhere.
+    let s = Scratch::new();
+    let out = s
+        .wprof(&[
+            "run",
+            "--no-cache",
+            sample("wasi_loop.wasm").to_str().unwrap(),
+        ])
+        .env("WPROF", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!s.cache_dir().exists(), "--no-cache created the cache");
     let s = Scratch::new();
     let out = s
         .wprof(&["run", sample("exit_code.wasm").to_str().unwrap()])

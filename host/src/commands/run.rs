@@ -86,7 +86,7 @@ pub struct RunCommand {
 const RUN_AFTER_HELP: &str = "\
 Environment:
   WPROF=0|off|false   run the original module as plain wasmtime would: no probes,
-                      no cache access, no profile
+                      no profile; its compiled code is cached (not with --no-cache)
   WPROF_OUT           profile path (like -o)
   WPROF_CACHE_DIR     cache directory (like --cache-dir)
   WPROF_CACHE_MAX_SIZE  size cap of the cache, kept after runs that store something
@@ -221,7 +221,8 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
 }
 
 fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failure> {
-    // Compiled functions are cached only for profiled runs with a cache.
+    // Compiled functions (wasmtime's incremental cache) are cached only for profiled runs
+    // with a cache; whole compiled modules for every run with a cache.
     let engine = timings.time("engine", || {
         if settings.profiling && settings.cache_dir.is_some() {
             crate::prepare::compiled::new_engine_caching()
@@ -234,16 +235,21 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     let loaded = timings.time("load", || loader::read(&settings.module))?;
     let shown = settings.module.display().to_string();
 
+    let mut cache = timings.time("open cache", || {
+        CacheSession::open(settings.cache_dir.as_deref())
+    });
     if !settings.profiling {
-        let module = timings.time("compile", || compile(&engine, &loaded, settings))?;
+        // Off: the original, as wasmtime would run it, its compiled code cached.
+        let module = timings.time("compile", || {
+            instrument::compile_bytes(&engine, &loaded.bytes, &loaded.digest, &mut cache)
+                .map(|(module, _)| module)
+                .map_err(|e| compile_failure(e, &engine, &loaded, settings))
+        })?;
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
         return Ok(finish_unprofiled(outcome));
     }
 
-    let mut cache = timings.time("open cache", || {
-        CacheSession::open(settings.cache_dir.as_deref())
-    });
     let plan = ProbePlan {
         mode: settings.mode,
         call_sites: settings.call_sites,
@@ -393,16 +399,26 @@ fn compile(
     loaded: &LoadedModule,
     settings: &RunSettings,
 ) -> Result<Module, Failure> {
-    Module::new(engine, &loaded.bytes).map_err(|e| {
-        if let Err(invalid) = loader::validate(loaded, &settings.module, engine) {
-            return invalid;
-        }
-        Failure::input(format!(
-            "cannot compile {}: {}",
-            settings.module.display(),
-            e.to_string().lines().next().unwrap_or_default()
-        ))
-    })
+    Module::new(engine, &loaded.bytes)
+        .map_err(|e| compile_failure(anyhow::anyhow!("{e}"), engine, loaded, settings))
+}
+
+/// The failure of compiling the original: the validation error if it does not validate,
+/// else the compile error's first line.
+fn compile_failure(
+    error: anyhow::Error,
+    engine: &wasmtime::Engine,
+    loaded: &LoadedModule,
+    settings: &RunSettings,
+) -> Failure {
+    if let Err(invalid) = loader::validate(loaded, &settings.module, engine) {
+        return invalid;
+    }
+    Failure::input(format!(
+        "cannot compile {}: {}",
+        settings.module.display(),
+        error.to_string().lines().next().unwrap_or_default()
+    ))
 }
 
 fn finish_unprofiled(outcome: runner::RunOutcome) -> i32 {

@@ -422,6 +422,21 @@ pub fn compile(
     prepared: &mut Prepared,
     cache: &mut CacheSession,
 ) -> anyhow::Result<Module> {
+    let (module, from_cache) = compile_bytes(engine, &prepared.bytes, &prepared.digest, cache)?;
+    prepared.stats.compiled_from_cache = from_cache;
+    Ok(module)
+}
+
+/// Compiles the module of `bytes` (whose blake3 is `digest`): from an authenticated artifact
+/// in the cache if there is one, else with Cranelift, storing the artifact for next time.
+/// Whether it came from the cache. Any module: the instrumented one, or with profiling off
+/// the original.
+pub fn compile_bytes(
+    engine: &Engine,
+    bytes: &[u8],
+    digest: &[u8; 32],
+    cache: &mut CacheSession,
+) -> anyhow::Result<(Module, bool)> {
     let fingerprint = artifacts::engine_fingerprint(engine);
     let secret = if cache.is_enabled() {
         cache.secret()
@@ -429,17 +444,15 @@ pub fn compile(
         None
     };
     if let Some(secret) = &secret {
-        let digest = prepared.digest;
         let found = cache
-            .with(|c| artifacts::find(c, &digest, &fingerprint))
+            .with(|c| artifacts::find(c, digest, &fingerprint))
             .flatten();
         if let Some(found) = found {
             match artifacts::load(engine, &found, secret) {
                 Ok(module) => {
-                    prepared.stats.compiled_from_cache = true;
                     tracing::debug!("compiled module taken from the cache");
                     cache.release();
-                    return Ok(module);
+                    return Ok((module, true));
                 }
                 // Expected for a copied cache: compile, and replace it below.
                 Err(e) => tracing::debug!("{e}; compiling"),
@@ -451,7 +464,7 @@ pub fn compile(
         crate::prepare::compiled::attach(c.dir(), secret);
     }
     tracing::debug!("compiling");
-    let compiled = Module::new(engine, &prepared.bytes);
+    let compiled = Module::new(engine, bytes);
     crate::prepare::compiled::detach();
     let module = compiled.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::debug!("compiled");
@@ -459,9 +472,8 @@ pub fn compile(
         match module.serialize() {
             Ok(bytes) => {
                 cache.wrote = true;
-                let digest = prepared.digest;
                 cache.with(|c| {
-                    artifacts::store_bytes(c, &bytes, &digest, &fingerprint, secret).map_err(|e| {
+                    artifacts::store_bytes(c, &bytes, digest, &fingerprint, secret).map_err(|e| {
                         match e.downcast::<CacheError>() {
                             Ok(e) => e,
                             Err(e) => CacheError::Io {
@@ -476,5 +488,5 @@ pub fn compile(
         }
     }
     cache.release();
-    Ok(module)
+    Ok((module, false))
 }

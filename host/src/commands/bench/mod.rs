@@ -33,7 +33,7 @@ For each module, medians of N runs (interleaved; empty stdin, output discarded):
   and the ratio instrumented / original. Compilation is not included.
 
   whole processes, spawn to exit, compilation included (nothing cached):
-    wprof WPROF=0        this wprof binary, `WPROF=0 wprof run MODULE`
+    wprof WPROF=0        this wprof binary, `WPROF=0 wprof run --no-cache MODULE`
     wasmtime run         `wasmtime run -C cache=n MODULE`
     --profile=guest      `wasmtime run -C cache=n --profile=guest,FILE MODULE` (FILE in a
                          temporary directory): wasmtime's sampling guest profiler, the
@@ -43,6 +43,8 @@ For each module, medians of N runs (interleaved; empty stdin, output discarded):
 
   whole processes, caches warm (each primed by one run first):
     wasmtime run         `wasmtime run` with its compilation cache in a temporary directory
+    wprof WPROF=0        `WPROF=0 wprof run`, its cache (the compiled original) warm, and the
+                         ratio to `wasmtime run`
     MODE mode            `wprof run -q --mode MODE --timings=json`, its cache warm, and the
                          ratio to `wasmtime run`
     own                  wprof's own time outside the guest: the process wall time minus the
@@ -415,7 +417,11 @@ fn table(report: &BenchReport, runs: u32) -> String {
          with its compilation cache;\nown = wprof's time outside the guest (process minus \
          `_start`), phases = the part of it wprof times itself (`--timings`)"
     );
-    let _ = write!(out, "{:<20} {:>13}", "module", "wasmtime run");
+    let _ = write!(
+        out,
+        "{:<20} {:>13} {:>14} {:>7}",
+        "module", "wasmtime run", "wprof WPROF=0", "ratio"
+    );
     for mode in ProbeMode::ALL {
         let _ = write!(
             out,
@@ -431,9 +437,11 @@ fn table(report: &BenchReport, runs: u32) -> String {
         let p = &r.process;
         let _ = write!(
             out,
-            "{:<20} {:>13}",
+            "{:<20} {:>13} {:>14} {:>7}",
             file_name(&r.module),
-            time(p.wasmtime_run_warm)
+            time(p.wasmtime_run_warm),
+            format_ns(p.wprof_off_warm),
+            ratio(p.wprof_off_warm_ratio)
         );
         for m in &p.profiled {
             let _ = write!(

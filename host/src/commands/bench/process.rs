@@ -89,7 +89,8 @@ fn on_path(name: &str) -> Option<PathBuf> {
 /// One module's process wall times (nanoseconds, medians).
 #[derive(Debug, Serialize)]
 pub struct ProcessBench {
-    /// `wprof run MODULE` with `WPROF=0`: this binary, profiling off.
+    /// `wprof run --no-cache MODULE` with `WPROF=0`: this binary, profiling off, nothing
+    /// cached.
     pub wprof_off: u64,
     /// `wasmtime run -C cache=n MODULE`; `null` without the CLI.
     pub wasmtime_run: Option<u64>,
@@ -102,6 +103,10 @@ pub struct ProcessBench {
     /// `wasmtime run` with its compilation cache warm (in a temporary directory); `null`
     /// without the CLI.
     pub wasmtime_run_warm: Option<u64>,
+    /// `WPROF=0 wprof run`, its cache (the compiled original) warm.
+    pub wprof_off_warm: u64,
+    /// `wprof_off_warm / wasmtime_run_warm`.
+    pub wprof_off_warm_ratio: Option<f64>,
     /// `wprof run` profiling, its cache warm, per mode.
     pub profiled: Vec<ProfiledProcess>,
 }
@@ -201,7 +206,17 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
         let mut cmd = Command::new(&wprof);
         cmd.current_dir(dir)
             .env("WPROF", "0")
+            .args(["run", "--no-cache"])
+            .arg(&module);
+        cmd
+    };
+    let wprof_off_warm = || {
+        let mut cmd = Command::new(&wprof);
+        cmd.current_dir(dir)
+            .env("WPROF", "0")
             .arg("run")
+            .arg("--cache-dir")
+            .arg(dir.join("wprof-cache"))
             .arg(&module);
         cmd
     };
@@ -247,16 +262,18 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
     if let Some(cli) = cli {
         wall_time(wasmtime_warm(cli))?;
     }
+    wall_time(wprof_off_warm())?;
     for mode in ProbeMode::ALL {
         timed_run(profiled(mode))?;
     }
 
-    let (mut off, mut plain, mut guest, mut warm) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut off, mut plain, mut guest, mut warm, mut off_warm) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut by_mode: Vec<(Vec<u64>, Vec<u64>, Vec<u64>)> =
         ProbeMode::ALL.iter().map(|_| Default::default()).collect();
     for _ in 0..runs {
         off.push(wall_time(wprof_off())?);
+        off_warm.push(wall_time(wprof_off_warm())?);
         if let Some(cli) = cli {
             plain.push(wall_time(wasmtime(cli, false))?);
             guest.push(wall_time(wasmtime(cli, true))?);
@@ -283,6 +300,8 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
         profile_guest_ratio: wasmtime_profile_guest.and_then(|g| ratio(g, wasmtime_run)),
         wprof_off_ratio: ratio(wprof_off, wasmtime_run),
         wasmtime_run_warm,
+        wprof_off_warm: median(off_warm.clone()),
+        wprof_off_warm_ratio: ratio(median(off_warm), wasmtime_run_warm),
         profiled: ProbeMode::ALL
             .iter()
             .zip(by_mode)
