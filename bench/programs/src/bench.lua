@@ -6,7 +6,7 @@ local function mix(x) acc = (acc * 31 + x) % 4294967296 end
 
 -- Recursion.
 local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
-mix(fib(28))
+mix(fib(29))
 
 local function ack(m, n)
   if m == 0 then return n + 1 end
@@ -25,7 +25,7 @@ local inc = function(x) return x + 1 end
 local dbl = function(x) return x * 2 % 1000003 end
 local pipeline = compose(inc, compose(dbl, compose(inc, dbl)))
 local c = counter()
-for i = 1, 300000 do c(pipeline(i) % 5) end
+for i = 1, 600000 do c(pipeline(i) % 5) end
 mix(c(0))
 
 -- Objects: a small class with methods looked up through __index.
@@ -36,7 +36,7 @@ function Vec:add(o) return Vec.new(self.x + o.x, self.y + o.y) end
 function Vec:scale(k) return Vec.new(self.x * k, self.y * k) end
 function Vec:dot(o) return self.x * o.x + self.y * o.y end
 local v = Vec.new(0, 0)
-for i = 1, 150000 do
+for i = 1, 300000 do
   v = v:add(Vec.new(i % 7, i % 11)):scale(1)
   if i % 1000 == 0 then mix(v:dot(Vec.new(1, 2)) % 1000003) end
 end

@@ -1,7 +1,7 @@
 // A small synthesizable design for the yosys and nextpnr-ice40 benchmarks: NCPU tiny 16-bit
 // accumulator CPUs (each with 2^RBITS registers) running a program from a ROM, a CRC-16
 // unit, an LFSR, an adder chain and a UART transmitter. Written for this benchmark set; it
-// does nothing useful. synth.ys uses NCPU=4, ice40.ys uses RBITS=2.
+// does nothing useful. synth.ys uses NCPU=3, ice40.ys uses RBITS=1.
 module cpu #(parameter RBITS = 3) (
     input  wire        clk,
     input  wire        rst,

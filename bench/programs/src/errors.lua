@@ -13,7 +13,7 @@ local function deep(n, kind)
   end
   return deep(n - 1, kind) + 1
 end
-for i = 1, 60000 do
+for i = 1, 100000 do
   local ok, err = pcall(deep, i % 8, i % 4)
   if ok then mix(1) elseif type(err) == "table" then mix(err.code) else mix(#err) end
 end

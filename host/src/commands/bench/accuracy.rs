@@ -38,6 +38,26 @@ pub struct Program {
     /// A folder preopened as `/data`, relative to the list's folder.
     #[serde(default)]
     pub dir: Option<PathBuf>,
+    /// Folders preopened, as `HOST::GUEST` (host relative to the list's folder).
+    #[serde(default)]
+    pub dirs: Vec<String>,
+    /// The program exits at once (a start-up measurement): too short to sample, skipped.
+    #[serde(default)]
+    pub startup_only: bool,
+}
+
+impl Program {
+    /// The `--dir` values of a `wprof run` of this program.
+    fn dir_args(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.dirs.clone();
+        if let Some(dir) = &self.dir {
+            let data = format!("{}::/data", dir.display());
+            if !out.iter().any(|d| d.ends_with("::/data")) {
+                out.push(data);
+            }
+        }
+        out
+    }
 }
 
 /// Reads a program list; paths become relative to the list's folder.
@@ -55,7 +75,12 @@ pub fn read_programs(path: &Path) -> Result<Vec<Program>, Failure> {
     for p in &mut programs {
         p.wasm = base.join(&p.wasm);
         p.dir = p.dir.as_ref().map(|d| base.join(d));
+        for d in &mut p.dirs {
+            let (host, guest) = d.split_once("::").unwrap_or((d.as_str(), d.as_str()));
+            *d = format!("{}::{guest}", base.join(host).display());
+        }
     }
+    programs.retain(|p| !p.startup_only);
     Ok(programs)
 }
 
@@ -198,8 +223,8 @@ fn wprof_run(program: &Program, scratch: &Path, envs: &[(&str, &str)], extra: &[
     for (k, v) in envs {
         cmd.env(k, v);
     }
-    if let Some(dir) = &program.dir {
-        cmd.arg("--dir").arg(format!("{}::/data", dir.display()));
+    for dir in program.dir_args() {
+        cmd.arg("--dir").arg(dir);
     }
     cmd.arg(&program.wasm).arg("--").args(&program.args);
     cmd.stdin(Stdio::null()).stdout(Stdio::null());
