@@ -1,7 +1,6 @@
 //! The emitter: writes a body's new bytes, and the probes that every mode places at the
 //! same points (entry, exit, tail call, catch landing, call site, call to an import),
-//! each dispatched to the mode's own instructions (see `host_calls`, `inline_tree`,
-//! `cost` and `sample`).
+//! each dispatched to the mode's own instructions in the sibling files.
 
 use wasm_encoder::{Encode, Instruction, MemArg};
 

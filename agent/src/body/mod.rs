@@ -32,14 +32,13 @@ mod sample;
 mod scan;
 
 use wasm_encoder::{Encode, Instruction};
-use wasmparser::{BinaryReader, FunctionBody};
+use wasmparser::{BinaryReader, FunctionBody, Operator};
 
 use crate::layout::ModuleLayout;
 use crate::probe_map::ProbeLayout;
 use crate::{AgentError, ProbePlan};
 use emitter::{Emitter, InlineLocals, SelfTailLocals};
 use scan::{catch_labels, ends_basic_block, is_call, scan};
-use wasmparser::Operator;
 
 /// One instrumented function body, independent of where it lands in a module.
 #[derive(Debug, Clone, PartialEq, Eq)]

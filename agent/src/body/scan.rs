@@ -40,7 +40,7 @@ pub(super) fn ends_basic_block(op: &Operator<'_>) -> bool {
 }
 
 /// Instructions that count in cost mode: all but `end`.
-pub(super) fn instruction_weight(op: &Operator<'_>) -> u64 {
+fn instruction_weight(op: &Operator<'_>) -> u64 {
     u64::from(!matches!(op, Operator::End))
 }
 
