@@ -222,6 +222,8 @@ fn accuracy_compares_every_mode_with_perf() {
         let d = m["distance"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&d), "{m}");
         positive(m, "overhead");
+        let broken = m["violations"].as_u64().unwrap();
+        assert_eq!(m["first_violation"].is_null(), broken == 0, "{m}");
     }
     // The top functions name the interpreter's own functions with perf's share first.
     let top = program["top"].as_array().unwrap();

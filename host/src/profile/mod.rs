@@ -6,8 +6,8 @@
 
 pub mod context_tree;
 mod file;
-
-pub use file::write_bytes;
+mod invariants;
 mod model;
 
+pub use file::write_bytes;
 pub use model::*;

@@ -159,6 +159,10 @@ pub struct ModeAccuracy {
     pub distance: f64,
     /// Median whole-process wall time / `WPROF=0`'s, caches warm.
     pub overhead: f64,
+    /// Promises the profiles broke (see `Profile::violations`), over every run.
+    pub violations: usize,
+    /// The first of them.
+    pub first_violation: Option<String>,
 }
 
 /// One program's figures.
@@ -344,6 +348,7 @@ pub fn measure(perf: &Path, program: &Program, runs: u32) -> Result<ProgramAccur
     let mut walls: Vec<Vec<u64>> = ProbeMode::ALL.iter().map(|_| Vec::new()).collect();
     let mut distributions: Vec<Vec<Distribution>> =
         ProbeMode::ALL.iter().map(|_| Vec::new()).collect();
+    let mut violations: Vec<Vec<String>> = ProbeMode::ALL.iter().map(|_| Vec::new()).collect();
     for _ in 0..runs {
         off.push(timed(
             wprof_run(program, dir, &[("WPROF", "0")], &[]),
@@ -361,7 +366,9 @@ pub fn measure(perf: &Path, program: &Program, runs: u32) -> Result<ProgramAccur
                 ),
                 program,
             )?);
-            distributions[i].push(self_times(&Profile::read(out)?));
+            let profile = Profile::read(out)?;
+            violations[i].extend(profile.violations());
+            distributions[i].push(self_times(&profile));
         }
     }
     let wprof_off = median(off);
@@ -379,6 +386,8 @@ pub fn measure(perf: &Path, program: &Program, runs: u32) -> Result<ProgramAccur
                 mode: mode.name(),
                 distance,
                 overhead: median(walls[i].clone()) as f64 / wprof_off.max(1) as f64,
+                violations: violations[i].len(),
+                first_violation: violations[i].first().cloned(),
             }
         })
         .collect();
@@ -456,6 +465,18 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
             let _ = write!(out, " {:>11.1}% {:>8.2}x", m.distance * 100.0, m.overhead);
         }
         out.push('\n');
+    }
+    for r in results {
+        for m in r.modes.iter().filter(|m| m.violations > 0) {
+            let _ = writeln!(
+                out,
+                "\n{} in {} mode: {} broken promises in the profiles, the first: {}",
+                r.name,
+                m.mode,
+                m.violations,
+                m.first_violation.as_deref().unwrap_or("")
+            );
+        }
     }
     for r in results {
         let _ = writeln!(

@@ -75,8 +75,10 @@ For each module, medians of N runs (interleaved; empty stdin, output discarded):
   perf map) against each mode's self times, as the total variation distance between the two
   distributions of shares over the module's functions (0% = the same profile); perf against
   its own second run as the noise floor; each mode's whole process against WPROF=0 (caches
-  warm); and the five functions of largest share in perf with each mode's share. Exit 3 when
-  perf is missing or may not sample, 4 when a program fails.
+  warm); the promises each mode's profiles broke (self <= inclusive for functions and
+  contexts, an edge's inclusive <= its callee's, sum of self = total, min_self <= max_self);
+  and the five functions of largest share in perf with each mode's share. Exit 3 when perf is
+  missing or may not sample, 4 when a program fails.
 
 --quick: one run of everything (checks that the benchmark works; numbers are noisy).
 
