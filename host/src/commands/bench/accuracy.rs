@@ -12,80 +12,18 @@
 //! Each program is also timed as a whole process in every mode against `WPROF=0`, caches
 //! warm, in the same run.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::collections::HashMap;
+use std::path::Path;
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wprof_agent::ProbeMode;
 
-use crate::exit::{Failure, MISSING_TOOL, PROGRAM_FAILED};
+use super::perf::{perf_name, perf_truth, Distribution};
+use super::programs::{timed, wprof_run, Program};
+use crate::exit::Failure;
 use crate::profile::Profile;
 use crate::stats::median;
-
-/// One program of the benchmark set, as `programs.json` describes it.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Program {
-    /// A short name.
-    pub name: String,
-    /// The module, relative to the list's folder.
-    pub wasm: PathBuf,
-    /// The program's arguments.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// A folder preopened as `/data`, relative to the list's folder.
-    #[serde(default)]
-    pub dir: Option<PathBuf>,
-    /// Folders preopened, as `HOST::GUEST` (host relative to the list's folder).
-    #[serde(default)]
-    pub dirs: Vec<String>,
-    /// The program exits at once (a start-up measurement): too short to sample, skipped.
-    #[serde(default)]
-    pub startup_only: bool,
-}
-
-impl Program {
-    /// The `--dir` values of a `wprof run` of this program.
-    fn dir_args(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.dirs.clone();
-        if let Some(dir) = &self.dir {
-            let data = format!("{}::/data", dir.display());
-            if !out.iter().any(|d| d.ends_with("::/data")) {
-                out.push(data);
-            }
-        }
-        out
-    }
-}
-
-/// Reads a program list; paths become relative to the list's folder.
-pub fn read_programs(path: &Path) -> Result<Vec<Program>, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
-    let mut programs: Vec<Program> = serde_json::from_str(&text)
-        .map_err(|e| Failure::input(format!("{} is not a program list: {e}", path.display())))?;
-    let base = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let base = std::fs::canonicalize(base)
-        .map_err(|e| Failure::input(format!("cannot resolve {}: {e}", base.display())))?;
-    for p in &mut programs {
-        p.wasm = base.join(&p.wasm);
-        p.dir = p.dir.as_ref().map(|d| base.join(d));
-        for d in &mut p.dirs {
-            let (host, guest) = d.split_once("::").unwrap_or((d.as_str(), d.as_str()));
-            *d = format!("{}::{guest}", base.join(host).display());
-        }
-    }
-    programs.retain(|p| !p.startup_only);
-    Ok(programs)
-}
-
-/// Self time (or samples) per function id.
-type Distribution = HashMap<u32, f64>;
 
 /// The total variation distance between two distributions, each normalized to 1.
 pub fn distance(a: &Distribution, b: &Distribution) -> f64 {
@@ -102,52 +40,6 @@ pub fn distance(a: &Distribution, b: &Distribution) -> f64 {
             (a.get(id).copied().unwrap_or(0.0) / ta - b.get(id).copied().unwrap_or(0.0) / tb).abs()
         })
         .sum::<f64>()
-}
-
-/// The name wasmtime's perf map gives a function with name-section name `raw`.
-fn perf_name(raw: &str) -> String {
-    if let Ok(d) = rustc_demangle::try_demangle(raw) {
-        return d.to_string();
-    }
-    if let Ok(symbol) = cpp_demangle::Symbol::new(raw) {
-        if let Ok(text) = symbol.demangle() {
-            return text;
-        }
-    }
-    raw.to_string()
-}
-
-/// perf's samples per function: each sample of `perf script -F ip,sym` output charged to
-/// the innermost frame that names a function of the module (`names`: perf name → id, or a
-/// `function[N]` symbol), unless a WASI host function is inside it.
-pub fn perf_distribution(script: &str, names: &HashMap<String, u32>) -> Distribution {
-    let mut counts = Distribution::new();
-    for sample in script.split("\n\n") {
-        for frame in sample.lines().skip(1) {
-            let Some((_, symbol)) = frame.trim_start().split_once(' ') else {
-                continue;
-            };
-            let symbol = symbol.trim();
-            if symbol.contains("wasmtime_wasi::") || symbol.contains("wasi_snapshot_preview1") {
-                break;
-            }
-            let id = names
-                .get(symbol)
-                .copied()
-                .or_else(|| function_index(symbol));
-            if let Some(id) = id {
-                *counts.entry(id).or_default() += 1.0;
-                break;
-            }
-        }
-    }
-    counts
-}
-
-/// `N` of a `wasm[0]::function[N]...` symbol.
-fn function_index(symbol: &str) -> Option<u32> {
-    let rest = symbol.strip_prefix("wasm[0]::function[")?;
-    rest[..rest.find(']')?].parse().ok()
 }
 
 /// One mode's figures on one program.
@@ -182,126 +74,6 @@ pub struct ProgramAccuracy {
     pub top: Vec<(String, f64, Vec<f64>)>,
 }
 
-/// `perf` on the PATH, able to sample.
-pub fn find_perf() -> Result<PathBuf, Failure> {
-    let perf = std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|p| p.join("perf"))
-                .find(|p| p.is_file())
-        })
-        .ok_or_else(|| Failure {
-            code: MISSING_TOOL,
-            message: "perf is not installed (Debian: apt-get install linux-perf); \
-                      `wprof bench --accuracy` compares with its samples"
-                .into(),
-        })?;
-    let ok = Command::new(&perf)
-        .args(["record", "-e", "cpu-clock", "-o", "/dev/null", "--", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        return Err(Failure {
-            code: MISSING_TOOL,
-            message: format!(
-                "{} cannot record cpu-clock samples here (see /proc/sys/kernel/perf_event_paranoid)",
-                perf.display()
-            ),
-        });
-    }
-    Ok(perf)
-}
-
-/// A `wprof run` of `program` in `scratch`, with `envs`, and `extra` flags.
-fn wprof_run(program: &Program, scratch: &Path, envs: &[(&str, &str)], extra: &[&str]) -> Command {
-    let exe = std::env::current_exe().expect("the running binary has a path");
-    let mut cmd = Command::new(exe);
-    cmd.current_dir(scratch)
-        .env_remove("WPROF")
-        .env_remove("WPROF_MODE")
-        .env("WPROF_CACHE_DIR", scratch.join("cache"))
-        .arg("run")
-        .args(extra);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    for dir in program.dir_args() {
-        cmd.arg("--dir").arg(dir);
-    }
-    cmd.arg(&program.wasm).arg("--").args(&program.args);
-    cmd.stdin(Stdio::null()).stdout(Stdio::null());
-    cmd
-}
-
-/// Runs `cmd` to its end: its wall time; a failure names the program.
-fn timed(mut cmd: Command, program: &Program) -> Result<u64, Failure> {
-    cmd.stderr(Stdio::piped());
-    let started = Instant::now();
-    let out = cmd.output().context("cannot start a benchmark process")?;
-    let took = started.elapsed().as_nanos() as u64;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        return Err(Failure {
-            code: PROGRAM_FAILED,
-            message: format!(
-                "{} failed ({}): {}",
-                program.name,
-                out.status,
-                stderr
-                    .lines()
-                    .rev()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("")
-            ),
-        });
-    }
-    Ok(took)
-}
-
-/// perf's distribution of one uninstrumented run.
-fn perf_truth(
-    perf: &Path,
-    program: &Program,
-    scratch: &Path,
-    run: usize,
-    names: &HashMap<String, u32>,
-) -> Result<Distribution, Failure> {
-    let data = scratch.join(format!("perf-{run}.data"));
-    let inner = wprof_run(
-        program,
-        scratch,
-        &[("WPROF", "0"), ("WPROF_PERFMAP", "1")],
-        &[],
-    );
-    let mut cmd = Command::new(perf);
-    cmd.current_dir(scratch)
-        .args(["record", "-q", "-e", "cpu-clock", "-F", "4000", "-g", "-o"])
-        .arg(&data)
-        .arg("--")
-        .arg(inner.get_program())
-        .args(inner.get_args());
-    for (k, v) in inner.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    cmd.stdin(Stdio::null()).stdout(Stdio::null());
-    timed(cmd, program)?;
-    let script = Command::new(perf)
-        .args(["script", "-F", "ip,sym", "-i"])
-        .arg(&data)
-        .stderr(Stdio::null())
-        .output()
-        .context("cannot run perf script")?;
-    Ok(perf_distribution(
-        &String::from_utf8_lossy(&script.stdout),
-        names,
-    ))
-}
-
 /// Self time per local function of a profile.
 fn self_times(profile: &Profile) -> Distribution {
     profile
@@ -317,23 +89,21 @@ pub fn measure(perf: &Path, program: &Program, runs: u32) -> Result<ProgramAccur
     let scratch = tempfile::tempdir().context("failed to create a scratch directory")?;
     let dir = scratch.path();
 
-    // Warm the cache in every mode; the cost profile names every function that ran.
-    let mut profiles = BTreeMap::new();
-    for mode in ProbeMode::ALL {
-        let out = dir.join(format!("{}.wprof", mode.name()));
-        let out_arg = out.to_string_lossy().into_owned();
-        timed(
-            wprof_run(
-                program,
-                dir,
-                &[],
-                &["-q", "--mode", mode.name(), "-o", &out_arg],
-            ),
+    let profile_of = |mode: ProbeMode| dir.join(format!("{}.wprof", mode.name()));
+    let profiled = |mode: ProbeMode| {
+        let out = profile_of(mode).to_string_lossy().into_owned();
+        wprof_run(
             program,
-        )?;
-        profiles.insert(mode.name(), out);
+            dir,
+            &[],
+            &["-q", "--mode", mode.name(), "-o", &out],
+        )
+    };
+    // Warm the cache in every mode; the cost profile names every function that ran.
+    for mode in ProbeMode::ALL {
+        timed(profiled(mode), program)?;
     }
-    let cost = Profile::read(&profiles["cost"])?;
+    let cost = Profile::read(&profile_of(ProbeMode::Cost))?;
     let names: HashMap<String, u32> = cost
         .functions
         .iter()
@@ -344,51 +114,42 @@ pub fn measure(perf: &Path, program: &Program, runs: u32) -> Result<ProgramAccur
     let truth = perf_truth(perf, program, dir, 0, &names)?;
     let again = perf_truth(perf, program, dir, 1, &names)?;
 
+    /// One mode's runs.
+    #[derive(Default)]
+    struct Runs {
+        walls: Vec<u64>,
+        distributions: Vec<Distribution>,
+        violations: Vec<String>,
+    }
     let mut off = Vec::new();
-    let mut walls: Vec<Vec<u64>> = ProbeMode::ALL.iter().map(|_| Vec::new()).collect();
-    let mut distributions: Vec<Vec<Distribution>> =
-        ProbeMode::ALL.iter().map(|_| Vec::new()).collect();
-    let mut violations: Vec<Vec<String>> = ProbeMode::ALL.iter().map(|_| Vec::new()).collect();
+    let mut by_mode: Vec<Runs> = ProbeMode::ALL.iter().map(|_| Runs::default()).collect();
     for _ in 0..runs {
         off.push(timed(
             wprof_run(program, dir, &[("WPROF", "0")], &[]),
             program,
         )?);
-        for (i, mode) in ProbeMode::ALL.iter().enumerate() {
-            let out = &profiles[mode.name()];
-            let out_arg = out.to_string_lossy().into_owned();
-            walls[i].push(timed(
-                wprof_run(
-                    program,
-                    dir,
-                    &[],
-                    &["-q", "--mode", mode.name(), "-o", &out_arg],
-                ),
-                program,
-            )?);
-            let profile = Profile::read(out)?;
-            violations[i].extend(profile.violations());
-            distributions[i].push(self_times(&profile));
+        for (mode, runs) in ProbeMode::ALL.into_iter().zip(&mut by_mode) {
+            runs.walls.push(timed(profiled(mode), program)?);
+            let profile = Profile::read(&profile_of(mode))?;
+            runs.violations.extend(profile.violations());
+            runs.distributions.push(self_times(&profile));
         }
     }
     let wprof_off = median(off);
     let modes: Vec<ModeAccuracy> = ProbeMode::ALL
         .iter()
-        .enumerate()
-        .map(|(i, mode)| {
-            let distance = median(
-                distributions[i]
+        .zip(&by_mode)
+        .map(|(mode, runs)| ModeAccuracy {
+            mode: mode.name(),
+            distance: median(
+                runs.distributions
                     .iter()
                     .map(|d| distance(d, &truth))
                     .collect(),
-            );
-            ModeAccuracy {
-                mode: mode.name(),
-                distance,
-                overhead: median(walls[i].clone()) as f64 / wprof_off.max(1) as f64,
-                violations: violations[i].len(),
-                first_violation: violations[i].first().cloned(),
-            }
+            ),
+            overhead: median(runs.walls.clone()) as f64 / wprof_off.max(1) as f64,
+            violations: runs.violations.len(),
+            first_violation: runs.violations.first().cloned(),
         })
         .collect();
 
@@ -404,10 +165,10 @@ pub fn measure(perf: &Path, program: &Program, runs: u32) -> Result<ProgramAccur
         .iter()
         .take(5)
         .map(|(id, share)| {
-            let shares = distributions
+            let shares = by_mode
                 .iter()
-                .map(|ds| {
-                    let d = ds.last().expect("at least one run");
+                .map(|runs| {
+                    let d = runs.distributions.last().expect("at least one run");
                     let t: f64 = d.values().sum();
                     d.get(id).copied().unwrap_or(0.0) / t.max(1e-9)
                 })
@@ -515,43 +276,5 @@ mod tests {
         let d: Distribution = [(1, 1.0), (2, 1.0)].into();
         assert!((distance(&a, &d) - 0.25).abs() < 1e-12);
         assert_eq!(distance(&a, &Distribution::new()), 1.0);
-    }
-
-    #[test]
-    fn perf_samples_go_to_the_innermost_module_function() {
-        let script = "\
-wprof 1
-\t    7f00 __memset_avx2_unaligned_erms
-\t    1234 Rect::area()
-\t    5678 main
-
-wprof 2
-\t    9999 wasm[0]::function[7]::anon
-\t    5678 main
-
-wprof 3
-\t    aaaa wasmtime_wasi::p1::fd_write
-\t    1234 Rect::area()
-
-wprof 4
-\t    bbbb regalloc2::ion::run
-";
-        let names: HashMap<String, u32> =
-            [("Rect::area()".to_string(), 3), ("main".to_string(), 1)].into();
-        let d = perf_distribution(script, &names);
-        assert_eq!(d.get(&3), Some(&1.0), "memset is its caller's");
-        assert_eq!(d.get(&7), Some(&1.0), "an unnamed function by index");
-        assert_eq!(
-            d.len(),
-            2,
-            "WASI calls and compile time are left out: {d:?}"
-        );
-    }
-
-    #[test]
-    fn perf_names_are_wasmtimes() {
-        assert_eq!(perf_name("_ZN4Rect4areaEv"), "Rect::area()");
-        assert_eq!(perf_name("main"), "main");
-        assert_eq!(perf_name("regexp.(*Regexp).find"), "regexp.(*Regexp).find");
     }
 }

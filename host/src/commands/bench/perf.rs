@@ -1,0 +1,178 @@
+//! Linux `perf` as the reference for time: finding it, sampling the uninstrumented
+//! program with it, and reading its samples back as a distribution over the module's
+//! functions (see [`super::accuracy`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::Context;
+
+use super::programs::{timed, wprof_run, Program};
+use crate::exit::{Failure, MISSING_TOOL};
+
+/// Self time (or samples) per function id.
+pub type Distribution = HashMap<u32, f64>;
+
+/// `perf` on the PATH, able to sample.
+pub fn find_perf() -> Result<PathBuf, Failure> {
+    let perf = std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join("perf"))
+                .find(|p| p.is_file())
+        })
+        .ok_or_else(|| Failure {
+            code: MISSING_TOOL,
+            message: "perf is not installed (Debian: apt-get install linux-perf); \
+                      `wprof bench --accuracy` compares with its samples"
+                .into(),
+        })?;
+    let ok = Command::new(&perf)
+        .args(["record", "-e", "cpu-clock", "-o", "/dev/null", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return Err(Failure {
+            code: MISSING_TOOL,
+            message: format!(
+                "{} cannot record cpu-clock samples here (see /proc/sys/kernel/perf_event_paranoid)",
+                perf.display()
+            ),
+        });
+    }
+    Ok(perf)
+}
+
+/// perf's distribution of one uninstrumented run.
+pub fn perf_truth(
+    perf: &Path,
+    program: &Program,
+    scratch: &Path,
+    run: usize,
+    names: &HashMap<String, u32>,
+) -> Result<Distribution, Failure> {
+    let data = scratch.join(format!("perf-{run}.data"));
+    let inner = wprof_run(
+        program,
+        scratch,
+        &[("WPROF", "0"), ("WPROF_PERFMAP", "1")],
+        &[],
+    );
+    let mut cmd = Command::new(perf);
+    cmd.current_dir(scratch)
+        .args(["record", "-q", "-e", "cpu-clock", "-F", "4000", "-g", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    timed(cmd, program)?;
+    let script = Command::new(perf)
+        .args(["script", "-F", "ip,sym", "-i"])
+        .arg(&data)
+        .stderr(Stdio::null())
+        .output()
+        .context("cannot run perf script")?;
+    Ok(perf_distribution(
+        &String::from_utf8_lossy(&script.stdout),
+        names,
+    ))
+}
+
+/// The name wasmtime's perf map gives a function with name-section name `raw`.
+pub fn perf_name(raw: &str) -> String {
+    if let Ok(d) = rustc_demangle::try_demangle(raw) {
+        return d.to_string();
+    }
+    if let Ok(symbol) = cpp_demangle::Symbol::new(raw) {
+        if let Ok(text) = symbol.demangle() {
+            return text;
+        }
+    }
+    raw.to_string()
+}
+
+/// perf's samples per function: each sample of `perf script -F ip,sym` output charged to
+/// the innermost frame that names a function of the module (`names`: perf name → id, or a
+/// `function[N]` symbol), unless a WASI host function is inside it.
+pub fn perf_distribution(script: &str, names: &HashMap<String, u32>) -> Distribution {
+    let mut counts = Distribution::new();
+    for sample in script.split("\n\n") {
+        for frame in sample.lines().skip(1) {
+            let Some((_, symbol)) = frame.trim_start().split_once(' ') else {
+                continue;
+            };
+            let symbol = symbol.trim();
+            if symbol.contains("wasmtime_wasi::") || symbol.contains("wasi_snapshot_preview1") {
+                break;
+            }
+            let id = names
+                .get(symbol)
+                .copied()
+                .or_else(|| function_index(symbol));
+            if let Some(id) = id {
+                *counts.entry(id).or_default() += 1.0;
+                break;
+            }
+        }
+    }
+    counts
+}
+
+/// `N` of a `wasm[0]::function[N]...` symbol.
+fn function_index(symbol: &str) -> Option<u32> {
+    let rest = symbol.strip_prefix("wasm[0]::function[")?;
+    rest[..rest.find(']')?].parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perf_samples_go_to_the_innermost_module_function() {
+        let script = "\
+wprof 1
+\t    7f00 __memset_avx2_unaligned_erms
+\t    1234 Rect::area()
+\t    5678 main
+
+wprof 2
+\t    9999 wasm[0]::function[7]::anon
+\t    5678 main
+
+wprof 3
+\t    aaaa wasmtime_wasi::p1::fd_write
+\t    1234 Rect::area()
+
+wprof 4
+\t    bbbb regalloc2::ion::run
+";
+        let names: HashMap<String, u32> =
+            [("Rect::area()".to_string(), 3), ("main".to_string(), 1)].into();
+        let d = perf_distribution(script, &names);
+        assert_eq!(d.get(&3), Some(&1.0), "memset is its caller's");
+        assert_eq!(d.get(&7), Some(&1.0), "an unnamed function by index");
+        assert_eq!(
+            d.len(),
+            2,
+            "WASI calls and compile time are left out: {d:?}"
+        );
+    }
+
+    #[test]
+    fn perf_names_are_wasmtimes() {
+        assert_eq!(perf_name("_ZN4Rect4areaEv"), "Rect::area()");
+        assert_eq!(perf_name("main"), "main");
+        assert_eq!(perf_name("regexp.(*Regexp).find"), "regexp.(*Regexp).find");
+    }
+}

@@ -1,0 +1,121 @@
+//! The real programs a benchmark runs: the list `bench/programs/build.sh` writes, and
+//! running one of them under this wprof binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::Context;
+use serde::Deserialize;
+
+use crate::exit::{Failure, PROGRAM_FAILED};
+
+/// One program of the benchmark set, as `programs.json` describes it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Program {
+    /// A short name.
+    pub name: String,
+    /// The module, relative to the list's folder.
+    pub wasm: PathBuf,
+    /// The program's arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// A folder preopened as `/data`, relative to the list's folder.
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    /// Folders preopened, as `HOST::GUEST` (host relative to the list's folder).
+    #[serde(default)]
+    pub dirs: Vec<String>,
+    /// The program exits at once (a start-up measurement): too short to sample, skipped.
+    #[serde(default)]
+    pub startup_only: bool,
+}
+
+impl Program {
+    /// The `--dir` values of a `wprof run` of this program.
+    fn dir_args(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.dirs.clone();
+        if let Some(dir) = &self.dir {
+            let data = format!("{}::/data", dir.display());
+            if !out.iter().any(|d| d.ends_with("::/data")) {
+                out.push(data);
+            }
+        }
+        out
+    }
+}
+
+/// Reads a program list; paths become relative to the list's folder.
+pub fn read_programs(path: &Path) -> Result<Vec<Program>, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+    let mut programs: Vec<Program> = serde_json::from_str(&text)
+        .map_err(|e| Failure::input(format!("{} is not a program list: {e}", path.display())))?;
+    let base = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let base = std::fs::canonicalize(base)
+        .map_err(|e| Failure::input(format!("cannot resolve {}: {e}", base.display())))?;
+    for p in &mut programs {
+        p.wasm = base.join(&p.wasm);
+        p.dir = p.dir.as_ref().map(|d| base.join(d));
+        for d in &mut p.dirs {
+            let (host, guest) = d.split_once("::").unwrap_or((d.as_str(), d.as_str()));
+            *d = format!("{}::{guest}", base.join(host).display());
+        }
+    }
+    programs.retain(|p| !p.startup_only);
+    Ok(programs)
+}
+
+/// A `wprof run` of `program` in `scratch`, with `envs`, and `extra` flags.
+pub fn wprof_run(
+    program: &Program,
+    scratch: &Path,
+    envs: &[(&str, &str)],
+    extra: &[&str],
+) -> Command {
+    let exe = std::env::current_exe().expect("the running binary has a path");
+    let mut cmd = Command::new(exe);
+    cmd.current_dir(scratch)
+        .env_remove("WPROF")
+        .env_remove("WPROF_MODE")
+        .env("WPROF_CACHE_DIR", scratch.join("cache"))
+        .arg("run")
+        .args(extra);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    for dir in program.dir_args() {
+        cmd.arg("--dir").arg(dir);
+    }
+    cmd.arg(&program.wasm).arg("--").args(&program.args);
+    cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    cmd
+}
+
+/// Runs `cmd` to its end: its wall time; a failure names the program.
+pub fn timed(mut cmd: Command, program: &Program) -> Result<u64, Failure> {
+    cmd.stderr(Stdio::piped());
+    let started = Instant::now();
+    let out = cmd.output().context("cannot start a benchmark process")?;
+    let took = started.elapsed().as_nanos() as u64;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(Failure {
+            code: PROGRAM_FAILED,
+            message: format!(
+                "{} failed ({}): {}",
+                program.name,
+                out.status,
+                stderr
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+            ),
+        });
+    }
+    Ok(took)
+}
