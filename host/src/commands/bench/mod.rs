@@ -6,6 +6,8 @@
 //! `wprof` with `WPROF=0`, `wasmtime run` and `wasmtime run --profile=guest` when the
 //! wasmtime CLI is installed ([`process`]); and start-up — cold, warm, one function changed,
 //! the agent against a walrus parse + emit, the per-function cache lookups ([`startup`]).
+//! With `--accuracy`, instead: each mode against Linux perf on the real programs of a list
+//! ([`accuracy`], with [`programs`] and [`perf`]).
 
 pub mod accuracy;
 pub mod overhead;
