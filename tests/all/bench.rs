@@ -203,6 +203,11 @@ fn accuracy_compares_every_mode_with_perf() {
         ])
         .output()
         .unwrap();
+    // A machine whose kernel forbids sampling (perf_event_paranoid, containers) says so.
+    if out.status.code() == Some(3) && stderr(&out).contains("cannot record cpu-clock samples") {
+        eprintln!("skipped: {}", stderr(&out).trim());
+        return;
+    }
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let program = &v[0];
