@@ -678,3 +678,27 @@ fn a_start_function_that_ends_the_program_ends_it_as_under_wasmtime() {
         }
     }
 }
+
+#[test]
+fn run_help_lists_every_variable_of_the_readme() {
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+    )
+    .unwrap();
+    // The rows of the README's table of environment variables: "| `WPROF_...` | ... |".
+    let variables: Vec<&str> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `WPROF"))
+        .filter_map(|rest| rest.split('`').next())
+        .collect();
+    assert!(variables.len() >= 8, "{variables:?}");
+    let s = Scratch::new();
+    let help = stdout(&s.run(&["run", "--help"]));
+    for v in variables {
+        let name = format!("WPROF{v}");
+        assert!(
+            help.contains(&name),
+            "`wprof run --help` does not mention {name}"
+        );
+    }
+}

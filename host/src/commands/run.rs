@@ -92,6 +92,7 @@ Environment:
   WPROF_CACHE_MAX_SIZE  size cap of the cache, kept after runs that store something
                       (default 1G; `off` for none; see `wprof cache gc`)
   WPROF_MODE          time|sample|cost (like --mode)
+  WPROF_CALL_SITES    1|0: like --call-sites
   WPROF_SAMPLE_PERIOD_US  sample mode's period (like --sample-period-us)
   WPROF_PERFMAP=1     write /tmp/perf-PID.map so that `perf report` names the wasm
                       functions (of the original with WPROF=0, else the instrumented)
