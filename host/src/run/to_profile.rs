@@ -31,35 +31,20 @@ pub fn profile_of_run(
             .map(|f| (f.name.clone(), f.kind.clone()))
             .unwrap_or_else(|| (format!("func[{id}]"), "local".to_string()))
     };
-    let ran: Vec<(usize, &crate::run::collector::FunctionTotals)> = collector
+    let records = collector
         .functions()
         .iter()
         .enumerate()
         .filter(|(_, t)| t.calls > 0)
-        .collect();
-    let total = clamp(collector.root_inclusive());
-    let self_times = to_unit(
-        &ran.iter().map(|(_, t)| t.self_time).collect::<Vec<_>>(),
-        scale,
-        total,
-    );
-    let records = ran
-        .iter()
-        .zip(self_times)
-        .map(|(&(id, t), self_time)| {
+        .map(|(id, t)| {
             let (name, kind) = name_of(id as u32);
             FunctionRecord {
                 id: id as u32,
                 name,
                 kind,
                 calls: t.calls,
-                self_time,
-                // A self time rounded up (by one unit, above) stays within its inclusive
-                // time, which was rounded down; a larger excess is a real one, left visible.
-                inclusive: match clamp(t.inclusive) {
-                    inclusive if self_time == inclusive + 1 => self_time,
-                    inclusive => inclusive,
-                },
+                self_time: clamp(t.self_time),
+                inclusive: clamp(t.inclusive),
                 min_self: per_activation.then(|| unscale(t.min_self)),
                 max_self: per_activation.then(|| unscale(t.max_self)),
             }
@@ -107,7 +92,7 @@ pub fn profile_of_run(
         .to_string(),
         trap: ending.trap,
         wall_time: (!cost).then_some(ending.wall_time),
-        total,
+        total: clamp(collector.root_inclusive()),
         instrumentation: stats,
         excluded_ns: (mode == wprof_agent::ProbeMode::Time)
             .then(|| collector.excluded() / PS_PER_NS),
@@ -124,42 +109,5 @@ pub fn profile_of_run(
         edges,
         contexts,
         sampling: ending.sampling,
-    }
-}
-
-/// Self times in the collector's unit, converted to the profile's (`scale` of them make
-/// one) so that their sum is `total` when the exact values add up to it: each is rounded
-/// down, then the units lost to rounding go, one each, to the values that lost the most
-/// (largest remainders). Negative values (an estimate subtracted too much) become 0.
-fn to_unit(values: &[i64], scale: i64, total: u64) -> Vec<u64> {
-    let mut out: Vec<u64> = values.iter().map(|&v| (v.max(0) / scale) as u64).collect();
-    let exact: i64 = values.iter().map(|&v| v.max(0)).sum();
-    let lost = (exact / scale) as u64 - out.iter().sum::<u64>();
-    if scale == 1 || lost == 0 || (exact / scale) as u64 != total {
-        return out;
-    }
-    let mut by_remainder: Vec<usize> = (0..values.len()).collect();
-    by_remainder.sort_by_key(|&i| (std::cmp::Reverse(values[i].max(0) % scale), i));
-    for &i in by_remainder.iter().take(lost as usize) {
-        out[i] += 1;
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::to_unit;
-
-    #[test]
-    fn converted_self_times_add_up_to_the_total() {
-        // 3 x 1.6 ns = 4.8 ns: rounded down each is 1 ns (3 ns), the total 4 ns.
-        assert_eq!(to_unit(&[1600, 1600, 1600], 1000, 4), vec![2, 1, 1]);
-        assert_eq!(to_unit(&[1900, 1100, 2000], 1000, 5), vec![2, 1, 2]);
-        // Largest remainder first.
-        assert_eq!(to_unit(&[1100, 1900, 1000], 1000, 4), vec![1, 2, 1]);
-        // A total that the values do not make (a collector bug) is left visible.
-        assert_eq!(to_unit(&[1600, 1600], 1000, 7), vec![1, 1]);
-        assert_eq!(to_unit(&[-5000, 2500], 1000, 2), vec![0, 2]);
-        assert_eq!(to_unit(&[7, 9], 1, 16), vec![7, 9]);
     }
 }
