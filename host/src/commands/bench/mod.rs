@@ -271,19 +271,22 @@ impl BenchCommand {
             wasmtime_cli: cli.map(|c| c.version),
             modules,
         };
+        self.print(&report, || table::table(&report, runs));
+        Ok(0)
+    }
+
+    /// Prints `report` as JSON with `--json`, else the table `table` makes of it.
+    fn print(&self, report: &impl Serialize, table: impl FnOnce() -> String) {
         if self.json {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&report).expect("serializes")
+                serde_json::to_string_pretty(report).expect("serializes")
             );
         } else {
-            print!("{}", table::table(&report, runs));
+            print!("{}", table());
         }
-        Ok(0)
     }
-}
 
-impl BenchCommand {
     fn accuracy(&self, runs: u32) -> Result<i32, Failure> {
         let mut programs = programs::read_programs(&self.programs)?;
         if !self.program_names.is_empty() {
@@ -305,14 +308,7 @@ impl BenchCommand {
             }
             results.push(accuracy::measure(&perf, program, runs)?);
         }
-        if self.json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&results).expect("serializes")
-            );
-        } else {
-            print!("{}", accuracy::table(&results, runs));
-        }
+        self.print(&results, || accuracy::table(&results, runs));
         Ok(0)
     }
 }

@@ -202,24 +202,20 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
         .with_context(|| format!("{} cannot be a --profile=guest path", profile.display()))?
         .to_string();
 
-    let wprof_off = || {
+    // `WPROF=0 wprof run`, with nothing cached or with its cache (the compiled original).
+    let wprof_off_with = |cached: bool| {
         let mut cmd = Command::new(&wprof);
-        cmd.current_dir(dir)
-            .env("WPROF", "0")
-            .args(["run", "--no-cache"])
-            .arg(&module);
+        cmd.current_dir(dir).env("WPROF", "0").arg("run");
+        if cached {
+            cmd.arg("--cache-dir").arg(dir.join("wprof-cache"));
+        } else {
+            cmd.arg("--no-cache");
+        }
+        cmd.arg(&module);
         cmd
     };
-    let wprof_off_warm = || {
-        let mut cmd = Command::new(&wprof);
-        cmd.current_dir(dir)
-            .env("WPROF", "0")
-            .arg("run")
-            .arg("--cache-dir")
-            .arg(dir.join("wprof-cache"))
-            .arg(&module);
-        cmd
-    };
+    let wprof_off = || wprof_off_with(false);
+    let wprof_off_warm = || wprof_off_with(true);
     let wasmtime = |cli: &WasmtimeCli, guest: bool| {
         let mut cmd = Command::new(&cli.path);
         cmd.current_dir(dir).args(["run", "-C", "cache=n"]);
