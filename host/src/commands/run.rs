@@ -457,9 +457,11 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
     ));
     if let Some(s) = &profile.sampling {
         out.push_str(&format!(
-            "wprof: time sampled every {}: {} readings\n",
+            "wprof: time sampled every {}: {} readings, {} located by program counter; {} in wprof's probes left out\n",
             crate::display::format_ns(s.period_ns),
-            s.readings
+            s.readings,
+            s.answered,
+            crate::display::format_ns(s.probe_ns)
         ));
     }
     if let Some(o) = &profile.probe_overhead {

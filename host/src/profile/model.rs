@@ -182,6 +182,15 @@ pub struct SamplingRecord {
     pub period_ns: u64,
     /// Readings taken: the number of intervals the time was split into.
     pub readings: u64,
+    /// Readings located by the program counter of the program's thread (the others by
+    /// the calling context the probes entered last alone).
+    #[serde(default)]
+    pub answered: u64,
+    /// Time the program spent in wprof's own code (finding a call's context), in
+    /// nanoseconds: charged to no function, since the program without probes never spends
+    /// it.
+    #[serde(default)]
+    pub probe_ns: u64,
 }
 
 impl Profile {

@@ -68,9 +68,12 @@ pub fn render(profile: &Profile, options: &Options) -> String {
     if let Some(s) = &profile.sampling {
         let _ = writeln!(
             out,
-            "sample mode: times estimated from {} readings, one every {}",
+            "sample mode: times estimated from {} readings ({} located by program counter), \
+             one every {}; {} in wprof's probes left out",
             s.readings,
-            crate::display::format_ns(s.period_ns)
+            s.answered,
+            crate::display::format_ns(s.period_ns),
+            crate::display::format_ns(s.probe_ns)
         );
     }
     if let Some(o) = &profile.probe_overhead {

@@ -25,6 +25,8 @@ pub struct InlineNode {
     pub calls: u64,
     /// Self cost counted by the module (cost mode: instructions).
     pub self_cost: u64,
+    /// Its parent's index in [`InlineTree::nodes`] (the root's is 0, itself).
+    pub parent: usize,
     /// Children as (call site number in this node's function, index in
     /// [`InlineTree::nodes`]).
     pub children: Vec<(u32, usize)>,
@@ -72,6 +74,7 @@ fn node_at(memory: &[u8], at: u32, functions: u32) -> Option<(InlineNode, u32, u
         function: id1 - 1,
         calls: u64_at(memory, at + A::CALLS)?,
         self_cost: u64_at(memory, at + A::SELF_COST)?,
+        parent: 0,
         children: Vec::new(),
     };
     Some((node, u32_at(memory, at + A::NEXT)?, slots))
@@ -86,6 +89,7 @@ impl InlineTree {
                 function: u32::MAX,
                 calls: 0,
                 self_cost: 0,
+                parent: 0,
                 children: Vec::new(),
             }],
             overflow: Vec::new(),
@@ -97,13 +101,14 @@ impl InlineTree {
             for site in 0..slots {
                 let mut link = u32_at(memory, address + A::SLOTS + 4 * site).unwrap_or(0);
                 while link != 0 {
-                    let Some((node, next, child_slots)) =
+                    let Some((mut node, next, child_slots)) =
                         node_at(memory, link, functions).filter(|_| seen.insert(link))
                     else {
                         tree.damaged += 1;
                         break;
                     };
                     let index = tree.nodes.len();
+                    node.parent = parent;
                     tree.nodes.push(node);
                     tree.nodes[parent].children.push((site, index));
                     pending.push((index, link, child_slots));

@@ -4,18 +4,22 @@
 //! [`runner`] runs a WASI command (exit codes, traps, [`backtrace`]s in original offsets).
 //! Time mode's probes log events ([`probe_log`], read with [`clock`]) that a thread replays
 //! into the [`collector`], less the probe cost [`calibrate`] measured; the inline modes count
-//! in module memory, read back by [`inline_tree`] while [`sampler`] charges time in sample
-//! mode. [`to_profile`] turns a finished run into its profile.
+//! in module memory, read back by [`inline_tree`]; in sample mode [`sampler`] charges time
+//! to where the program is, asking its thread ([`interrupt`]) for the program counter, which
+//! [`code_map`] names and [`attribution`] places in the tree. [`to_profile`] turns a finished run into its profile.
 //!
 //! May use: `profile` only. Nothing here touches the cache; the agent is called only to
 //! instrument the calibration module and to map trap offsets back to the original.
 
+pub mod attribution;
 pub mod backtrace;
 pub mod calibrate;
 pub mod clock;
+pub mod code_map;
 pub mod collector;
 pub mod engine;
 pub mod inline_tree;
+pub mod interrupt;
 pub mod probe_log;
 pub mod runner;
 pub mod sampler;

@@ -10,10 +10,12 @@ use wasmtime_wasi::WasiCtxBuilder;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::exit::Failure;
+use crate::run::attribution::Attribution;
+use crate::run::code_map::CodeMap;
 use crate::run::collector::Collector;
 use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
-use crate::run::sampler::{CurrentCell, Samples};
+use crate::run::sampler::{Asking, CurrentCell, Samples};
 use crate::settings::RunSettings;
 use crate::timings::{Timings, PROGRAM};
 use wprof_agent::{ContextArena, ProbeMode};
@@ -197,29 +199,23 @@ fn current_cell(
     if !fixed || memory.data_size(&*store) < ContextArena::CURRENT as usize + 4 {
         return None;
     }
-    let cell = memory
-        .data_ptr(&*store)
-        .wrapping_add(ContextArena::CURRENT as usize);
     // SAFETY: in bounds (checked above); the memory never moves (a 32-bit memory in a
     // full reservation) and the cell is only read inside `run`, while the store is alive.
-    Some(unsafe { CurrentCell::new(cell) })
+    Some(unsafe { CurrentCell::new(memory.data_ptr(&*store)) })
 }
 
 /// Inline modes: replays the module's tree into the collector, with each context's self
-/// cost (cost mode) or sampled time (sample mode).
+/// cost (cost mode) or sampled time (sample mode, where the samples' attribution is
+/// returned).
 fn replay_tree(
     store: &mut Store<HostState>,
     instance: &wasmtime::Instance,
     mode: ProbeMode,
     samples: Option<&Samples>,
-) {
-    let Some(memory) = instance.get_memory(&mut *store, ContextArena::MEMORY) else {
-        return;
-    };
+) -> Option<Attribution> {
+    let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
     let (data, state) = memory.data_and_store_mut(&mut *store);
-    let Some(collector) = state.collector.as_mut() else {
-        return;
-    };
+    let collector = state.collector.as_mut()?;
     let tree = InlineTree::read(data, collector.functions().len() as u32);
     if tree.damaged > 0 {
         tracing::warn!(
@@ -237,12 +233,25 @@ fn replay_tree(
     }
     let sites = collector.take_call_site_offsets();
     match (mode, samples) {
-        (ProbeMode::Sample, Some(samples)) => tree.replay(
-            collector,
-            |n| samples.time.get(&n.address).copied().unwrap_or(0),
-            sites.as_ref(),
-        ),
-        _ => tree.replay(collector, |n| n.self_cost, sites.as_ref()),
+        (ProbeMode::Sample, Some(samples)) => {
+            let attribution = crate::run::attribution::attribute(&tree, samples);
+            tracing::info!(
+                probe_ps = attribution.probe_ps,
+                moved_ps = attribution.moved_ps,
+                unmatched_ps = attribution.unmatched_ps,
+                "samples attributed"
+            );
+            tree.replay(
+                collector,
+                |n| attribution.time.get(&n.address).copied().unwrap_or(0),
+                sites.as_ref(),
+            );
+            Some(attribution)
+        }
+        _ => {
+            tree.replay(collector, |n| n.self_cost, sites.as_ref());
+            None
+        }
     }
 }
 
@@ -252,6 +261,7 @@ fn call_start(
     store: &mut Store<HostState>,
     instance: &wasmtime::Instance,
     mode: Option<ProbeMode>,
+    code: Option<&CodeMap>,
     settings: &RunSettings,
     shown: &str,
 ) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
@@ -279,10 +289,17 @@ fn call_start(
     let (result, samples) = match cell {
         Some(cell) => {
             let stop = AtomicBool::new(false);
+            // SAFETY: the cell stays valid while the store lives, which outlives the session
+            // (dropped at the end of this block).
+            let session = unsafe { crate::run::interrupt::Session::begin(cell.as_ptr()) };
+            let asking = session.as_ref().zip(code).map(|(session, code)| Asking {
+                target: session.target(),
+                code,
+            });
             std::thread::scope(|s| {
                 let (clock, stop, period) = (&clock, &stop, settings.sample_period);
                 let sampler =
-                    s.spawn(move || crate::run::sampler::sample(cell, clock, period, stop));
+                    s.spawn(move || crate::run::sampler::sample(cell, asking, clock, period, stop));
                 let result = start.call(&mut *store, ());
                 stop.store(true, Ordering::Release);
                 sampler.thread().unpark();
@@ -324,13 +341,15 @@ pub fn run(
     let mut store = Store::new(engine, state);
     let mut timings = Timings::new();
     let instantiated = timings.time("instantiate", || linker.instantiate(&mut store, module));
+    let code = (mode == Some(ProbeMode::Sample)).then(|| CodeMap::of(module, ProbeMode::Sample));
+    let mut attribution = None;
     let (result, samples, wall_time) = match instantiated {
         Ok(instance) => {
             let (result, samples, wall_time) =
-                call_start(&mut store, &instance, mode, settings, &shown)?;
+                call_start(&mut store, &instance, mode, code.as_ref(), settings, &shown)?;
             timings.record(PROGRAM, std::time::Duration::from_nanos(wall_time));
             if let Some(mode) = mode.filter(|m| m.counts_inline()) {
-                timings.time("collect", || {
+                attribution = timings.time("collect", || {
                     replay_tree(&mut store, &instance, mode, samples.as_ref())
                 });
             }
@@ -397,6 +416,8 @@ pub fn run(
         sampling: samples.as_ref().map(|s| crate::profile::SamplingRecord {
             period_ns: settings.sample_period.as_nanos() as u64,
             readings: s.readings,
+            answered: s.answered,
+            probe_ns: attribution.as_ref().map_or(0, |a| a.probe_ps / 1000),
         }),
         collector,
         timings,

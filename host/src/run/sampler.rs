@@ -1,20 +1,37 @@
-//! Sample mode's sampler: a thread that, while the program runs, reads the module's
-//! current-node cell (see [`wprof_agent::ContextArena::CURRENT`]) at a fixed period and
-//! charges the time since its previous reading to the node it finds there.
+//! Sample mode's sampler: a thread that, while the program runs, wakes at a fixed period
+//! and charges the time since its previous wake to where the program is.
+//!
+//! Where the program is takes two facts: the module's current-node cell (see
+//! [`wprof_agent::ContextArena::CURRENT`]), which names the calling context the probes last
+//! entered, and the program counter of the thread running it, which names the function
+//! really running (the probes store the cell a few instructions after a function starts,
+//! and wprof's node finder runs before). The sampler asks for the program counter with a
+//! signal ([`crate::run::interrupt`]) whenever the cell names one of the module's functions;
+//! while it names an import (the host runs, perhaps blocked in a system call, which a
+//! signal would interrupt) or where signals are unavailable, the cell alone decides.
+//! Answers are collected a few periods later, so the sampler never waits for the program.
+//! [`crate::run::attribution`] turns the two facts into a node of the tree.
 //!
 //! Every picosecond between the start and the end of the run is charged to exactly one
-//! node, so the samples add up to the run's time; which node gets an interval is decided by
-//! where the program was at the interval's end, the usual sampling estimate. Calls are
-//! never sampled: the module counts them exactly.
+//! reading; which reading gets an interval is the one taken at the interval's end, the usual
+//! sampling estimate. Calls are never sampled: the module counts them exactly.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use wprof_agent::ContextArena;
+
 use crate::run::clock::Clock;
+use crate::run::code_map::{CodeMap, Running};
+use crate::run::interrupt::Target;
 
 /// The default time between two readings.
 pub const DEFAULT_PERIOD: Duration = Duration::from_micros(100);
+
+/// Requests younger than this many readings may still be answered; older ones are charged
+/// to the cell read when they were made.
+const PATIENCE: u64 = 16;
 
 /// Where the module keeps its current node: four bytes of its tree memory, a 32-bit
 /// memory inside a full 4 GiB reservation (see [`crate::run::engine::MEMORY_RESERVATION`]), so
@@ -27,51 +44,164 @@ pub struct CurrentCell(*const u32);
 unsafe impl Send for CurrentCell {}
 
 impl CurrentCell {
-    /// The cell at the start of `memory`'s data.
+    /// The cell of the tree memory whose data starts at `memory`.
     ///
     /// # Safety
     ///
-    /// `memory` must point to 4 aligned bytes of a linear memory whose base never moves,
-    /// and the cell must not be read after its store is dropped.
+    /// `memory` must point to the data of a linear memory holding at least
+    /// `ContextArena::CURRENT + 4` bytes, whose base never moves, and the cell must not
+    /// be read after its store is dropped.
     pub unsafe fn new(memory: *const u8) -> Self {
-        CurrentCell(memory.cast())
+        CurrentCell(memory.wrapping_add(ContextArena::CURRENT as usize).cast())
+    }
+
+    /// The cell's address, for [`crate::run::interrupt::Session::begin`].
+    pub fn as_ptr(self) -> *const u32 {
+        self.0
     }
 
     fn read(self) -> u32 {
-        // SAFETY: aligned (wasm memories are page-aligned), in bounds and alive (see
-        // `new`); the module writes the cell with plain aligned 4-byte stores, which an
-        // atomic load never observes torn.
-        unsafe { AtomicU32::from_ptr(self.0.cast_mut()).load(Ordering::Relaxed) }
+        Self::load(self.0)
+    }
+
+    /// The function id of the node at `node`, if it names one.
+    fn function_of(self, node: u32) -> Option<u32> {
+        if node < ContextArena::ROOT + 32 {
+            return None;
+        }
+        let base = self
+            .0
+            .cast::<u8>()
+            .wrapping_sub(ContextArena::CURRENT as usize);
+        let field = base.wrapping_add((node + ContextArena::FUNCTION) as usize);
+        Self::load(field.cast()).checked_sub(1)
+    }
+
+    fn load(at: *const u32) -> u32 {
+        // SAFETY: aligned (wasm memories are page-aligned, node fields 4-aligned), in
+        // bounds (the cell, or a field of a node the module allocated before publishing
+        // its address) and alive (see `new`); the module writes with plain aligned 4-byte
+        // stores, which an atomic load never observes torn.
+        unsafe { AtomicU32::from_ptr(at.cast_mut()).load(Ordering::Relaxed) }
     }
 }
 
-/// Time charged per node address, in picoseconds, and how many readings were taken.
+/// A reading: the current-node cell and, when the thread answered, what ran.
+pub type Reading = (u32, Option<Running>);
+
+/// Time charged per reading, in picoseconds, and how the readings went.
 #[derive(Debug, Clone, Default)]
 pub struct Samples {
-    /// Picoseconds per node address.
-    pub time: HashMap<u32, u64>,
+    /// Picoseconds per (cell, what ran); `None`: the cell alone decided.
+    pub time: HashMap<Reading, u64>,
     /// Readings taken.
     pub readings: u64,
+    /// Readings the program's thread answered with its program counter.
+    pub answered: u64,
 }
 
-/// Reads `cell` every `period` until `stop` is set, then once more. Whoever sets `stop`
-/// should unpark the sampling thread, which then takes its last reading at once instead of
-/// at the end of its period.
-pub fn sample(cell: CurrentCell, clock: &Clock, period: Duration, stop: &AtomicBool) -> Samples {
+/// The program counter side of sampling: whom to ask and how to read the answers.
+#[derive(Debug, Clone, Copy)]
+pub struct Asking<'a> {
+    /// The thread running the program.
+    pub target: Target,
+    /// The module's compiled code.
+    pub code: &'a CodeMap,
+}
+
+/// A request not answered yet: its number, the interval it ends and the cell read then.
+struct Pending {
+    request: u64,
+    interval: u64,
+    cell: u32,
+}
+
+/// Reads where the program is every `period` until `stop` is set, then once more. Whoever
+/// sets `stop` should unpark the sampling thread, which then takes its last reading at once
+/// instead of at the end of its period.
+pub fn sample(
+    cell: CurrentCell,
+    asking: Option<Asking<'_>>,
+    clock: &Clock,
+    period: Duration,
+    stop: &AtomicBool,
+) -> Samples {
     let mut samples = Samples::default();
+    let mut pending: VecDeque<Pending> = VecDeque::new();
+    let mut requests = 0u64;
     let mut last = clock.now_ps();
-    let mut take = |samples: &mut Samples| {
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        if !stopping {
+            std::thread::park_timeout(period);
+        }
         let now = clock.now_ps();
-        *samples.time.entry(cell.read()).or_default() += now.saturating_sub(last);
-        samples.readings += 1;
+        let interval = now.saturating_sub(last);
         last = now;
-    };
-    while !stop.load(Ordering::Acquire) {
-        std::thread::park_timeout(period);
-        take(&mut samples);
+        samples.readings += 1;
+        let node = cell.read();
+        let in_module = asking.is_some_and(|a| {
+            cell.function_of(node)
+                .is_some_and(|f| f >= a.code.imports())
+        });
+        match asking {
+            Some(a) if in_module && !stopping => {
+                requests += 1;
+                if a.target.ask(requests) {
+                    pending.push_back(Pending {
+                        request: requests,
+                        interval,
+                        cell: node,
+                    });
+                } else {
+                    *samples.time.entry((node, None)).or_default() += interval;
+                }
+            }
+            _ => *samples.time.entry((node, None)).or_default() += interval,
+        }
+        if let Some(a) = asking {
+            settle(&mut samples, &mut pending, a, requests, stopping);
+        }
+        if stopping {
+            return samples;
+        }
     }
-    take(&mut samples);
-    samples
+}
+
+/// Charges the pending requests that were answered, in order, and those too old to wait
+/// for (all of them when `last`) to the cell read when they were made.
+fn settle(
+    samples: &mut Samples,
+    pending: &mut VecDeque<Pending>,
+    asking: Asking<'_>,
+    requests: u64,
+    last: bool,
+) {
+    if last {
+        // The program has returned: its thread answers any signal still on its way while
+        // it waits to join this one. Give it a moment.
+        for _ in 0..100 {
+            if pending
+                .iter()
+                .all(|p| asking.target.answer(p.request).is_some())
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(10));
+        }
+    }
+    while let Some(front) = pending.front() {
+        let reading = match asking.target.answer(front.request) {
+            Some(answer) => {
+                samples.answered += 1;
+                (answer.cell, Some(asking.code.running(answer.pc)))
+            }
+            None if last || front.request + PATIENCE <= requests => (front.cell, None),
+            None => break,
+        };
+        *samples.time.entry(reading).or_default() += front.interval;
+        pending.pop_front();
+    }
 }
 
 #[cfg(test)]
@@ -80,15 +210,19 @@ mod tests {
 
     #[test]
     fn every_interval_goes_to_the_node_read_at_its_end() {
-        let cell = Box::new(AtomicU32::new(7));
+        // The start of a tree memory: the cell at byte 8.
+        let memory: Box<[AtomicU32; 16]> = Box::new([const { AtomicU32::new(0) }; 16]);
+        let cell = &memory[ContextArena::CURRENT as usize / 4];
+        cell.store(7, Ordering::Relaxed);
         let clock = Clock::new();
         let stop = AtomicBool::new(false);
         let started = clock.now_ps();
         let samples = std::thread::scope(|s| {
             // SAFETY: the box outlives the scope and is never moved.
-            let reader = unsafe { CurrentCell::new(cell.as_ptr().cast()) };
+            let reader = unsafe { CurrentCell::new(memory.as_ptr().cast()) };
             let (clock, stop) = (&clock, &stop);
-            let sampler = s.spawn(move || sample(reader, clock, Duration::from_micros(50), stop));
+            let sampler =
+                s.spawn(move || sample(reader, None, clock, Duration::from_micros(50), stop));
             std::thread::sleep(Duration::from_millis(5));
             cell.store(9, Ordering::Relaxed);
             std::thread::sleep(Duration::from_millis(5));
@@ -100,8 +234,12 @@ mod tests {
         let total: u64 = samples.time.values().sum();
         assert!(total <= elapsed, "{total} > {elapsed}");
         // The last reading comes after the switch to 9; no other value was ever there.
-        assert!(samples.time.contains_key(&9));
-        assert!(samples.time.keys().all(|k| [7, 9].contains(k)));
+        assert!(samples.time.contains_key(&(9, None)));
+        assert!(samples
+            .time
+            .keys()
+            .all(|k| [(7, None), (9, None)].contains(k)));
         assert!(samples.readings >= 1);
+        assert_eq!(samples.answered, 0);
     }
 }

@@ -1,0 +1,169 @@
+//! Sample mode: which node of the module's calling-context tree each reading's time belongs
+//! to, from the current-node cell and what the program counter says ran.
+//!
+//! The cell names the context the probes entered last; the program counter names the
+//! function running. They disagree for a few instructions at a time: at a function's start,
+//! before its entry probe stores its node (the reading belongs to the child of the cell's
+//! node for that function), just after a call returns or an exception lands, before the
+//! caller stores its node again (it belongs to the nearest ancestor running that function).
+//! Time in wprof's own code (the node finder) is left out: the uninstrumented program
+//! never spends it. Time outside the module (the engine, a host function) stays with the
+//! cell, which names the import while the host runs one.
+
+use std::collections::HashMap;
+
+use crate::run::code_map::Running;
+use crate::run::inline_tree::InlineTree;
+use crate::run::sampler::Samples;
+
+/// The readings' time by node, and what was left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attribution {
+    /// Picoseconds per node address.
+    pub time: HashMap<u32, u64>,
+    /// Picoseconds in wprof's own code, charged to no node.
+    pub probe_ps: u64,
+    /// Picoseconds the program counter moved to another node than the cell's.
+    pub moved_ps: u64,
+    /// Picoseconds whose function has no node near the cell's (charged to the cell's).
+    pub unmatched_ps: u64,
+}
+
+/// Charges `samples` to the nodes of `tree`.
+pub fn attribute(tree: &InlineTree, samples: &Samples) -> Attribution {
+    let by_address: HashMap<u32, usize> = tree
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.address, i))
+        .collect();
+    let mut out = Attribution::default();
+    for (&(cell, running), &ps) in &samples.time {
+        let node = by_address.get(&cell).copied().unwrap_or(0);
+        let charged = match running {
+            None | Some(Running::Outside) => node,
+            Some(Running::Probe) => {
+                out.probe_ps += ps;
+                continue;
+            }
+            Some(Running::Function(f)) if tree.nodes[node].function == f => node,
+            Some(Running::Function(f)) => match nearest(tree, node, f) {
+                Some(found) => {
+                    out.moved_ps += ps;
+                    found
+                }
+                None => {
+                    out.unmatched_ps += ps;
+                    node
+                }
+            },
+        };
+        *out.time.entry(tree.nodes[charged].address).or_default() += ps;
+    }
+    out
+}
+
+/// The node running `function` nearest to `node`: its child for that function (the one
+/// with the most calls when several call sites reach it), else its nearest ancestor that
+/// runs it.
+fn nearest(tree: &InlineTree, node: usize, function: u32) -> Option<usize> {
+    let child = tree.nodes[node]
+        .children
+        .iter()
+        .map(|&(_, c)| c)
+        .filter(|&c| tree.nodes[c].function == function)
+        .max_by_key(|&c| tree.nodes[c].calls);
+    child.or_else(|| {
+        let mut at = node;
+        while at != 0 {
+            at = tree.nodes[at].parent;
+            if tree.nodes[at].function == function {
+                return Some(at);
+            }
+        }
+        None
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::inline_tree::InlineNode;
+
+    fn node(address: u32, function: u32, calls: u64, parent: usize) -> InlineNode {
+        InlineNode {
+            address,
+            function,
+            calls,
+            self_cost: 0,
+            parent,
+            children: Vec::new(),
+        }
+    }
+
+    /// root -> main(0) @100 -> f(1) @200 -> g(2) @300; main -> g @400 (another site).
+    fn tree() -> InlineTree {
+        let mut nodes = vec![
+            node(32, u32::MAX, 0, 0),
+            node(100, 0, 1, 0),
+            node(200, 1, 5, 1),
+            node(300, 2, 50, 2),
+            node(400, 2, 7, 1),
+        ];
+        nodes[0].children = vec![(0, 1)];
+        nodes[1].children = vec![(0, 2), (1, 4)];
+        nodes[2].children = vec![(0, 3)];
+        InlineTree {
+            nodes,
+            overflow: Vec::new(),
+            damaged: 0,
+        }
+    }
+
+    #[test]
+    fn the_program_counter_moves_time_to_the_child_or_ancestor_running() {
+        let samples = Samples {
+            time: HashMap::from([
+                // The cell and the code agree.
+                ((200, Some(Running::Function(1))), 10),
+                // g started, its entry probe not yet run: f's child for g.
+                ((200, Some(Running::Function(2))), 20),
+                // g returned into main (or main caught g's exception) before main stored.
+                ((300, Some(Running::Function(0))), 30),
+                // The node finder: left out.
+                ((100, Some(Running::Probe)), 40),
+                // The engine, or no answer: the cell.
+                ((300, Some(Running::Outside)), 50),
+                ((400, None), 60),
+                // A function nowhere near: stays with the cell, counted.
+                ((300, Some(Running::Function(9))), 70),
+            ]),
+            readings: 7,
+            answered: 6,
+        };
+        let a = attribute(&tree(), &samples);
+        assert_eq!(a.probe_ps, 40);
+        assert_eq!(a.moved_ps, 50);
+        assert_eq!(a.unmatched_ps, 70);
+        assert_eq!(a.time[&200], 10);
+        assert_eq!(a.time[&300], 20 + 50 + 70);
+        assert_eq!(a.time[&100], 30);
+        assert_eq!(a.time[&400], 60);
+        let charged: u64 = a.time.values().sum();
+        assert_eq!(charged + a.probe_ps, samples.time.values().sum::<u64>());
+    }
+
+    #[test]
+    fn of_several_children_the_busiest_gets_the_time() {
+        let mut t = tree();
+        // main's site 1 also reaches f (an indirect call), more often than site 0.
+        t.nodes.push(node(500, 1, 9, 1));
+        t.nodes[1].children.push((1, 5));
+        let samples = Samples {
+            time: HashMap::from([((100, Some(Running::Function(1))), 5)]),
+            readings: 1,
+            answered: 1,
+        };
+        assert_eq!(attribute(&t, &samples).time[&500], 5);
+    }
+}

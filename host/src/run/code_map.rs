@@ -1,0 +1,121 @@
+//! Which function of the instrumented module a machine address belongs to: the compiled
+//! functions' address ranges, taken from wasmtime once the module is loaded, and what each
+//! instrumented function is in the original (one of its functions, or one of wprof's).
+
+use wprof_agent::{ProbeImports, ProbeMode};
+
+/// What runs at an address of the module's compiled code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Running {
+    /// Function `id` of the original module.
+    Function(u32),
+    /// Code wprof added: the node finder.
+    Probe,
+    /// Not the module's own functions: the engine, a host function, a trampoline.
+    Outside,
+}
+
+/// The address ranges of a loaded module's compiled functions, sorted.
+#[derive(Debug, Clone, Default)]
+pub struct CodeMap {
+    /// (start, end, instrumented function index), sorted by start, not overlapping.
+    ranges: Vec<(usize, usize, u32)>,
+    /// Functions the original module imports.
+    imports: u32,
+    /// Probe imports and functions the agent added before the module's own.
+    shift: u32,
+}
+
+impl CodeMap {
+    /// The map of `module`, an instrumented module of `mode`, as loaded (its code stays where
+    /// it is for as long as the module lives).
+    pub fn of(module: &wasmtime::Module, mode: ProbeMode) -> Self {
+        let text = module.text().as_ptr() as usize;
+        let mut ranges: Vec<(usize, usize, u32)> = module
+            .functions()
+            .map(|f| (text + f.offset, text + f.offset + f.len, f.index.as_u32()))
+            .collect();
+        ranges.sort_unstable();
+        let imported = module
+            .imports()
+            .filter(|i| matches!(i.ty(), wasmtime::ExternType::Func(_)))
+            .count() as u32;
+        CodeMap {
+            ranges,
+            imports: imported.saturating_sub(ProbeImports::COUNT),
+            shift: ProbeImports::shift(mode),
+        }
+    }
+
+    /// Functions the original module imports: function ids below this are imports.
+    pub fn imports(&self) -> u32 {
+        self.imports
+    }
+
+    /// What runs at `pc`.
+    pub fn running(&self, pc: usize) -> Running {
+        let after = self.ranges.partition_point(|&(start, _, _)| start <= pc);
+        match after.checked_sub(1).map(|i| self.ranges[i]) {
+            Some((_, end, index)) if pc < end => self.classify(index),
+            _ => Running::Outside,
+        }
+    }
+
+    /// What the instrumented module's function `index` is.
+    fn classify(&self, index: u32) -> Running {
+        if index < self.imports {
+            Running::Function(index)
+        } else if index < self.imports + self.shift {
+            Running::Probe
+        } else {
+            Running::Function(index - self.shift)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_map_to_original_functions_and_probes() {
+        // One import, the probe imports, the finder, then the module's two functions.
+        let map = CodeMap {
+            ranges: vec![(100, 150, 7), (150, 200, 8), (260, 300, 9)],
+            imports: 1,
+            shift: ProbeImports::shift(ProbeMode::Sample),
+        };
+        assert_eq!(map.shift, 7);
+        assert_eq!(map.running(99), Running::Outside);
+        assert_eq!(map.running(100), Running::Probe);
+        assert_eq!(map.running(150), Running::Function(1));
+        assert_eq!(map.running(199), Running::Function(1));
+        assert_eq!(map.running(200), Running::Outside);
+        assert_eq!(map.running(299), Running::Function(2));
+        assert_eq!(map.running(300), Running::Outside);
+    }
+
+    #[test]
+    fn a_loaded_module_maps_its_own_code() {
+        let wat = r#"(module
+            (import "wprof" "enter" (func (param i32)))
+            (import "wprof" "exit" (func (param i32)))
+            (import "wprof" "tail" (func (param i32)))
+            (import "wprof" "enter_catching" (func (param i32) (result i32)))
+            (import "wprof" "unwind" (func (param i32)))
+            (import "wprof" "site" (func (param i32)))
+            (func $finder)
+            (func $a (result i32) i32.const 1)
+            (func $b (result i32) i32.const 2))"#;
+        let engine = wasmtime::Engine::default();
+        let module = wasmtime::Module::new(&engine, wat).unwrap();
+        let map = CodeMap::of(&module, ProbeMode::Sample);
+        assert_eq!(map.ranges.len(), 3);
+        let found: Vec<Running> = map.ranges.iter().map(|r| map.running(r.0)).collect();
+        assert_eq!(
+            found,
+            [Running::Probe, Running::Function(0), Running::Function(1)]
+        );
+        assert_eq!(map.running(map.ranges[2].1), Running::Outside);
+    }
+}
