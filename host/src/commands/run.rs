@@ -294,6 +294,9 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     };
 
     let mut collector = Collector::new(prepared.functions.len());
+    if settings.mode != ProbeMode::Cost {
+        collector = collector.with_quantum(crate::run::collector::PS_PER_NS);
+    }
     if settings.call_sites && settings.mode.counts_inline() {
         collector = collector.with_call_site_offsets(call_site_offsets(&loaded.bytes, settings));
     }

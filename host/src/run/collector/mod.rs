@@ -59,9 +59,13 @@ pub struct Collector {
     unmatched_exits: u64,
     last: u64,
     contexts: ContextTree,
-    /// Frames entered so far.
-    enters: u64,
     overhead: ProbeOverhead,
+    /// Self times are whole multiples of this (1000: whole nanoseconds from picoseconds),
+    /// the remainder carried to the next frame that closes, so that the profile's rounded
+    /// figures add up exactly.
+    quantum: u64,
+    /// The remainder not yet charged (below `quantum`).
+    carry: u64,
     /// Picoseconds of wprof's own work inside the run excluded from every time (see
     /// [`crate::run::probe_log`]).
     excluded: u64,
@@ -84,8 +88,9 @@ impl Collector {
             unmatched_exits: 0,
             last: 0,
             contexts: ContextTree::new(),
-            enters: 0,
             overhead: ProbeOverhead::default(),
+            quantum: 1,
+            carry: 0,
             excluded: 0,
             call_site_offsets: None,
         }
@@ -117,6 +122,13 @@ impl Collector {
     /// Subtracts `overhead` from every frame from now on.
     pub fn with_overhead(mut self, overhead: ProbeOverhead) -> Self {
         self.overhead = overhead;
+        self
+    }
+
+    /// Charges self times in whole multiples of `quantum` (see the field); time-measuring
+    /// modes use [`PS_PER_NS`], so that every total is a whole number of nanoseconds.
+    pub fn with_quantum(mut self, quantum: u64) -> Self {
+        self.quantum = quantum.max(1);
         self
     }
 

@@ -14,15 +14,16 @@ pub(super) struct Frame {
     /// Its node in the calling-context tree.
     pub(super) node: u32,
     pub(super) start: u64,
+    /// Raw time (overhead not subtracted) of the calls this frame made.
     pub(super) children: u64,
+    /// Inclusive time (overhead subtracted) of the calls this frame made.
+    pub(super) children_inclusive: i64,
     /// This frame was entered by a tail call: closing it closes its caller too.
     pub(super) closes_parent: bool,
     /// This frame announced a tail call; the next frame entered replaces it.
     pub(super) tail_pending: bool,
     /// Calls this frame made.
     pub(super) child_calls: u64,
-    /// The collector's `enters` when this frame was entered (itself included).
-    pub(super) enters_at_entry: u64,
 }
 
 impl Collector {
@@ -92,18 +93,17 @@ impl Collector {
         let e = &mut self.edges[edge as usize];
         e.calls += calls;
         e.active += 1;
-        self.enters += calls;
         self.stack.push(Frame {
             id,
             edge,
             node,
             start: now,
             children: 0,
+            children_inclusive: 0,
             closes_parent,
             tail_pending: false,
             token: NO_TOKEN,
             child_calls: 0,
-            enters_at_entry: self.enters,
         });
     }
 
@@ -147,7 +147,6 @@ impl Collector {
         let edge = self.edge(caller, id, site);
         self.edges[edge as usize].calls += calls;
         self.contexts.count_again(node, calls);
-        self.enters += calls;
         true
     }
 

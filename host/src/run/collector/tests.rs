@@ -168,6 +168,38 @@ fn overhead_is_subtracted_consistently() {
 }
 
 #[test]
+fn an_estimate_above_what_a_frame_measured_costs_it_its_own_time_only() {
+    let o = ProbeOverhead {
+        inside: 20,
+        outside: 3,
+    };
+    let mut c = Collector::new(3).with_overhead(o);
+    // _start(0) -> f(1) -> g(2), g shorter than the estimate.
+    c.enter_at(0, 0);
+    c.enter_at(1, 10);
+    c.enter_at(2, 30);
+    c.exit_at(2, 40);
+    c.exit_at(1, 100);
+    c.exit_at(0, 200);
+    let f = c.functions();
+    assert_eq!((f[2].self_time, f[2].inclusive), (0, 0));
+    // f: raw 90 - g's raw 10 - 20 - 3.
+    assert_eq!((f[1].self_time, f[1].inclusive), (57, 57));
+    // _start: raw 200 - f's raw 90 - 20 - 3.
+    assert_eq!(f[0].self_time, 87);
+    assert_eq!(f[0].inclusive, 87 + 57);
+    let self_sum: i64 = f.iter().map(|f| f.self_time).sum();
+    assert_eq!(self_sum, c.root_inclusive());
+    assert!(f
+        .iter()
+        .all(|f| f.self_time >= 0 && f.self_time <= f.inclusive));
+    assert!(c
+        .edges()
+        .iter()
+        .all(|e| e.inclusive <= f[e.callee as usize].inclusive));
+}
+
+#[test]
 fn call_sites_split_edges() {
     let mut c = Collector::new(2);
     c.enter_at(0, 0);
@@ -238,4 +270,36 @@ fn recursion_with_overhead_stays_consistent() {
     let self_sum: i64 = f.iter().map(|f| f.self_time).sum();
     assert_eq!(self_sum, c.root_inclusive());
     assert_eq!(f[1].inclusive, f[1].self_time);
+}
+
+#[test]
+fn whole_nanoseconds_add_up_to_the_total() {
+    let o = ProbeOverhead {
+        inside: 1_234,
+        outside: 567,
+    };
+    let mut c = Collector::new(3).with_overhead(o).with_quantum(PS_PER_NS);
+    let mut t = 0u64;
+    c.enter_at(0, t);
+    for i in 0..50u64 {
+        t += 3_333 + i * 17;
+        c.enter_at(1, t);
+        t += 2_111;
+        c.enter_at(2, t);
+        t += 1_999 + i;
+        c.exit_at(2, t);
+        t += 777;
+        c.exit_at(1, t);
+    }
+    t += 4_321;
+    c.exit_at(0, t);
+    let f = c.functions();
+    assert!(f
+        .iter()
+        .all(|f| f.self_time % 1000 == 0 && f.inclusive % 1000 == 0));
+    let self_sum: i64 = f.iter().map(|f| f.self_time).sum();
+    assert_eq!(self_sum, c.root_inclusive());
+    // Within a nanosecond of the exact figure (raw minus every estimate).
+    let exact = t as i64 - 101 * 1_234 - 100 * 567;
+    assert!((exact - self_sum).abs() < 1000, "{exact} vs {self_sum}");
 }

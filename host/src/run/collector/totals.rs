@@ -1,6 +1,6 @@
 //! The accounting: per-function, per-edge and per-context totals, charged when a frame
-//! closes, with the probes' own cost subtracted (see [`crate::run::calibrate`]) so that an
-//! estimate never makes self time exceed inclusive time.
+//! closes, with the probes' own cost subtracted (see [`crate::run::calibrate`]) so that no
+//! estimate makes a time negative or self time exceed inclusive time.
 
 use super::Collector;
 
@@ -21,8 +21,7 @@ pub struct ProbeOverhead {
 pub struct FunctionTotals {
     /// Activations.
     pub calls: u64,
-    /// Time in the function itself. Signed: after overhead subtraction an estimate can dip
-    /// below zero, and keeping the sign keeps every total consistent (profiles clamp).
+    /// Time in the function itself (never negative: see [`Collector::close_top`]).
     pub self_time: i64,
     /// Time in the function and everything it called, outermost activations only.
     pub inclusive: i64,
@@ -103,16 +102,19 @@ impl Collector {
         };
         let raw_inclusive = now.saturating_sub(frame.start);
         let o = self.overhead;
-        let descendants = self.enters - frame.enters_at_entry;
-        let inclusive =
-            raw_inclusive as i64 - (o.inside + descendants * (o.inside + o.outside)) as i64;
-        // Children are taken off at their raw time, so a child that ran faster than the
-        // overhead estimate would leave its caller more self than inclusive time: an
-        // estimate never makes self exceed inclusive.
-        let self_time = (raw_inclusive as i64
+        // Self time is the frame's raw time less its callees' raw time and the probes'
+        // estimated cost, never below zero; inclusive time is self time plus the callees'
+        // inclusive times. An estimate larger than what a frame measured thus costs it
+        // nothing more than its own time, and self <= inclusive, the sum of self times
+        // equal to the total and every edge within its callee hold exactly.
+        let exact = (raw_inclusive as i64
             - frame.children as i64
             - (o.inside + frame.child_calls * o.outside) as i64)
-            .min(inclusive.max(0));
+            .max(0) as u64
+            + self.carry;
+        self.carry = exact % self.quantum;
+        let self_time = (exact - self.carry) as i64;
+        let inclusive = self_time + frame.children_inclusive;
         let self_clamped = self_time.max(0) as u64;
         let f = &mut self.functions[frame.id as usize];
         f.self_time += self_time;
@@ -131,6 +133,7 @@ impl Collector {
         match self.stack.last_mut() {
             Some(parent) => {
                 parent.children += raw_inclusive;
+                parent.children_inclusive += inclusive;
                 parent.child_calls += 1;
             }
             None => {

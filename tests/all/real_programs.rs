@@ -1,0 +1,130 @@
+//! Every mode on the real programs of the benchmark set (`bash bench/programs/build.sh
+//! --small`, which `.ci/run` runs): the program's output and exit code are unchanged, and
+//! every profile keeps its promises (self <= inclusive for functions, edges and contexts,
+//! the self times adding up to the total, min <= max), checked by
+//! [`wprof::profile::Profile::violations`].
+//!
+//! The list is `.tools/bench/programs.json` (or `WPROF_BENCH_PROGRAMS`). Without it the
+//! tests say so and pass, unless `WPROF_REQUIRE_TOOLS` is set.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::support::{stderr, stdout, Scratch};
+
+fn programs_file() -> Option<PathBuf> {
+    let file = match std::env::var_os("WPROF_BENCH_PROGRAMS") {
+        Some(f) => PathBuf::from(f),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/programs.json"),
+    };
+    if file.is_file() {
+        return Some(file);
+    }
+    if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
+        panic!(
+            "{} is required (WPROF_REQUIRE_TOOLS): run `bash bench/programs/build.sh --small`",
+            file.display()
+        );
+    }
+    eprintln!(
+        "skipped: no {} (bash bench/programs/build.sh --small)",
+        file.display()
+    );
+    None
+}
+
+/// Runs program `name` in every mode and checks each profile.
+fn every_mode_keeps_its_promises(name: &str) {
+    let Some(file) = programs_file() else {
+        return;
+    };
+    let list: Vec<Value> = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let Some(program) = list.iter().find(|p| p["name"] == name) else {
+        if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
+            panic!("{name} is not in {}", file.display());
+        }
+        eprintln!("skipped: {name} is not in {}", file.display());
+        return;
+    };
+    let base = file.parent().unwrap();
+    let wasm = base.join(program["wasm"].as_str().unwrap());
+    let expect = program["expect"].as_str().unwrap();
+    let on_stderr = program["expect_stream"] == "stderr";
+    let s = Scratch::new();
+    for mode in ["sample", "cost", "time"] {
+        let out_name = format!("{name}.{mode}.wprof");
+        let mut args: Vec<String> = vec!["run".into(), "--mode".into(), mode.into()];
+        args.extend(["-o".into(), out_name.clone()]);
+        for dir in program["dirs"].as_array().unwrap() {
+            let (host, guest) = dir.as_str().unwrap().split_once("::").unwrap();
+            args.push("--dir".into());
+            args.push(format!("{}::{guest}", base.join(host).display()));
+        }
+        args.push(wasm.display().to_string());
+        args.extend(
+            program["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_string()),
+        );
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = s.run(&args);
+        let shown = if on_stderr {
+            stderr(&out)
+        } else {
+            stdout(&out)
+        };
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name} in {mode} mode: {}",
+            stderr(&out)
+        );
+        assert!(
+            shown.contains(expect),
+            "{name} in {mode} mode printed no {expect:?}"
+        );
+        let profile = wprof::profile::Profile::read(&s.path(&out_name)).unwrap();
+        assert_eq!(profile.mode, mode);
+        assert!(profile.total > 0, "{name} in {mode} mode: empty profile");
+        let broken = profile.violations();
+        assert!(
+            broken.is_empty(),
+            "{name} in {mode} mode breaks {} promises, the first: {}",
+            broken.len(),
+            broken[0]
+        );
+    }
+}
+
+#[test]
+fn lua_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("lua");
+}
+
+#[test]
+fn lua_with_wasm_exceptions_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("lua_eh");
+}
+
+#[test]
+fn sqlite_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("sqlite");
+}
+
+#[test]
+fn zstd_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("zstd");
+}
+
+#[test]
+fn cpp_tiny_calls_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("tiny_calls");
+}
+
+#[test]
+fn go_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("go_mix");
+}
