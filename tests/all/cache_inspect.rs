@@ -39,9 +39,10 @@ fn filled() -> Scratch {
     for name in ["fib.wasm", "wasi_loop.wasm"] {
         std::fs::copy(sample(name), s.path(name)).unwrap();
     }
-    run_ok(&s, &["run", "-q", "fib.wasm"]);
-    run_ok(&s, &["run", "-q", "fib.wasm"]);
-    run_ok(&s, &["run", "-q", "wasi_loop.wasm"]);
+    // Time mode: its probes are calls that `cache show` names.
+    run_ok(&s, &["run", "-q", "--mode", "time", "fib.wasm"]);
+    run_ok(&s, &["run", "-q", "--mode", "time", "fib.wasm"]);
+    run_ok(&s, &["run", "-q", "--mode", "time", "wasi_loop.wasm"]);
     s
 }
 

@@ -7,6 +7,8 @@ fn fib_profile(s: &Scratch) {
     let out = s.run(&[
         "run",
         "-q",
+        "--mode",
+        "time",
         "--keep-overhead",
         sample("fib.wasm").to_str().unwrap(),
     ]);

@@ -67,6 +67,8 @@ fn profile_times_are_consistent() {
     let out = s.run(&[
         "run",
         "-q",
+        "--mode",
+        "time",
         "--keep-overhead",
         sample("fib.wasm").to_str().unwrap(),
     ]);
@@ -108,7 +110,16 @@ fn probe_overhead_is_measured_and_subtracted() {
     // Enough calls that the overhead is a fifth of the run, few enough that the subtracted
     // total stays far from zero.
     let m = sample("compress.wasm");
-    let net = s.run(&["run", "-o", "net.wprof", m.to_str().unwrap(), "--", "1"]);
+    let net = s.run(&[
+        "run",
+        "--mode",
+        "time",
+        "-o",
+        "net.wprof",
+        m.to_str().unwrap(),
+        "--",
+        "1",
+    ]);
     assert_eq!(net.status.code(), Some(0));
     assert!(
         stderr(&net).contains("probe overhead subtracted"),

@@ -161,14 +161,15 @@ impl RunCommand {
 /// prepares the cache for runs with it.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProbeArgs {
-    /// What the probes measure. `time`: exact calls and exact nanoseconds per call (a
-    /// clock read at every entry and exit: the most exact, and the slowest on call-heavy
-    /// code). `sample`: exact calls and calling contexts counted inside the module, time
-    /// estimated by sampling the running context every 100 µs (the cheapest way to see
-    /// time). `cost`: exact calls and executed wasm instructions counted inside the module
-    /// (deterministic: the same program and input give the same profile on every run and
-    /// machine).
-    #[arg(long, value_enum, default_value_t = Mode::Time, env = "WPROF_MODE")]
+    /// What the probes measure; every mode counts every call exactly and keeps the whole
+    /// calling-context tree. `sample` (the default): time sampled every 100 µs from the
+    /// running thread's program counter and the context the module keeps (closest to perf
+    /// on real programs, at 1.0-1.3x the uninstrumented run). `time`: a clock read at every
+    /// entry and exit, the probes' cost subtracted: min/max self time per activation, but
+    /// 2-8x on call-heavy programs, and times of very short functions are estimates.
+    /// `cost`: executed wasm instructions (deterministic: the same program and input give
+    /// the same profile on every run and machine).
+    #[arg(long, value_enum, default_value_t = Mode::Sample, env = "WPROF_MODE")]
     pub mode: Mode,
 
     /// Split caller -> callee edges by call site (the call's offset in the caller, shown
@@ -191,12 +192,12 @@ impl ProbeArgs {
 /// The probe modes, as the command line names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
-    /// Exact calls and nanoseconds.
+    /// Exact calls and contexts, sampled time (the default).
+    Sample,
+    /// Exact calls and nanoseconds per activation.
     Time,
     /// Exact calls and executed instructions, deterministic.
     Cost,
-    /// Exact calls and contexts, sampled time.
-    Sample,
 }
 
 impl From<Mode> for ProbeMode {

@@ -298,8 +298,10 @@ fn call_start(
             });
             std::thread::scope(|s| {
                 let (clock, stop, period) = (&clock, &stop, settings.sample_period);
-                let sampler =
-                    s.spawn(move || crate::run::sampler::sample(cell, asking, clock, period, stop));
+                let from = clock.now_ps();
+                let sampler = s.spawn(move || {
+                    crate::run::sampler::sample(cell, asking, clock, period, stop, from)
+                });
                 let result = start.call(&mut *store, ());
                 stop.store(true, Ordering::Release);
                 sampler.thread().unpark();

@@ -116,20 +116,23 @@ struct Pending {
     cell: u32,
 }
 
-/// Reads where the program is every `period` until `stop` is set, then once more. Whoever
-/// sets `stop` should unpark the sampling thread, which then takes its last reading at once
-/// instead of at the end of its period.
+/// Reads where the program is every `period` until `stop` is set, then once more; the first
+/// interval starts at `started` (a [`Clock::now_ps`] reading taken when the program started,
+/// so that a sampling thread scheduled late loses no time). Whoever sets `stop` should unpark
+/// the sampling thread, which then takes its last reading at once instead of at the end of
+/// its period.
 pub fn sample(
     cell: CurrentCell,
     asking: Option<Asking<'_>>,
     clock: &Clock,
     period: Duration,
     stop: &AtomicBool,
+    started: u64,
 ) -> Samples {
     let mut samples = Samples::default();
     let mut pending: VecDeque<Pending> = VecDeque::new();
     let mut requests = 0u64;
-    let mut last = clock.now_ps();
+    let mut last = started;
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if !stopping {
@@ -221,8 +224,16 @@ mod tests {
             // SAFETY: the box outlives the scope and is never moved.
             let reader = unsafe { CurrentCell::new(memory.as_ptr().cast()) };
             let (clock, stop) = (&clock, &stop);
-            let sampler =
-                s.spawn(move || sample(reader, None, clock, Duration::from_micros(50), stop));
+            let sampler = s.spawn(move || {
+                sample(
+                    reader,
+                    None,
+                    clock,
+                    Duration::from_micros(50),
+                    stop,
+                    started,
+                )
+            });
             std::thread::sleep(Duration::from_millis(5));
             cell.store(9, Ordering::Relaxed);
             std::thread::sleep(Duration::from_millis(5));
