@@ -77,7 +77,7 @@ pub fn perf_truth(
     cmd.stdin(Stdio::null()).stdout(Stdio::null());
     timed(cmd, program)?;
     let script = Command::new(perf)
-        .args(["script", "-F", "ip,sym", "-i"])
+        .args(["script", "-F", "ip,sym,dso", "-i"])
         .arg(&data)
         .stderr(Stdio::null())
         .output()
@@ -101,19 +101,23 @@ pub fn perf_name(raw: &str) -> String {
     raw.to_string()
 }
 
-/// perf's samples per function: each sample of `perf script -F ip,sym` output charged to
-/// the innermost frame that names a function of the module (`names`: perf name → id, or a
-/// `function[N]` symbol), unless a WASI host function is inside it.
+/// perf's samples per function: each sample of `perf script -F ip,sym,dso` output charged
+/// to the innermost frame of compiled wasm code (a frame from the engine's perf map) that
+/// names a function of the module (`names`: perf name → id, or a `function[N]` symbol),
+/// unless a WASI host function is inside it. Samples with no such frame (compiling, wprof's
+/// own work, the process's `main`) are left out.
 pub fn perf_distribution(script: &str, names: &HashMap<String, u32>) -> Distribution {
     let mut counts = Distribution::new();
     for sample in script.split("\n\n") {
-        for frame in sample.lines().skip(1) {
-            let Some((_, symbol)) = frame.trim_start().split_once(' ') else {
+        for frame in sample.lines() {
+            let Some((symbol, dso)) = frame_of(frame) else {
                 continue;
             };
-            let symbol = symbol.trim();
             if symbol.contains("wasmtime_wasi::") || symbol.contains("wasi_snapshot_preview1") {
                 break;
+            }
+            if !(dso.starts_with("[JIT]") || dso.contains("/perf-") && dso.ends_with(".map")) {
+                continue;
             }
             let id = names
                 .get(symbol)
@@ -128,6 +132,18 @@ pub fn perf_distribution(script: &str, names: &HashMap<String, u32>) -> Distribu
     counts
 }
 
+/// The symbol and object of one callchain line, `\t    7f0b... symbol (dso)`.
+fn frame_of(line: &str) -> Option<(&str, &str)> {
+    let (ip, rest) = line.trim_start().split_once(' ')?;
+    if ip.is_empty() || !ip.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let rest = rest.trim();
+    let open = rest.rfind(" (")?;
+    let dso = rest[open + 2..].strip_suffix(')')?;
+    Some((rest[..open].trim(), dso))
+}
+
 /// `N` of a `wasm[0]::function[N]...` symbol.
 fn function_index(symbol: &str) -> Option<u32> {
     let rest = symbol.strip_prefix("wasm[0]::function[")?;
@@ -140,32 +156,40 @@ mod tests {
 
     #[test]
     fn perf_samples_go_to_the_innermost_module_function() {
-        let script = "\
-wprof 1
-\t    7f00 __memset_avx2_unaligned_erms
-\t    1234 Rect::area()
-\t    5678 main
+        let script = "
+\t    7f00 __memset_avx2_unaligned_erms (/usr/lib/x86_64-linux-gnu/libc.so.6)
+\t    1234 Rect::area() (/tmp/perf-12.map)
+\t    5678 main (/tmp/perf-12.map)
 
-wprof 2
-\t    9999 wasm[0]::function[7]::anon
-\t    5678 main
 
-wprof 3
-\t    aaaa wasmtime_wasi::p1::fd_write
-\t    1234 Rect::area()
+\t    9999 wasm[0]::function[7]::anon (/tmp/perf-12.map)
+\t    5678 main (/tmp/perf-12.map)
 
-wprof 4
-\t    bbbb regalloc2::ion::run
+
+\t    aaaa wasmtime_wasi::p1::fd_write (/work/wprof)
+\t    1234 Rect::area() (/tmp/perf-12.map)
+
+
+\t    bbbb regalloc2::ion::run (/work/wprof)
+\t    cccc main (/work/wprof)
+
+
+\t    dddd wasmtime_internal_unwinder::stackwalk::visit_frames (/work/wprof)
+\t    1234 Rect::area() (/tmp/perf-12.map)
 ";
         let names: HashMap<String, u32> =
             [("Rect::area()".to_string(), 3), ("main".to_string(), 1)].into();
         let d = perf_distribution(script, &names);
-        assert_eq!(d.get(&3), Some(&1.0), "memset is its caller's");
+        assert_eq!(
+            d.get(&3),
+            Some(&2.0),
+            "memset and the unwinder are their wasm caller's"
+        );
         assert_eq!(d.get(&7), Some(&1.0), "an unnamed function by index");
         assert_eq!(
             d.len(),
             2,
-            "WASI calls and compile time are left out: {d:?}"
+            "WASI calls, compile time and the process's own main are left out: {d:?}"
         );
     }
 
