@@ -249,15 +249,16 @@ pub(crate) fn instrument_body(
             Operator::Call { function_index } if *function_index < probes.imported_funcs => {
                 e.probed_import_call(*function_index);
             }
+            // No store of the current node after a call between the module's functions:
+            // sample mode's sampler reads the program counter, which says when the caller
+            // runs again (see the host's `run::attribution`).
             Operator::Call { function_index } => {
                 e.flush_before_call();
                 e.instr(Instruction::Call(probes.renumber(*function_index)));
-                e.resume();
             }
             Operator::CallIndirect { .. } | Operator::CallRef { .. } => {
                 e.flush_before_call();
                 e.out.extend_from_slice(original);
-                e.resume();
             }
             Operator::Throw { .. } | Operator::ThrowRef | Operator::Rethrow { .. } => {
                 // The frames this throw unwinds lose their locals: their counts go in now.

@@ -19,7 +19,7 @@ impl Emitter<'_> {
         ]);
     }
 
-    /// Sample mode: this function runs again (a call returned, or a catch landed here).
+    /// Sample mode: this function runs again (an import returned, or a catch landed here).
     pub(super) fn resume(&mut self) {
         if let Some((_, locals)) = self.inline {
             self.set_current(locals.node);

@@ -2,10 +2,11 @@
 //! to, from the current-node cell and what the program counter says ran.
 //!
 //! The cell names the context the probes entered last; the program counter names the
-//! function running. They disagree for a few instructions at a time: at a function's start,
-//! before its entry probe stores its node (the reading belongs to the child of the cell's
-//! node for that function), just after a call returns or an exception lands, before the
-//! caller stores its node again (it belongs to the nearest ancestor running that function).
+//! function running. They disagree after a call returns (the module stores the cell at
+//! entry, not after each return, which would cost a store per call): the reading belongs to
+//! the nearest ancestor of the cell's node running that function. They also disagree for a
+//! few instructions at a function's start, before its entry probe stores its node: the
+//! reading belongs to the cell's child for that function.
 //! Time in wprof's own code (the node finder) is left out: the uninstrumented program
 //! never spends it. Time outside the module (the engine, a host function) stays with the
 //! cell, which names the import while the host runs one.
@@ -63,26 +64,24 @@ pub fn attribute(tree: &InlineTree, samples: &Samples) -> Attribution {
     out
 }
 
-/// The node running `function` nearest to `node`: its child for that function (the one
-/// with the most calls when several call sites reach it), else its nearest ancestor that
-/// runs it.
+/// The node running `function` nearest to `node`: its nearest ancestor that runs it (the
+/// cell still names a callee that returned), else its child for that function (a callee
+/// that has not run its entry probe yet; the one with the most calls when several call
+/// sites reach it).
 fn nearest(tree: &InlineTree, node: usize, function: u32) -> Option<usize> {
-    let child = tree.nodes[node]
+    let mut at = node;
+    while at != 0 {
+        at = tree.nodes[at].parent;
+        if tree.nodes[at].function == function {
+            return Some(at);
+        }
+    }
+    tree.nodes[node]
         .children
         .iter()
         .map(|&(_, c)| c)
         .filter(|&c| tree.nodes[c].function == function)
-        .max_by_key(|&c| tree.nodes[c].calls);
-    child.or_else(|| {
-        let mut at = node;
-        while at != 0 {
-            at = tree.nodes[at].parent;
-            if tree.nodes[at].function == function {
-                return Some(at);
-            }
-        }
-        None
-    })
+        .max_by_key(|&c| tree.nodes[c].calls)
 }
 
 #[cfg(test)]
@@ -137,15 +136,21 @@ mod tests {
                 ((400, None), 60),
                 // A function nowhere near: stays with the cell, counted.
                 ((300, Some(Running::Function(9))), 70),
+                // g returned into f, which runs on; g's own call to f (a child) is not it.
+                ((300, Some(Running::Function(1))), 80),
             ]),
-            readings: 7,
-            answered: 6,
+            readings: 8,
+            answered: 7,
         };
-        let a = attribute(&tree(), &samples);
+        let mut t = tree();
+        t.nodes.push(node(600, 1, 1, 3));
+        t.nodes[3].children.push((0, 5));
+        let a = attribute(&t, &samples);
         assert_eq!(a.probe_ps, 40);
-        assert_eq!(a.moved_ps, 50);
+        assert_eq!(a.moved_ps, 50 + 80);
         assert_eq!(a.unmatched_ps, 70);
-        assert_eq!(a.time[&200], 10);
+        assert_eq!(a.time[&200], 10 + 80);
+        assert!(!a.time.contains_key(&600));
         assert_eq!(a.time[&300], 20 + 50 + 70);
         assert_eq!(a.time[&100], 30);
         assert_eq!(a.time[&400], 60);

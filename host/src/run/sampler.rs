@@ -4,8 +4,8 @@
 //! Where the program is takes two facts: the module's current-node cell (see
 //! [`wprof_agent::ContextArena::CURRENT`]), which names the calling context the probes last
 //! entered, and the program counter of the thread running it, which names the function
-//! really running (the probes store the cell a few instructions after a function starts,
-//! and wprof's node finder runs before). The sampler asks for the program counter with a
+//! really running (the probes store the cell at a function's entry, not when a call
+//! returns to it, and wprof's node finder runs before the entry's store). The sampler asks for the program counter with a
 //! signal ([`crate::run::interrupt`]) whenever the cell names one of the module's functions;
 //! while it names an import (the host runs, perhaps blocked in a system call, which a
 //! signal would interrupt) or where signals are unavailable, the cell alone decides.

@@ -102,8 +102,8 @@ pub fn perf_name(raw: &str) -> String {
 }
 
 /// perf's samples per function: each sample of `perf script -F ip,sym,dso` output charged
-/// to the innermost frame of compiled wasm code (a frame from the engine's perf map) that
-/// names a function of the module (`names`: perf name → id, or a `function[N]` symbol),
+/// to the innermost frame of compiled wasm code (named by the engine's perf map, or by the
+/// symbols of a compiled artifact loaded from the cache) that names a function of the module (`names`: perf name → id, or a `function[N]` symbol),
 /// unless a WASI host function is inside it. Samples with no such frame (compiling, wprof's
 /// own work, the process's `main`) are left out.
 pub fn perf_distribution(script: &str, names: &HashMap<String, u32>) -> Distribution {
@@ -116,7 +116,12 @@ pub fn perf_distribution(script: &str, names: &HashMap<String, u32>) -> Distribu
             if symbol.contains("wasmtime_wasi::") || symbol.contains("wasi_snapshot_preview1") {
                 break;
             }
-            if !(dso.starts_with("[JIT]") || dso.contains("/perf-") && dso.ends_with(".map")) {
+            // Code compiled in this process is named by the perf map; code loaded from a
+            // compiled artifact by the artifact's own symbols (`wasm[0]::function[N]::...`).
+            let wasm_code = dso.starts_with("[JIT]")
+                || dso.contains("/perf-") && dso.ends_with(".map")
+                || symbol.starts_with("wasm[");
+            if !wasm_code {
                 continue;
             }
             let id = names
@@ -176,6 +181,9 @@ mod tests {
 
 \t    dddd wasmtime_internal_unwinder::stackwalk::visit_frames (/work/wprof)
 \t    1234 Rect::area() (/tmp/perf-12.map)
+
+
+\t    4a697 wasm[0]::function[7]::Square::area() (/cache/artifacts/13bf7d)
 ";
         let names: HashMap<String, u32> =
             [("Rect::area()".to_string(), 3), ("main".to_string(), 1)].into();
@@ -185,7 +193,11 @@ mod tests {
             Some(&2.0),
             "memset and the unwinder are their wasm caller's"
         );
-        assert_eq!(d.get(&7), Some(&1.0), "an unnamed function by index");
+        assert_eq!(
+            d.get(&7),
+            Some(&2.0),
+            "by index: unnamed, or loaded from an artifact"
+        );
         assert_eq!(
             d.len(),
             2,
