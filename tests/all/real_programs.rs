@@ -128,3 +128,8 @@ fn cpp_tiny_calls_keeps_every_promise_in_every_mode() {
 fn go_keeps_every_promise_in_every_mode() {
     every_mode_keeps_its_promises("go_mix");
 }
+
+#[test]
+fn a_call_storm_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("fib");
+}

@@ -4,9 +4,11 @@
 //! The cell names the context the probes entered last; the program counter names the
 //! function running. They disagree after a call returns (the module stores the cell at
 //! entry, not after each return, which would cost a store per call): the reading belongs to
-//! the nearest ancestor of the cell's node running that function. They also disagree for a
-//! few instructions at a function's start, before its entry probe stores its node: the
-//! reading belongs to the cell's child for that function.
+//! the nearest ancestor of the cell's node running that function. They also disagree at a
+//! function's start, before its entry probe stores its node (in a function of a few
+//! instructions, most of its time): the reading belongs to the child for that function of
+//! the cell's node or, when the caller had called others since it last stored the cell, of
+//! the nearest ancestor.
 //! Time in wprof's own code (the node finder) is left out: the uninstrumented program
 //! never spends it. Time outside the module (the engine, a host function) stays with the
 //! cell, which names the import while the host runs one.
@@ -64,24 +66,28 @@ pub fn attribute(tree: &InlineTree, samples: &Samples) -> Attribution {
     out
 }
 
-/// The node running `function` nearest to `node`: its nearest ancestor that runs it (the
-/// cell still names a callee that returned), else its child for that function (a callee
-/// that has not run its entry probe yet; the one with the most calls when several call
-/// sites reach it).
+/// The node running `function` nearest to `node`, the node entered last: its nearest
+/// ancestor running `function` (a callee returned into it), else the child for `function`
+/// of `node` or of its nearest ancestor that has one (entered, its entry probe not yet run:
+/// the node's own call, or a later call of an ancestor whose other callees returned). Of
+/// several children for `function` (several call sites), the one with the most calls.
 fn nearest(tree: &InlineTree, node: usize, function: u32) -> Option<usize> {
-    let mut at = node;
-    while at != 0 {
-        at = tree.nodes[at].parent;
-        if tree.nodes[at].function == function {
-            return Some(at);
-        }
+    let ancestors =
+        || std::iter::successors(Some(node), |&at| (at != 0).then(|| tree.nodes[at].parent));
+    if let Some(found) = ancestors()
+        .skip(1)
+        .find(|&at| tree.nodes[at].function == function)
+    {
+        return Some(found);
     }
-    tree.nodes[node]
-        .children
-        .iter()
-        .map(|&(_, c)| c)
-        .filter(|&c| tree.nodes[c].function == function)
-        .max_by_key(|&c| tree.nodes[c].calls)
+    ancestors().find_map(|at| {
+        tree.nodes[at]
+            .children
+            .iter()
+            .map(|&(_, c)| c)
+            .filter(|&c| tree.nodes[c].function == function)
+            .max_by_key(|&c| tree.nodes[c].calls)
+    })
 }
 
 #[cfg(test)]
@@ -138,18 +144,20 @@ mod tests {
                 ((300, Some(Running::Function(9))), 70),
                 // g returned into f, which runs on; g's own call to f (a child) is not it.
                 ((300, Some(Running::Function(1))), 80),
+                // g (@400) returned into main, which has entered f since.
+                ((400, Some(Running::Function(1))), 90),
             ]),
-            readings: 8,
-            answered: 7,
+            readings: 9,
+            answered: 8,
         };
         let mut t = tree();
         t.nodes.push(node(600, 1, 1, 3));
         t.nodes[3].children.push((0, 5));
         let a = attribute(&t, &samples);
         assert_eq!(a.probe_ps, 40);
-        assert_eq!(a.moved_ps, 50 + 80);
+        assert_eq!(a.moved_ps, 20 + 30 + 80 + 90);
         assert_eq!(a.unmatched_ps, 70);
-        assert_eq!(a.time[&200], 10 + 80);
+        assert_eq!(a.time[&200], 10 + 80 + 90);
         assert!(!a.time.contains_key(&600));
         assert_eq!(a.time[&300], 20 + 50 + 70);
         assert_eq!(a.time[&100], 30);

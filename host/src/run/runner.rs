@@ -292,6 +292,13 @@ fn call_start(
             // SAFETY: the cell stays valid while the store lives, which outlives the session
             // (dropped at the end of this block).
             let session = unsafe { crate::run::interrupt::Session::begin(cell.as_ptr()) };
+            if session.is_none() {
+                eprintln!(
+                    "wprof: warning: sample mode cannot ask the program's thread where it is \
+                     (SIGPROF is taken, or this platform is not Linux on x86-64 or AArch64); \
+                     the time a function spends after a call returns goes to the callee"
+                );
+            }
             let asking = session.as_ref().zip(code).map(|(session, code)| Asking {
                 target: session.target(),
                 code,
