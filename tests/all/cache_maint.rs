@@ -45,6 +45,36 @@ fn run(s: &Scratch, name: &str, arg: &str) {
 }
 
 #[test]
+fn gc_without_a_cap_evicts_nothing() {
+    let s = Scratch::new();
+    run(&s, "wasi_loop.wasm", "");
+    run(&s, "fib.wasm", "");
+    let before = total_bytes(&s);
+    for off in ["off", "none", "0"] {
+        let out = s
+            .wprof(&["cache", "gc"])
+            .env("WPROF_CACHE_MAX_SIZE", off)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains("0 entries evicted") && stdout(&out).contains("cap none"),
+            "{off}: {}",
+            stdout(&out)
+        );
+        assert_eq!(total_bytes(&s), before, "{off}");
+    }
+    // The default cap (1 GiB) keeps these small modules too; an explicit one trims.
+    let out = s
+        .wprof(&["cache", "gc", "--max-size", "1K"])
+        .env("WPROF_CACHE_MAX_SIZE", "off")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(total_bytes(&s) <= 1024);
+}
+
+#[test]
 fn gc_evicts_the_least_recently_used_modules_whole() {
     let s = Scratch::new();
     run(&s, "wasi_loop.wasm", "");

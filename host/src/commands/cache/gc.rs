@@ -4,7 +4,6 @@ use super::{failed, print_json, CacheDirArg};
 use crate::display::format_size;
 use crate::exit::Failure;
 use crate::prepare::cache_model;
-use crate::prepare::instrument::DEFAULT_MAX_SIZE;
 
 /// Evict least recently used entries until the cache fits a size cap.
 #[derive(Debug, clap::Args)]
@@ -17,7 +16,7 @@ recently used go first.
 WPROF_CACHE_MAX_SIZE (e.g. `500M`; `off` for no cap).
 
 Examples:
-  wprof cache gc                 # down to WPROF_CACHE_MAX_SIZE, else 1 GiB
+  wprof cache gc                 # down to WPROF_CACHE_MAX_SIZE (off: nothing), else 1 GiB
   wprof cache gc --max-size 200M
   wprof cache gc --max-size 0    # empty it
 
@@ -40,14 +39,13 @@ pub struct GcCommand {
 impl GcCommand {
     /// Runs the command; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
+        // No cap (WPROF_CACHE_MAX_SIZE=off) keeps everything: nothing to evict.
         let cap = match self.max_size {
-            Some(cap) => cap,
-            None => crate::prepare::instrument::auto_max_size()
-                .map_err(Failure::input)?
-                .unwrap_or(DEFAULT_MAX_SIZE),
+            Some(cap) => Some(cap),
+            None => crate::prepare::instrument::auto_max_size().map_err(Failure::input)?,
         };
         let cache = self.dir.open_existing()?;
-        let report = cache_model::gc(&cache, cap).map_err(failed)?;
+        let report = cache_model::gc(&cache, cap.unwrap_or(u64::MAX)).map_err(failed)?;
         drop(cache);
         if self.json {
             print_json(&report);
@@ -56,7 +54,7 @@ impl GcCommand {
                 "{} before, {} after (cap {}): {} entries evicted ({})",
                 format_size(report.before),
                 format_size(report.after),
-                format_size(cap),
+                cap.map_or("none: WPROF_CACHE_MAX_SIZE is off".to_string(), format_size),
                 report.evicted_entries,
                 format_size(report.evicted_bytes)
             );
