@@ -138,6 +138,16 @@ fn stats_count_hits_and_misses_of_every_run() {
         text.contains("counting since") && text.contains("manifests"),
         "{text}"
     );
+    // The help explains every kind the command reports.
+    let help = stdout(&run_ok(&s, &["cache", "stats", "--help"]));
+    let kinds = help.split("Kinds:").nth(1).expect("a Kinds: paragraph");
+    for k in stats["kinds"].as_array().unwrap() {
+        let name = k["kind"].as_str().unwrap();
+        assert!(
+            kinds.contains(&format!("{name} (")),
+            "cache stats --help does not explain {name}"
+        );
+    }
 }
 
 #[test]

@@ -10,8 +10,9 @@ use crate::exit::Failure;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Kinds: functions (instrumented bodies with offset maps), manifests (what each instrumented
-module is made of), modules (instrumented and original modules), artifacts (compiled code,
-files beside the store). Hits, misses, corrupt values found, writes and evictions are
+module is made of), modules (instrumented and original modules), artifacts (compiled modules,
+files beside the store), compiled (compiled functions of wasmtime's incremental compilation
+cache; they never leave this machine). Hits, misses, corrupt values found, writes and evictions are
 counted by every process that used the cache, since it was created.
 
 Examples:
