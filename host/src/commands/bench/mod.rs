@@ -72,10 +72,12 @@ For each module, medians of N runs (interleaved; empty stdin, output discarded):
   authenticates compiled code is the user's (created if needed).
 
 --accuracy: instead of the above, for each program of a list (--programs, default
-  .tools/bench/programs.json, written by `bash bench/programs/build.sh`: Lua, SQLite, a C++
-  program of many tiny functions, a Go program): perf's samples of the uninstrumented
-  program (`perf record -e cpu-clock -F 4000 -g` of `WPROF=0 wprof run` with the engine's
-  perf map) against each mode's self times, as the total variation distance between the two
+  .tools/bench/programs.json, written by `bash bench/programs/build.sh`: Lua with and without
+  wasm exceptions, SQLite, zstd, a C++ program of many tiny functions, a C call storm, Go,
+  Yosys, nextpnr): perf's samples of the uninstrumented program (`perf record -e cpu-clock
+  -F 4000 -g` of `WPROF=0 wprof run` with the engine's perf map), each charged to the
+  innermost frame of compiled wasm in its call chain, against each mode's self times, as the
+  total variation distance between the two
   distributions of shares over the module's functions (0% = the same profile); perf against
   its own second run as the noise floor; each mode's whole process against WPROF=0 (caches
   warm); the promises each mode's profiles broke (self <= inclusive for functions and
