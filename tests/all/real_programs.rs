@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::Value;
+use wprof::commands::bench::programs::read_programs;
 
 use crate::support::{stderr, stdout, Scratch};
 
@@ -39,36 +39,25 @@ fn every_mode_keeps_its_promises(name: &str) {
     let Some(file) = programs_file() else {
         return;
     };
-    let list: Vec<Value> = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    let Some(program) = list.iter().find(|p| p["name"] == name) else {
+    let list = read_programs(&file).unwrap();
+    let Some(program) = list.iter().find(|p| p.name == name) else {
         if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
             panic!("{name} is not in {}", file.display());
         }
         eprintln!("skipped: {name} is not in {}", file.display());
         return;
     };
-    let base = file.parent().unwrap();
-    let wasm = base.join(program["wasm"].as_str().unwrap());
-    let expect = program["expect"].as_str().unwrap();
-    let on_stderr = program["expect_stream"] == "stderr";
+    let on_stderr = program.expect_stream.as_deref() == Some("stderr");
     let s = Scratch::new();
     for mode in ["sample", "cost", "time"] {
         let out_name = format!("{name}.{mode}.wprof");
         let mut args: Vec<String> = vec!["run".into(), "--mode".into(), mode.into()];
         args.extend(["-o".into(), out_name.clone()]);
-        for dir in program["dirs"].as_array().unwrap() {
-            let (host, guest) = dir.as_str().unwrap().split_once("::").unwrap();
-            args.push("--dir".into());
-            args.push(format!("{}::{guest}", base.join(host).display()));
+        for dir in program.dir_args() {
+            args.extend(["--dir".into(), dir]);
         }
-        args.push(wasm.display().to_string());
-        args.extend(
-            program["args"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| a.as_str().unwrap().to_string()),
-        );
+        args.push(program.wasm.display().to_string());
+        args.extend(program.args.iter().cloned());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = s.run(&args);
         let shown = if on_stderr {
@@ -83,8 +72,9 @@ fn every_mode_keeps_its_promises(name: &str) {
             stderr(&out)
         );
         assert!(
-            shown.contains(expect),
-            "{name} in {mode} mode printed no {expect:?}"
+            shown.contains(&program.expect),
+            "{name} in {mode} mode printed no {:?}",
+            program.expect
         );
         let profile = wprof::profile::Profile::read(&s.path(&out_name)).unwrap();
         assert_eq!(profile.mode, mode);

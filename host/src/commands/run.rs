@@ -91,7 +91,7 @@ Environment:
   WPROF_CACHE_DIR     cache directory (like --cache-dir)
   WPROF_CACHE_MAX_SIZE  size cap of the cache, kept after runs that store something
                       (default 1G; `off` for none; see `wprof cache gc`)
-  WPROF_MODE          time|sample|cost (like --mode)
+  WPROF_MODE          time|sample|cost (like --mode; default sample)
   WPROF_CALL_SITES    1|0: like --call-sites
   WPROF_SAMPLE_PERIOD_US  sample mode's period (like --sample-period-us)
   WPROF_PERFMAP=1     write /tmp/perf-PID.map so that `perf report` names the wasm
@@ -243,9 +243,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     if !settings.profiling {
         // Off: the original, as wasmtime would run it, its compiled code cached.
         let module = timings.time("compile", || {
-            instrument::compile_bytes(&engine, &loaded.bytes, &loaded.digest, &mut cache)
-                .map(|(module, _)| module)
-                .map_err(|e| compile_failure(e, &engine, &loaded, settings))
+            compile_original(&engine, &loaded, settings, &mut cache)
         })?;
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
@@ -288,7 +286,9 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         )
     });
     let Some((prepared, module)) = compiled else {
-        let module = timings.time("compile", || compile(&engine, &loaded, settings))?;
+        let module = timings.time("compile", || {
+            compile_original(&engine, &loaded, settings, &mut cache)
+        })?;
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
         return Ok(finish_unprofiled(outcome));
@@ -397,33 +397,28 @@ fn call_site_offsets(module: &[u8], settings: &RunSettings) -> HashMap<u32, Vec<
         .collect()
 }
 
-/// Compiles the original module (which validates it): a module that does not validate is
-/// the loader's one-line failure, any other compile error one line of its own.
-fn compile(
+/// Compiles the original module (which validates it) through the cache of compiled
+/// artifacts, as `WPROF=0` and a run whose instrumentation failed both run it: a module
+/// that does not validate is the loader's one-line failure, any other compile error one
+/// line of its own.
+fn compile_original(
     engine: &wasmtime::Engine,
     loaded: &LoadedModule,
     settings: &RunSettings,
+    cache: &mut CacheSession,
 ) -> Result<Module, Failure> {
-    Module::new(engine, &loaded.bytes)
-        .map_err(|e| compile_failure(anyhow::anyhow!("{e}"), engine, loaded, settings))
-}
-
-/// The failure of compiling the original: the validation error if it does not validate,
-/// else the compile error's first line.
-fn compile_failure(
-    error: anyhow::Error,
-    engine: &wasmtime::Engine,
-    loaded: &LoadedModule,
-    settings: &RunSettings,
-) -> Failure {
-    if let Err(invalid) = loader::validate(loaded, &settings.module, engine) {
-        return invalid;
-    }
-    Failure::input(format!(
-        "cannot compile {}: {}",
-        settings.module.display(),
-        error.to_string().lines().next().unwrap_or_default()
-    ))
+    instrument::compile_bytes(engine, &loaded.bytes, &loaded.digest, cache)
+        .map(|(module, _)| module)
+        .map_err(|e| {
+            if let Err(invalid) = loader::validate(loaded, &settings.module, engine) {
+                return invalid;
+            }
+            Failure::input(format!(
+                "cannot compile {}: {}",
+                settings.module.display(),
+                e.to_string().lines().next().unwrap_or_default()
+            ))
+        })
 }
 
 fn finish_unprofiled(outcome: runner::RunOutcome) -> i32 {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::exit::Failure;
 use crate::run::attribution::Attribution;
 use crate::run::code_map::CodeMap;
-use crate::run::collector::Collector;
+use crate::run::collector::{Collector, PS_PER_NS};
 use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
 use crate::run::sampler::{Asking, CurrentCell, Samples};
@@ -260,8 +260,8 @@ fn replay_tree(
 fn call_start(
     store: &mut Store<HostState>,
     instance: &wasmtime::Instance,
+    module: &Module,
     mode: Option<ProbeMode>,
-    code: Option<&CodeMap>,
     settings: &RunSettings,
     shown: &str,
 ) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
@@ -299,10 +299,16 @@ fn call_start(
                      the time a function spends after a call returns goes to the callee"
                 );
             }
-            let asking = session.as_ref().zip(code).map(|(session, code)| Asking {
-                target: session.target(),
-                code,
-            });
+            let code = session
+                .as_ref()
+                .map(|_| CodeMap::of(module, ProbeMode::Sample));
+            let asking = session
+                .as_ref()
+                .zip(code.as_ref())
+                .map(|(session, code)| Asking {
+                    target: session.target(),
+                    code,
+                });
             std::thread::scope(|s| {
                 let (clock, stop, period) = (&clock, &stop, settings.sample_period);
                 let from = clock.now_ps();
@@ -350,12 +356,11 @@ pub fn run(
     let mut store = Store::new(engine, state);
     let mut timings = Timings::new();
     let instantiated = timings.time("instantiate", || linker.instantiate(&mut store, module));
-    let code = (mode == Some(ProbeMode::Sample)).then(|| CodeMap::of(module, ProbeMode::Sample));
     let mut attribution = None;
     let (result, samples, wall_time) = match instantiated {
         Ok(instance) => {
             let (result, samples, wall_time) =
-                call_start(&mut store, &instance, mode, code.as_ref(), settings, &shown)?;
+                call_start(&mut store, &instance, module, mode, settings, &shown)?;
             timings.record(PROGRAM, std::time::Duration::from_nanos(wall_time));
             if let Some(mode) = mode.filter(|m| m.counts_inline()) {
                 attribution = timings.time("collect", || {
@@ -426,7 +431,7 @@ pub fn run(
             period_ns: settings.sample_period.as_nanos() as u64,
             readings: s.readings,
             answered: s.answered,
-            probe_ns: attribution.as_ref().map_or(0, |a| a.probe_ps / 1000),
+            probe_ns: attribution.as_ref().map_or(0, |a| a.probe_ps / PS_PER_NS),
         }),
         collector,
         timings,

@@ -143,24 +143,27 @@ pub fn sample(
         last = now;
         samples.readings += 1;
         let node = cell.read();
-        let in_module = asking.is_some_and(|a| {
-            cell.function_of(node)
-                .is_some_and(|f| f >= a.code.imports())
-        });
-        match asking {
-            Some(a) if in_module && !stopping => {
+        // Only while the module's own code runs: an import may be blocked in the kernel.
+        let asked = match asking {
+            Some(a)
+                if !stopping
+                    && cell
+                        .function_of(node)
+                        .is_some_and(|f| f >= a.code.imports()) =>
+            {
                 requests += 1;
-                if a.target.ask(requests) {
-                    pending.push_back(Pending {
-                        request: requests,
-                        interval,
-                        cell: node,
-                    });
-                } else {
-                    *samples.time.entry((node, None)).or_default() += interval;
-                }
+                a.target.ask(requests)
             }
-            _ => *samples.time.entry((node, None)).or_default() += interval,
+            _ => false,
+        };
+        if asked {
+            pending.push_back(Pending {
+                request: requests,
+                interval,
+                cell: node,
+            });
+        } else {
+            *samples.time.entry((node, None)).or_default() += interval;
         }
         if let Some(a) = asking {
             settle(&mut samples, &mut pending, a, requests, stopping);

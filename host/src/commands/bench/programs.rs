@@ -29,11 +29,17 @@ pub struct Program {
     /// The program exits at once (a start-up measurement): too short to sample, skipped.
     #[serde(default)]
     pub startup_only: bool,
+    /// Text the program prints when it ran right.
+    #[serde(default)]
+    pub expect: String,
+    /// Where it prints it: `stdout` (the default) or `stderr`.
+    #[serde(default)]
+    pub expect_stream: Option<String>,
 }
 
 impl Program {
     /// The `--dir` values of a `wprof run` of this program.
-    fn dir_args(&self) -> Vec<String> {
+    pub fn dir_args(&self) -> Vec<String> {
         let mut out: Vec<String> = self.dirs.clone();
         if let Some(dir) = &self.dir {
             let data = format!("{}::/data", dir.display());

@@ -115,11 +115,10 @@ impl Collector {
         self.carry = exact % self.quantum;
         let self_time = (exact - self.carry) as i64;
         let inclusive = self_time + frame.children_inclusive;
-        let self_clamped = self_time.max(0) as u64;
         let f = &mut self.functions[frame.id as usize];
         f.self_time += self_time;
-        f.min_self = f.min_self.min(self_clamped);
-        f.max_self = f.max_self.max(self_clamped);
+        f.min_self = f.min_self.min(self_time as u64);
+        f.max_self = f.max_self.max(self_time as u64);
         f.active -= 1;
         if f.active == 0 {
             f.inclusive += inclusive;
