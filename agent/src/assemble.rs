@@ -337,7 +337,7 @@ pub(crate) fn assemble(
             wasm_encoder::reencode::Error::ParseError(e) => AgentError::Parse(e),
             other => AgentError::Encode(other.to_string()),
         })?;
-    let bytes = module.finish();
+    let mut bytes = module.finish();
 
     let mut placed = Vec::with_capacity(bodies.len());
     for payload in Parser::new(0).parse_all(&bytes) {
@@ -383,5 +383,30 @@ pub(crate) fn assemble(
                 .collect(),
         });
     }
+    if probes.arena().is_some_and(|a| a.sampled) {
+        append_probe_code(&mut bytes, &probe_map, bodies);
+    }
     Ok(InstrumentedModule { bytes, probe_map })
+}
+
+/// Appends the `wprof.probe-code` section (see [`crate::probe_code`]): at the end, so no
+/// body moves.
+fn append_probe_code(bytes: &mut Vec<u8>, probe_map: &ProbeMap, bodies: &[InstrumentedBody]) {
+    let placed = probe_map
+        .functions
+        .iter()
+        .filter_map(|f| f.instrumented_body.as_ref());
+    let ranges = placed
+        .zip(bodies)
+        .flat_map(|(at, body)| {
+            body.probe_code
+                .iter()
+                .map(move |&(start, end)| (at.start + start, at.start + end))
+        })
+        .collect();
+    let section = wasm_encoder::CustomSection {
+        name: crate::probe_code::SECTION.into(),
+        data: crate::probe_code::ProbeCode::new(ranges).encode().into(),
+    };
+    wasm_encoder::Section::append_to(&section, bytes);
 }

@@ -56,17 +56,19 @@ mod error;
 mod finder;
 mod layout;
 mod plan;
+mod probe_code;
 mod probe_map;
 
 pub use body::InstrumentedBody;
 pub use error::AgentError;
 pub use layout::{FunctionKind, FunctionSummary};
 pub use plan::{ProbeMode, ProbePlan};
+pub use probe_code::{ProbeCode, SECTION as PROBE_CODE_SECTION};
 pub use probe_map::{ContextArena, FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap};
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 12;
+pub const AGENT_FORMAT_VERSION: u32 = 13;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];

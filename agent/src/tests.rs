@@ -292,3 +292,92 @@ fn inline_modes_validate_and_count_call_sites() {
         assert!(f.instrumented_body.as_ref().unwrap().start > 0);
     }
 }
+
+/// The probe-code section of a sample-mode module covers exactly what the agent added:
+/// a body's code without those bytes is the original's instructions (function indices
+/// renumbered), and nothing of the original is marked.
+#[test]
+fn probe_code_section_marks_exactly_the_added_instructions() {
+    use crate::{ProbeCode, ProbeMode};
+    let wasm = wat::parse_str(
+        r#"(module
+          (import "env" "host" (func $host (param i32)))
+          (type $t (func (param i32) (result i32)))
+          (table 2 funcref)
+          (elem (i32.const 0) func $leaf $twice)
+          (func $leaf (param i32) (result i32) (i32.add (local.get 0) (i32.const 1)))
+          (func $twice (param i32) (result i32)
+            (call $host (local.get 0))
+            (call $leaf (call $leaf (local.get 0))))
+          (func $loop (param i32) (result i32)
+            (loop $l
+              (local.set 0 (call_indirect (type $t) (local.get 0) (i32.const 1)))
+              (br_if $l (i32.lt_u (local.get 0) (i32.const 100))))
+            (drop (ref.func $leaf))
+            (return_call $leaf (local.get 0)))
+          (export "loop" (func $loop))
+        )"#,
+    )
+    .unwrap();
+    let plan = ProbePlan {
+        mode: ProbeMode::Sample,
+        ..ProbePlan::default()
+    };
+    let out = instrument(&wasm, &plan).unwrap();
+    validate(&out.bytes);
+    let code = ProbeCode::of_module(&out.bytes).expect("sample mode writes the section");
+    assert!(!code.ranges().is_empty());
+    let shift = ProbeImports::shift(ProbeMode::Sample);
+    let ops = |bytes: &[u8], base: usize| -> Vec<String> {
+        let mut reader =
+            wasmparser::OperatorsReader::new(wasmparser::BinaryReader::new(bytes, base));
+        let mut out = Vec::new();
+        while !reader.eof() {
+            out.push(format!("{:?}", reader.read().unwrap()));
+        }
+        out
+    };
+    let mut checked = 0;
+    for f in out
+        .probe_map
+        .functions
+        .iter()
+        .filter(|f| f.kind == FunctionKind::Local)
+    {
+        let original = f.original_body.clone().unwrap();
+        let instrumented = f.instrumented_body.clone().unwrap();
+        let code_start = |bytes: &[u8], range: std::ops::Range<u32>| {
+            let body = wasmparser::FunctionBody::new(wasmparser::BinaryReader::new(
+                &bytes[range.start as usize..range.end as usize],
+                range.start as usize,
+            ));
+            body.get_operators_reader().unwrap().original_position() as u32
+        };
+        let start = code_start(&out.bytes, instrumented.clone());
+        let kept: Vec<u8> = (start..instrumented.end)
+            .filter(|&at| !code.contains(at))
+            .map(|at| out.bytes[at as usize])
+            .collect();
+        let expected: Vec<String> = ops(
+            &wasm[code_start(&wasm, original.clone()) as usize..original.end as usize],
+            0,
+        )
+        .into_iter()
+        .map(|op| {
+            // Defined functions move past the probe imports and the node finder.
+            let renumbered = ["Call", "ReturnCall", "RefFunc"].iter().find_map(|name| {
+                let rest = op.strip_prefix(&format!("{name} {{ function_index: "))?;
+                let index: u32 = rest.strip_suffix(" }")?.parse().ok()?;
+                Some(format!(
+                    "{name} {{ function_index: {} }}",
+                    if index < 1 { index } else { index + shift }
+                ))
+            });
+            renumbered.unwrap_or(op)
+        })
+        .collect();
+        assert_eq!(ops(&kept, 0), expected, "function {}", f.name);
+        checked += 1;
+    }
+    assert_eq!(checked, 3);
+}

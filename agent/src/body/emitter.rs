@@ -41,6 +41,9 @@ pub(super) struct Emitter<'p> {
     pub(super) slots: Vec<u32>,
     /// How many call instructions were emitted so far.
     pub(super) calls_emitted: usize,
+    /// The ranges of `out` holding the original's instructions, sorted, adjacent ones
+    /// merged.
+    pub(super) original_code: Vec<(u32, u32)>,
 }
 
 impl Emitter<'_> {
@@ -51,6 +54,28 @@ impl Emitter<'_> {
     pub(super) fn instrs(&mut self, instrs: &[Instruction<'_>]) {
         for i in instrs {
             i.encode(&mut self.out);
+        }
+    }
+
+    /// Copies an original instruction's bytes.
+    pub(super) fn original(&mut self, bytes: &[u8]) {
+        let start = self.out.len() as u32;
+        self.out.extend_from_slice(bytes);
+        self.mark_original(start);
+    }
+
+    /// Writes an original instruction re-encoded (a function index renumbered).
+    pub(super) fn original_instr(&mut self, instr: Instruction<'_>) {
+        let start = self.out.len() as u32;
+        instr.encode(&mut self.out);
+        self.mark_original(start);
+    }
+
+    fn mark_original(&mut self, start: u32) {
+        let end = self.out.len() as u32;
+        match self.original_code.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => self.original_code.push((start, end)),
         }
     }
 
@@ -152,12 +177,12 @@ impl Emitter<'_> {
                 self.flush();
                 self.find_and_count(arena, locals.import_node, import, 0);
                 self.set_current(locals.import_node);
-                self.instr(Instruction::Call(import));
+                self.original_instr(Instruction::Call(import));
                 self.resume();
             }
             None => {
                 self.probe(self.probes.enter(), import);
-                self.instr(Instruction::Call(import));
+                self.original_instr(Instruction::Call(import));
                 self.probe(self.probes.exit(), import);
             }
         }

@@ -18,7 +18,9 @@
 //!   the function's exit, before a tail call, a throw or a call to an import, and — in
 //!   modules that can throw or import `proc_exit` — before every call;
 //! - in sample mode, the node running now is stored in the current-node cell at entry,
-//!   around calls to imports, after every call returns and wherever a catch lands.
+//!   around calls to imports and wherever a catch lands; the body records which of its bytes
+//!   are probes ([`InstrumentedBody::probe_code`]), which the assembled module carries in
+//!   its `wprof.probe-code` section (see [`crate::ProbeCode`]).
 //!
 //! This file is the rewriting loop; `scan.rs` the first pass over a body; `emitter.rs` the
 //! probe points every mode shares; `host_calls.rs` (time mode), `inline_tree.rs`,
@@ -48,6 +50,26 @@ pub struct InstrumentedBody {
     /// For each original instruction, in order: its offset from the start of the original
     /// body, and the offset of its copy from the start of this body.
     pub offsets: Vec<(u32, u32)>,
+    /// The byte ranges of this body's code that are wprof's probes, not the original's
+    /// instructions: sorted, from the start of this body. (The original's instructions are
+    /// the rest of the code after the local declarations.)
+    pub probe_code: Vec<(u32, u32)>,
+}
+
+/// The complement of `original` (sorted, not overlapping) within `from..to`.
+fn complement(original: &[(u32, u32)], from: u32, to: u32) -> Vec<(u32, u32)> {
+    let mut out = Vec::with_capacity(original.len() + 1);
+    let mut at = from;
+    for &(start, end) in original {
+        if start > at {
+            out.push((at, start));
+        }
+        at = at.max(end);
+    }
+    if to > at {
+        out.push((at, to));
+    }
+    out
 }
 
 /// The local declarations re-encoded with `extra` locals appended, and the index of the
@@ -120,6 +142,7 @@ pub(crate) fn instrument_body(
         inline: None,
         slots: Vec::new(),
         calls_emitted: 0,
+        original_code: Vec::new(),
     };
     // New locals: the frame token (time mode, functions that catch); the node, an
     // import's node and, in cost mode, the delta (the inline modes).
@@ -148,6 +171,7 @@ pub(crate) fn instrument_body(
         first
     };
     let token = (arena.is_none() && facts.catches).then_some(first_new);
+    let code_begins = e.out.len() as u32;
     if let Some(arena) = arena {
         let locals = InlineLocals {
             node: first_new,
@@ -204,12 +228,12 @@ pub(crate) fn instrument_body(
                 }
                 blocks.push(false);
                 loops.push(false);
-                e.out.extend_from_slice(original);
+                e.original(original);
             }
             Operator::Loop { .. } => {
                 blocks.push(false);
                 loops.push(true);
-                e.out.extend_from_slice(original);
+                e.original(original);
                 if facts.caught_loops.contains(&start) {
                     // Harmless on an ordinary iteration: no frame is above this one.
                     e.landing(token);
@@ -218,7 +242,7 @@ pub(crate) fn instrument_body(
             Operator::Block { .. } | Operator::If { .. } | Operator::Try { .. } => {
                 blocks.push(false);
                 loops.push(false);
-                e.out.extend_from_slice(original);
+                e.original(original);
             }
             Operator::End if blocks.is_empty() => {
                 // Closes the wrapper block; then the exit probe; then the function.
@@ -227,24 +251,25 @@ pub(crate) fn instrument_body(
                     e.landing(token);
                 }
                 e.exit(id);
-                e.instr(Instruction::End);
+                // The function's own end (its return) is the original's.
+                e.original_instr(Instruction::End);
                 finished = true;
             }
             Operator::End | Operator::Delegate { .. } => {
                 loops.pop();
                 let caught_here = blocks.pop().unwrap_or(false);
-                e.out.extend_from_slice(original);
+                e.original(original);
                 if caught_here {
                     e.landing(token);
                 }
             }
             Operator::Catch { .. } | Operator::CatchAll => {
-                e.out.extend_from_slice(original);
+                e.original(original);
                 e.landing(token);
             }
             Operator::Return => {
                 e.exit(id);
-                e.out.extend_from_slice(original);
+                e.original(original);
             }
             Operator::Call { function_index } if *function_index < probes.imported_funcs => {
                 e.probed_import_call(*function_index);
@@ -254,39 +279,39 @@ pub(crate) fn instrument_body(
             // runs again (see the host's `run::attribution`).
             Operator::Call { function_index } => {
                 e.flush_before_call();
-                e.instr(Instruction::Call(probes.renumber(*function_index)));
+                e.original_instr(Instruction::Call(probes.renumber(*function_index)));
             }
             Operator::CallIndirect { .. } | Operator::CallRef { .. } => {
                 e.flush_before_call();
-                e.out.extend_from_slice(original);
+                e.original(original);
             }
             Operator::Throw { .. } | Operator::ThrowRef | Operator::Rethrow { .. } => {
                 // The frames this throw unwinds lose their locals: their counts go in now.
                 e.flush();
-                e.out.extend_from_slice(original);
+                e.original(original);
             }
             Operator::ReturnCall { function_index } if *function_index < probes.imported_funcs => {
                 // The import is not instrumented, so it cannot close the caller's frame:
                 // make it an ordinary call followed by a return.
                 e.probed_import_call(*function_index);
                 e.exit(id);
-                e.instr(Instruction::Return);
+                e.original_instr(Instruction::Return);
             }
             Operator::ReturnCall { function_index } => {
                 if *function_index == id {
                     e.self_tail_call();
                 }
                 e.tail(id);
-                e.instr(Instruction::ReturnCall(probes.renumber(*function_index)));
+                e.original_instr(Instruction::ReturnCall(probes.renumber(*function_index)));
             }
             Operator::ReturnCallIndirect { .. } | Operator::ReturnCallRef { .. } => {
                 e.tail(id);
-                e.out.extend_from_slice(original);
+                e.original(original);
             }
             Operator::RefFunc { function_index } => {
-                e.instr(Instruction::RefFunc(probes.renumber(*function_index)));
+                e.original_instr(Instruction::RefFunc(probes.renumber(*function_index)));
             }
-            _ => e.out.extend_from_slice(original),
+            _ => e.original(original),
         }
         if !finished && ends_basic_block(&op) {
             e.add_cost(weights.next().unwrap_or(0));
@@ -298,8 +323,10 @@ pub(crate) fn instrument_body(
             offset: func.body.end,
         });
     }
+    let probe_code = complement(&e.original_code, code_begins, e.out.len() as u32);
     Ok(InstrumentedBody {
         bytes: e.out,
         offsets,
+        probe_code,
     })
 }

@@ -319,7 +319,13 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         &module,
         settings,
         Stdio::Inherit,
-        Some((collector, settings.mode)),
+        Some(runner::Probes {
+            collector,
+            mode: settings.mode,
+            probe_code: (settings.mode == ProbeMode::Sample)
+                .then(|| wprof_agent::ProbeCode::of_module(&prepared.bytes))
+                .flatten(),
+        }),
     )?;
     timings.extend(&outcome.timings);
     if let Some((message, _)) = &outcome.trap {

@@ -24,16 +24,24 @@ pub struct FunctionEntry {
 }
 
 impl FunctionEntry {
-    /// `u32 len | body bytes | u32 pairs | (u32 original, u32 instrumented)*`, little endian.
+    /// `u32 len | body bytes | u32 pairs | (u32 original, u32 instrumented)* | u32 ranges |
+    /// (u32 start, u32 end)*` (the probe code), little endian.
     pub fn encode(&self) -> Vec<u8> {
         let body = &self.body;
-        let mut out = Vec::with_capacity(8 + body.bytes.len() + body.offsets.len() * 8);
+        let mut out = Vec::with_capacity(
+            12 + body.bytes.len() + body.offsets.len() * 8 + body.probe_code.len() * 8,
+        );
         out.extend_from_slice(&(body.bytes.len() as u32).to_le_bytes());
         out.extend_from_slice(&body.bytes);
         out.extend_from_slice(&(body.offsets.len() as u32).to_le_bytes());
         for &(old, new) in &body.offsets {
             out.extend_from_slice(&old.to_le_bytes());
             out.extend_from_slice(&new.to_le_bytes());
+        }
+        out.extend_from_slice(&(body.probe_code.len() as u32).to_le_bytes());
+        for &(start, end) in &body.probe_code {
+            out.extend_from_slice(&start.to_le_bytes());
+            out.extend_from_slice(&end.to_le_bytes());
         }
         out
     }
@@ -49,22 +57,38 @@ impl FunctionEntry {
         let len = u32_at(&mut at)? as usize;
         let body_bytes = bytes.get(at..at.checked_add(len)?)?.to_vec();
         at += len;
-        let pairs = u32_at(&mut at)? as usize;
-        if bytes.len() != at.checked_add(pairs.checked_mul(8)?)? {
+        let offsets = Self::pairs(bytes, &mut at)?;
+        let probe_code = Self::pairs(bytes, &mut at)?;
+        if at != bytes.len() {
             return None;
-        }
-        let mut offsets = Vec::with_capacity(pairs);
-        for _ in 0..pairs {
-            let old = u32_at(&mut at)?;
-            let new = u32_at(&mut at)?;
-            offsets.push((old, new));
         }
         Some(Self {
             body: wprof_agent::InstrumentedBody {
                 bytes: body_bytes,
                 offsets,
+                probe_code,
             },
         })
+    }
+
+    /// `u32 count | (u32, u32)*` at `at`, which moves past it.
+    fn pairs(bytes: &[u8], at: &mut usize) -> Option<Vec<(u32, u32)>> {
+        let u32_at = |at: &mut usize| -> Option<u32> {
+            let v = u32::from_le_bytes(bytes.get(*at..*at + 4)?.try_into().ok()?);
+            *at += 4;
+            Some(v)
+        };
+        let count = u32_at(at)? as usize;
+        if bytes.len() < at.checked_add(count.checked_mul(8)?)? {
+            return None;
+        }
+        let mut pairs = Vec::with_capacity(count);
+        for _ in 0..count {
+            let first = u32_at(at)?;
+            let second = u32_at(at)?;
+            pairs.push((first, second));
+        }
+        Some(pairs)
     }
 }
 
@@ -163,6 +187,7 @@ mod tests {
             body: wprof_agent::InstrumentedBody {
                 bytes: vec![0, 0x41, 1, 0x0b],
                 offsets: vec![(1, 5), (3, 9)],
+                probe_code: vec![(2, 5), (7, 9)],
             },
         };
         let bytes = entry.encode();

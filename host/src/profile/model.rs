@@ -186,9 +186,9 @@ pub struct SamplingRecord {
     /// the calling context the probes entered last alone).
     #[serde(default)]
     pub answered: u64,
-    /// Time the program spent in wprof's own code (finding a call's context), in
-    /// nanoseconds: charged to no function, since the program without probes never spends
-    /// it.
+    /// Time the program spent in wprof's own code (the probes' instructions and the node
+    /// finder), in nanoseconds: charged to no function, since the program without probes
+    /// never spends it.
     #[serde(default)]
     pub probe_ns: u64,
 }

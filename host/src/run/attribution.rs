@@ -9,7 +9,9 @@
 //! instructions, most of its time): the reading belongs to the child for that function of
 //! the cell's node or, when the caller had called others since it last stored the cell, of
 //! the nearest ancestor.
-//! Time in wprof's own code (the node finder) is left out: the uninstrumented program
+//! Time in wprof's own code (the node finder, and the probes' instructions inside the
+//! module's functions, told apart by the module's `wprof.probe-code` section; see
+//! [`crate::run::sampler::Samples::resolve`]) is left out: the uninstrumented program
 //! never spends it. Time outside the module (the engine, a host function) stays with the
 //! cell, which names the import while the host runs one.
 
@@ -147,6 +149,7 @@ mod tests {
                 // g (@400) returned into main, which has entered f since.
                 ((400, Some(Running::Function(1))), 90),
             ]),
+            located: HashMap::new(),
             readings: 9,
             answered: 8,
         };
@@ -174,6 +177,7 @@ mod tests {
         t.nodes[1].children.push((1, 5));
         let samples = Samples {
             time: HashMap::from([((100, Some(Running::Function(1))), 5)]),
+            located: HashMap::new(),
             readings: 1,
             answered: 1,
         };

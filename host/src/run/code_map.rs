@@ -18,6 +18,8 @@ pub enum Running {
 /// The address ranges of a loaded module's compiled functions, sorted.
 #[derive(Debug, Clone, Default)]
 pub struct CodeMap {
+    /// Where the module's compiled code starts.
+    text: usize,
     /// (start, end, instrumented function index), sorted by start, not overlapping.
     ranges: Vec<(usize, usize, u32)>,
     /// Functions the original module imports.
@@ -41,6 +43,7 @@ impl CodeMap {
             .filter(|i| matches!(i.ty(), wasmtime::ExternType::Func(_)))
             .count() as u32;
         CodeMap {
+            text,
             ranges,
             imports: imported.saturating_sub(ProbeImports::COUNT),
             shift: ProbeImports::shift(mode),
@@ -59,6 +62,32 @@ impl CodeMap {
             Some((_, end, index)) if pc < end => self.classify(index),
             _ => Running::Outside,
         }
+    }
+
+    /// The byte offset in the wasm module of the instruction each of `pcs` (sorted) is part
+    /// of, through `module`'s address map (`module` being the module this map was made
+    /// of); `None` where the map has no offset, or `module` no map.
+    pub fn module_offsets(&self, module: &wasmtime::Module, pcs: &[usize]) -> Vec<Option<u32>> {
+        let Some(entries) = module.address_map() else {
+            return vec![None; pcs.len()];
+        };
+        // One pass over the map and the sorted addresses together: the entry that covers an
+        // address is the last one starting at or before it.
+        let mut entries = entries.peekable();
+        let mut covering: Option<u32> = None;
+        pcs.iter()
+            .map(|&pc| {
+                let at = pc.wrapping_sub(self.text);
+                while let Some(&(start, offset)) = entries.peek() {
+                    if start > at {
+                        break;
+                    }
+                    covering = offset;
+                    entries.next();
+                }
+                covering
+            })
+            .collect()
     }
 
     /// What the instrumented module's function `index` is.
@@ -81,6 +110,7 @@ mod tests {
     fn addresses_map_to_original_functions_and_probes() {
         // One import, the probe imports, the finder, then the module's two functions.
         let map = CodeMap {
+            text: 0,
             ranges: vec![(100, 150, 7), (150, 200, 8), (260, 300, 9)],
             imports: 1,
             shift: ProbeImports::shift(ProbeMode::Sample),
@@ -117,5 +147,25 @@ mod tests {
             [Running::Probe, Running::Function(0), Running::Function(1)]
         );
         assert_eq!(map.running(map.ranges[2].1), Running::Outside);
+        // Every instruction of $b's body maps into $b's body in the module's bytes.
+        let bytes = wat::parse_str(wat).unwrap();
+        let bodies: Vec<std::ops::Range<usize>> = wasmparser::Parser::new(0)
+            .parse_all(&bytes)
+            .filter_map(|p| match p.unwrap() {
+                wasmparser::Payload::CodeSectionEntry(body) => Some(body.range()),
+                _ => None,
+            })
+            .collect();
+        let b_body = bodies[2].clone();
+        let (b_start, b_end, _) = map.ranges[2];
+        let pcs: Vec<usize> = (b_start..b_end).collect();
+        let offsets = map.module_offsets(&module, &pcs);
+        assert!(offsets.iter().flatten().count() > 0);
+        for offset in offsets.into_iter().flatten() {
+            assert!(
+                b_body.contains(&(offset as usize)),
+                "{offset} outside {b_body:?}"
+            );
+        }
     }
 }

@@ -18,7 +18,9 @@ use crate::run::probe_log::ProbeLog;
 use crate::run::sampler::{Asking, CurrentCell, Samples};
 use crate::settings::RunSettings;
 use crate::timings::{Timings, PROGRAM};
-use wprof_agent::{ContextArena, ProbeMode};
+use wprof_agent::{ContextArena, ProbeCode, ProbeMode};
+
+use std::collections::HashSet;
 
 /// What the store holds: WASI's state and, when the module is instrumented, the probe log
 /// feeding the collector (time mode) or the collector itself (the inline modes, which fill
@@ -262,6 +264,7 @@ fn call_start(
     instance: &wasmtime::Instance,
     module: &Module,
     mode: Option<ProbeMode>,
+    probe_code: Option<&ProbeCode>,
     settings: &RunSettings,
     shown: &str,
 ) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
@@ -286,7 +289,7 @@ fn call_start(
     };
     let clock = crate::run::clock::Clock::new();
     let started = Instant::now();
-    let (result, samples) = match cell {
+    let (result, samples, wall_time) = match cell {
         Some(cell) => {
             let stop = AtomicBool::new(false);
             // SAFETY: the cell stays valid while the store lives, which outlives the session
@@ -309,7 +312,7 @@ fn call_start(
                     target: session.target(),
                     code,
                 });
-            std::thread::scope(|s| {
+            let (result, mut samples) = std::thread::scope(|s| {
                 let (clock, stop, period) = (&clock, &stop, settings.sample_period);
                 let from = clock.now_ps();
                 let sampler = s.spawn(move || {
@@ -319,33 +322,78 @@ fn call_start(
                 stop.store(true, Ordering::Release);
                 sampler.thread().unpark();
                 (result, sampler.join().ok())
-            })
+            });
+            let wall_time = started.elapsed();
+            if let (Some(samples), Some(code)) = (samples.as_mut(), code.as_ref()) {
+                let probes = probe_pcs(module, code, probe_code, &samples.located_pcs());
+                samples.resolve(code, &probes);
+            }
+            (result, samples, wall_time)
         }
-        None => (start.call(&mut *store, ()), None),
+        None => {
+            let result = start.call(&mut *store, ());
+            (result, None, started.elapsed())
+        }
     };
-    Ok((result, samples, started.elapsed().as_nanos() as u64))
+    Ok((result, samples, wall_time.as_nanos() as u64))
 }
 
-/// Runs `module`'s `_start`. With `collector`, the probe imports are linked to it.
+/// Which of `pcs` (sorted) are in wprof's probes rather than the original's instructions,
+/// by the module's address map and its probe-code section (none without the section).
+fn probe_pcs(
+    module: &Module,
+    code: &CodeMap,
+    probe_code: Option<&ProbeCode>,
+    pcs: &[usize],
+) -> HashSet<usize> {
+    let Some(probe_code) = probe_code else {
+        return HashSet::new();
+    };
+    code.module_offsets(module, pcs)
+        .into_iter()
+        .zip(pcs)
+        .filter(|(offset, _)| offset.is_some_and(|o| probe_code.contains(o)))
+        .map(|(_, &pc)| pc)
+        .collect()
+}
+
+/// What an instrumented module's run needs besides the module.
+#[derive(Debug)]
+pub struct Probes {
+    /// Where the probes report.
+    pub collector: Collector,
+    /// The mode the module was instrumented for.
+    pub mode: ProbeMode,
+    /// Sample mode: which bytes of the module are probes (its `wprof.probe-code` section),
+    /// to leave out the time they take.
+    pub probe_code: Option<ProbeCode>,
+}
+
+/// Runs `module`'s `_start`. With `probes`, the probe imports are linked to its collector.
 pub fn run(
     engine: &Engine,
     module: &Module,
     settings: &RunSettings,
     stdio: Stdio,
-    probes: Option<(Collector, ProbeMode)>,
+    mut probes: Option<Probes>,
 ) -> Result<RunOutcome, Failure> {
     let shown = settings.module.display().to_string();
     let mut linker: Linker<HostState> = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut HostState| &mut s.wasi)
         .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
-    let mode = probes.as_ref().map(|(_, mode)| *mode);
+    let mode = probes.as_ref().map(|p| p.mode);
+    let probe_code = probes.as_mut().and_then(|p| p.probe_code.take());
     if let Some(mode) = mode {
         define_probes(&mut linker, mode)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
     }
     let (collector, log) = match probes {
-        Some((collector, ProbeMode::Time)) => (None, Some(ProbeLog::start(collector))),
-        Some((collector, _)) => (Some(collector), None),
+        Some(Probes {
+            collector,
+            mode: ProbeMode::Time,
+            ..
+        }) => (None, Some(ProbeLog::start(collector))),
+        Some(p) => (Some(p.collector), None),
         None => (None, None),
     };
     let state = HostState {
@@ -359,8 +407,15 @@ pub fn run(
     let mut attribution = None;
     let (result, samples, wall_time) = match instantiated {
         Ok(instance) => {
-            let (result, samples, wall_time) =
-                call_start(&mut store, &instance, module, mode, settings, &shown)?;
+            let (result, samples, wall_time) = call_start(
+                &mut store,
+                &instance,
+                module,
+                mode,
+                probe_code.as_ref(),
+                settings,
+                &shown,
+            )?;
             timings.record(PROGRAM, std::time::Duration::from_nanos(wall_time));
             if let Some(mode) = mode.filter(|m| m.counts_inline()) {
                 attribution = timings.time("collect", || {

@@ -16,7 +16,7 @@
 //! reading; which reading gets an interval is the one taken at the interval's end, the usual
 //! sampling estimate. Calls are never sampled: the module counts them exactly.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -94,10 +94,37 @@ pub type Reading = (u32, Option<Running>);
 pub struct Samples {
     /// Picoseconds per (cell, what ran); `None`: the cell alone decided.
     pub time: HashMap<Reading, u64>,
+    /// Picoseconds per (cell, program counter) of the readings whose program counter was
+    /// in one of the module's functions, until [`Samples::resolve`] says whether in its
+    /// original instructions or in a probe, and moves them to `time`.
+    pub located: HashMap<(u32, usize), u64>,
     /// Readings taken.
     pub readings: u64,
     /// Readings the program's thread answered with its program counter.
     pub answered: u64,
+}
+
+impl Samples {
+    /// Moves the `located` readings to `time`: those at a program counter in `probes` as
+    /// wprof's code, the others as the function `code` says ran there.
+    pub fn resolve(&mut self, code: &CodeMap, probes: &HashSet<usize>) {
+        for ((cell, pc), ps) in self.located.drain() {
+            let running = if probes.contains(&pc) {
+                Running::Probe
+            } else {
+                code.running(pc)
+            };
+            *self.time.entry((cell, Some(running))).or_default() += ps;
+        }
+    }
+
+    /// The program counters of the `located` readings, sorted, each once.
+    pub fn located_pcs(&self) -> Vec<usize> {
+        let mut pcs: Vec<usize> = self.located.keys().map(|&(_, pc)| pc).collect();
+        pcs.sort_unstable();
+        pcs.dedup();
+        pcs
+    }
 }
 
 /// The program counter side of sampling: whom to ask and how to read the answers.
@@ -197,15 +224,27 @@ fn settle(
         }
     }
     while let Some(front) = pending.front() {
-        let reading = match asking.target.answer(front.request) {
+        match asking.target.answer(front.request) {
             Some(answer) => {
                 samples.answered += 1;
-                (answer.cell, Some(asking.code.running(answer.pc)))
+                match asking.code.running(answer.pc) {
+                    Running::Function(_) => {
+                        *samples.located.entry((answer.cell, answer.pc)).or_default() +=
+                            front.interval
+                    }
+                    running => {
+                        *samples
+                            .time
+                            .entry((answer.cell, Some(running)))
+                            .or_default() += front.interval
+                    }
+                }
             }
-            None if last || front.request + PATIENCE <= requests => (front.cell, None),
+            None if last || front.request + PATIENCE <= requests => {
+                *samples.time.entry((front.cell, None)).or_default() += front.interval
+            }
             None => break,
-        };
-        *samples.time.entry(reading).or_default() += front.interval;
+        }
         pending.pop_front();
     }
 }

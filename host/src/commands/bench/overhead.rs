@@ -107,7 +107,13 @@ impl Instrumented {
             &self.module,
             &self.settings,
             Stdio::Discard,
-            Some((collector, self.mode)),
+            Some(runner::Probes {
+                collector,
+                mode: self.mode,
+                probe_code: (self.mode == ProbeMode::Sample)
+                    .then(|| wprof_agent::ProbeCode::of_module(&self.prepared.bytes))
+                    .flatten(),
+            }),
         )?;
         let collector = outcome
             .collector
