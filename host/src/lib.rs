@@ -19,6 +19,7 @@
 pub mod commands;
 pub mod prepare;
 pub mod profile;
+pub mod progress;
 pub mod report;
 pub mod run;
 

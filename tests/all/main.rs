@@ -12,6 +12,7 @@ mod diff;
 mod formats;
 mod html;
 mod names;
+mod progress;
 mod real_programs;
 mod report;
 mod run;

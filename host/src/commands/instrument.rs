@@ -83,9 +83,13 @@ impl InstrumentCommand {
                 dir.display()
             )));
         }
-        let mut prepared = instrument::prepare(&loaded, path, &self.plan(), &mut cache)
+        let progress = crate::progress::Progress::on_terminal(self.quiet);
+        let mut prepared = instrument::prepare(&loaded, path, &self.plan(), &mut cache, &progress)
             .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
-        instrument::compile(engine, &mut prepared, &mut cache).map_err(|e| {
+        progress.step("compiling", None);
+        let compiled = instrument::compile(engine, &mut prepared, &mut cache);
+        progress.finish();
+        compiled.map_err(|e| {
             Failure::input(format!(
                 "the instrumented {} does not compile: {}",
                 path.display(),

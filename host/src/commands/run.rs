@@ -11,6 +11,7 @@ use crate::exit::Failure;
 use crate::prepare::instrument::{self, warn, CacheSession, Prepared};
 use crate::prepare::loader::{self, LoadedModule};
 use crate::profile::{Ending, ModuleRef, Profile};
+use crate::progress::Progress;
 use crate::report::text;
 use crate::run::collector::Collector;
 use crate::run::runner::{self, Stdio};
@@ -60,7 +61,8 @@ pub struct RunCommand {
     #[arg(long)]
     no_cache: bool,
 
-    /// Print no summary on stderr.
+    /// Print no summary on stderr, and no progress bar while a first run of a large module is
+    /// instrumented and compiled (the bar shows only on a terminal, after a second).
     #[arg(short, long)]
     quiet: bool,
 
@@ -97,6 +99,8 @@ Environment:
   WPROF_PERFMAP=1     write /tmp/perf-PID.map so that `perf report` names the wasm
                       functions (of the original with WPROF=0, else the instrumented)
   WPROF_TIMINGS       text|json: print wprof's own phase times (like --timings)
+  WPROF_PROGRESS_DELAY_MS  how long a start (instrumenting, compiling) runs before its
+                      progress bar shows on a terminal (default 1000)
   WPROF_LOG           wprof's own log filter, e.g. `debug` (off by default); `info`
                       logs each phase's duration
 
@@ -240,11 +244,15 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     let mut cache = timings.time("open cache", || {
         CacheSession::open(settings.cache_dir.as_deref())
     });
+    // Cleared before the program runs (or when this returns early).
+    let progress = Progress::on_terminal(settings.quiet);
     if !settings.profiling {
         // Off: the original, as wasmtime would run it, its compiled code cached.
+        progress.step("compiling", None);
         let module = timings.time("compile", || {
             compile_original(&engine, &loaded, settings, &mut cache)
         })?;
+        progress.finish();
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
         return Ok(finish_unprofiled(outcome));
@@ -260,7 +268,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         }
         // Bad input stops here, before anything of it reaches the cache.
         loader::validate(&loaded, &settings.module, &engine)?;
-        match instrument::instrument(&loaded, &settings.module, &plan, &mut cache) {
+        match instrument::instrument(&loaded, &settings.module, &plan, &mut cache, &progress) {
             Ok(p) => Ok(Some(p)),
             Err(e) => {
                 warn(format_args!(
@@ -271,6 +279,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         }
     })?;
     // Compiled through the cache of compiled artifacts (see `instrument::compile`).
+    progress.step("compiling", None);
     let compiled = timings.time("compile", || {
         prepared.and_then(
             |mut p| match instrument::compile(&engine, &mut p, &mut cache) {
@@ -289,11 +298,13 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         let module = timings.time("compile", || {
             compile_original(&engine, &loaded, settings, &mut cache)
         })?;
+        progress.finish();
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
         return Ok(finish_unprofiled(outcome));
     };
 
+    progress.finish();
     let mut collector = Collector::new(prepared.functions.len());
     if settings.mode != ProbeMode::Cost {
         collector = collector.with_quantum(crate::run::collector::PS_PER_NS);

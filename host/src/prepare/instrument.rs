@@ -14,6 +14,8 @@ use std::path::Path;
 
 use wasmtime::{Engine, Module};
 use wprof_agent::{InstrumentedBody, Instrumenter, ProbePlan, AGENT_FORMAT_VERSION};
+
+use crate::progress::Progress;
 use wprof_cache::{Cache, CacheError, Kind};
 
 use crate::prepare::artifacts;
@@ -249,10 +251,11 @@ pub fn prepare(
     path: &Path,
     plan: &ProbePlan,
     cache: &mut CacheSession,
+    progress: &Progress,
 ) -> Result<Prepared, wprof_agent::AgentError> {
     match from_cache(module, path, plan, cache) {
         Some(hit) => Ok(hit),
-        None => instrument(module, path, plan, cache),
+        None => instrument(module, path, plan, cache, progress),
     }
 }
 
@@ -277,6 +280,7 @@ pub fn instrument(
     path: &Path,
     plan: &ProbePlan,
     cache: &mut CacheSession,
+    progress: &Progress,
 ) -> Result<Prepared, wprof_agent::AgentError> {
     let manifest_key = manifest_key(&module.digest, plan);
 
@@ -292,7 +296,9 @@ pub fn instrument(
     };
     let mut bodies = Vec::with_capacity(keys.len());
     let mut fresh = Vec::new();
+    progress.step("instrumenting functions", Some(keys.len() as u64));
     for (defined, cached) in cached.into_iter().enumerate() {
+        progress.advance(1);
         let body = match cached {
             Some(body) => {
                 stats.functions_from_cache += 1;
@@ -340,6 +346,7 @@ pub fn instrument(
             })
             .collect(),
     };
+    progress.step("storing in the cache", None);
     // Bodies, then the modules, then the manifest that points to them: a process killed
     // anywhere in between leaves values nothing points to yet, never a dangling manifest.
     for defined in fresh {

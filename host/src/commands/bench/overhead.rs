@@ -82,14 +82,20 @@ impl Instrumented {
             mode,
             call_sites: false,
         };
-        let prepared = instrument::prepare(loaded, path, &plan, &mut CacheSession::none())
-            .map_err(|e| {
-                Failure::input(format!(
-                    "cannot instrument {} for {} mode: {e}",
-                    path.display(),
-                    mode.name()
-                ))
-            })?;
+        let prepared = instrument::prepare(
+            loaded,
+            path,
+            &plan,
+            &mut CacheSession::none(),
+            &crate::progress::Progress::none(),
+        )
+        .map_err(|e| {
+            Failure::input(format!(
+                "cannot instrument {} for {} mode: {e}",
+                path.display(),
+                mode.name()
+            ))
+        })?;
         let module = compile(engine, &prepared.bytes, path)?;
         Ok(Self {
             mode,

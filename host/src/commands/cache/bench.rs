@@ -148,8 +148,14 @@ pub(crate) fn start(engine: &Engine, path: &Path, dir: &Path) -> Result<u64, Fai
     let t = Instant::now();
     let loaded = crate::prepare::loader::load(path, engine)?;
     let mut cache = CacheSession::open(Some(dir));
-    let mut prepared = instrument::prepare(&loaded, path, &ProbePlan::default(), &mut cache)
-        .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
+    let mut prepared = instrument::prepare(
+        &loaded,
+        path,
+        &ProbePlan::default(),
+        &mut cache,
+        &crate::progress::Progress::none(),
+    )
+    .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
     let module = instrument::compile(engine, &mut prepared, &mut cache)
         .map_err(|e| Failure::input(format!("cannot compile {}: {e}", path.display())))?;
     drop(cache);
