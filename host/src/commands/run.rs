@@ -170,7 +170,8 @@ pub struct ProbeArgs {
     /// running thread's program counter and the context the module keeps (closest to perf
     /// on real programs, at 1.1-1.45x the uninstrumented run). `time`: a clock read at every
     /// entry and exit, the probes' cost subtracted: min/max self time per activation, but
-    /// 2-8x on call-heavy programs (18x on a call storm), and times of very short functions are estimates.
+    /// 2-8x on call-heavy programs (18x on a call storm), and times of very short functions
+    /// are estimates.
     /// `cost`: executed wasm instructions (deterministic: the same program and input give
     /// the same profile on every run and machine).
     #[arg(long, value_enum, default_value_t = Mode::Sample, env = "WPROF_MODE")]
