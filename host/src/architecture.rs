@@ -19,7 +19,9 @@ const ROOMS: &[(&str, &[&str])] = &[
 ];
 
 /// Helpers at the crate's root: every room may use them; they use no room.
-const HELPERS: &[&str] = &["display", "exit", "logging", "settings", "stats", "timings"];
+const HELPERS: &[&str] = &[
+    "display", "exit", "logging", "settings", "progress", "stats", "timings",
+];
 
 /// One module: its path (`run::collector`) and its code, comments stripped.
 struct Source {

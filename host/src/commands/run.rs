@@ -425,7 +425,7 @@ fn compile_original(
     settings: &RunSettings,
     cache: &mut CacheSession,
 ) -> Result<Module, Failure> {
-    instrument::compile_bytes(engine, &loaded.bytes, &loaded.digest, cache)
+    instrument::compile_bytes(engine, &loaded.bytes, &loaded.digest, cache, None)
         .map(|(module, _)| module)
         .map_err(|e| {
             if let Err(invalid) = loader::validate(loaded, &settings.module, engine) {

@@ -2,17 +2,26 @@
 //! so that a module changed in one function recompiles little more than that function.
 //!
 //! Cranelift keys each function's compiled code by a digest of its IR, the target and the
-//! compiler flags, and asks a [`wasmtime::CacheStore`] for it before compiling. wprof's
-//! store keeps these values in the cache (kind `compiled`, under blake3 of Cranelift's key)
-//! and, since they are machine code, authenticates them like compiled artifacts: each value
+//! compiler flags, and asks a [`wasmtime::CacheStore`] for it before compiling. wprof keeps
+//! these values in one pack per *lineage* (a module's path and probe plan: the versions of
+//! one program as it is rebuilt), a single cache value of kind `compiled` holding every
+//! function the lineage's last compile used or made, zstd-compressed. A compile of a changed
+//! module reads its lineage's pack, reuses what matches, and replaces the pack with what it
+//! used and made: one file per lineage instead of one per function (a 69 MB module has 47k
+//! functions), and a pack never grows beyond one version's functions.
+//!
+//! Since they are machine code, values are authenticated like compiled artifacts: each
 //! carries a MAC under the user's secret key over its key and bytes, and one that does not
-//! verify is a miss (Cranelift compiles the function and the store replaces the value).
+//! verify is a miss (Cranelift compiles the function again). A pack whose file is damaged
+//! is a miss as a whole (the cache's own checksum), and is replaced by the next compile.
 //!
 //! The store is one per process and does nothing until [`attach`]ed to a cache: engines
 //! always carry it, and only compiles that wprof wants cached (instrumented modules, with a
-//! usable cache and key) use it. A run with `WPROF=0` never touches the cache.
+//! usable cache and key) use it. A run with `WPROF=0` never touches it.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -24,7 +33,30 @@ use crate::prepare::secret::SecretKey;
 /// The process's store for compiled functions.
 #[derive(Debug, Default)]
 pub struct CompiledFunctions {
-    attached: Mutex<Option<(Arc<Cache>, SecretKey)>>,
+    attached: Mutex<Option<Attached>>,
+}
+
+/// A compile's view of one lineage's pack.
+#[derive(Debug)]
+struct Attached {
+    cache: Arc<Cache>,
+    secret: SecretKey,
+    /// The pack's key.
+    lineage: [u8; 32],
+    /// The lineage's previous pack: sealed values (MAC, then code) by key.
+    earlier: HashMap<[u8; 32], Vec<u8>>,
+    /// What this compile used or made: the lineage's next pack.
+    kept: HashMap<[u8; 32], Vec<u8>>,
+    counts: CompiledCounts,
+}
+
+/// How a compile's functions went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompiledCounts {
+    /// Functions whose compiled code came from the lineage's pack.
+    pub reused: u64,
+    /// Functions Cranelift compiled (and the pack now holds).
+    pub compiled: u64,
 }
 
 /// The store every engine of this process is configured with.
@@ -45,19 +77,108 @@ pub fn new_engine_caching() -> anyhow::Result<wasmtime::Engine> {
     crate::run::engine::engine(config)
 }
 
-/// Compiles from now on reuse and fill the cache in `dir`, authenticated with `secret`.
-pub fn attach(dir: &Path, secret: &SecretKey) {
-    match Cache::open(dir) {
-        Ok(cache) => {
-            *store().lock() = Some((Arc::new(cache), secret.clone()));
+/// The lineage of the module at `path` instrumented for the plan of digest `plan`: the key
+/// of its pack.
+pub fn lineage(path: &Path, plan: &[u8]) -> [u8; 32] {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut h = blake3::Hasher::new();
+    h.update(b"wprof compiled lineage v1\0");
+    h.update(path.as_os_str().as_encoded_bytes());
+    h.update(b"\0");
+    h.update(plan);
+    *h.finalize().as_bytes()
+}
+
+/// Compiles from now on reuse and fill the pack of `lineage` in the cache in `dir`,
+/// authenticated with `secret`, until [`detach`].
+pub fn attach(dir: &Path, secret: &SecretKey, lineage: [u8; 32]) {
+    let cache = match Cache::open(dir) {
+        Ok(cache) => cache,
+        Err(e) => {
+            tracing::debug!("compiled functions not cached: {e}");
+            return;
         }
-        Err(e) => tracing::debug!("compiled functions not cached: {e}"),
+    };
+    let earlier = match cache.get(Kind::Compiled, &lineage) {
+        Ok(Some(pack)) => unpack(&pack).unwrap_or_else(|| {
+            tracing::debug!("the compiled functions' pack is malformed: compiling anew");
+            HashMap::new()
+        }),
+        _ => HashMap::new(),
+    };
+    *store().lock() = Some(Attached {
+        cache: Arc::new(cache),
+        secret: secret.clone(),
+        lineage,
+        earlier,
+        kept: HashMap::new(),
+        counts: CompiledCounts::default(),
+    });
+}
+
+/// Compiles from now on use no cache; the lineage's pack becomes what the compile since
+/// [`attach`] used and made. What the compile's functions did.
+pub fn detach() -> CompiledCounts {
+    let Some(attached) = store().lock().take() else {
+        return CompiledCounts::default();
+    };
+    if attached.counts.compiled > 0 || attached.kept.len() != attached.earlier_len() {
+        match pack(&attached.kept) {
+            Ok(bytes) => {
+                if let Err(e) = attached
+                    .cache
+                    .put(Kind::Compiled, &attached.lineage, &bytes)
+                {
+                    tracing::debug!("compiled functions not stored: {e}");
+                }
+            }
+            Err(e) => tracing::debug!("compiled functions not packed: {e}"),
+        }
+    }
+    attached.counts
+}
+
+impl Attached {
+    /// How many values the previous pack held (those reused were moved to `kept`).
+    fn earlier_len(&self) -> usize {
+        self.earlier.len() + self.counts.reused as usize
     }
 }
 
-/// Compiles from now on use no cache.
-pub fn detach() {
-    *store().lock() = None;
+const PACK_MAGIC: &[u8; 8] = b"wpcpack1";
+
+/// `magic | u32 count | (key 32 | u32 len | sealed value)*`, zstd-compressed.
+fn pack(values: &HashMap<[u8; 32], Vec<u8>>) -> std::io::Result<Vec<u8>> {
+    let mut keys: Vec<&[u8; 32]> = values.keys().collect();
+    keys.sort_unstable();
+    let mut encoder = zstd::Encoder::new(Vec::new(), 3)?;
+    encoder.write_all(PACK_MAGIC)?;
+    encoder.write_all(&(keys.len() as u32).to_le_bytes())?;
+    for key in keys {
+        let value = &values[key];
+        encoder.write_all(key)?;
+        encoder.write_all(&(value.len() as u32).to_le_bytes())?;
+        encoder.write_all(value)?;
+    }
+    encoder.finish()
+}
+
+/// The inverse of [`pack`]; `None` for anything malformed.
+fn unpack(compressed: &[u8]) -> Option<HashMap<[u8; 32], Vec<u8>>> {
+    let bytes = zstd::decode_all(compressed).ok()?;
+    let rest = bytes.strip_prefix(PACK_MAGIC)?;
+    let (count, mut rest) = rest.split_at_checked(4)?;
+    let count = u32::from_le_bytes(count.try_into().ok()?) as usize;
+    let mut values = HashMap::with_capacity(count.min(1 << 20));
+    for _ in 0..count {
+        let (key, after) = rest.split_at_checked(32)?;
+        let (len, after) = after.split_at_checked(4)?;
+        let len = u32::from_le_bytes(len.try_into().ok()?) as usize;
+        let (value, after) = after.split_at_checked(len)?;
+        values.insert(key.try_into().ok()?, value.to_vec());
+        rest = after;
+    }
+    rest.is_empty().then_some(values)
 }
 
 fn key_of(cranelift_key: &[u8]) -> [u8; 32] {
@@ -72,39 +193,49 @@ fn mac(secret: &SecretKey, key: &[u8; 32], code: &[u8]) -> [u8; 32] {
 }
 
 impl CompiledFunctions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Arc<Cache>, SecretKey)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Attached>> {
         self.attached.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn attached(&self) -> Option<(Arc<Cache>, SecretKey)> {
-        self.lock().clone()
     }
 }
 
 impl wasmtime::CacheStore for CompiledFunctions {
     fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
-        let (cache, secret) = self.attached()?;
         let key = key_of(key);
-        let value = cache.get(Kind::Compiled, &key).ok()??;
-        if value.len() < 32 {
+        let mut guard = self.lock();
+        let attached = guard.as_mut()?;
+        let (sealed, from_earlier) = match attached.kept.get(&key) {
+            Some(sealed) => (sealed.clone(), false),
+            None => (attached.earlier.get(&key)?.clone(), true),
+        };
+        if sealed.len() < 32 {
             return None;
         }
-        let (stored, code) = value.split_at(32);
-        if stored != mac(&secret, &key, code) {
+        let (stored, code) = sealed.split_at(32);
+        if stored != mac(&attached.secret, &key, code) {
             tracing::debug!("a compiled function fails its MAC: compiling it");
             return None;
         }
-        Some(Cow::Owned(code.to_vec()))
+        let code = code.to_vec();
+        if from_earlier {
+            if let Some(sealed) = attached.earlier.remove(&key) {
+                attached.kept.insert(key, sealed);
+            }
+            attached.counts.reused += 1;
+        }
+        Some(Cow::Owned(code))
     }
 
     fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
-        let Some((cache, secret)) = self.attached() else {
+        let key = key_of(key);
+        let mut guard = self.lock();
+        let Some(attached) = guard.as_mut() else {
             return false;
         };
-        let key = key_of(key);
-        let mut sealed = mac(&secret, &key, &value).to_vec();
+        let mut sealed = mac(&attached.secret, &key, &value).to_vec();
         sealed.extend_from_slice(&value);
-        cache.put(Kind::Compiled, &key, &sealed).is_ok()
+        attached.kept.insert(key, sealed);
+        attached.counts.compiled += 1;
+        true
     }
 }
 
@@ -112,6 +243,36 @@ impl wasmtime::CacheStore for CompiledFunctions {
 mod tests {
     use super::*;
     use wasmtime::CacheStore;
+
+    fn attached(cache: &Arc<Cache>, secret: &SecretKey, lineage: [u8; 32]) -> Attached {
+        let earlier = cache
+            .get(Kind::Compiled, &lineage)
+            .unwrap()
+            .and_then(|p| unpack(&p))
+            .unwrap_or_default();
+        Attached {
+            cache: cache.clone(),
+            secret: secret.clone(),
+            lineage,
+            earlier,
+            kept: HashMap::new(),
+            counts: CompiledCounts::default(),
+        }
+    }
+
+    /// Detaches `store` as [`detach`] does for the process's store.
+    fn detach_from(store: &CompiledFunctions) -> CompiledCounts {
+        let attached = store.lock().take().unwrap();
+        attached
+            .cache
+            .put(
+                Kind::Compiled,
+                &attached.lineage,
+                &pack(&attached.kept).unwrap(),
+            )
+            .unwrap();
+        attached.counts
+    }
 
     #[test]
     fn values_round_trip_only_under_the_key_that_wrote_them() {
@@ -121,19 +282,67 @@ mod tests {
         let store = CompiledFunctions::default();
         assert!(!store.insert(b"k", b"code".to_vec()), "detached: no cache");
         let cache = Arc::new(Cache::open(&dir.path().join("c")).unwrap());
-        *store.lock() = Some((cache.clone(), mine.clone()));
+        let lineage = [7; 32];
+        *store.lock() = Some(attached(&cache, &mine, lineage));
         assert!(store.insert(b"k", b"code".to_vec()));
+        assert!(store.insert(b"j", b"more".to_vec()));
         assert_eq!(store.get(b"k").as_deref(), Some(&b"code"[..]));
         assert_eq!(store.get(b"other"), None);
-        *store.lock() = Some((cache.clone(), theirs));
+        assert_eq!(
+            detach_from(&store),
+            CompiledCounts {
+                reused: 0,
+                compiled: 2
+            }
+        );
+        // The next compile of the lineage finds them; what it does not ask for is dropped.
+        *store.lock() = Some(attached(&cache, &mine, lineage));
+        assert_eq!(store.get(b"k").as_deref(), Some(&b"code"[..]));
+        assert_eq!(
+            detach_from(&store),
+            CompiledCounts {
+                reused: 1,
+                compiled: 0
+            }
+        );
+        let pack = unpack(&cache.get(Kind::Compiled, &lineage).unwrap().unwrap()).unwrap();
+        assert_eq!(pack.len(), 1);
+        // Another user's key: a miss.
+        *store.lock() = Some(attached(&cache, &theirs, lineage));
         assert_eq!(store.get(b"k"), None, "another user's key");
+        store.lock().take();
         // A changed byte of the code fails the MAC.
-        *store.lock() = Some((cache.clone(), mine));
-        let key = key_of(b"k");
-        let mut sealed = cache.get(Kind::Compiled, &key).unwrap().unwrap();
-        let last = sealed.len() - 1;
-        sealed[last] ^= 1;
-        cache.put(Kind::Compiled, &key, &sealed).unwrap();
+        let mut damaged = pack.clone();
+        for sealed in damaged.values_mut() {
+            let last = sealed.len() - 1;
+            sealed[last] ^= 1;
+        }
+        cache
+            .put(Kind::Compiled, &lineage, &super::pack(&damaged).unwrap())
+            .unwrap();
+        *store.lock() = Some(attached(&cache, &mine, lineage));
         assert_eq!(store.get(b"k"), None);
+    }
+
+    #[test]
+    fn packs_round_trip_and_reject_garbage() {
+        let values = HashMap::from([([1; 32], vec![1, 2, 3]), ([2; 32], vec![])]);
+        let packed = pack(&values).unwrap();
+        assert_eq!(unpack(&packed), Some(values));
+        assert_eq!(unpack(&packed[..packed.len() - 1]), None);
+        assert_eq!(unpack(b"not zstd"), None);
+        let plain = zstd::decode_all(&packed[..]).unwrap();
+        for cut in [0, 8, 12, 40, plain.len() - 1] {
+            let again = zstd::encode_all(&plain[..cut], 1).unwrap();
+            assert_eq!(unpack(&again), None, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn lineages_differ_by_path_and_plan() {
+        let a = lineage(Path::new("/x/app.wasm"), b"sample");
+        assert_eq!(a, lineage(Path::new("/x/app.wasm"), b"sample"));
+        assert_ne!(a, lineage(Path::new("/x/other.wasm"), b"sample"));
+        assert_ne!(a, lineage(Path::new("/x/app.wasm"), b"cost"));
     }
 }

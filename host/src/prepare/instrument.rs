@@ -191,6 +191,8 @@ pub struct Prepared {
     pub functions: Vec<FunctionInfo>,
     /// Where it came from.
     pub stats: InstrumentationStats,
+    /// The key of its compiled functions' pack (see [`crate::prepare::compiled::lineage`]).
+    pub lineage: [u8; 32],
 }
 
 /// The key of a module's manifest: the module's digest, the probe plan and the agent
@@ -267,7 +269,8 @@ pub fn from_cache(
     plan: &ProbePlan,
     cache: &mut CacheSession,
 ) -> Option<Prepared> {
-    let hit = from_manifest(&manifest_key(&module.digest, plan), cache, path)?;
+    let mut hit = from_manifest(&manifest_key(&module.digest, plan), cache, path)?;
+    hit.lineage = crate::prepare::compiled::lineage(path, &plan.digest());
     tracing::debug!("instrumented module taken from the cache");
     Some(hit)
 }
@@ -366,6 +369,7 @@ pub fn instrument(
     cache.with(|c| c.set_note(Kind::Manifest, &manifest_key, note.as_bytes()));
 
     Ok(Prepared {
+        lineage: crate::prepare::compiled::lineage(path, &plan.digest()),
         bytes: out.bytes,
         digest: instrumented_digest,
         functions: functions_of(&manifest),
@@ -409,6 +413,7 @@ fn from_manifest(key: &[u8; 32], cache: &mut CacheSession, path: &Path) -> Optio
         .filter(|f| f.kind == "local")
         .count() as u32;
     Some(Prepared {
+        lineage: [0; 32],
         bytes,
         digest: module_key,
         functions: functions_of(&manifest),
@@ -417,7 +422,7 @@ fn from_manifest(key: &[u8; 32], cache: &mut CacheSession, path: &Path) -> Optio
             functions_instrumented: 0,
             functions_from_cache: defined,
             module_from_cache: true,
-            compiled_from_cache: false,
+            ..Default::default()
         },
     })
 }
@@ -429,21 +434,34 @@ pub fn compile(
     prepared: &mut Prepared,
     cache: &mut CacheSession,
 ) -> anyhow::Result<Module> {
-    let (module, from_cache) = compile_bytes(engine, &prepared.bytes, &prepared.digest, cache)?;
-    prepared.stats.compiled_from_cache = from_cache;
+    let (module, from_cache) = compile_bytes(
+        engine,
+        &prepared.bytes,
+        &prepared.digest,
+        cache,
+        Some(prepared.lineage),
+    )?;
+    prepared.stats.compiled_from_cache = from_cache.is_none();
+    if let Some(counts) = from_cache {
+        prepared.stats.compiled_functions_reused = counts.reused;
+        prepared.stats.compiled_functions = counts.compiled;
+    }
     Ok(module)
 }
 
 /// Compiles the module of `bytes` (whose blake3 is `digest`): from an authenticated artifact
 /// in the cache if there is one, else with Cranelift, storing the artifact for next time.
-/// Whether it came from the cache. Any module: the instrumented one, or with profiling off
-/// the original.
+/// Any module: the instrumented one, or with profiling off the original. With `lineage`
+/// (and an engine from [`crate::prepare::compiled::new_engine_caching`]), functions compiled
+/// before for that lineage are reused. `None` when the artifact was in the cache, else how
+/// many functions were compiled and reused.
 pub fn compile_bytes(
     engine: &Engine,
     bytes: &[u8],
     digest: &[u8; 32],
     cache: &mut CacheSession,
-) -> anyhow::Result<(Module, bool)> {
+    lineage: Option<[u8; 32]>,
+) -> anyhow::Result<(Module, Option<crate::prepare::compiled::CompiledCounts>)> {
     let fingerprint = artifacts::engine_fingerprint(engine);
     let secret = if cache.is_enabled() {
         cache.secret()
@@ -459,7 +477,7 @@ pub fn compile_bytes(
                 Ok(module) => {
                     tracing::debug!("compiled module taken from the cache");
                     cache.release();
-                    return Ok((module, true));
+                    return Ok((module, None));
                 }
                 // Expected for a copied cache: compile, and replace it below.
                 Err(e) => tracing::debug!("{e}; compiling"),
@@ -467,12 +485,12 @@ pub fn compile_bytes(
         }
     }
     // Functions compiled before (this module's previous version) come from the cache.
-    if let (Some(secret), Some(c)) = (&secret, cache.cache()) {
-        crate::prepare::compiled::attach(c.dir(), secret);
+    if let (Some(secret), Some(c), Some(lineage)) = (&secret, cache.cache(), lineage) {
+        crate::prepare::compiled::attach(c.dir(), secret, lineage);
     }
     tracing::debug!("compiling");
     let compiled = Module::new(engine, bytes);
-    crate::prepare::compiled::detach();
+    let counts = crate::prepare::compiled::detach();
     let module = compiled.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::debug!("compiled");
     if let Some(secret) = &secret {
@@ -495,5 +513,5 @@ pub fn compile_bytes(
         }
     }
     cache.release();
-    Ok((module, false))
+    Ok((module, Some(counts)))
 }

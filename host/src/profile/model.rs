@@ -101,6 +101,13 @@ pub struct InstrumentationStats {
     /// compiled.
     #[serde(default)]
     pub compiled_from_cache: bool,
+    /// When compiled: functions whose machine code came from the cache (compiled before
+    /// for an earlier version of the module).
+    #[serde(default)]
+    pub compiled_functions_reused: u64,
+    /// When compiled: functions Cranelift compiled.
+    #[serde(default)]
+    pub compiled_functions: u64,
 }
 
 /// A function of the original module, as profiles name it.
