@@ -214,6 +214,10 @@ fn accuracy_compares_every_mode_with_perf() {
     assert_eq!(program["name"], "interp");
     assert!(program["perf_samples"].as_u64().unwrap() > 0, "{program}");
     positive(program, "wprof_off");
+    // Profiling off against plain wasmtime, when the CLI is there.
+    if std::env::var_os("WASMTIME_CLI").is_some() {
+        positive(program, "wasmtime_run");
+    }
     let noise = program["perf_noise"].as_f64().unwrap();
     assert!((0.0..=1.0).contains(&noise), "{program}");
     let modes: Vec<&str> = program["modes"]

@@ -20,7 +20,8 @@ use serde::Serialize;
 use wprof_agent::ProbeMode;
 
 use super::perf::{perf_name, perf_truth, Distribution};
-use super::programs::{timed, wprof_run, Program};
+use super::process::{write_wasmtime_cache_config, WasmtimeCli};
+use super::programs::{timed, wasmtime_run, wprof_run, Program};
 use crate::exit::Failure;
 use crate::profile::Profile;
 use crate::stats::median;
@@ -68,6 +69,9 @@ pub struct ProgramAccuracy {
     pub perf_samples: u64,
     /// Median whole-process wall time with `WPROF=0`, in nanoseconds.
     pub wprof_off: u64,
+    /// Median whole-process wall time of `wasmtime run`, its compilation cache warm, in
+    /// nanoseconds; `None` without the wasmtime CLI.
+    pub wasmtime_run: Option<u64>,
     /// Per mode.
     pub modes: Vec<ModeAccuracy>,
     /// The functions of largest share in perf: name, perf's share, each mode's share.
@@ -85,9 +89,25 @@ fn self_times(profile: &Profile) -> Distribution {
 }
 
 /// Measures one program: perf twice, then every mode.
-pub fn measure(perf: &Path, program: &Program, runs: u32) -> Result<ProgramAccuracy, Failure> {
+pub fn measure(
+    perf: &Path,
+    program: &Program,
+    runs: u32,
+    wasmtime: Option<&WasmtimeCli>,
+) -> Result<ProgramAccuracy, Failure> {
     let scratch = tempfile::tempdir().context("failed to create a scratch directory")?;
     let dir = scratch.path();
+    let cache_config = dir.join("wasmtime-cache.toml");
+    let wasmtime_run = match wasmtime {
+        Some(cli) => {
+            write_wasmtime_cache_config(&cache_config, &dir.join("wasmtime-cache"))?;
+            let run = move || wasmtime_run(program, &cli.path, dir, &cache_config);
+            // Its cache warmed first, as wprof's is below.
+            timed(run(), program)?;
+            Some(run)
+        }
+        None => None,
+    };
 
     let profile_of = |mode: ProbeMode| dir.join(format!("{}.wprof", mode.name()));
     let profiled = |mode: ProbeMode| {
@@ -122,12 +142,16 @@ pub fn measure(perf: &Path, program: &Program, runs: u32) -> Result<ProgramAccur
         violations: Vec<String>,
     }
     let mut off = Vec::new();
+    let mut plain = Vec::new();
     let mut by_mode: Vec<Runs> = ProbeMode::ALL.iter().map(|_| Runs::default()).collect();
     for _ in 0..runs {
         off.push(timed(
             wprof_run(program, dir, &[("WPROF", "0")], &[]),
             program,
         )?);
+        if let Some(run) = &wasmtime_run {
+            plain.push(timed(run(), program)?);
+        }
         for (mode, runs) in ProbeMode::ALL.into_iter().zip(&mut by_mode) {
             runs.walls.push(timed(profiled(mode), program)?);
             let profile = Profile::read(&profile_of(mode))?;
@@ -185,6 +209,7 @@ pub fn measure(perf: &Path, program: &Program, runs: u32) -> Result<ProgramAccur
         perf_noise: distance(&truth, &again),
         perf_samples: total as u64,
         wprof_off,
+        wasmtime_run: (!plain.is_empty()).then(|| median(plain)),
         modes,
         top,
     })
@@ -198,12 +223,13 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
         out,
         "distance to perf (total variation of self-time shares over the module's functions; \
          0% = the same profile), median of {runs} run(s);\nperf noise = perf against its own \
-         second run; overhead = whole process / WPROF=0, caches warm"
+         second run; overhead = whole process / WPROF=0, caches warm; off/wasmtime = WPROF=0 \
+         / `wasmtime run` (its cache warm), whole processes"
     );
     let _ = write!(
         out,
-        "{:<12} {:>8} {:>10}",
-        "program", "samples", "perf noise"
+        "{:<12} {:>8} {:>10} {:>13}",
+        "program", "samples", "perf noise", "off/wasmtime"
     );
     for mode in ProbeMode::ALL {
         let _ = write!(
@@ -217,10 +243,14 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
     for r in results {
         let _ = write!(
             out,
-            "{:<12} {:>8} {:>9.1}%",
+            "{:<12} {:>8} {:>9.1}% {:>13}",
             r.name,
             r.perf_samples,
-            r.perf_noise * 100.0
+            r.perf_noise * 100.0,
+            r.wasmtime_run.map_or("-".to_string(), |w| format!(
+                "{:.2}x",
+                r.wprof_off as f64 / w.max(1) as f64
+            ))
         );
         for m in &r.modes {
             let _ = write!(out, " {:>11.1}% {:>8.2}x", m.distance * 100.0, m.overhead);

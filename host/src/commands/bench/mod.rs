@@ -80,7 +80,8 @@ For each module, medians of N runs (interleaved; empty stdin, output discarded):
   total variation distance between the two
   distributions of shares over the module's functions (0% = the same profile); perf against
   its own second run as the noise floor; each mode's whole process against WPROF=0 (caches
-  warm); the promises each mode's profiles broke (self <= inclusive for functions and
+  warm); WPROF=0 against `wasmtime run` with its compilation cache warm (off/wasmtime, when
+  the wasmtime CLI is installed: WASMTIME_CLI, else `wasmtime` on PATH); the promises each mode's profiles broke (self <= inclusive for functions and
   contexts, an edge's inclusive <= its callee's, sum of self = total, min_self <= max_self);
   and the five functions of largest share in perf with each mode's share. Exit 3 when perf is
   missing or may not sample, 4 when a program fails.
@@ -303,12 +304,13 @@ impl BenchCommand {
             programs.retain(|p| self.program_names.contains(&p.name));
         }
         let perf = perf::find_perf()?;
+        let wasmtime = process::WasmtimeCli::find()?;
         let mut results = Vec::new();
         for program in &programs {
             if !self.json {
                 eprintln!("wprof bench --accuracy: {} ...", program.name);
             }
-            results.push(accuracy::measure(&perf, program, runs)?);
+            results.push(accuracy::measure(&perf, program, runs, wasmtime.as_ref())?);
         }
         self.print(&results, || accuracy::table(&results, runs));
         Ok(0)

@@ -79,6 +79,16 @@ fn toml_string(path: &Path) -> String {
     serde_json::to_string(&path.to_string_lossy()).expect("a string serializes")
 }
 
+/// Writes a wasmtime cache configuration at `config` that keeps the cache in `directory`.
+pub fn write_wasmtime_cache_config(config: &Path, directory: &Path) -> Result<(), Failure> {
+    std::fs::write(
+        config,
+        format!("[cache]\ndirectory = {}\n", toml_string(directory)),
+    )
+    .context("failed to write a wasmtime cache configuration")?;
+    Ok(())
+}
+
 fn on_path(name: &str) -> Option<PathBuf> {
     let paths = std::env::var_os("PATH")?;
     std::env::split_paths(&paths)
@@ -226,14 +236,7 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
         cmd
     };
     let cache_config = dir.join("wasmtime-cache.toml");
-    std::fs::write(
-        &cache_config,
-        format!(
-            "[cache]\ndirectory = {}\n",
-            toml_string(&dir.join("wasmtime-cache"))
-        ),
-    )
-    .context("failed to write a wasmtime cache configuration")?;
+    write_wasmtime_cache_config(&cache_config, &dir.join("wasmtime-cache"))?;
     let wasmtime_warm = |cli: &WasmtimeCli| {
         let mut cmd = Command::new(&cli.path);
         cmd.current_dir(dir)

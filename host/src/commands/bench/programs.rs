@@ -35,6 +35,9 @@ pub struct Program {
     /// Where it prints it: `stdout` (the default) or `stderr`.
     #[serde(default)]
     pub expect_stream: Option<String>,
+    /// What `wasmtime run` needs besides the module and its folders (`-W exceptions=y`).
+    #[serde(default)]
+    pub wasmtime_flags: Vec<String>,
 }
 
 impl Program {
@@ -97,6 +100,22 @@ pub fn wprof_run(
         cmd.arg("--dir").arg(dir);
     }
     cmd.arg(&program.wasm).arg("--").args(&program.args);
+    cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    cmd
+}
+
+/// `wasmtime run` of `program` by the CLI at `cli`, its compilation cache as `cache_config`
+/// says, in `scratch`.
+pub fn wasmtime_run(program: &Program, cli: &Path, scratch: &Path, cache_config: &Path) -> Command {
+    let mut cmd = Command::new(cli);
+    cmd.current_dir(scratch)
+        .args(["run", "-C", "cache=y", "-C"])
+        .arg(format!("cache-config={}", cache_config.display()))
+        .args(&program.wasmtime_flags);
+    for dir in program.dir_args() {
+        cmd.arg("--dir").arg(dir);
+    }
+    cmd.arg(&program.wasm).args(&program.args);
     cmd.stdin(Stdio::null()).stdout(Stdio::null());
     cmd
 }
