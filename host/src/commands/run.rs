@@ -67,7 +67,7 @@ pub struct RunCommand {
     quiet: bool,
 
     /// Print on stderr how long each of wprof's own phases took (open the cache, load,
-    /// instrument, compile, instantiate, run, collect, encode, write), even with --quiet:
+    /// instrument, compile, instantiate, run, locate, collect, encode, write), even with --quiet:
     /// a table, or with `--timings=json` one JSON line.
     #[arg(long, value_enum, env = "WPROF_TIMINGS", value_name = "FORMAT", num_args = 0..=1, require_equals = true, default_missing_value = "text")]
     timings: Option<crate::timings::Format>,
@@ -295,7 +295,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             },
         )
     });
-    let Some((prepared, module)) = compiled else {
+    let Some((prepared, compiled)) = compiled else {
         let module = timings.time("compile", || {
             compile_original(&engine, &loaded, settings, &mut cache)
         })?;
@@ -328,7 +328,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     }
     let outcome = runner::run(
         &engine,
-        &module,
+        &compiled.module,
         settings,
         Stdio::Inherit,
         Some(runner::Probes {
@@ -337,6 +337,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             probe_code: (settings.mode == ProbeMode::Sample)
                 .then(|| wprof_agent::ProbeCode::of_module(&prepared.bytes))
                 .flatten(),
+            artifact: compiled.artifact.clone(),
         }),
     )?;
     timings.extend(&outcome.timings);
@@ -426,7 +427,7 @@ fn compile_original(
     cache: &mut CacheSession,
 ) -> Result<Module, Failure> {
     instrument::compile_bytes(engine, &loaded.bytes, &loaded.digest, cache, None)
-        .map(|(module, _)| module)
+        .map(|compiled| compiled.module)
         .map_err(|e| {
             if let Err(invalid) = loader::validate(loaded, &settings.module, engine) {
                 return invalid;

@@ -96,6 +96,13 @@ pub fn find(
     }))
 }
 
+impl FoundArtifact {
+    /// The artifact's file.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
 /// Why a found artifact was not loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {

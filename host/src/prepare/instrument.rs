@@ -433,35 +433,46 @@ pub fn compile(
     engine: &Engine,
     prepared: &mut Prepared,
     cache: &mut CacheSession,
-) -> anyhow::Result<Module> {
-    let (module, from_cache) = compile_bytes(
+) -> anyhow::Result<Compiled> {
+    let compiled = compile_bytes(
         engine,
         &prepared.bytes,
         &prepared.digest,
         cache,
         Some(prepared.lineage),
     )?;
-    prepared.stats.compiled_from_cache = from_cache.is_none();
-    if let Some(counts) = from_cache {
+    prepared.stats.compiled_from_cache = compiled.functions.is_none();
+    if let Some(counts) = compiled.functions {
         prepared.stats.compiled_functions_reused = counts.reused;
         prepared.stats.compiled_functions = counts.compiled;
     }
-    Ok(module)
+    Ok(compiled)
+}
+
+/// A compiled module and how it was obtained.
+#[derive(Debug)]
+pub struct Compiled {
+    /// The module.
+    pub module: Module,
+    /// `None` when it came whole from the cache, else how many functions were compiled
+    /// and reused.
+    pub functions: Option<crate::prepare::compiled::CompiledCounts>,
+    /// Its artifact file in the cache (wasmtime's serialized form), when there is one.
+    pub artifact: Option<std::path::PathBuf>,
 }
 
 /// Compiles the module of `bytes` (whose blake3 is `digest`): from an authenticated artifact
 /// in the cache if there is one, else with Cranelift, storing the artifact for next time.
 /// Any module: the instrumented one, or with profiling off the original. With `lineage`
 /// (and an engine from [`crate::prepare::compiled::new_engine_caching`]), functions compiled
-/// before for that lineage are reused. `None` when the artifact was in the cache, else how
-/// many functions were compiled and reused.
+/// before for that lineage are reused.
 pub fn compile_bytes(
     engine: &Engine,
     bytes: &[u8],
     digest: &[u8; 32],
     cache: &mut CacheSession,
     lineage: Option<[u8; 32]>,
-) -> anyhow::Result<(Module, Option<crate::prepare::compiled::CompiledCounts>)> {
+) -> anyhow::Result<Compiled> {
     let fingerprint = artifacts::engine_fingerprint(engine);
     let secret = if cache.is_enabled() {
         cache.secret()
@@ -477,7 +488,11 @@ pub fn compile_bytes(
                 Ok(module) => {
                     tracing::debug!("compiled module taken from the cache");
                     cache.release();
-                    return Ok((module, None));
+                    return Ok(Compiled {
+                        module,
+                        functions: None,
+                        artifact: Some(found.path().to_path_buf()),
+                    });
                 }
                 // Expected for a copied cache: compile, and replace it below.
                 Err(e) => tracing::debug!("{e}; compiling"),
@@ -512,6 +527,20 @@ pub fn compile_bytes(
             Err(e) => tracing::debug!("cannot serialize the compiled module: {e}"),
         }
     }
+    // Where the artifact just stored is (found without a lookup, which would count a hit).
+    let artifact = cache
+        .cache()
+        .map(|c| {
+            c.file_path(
+                Kind::Artifact,
+                &artifacts::artifact_key(digest, &fingerprint),
+            )
+        })
+        .filter(|path| path.is_file());
     cache.release();
-    Ok((module, Some(counts)))
+    Ok(Compiled {
+        module,
+        functions: Some(counts),
+        artifact,
+    })
 }

@@ -4,6 +4,8 @@
 
 use wprof_agent::{ProbeImports, ProbeMode};
 
+use crate::run::address_map::ArtifactAddressMap;
+
 /// What runs at an address of the module's compiled code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Running {
@@ -65,9 +67,21 @@ impl CodeMap {
     }
 
     /// The byte offset in the wasm module of the instruction each of `pcs` (sorted) is part
-    /// of, through `module`'s address map (`module` being the module this map was made
-    /// of); `None` where the map has no offset, or `module` no map.
-    pub fn module_offsets(&self, module: &wasmtime::Module, pcs: &[usize]) -> Vec<Option<u32>> {
+    /// of: looked up in `artifact`'s address map when given, else through `module`'s (the
+    /// module this map was made of), which is read whole; `None` where the map has no
+    /// offset, or `module` no map.
+    pub fn module_offsets(
+        &self,
+        module: &wasmtime::Module,
+        artifact: Option<&ArtifactAddressMap>,
+        pcs: &[usize],
+    ) -> Vec<Option<u32>> {
+        if let Some(map) = artifact {
+            return pcs
+                .iter()
+                .map(|&pc| map.file_offset(pc.wrapping_sub(self.text)))
+                .collect();
+        }
         let Some(entries) = module.address_map() else {
             return vec![None; pcs.len()];
         };
@@ -159,7 +173,7 @@ mod tests {
         let b_body = bodies[2].clone();
         let (b_start, b_end, _) = map.ranges[2];
         let pcs: Vec<usize> = (b_start..b_end).collect();
-        let offsets = map.module_offsets(&module, &pcs);
+        let offsets = map.module_offsets(&module, None, &pcs);
         assert!(offsets.iter().flatten().count() > 0);
         for offset in offsets.into_iter().flatten() {
             assert!(

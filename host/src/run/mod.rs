@@ -6,11 +6,14 @@
 //! into the [`collector`], less the probe cost [`calibrate`] measured; the inline modes count
 //! in module memory, read back by [`inline_tree`]; in sample mode [`sampler`] charges time
 //! to where the program is, asking its thread ([`interrupt`]) for the program counter, which
-//! [`code_map`] names and [`attribution`] places in the tree. [`to_profile`] turns a finished run into its profile.
+//! [`code_map`] names, [`address_map`] places in the module's bytes (a probe's, or the
+//! original's) and [`attribution`] places in the tree. [`to_profile`] turns a finished run
+//! into its profile.
 //!
 //! May use: `profile` only. Nothing here touches the cache; the agent is called only to
 //! instrument the calibration module and to map trap offsets back to the original.
 
+pub mod address_map;
 pub mod attribution;
 pub mod backtrace;
 pub mod calibrate;

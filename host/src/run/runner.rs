@@ -10,6 +10,7 @@ use wasmtime_wasi::WasiCtxBuilder;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::exit::Failure;
+use crate::run::address_map::ArtifactAddressMap;
 use crate::run::attribution::Attribution;
 use crate::run::code_map::CodeMap;
 use crate::run::collector::{Collector, PS_PER_NS};
@@ -264,13 +265,18 @@ fn call_start(
     instance: &wasmtime::Instance,
     module: &Module,
     mode: Option<ProbeMode>,
-    probe_code: Option<&ProbeCode>,
+    probe_code: Option<(&ProbeCode, Option<&std::path::Path>)>,
     settings: &RunSettings,
-    shown: &str,
+    timings: &mut Timings,
 ) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
     let start = instance
         .get_typed_func::<(), ()>(&mut *store, "_start")
-        .map_err(|e| Failure::input(format!("{shown} has no usable `_start`: {e}")))?;
+        .map_err(|e| {
+            Failure::input(format!(
+                "{} has no usable `_start`: {e}",
+                settings.module.display()
+            ))
+        })?;
     if mode.is_some_and(ProbeMode::counts_inline) {
         reset_slot(store, instance);
     }
@@ -325,8 +331,10 @@ fn call_start(
             });
             let wall_time = started.elapsed();
             if let (Some(samples), Some(code)) = (samples.as_mut(), code.as_ref()) {
-                let probes = probe_pcs(module, code, probe_code, &samples.located_pcs());
-                samples.resolve(code, &probes);
+                timings.time("locate", || {
+                    let probes = probe_pcs(module, code, probe_code, &samples.located_pcs());
+                    samples.resolve(code, &probes);
+                });
             }
             (result, samples, wall_time)
         }
@@ -339,17 +347,22 @@ fn call_start(
 }
 
 /// Which of `pcs` (sorted) are in wprof's probes rather than the original's instructions,
-/// by the module's address map and its probe-code section (none without the section).
+/// by the module's address map (from its artifact file when there is one) and its
+/// probe-code section (none without the section).
 fn probe_pcs(
     module: &Module,
     code: &CodeMap,
-    probe_code: Option<&ProbeCode>,
+    probe_code: Option<(&ProbeCode, Option<&std::path::Path>)>,
     pcs: &[usize],
 ) -> HashSet<usize> {
-    let Some(probe_code) = probe_code else {
+    let Some((probe_code, artifact)) = probe_code else {
         return HashSet::new();
     };
-    code.module_offsets(module, pcs)
+    if pcs.is_empty() {
+        return HashSet::new();
+    }
+    let artifact = artifact.and_then(ArtifactAddressMap::open);
+    code.module_offsets(module, artifact.as_ref(), pcs)
         .into_iter()
         .zip(pcs)
         .filter(|(offset, _)| offset.is_some_and(|o| probe_code.contains(o)))
@@ -367,6 +380,9 @@ pub struct Probes {
     /// Sample mode: which bytes of the module are probes (its `wprof.probe-code` section),
     /// to leave out the time they take.
     pub probe_code: Option<ProbeCode>,
+    /// The module's compiled artifact file, whose address map finds a sampled program
+    /// counter's wasm offset quickly (see [`crate::run::address_map`]).
+    pub artifact: Option<std::path::PathBuf>,
 }
 
 /// Runs `module`'s `_start`. With `probes`, the probe imports are linked to its collector.
@@ -383,6 +399,7 @@ pub fn run(
         .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
     let mode = probes.as_ref().map(|p| p.mode);
     let probe_code = probes.as_mut().and_then(|p| p.probe_code.take());
+    let artifact = probes.as_mut().and_then(|p| p.artifact.take());
     if let Some(mode) = mode {
         define_probes(&mut linker, mode)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
@@ -412,9 +429,9 @@ pub fn run(
                 &instance,
                 module,
                 mode,
-                probe_code.as_ref(),
+                probe_code.as_ref().map(|code| (code, artifact.as_deref())),
                 settings,
-                &shown,
+                &mut timings,
             )?;
             timings.record(PROGRAM, std::time::Duration::from_nanos(wall_time));
             if let Some(mode) = mode.filter(|m| m.counts_inline()) {

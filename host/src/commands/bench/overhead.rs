@@ -119,6 +119,7 @@ impl Instrumented {
                 probe_code: (self.mode == ProbeMode::Sample)
                     .then(|| wprof_agent::ProbeCode::of_module(&self.prepared.bytes))
                     .flatten(),
+                artifact: None,
             }),
         )?;
         let collector = outcome
