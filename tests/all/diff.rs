@@ -147,3 +147,28 @@ fn diff_refuses_bad_input_with_exit_2() {
         assert!(stderr(&out).contains("error"), "{args:?}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn the_default_diff_fits_a_screen_and_says_what_it_left_out() {
+    let s = Scratch::new();
+    for (name, factor) in [("old.wasm", 1), ("new.wasm", 2)] {
+        let module = crate::report::fifty_functions(&s, name, factor);
+        let out = s.run(&["run", "-q", "--mode", "cost", module.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    // A function's row: ten columns, the last its name.
+    let rows = |text: &str| {
+        text.lines()
+            .filter(|l| l.split_whitespace().count() == 10 && l.contains('%'))
+            .count()
+    };
+    let default = stdout(&s.run(&["diff", "old.wprof", "new.wprof"]));
+    assert_eq!(rows(&default), 30, "{default}");
+    assert!(
+        default.contains("... 21 more changed functions: `--top 0` shows all"),
+        "{default}"
+    );
+    let all = stdout(&s.run(&["diff", "old.wprof", "new.wprof", "--top", "0"]));
+    assert_eq!(rows(&all), 51, "{all}");
+    assert!(!all.contains("more changed"), "{all}");
+}

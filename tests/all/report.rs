@@ -151,7 +151,7 @@ fn flat_rows(text: &str) -> Vec<(String, u64, u64, u64, String, String)> {
     text.lines()
         .skip_while(|l| !l.contains("self%"))
         .skip(1)
-        .take_while(|l| !l.trim().is_empty())
+        .take_while(|l| !l.trim().is_empty() && !l.starts_with("..."))
         .map(|l| {
             let fields: Vec<&str> = l.split_whitespace().collect();
             let n = |i: usize| fields[i].parse::<u64>().unwrap();
@@ -270,4 +270,59 @@ fn bad_regex_is_one_line_and_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stdout(&out).is_empty());
     assert!(stderr(&out).contains("--filter"), "{}", stderr(&out));
+}
+
+/// A module whose `_start` calls 50 functions, `$fK` looping K times `factor`: known
+/// costs, many functions.
+pub fn fifty_functions(s: &Scratch, name: &str, factor: u32) -> std::path::PathBuf {
+    let mut wat = String::from("(module\n");
+    for k in 1..=50 {
+        wat.push_str(&format!(
+            "(func $f{k} (local i32) (local.set 0 (i32.const {}))
+               (loop $l (local.set 0 (i32.sub (local.get 0) (i32.const 1)))
+                 (br_if $l (local.get 0))))\n",
+            k * factor
+        ));
+    }
+    wat.push_str("(func (export \"_start\")");
+    for k in 1..=50 {
+        wat.push_str(&format!(" (call $f{k})"));
+    }
+    wat.push_str("))");
+    s.wat_module(name, &wat)
+}
+
+#[test]
+fn the_default_text_report_fits_a_screen_and_says_what_it_left_out() {
+    let s = Scratch::new();
+    let module = fifty_functions(&s, "fifty.wasm", 1);
+    let out = s.run(&["run", "-q", "--mode", "cost", module.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let default = stdout(&s.run(&["report", "fifty.wprof"]));
+    let rows = flat_rows(&default);
+    // 51 functions; the largest 30 do not make 95% of the cost, so the cap holds.
+    assert_eq!(rows.len(), 30, "{default}");
+    assert_eq!(rows[0].0, "f50");
+    assert!(default.contains("top 30 of 51"), "{default}");
+    let left_out = default
+        .lines()
+        .find(|l| l.starts_with("... 21 more functions with "))
+        .unwrap_or_else(|| panic!("no line for what was left out:\n{default}"));
+    assert!(left_out.contains("`--top 0` shows all"), "{left_out}");
+    // `_start` calls 50 functions: the five largest, then one line for the rest.
+    let start = stdout(&s.run(&["report", "fifty.wprof", "--filter", "^_start$"]));
+    assert_eq!(start.matches("    calls     f").count(), 5, "{start}");
+    assert!(start.contains("    ... 45 more callees with "), "{start}");
+    let all = stdout(&s.run(&["report", "fifty.wprof", "--top", "0"]));
+    assert_eq!(flat_rows(&all).len(), 51);
+    assert!(!all.contains("more function"), "{all}");
+    assert!(!all.contains("more callees"), "{all}");
+    assert_eq!(all.matches("    calls     f").count(), 50);
+    // In another order the default is the first 30.
+    let by_name = stdout(&s.run(&["report", "fifty.wprof", "--sort", "name"]));
+    assert_eq!(flat_rows(&by_name).len(), 30);
+    // A profile that fits is shown whole, with no such line.
+    fib_profile(&s);
+    let fib = stdout(&s.run(&["report", "fib.wprof"]));
+    assert!(!fib.contains("more function"), "{fib}");
 }

@@ -18,6 +18,9 @@ use crate::exit::Failure;
 use crate::profile::{FunctionRecord, Profile};
 use crate::report::percent;
 
+/// Changed functions shown without `--top`: what fits a screen.
+const DEFAULT_TOP: usize = 30;
+
 /// The exit code when a function's cost grew past `--threshold`.
 pub const REGRESSION: i32 = 1;
 
@@ -45,7 +48,8 @@ pub struct DiffCommand {
     #[arg(long, value_name = "PCT", value_parser = parse_threshold, default_value_t = 0.0)]
     min_share: f64,
 
-    /// Show at most N functions (the largest changes first); regressions are always listed.
+    /// Show at most N functions (the largest changes first), 0 for all of them; regressions
+    /// are always listed [default: 30]
     #[arg(long, value_name = "N")]
     top: Option<usize>,
 
@@ -234,12 +238,14 @@ pub fn render(old: &Profile, new: &Profile, gate: Gate) -> (String, Vec<Change>)
         "new calls",
         "calls Δ"
     );
-    let shown = all.iter().filter(|c| c.magnitude() != (0, 0, 0));
-    let shown: Vec<&Change> = match top {
-        Some(n) => shown.take(n).collect(),
-        None => shown.collect(),
+    let changed: Vec<&Change> = all.iter().filter(|c| c.magnitude() != (0, 0, 0)).collect();
+    let limit = match top {
+        Some(0) => changed.len(),
+        Some(n) => n,
+        None => DEFAULT_TOP,
     };
-    for c in &shown {
+    let (shown, left_out) = changed.split_at(limit.min(changed.len()));
+    for c in shown {
         let _ = writeln!(
             out,
             "{:>12} {:>12} {:>9} {:>12} {:>12} {:>9} {:>10} {:>10} {:>9}  {}{}",
@@ -256,7 +262,15 @@ pub fn render(old: &Profile, new: &Profile, gate: Gate) -> (String, Vec<Change>)
             if c.import { " [import]" } else { "" },
         );
     }
-    let unchanged = all.len() - all.iter().filter(|c| c.magnitude() != (0, 0, 0)).count();
+    if !left_out.is_empty() {
+        let _ = writeln!(
+            out,
+            "... {} more changed function{}: `--top 0` shows all, `--top N` the first N",
+            left_out.len(),
+            if left_out.len() == 1 { "" } else { "s" }
+        );
+    }
+    let unchanged = all.len() - changed.len();
     if unchanged > 0 {
         let _ = writeln!(out, "({unchanged} functions unchanged)");
     }

@@ -25,7 +25,9 @@ pub struct ReportCommand {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
 
-    /// Show only the N first functions of the flat profile, in `--sort` order (text).
+    /// Show the N first functions of the flat profile, in `--sort` order; 0 for all of
+    /// them (text) [default: what fits a screen: the fewest functions that make up 95% of the
+    /// self time, 10 to 30 of them, and the five largest callers and callees of each]
     #[arg(long, value_name = "N")]
     top: Option<usize>,
 
@@ -93,7 +95,7 @@ impl ReportCommand {
             source::symbolize(&mut profile, &self.profile, self.module.as_deref())?
         };
         let options = Options {
-            top: self.top,
+            top: crate::report::Top::from_flag(self.top),
             filter: self.filter.clone(),
             sort: self.sort,
             symbols,

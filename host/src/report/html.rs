@@ -130,7 +130,7 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
         }
     };
 
-    let mut functions: Vec<FunctionRow> = super::select(profile, &super::Options::default())
+    let mut functions: Vec<FunctionRow> = super::matching(profile, &super::Options::default())
         .into_iter()
         .map(|f| {
             let mut callers: Vec<_> = edges

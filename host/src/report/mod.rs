@@ -87,11 +87,67 @@ impl SortKey {
     }
 }
 
+/// How many functions the text report shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Top {
+    /// What fits a screen: by self time, the fewest functions that make up
+    /// [`Top::FIT_SHARE`] of the total, at least [`Top::FIT_MIN`] and at most
+    /// [`Top::FIT_MAX`]; in any other order, the first [`Top::FIT_MAX`].
+    #[default]
+    Fit,
+    /// Every function.
+    All,
+    /// The first N.
+    First(usize),
+}
+
+impl Top {
+    /// The part of the total self time the default report covers.
+    pub const FIT_SHARE: f64 = 0.95;
+    /// The fewest functions the default report shows (when there are that many).
+    pub const FIT_MIN: usize = 10;
+    /// The most functions the default report shows.
+    pub const FIT_MAX: usize = 30;
+
+    /// `--top N`: 0 for every function; absent for what fits.
+    pub fn from_flag(n: Option<usize>) -> Self {
+        match n {
+            None => Top::Fit,
+            Some(0) => Top::All,
+            Some(n) => Top::First(n),
+        }
+    }
+
+    /// How many of `functions` (in `sort` order) to show.
+    pub fn count(self, functions: &[&FunctionRecord], sort: SortKey) -> usize {
+        match self {
+            Top::All => functions.len(),
+            Top::First(n) => n.min(functions.len()),
+            Top::Fit if sort != SortKey::SelfTime => Self::FIT_MAX.min(functions.len()),
+            Top::Fit => {
+                let total: u64 = functions.iter().map(|f| f.self_time).sum();
+                let goal = (total as f64 * Self::FIT_SHARE).ceil() as u64;
+                let mut covered = 0u64;
+                let reached = functions
+                    .iter()
+                    .position(|f| {
+                        covered += f.self_time;
+                        covered >= goal
+                    })
+                    .map_or(functions.len(), |at| at + 1);
+                reached
+                    .clamp(Self::FIT_MIN, Self::FIT_MAX)
+                    .min(functions.len())
+            }
+        }
+    }
+}
+
 /// What to show, for the formats that select (text, html).
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// Show at most this many functions in the flat profile (all if `None`).
-    pub top: Option<usize>,
+    /// How many functions the flat profile shows.
+    pub top: Top,
     /// Show only the functions whose name matches.
     pub filter: Option<regex::Regex>,
     /// Order of the flat profile.
@@ -117,6 +173,13 @@ pub fn render(profile: &Profile, format: Format, options: &Options) -> anyhow::R
 
 /// The functions to show, in `options.sort` order, filtered and cut to `options.top`.
 pub fn select<'p>(profile: &'p Profile, options: &Options) -> Vec<&'p FunctionRecord> {
+    let mut functions = matching(profile, options);
+    functions.truncate(options.top.count(&functions, options.sort));
+    functions
+}
+
+/// Every function `options.filter` lets through, in `options.sort` order.
+pub fn matching<'p>(profile: &'p Profile, options: &Options) -> Vec<&'p FunctionRecord> {
     let mut functions: Vec<&FunctionRecord> = profile
         .functions
         .iter()
@@ -138,9 +201,6 @@ pub fn select<'p>(profile: &'p Profile, options: &Options) -> Vec<&'p FunctionRe
         }
         SortKey::Calls => functions.sort_by(|a, b| b.calls.cmp(&a.calls).then(by_name(a, b))),
         SortKey::Name => functions.sort_by(by_name),
-    }
-    if let Some(top) = options.top {
-        functions.truncate(top);
     }
     functions
 }
@@ -311,7 +371,7 @@ pub(crate) mod tests {
         o.sort = SortKey::Name;
         assert_eq!(ids(&o), vec![0, 1, 2]);
         o.filter = Some(regex::Regex::new("^[ab]").unwrap());
-        o.top = Some(1);
+        o.top = Top::First(1);
         assert_eq!(ids(&o), vec![1]);
     }
 }

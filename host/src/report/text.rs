@@ -1,16 +1,18 @@
 //! `--format text` (the default): a flat profile (sorted by self time unless `--sort` says
-//! otherwise, cut by `--top`, selected by `--filter`), then, per function shown, who called
-//! it and what it called, with calls and the share of its inclusive time.
+//! otherwise, selected by `--filter`, cut by `--top`: by default to what fits a screen, see
+//! [`Top::Fit`], with a line saying what was left out), then, per function shown, who called
+//! it and what it called, with calls and the share of its inclusive time (the five largest
+//! each way unless `--top 0`).
 
 use std::fmt::Write;
 
-use super::{names, percent, select, Options};
+use super::{matching, names, percent, Options, Top};
 use crate::display::format_amount;
-use crate::profile::{FunctionRecord, Profile};
+use crate::profile::{EdgeRecord, FunctionRecord, Profile};
 
 /// Functions sorted by self time, most expensive first (ties by name).
 pub fn by_self_time(profile: &Profile) -> Vec<&FunctionRecord> {
-    select(profile, &Options::default())
+    matching(profile, &Options::default())
 }
 
 /// The flat profile table: header plus one line per function.
@@ -84,7 +86,9 @@ pub fn render(profile: &Profile, options: &Options) -> String {
         );
     }
     let _ = writeln!(out);
-    let functions = select(profile, options);
+    let matching = matching(profile, options);
+    let shown = options.top.count(&matching, options.sort);
+    let (functions, left_out) = matching.split_at(shown);
     let _ = writeln!(
         out,
         "Flat profile (sorted by {}{}{}):",
@@ -94,16 +98,29 @@ pub fn render(profile: &Profile, options: &Options) -> String {
             .as_ref()
             .map(|re| format!(", names matching /{re}/"))
             .unwrap_or_default(),
-        match options.top {
-            Some(n) if n < profile.functions.len() => format!(", top {n}"),
-            _ => String::new(),
+        if left_out.is_empty() {
+            String::new()
+        } else {
+            format!(", top {shown} of {}", matching.len())
         }
     );
     if functions.is_empty() {
         let _ = writeln!(out, "(no function matches)");
         return out;
     }
-    out.push_str(&flat_table(profile, &functions));
+    out.push_str(&flat_table(profile, functions));
+    if !left_out.is_empty() {
+        let rest: u64 = left_out.iter().map(|f| f.self_time).sum();
+        let _ = writeln!(
+            out,
+            "... {} more function{} with {:.2}% of the self {}: `--top 0` shows all, `--top N` \
+             the first N",
+            left_out.len(),
+            if left_out.len() == 1 { "" } else { "s" },
+            percent(rest, profile.total),
+            if profile.unit == "ns" { "time" } else { "cost" }
+        );
+    }
 
     let _ = writeln!(out);
     let _ = writeln!(
@@ -132,6 +149,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
         );
         let mut callers: Vec<_> = profile.edges.iter().filter(|e| e.callee == f.id).collect();
         callers.sort_by_key(|e| std::cmp::Reverse(e.inclusive));
+        let (callers, more_callers) = callers.split_at(edges_shown(callers.len(), options.top));
         for e in callers {
             let _ = writeln!(
                 out,
@@ -150,7 +168,9 @@ pub fn render(profile: &Profile, options: &Options) -> String {
             .iter()
             .filter(|e| e.caller == Some(f.id))
             .collect();
+        more_edges(&mut out, "caller", more_callers, f.inclusive);
         callees.sort_by_key(|e| std::cmp::Reverse(e.inclusive));
+        let (callees, more_callees) = callees.split_at(edges_shown(callees.len(), options.top));
         for e in callees {
             let _ = writeln!(
                 out,
@@ -164,6 +184,33 @@ pub fn render(profile: &Profile, options: &Options) -> String {
                 percent(e.inclusive, f.inclusive)
             );
         }
+        more_edges(&mut out, "callee", more_callees, f.inclusive);
     }
     out
+}
+
+/// Callers (and callees) shown per function: all with `--top 0`, else the
+/// [`MAX_EDGES`] of largest inclusive time.
+fn edges_shown(edges: usize, top: Top) -> usize {
+    match top {
+        Top::All => edges,
+        _ => edges.min(MAX_EDGES),
+    }
+}
+
+/// Callers (and callees) shown per function by default.
+const MAX_EDGES: usize = 5;
+
+/// The line that says how many callers (or callees) were left out.
+fn more_edges(out: &mut String, what: &str, left_out: &[&EdgeRecord], inclusive: u64) {
+    if left_out.is_empty() {
+        return;
+    }
+    let rest: u64 = left_out.iter().map(|e| e.inclusive).sum();
+    let _ = writeln!(
+        out,
+        "    ... {} more {what}s with {:.2}% (`--top 0` shows all)",
+        left_out.len(),
+        percent(rest, inclusive)
+    );
 }
