@@ -20,7 +20,14 @@ const ROOMS: &[(&str, &[&str])] = &[
 
 /// Helpers at the crate's root: every room may use them; they use no room.
 const HELPERS: &[&str] = &[
-    "display", "exit", "logging", "settings", "progress", "stats", "timings",
+    "display",
+    "environment",
+    "exit",
+    "logging",
+    "settings",
+    "progress",
+    "stats",
+    "timings",
 ];
 
 /// One module: its path (`run::collector`) and its code, comments stripped.

@@ -24,6 +24,7 @@ pub mod report;
 pub mod run;
 
 pub mod display;
+pub mod environment;
 pub mod exit;
 pub mod logging;
 pub mod settings;

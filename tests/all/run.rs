@@ -590,6 +590,19 @@ fn help_documents_the_environment() {
     ] {
         assert!(run.contains(var), "wprof run --help lacks {var}");
     }
+    // Both list every variable the code reads (one list: wprof::environment), and the
+    // modes as `--mode` takes them, with the same default.
+    for v in wprof::environment::VARIABLES {
+        assert!(top.contains(v.name), "wprof --help lacks {}", v.name);
+        assert!(run.contains(v.name), "wprof run --help lacks {}", v.name);
+    }
+    for help in [&top, &run] {
+        assert!(
+            help.contains("WPROF_MODE               sample|time|cost: what `wprof run` measures (like --mode; default sample)"),
+            "{help}"
+        );
+    }
+    assert!(run.contains("[default: sample]"), "{run}");
     for flag in [
         "--dir",
         "--env",

@@ -29,27 +29,46 @@ use crate::exit::USAGE_OR_INPUT;
 /// called whom). Instrumented code is cached, so each function is instrumented once; the
 /// original .wasm file is only ever read.
 #[derive(Debug, Parser)]
-#[command(name = "wprof", version, propagate_version = true, after_help = AFTER_HELP)]
+#[command(name = "wprof", version, propagate_version = true, after_help = after_help())]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
-const AFTER_HELP: &str = "\
-Environment:
-  WPROF            0/off/false: run programs unprofiled, exactly as plain wasmtime would
-  WPROF_OUT        profile path for `wprof run` (default ./<module stem>.wprof)
-  WPROF_CACHE_DIR  cache directory (default $XDG_CACHE_HOME/wprof, else ~/.cache/wprof)
-  WPROF_CACHE_MAX_SIZE  size cap kept after runs that store something (default 1G; off)
-  WPROF_MODE       time|sample|cost: what `wprof run` measures (default time)
-  WPROF_SAMPLE_PERIOD_US  sample mode's period in µs (default 100)
-  WPROF_CALL_SITES 1/true: split caller -> callee edges by call site
-  WPROF_LOG        filter for wprof's own logs on stderr, e.g. `debug` (default: off)
-
+/// `wprof --help`'s closing sections.
+fn after_help() -> String {
+    format!(
+        "{}\n\
 Exit status:
   `wprof run` exits with the program's exit code; wprof's own errors exit with 2.
   `wprof diff --threshold PCT` exits with 1 when a function's cost grew past PCT.
-  `wprof cache verify` exits with 1 when it found bad entries.";
+  `wprof cache verify` exits with 1 when it found bad entries.",
+        environment_help()
+    )
+}
+
+/// The environment variables' help, filled from the definitions the code uses: the modes
+/// and the default one from [`run::Mode`], the sample period from the sampler.
+pub(crate) fn environment_help() -> String {
+    use clap::ValueEnum;
+    let modes: Vec<String> = run::Mode::value_variants()
+        .iter()
+        .filter_map(|m| m.to_possible_value())
+        .map(|v| v.get_name().to_string())
+        .collect();
+    let default_mode = run::Mode::default()
+        .to_possible_value()
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default();
+    crate::environment::help(&[
+        ("modes", modes.join("|")),
+        ("default_mode", default_mode),
+        (
+            "period_us",
+            crate::run::sampler::DEFAULT_PERIOD.as_micros().to_string(),
+        ),
+    ])
+}
 
 #[derive(Debug, Subcommand)]
 enum Command {

@@ -20,7 +20,7 @@ use crate::timings::Timings;
 
 /// Run a WASI (preview 1) command module with probes, then write its profile.
 #[derive(Debug, clap::Args)]
-#[command(after_help = RUN_AFTER_HELP)]
+#[command(after_help = run_after_help())]
 pub struct RunCommand {
     /// Give the program a host directory, as `HOST` or `HOST::GUEST` (repeatable).
     #[arg(long = "dir", value_name = "HOST[::GUEST]")]
@@ -49,7 +49,7 @@ pub struct RunCommand {
 
     /// Sample mode: microseconds between two readings of the running context (shorter:
     /// finer estimates, more work for the sampling thread).
-    #[arg(long, value_name = "MICROSECONDS", default_value_t = 100, env = "WPROF_SAMPLE_PERIOD_US", value_parser = clap::value_parser!(u64).range(10..=1_000_000))]
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = crate::run::sampler::DEFAULT_PERIOD.as_micros() as u64, env = "WPROF_SAMPLE_PERIOD_US", value_parser = clap::value_parser!(u64).range(10..=1_000_000))]
     sample_period_us: u64,
 
     /// Keep the probes' own cost in the times (time mode subtracts it by default, measured
@@ -85,25 +85,12 @@ pub struct RunCommand {
     args: Vec<String>,
 }
 
-const RUN_AFTER_HELP: &str = "\
-Environment:
-  WPROF=0|off|false   run the original module as plain wasmtime would: no probes,
-                      no profile; its compiled code is cached (not with --no-cache)
-  WPROF_OUT           profile path (like -o)
-  WPROF_CACHE_DIR     cache directory (like --cache-dir)
-  WPROF_CACHE_MAX_SIZE  size cap of the cache, kept after runs that store something
-                      (default 1G; `off` for none; see `wprof cache gc`)
-  WPROF_MODE          time|sample|cost (like --mode; default sample)
-  WPROF_CALL_SITES    1|0: like --call-sites
-  WPROF_SAMPLE_PERIOD_US  sample mode's period (like --sample-period-us)
-  WPROF_PERFMAP=1     write /tmp/perf-PID.map so that `perf report` names the wasm
-                      functions (of the original with WPROF=0, else the instrumented)
-  WPROF_TIMINGS       text|json: print wprof's own phase times (like --timings)
-  WPROF_PROGRESS_DELAY_MS  how long a start (instrumenting, compiling) runs before its
-                      progress bar shows on a terminal (default 1000)
-  WPROF_LOG           wprof's own log filter, e.g. `debug` (off by default); `info`
-                      logs each phase's duration
+/// `wprof run --help`'s closing sections.
+fn run_after_help() -> String {
+    format!("{}\n{RUN_EXAMPLES}", super::environment_help())
+}
 
+const RUN_EXAMPLES: &str = "\
 Examples:
   wprof run app.wasm -- input.txt
   wprof run --dir data::/data -o app.wprof app.wasm
@@ -174,7 +161,7 @@ pub struct ProbeArgs {
     /// are estimates.
     /// `cost`: executed wasm instructions (deterministic: the same program and input give
     /// the same profile on every run and machine).
-    #[arg(long, value_enum, default_value_t = Mode::Sample, env = "WPROF_MODE")]
+    #[arg(long, value_enum, default_value_t = Mode::default(), env = "WPROF_MODE")]
     pub mode: Mode,
 
     /// Split caller -> callee edges by call site (the call's offset in the caller, shown
@@ -195,9 +182,10 @@ impl ProbeArgs {
 }
 
 /// The probe modes, as the command line names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Mode {
     /// Exact calls and contexts, sampled time (the default).
+    #[default]
     Sample,
     /// Exact calls and nanoseconds per activation.
     Time,

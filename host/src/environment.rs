@@ -1,0 +1,154 @@
+//! The environment variables wprof reads, in one list: `wprof --help` and `wprof run --help`
+//! print it, and a test checks it against every `WPROF_` name in the source, so that help
+//! and code cannot drift apart.
+//!
+//! A meaning may name `{modes}`, `{default_mode}` and `{period_us}`: the caller fills them in
+//! from the definitions the code uses (the mode enum, the sampler's period).
+
+/// One variable.
+#[derive(Debug, Clone, Copy)]
+pub struct Variable {
+    /// Its name.
+    pub name: &'static str,
+    /// What it does; lines after the first are continuations.
+    pub meaning: &'static str,
+}
+
+/// Every variable wprof reads.
+pub const VARIABLES: &[Variable] = &[
+    Variable {
+        name: "WPROF",
+        meaning: "0|off|false: run the original module as plain wasmtime would: no probes,\n\
+                  no profile; its compiled code is cached (not with --no-cache)",
+    },
+    Variable {
+        name: "WPROF_MODE",
+        meaning: "{modes}: what `wprof run` measures (like --mode; default {default_mode})",
+    },
+    Variable {
+        name: "WPROF_OUT",
+        meaning: "profile path (like -o; default ./<module stem>.wprof)",
+    },
+    Variable {
+        name: "WPROF_CACHE_DIR",
+        meaning: "cache directory (like --cache-dir; default $XDG_CACHE_HOME/wprof,\n\
+                  else ~/.cache/wprof)",
+    },
+    Variable {
+        name: "WPROF_CACHE_MAX_SIZE",
+        meaning: "size cap of the cache, kept after runs that store something\n\
+                  (default 1G; `off` for none; see `wprof cache gc`)",
+    },
+    Variable {
+        name: "WPROF_CALL_SITES",
+        meaning: "1|0: like --call-sites (caller -> callee edges split by call site)",
+    },
+    Variable {
+        name: "WPROF_SAMPLE_PERIOD_US",
+        meaning: "sample mode's period in µs (like --sample-period-us; default {period_us})",
+    },
+    Variable {
+        name: "WPROF_PERFMAP",
+        meaning: "1: write /tmp/perf-PID.map so that `perf report` names the wasm\n\
+                  functions (of the original with WPROF=0, else the instrumented)",
+    },
+    Variable {
+        name: "WPROF_TIMINGS",
+        meaning: "text|json: print wprof's own phase times (like --timings)",
+    },
+    Variable {
+        name: "WPROF_PROGRESS_DELAY_MS",
+        meaning: "how long a start (instrumenting, compiling) runs before its\n\
+                  progress bar shows on a terminal (default 1000)",
+    },
+    Variable {
+        name: "WPROF_LOG",
+        meaning: "wprof's own log filter, e.g. `debug` (off by default); `info`\n\
+                  logs each phase's duration",
+    },
+];
+
+/// The help section: `Environment:` and one entry per variable, `fill` replacing the
+/// placeholders of each meaning.
+pub fn help(fill: &[(&str, String)]) -> String {
+    const COLUMN: usize = 27;
+    let mut out = String::from("Environment:\n");
+    for v in VARIABLES {
+        let mut meaning = v.meaning.to_string();
+        for (placeholder, value) in fill {
+            meaning = meaning.replace(&format!("{{{placeholder}}}"), value);
+        }
+        let mut lines = meaning.lines().map(str::trim);
+        let first = lines.next().unwrap_or_default();
+        if v.name.len() + 4 <= COLUMN {
+            out.push_str(&format!(
+                "  {:<width$}{first}\n",
+                v.name,
+                width = COLUMN - 2
+            ));
+        } else {
+            out.push_str(&format!("  {}  {first}\n", v.name));
+        }
+        for line in lines {
+            out.push_str(&format!("{:COLUMN$}{line}\n", ""));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names the source mentions that are not wprof's settings: test switches.
+    const NOT_SETTINGS: &[&str] = &["WPROF_SURELY_UNSET_VARIABLE"];
+
+    fn sources(dir: &std::path::Path, out: &mut String) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with(file!()) {
+                out.push_str(&std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn every_variable_the_code_reads_is_in_the_list() {
+        let mut text = String::new();
+        sources(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut text,
+        );
+        let names = regex::Regex::new(r#""(WPROF_[A-Z0-9_]+)""#).unwrap();
+        let mut found: Vec<&str> = names
+            .captures_iter(&text)
+            .map(|c| c.get(1).unwrap().as_str())
+            .filter(|n| !NOT_SETTINGS.contains(n))
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        assert!(found.len() >= 8, "{found:?}");
+        for name in found {
+            assert!(
+                VARIABLES.iter().any(|v| v.name == name),
+                "the code reads {name}, which the help's list lacks"
+            );
+        }
+    }
+
+    #[test]
+    fn the_help_fills_every_placeholder() {
+        let help = help(&[
+            ("modes", "a|b".into()),
+            ("default_mode", "a".into()),
+            ("period_us", "100".into()),
+        ]);
+        assert!(!help.contains('{'), "{help}");
+        assert!(help.contains("a|b: what `wprof run` measures"), "{help}");
+        for v in VARIABLES {
+            assert!(help.contains(&format!("  {}", v.name)), "{help}");
+        }
+    }
+}
