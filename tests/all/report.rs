@@ -326,3 +326,37 @@ fn the_default_text_report_fits_a_screen_and_says_what_it_left_out() {
     let fib = stdout(&s.run(&["report", "fib.wprof"]));
     assert!(!fib.contains("more function"), "{fib}");
 }
+
+/// `wprof report --help` describes every format `--format` takes, and no other.
+#[test]
+fn report_help_describes_every_format() {
+    use clap::ValueEnum;
+    let s = Scratch::new();
+    let help = stdout(&s.run(&["report", "--help"]));
+    let names: Vec<String> = wprof::report::Format::value_variants()
+        .iter()
+        .filter_map(|f| f.to_possible_value())
+        .map(|v| v.get_name().to_string())
+        .collect();
+    assert!(names.len() >= 9, "{names:?}");
+    // The table's rows: two spaces, a name, two or more spaces.
+    let rows: Vec<&str> = help
+        .lines()
+        .filter_map(|l| l.strip_prefix("  "))
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_lowercase()))
+        .filter_map(|l| l.split_once("  ").map(|(name, _)| name))
+        .filter(|name| !name.contains(' '))
+        .collect();
+    for name in &names {
+        assert!(
+            rows.contains(&name.as_str()),
+            "no row for {name} in:\n{help}"
+        );
+    }
+    for row in &rows {
+        assert!(
+            names.iter().any(|n| n == row),
+            "{row} is not a format:\n{help}"
+        );
+    }
+}
