@@ -15,7 +15,7 @@
 //! table rows are rendered here, the graph and the icicle by the small hand-written script
 //! `html/report.js` from the JSON data the template embeds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
 use serde::Serialize;
@@ -130,20 +130,21 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
         }
     };
 
+    // Each function's callers and callees, largest first, indexed once.
+    let mut callers_of: HashMap<u32, Vec<(Option<u32>, (u64, u64))>> = HashMap::new();
+    let mut callees_of: HashMap<u32, Vec<(u32, (u64, u64))>> = HashMap::new();
+    for (&(caller, callee), &v) in &edges {
+        callers_of.entry(callee).or_default().push((caller, v));
+        if let Some(caller) = caller {
+            callees_of.entry(caller).or_default().push((callee, v));
+        }
+    }
     let mut functions: Vec<FunctionRow> = super::matching(profile, &super::Options::default())
         .into_iter()
         .map(|f| {
-            let mut callers: Vec<_> = edges
-                .iter()
-                .filter(|((_, callee), _)| *callee == f.id)
-                .map(|((caller, _), &v)| (*caller, v))
-                .collect();
+            let mut callers = callers_of.remove(&f.id).unwrap_or_default();
             callers.sort_by_key(|e| std::cmp::Reverse(e.1 .1));
-            let mut callees: Vec<_> = edges
-                .iter()
-                .filter(|((caller, _), _)| *caller == Some(f.id))
-                .map(|((_, callee), &v)| (*callee, v))
-                .collect();
+            let mut callees = callees_of.remove(&f.id).unwrap_or_default();
             callees.sort_by_key(|e| std::cmp::Reverse(e.1 .1));
             FunctionRow {
                 id: f.id,

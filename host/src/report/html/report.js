@@ -22,6 +22,12 @@
     return e;
   }
   const clip = (s, n) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
+  // Names too long for their cell end in an ellipsis (CSS); the full name shows on hover,
+  // set here rather than repeated in the page.
+  document.addEventListener("mouseover", (event) => {
+    const link = event.target.closest && event.target.closest("td.name a");
+    if (link && !link.title && link.scrollWidth > link.clientWidth) link.title = link.textContent;
+  });
 
   // ---- the flat table: click a header to sort, type to filter (regex, case-insensitive)
   const table = (function () {
@@ -96,7 +102,11 @@
     let root = byIncl.length ? byIncl[0].id : null;
     let minpct = 0;
     const select = $("root");
-    byIncl.forEach((f) => select.appendChild(new Option(f.name, f.id)));
+    byIncl.forEach((f) => {
+      const option = new Option(clip(f.name, 80), f.id);
+      option.title = f.name;
+      select.appendChild(option);
+    });
     select.addEventListener("change", () => (location.hash = "#graph/" + select.value));
     $("minpct").addEventListener("change", () => {
       minpct = Number($("minpct").value) || 0;
