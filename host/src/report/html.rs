@@ -98,6 +98,9 @@ struct DataFunction<'a> {
     incl: u64,
 }
 
+/// An edge's calls and inclusive cost, call sites merged.
+type CallsAndInclusive = (u64, u64);
+
 /// The HTML text.
 pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
     let unit = profile.unit.as_str();
@@ -131,8 +134,8 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
     };
 
     // Each function's callers and callees, largest first, indexed once.
-    let mut callers_of: HashMap<u32, Vec<(Option<u32>, (u64, u64))>> = HashMap::new();
-    let mut callees_of: HashMap<u32, Vec<(u32, (u64, u64))>> = HashMap::new();
+    let mut callers_of: HashMap<u32, Vec<(Option<u32>, CallsAndInclusive)>> = HashMap::new();
+    let mut callees_of: HashMap<u32, Vec<(u32, CallsAndInclusive)>> = HashMap::new();
     for (&(caller, callee), &v) in &edges {
         callers_of.entry(callee).or_default().push((caller, v));
         if let Some(caller) = caller {
