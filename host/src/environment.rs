@@ -2,7 +2,8 @@
 //! print it, and a test checks it against every `WPROF_` name in the source, so that help
 //! and code cannot drift apart.
 //!
-//! A meaning may name `{modes}`, `{default_mode}` and `{period_us}`: the caller fills them in
+//! A meaning may name `{modes}`, `{default_mode}`, `{period_us}` and `{default_cap}`: the
+//! caller fills them in
 //! from the definitions the code uses (the mode enum, the sampler's period).
 
 /// One variable.
@@ -37,7 +38,7 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "WPROF_CACHE_MAX_SIZE",
         meaning: "size cap of the cache, kept after runs that store something\n\
-                  (default 1G; `off` for none; see `wprof cache gc`)",
+                  (default {default_cap}; `off` for none; see `wprof cache gc`)",
     },
     Variable {
         name: "WPROF_CALL_SITES",
@@ -144,6 +145,7 @@ mod tests {
             ("modes", "a|b".into()),
             ("default_mode", "a".into()),
             ("period_us", "100".into()),
+            ("default_cap", "5G".into()),
         ]);
         assert!(!help.contains('{'), "{help}");
         assert!(help.contains("a|b: what `wprof run` measures"), "{help}");

@@ -64,7 +64,7 @@ fn gc_without_a_cap_evicts_nothing() {
         );
         assert_eq!(total_bytes(&s), before, "{off}");
     }
-    // The default cap (1 GiB) keeps these small modules too; an explicit one trims.
+    // The default cap (5 GiB) keeps these small modules too; an explicit one trims.
     let out = s
         .wprof(&["cache", "gc", "--max-size", "1K"])
         .env("WPROF_CACHE_MAX_SIZE", "off")

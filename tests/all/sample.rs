@@ -170,7 +170,7 @@ fn sample_mode_reports_time_and_wall_time() {
     // Per-activation extremes need every activation timed: time mode only.
     assert!(function(&p, "fib").get("min_self").is_none());
     let help = stdout(&s.run(&["run", "--help"]));
-    assert!(help.contains("time|sample|cost"), "{help}");
+    assert!(help.contains("sample|time|cost"), "{help}");
 }
 
 /// `r` recurses through two call sites 23 deep: with call sites, every one of its 2^24 - 1

@@ -48,7 +48,8 @@ Exit status:
 }
 
 /// The environment variables' help, filled from the definitions the code uses: the modes
-/// and the default one from [`run::Mode`], the sample period from the sampler.
+/// and the default one from [`run::Mode`], the sample period from the sampler, the cache's
+/// default cap.
 pub(crate) fn environment_help() -> String {
     use clap::ValueEnum;
     let modes: Vec<String> = run::Mode::value_variants()
@@ -66,6 +67,10 @@ pub(crate) fn environment_help() -> String {
         (
             "period_us",
             crate::run::sampler::DEFAULT_PERIOD.as_micros().to_string(),
+        ),
+        (
+            "default_cap",
+            format!("{}G", crate::prepare::instrument::DEFAULT_MAX_SIZE >> 30),
         ),
     ])
 }

@@ -25,8 +25,10 @@ use crate::prepare::secret::SecretKey;
 use crate::profile::{FunctionInfo, InstrumentationStats};
 use wprof_cache::hex;
 
-/// The size cap applied after runs that stored something, by default: 1 GiB.
-pub const DEFAULT_MAX_SIZE: u64 = 1 << 30;
+/// The size cap applied after runs that stored something, by default: 5 GiB, which holds
+/// six 70 MB modules (about 825 MB each once instrumented, compiled and cached) or hundreds
+/// of small ones.
+pub const DEFAULT_MAX_SIZE: u64 = 5 << 30;
 
 /// Prints one warning line on stderr.
 pub fn warn(message: impl std::fmt::Display) {

@@ -12,11 +12,11 @@ A module's manifest, instrumented and original module and compiled code are evic
 together; function bodies (only needed when a module changes) on their own. The least
 recently used go first.
 
-`wprof run` applies a cap by itself after a run that stored something: 1 GiB, or
+`wprof run` applies a cap by itself after a run that stored something: 5 GiB, or
 WPROF_CACHE_MAX_SIZE (e.g. `500M`; `off` for no cap).
 
 Examples:
-  wprof cache gc                 # down to WPROF_CACHE_MAX_SIZE (off: nothing), else 1 GiB
+  wprof cache gc                 # down to WPROF_CACHE_MAX_SIZE (off: nothing), else 5 GiB
   wprof cache gc --max-size 200M
   wprof cache gc --max-size 0    # empty it
 
@@ -27,7 +27,7 @@ pub struct GcCommand {
     dir: CacheDirArg,
 
     /// The cap: bytes, or with a suffix K, M, G, T (powers of 1024) [default:
-    /// WPROF_CACHE_MAX_SIZE, else 1G].
+    /// WPROF_CACHE_MAX_SIZE, else 5G].
     #[arg(long, value_name = "SIZE", value_parser = crate::display::parse_size)]
     max_size: Option<u64>,
 
