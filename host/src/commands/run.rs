@@ -319,14 +319,12 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         &compiled.module,
         settings,
         Stdio::Inherit,
-        Some(runner::Probes {
+        Some(runner::Probes::new(
             collector,
-            mode: settings.mode,
-            probe_code: (settings.mode == ProbeMode::Sample)
-                .then(|| wprof_agent::ProbeCode::of_module(&prepared.bytes))
-                .flatten(),
-            artifact: compiled.artifact.clone(),
-        }),
+            settings.mode,
+            &prepared.bytes,
+            compiled.artifact.clone(),
+        )),
     )?;
     timings.extend(&outcome.timings);
     if let Some((message, _)) = &outcome.trap {

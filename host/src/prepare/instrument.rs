@@ -271,8 +271,7 @@ pub fn from_cache(
     plan: &ProbePlan,
     cache: &mut CacheSession,
 ) -> Option<Prepared> {
-    let mut hit = from_manifest(&manifest_key(&module.digest, plan), cache, path)?;
-    hit.lineage = crate::prepare::compiled::lineage(path, &plan.digest());
+    let hit = from_manifest(&manifest_key(&module.digest, plan), plan, cache, path)?;
     tracing::debug!("instrumented module taken from the cache");
     Some(hit)
 }
@@ -400,7 +399,12 @@ fn functions_of(manifest: &Manifest) -> Vec<FunctionInfo> {
         .collect()
 }
 
-fn from_manifest(key: &[u8; 32], cache: &mut CacheSession, path: &Path) -> Option<Prepared> {
+fn from_manifest(
+    key: &[u8; 32],
+    plan: &ProbePlan,
+    cache: &mut CacheSession,
+    path: &Path,
+) -> Option<Prepared> {
     let manifest = Manifest::decode(&cache.get(Kind::Manifest, key)?)?;
     let module_key = wprof_cache::key_from_hex(&manifest.instrumented_digest)?;
     let bytes = cache.get(Kind::Module, &module_key)?;
@@ -415,7 +419,7 @@ fn from_manifest(key: &[u8; 32], cache: &mut CacheSession, path: &Path) -> Optio
         .filter(|f| f.kind == "local")
         .count() as u32;
     Some(Prepared {
-        lineage: [0; 32],
+        lineage: crate::prepare::compiled::lineage(path, &plan.digest()),
         bytes,
         digest: module_key,
         functions: functions_of(&manifest),

@@ -265,7 +265,7 @@ fn call_start(
     instance: &wasmtime::Instance,
     module: &Module,
     mode: Option<ProbeMode>,
-    probe_code: Option<(&ProbeCode, Option<&std::path::Path>)>,
+    probe_bytes: Option<&ProbeBytes>,
     settings: &RunSettings,
     timings: &mut Timings,
 ) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
@@ -332,7 +332,7 @@ fn call_start(
             let wall_time = started.elapsed();
             if let (Some(samples), Some(code)) = (samples.as_mut(), code.as_ref()) {
                 timings.time("locate", || {
-                    let probes = probe_pcs(module, code, probe_code, &samples.located_pcs());
+                    let probes = probe_pcs(module, code, probe_bytes, &samples.located_pcs());
                     samples.resolve(code, &probes);
                 });
             }
@@ -352,20 +352,20 @@ fn call_start(
 fn probe_pcs(
     module: &Module,
     code: &CodeMap,
-    probe_code: Option<(&ProbeCode, Option<&std::path::Path>)>,
+    probe_bytes: Option<&ProbeBytes>,
     pcs: &[usize],
 ) -> HashSet<usize> {
-    let Some((probe_code, artifact)) = probe_code else {
+    let Some(probe_bytes) = probe_bytes.filter(|_| !pcs.is_empty()) else {
         return HashSet::new();
     };
-    if pcs.is_empty() {
-        return HashSet::new();
-    }
-    let artifact = artifact.and_then(ArtifactAddressMap::open);
+    let artifact = probe_bytes
+        .artifact
+        .as_deref()
+        .and_then(ArtifactAddressMap::open);
     code.module_offsets(module, artifact.as_ref(), pcs)
         .into_iter()
         .zip(pcs)
-        .filter(|(offset, _)| offset.is_some_and(|o| probe_code.contains(o)))
+        .filter(|(offset, _)| offset.is_some_and(|o| probe_bytes.code.contains(o)))
         .map(|(_, &pc)| pc)
         .collect()
 }
@@ -377,12 +377,40 @@ pub struct Probes {
     pub collector: Collector,
     /// The mode the module was instrumented for.
     pub mode: ProbeMode,
-    /// Sample mode: which bytes of the module are probes (its `wprof.probe-code` section),
-    /// to leave out the time they take.
-    pub probe_code: Option<ProbeCode>,
+    /// Sample mode: where the probes' own instructions are, to leave out their time.
+    pub probe_bytes: Option<ProbeBytes>,
+}
+
+/// Sample mode: which bytes of the module are probes, and how to find a program counter's
+/// byte.
+#[derive(Debug)]
+pub struct ProbeBytes {
+    /// The module's `wprof.probe-code` section.
+    pub code: ProbeCode,
     /// The module's compiled artifact file, whose address map finds a sampled program
     /// counter's wasm offset quickly (see [`crate::run::address_map`]).
     pub artifact: Option<std::path::PathBuf>,
+}
+
+impl Probes {
+    /// The probes of `module` (its bytes), instrumented for `mode` and compiled from
+    /// `artifact` when known.
+    pub fn new(
+        collector: Collector,
+        mode: ProbeMode,
+        module: &[u8],
+        artifact: Option<std::path::PathBuf>,
+    ) -> Self {
+        let probe_bytes = (mode == ProbeMode::Sample)
+            .then(|| ProbeCode::of_module(module))
+            .flatten()
+            .map(|code| ProbeBytes { code, artifact });
+        Probes {
+            collector,
+            mode,
+            probe_bytes,
+        }
+    }
 }
 
 /// Runs `module`'s `_start`. With `probes`, the probe imports are linked to its collector.
@@ -398,8 +426,7 @@ pub fn run(
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut HostState| &mut s.wasi)
         .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
     let mode = probes.as_ref().map(|p| p.mode);
-    let probe_code = probes.as_mut().and_then(|p| p.probe_code.take());
-    let artifact = probes.as_mut().and_then(|p| p.artifact.take());
+    let probe_bytes = probes.as_mut().and_then(|p| p.probe_bytes.take());
     if let Some(mode) = mode {
         define_probes(&mut linker, mode)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
@@ -429,7 +456,7 @@ pub fn run(
                 &instance,
                 module,
                 mode,
-                probe_code.as_ref().map(|code| (code, artifact.as_deref())),
+                probe_bytes.as_ref(),
                 settings,
                 &mut timings,
             )?;

@@ -113,14 +113,12 @@ impl Instrumented {
             &self.module,
             &self.settings,
             Stdio::Discard,
-            Some(runner::Probes {
+            Some(runner::Probes::new(
                 collector,
-                mode: self.mode,
-                probe_code: (self.mode == ProbeMode::Sample)
-                    .then(|| wprof_agent::ProbeCode::of_module(&self.prepared.bytes))
-                    .flatten(),
-                artifact: None,
-            }),
+                self.mode,
+                &self.prepared.bytes,
+                None,
+            )),
         )?;
         let collector = outcome
             .collector
