@@ -323,7 +323,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             collector,
             settings.mode,
             &prepared.bytes,
-            compiled.artifact.clone(),
+            compiled.image,
         )),
     )?;
     timings.extend(&outcome.timings);

@@ -1,14 +1,16 @@
 //! Compiled artifacts: wasmtime's serialized form of an instrumented module, kept as a file
-//! beside the cache's store so that a warm start maps machine code instead of compiling.
+//! beside the cache's store (compressed; see [`crate::prepare::artifact_image`]) so that a
+//! warm start maps machine code instead of compiling.
 //!
 //! - Key: blake3 over the instrumented module's digest and the engine fingerprint
 //!   ([`engine_fingerprint`]: wasmtime's version, its compatibility hash of the engine
 //!   configuration, and the target), so another engine or configuration never finds it.
 //! - Trust: deserializing compiled code runs whatever it says, so every artifact carries a
-//!   MAC (blake3 keyed with the user's [`SecretKey`]) over its key and its bytes. Before
-//!   loading, the file is read and the MAC recomputed; an artifact without a valid MAC (a
-//!   copied cache, another user's, an edited file) is ignored and compiled anew, and the
-//!   fresh artifact replaces it.
+//!   MAC (blake3 keyed with the user's [`SecretKey`]) over its key and its stored bytes.
+//!   Before loading, the file is read into memory and the MAC recomputed; an artifact
+//!   without a valid MAC (a copied cache, another user's, an edited file) is ignored and
+//!   compiled anew, and the fresh artifact replaces it. What wasmtime maps is expanded from
+//!   those very bytes, in memory this process alone holds.
 
 use std::hash::Hasher;
 use std::path::Path;
@@ -16,6 +18,7 @@ use std::path::Path;
 use wasmtime::{Engine, Module};
 use wprof_cache::{Cache, Kind};
 
+use crate::prepare::artifact_image;
 use crate::prepare::cache_values::ArtifactEntry;
 use crate::prepare::secret::SecretKey;
 use wprof_cache::hex;
@@ -51,14 +54,14 @@ pub fn engine_fingerprint(engine: &Engine) -> [u8; 32] {
 /// The cache key of the artifact of an instrumented module for an engine.
 pub fn artifact_key(instrumented_digest: &[u8; 32], fingerprint: &[u8; 32]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
-    h.update(b"wprof artifact v1\0");
+    h.update(b"wprof artifact v2\0");
     h.update(instrumented_digest);
     h.update(fingerprint);
     *h.finalize().as_bytes()
 }
 
 /// What an artifact's MAC covers first: this context, then its key, then the file.
-const MAC_CONTEXT: &[u8] = b"wprof artifact mac v1\0";
+const MAC_CONTEXT: &[u8] = b"wprof artifact mac v2\0";
 
 fn mac(secret: &SecretKey, key: &[u8; 32], file: &[u8]) -> [u8; 32] {
     secret.mac(&[MAC_CONTEXT, key, file])
@@ -118,25 +121,40 @@ pub enum LoadError {
     Refused(String, String),
 }
 
+/// A loaded artifact: the module, and the expanded image it was mapped from (its address
+/// map finds sampled program counters; see [`crate::run::address_map`]).
+#[derive(Debug)]
+pub struct Loaded {
+    /// The compiled module.
+    pub module: Module,
+    /// wasmtime's serialized module, as mapped: an anonymous file of this process.
+    pub image: std::fs::File,
+}
+
 /// Loads a found artifact if its MAC verifies under `secret`.
 pub fn load(
     engine: &Engine,
     found: &FoundArtifact,
     secret: &SecretKey,
-) -> Result<Module, LoadError> {
+) -> Result<Loaded, LoadError> {
     let shown = found.path.display().to_string();
-    let computed = secret
-        .mac_file(&[MAC_CONTEXT, &found.key], &found.path)
-        .map_err(|_| LoadError::Unreadable(shown.clone()))?;
-    if hex(&computed) != found.mac {
+    let stored = std::fs::read(&found.path).map_err(|_| LoadError::Unreadable(shown.clone()))?;
+    if hex(&mac(secret, &found.key, &stored)) != found.mac {
         return Err(LoadError::NotAuthentic(shown));
     }
-    // SAFETY: the file's MAC under this user's secret key was just verified, so these are
-    // bytes this user's wprof serialized with `Module::serialize` for an engine of this
-    // fingerprint (the key covers it). A file swapped between the check and the mapping
-    // would take write access to the user's private cache directory.
-    unsafe { Module::deserialize_file(engine, &found.path) }
-        .map_err(|e| LoadError::Refused(shown, first_line(&e.to_string())))
+    let image = artifact_image::expand(&stored)
+        .map_err(|e| LoadError::Refused(shown.clone(), e.to_string()))?;
+    drop(stored);
+    let mapped = image
+        .try_clone()
+        .map_err(|_| LoadError::Unreadable(shown.clone()))?;
+    // SAFETY: `image` holds exactly the bytes whose MAC under this user's secret key was
+    // just verified, so they are what this user's wprof serialized with `Module::serialize`
+    // for an engine of this fingerprint (the key covers it); it is this process's own
+    // anonymous file, sealed against change.
+    let module = unsafe { Module::deserialize_open_file(engine, mapped) }
+        .map_err(|e| LoadError::Refused(shown, first_line(&e.to_string())))?;
+    Ok(Loaded { module, image })
 }
 
 /// Serializes `module` and stores it as the artifact of `instrumented_digest`.
@@ -160,6 +178,7 @@ pub fn store_bytes(
     secret: &SecretKey,
 ) -> anyhow::Result<()> {
     let key = artifact_key(instrumented_digest, fingerprint);
+    let bytes = &artifact_image::compress(bytes)?;
     let entry = ArtifactEntry {
         instrumented_digest: hex(instrumented_digest),
         engine: hex(fingerprint),

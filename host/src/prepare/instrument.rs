@@ -463,8 +463,9 @@ pub struct Compiled {
     /// `None` when it came whole from the cache, else how many functions were compiled
     /// and reused.
     pub functions: Option<crate::prepare::compiled::CompiledCounts>,
-    /// Its artifact file in the cache (wasmtime's serialized form), when there is one.
-    pub artifact: Option<std::path::PathBuf>,
+    /// wasmtime's serialized form it was mapped from, when it came from the cache (see
+    /// [`artifacts::Loaded`]).
+    pub image: Option<std::fs::File>,
 }
 
 /// Compiles the module of `bytes` (whose blake3 is `digest`): from an authenticated artifact
@@ -491,13 +492,13 @@ pub fn compile_bytes(
             .flatten();
         if let Some(found) = found {
             match artifacts::load(engine, &found, secret) {
-                Ok(module) => {
+                Ok(loaded) => {
                     tracing::debug!("compiled module taken from the cache");
                     cache.release();
                     return Ok(Compiled {
-                        module,
+                        module: loaded.module,
                         functions: None,
-                        artifact: Some(found.path().to_path_buf()),
+                        image: Some(loaded.image),
                     });
                 }
                 // Expected for a copied cache: compile, and replace it below.
@@ -533,20 +534,10 @@ pub fn compile_bytes(
             Err(e) => tracing::debug!("cannot serialize the compiled module: {e}"),
         }
     }
-    // Where the artifact just stored is (found without a lookup, which would count a hit).
-    let artifact = cache
-        .cache()
-        .map(|c| {
-            c.file_path(
-                Kind::Artifact,
-                &artifacts::artifact_key(digest, &fingerprint),
-            )
-        })
-        .filter(|path| path.is_file());
     cache.release();
     Ok(Compiled {
         module,
         functions: Some(counts),
-        artifact,
+        image: None,
     })
 }

@@ -4,13 +4,14 @@
 //! [`loader`] reads and checks the program; [`instrument`] runs the cache session (the
 //! module's manifest, then function by function) and hands the rest to the agent;
 //! [`cache_values`] and [`cache_model`] are what wprof stores in the cache and how it reads
-//! it back; [`artifacts`] and [`compiled`] keep compiled code (whole modules, and
-//! Cranelift's per-function incremental cache), authenticated with the key of [`secret`].
+//! it back; [`artifacts`] and [`compiled`] keep compiled code (whole modules, compressed
+//! by [`artifact_image`], and Cranelift's per-function incremental cache), authenticated with the key of [`secret`].
 //!
 //! May use: `run` (only the engine configuration, [`crate::run::engine`]) and `profile`
 //! (the function names and instrumentation stats a profile records). A cache failure is a
 //! warning and a fallback here, never an error: the program still runs.
 
+pub mod artifact_image;
 pub mod artifacts;
 pub mod cache_model;
 pub mod cache_values;

@@ -28,25 +28,18 @@ impl SecretKey {
         &self.0
     }
 
-    /// blake3 keyed with this key over `parts`, in order.
+    /// blake3 keyed with this key over `parts`, in order; a large part (a compiled
+    /// artifact) is hashed on every core.
     pub fn mac(&self, parts: &[&[u8]]) -> [u8; 32] {
         let mut h = blake3::Hasher::new_keyed(&self.0);
         for p in parts {
-            h.update(p);
+            if p.len() >= 1 << 20 {
+                h.update_rayon(p);
+            } else {
+                h.update(p);
+            }
         }
         *h.finalize().as_bytes()
-    }
-
-    /// blake3 keyed with this key over `parts`, then the contents of the file at `path`,
-    /// hashed where it lies (memory-mapped) on every core: the same digest as [`Self::mac`]
-    /// over the parts and the file's bytes, without copying a large file into memory.
-    pub fn mac_file(&self, parts: &[&[u8]], path: &std::path::Path) -> std::io::Result<[u8; 32]> {
-        let mut h = blake3::Hasher::new_keyed(&self.0);
-        for p in parts {
-            h.update(p);
-        }
-        h.update_mmap_rayon(path)?;
-        Ok(*h.finalize().as_bytes())
     }
 
     /// Loads the key from its default place, creating it if there is none.
@@ -151,22 +144,6 @@ pub fn default_path() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_mac_of_a_file_is_the_mac_of_its_bytes() {
-        let dir = tempfile::tempdir().unwrap();
-        let key = SecretKey::load_or_create_at(&dir.path().join("key")).unwrap();
-        // Larger than blake3's parallel threshold, so the file is hashed on several threads.
-        let file: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let path = dir.path().join("artifact");
-        std::fs::write(&path, &file).unwrap();
-        let parts: [&[u8]; 2] = [b"context", b"key"];
-        let expected = key.mac(&[parts[0], parts[1], &file]);
-        assert_eq!(key.mac_file(&parts, &path).unwrap(), expected);
-        std::fs::write(&path, &file[1..]).unwrap();
-        assert_ne!(key.mac_file(&parts, &path).unwrap(), expected);
-        assert!(key.mac_file(&parts, &dir.path().join("missing")).is_err());
-    }
 
     #[test]
     fn created_private_then_reused() {

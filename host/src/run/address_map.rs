@@ -4,18 +4,18 @@
 //! module's byte offsets, indexed by blocks so that one address is found in a few steps. Its
 //! public API only iterates the whole map (`wasmtime::Module::address_map`): 40 million
 //! entries, 0.2 s, for a 69 MB module, paid at the end of every sample-mode run. This module
-//! reads the same map from the artifact file wprof loaded the module from (the ELF section
+//! reads the same map from the serialized module wprof loaded (the ELF section
 //! `wasmtime_environ::obj::ELF_WASMTIME_ADDRMAP`, searched with
 //! `wasmtime_environ::lookup_file_pos`, both of the exact wasmtime version wprof embeds). A
 //! test checks it against the iteration on a real compile, so a wasmtime that changes the
 //! format fails it rather than misplacing samples.
 
+use std::fs::File;
 use std::ops::Range;
-use std::path::Path;
 
 use object::{Object, ObjectSection};
 
-/// The address map of a compiled artifact, mapped from its file.
+/// The address map of a serialized module, mapped from its file.
 #[derive(Debug)]
 pub struct ArtifactAddressMap {
     file: memmap2::Mmap,
@@ -23,13 +23,13 @@ pub struct ArtifactAddressMap {
 }
 
 impl ArtifactAddressMap {
-    /// The map in the artifact at `path`; `None` when it cannot be read or has none.
-    pub fn open(path: &Path) -> Option<Self> {
-        let file = std::fs::File::open(path).ok()?;
-        // SAFETY: the file is only read. It sits in the user's private cache directory;
-        // were it changed while mapped, the worst outcome is a misplaced sample, since
-        // nothing from it is executed or trusted beyond a lookup.
-        let file = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    /// The map in the serialized module `file`; `None` when it cannot be read or has none.
+    pub fn open(file: &File) -> Option<Self> {
+        // SAFETY: the file is only read. It is this process's own anonymous file (see
+        // `crate::prepare::artifact_image`); were it changed while mapped, the worst outcome
+        // would be a misplaced sample, since nothing from it is executed or trusted beyond a
+        // lookup.
+        let file = unsafe { memmap2::Mmap::map(file) }.ok()?;
         let section = {
             let elf = object::File::parse(&file[..]).ok()?;
             let section = elf.section_by_name(wasmtime_environ::obj::ELF_WASMTIME_ADDRMAP)?;
@@ -67,7 +67,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.cwasm");
         std::fs::write(&path, module.serialize().unwrap()).unwrap();
-        let map = ArtifactAddressMap::open(&path).expect("the artifact has an address map");
+        let image = std::fs::File::open(&path).unwrap();
+        let map = ArtifactAddressMap::open(&image).expect("the artifact has an address map");
         let entries: Vec<(usize, Option<u32>)> = module.address_map().unwrap().collect();
         assert!(entries.iter().filter(|(_, o)| o.is_some()).count() > 2);
         let text = module.text().len();
@@ -85,8 +86,10 @@ mod tests {
                 assert_eq!(map.file_offset(at), covering, "text offset {at}");
             }
         }
-        assert!(ArtifactAddressMap::open(&dir.path().join("missing")).is_none());
+        let junk = tempfile::tempfile().unwrap();
+        assert!(ArtifactAddressMap::open(&junk).is_none());
         std::fs::write(dir.path().join("junk"), b"not an artifact").unwrap();
-        assert!(ArtifactAddressMap::open(&dir.path().join("junk")).is_none());
+        let junk = std::fs::File::open(dir.path().join("junk")).unwrap();
+        assert!(ArtifactAddressMap::open(&junk).is_none());
     }
 }

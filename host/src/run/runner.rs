@@ -359,8 +359,8 @@ fn probe_pcs(
         return HashSet::new();
     };
     let artifact = probe_bytes
-        .artifact
-        .as_deref()
+        .image
+        .as_ref()
         .and_then(ArtifactAddressMap::open);
     code.module_offsets(module, artifact.as_ref(), pcs)
         .into_iter()
@@ -387,24 +387,25 @@ pub struct Probes {
 pub struct ProbeBytes {
     /// The module's `wprof.probe-code` section.
     pub code: ProbeCode,
-    /// The module's compiled artifact file, whose address map finds a sampled program
-    /// counter's wasm offset quickly (see [`crate::run::address_map`]).
-    pub artifact: Option<std::path::PathBuf>,
+    /// wasmtime's serialized module, when the module was loaded from one: its address map
+    /// finds a sampled program counter's wasm offset quickly (see
+    /// [`crate::run::address_map`]).
+    pub image: Option<std::fs::File>,
 }
 
 impl Probes {
-    /// The probes of `module` (its bytes), instrumented for `mode` and compiled from
-    /// `artifact` when known.
+    /// The probes of `module` (its bytes), instrumented for `mode` and loaded from the
+    /// serialized `image` when known.
     pub fn new(
         collector: Collector,
         mode: ProbeMode,
         module: &[u8],
-        artifact: Option<std::path::PathBuf>,
+        image: Option<std::fs::File>,
     ) -> Self {
         let probe_bytes = (mode == ProbeMode::Sample)
             .then(|| ProbeCode::of_module(module))
             .flatten()
-            .map(|code| ProbeBytes { code, artifact });
+            .map(|code| ProbeBytes { code, image });
         Probes {
             collector,
             mode,

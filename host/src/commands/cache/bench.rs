@@ -25,7 +25,7 @@ For each module, medians of N runs of (in nanoseconds, and as ratios to `plain`)
   cold     what `wprof run` does before `_start` on an empty cache: load and validate,
            instrument every function, compile, store everything (artifact included)
   warm     the same again: the instrumented module and its compiled code come from the
-           cache (the code is authenticated, then mapped with deserialize_file)
+           cache (the code is authenticated, expanded in memory and mapped)
   changed  a copy of the module with one function changed (a `nop` added to its largest
            function), on a cache warm with the original: one function is instrumented
            again, the module is compiled again
