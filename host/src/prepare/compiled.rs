@@ -21,13 +21,13 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::Context;
 use wprof_cache::{Cache, Kind};
 
+use crate::prepare::pack;
 use crate::prepare::secret::SecretKey;
 
 /// The process's store for compiled functions.
@@ -100,7 +100,7 @@ pub fn attach(dir: &Path, secret: &SecretKey, lineage: [u8; 32]) {
         }
     };
     let earlier = match cache.get(Kind::Compiled, &lineage) {
-        Ok(Some(pack)) => unpack(&pack).unwrap_or_else(|| {
+        Ok(Some(stored)) => pack::unpack(PACK_MAGIC, &stored).unwrap_or_else(|| {
             tracing::debug!("the compiled functions' pack is malformed: compiling anew");
             HashMap::new()
         }),
@@ -123,7 +123,7 @@ pub fn detach() -> CompiledCounts {
         return CompiledCounts::default();
     };
     if attached.counts.compiled > 0 || attached.kept.len() != attached.earlier_len() {
-        match pack(&attached.kept) {
+        match pack::pack(PACK_MAGIC, &attached.kept) {
             Ok(bytes) => {
                 if let Err(e) = attached
                     .cache
@@ -145,41 +145,8 @@ impl Attached {
     }
 }
 
-const PACK_MAGIC: &[u8; 8] = b"wpcpack1";
-
-/// `magic | u32 count | (key 32 | u32 len | sealed value)*`, zstd-compressed.
-fn pack(values: &HashMap<[u8; 32], Vec<u8>>) -> std::io::Result<Vec<u8>> {
-    let mut keys: Vec<&[u8; 32]> = values.keys().collect();
-    keys.sort_unstable();
-    let mut encoder = zstd::Encoder::new(Vec::new(), 3)?;
-    encoder.write_all(PACK_MAGIC)?;
-    encoder.write_all(&(keys.len() as u32).to_le_bytes())?;
-    for key in keys {
-        let value = &values[key];
-        encoder.write_all(key)?;
-        encoder.write_all(&(value.len() as u32).to_le_bytes())?;
-        encoder.write_all(value)?;
-    }
-    encoder.finish()
-}
-
-/// The inverse of [`pack`]; `None` for anything malformed.
-fn unpack(compressed: &[u8]) -> Option<HashMap<[u8; 32], Vec<u8>>> {
-    let bytes = zstd::decode_all(compressed).ok()?;
-    let rest = bytes.strip_prefix(PACK_MAGIC)?;
-    let (count, mut rest) = rest.split_at_checked(4)?;
-    let count = u32::from_le_bytes(count.try_into().ok()?) as usize;
-    let mut values = HashMap::with_capacity(count.min(1 << 20));
-    for _ in 0..count {
-        let (key, after) = rest.split_at_checked(32)?;
-        let (len, after) = after.split_at_checked(4)?;
-        let len = u32::from_le_bytes(len.try_into().ok()?) as usize;
-        let (value, after) = after.split_at_checked(len)?;
-        values.insert(key.try_into().ok()?, value.to_vec());
-        rest = after;
-    }
-    rest.is_empty().then_some(values)
-}
+/// What a pack of compiled functions starts with (see [`crate::prepare::pack`]).
+const PACK_MAGIC: &[u8; 8] = b"wpcpack2";
 
 fn key_of(cranelift_key: &[u8]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
@@ -244,6 +211,10 @@ mod tests {
     use super::*;
     use wasmtime::CacheStore;
 
+    fn unpack(stored: &[u8]) -> Option<pack::Values> {
+        pack::unpack(PACK_MAGIC, stored)
+    }
+
     fn attached(cache: &Arc<Cache>, secret: &SecretKey, lineage: [u8; 32]) -> Attached {
         let earlier = cache
             .get(Kind::Compiled, &lineage)
@@ -268,7 +239,7 @@ mod tests {
             .put(
                 Kind::Compiled,
                 &attached.lineage,
-                &pack(&attached.kept).unwrap(),
+                &pack::pack(PACK_MAGIC, &attached.kept).unwrap(),
             )
             .unwrap();
         attached.counts
@@ -318,24 +289,14 @@ mod tests {
             sealed[last] ^= 1;
         }
         cache
-            .put(Kind::Compiled, &lineage, &super::pack(&damaged).unwrap())
+            .put(
+                Kind::Compiled,
+                &lineage,
+                &pack::pack(PACK_MAGIC, &damaged).unwrap(),
+            )
             .unwrap();
         *store.lock() = Some(attached(&cache, &mine, lineage));
         assert_eq!(store.get(b"k"), None);
-    }
-
-    #[test]
-    fn packs_round_trip_and_reject_garbage() {
-        let values = HashMap::from([([1; 32], vec![1, 2, 3]), ([2; 32], vec![])]);
-        let packed = pack(&values).unwrap();
-        assert_eq!(unpack(&packed), Some(values));
-        assert_eq!(unpack(&packed[..packed.len() - 1]), None);
-        assert_eq!(unpack(b"not zstd"), None);
-        let plain = zstd::decode_all(&packed[..]).unwrap();
-        for cut in [0, 8, 12, 40, plain.len() - 1] {
-            let again = zstd::encode_all(&plain[..cut], 1).unwrap();
-            assert_eq!(unpack(&again), None, "cut at {cut}");
-        }
     }
 
     #[test]

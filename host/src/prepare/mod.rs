@@ -18,4 +18,6 @@ pub mod cache_values;
 pub mod compiled;
 pub mod instrument;
 pub mod loader;
+pub mod pack;
 pub mod secret;
+pub mod zstd_frames;

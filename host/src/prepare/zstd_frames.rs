@@ -1,0 +1,178 @@
+//! zstd in independent frames, made and expanded on every core: how wprof compresses what it
+//! stores in bulk (compiled artifacts, modules, packs of bodies and of compiled functions).
+//!
+//! Each [`FRAME_BYTES`] of input is its own frame and declares its size, so that the frames
+//! are compressed and expanded in parallel, each straight into its place in the output; the
+//! whole is still a plain zstd stream (`zstd -d` reads it). Level 1, zstd's fastest, since a
+//! cold start waits for it: on a 246 MB compiled artifact of a 69 MB C++ module it gives
+//! 65 MB (level 3: 60 MB for 30% more time).
+
+use std::io;
+use std::ops::Range;
+
+/// Input bytes per zstd frame.
+pub const FRAME_BYTES: usize = 4 << 20;
+
+/// zstd's compression level.
+const LEVEL: i32 = 1;
+
+/// The most anything stored may expand to (a bound on what damaged frames may declare).
+const MAX_EXPANDED: u64 = 64 << 30;
+
+/// `bytes` compressed: one frame per [`FRAME_BYTES`], each declaring its size, made on every
+/// core. Empty input gives empty output.
+pub fn compress(bytes: &[u8]) -> io::Result<Vec<u8>> {
+    let chunks: Vec<&[u8]> = bytes.chunks(FRAME_BYTES).collect();
+    let frames = on_every_core(chunks, |chunk| zstd::bulk::compress(chunk, LEVEL))?;
+    Ok(frames.concat())
+}
+
+/// One frame: where it is, and where its bytes go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Frame {
+    compressed: Range<usize>,
+    expanded: Range<usize>,
+}
+
+/// The frames of `stored`, each with its declared size; an error for anything that is not a
+/// sequence of whole frames that declare their sizes.
+fn frames(stored: &[u8]) -> io::Result<Vec<Frame>> {
+    let mut frames = Vec::new();
+    let (mut at, mut out) = (0usize, 0u64);
+    while at < stored.len() {
+        let rest = &stored[at..];
+        let len = zstd::zstd_safe::find_frame_compressed_size(rest)
+            .map_err(|_| invalid("a damaged zstd frame"))?;
+        let size = zstd::zstd_safe::get_frame_content_size(rest)
+            .ok()
+            .flatten()
+            .ok_or_else(|| invalid("a zstd frame without its size"))?;
+        let end = out
+            .checked_add(size)
+            .filter(|&e| e <= MAX_EXPANDED)
+            .ok_or_else(|| invalid("zstd frames larger than anything stored"))?;
+        frames.push(Frame {
+            compressed: at..at + len,
+            expanded: out as usize..end as usize,
+        });
+        at += len;
+        out = end;
+    }
+    Ok(frames)
+}
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+}
+
+/// How many bytes `stored` expands to, as its frames declare.
+pub fn expanded_len(stored: &[u8]) -> io::Result<usize> {
+    Ok(frames(stored)?.last().map_or(0, |f| f.expanded.end))
+}
+
+/// Expands `stored` into `out`, which must be [`expanded_len`] bytes long, on every core.
+pub fn expand_into(stored: &[u8], out: &mut [u8]) -> io::Result<()> {
+    let frames = frames(stored)?;
+    if frames.last().map_or(0, |f| f.expanded.end) != out.len() {
+        return Err(invalid("zstd frames of another size"));
+    }
+    let mut jobs = Vec::with_capacity(frames.len());
+    let mut rest = out;
+    for frame in &frames {
+        let (head, tail) = rest.split_at_mut(frame.expanded.len());
+        jobs.push((&stored[frame.compressed.clone()], head));
+        rest = tail;
+    }
+    on_every_core(jobs, |(source, destination)| {
+        let want = destination.len();
+        let got = zstd::bulk::decompress_to_buffer(source, destination)?;
+        if got != want {
+            return Err(invalid("a zstd frame shorter than it declares"));
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// `stored` expanded into memory.
+pub fn expand(stored: &[u8]) -> io::Result<Vec<u8>> {
+    let mut out = vec![0u8; expanded_len(stored)?];
+    expand_into(stored, &mut out)?;
+    Ok(out)
+}
+
+/// Runs `work` on every item, on as many threads as there are cores (at most one per item),
+/// each taking a contiguous share; the results in order, or the first error.
+fn on_every_core<I: Send, T: Send>(
+    items: Vec<I>,
+    work: impl Fn(I) -> io::Result<T> + Sync,
+) -> io::Result<Vec<T>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len())
+        .max(1);
+    if threads == 1 {
+        return items.into_iter().map(work).collect();
+    }
+    let per_thread = items.len().div_ceil(threads);
+    let mut shares: Vec<Vec<I>> = Vec::with_capacity(threads);
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        shares.push(items.by_ref().take(per_thread).collect());
+    }
+    let work = &work;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = shares
+            .into_iter()
+            .map(|share| {
+                scope.spawn(move || share.into_iter().map(work).collect::<io::Result<Vec<T>>>())
+            })
+            .collect();
+        let mut out = Vec::new();
+        for handle in handles {
+            let part = handle
+                .join()
+                .map_err(|_| io::Error::other("a zstd thread panicked"))??;
+            out.extend(part);
+        }
+        Ok(out)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_across_frames() {
+        // Three frames and a bit, with enough structure to compress.
+        let bytes: Vec<u8> = (0..3 * FRAME_BYTES + 12_345)
+            .map(|i| (i % 251) as u8 ^ (i / 4096) as u8)
+            .collect();
+        let stored = compress(&bytes).unwrap();
+        assert!(stored.len() < bytes.len() / 4, "{}", stored.len());
+        assert_eq!(frames(&stored).unwrap().len(), 4);
+        assert_eq!(expand(&stored).unwrap(), bytes);
+        // A plain zstd stream: the crate's streaming decoder reads it whole.
+        assert_eq!(zstd::stream::decode_all(&stored[..]).unwrap(), bytes);
+    }
+
+    #[test]
+    fn small_and_empty_inputs() {
+        assert_eq!(expand(&compress(b"x").unwrap()).unwrap(), b"x");
+        assert_eq!(compress(b"").unwrap(), b"");
+        assert_eq!(expand(b"").unwrap(), b"");
+    }
+
+    #[test]
+    fn damage_is_an_error_not_a_panic() {
+        let bytes = vec![7u8; FRAME_BYTES + 10];
+        let stored = compress(&bytes).unwrap();
+        for cut in [1, stored.len() / 2, stored.len() - 1] {
+            assert!(expand(&stored[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(expand(b"not zstd at all").is_err());
+        let mut short = vec![0u8; bytes.len() - 1];
+        assert!(expand_into(&stored, &mut short).is_err());
+    }
+}
