@@ -99,6 +99,30 @@ pub(crate) fn remove_optional(path: &Path) -> io::Result<bool> {
     }
 }
 
+/// Removes the file or folder at `path`, if there is one: renamed to a unique temporary
+/// name beside it first (so that processes removing it at once do not fail on each other's
+/// half-removed tree), then removed.
+pub(crate) fn remove_aside(path: &Path) -> io::Result<()> {
+    let parent = path.parent().expect("cache paths live in a folder");
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let aside = parent.join(format!(
+        "{TEMP_PREFIX}removed-{}-{n}-{}",
+        std::process::id(),
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("part")
+    ));
+    match fs::rename(path, &aside) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    if aside.is_dir() {
+        fs::remove_dir_all(&aside)
+    } else {
+        fs::remove_file(&aside)
+    }
+}
+
 /// Creates `dir` and its parents, private to the user (0700 on Unix).
 pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
     let mut builder = fs::DirBuilder::new();

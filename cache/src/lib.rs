@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! DIR/                         mode 0700; files 0600
-//!   FORMAT                     "wprof cache 2"
+//!   FORMAT                     "wprof cache 3"
 //!   entries/<kind>/<ab>/<key>  one sealed value per file (<ab>: the key's first byte)
 //!   usage/<kind>/<ab>/<key>    its usage record
 //!   artifacts/<key>            companion files of the `artifacts` kind (compiled code)
@@ -88,7 +88,14 @@ use stats::Counters;
 pub type Key = [u8; 32];
 
 /// What the FORMAT file says.
-const FORMAT: &str = "wprof cache 2\n";
+const FORMAT: &str = "wprof cache 3\n";
+
+/// FORMAT files of earlier versions of this store, whose caches a run empties (they hold
+/// values this version would misread: per-function files, uncompressed modules).
+const OLDER_FORMATS: &[&str] = &["wprof cache 2\n"];
+
+/// What a cache directory holds besides FORMAT and lock, all dropped with an older format.
+const CONTENTS: &[&str] = &["entries", "usage", "artifacts", "counters"];
 
 /// An open cache directory.
 #[derive(Debug)]
@@ -98,6 +105,8 @@ pub struct Cache {
     pending: stats::Pending,
     /// Counts of this handle since it was opened.
     session_counts: Mutex<[KindCounts; Kind::ALL.len()]>,
+    /// The older format this handle found and emptied, if it did.
+    emptied: Option<String>,
     lock: Mutex<File>,
 }
 
@@ -112,8 +121,18 @@ impl Cache {
     pub fn open(dir: &Path) -> Result<Self, CacheError> {
         files::create_private_dir(dir).map_err(io("create cache directory", dir))?;
         let format = dir.join("FORMAT");
+        let mut emptied = None;
         match files::read_optional(&format).map_err(io("read", &format))? {
             Some(found) if found == FORMAT.as_bytes() => {}
+            Some(found) if OLDER_FORMATS.iter().any(|f| f.as_bytes() == found) => {
+                // A cache of an earlier wprof: emptied, never misread. Each part is renamed
+                // aside first, so that runs emptying it at once never trip over each other.
+                for name in CONTENTS {
+                    files::remove_aside(&dir.join(name)).map_err(io("empty", dir))?;
+                }
+                files::write_atomic(&format, FORMAT.as_bytes()).map_err(io("write", &format))?;
+                emptied = Some(String::from_utf8_lossy(&found).trim().to_string());
+            }
             Some(found) => {
                 return Err(CacheError::Format {
                     path: dir.to_path_buf(),
@@ -143,6 +162,7 @@ impl Cache {
             dir: dir.to_path_buf(),
             pending: Default::default(),
             session_counts: Default::default(),
+            emptied,
             lock: Mutex::new(lock),
         };
         if cache.read_counters()?.is_none() {
@@ -154,6 +174,22 @@ impl Cache {
             })?;
         }
         Ok(cache)
+    }
+
+    /// The format of an earlier wprof that [`Cache::open`] found in the directory and
+    /// emptied (its FORMAT line), if it did: the caller's to report.
+    pub fn emptied_older_format(&self) -> Option<&str> {
+        self.emptied.as_deref()
+    }
+
+    /// The FORMAT line of an earlier wprof's cache in `dir`, if it holds one (which
+    /// [`Cache::open`] would empty).
+    pub fn older_format(dir: &Path) -> Option<String> {
+        let found = std::fs::read(dir.join("FORMAT")).ok()?;
+        OLDER_FORMATS
+            .iter()
+            .any(|f| f.as_bytes() == found)
+            .then(|| String::from_utf8_lossy(&found).trim().to_string())
     }
 
     /// Whether `dir` holds a cache (of any version): its FORMAT file exists.

@@ -232,6 +232,34 @@ fn another_format_is_refused() {
     assert!(Cache::exists(dir.path()));
 }
 
+#[test]
+fn an_older_format_is_emptied_never_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = *blake3::hash(b"k").as_bytes();
+    {
+        let c = Cache::open(dir.path()).unwrap();
+        c.put(Kind::Module, &key, b"a value of the older format")
+            .unwrap();
+    }
+    std::fs::write(dir.path().join("FORMAT"), "wprof cache 2\n").unwrap();
+    assert_eq!(
+        Cache::older_format(dir.path()).as_deref(),
+        Some("wprof cache 2")
+    );
+    let c = Cache::open(dir.path()).unwrap();
+    assert_eq!(c.emptied_older_format(), Some("wprof cache 2"));
+    assert_eq!(c.get(Kind::Module, &key).unwrap(), None);
+    assert!(c.keys(Kind::Module).unwrap().is_empty());
+    assert!(c.verify(false).unwrap().is_empty());
+    drop(c);
+    // Emptied once: the next open finds this format.
+    assert_eq!(Cache::older_format(dir.path()), None);
+    assert_eq!(
+        Cache::open(dir.path()).unwrap().emptied_older_format(),
+        None
+    );
+}
+
 fn age(path: &std::path::Path) {
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     std::fs::File::options()

@@ -313,8 +313,12 @@ fn three_function_module(constant: i32) -> String {
 #[test]
 fn a_one_function_change_instruments_one_function() {
     let s = Scratch::new();
-    let v1 = s.wat_module("v1.wasm", &three_function_module(2));
-    let v2 = s.wat_module("v2.wasm", &three_function_module(3));
+    // The program rebuilt in another directory (a CI job's, say) under its own name.
+    for dir in ["v1", "v2"] {
+        std::fs::create_dir(s.path(dir)).unwrap();
+    }
+    let v1 = s.wat_module("v1/app.wasm", &three_function_module(2));
+    let v2 = s.wat_module("v2/app.wasm", &three_function_module(3));
     assert_eq!(
         s.run(&["run", "-q", v1.to_str().unwrap()]).status.code(),
         Some(0)
@@ -323,7 +327,7 @@ fn a_one_function_change_instruments_one_function() {
         s.run(&["run", "-q", v2.to_str().unwrap()]).status.code(),
         Some(0)
     );
-    let p = s.profile("v2.wprof");
+    let p = s.profile("app.wprof");
     assert_eq!(p["instrumentation"]["functions_total"], 4);
     assert_eq!(p["instrumentation"]["functions_instrumented"], 1);
     assert_eq!(p["instrumentation"]["functions_from_cache"], 3);

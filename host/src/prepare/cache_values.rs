@@ -2,16 +2,32 @@
 //!
 //! - [`FunctionEntry`] (kind `functions`): one instrumented body and its offset map, in a
 //!   compact binary form (it is read for every function of a changed module).
+//!   Stored in packs, one per lineage (see [`crate::prepare::instrument::function_lookups`]).
 //! - [`Manifest`] (kind `manifests`): what an instrumented module is made of: its
-//!   functions, their names and keys, and the digest of the assembled module, as JSON.
+//!   functions, their names and keys, and the digest of the assembled module, as JSON
+//!   compressed with [`zstd_frames`].
 //! - the assembled instrumented module itself, and the original module it was made from
-//!   (kind `modules`, each keyed by its own blake3), raw bytes: support can print, diff and
-//!   export both without the user's files.
+//!   (kind `modules`, each keyed by its own blake3), compressed with [`zstd_frames`]
+//!   ([`encode_module`]): support can print, diff and export both without the user's files.
 //! - [`ArtifactEntry`] (kind `artifacts`): wasmtime's compiled form of an instrumented
 //!   module for one engine, in a file beside the store; the record holds what the file is
 //!   and its MAC under this user's secret key (see [`crate::prepare::artifacts`]).
 
 use serde::{Deserialize, Serialize};
+
+use crate::prepare::zstd_frames;
+
+/// A module as the `modules` kind stores it: compressed.
+pub fn encode_module(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    zstd_frames::compress(bytes)
+}
+
+/// The module stored as `stored` under `key`, its blake3; `None` if it does not expand or
+/// is not the module of that digest.
+pub fn decode_module(stored: &[u8], key: &[u8; 32]) -> Option<Vec<u8>> {
+    let bytes = zstd_frames::expand(stored).ok()?;
+    (blake3::hash(&bytes).as_bytes() == key).then_some(bytes)
+}
 
 /// The current manifest schema.
 pub const MANIFEST_VERSION: u32 = 1;
@@ -27,7 +43,11 @@ impl FunctionEntry {
     /// `u32 len | body bytes | u32 pairs | (u32 original, u32 instrumented)* | u32 ranges |
     /// (u32 start, u32 end)*` (the probe code), little endian.
     pub fn encode(&self) -> Vec<u8> {
-        let body = &self.body;
+        Self::encode_body(&self.body)
+    }
+
+    /// [`FunctionEntry::encode`] of an entry holding `body`.
+    pub fn encode_body(body: &wprof_agent::InstrumentedBody) -> Vec<u8> {
         let mut out = Vec::with_capacity(
             12 + body.bytes.len() + body.offsets.len() * 8 + body.probe_code.len() * 8,
         );
@@ -139,14 +159,16 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// JSON bytes.
+    /// JSON bytes, compressed.
     pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("a manifest always serializes")
+        let json = serde_json::to_vec(self).expect("a manifest always serializes");
+        zstd_frames::compress(&json).unwrap_or(json)
     }
 
     /// Parses a manifest; `None` if malformed or of another version.
-    pub fn decode(bytes: &[u8]) -> Option<Self> {
-        let m: Manifest = serde_json::from_slice(bytes).ok()?;
+    pub fn decode(stored: &[u8]) -> Option<Self> {
+        let bytes = zstd_frames::expand(stored).ok()?;
+        let m: Manifest = serde_json::from_slice(&bytes).ok()?;
         (m.manifest_version == MANIFEST_VERSION).then_some(m)
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! Cranelift keys each function's compiled code by a digest of its IR, the target and the
 //! compiler flags, and asks a [`wasmtime::CacheStore`] for it before compiling. wprof keeps
-//! these values in one pack per *lineage* (a module's path and probe plan: the versions of
-//! one program as it is rebuilt), a single cache value of kind `compiled` holding every
+//! these values in one pack per *lineage* (a module's file name and probe plan: the versions
+//! of one program as it is rebuilt), a single cache value of kind `compiled` holding every
 //! function the lineage's last compile used or made, zstd-compressed. A compile of a changed
 //! module reads its lineage's pack, reuses what matches, and replaces the pack with what it
 //! used and made: one file per lineage instead of one per function (a 69 MB module has 47k
@@ -78,12 +78,15 @@ pub fn new_engine_caching() -> anyhow::Result<wasmtime::Engine> {
 }
 
 /// The lineage of the module at `path` instrumented for the plan of digest `plan`: the key
-/// of its pack.
+/// of its packs (compiled functions, and instrumented bodies). The versions of one program
+/// share its file name, wherever it is built (a CI job's fresh directory included); two
+/// programs of one name share packs, which only costs reuse, never correctness, since
+/// everything in a pack is found by its own content key.
 pub fn lineage(path: &Path, plan: &[u8]) -> [u8; 32] {
-    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let name = path.file_name().unwrap_or(path.as_os_str());
     let mut h = blake3::Hasher::new();
-    h.update(b"wprof compiled lineage v1\0");
-    h.update(path.as_os_str().as_encoded_bytes());
+    h.update(b"wprof lineage v2\0");
+    h.update(name.as_encoded_bytes());
     h.update(b"\0");
     h.update(plan);
     *h.finalize().as_bytes()
@@ -147,6 +150,11 @@ impl Attached {
 
 /// What a pack of compiled functions starts with (see [`crate::prepare::pack`]).
 const PACK_MAGIC: &[u8; 8] = b"wpcpack2";
+
+/// Whether `stored` is a pack of compiled functions, each long enough to carry its MAC.
+pub fn is_pack(stored: &[u8]) -> bool {
+    pack::unpack(PACK_MAGIC, stored).is_some_and(|values| values.values().all(|v| v.len() >= 32))
+}
 
 fn key_of(cranelift_key: &[u8]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
@@ -300,9 +308,11 @@ mod tests {
     }
 
     #[test]
-    fn lineages_differ_by_path_and_plan() {
+    fn lineages_differ_by_file_name_and_plan() {
         let a = lineage(Path::new("/x/app.wasm"), b"sample");
         assert_eq!(a, lineage(Path::new("/x/app.wasm"), b"sample"));
+        assert_eq!(a, lineage(Path::new("/ci/job-2/app.wasm"), b"sample"));
+        assert_eq!(a, lineage(Path::new("app.wasm"), b"sample"));
         assert_ne!(a, lineage(Path::new("/x/other.wasm"), b"sample"));
         assert_ne!(a, lineage(Path::new("/x/app.wasm"), b"cost"));
     }

@@ -19,8 +19,11 @@ use crate::progress::Progress;
 use wprof_cache::{Cache, CacheError, Kind};
 
 use crate::prepare::artifacts;
-use crate::prepare::cache_values::{FunctionEntry, Manifest, ManifestFunction, MANIFEST_VERSION};
+use crate::prepare::cache_values::{
+    self, FunctionEntry, Manifest, ManifestFunction, MANIFEST_VERSION,
+};
 use crate::prepare::loader::LoadedModule;
+use crate::prepare::pack;
 use crate::prepare::secret::SecretKey;
 use crate::profile::{FunctionInfo, InstrumentationStats};
 use wprof_cache::hex;
@@ -69,6 +72,13 @@ impl CacheSession {
             match Cache::open(dir) {
                 Ok(cache) => {
                     tracing::debug!(dir = %dir.display(), "cache opened");
+                    if let Some(format) = cache.emptied_older_format() {
+                        warn(format_args!(
+                            "the cache in {} was an earlier wprof's ({format}) and has been \
+                             emptied; this run rebuilds what it needs",
+                            dir.display()
+                        ));
+                    }
                     session.cache = Some(cache);
                 }
                 Err(e) => session.fail(format_args!("{e}; running without the cache")),
@@ -208,6 +218,15 @@ pub fn manifest_key(module_digest: &[u8; 32], plan: &ProbePlan) -> [u8; 32] {
     *h.finalize().as_bytes()
 }
 
+/// What a pack of instrumented bodies starts with (see [`crate::prepare::pack`]).
+const BODIES_MAGIC: &[u8; 8] = b"wpbpack1";
+
+/// The bodies (encoded [`FunctionEntry`]s by function key) of a stored pack; `None` if it
+/// is not one.
+pub fn unpack_bodies(stored: &[u8]) -> Option<pack::Values> {
+    pack::unpack(BODIES_MAGIC, stored)
+}
+
 /// The per-function cache lookups of a start whose module manifest missed (a module seen
 /// for the first time, or changed).
 #[derive(Debug)]
@@ -218,14 +237,18 @@ pub struct FunctionLookups {
     pub keys: Vec<[u8; 32]>,
     /// Each defined function's instrumented body, where the cache has it.
     pub cached: Vec<Option<InstrumentedBody>>,
+    /// How many bodies the lineage's pack held.
+    pub pack_len: usize,
 }
 
 /// Computes every defined function's key (a digest of its body and everything the
-/// instrumented body depends on) and looks each one up in `cache`. This is all the
-/// function-level cache work of a start; `wprof bench` times it.
+/// instrumented body depends on) and looks each one up in the pack of bodies of `lineage`
+/// (the module's previous version). This is all the function-level cache work of a start;
+/// `wprof bench` times it.
 pub fn function_lookups(
     instrumenter: &Instrumenter<'_>,
     cache: &mut CacheSession,
+    lineage: &[u8; 32],
 ) -> FunctionLookups {
     let summaries = instrumenter.functions();
     let first_defined = instrumenter.imported_function_count() as usize;
@@ -233,12 +256,16 @@ pub fn function_lookups(
         .iter()
         .map(|s| s.key.expect("defined functions have keys"))
         .collect();
+    let earlier = cache
+        .get(Kind::Function, lineage)
+        .and_then(|stored| unpack_bodies(&stored))
+        .unwrap_or_default();
     let cached = keys
         .iter()
         .map(|key| {
-            cache
-                .get(Kind::Function, key)
-                .and_then(|bytes| FunctionEntry::decode(&bytes))
+            earlier
+                .get(key)
+                .and_then(|bytes| FunctionEntry::decode(bytes))
                 .map(|e| e.body)
         })
         .collect();
@@ -246,6 +273,7 @@ pub fn function_lookups(
         summaries,
         keys,
         cached,
+        pack_len: earlier.len(),
     }
 }
 
@@ -287,19 +315,20 @@ pub fn instrument(
     progress: &Progress,
 ) -> Result<Prepared, wprof_agent::AgentError> {
     let manifest_key = manifest_key(&module.digest, plan);
+    let lineage = crate::prepare::compiled::lineage(path, &plan.digest());
 
     let instrumenter = Instrumenter::new(&module.bytes, plan)?;
     let FunctionLookups {
         summaries,
         keys,
         cached,
-    } = function_lookups(&instrumenter, cache);
+        pack_len,
+    } = function_lookups(&instrumenter, cache, &lineage);
     let mut stats = InstrumentationStats {
         functions_total: instrumenter.defined_function_count(),
         ..Default::default()
     };
     let mut bodies = Vec::with_capacity(keys.len());
-    let mut fresh = Vec::new();
     progress.step("instrumenting functions", Some(keys.len() as u64));
     for (defined, cached) in cached.into_iter().enumerate() {
         progress.advance(1);
@@ -311,7 +340,6 @@ pub fn instrument(
             None => {
                 let body = instrumenter.instrument_function(defined as u32)?;
                 stats.functions_instrumented += 1;
-                fresh.push(defined);
                 body
             }
         };
@@ -353,24 +381,34 @@ pub fn instrument(
     progress.step("storing in the cache", None);
     // Bodies, then the modules, then the manifest that points to them: a process killed
     // anywhere in between leaves values nothing points to yet, never a dangling manifest.
-    for defined in fresh {
-        cache.put(
-            Kind::Function,
-            &keys[defined],
-            &FunctionEntry {
-                body: bodies[defined].clone(),
-            }
-            .encode(),
-        );
+    // The lineage's pack becomes this version's bodies, unless it holds exactly them.
+    if stats.functions_instrumented > 0 || pack_len != keys.len() {
+        let values: pack::Values = keys
+            .iter()
+            .zip(&bodies)
+            .map(|(key, body)| (*key, FunctionEntry::encode_body(body)))
+            .collect();
+        match pack::pack(BODIES_MAGIC, &values) {
+            Ok(stored) => cache.put(Kind::Function, &lineage, &stored),
+            Err(e) => tracing::debug!("bodies not packed: {e}"),
+        }
     }
-    cache.put_if_absent(Kind::Module, &module.digest, &module.bytes);
-    cache.put(Kind::Module, &instrumented_digest, &out.bytes);
+    for (digest, bytes, replace) in [
+        (&module.digest, &module.bytes, false),
+        (&instrumented_digest, &out.bytes, true),
+    ] {
+        match cache_values::encode_module(bytes) {
+            Ok(stored) if replace => cache.put(Kind::Module, digest, &stored),
+            Ok(stored) => cache.put_if_absent(Kind::Module, digest, &stored),
+            Err(e) => tracing::debug!("module not stored: {e}"),
+        }
+    }
     cache.put(Kind::Manifest, &manifest_key, &manifest.encode());
     let note = shown_path(path);
     cache.with(|c| c.set_note(Kind::Manifest, &manifest_key, note.as_bytes()));
 
     Ok(Prepared {
-        lineage: crate::prepare::compiled::lineage(path, &plan.digest()),
+        lineage,
         bytes: out.bytes,
         digest: instrumented_digest,
         functions: functions_of(&manifest),
@@ -407,10 +445,7 @@ fn from_manifest(
 ) -> Option<Prepared> {
     let manifest = Manifest::decode(&cache.get(Kind::Manifest, key)?)?;
     let module_key = wprof_cache::key_from_hex(&manifest.instrumented_digest)?;
-    let bytes = cache.get(Kind::Module, &module_key)?;
-    if blake3::hash(&bytes).as_bytes() != &module_key {
-        return None;
-    }
+    let bytes = cache_values::decode_module(&cache.get(Kind::Module, &module_key)?, &module_key)?;
     let note = shown_path(path);
     cache.with(|c| c.set_note(Kind::Manifest, key, note.as_bytes()));
     let defined = manifest

@@ -106,6 +106,14 @@ pub fn open_existing(dir: &Path) -> Result<Cache, Failure> {
             dir.display()
         )));
     }
+    // Inspection never changes a cache: an earlier wprof's is refused, not emptied.
+    if let Some(format) = Cache::older_format(dir) {
+        return Err(Failure::input(format!(
+            "{} holds an earlier wprof's cache ({format}), which this wprof cannot read (a \
+             `wprof run` with it empties it)",
+            dir.display()
+        )));
+    }
     open_or_create(dir)
 }
 

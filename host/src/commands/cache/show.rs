@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::path::Path;
 
 use wprof_agent::{Instrumenter, ProbeImports, ProbeMode, ProbePlan};
 use wprof_cache::{Cache, Kind, Lookup};
@@ -12,7 +13,8 @@ use super::{failed, CacheDirArg};
 use crate::display::{format_size, format_time};
 use crate::exit::Failure;
 use crate::prepare::cache_model::{self, ModuleRecord};
-use crate::prepare::cache_values::{FunctionEntry, ManifestFunction};
+use crate::prepare::cache_values::{self, FunctionEntry, ManifestFunction};
+use crate::prepare::{compiled, instrument};
 
 /// Show a cached module, or one function's original and instrumented code side by side.
 #[derive(Debug, clap::Args)]
@@ -53,7 +55,7 @@ pub fn stored_module(cache: &Cache, digest: &str) -> Result<Option<Vec<u8>>, Fai
         return Ok(None);
     };
     Ok(match cache.peek(Kind::Module, &key).map_err(failed)? {
-        Lookup::Valid(bytes) if blake3::hash(&bytes).as_bytes() == &key => Some(bytes),
+        Lookup::Valid(stored) => cache_values::decode_module(&stored, &key),
         _ => None,
     })
 }
@@ -185,25 +187,27 @@ fn offset_map(
     original: Option<&[u8]>,
 ) -> Option<Vec<(u32, u32)>> {
     let (orig, inst) = (f.original_body?, f.instrumented_body?);
+    let plan = ProbePlan {
+        mode: ProbeMode::ALL
+            .into_iter()
+            .find(|mode| mode.name() == m.manifest.mode)
+            .unwrap_or_default(),
+        call_sites: m.manifest.call_sites,
+    };
+    // The lineage's pack holds the bodies of the module's latest version.
+    let lineage = compiled::lineage(Path::new(&m.manifest.path), &plan.digest());
     let from_entry = f
         .key
         .as_deref()
         .and_then(wprof_cache::key_from_hex)
-        .and_then(|k| match cache.peek(Kind::Function, &k) {
-            Ok(Lookup::Valid(v)) => FunctionEntry::decode(&v),
+        .and_then(|k| match cache.peek(Kind::Function, &lineage) {
+            Ok(Lookup::Valid(v)) => FunctionEntry::decode(instrument::unpack_bodies(&v)?.get(&k)?),
             _ => None,
         })
         .map(|e| e.body.offsets);
     let relative = match from_entry {
         Some(o) => o,
         None => {
-            let plan = ProbePlan {
-                mode: ProbeMode::ALL
-                    .into_iter()
-                    .find(|mode| mode.name() == m.manifest.mode)
-                    .unwrap_or_default(),
-                call_sites: m.manifest.call_sites,
-            };
             let instrumenter = Instrumenter::new(original?, &plan).ok()?;
             let defined = f.id.checked_sub(instrumenter.imported_function_count())?;
             instrumenter.instrument_function(defined).ok()?.offsets

@@ -6,7 +6,8 @@ use wprof_cache::{Cache, CacheError, Key, Kind, Lookup};
 
 use super::{failed, print_json, CacheDirArg};
 use crate::exit::Failure;
-use crate::prepare::cache_values::{ArtifactEntry, FunctionEntry, Manifest};
+use crate::prepare::cache_values::{self, ArtifactEntry, FunctionEntry, Manifest};
+use crate::prepare::{compiled, instrument};
 use wprof_cache::hex;
 
 /// Check every entry of the cache; report (and with --repair drop) the bad ones.
@@ -65,17 +66,26 @@ pub struct VerifyReport {
 /// What wprof's own values must satisfy beyond their digests: `Some(problem)` if not.
 fn semantic_problem(cache: &Cache, kind: Kind, key: &Key, value: &[u8]) -> Option<String> {
     match kind {
-        Kind::Module => (blake3::hash(value).as_bytes() != key)
-            .then(|| "a module not stored under its own blake3".to_string()),
-        Kind::Function => FunctionEntry::decode(value)
+        Kind::Module => cache_values::decode_module(value, key)
             .is_none()
-            .then(|| "not a function entry".to_string()),
+            .then(|| "a module not stored under its own blake3".to_string()),
+        Kind::Function => match instrument::unpack_bodies(value) {
+            None => Some("not a pack of function bodies".into()),
+            Some(bodies) => bodies
+                .values()
+                .any(|entry| FunctionEntry::decode(entry).is_none())
+                .then(|| "a pack with a malformed function body".to_string()),
+        },
         Kind::Manifest => match Manifest::decode(value) {
             None => Some("not a manifest of this version".into()),
             Some(m) => match wprof_cache::key_from_hex(&m.instrumented_digest) {
                 None => Some("a manifest without an instrumented digest".into()),
                 Some(d) => match cache.peek(Kind::Module, &d) {
-                    Ok(Lookup::Valid(bytes)) if blake3::hash(&bytes).as_bytes() == &d => None,
+                    Ok(Lookup::Valid(stored))
+                        if cache_values::decode_module(&stored, &d).is_some() =>
+                    {
+                        None
+                    }
                     Ok(_) => Some(format!(
                         "its instrumented module {} is missing or damaged",
                         &m.instrumented_digest[..16]
@@ -88,7 +98,7 @@ fn semantic_problem(cache: &Cache, kind: Kind, key: &Key, value: &[u8]) -> Optio
             .is_none()
             .then(|| "not a compiled-artifact record".to_string()),
         Kind::Compiled => {
-            (value.len() < 32).then(|| "a compiled function without its MAC".to_string())
+            (!compiled::is_pack(value)).then(|| "not a pack of compiled functions".to_string())
         }
     }
 }
