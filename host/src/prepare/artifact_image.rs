@@ -2,7 +2,7 @@
 //! zstd in independent frames, and expanded at load time into an anonymous in-memory file
 //! that wasmtime maps.
 //!
-//! Machine code compresses about 4x (a 246 MB artifact of a 69 MB C++ module: 65 MB), and
+//! Machine code compresses about 4x (a 246 MB artifact of a 69 MB C++ module: 60 MB), and
 //! the artifact was most of a cached module's footprint. The frames are made and expanded on
 //! every core ([`zstd_frames`]), and the stored file is a plain zstd stream (`zstd -d` reads
 //! it).
