@@ -32,7 +32,7 @@ impl ProbeCode {
     }
 
     /// The section's payload.
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![VERSION];
         (self.ranges.len() as u32).encode(&mut out);
         let mut at = 0u32;
@@ -70,7 +70,8 @@ impl ProbeCode {
         }
     }
 
-    fn decode(data: &[u8]) -> Option<Self> {
+    /// The map in a section's payload (see [`ProbeCode::encode`]); `None` if malformed.
+    pub fn decode(data: &[u8]) -> Option<Self> {
         let mut reader = wasmparser::BinaryReader::new(data, 0);
         if reader.read_u8().ok()? != VERSION {
             return None;

@@ -322,19 +322,22 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         Some(runner::Probes::new(
             collector,
             settings.mode,
-            &prepared.bytes,
+            prepared.probe_code.clone(),
             compiled.image,
         )),
     )?;
     timings.extend(&outcome.timings);
     if let Some((message, _)) = &outcome.trap {
         // Tell the backtrace in terms of the original module, as `wasmtime run` would.
-        let frames = crate::run::backtrace::to_original(
-            &outcome.backtrace,
-            &loaded.bytes,
-            &prepared.bytes,
-            &plan,
-        );
+        let frames = match prepared.bytes() {
+            Some(instrumented) => crate::run::backtrace::to_original(
+                &outcome.backtrace,
+                &loaded.bytes,
+                instrumented,
+                &plan,
+            ),
+            None => outcome.backtrace.clone(),
+        };
         eprintln!(
             "Error: {}",
             crate::run::backtrace::report(&shown, &frames, message)
@@ -412,7 +415,7 @@ fn compile_original(
     settings: &RunSettings,
     cache: &mut CacheSession,
 ) -> Result<Module, Failure> {
-    instrument::compile_bytes(engine, &loaded.bytes, &loaded.digest, cache, None)
+    instrument::compile_bytes(engine, || Ok(&loaded.bytes), &loaded.digest, cache, None)
         .map(|compiled| compiled.module)
         .map_err(|e| {
             if let Err(invalid) = loader::validate(loaded, &settings.module, engine) {

@@ -30,7 +30,7 @@ pub fn decode_module(stored: &[u8], key: &[u8; 32]) -> Option<Vec<u8>> {
 }
 
 /// The current manifest schema.
-pub const MANIFEST_VERSION: u32 = 1;
+pub const MANIFEST_VERSION: u32 = 2;
 
 /// One instrumented function body as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,6 +164,10 @@ pub struct Manifest {
     pub path: String,
     /// Every function, in id order.
     pub functions: Vec<ManifestFunction>,
+    /// Sample mode: the payload of the module's `wprof.probe-code` section (hex), so that a
+    /// run from the cache knows where the probes are without reading the module.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_code: Option<String>,
 }
 
 impl Manifest {

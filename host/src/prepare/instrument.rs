@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use wasmtime::{Engine, Module};
-use wprof_agent::{InstrumentedBody, Instrumenter, ProbePlan, AGENT_FORMAT_VERSION};
+use wprof_agent::{InstrumentedBody, Instrumenter, ProbeCode, ProbePlan, AGENT_FORMAT_VERSION};
 
 use crate::progress::Progress;
 use wprof_cache::{Cache, CacheError, Kind};
@@ -195,9 +195,11 @@ impl CacheSession {
 /// The instrumented module, ready to compile.
 #[derive(Debug, Clone)]
 pub struct Prepared {
-    /// Its bytes.
-    pub bytes: Vec<u8>,
-    /// blake3 of `bytes`.
+    /// Its bytes: in memory after instrumenting; from the cache, as stored (compressed, its
+    /// envelope checked) until something needs them, since a run whose compiled code is
+    /// cached never does.
+    module: InstrumentedBytes,
+    /// blake3 of its bytes.
     pub digest: [u8; 32],
     /// Every function of the original module, in id order.
     pub functions: Vec<FunctionInfo>,
@@ -205,6 +207,27 @@ pub struct Prepared {
     pub stats: InstrumentationStats,
     /// The key of its compiled functions' pack (see [`crate::prepare::compiled::lineage`]).
     pub lineage: [u8; 32],
+    /// Sample mode: which of its bytes are probes.
+    pub probe_code: Option<ProbeCode>,
+}
+
+#[derive(Debug, Clone)]
+enum InstrumentedBytes {
+    Expanded(Vec<u8>),
+    Stored(Vec<u8>, std::sync::OnceLock<Option<Vec<u8>>>),
+}
+
+impl Prepared {
+    /// The instrumented module's bytes, expanded from the cache on first use; `None` if the
+    /// stored module does not expand to the module of its digest (then it must not be used).
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match &self.module {
+            InstrumentedBytes::Expanded(bytes) => Some(bytes),
+            InstrumentedBytes::Stored(stored, expanded) => expanded
+                .get_or_init(|| cache_values::decode_module(stored, &self.digest))
+                .as_deref(),
+        }
+    }
 }
 
 /// The key of a module's manifest: the module's digest, the probe plan and the agent
@@ -353,6 +376,7 @@ pub fn instrument(
     );
 
     let instrumented_digest = *blake3::hash(&out.bytes).as_bytes();
+    let probe_code = ProbeCode::of_module(&out.bytes);
     let manifest = Manifest {
         manifest_version: MANIFEST_VERSION,
         module_digest: module.digest_hex(),
@@ -363,6 +387,7 @@ pub fn instrument(
         mode: plan.mode.name().to_string(),
         call_sites: plan.call_sites,
         path: shown_path(path),
+        probe_code: probe_code.as_ref().map(|code| hex(&code.encode())),
         functions: out
             .probe_map
             .functions
@@ -409,7 +434,8 @@ pub fn instrument(
 
     Ok(Prepared {
         lineage,
-        bytes: out.bytes,
+        probe_code,
+        module: InstrumentedBytes::Expanded(out.bytes),
         digest: instrumented_digest,
         functions: functions_of(&manifest),
         stats,
@@ -423,6 +449,18 @@ fn shown_path(path: &Path) -> String {
         .unwrap_or_else(|_| path.to_path_buf())
         .display()
         .to_string()
+}
+
+/// The bytes of a lowercase hex string; `None` if it is not one.
+fn bytes_of_hex(hex: &str) -> Option<Vec<u8>> {
+    let digits = hex.as_bytes();
+    if digits.len() % 2 != 0 {
+        return None;
+    }
+    digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
+        .collect()
 }
 
 fn functions_of(manifest: &Manifest) -> Vec<FunctionInfo> {
@@ -445,7 +483,13 @@ fn from_manifest(
 ) -> Option<Prepared> {
     let manifest = Manifest::decode(&cache.get(Kind::Manifest, key)?)?;
     let module_key = wprof_cache::key_from_hex(&manifest.instrumented_digest)?;
-    let bytes = cache_values::decode_module(&cache.get(Kind::Module, &module_key)?, &module_key)?;
+    // Its envelope is checked here (a damaged module is a miss now, and replaced); it is
+    // expanded only if the run needs it.
+    let stored = cache.get(Kind::Module, &module_key)?;
+    let probe_code = match &manifest.probe_code {
+        Some(hex) => Some(ProbeCode::decode(&bytes_of_hex(hex)?)?),
+        None => None,
+    };
     let note = shown_path(path);
     cache.with(|c| c.set_note(Kind::Manifest, key, note.as_bytes()));
     let defined = manifest
@@ -455,7 +499,8 @@ fn from_manifest(
         .count() as u32;
     Some(Prepared {
         lineage: crate::prepare::compiled::lineage(path, &plan.digest()),
-        bytes,
+        module: InstrumentedBytes::Stored(stored, Default::default()),
+        probe_code,
         digest: module_key,
         functions: functions_of(&manifest),
         stats: InstrumentationStats {
@@ -477,7 +522,11 @@ pub fn compile(
 ) -> anyhow::Result<Compiled> {
     let compiled = compile_bytes(
         engine,
-        &prepared.bytes,
+        || {
+            prepared.bytes().ok_or_else(|| {
+                anyhow::anyhow!("the cached instrumented module is not the module of its digest")
+            })
+        },
         &prepared.digest,
         cache,
         Some(prepared.lineage),
@@ -503,14 +552,15 @@ pub struct Compiled {
     pub image: Option<std::fs::File>,
 }
 
-/// Compiles the module of `bytes` (whose blake3 is `digest`): from an authenticated artifact
-/// in the cache if there is one, else with Cranelift, storing the artifact for next time.
+/// Compiles the module of `bytes` (whose blake3 is `digest`; asked for only when there is no
+/// compiled artifact): from an authenticated artifact in the cache if there is one, else with
+/// Cranelift, storing the artifact for next time.
 /// Any module: the instrumented one, or with profiling off the original. With `lineage`
 /// (and an engine from [`crate::prepare::compiled::new_engine_caching`]), functions compiled
 /// before for that lineage are reused.
-pub fn compile_bytes(
+pub fn compile_bytes<'b>(
     engine: &Engine,
-    bytes: &[u8],
+    bytes: impl FnOnce() -> anyhow::Result<&'b [u8]>,
     digest: &[u8; 32],
     cache: &mut CacheSession,
     lineage: Option<[u8; 32]>,
@@ -541,6 +591,7 @@ pub fn compile_bytes(
             }
         }
     }
+    let bytes = bytes()?;
     // Functions compiled before (this module's previous version) come from the cache.
     if let (Some(secret), Some(c), Some(lineage)) = (&secret, cache.cache(), lineage) {
         crate::prepare::compiled::attach(c.dir(), secret, lineage);

@@ -394,17 +394,16 @@ pub struct ProbeBytes {
 }
 
 impl Probes {
-    /// The probes of `module` (its bytes), instrumented for `mode` and loaded from the
-    /// serialized `image` when known.
+    /// The probes of a module instrumented for `mode`, whose probe code (sample mode) is
+    /// `probe_code`, loaded from the serialized `image` when known.
     pub fn new(
         collector: Collector,
         mode: ProbeMode,
-        module: &[u8],
+        probe_code: Option<ProbeCode>,
         image: Option<std::fs::File>,
     ) -> Self {
-        let probe_bytes = (mode == ProbeMode::Sample)
-            .then(|| ProbeCode::of_module(module))
-            .flatten()
+        let probe_bytes = probe_code
+            .filter(|_| mode == ProbeMode::Sample)
             .map(|code| ProbeBytes { code, image });
         Probes {
             collector,

@@ -96,7 +96,10 @@ impl Instrumented {
                 mode.name()
             ))
         })?;
-        let module = compile(engine, &prepared.bytes, path)?;
+        let bytes = prepared
+            .bytes()
+            .expect("instrumented in this process: its bytes are in memory");
+        let module = compile(engine, bytes, path)?;
         Ok(Self {
             mode,
             prepared,
@@ -116,7 +119,7 @@ impl Instrumented {
             Some(runner::Probes::new(
                 collector,
                 self.mode,
-                &self.prepared.bytes,
+                self.prepared.probe_code.clone(),
                 None,
             )),
         )?;
