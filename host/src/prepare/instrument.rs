@@ -454,7 +454,7 @@ fn shown_path(path: &Path) -> String {
 /// The bytes of a lowercase hex string; `None` if it is not one.
 fn bytes_of_hex(hex: &str) -> Option<Vec<u8>> {
     let digits = hex.as_bytes();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     digits
