@@ -281,3 +281,70 @@ fn accuracy_with_a_bad_list_or_name_is_exit_2() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("no program \"nope\""));
 }
+
+#[test]
+fn scale_reports_cold_warm_and_the_cache_against_wasmtime() {
+    let s = Scratch::new();
+    let list = s.path("programs.json");
+    std::fs::write(
+        &list,
+        serde_json::json!([
+            {"name": "interp", "wasm": sample("interp.wasm"), "args": []},
+            {"name": "fib_start", "wasm": sample("fib.wasm"), "args": [], "startup_only": true},
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let out = s
+        .wprof(&[
+            "bench",
+            "--scale",
+            "--quick",
+            "--json",
+            "--programs",
+            list.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The start-up programs only.
+    assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
+    let r = &v[0];
+    assert_eq!(r["program"], "fib_start");
+    assert_eq!(
+        r["module_bytes"].as_u64().unwrap(),
+        std::fs::metadata(sample("fib.wasm")).unwrap().len()
+    );
+    positive(&r["cold"], "wall");
+    positive(&r["cold"], "peak_rss");
+    positive(r, "cold_before_start");
+    assert!(
+        r["cold_before_start"].as_u64() < r["cold"]["wall"].as_u64(),
+        "{r}"
+    );
+    // What a profiled cold run leaves: a handful of files, not one per function.
+    let files = r["cache_files"].as_u64().unwrap();
+    assert!((5..=20).contains(&files), "{r}");
+    positive(r, "cache_bytes");
+    positive(r, "off_warm");
+    positive(r, "on_warm");
+    if std::env::var_os("WASMTIME_CLI").is_some() {
+        positive(&r["wasmtime_compile"], "peak_rss");
+        positive(r, "wasmtime_run_warm");
+        positive(r, "on_ratio");
+    }
+    // --accuracy refuses a start-up program by name; --scale takes any by name.
+    let out = s
+        .wprof(&[
+            "bench",
+            "--accuracy",
+            "--programs",
+            list.to_str().unwrap(),
+            "--program",
+            "fib_start",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

@@ -14,6 +14,7 @@ pub mod overhead;
 pub mod perf;
 pub mod process;
 pub mod programs;
+pub mod scale;
 pub mod startup;
 mod table;
 
@@ -86,6 +87,14 @@ For each module, medians of N runs (interleaved; empty stdin, output discarded):
   and the five functions of largest share in perf with each mode's share. Exit 3 when perf is
   missing or may not sample, 4 when a program fails.
 
+--scale: instead of the above, for each start-up program of the list (programs that exit at
+  once: Yosys `-V`, a 69 MB module, and nextpnr `--version`, 2.3 MB), whole processes in one
+  run: `wasmtime compile -C cache=n` of the original (wall time, peak memory) against a cold
+  `wprof run` (empty cache, default mode: its time before `_start` and its peak memory); the
+  bytes and files its cache then holds, and their multiple of the module; warm starts of
+  `wasmtime run` (its compilation cache warm), `WPROF=0 wprof run` and `wprof run`, and
+  the ratios of the last two to the first. Needs the wasmtime CLI for the ratios.
+
 --quick: one run of everything (checks that the benchmark works; numbers are noisy).
 
 Examples:
@@ -94,6 +103,7 @@ Examples:
   wprof bench --quick --json
   wprof bench samples/ratio.wasm --expect-ratio heavy/light=3
   bash bench/programs/build.sh && wprof bench --accuracy --runs 3
+  wprof bench --scale --runs 3
   wprof bench --accuracy --program lua --quick")]
 pub struct BenchCommand {
     /// Modules to measure [default: every .wasm in ./samples].
@@ -118,7 +128,14 @@ pub struct BenchCommand {
     #[arg(long)]
     accuracy: bool,
 
-    /// The program list for --accuracy: JSON, as `bench/programs/build.sh` writes it.
+    /// Start-up at scale, whole processes against the wasmtime CLI in one run: a cold start
+    /// and its peak memory against `wasmtime compile`, what the cache then holds, and warm
+    /// starts with profiling off and on against `wasmtime run`, on the list's start-up
+    /// programs (a 69 MB and a 2 MB module; see --programs).
+    #[arg(long, conflicts_with = "accuracy")]
+    scale: bool,
+
+    /// The program list for --accuracy and --scale: JSON, as `bench/programs/build.sh` writes it.
     #[arg(
         long,
         value_name = "FILE",
@@ -126,7 +143,7 @@ pub struct BenchCommand {
     )]
     programs: PathBuf,
 
-    /// With --accuracy: only the programs of these names (repeatable).
+    /// With --accuracy or --scale: only the programs of these names (repeatable).
     #[arg(long = "program", value_name = "NAME")]
     program_names: Vec<String>,
 
@@ -240,6 +257,9 @@ impl BenchCommand {
         if self.accuracy {
             return self.accuracy(runs);
         }
+        if self.scale {
+            return self.scale(runs);
+        }
         let engine = crate::run::engine::new_engine()?;
         let caching = crate::prepare::compiled::new_engine_caching()?;
         let cli = process::WasmtimeCli::find()?;
@@ -290,18 +310,47 @@ impl BenchCommand {
         }
     }
 
-    fn accuracy(&self, runs: u32) -> Result<i32, Failure> {
+    /// The programs of the list, all of them or those named; `startup` picks the start-up
+    /// programs (`--scale`) or the others (`--accuracy`) when none are named.
+    fn programs(&self, startup: bool) -> Result<Vec<programs::Program>, Failure> {
         let mut programs = programs::read_programs(&self.programs)?;
-        if !self.program_names.is_empty() {
-            for name in &self.program_names {
-                if !programs.iter().any(|p| &p.name == name) {
-                    return Err(Failure::input(format!(
-                        "no program {name:?} in {}",
-                        self.programs.display()
-                    )));
-                }
+        if self.program_names.is_empty() {
+            programs.retain(|p| p.startup_only == startup);
+            return Ok(programs);
+        }
+        for name in &self.program_names {
+            if !programs.iter().any(|p| &p.name == name) {
+                return Err(Failure::input(format!(
+                    "no program {name:?} in {}",
+                    self.programs.display()
+                )));
             }
-            programs.retain(|p| self.program_names.contains(&p.name));
+        }
+        programs.retain(|p| self.program_names.contains(&p.name));
+        Ok(programs)
+    }
+
+    fn scale(&self, runs: u32) -> Result<i32, Failure> {
+        let programs = self.programs(true)?;
+        let wasmtime = process::WasmtimeCli::find()?;
+        let mut results = Vec::new();
+        for program in &programs {
+            if !self.json {
+                eprintln!("wprof bench --scale: {} ...", program.name);
+            }
+            results.push(scale::measure(program, runs, wasmtime.as_ref())?);
+        }
+        self.print(&results, || scale::table(&results, runs));
+        Ok(0)
+    }
+
+    fn accuracy(&self, runs: u32) -> Result<i32, Failure> {
+        let programs = self.programs(false)?;
+        if let Some(program) = programs.iter().find(|p| p.startup_only) {
+            return Err(Failure::input(format!(
+                "{} exits at once, too soon to sample: it is a program for --scale",
+                program.name
+            )));
         }
         let perf = perf::find_perf()?;
         let wasmtime = process::WasmtimeCli::find()?;

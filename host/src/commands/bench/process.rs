@@ -188,7 +188,7 @@ fn timed_run(mut cmd: Command) -> Result<(u64, serde_json::Value), Failure> {
 }
 
 /// The nanoseconds of phase `name` in `--timings=json` output.
-fn phase_ns(timings: &serde_json::Value, name: &str) -> u64 {
+pub fn phase_ns(timings: &serde_json::Value, name: &str) -> u64 {
     timings["phases"]
         .as_array()
         .into_iter()

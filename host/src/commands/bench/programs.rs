@@ -54,7 +54,8 @@ impl Program {
     }
 }
 
-/// Reads a program list; paths become relative to the list's folder.
+/// Reads a program list (start-up programs included: see [`Program::startup_only`]); paths
+/// become relative to the list's folder.
 pub fn read_programs(path: &Path) -> Result<Vec<Program>, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
@@ -74,7 +75,6 @@ pub fn read_programs(path: &Path) -> Result<Vec<Program>, Failure> {
             *d = format!("{}::{guest}", base.join(host).display());
         }
     }
-    programs.retain(|p| !p.startup_only);
     Ok(programs)
 }
 
