@@ -29,8 +29,8 @@ use crate::profile::{FunctionInfo, InstrumentationStats};
 use wprof_cache::hex;
 
 /// The size cap applied after runs that stored something, by default: 5 GiB, which holds
-/// six 70 MB modules (about 825 MB each once instrumented, compiled and cached) or hundreds
-/// of small ones.
+/// twenty 70 MB modules (about 230 MB each once instrumented, compiled and cached) or
+/// hundreds of small ones.
 pub const DEFAULT_MAX_SIZE: u64 = 5 << 30;
 
 /// Prints one warning line on stderr.
