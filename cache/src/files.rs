@@ -27,12 +27,28 @@ pub fn key_from_hex(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// A temporary name beside `path` (its folder, [`TEMP_PREFIX`], `what`), unique among
+/// processes (pid), threads of one (a counter), and runs reusing a pid (the clock).
+fn temp_beside(path: &Path, what: &str) -> PathBuf {
+    let dir = path.parent().expect("cache paths live in a folder");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!(
+        "{TEMP_PREFIX}{what}{}-{nanos}-{n}-{}",
+        std::process::id(),
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+    ))
+}
+
 /// Writes `bytes` to `path` atomically: a private temporary file in the same folder, then
 /// renamed over `path`. Not synced: a killed process leaves the whole file or none (the
 /// kernel has it either way); after a power loss a file may be short or damaged, which its
 /// recorded length and digest (and the host's MAC) reveal, so it is never used.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().expect("companion files live in a folder");
     let mut options = fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -40,18 +56,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    // Unique among processes (pid), threads of one (counter), and runs reusing a pid.
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let temp = dir.join(format!(
-        "{TEMP_PREFIX}{}-{nanos}-{n}-{}",
-        std::process::id(),
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
-    ));
+    let temp = temp_beside(path, "");
     let result = (|| {
         let mut file = options.open(&temp)?;
         file.write_all(bytes)?;
@@ -103,14 +108,7 @@ pub(crate) fn remove_optional(path: &Path) -> io::Result<bool> {
 /// name beside it first (so that processes removing it at once do not fail on each other's
 /// half-removed tree), then removed.
 pub(crate) fn remove_aside(path: &Path) -> io::Result<()> {
-    let parent = path.parent().expect("cache paths live in a folder");
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let aside = parent.join(format!(
-        "{TEMP_PREFIX}removed-{}-{n}-{}",
-        std::process::id(),
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("part")
-    ));
+    let aside = temp_beside(path, "removed-");
     match fs::rename(path, &aside) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
