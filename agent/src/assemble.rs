@@ -383,15 +383,24 @@ pub(crate) fn assemble(
                 .collect(),
         });
     }
-    if probes.arena().is_some_and(|a| a.sampled) {
-        append_probe_code(&mut bytes, &probe_map, bodies);
-    }
-    Ok(InstrumentedModule { bytes, probe_map })
+    let probe_code = probes
+        .arena()
+        .is_some_and(|a| a.sampled)
+        .then(|| append_probe_code(&mut bytes, &probe_map, bodies));
+    Ok(InstrumentedModule {
+        bytes,
+        probe_map,
+        probe_code,
+    })
 }
 
 /// Appends the `wprof.probe-code` section (see [`crate::probe_code`]): at the end, so no
-/// body moves.
-fn append_probe_code(bytes: &mut Vec<u8>, probe_map: &ProbeMap, bodies: &[InstrumentedBody]) {
+/// body moves. What it says.
+fn append_probe_code(
+    bytes: &mut Vec<u8>,
+    probe_map: &ProbeMap,
+    bodies: &[InstrumentedBody],
+) -> crate::probe_code::ProbeCode {
     let placed = probe_map
         .functions
         .iter()
@@ -404,9 +413,11 @@ fn append_probe_code(bytes: &mut Vec<u8>, probe_map: &ProbeMap, bodies: &[Instru
                 .map(move |&(start, end)| (at.start + start, at.start + end))
         })
         .collect();
+    let code = crate::probe_code::ProbeCode::new(ranges);
     let section = wasm_encoder::CustomSection {
         name: crate::probe_code::SECTION.into(),
-        data: crate::probe_code::ProbeCode::new(ranges).encode().into(),
+        data: code.encode().into(),
     };
     wasm_encoder::Section::append_to(&section, bytes);
+    code
 }

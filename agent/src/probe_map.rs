@@ -345,6 +345,8 @@ pub struct InstrumentedModule {
     pub bytes: Vec<u8>,
     /// What the probes mean and where each instruction went.
     pub probe_map: ProbeMap,
+    /// Sample mode: which of `bytes` are probes (what its `wprof.probe-code` section says).
+    pub probe_code: Option<crate::ProbeCode>,
 }
 
 /// Every function of the original module with its probe id, name and offset map.

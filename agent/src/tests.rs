@@ -326,6 +326,11 @@ fn probe_code_section_marks_exactly_the_added_instructions() {
     let out = instrument(&wasm, &plan).unwrap();
     validate(&out.bytes);
     let code = ProbeCode::of_module(&out.bytes).expect("sample mode writes the section");
+    assert_eq!(
+        out.probe_code.as_ref(),
+        Some(&code),
+        "what the agent says it wrote"
+    );
     assert!(!code.ranges().is_empty());
     let shift = ProbeImports::shift(ProbeMode::Sample);
     let ops = |bytes: &[u8], base: usize| -> Vec<String> {

@@ -17,14 +17,18 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// Parses a 64-digit hex key.
 pub fn key_from_hex(s: &str) -> Option<[u8; 32]> {
-    if s.len() != 64 {
+    bytes_from_hex(s)?.try_into().ok()
+}
+
+/// The bytes of a hex string (two digits a byte); `None` if it is not one.
+pub fn bytes_from_hex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
-    let mut out = [0u8; 32];
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// A temporary name beside `path` (its folder, [`TEMP_PREFIX`], `what`), unique among
@@ -173,5 +177,8 @@ mod tests {
         let k = *blake3::hash(b"x").as_bytes();
         assert_eq!(key_from_hex(&hex(&k)), Some(k));
         assert_eq!(key_from_hex("00"), None);
+        assert_eq!(bytes_from_hex("00ff10"), Some(vec![0, 255, 16]));
+        assert_eq!(bytes_from_hex("0"), None);
+        assert_eq!(bytes_from_hex("zz"), None);
     }
 }

@@ -73,7 +73,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 pub use error::CacheError;
-pub use files::{hex, key_from_hex};
+pub use files::{bytes_from_hex, hex, key_from_hex};
 pub use inventory::EntryInfo;
 pub use kind::Kind;
 pub use records::{RawRecord, Section};

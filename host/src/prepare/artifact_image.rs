@@ -17,12 +17,7 @@ use std::io;
 
 use crate::prepare::zstd_frames;
 
-/// `bytes` (a serialized module) as stored: see [`zstd_frames::compress`].
-pub fn compress(bytes: &[u8]) -> io::Result<Vec<u8>> {
-    zstd_frames::compress(bytes)
-}
-
-/// `stored` (see [`compress`]) expanded into an anonymous file private to this process, on
+/// `stored` (a serialized module compressed by [`zstd_frames::compress`]) expanded into an anonymous file private to this process, on
 /// every core, and sealed against change where the system allows. The file is positioned
 /// at its start.
 pub fn expand(stored: &[u8]) -> io::Result<File> {
@@ -96,7 +91,10 @@ mod tests {
         let bytes: Vec<u8> = (0..2 * zstd_frames::FRAME_BYTES + 7)
             .map(|i| (i % 13) as u8)
             .collect();
-        assert_eq!(contents(expand(&compress(&bytes).unwrap()).unwrap()), bytes);
+        assert_eq!(
+            contents(expand(&zstd_frames::compress(&bytes).unwrap()).unwrap()),
+            bytes
+        );
         assert!(expand(b"").is_err());
         assert!(expand(b"not zstd").is_err());
     }
@@ -105,7 +103,7 @@ mod tests {
     #[test]
     fn the_expanded_file_cannot_change() {
         use std::io::Write;
-        let mut file = expand(&compress(b"sealed").unwrap()).unwrap();
+        let mut file = expand(&zstd_frames::compress(b"sealed").unwrap()).unwrap();
         assert!(file.write_all(b"x").is_err());
         assert!(file.set_len(1).is_err());
     }

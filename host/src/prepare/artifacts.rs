@@ -18,9 +18,9 @@ use std::path::Path;
 use wasmtime::{Engine, Module};
 use wprof_cache::{Cache, Kind};
 
-use crate::prepare::artifact_image;
 use crate::prepare::cache_values::ArtifactEntry;
 use crate::prepare::secret::SecretKey;
+use crate::prepare::{artifact_image, zstd_frames};
 use wprof_cache::hex;
 
 /// The wasmtime version wprof is built with.
@@ -99,12 +99,6 @@ pub fn find(
     }))
 }
 
-impl FoundArtifact {
-    /// The artifact's file.
-    pub fn path(&self) -> &std::path::Path {
-        &self.path
-    }
-}
 
 /// Why a found artifact was not loaded.
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +172,7 @@ pub fn store_bytes(
     secret: &SecretKey,
 ) -> anyhow::Result<()> {
     let key = artifact_key(instrumented_digest, fingerprint);
-    let bytes = &artifact_image::compress(bytes)?;
+    let bytes = &zstd_frames::compress(bytes)?;
     let entry = ArtifactEntry {
         instrumented_digest: hex(instrumented_digest),
         engine: hex(fingerprint),

@@ -172,9 +172,8 @@ pub struct Manifest {
 
 impl Manifest {
     /// JSON bytes, compressed.
-    pub fn encode(&self) -> Vec<u8> {
-        let json = serde_json::to_vec(self).expect("a manifest always serializes");
-        zstd_frames::compress(&json).unwrap_or(json)
+    pub fn encode(&self) -> std::io::Result<Vec<u8>> {
+        zstd_frames::compress(&serde_json::to_vec(self).expect("a manifest always serializes"))
     }
 
     /// Parses a manifest; `None` if malformed or of another version.

@@ -167,9 +167,11 @@ impl CacheSession {
         self.with(|c| c.put(kind, key, value));
     }
 
-    fn put_if_absent(&mut self, kind: Kind, key: &[u8; 32], value: &[u8]) {
-        if self.with(|c| c.contains(kind, key)) == Some(false) {
-            self.put(kind, key, value);
+    /// Puts a value that had to be encoded (compressed) first, unless encoding failed.
+    fn put_encoded(&mut self, kind: Kind, key: &[u8; 32], value: std::io::Result<Vec<u8>>) {
+        match value {
+            Ok(value) => self.put(kind, key, &value),
+            Err(e) => tracing::debug!("{} value not stored: {e}", kind.name()),
         }
     }
 
@@ -376,7 +378,7 @@ pub fn instrument(
     );
 
     let instrumented_digest = *blake3::hash(&out.bytes).as_bytes();
-    let probe_code = ProbeCode::of_module(&out.bytes);
+    let probe_code = out.probe_code;
     let manifest = Manifest {
         manifest_version: MANIFEST_VERSION,
         module_digest: module.digest_hex(),
@@ -413,22 +415,23 @@ pub fn instrument(
             .zip(&bodies)
             .map(|(key, body)| (*key, FunctionEntry::encode_body(body)))
             .collect();
-        match pack::pack(BODIES_MAGIC, &values) {
-            Ok(stored) => cache.put(Kind::Function, &lineage, &stored),
-            Err(e) => tracing::debug!("bodies not packed: {e}"),
-        }
+        cache.put_encoded(Kind::Function, &lineage, pack::pack(BODIES_MAGIC, &values));
     }
-    for (digest, bytes, replace) in [
-        (&module.digest, &module.bytes, false),
-        (&instrumented_digest, &out.bytes, true),
-    ] {
-        match cache_values::encode_module(bytes) {
-            Ok(stored) if replace => cache.put(Kind::Module, digest, &stored),
-            Ok(stored) => cache.put_if_absent(Kind::Module, digest, &stored),
-            Err(e) => tracing::debug!("module not stored: {e}"),
-        }
+    // The original only when absent (compressing 69 MB takes a second); the instrumented
+    // module always, replacing a damaged one.
+    if cache.with(|c| c.contains(Kind::Module, &module.digest)) == Some(false) {
+        cache.put_encoded(
+            Kind::Module,
+            &module.digest,
+            cache_values::encode_module(&module.bytes),
+        );
     }
-    cache.put(Kind::Manifest, &manifest_key, &manifest.encode());
+    cache.put_encoded(
+        Kind::Module,
+        &instrumented_digest,
+        cache_values::encode_module(&out.bytes),
+    );
+    cache.put_encoded(Kind::Manifest, &manifest_key, manifest.encode());
     let note = shown_path(path);
     cache.with(|c| c.set_note(Kind::Manifest, &manifest_key, note.as_bytes()));
 
@@ -449,18 +452,6 @@ fn shown_path(path: &Path) -> String {
         .unwrap_or_else(|_| path.to_path_buf())
         .display()
         .to_string()
-}
-
-/// The bytes of a lowercase hex string; `None` if it is not one.
-fn bytes_of_hex(hex: &str) -> Option<Vec<u8>> {
-    let digits = hex.as_bytes();
-    if !digits.len().is_multiple_of(2) {
-        return None;
-    }
-    digits
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
-        .collect()
 }
 
 fn functions_of(manifest: &Manifest) -> Vec<FunctionInfo> {
@@ -487,7 +478,7 @@ fn from_manifest(
     // expanded only if the run needs it.
     let stored = cache.get(Kind::Module, &module_key)?;
     let probe_code = match &manifest.probe_code {
-        Some(hex) => Some(ProbeCode::decode(&bytes_of_hex(hex)?)?),
+        Some(hex) => Some(ProbeCode::decode(&wprof_cache::bytes_from_hex(hex)?)?),
         None => None,
     };
     let note = shown_path(path);

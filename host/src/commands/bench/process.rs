@@ -172,19 +172,23 @@ fn timed_run(mut cmd: Command) -> Result<(u64, serde_json::Value), Failure> {
         .with_context(|| format!("cannot run {:?}", cmd.get_program()))?;
     let elapsed = t.elapsed().as_nanos() as u64;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let phases = stderr
+    let phases = timings_in(&stderr).ok_or_else(|| {
+        Failure::input(format!(
+            "`wprof run --timings=json` printed no timings ({}): {}",
+            out.status,
+            stderr.lines().last().unwrap_or_default()
+        ))
+    })?;
+    Ok((elapsed, phases))
+}
+
+/// What a `wprof run --timings=json` printed last on stderr: its timings, if it did.
+pub fn timings_in(stderr: &str) -> Option<serde_json::Value> {
+    stderr
         .lines()
         .rev()
         .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v.get("phases").is_some())
-        .ok_or_else(|| {
-            Failure::input(format!(
-                "`wprof run --timings=json` printed no timings ({}): {}",
-                out.status,
-                stderr.lines().last().unwrap_or_default()
-            ))
-        })?;
-    Ok((elapsed, phases))
 }
 
 /// The nanoseconds of phase `name` in `--timings=json` output.

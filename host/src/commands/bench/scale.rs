@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::process::{phase_ns, WasmtimeCli};
+use super::process::{phase_ns, timings_in, WasmtimeCli};
 use super::programs::{self, Program};
 use crate::display::{format_ns, format_size};
 use crate::exit::Failure;
@@ -259,12 +259,7 @@ pub fn measure(
 
 /// The nanoseconds before `_start` in a `--timings=json` run's stderr (its last JSON line).
 fn before_start(stderr: &[u8]) -> Result<u64, Failure> {
-    let text = String::from_utf8_lossy(stderr);
-    let timings = text
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v.get("phases").is_some())
+    let timings = timings_in(&String::from_utf8_lossy(stderr))
         .ok_or_else(|| Failure::input("a `wprof run --timings=json` printed no timings"))?;
     Ok(BEFORE_START.iter().map(|p| phase_ns(&timings, p)).sum())
 }
