@@ -99,7 +99,6 @@ pub fn find(
     }))
 }
 
-
 /// Why a found artifact was not loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {

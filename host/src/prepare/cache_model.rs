@@ -185,7 +185,10 @@ pub fn resolve_function<'a>(
     let found: Vec<&ManifestFunction> = functions
         .iter()
         .filter(|f| {
-            f.name == spec || (is_prefix && f.key.as_ref().is_some_and(|k| k.starts_with(&prefix)))
+            f.name == spec
+                || (is_prefix
+                    && f.key
+                        .is_some_and(|k| wprof_cache::hex(&k).starts_with(&prefix)))
         })
         .collect();
     match found.as_slice() {

@@ -399,7 +399,7 @@ pub fn instrument(
                 id: f.id,
                 name: f.name.clone(),
                 kind: f.kind.name().to_string(),
-                key: s.key.map(|k| hex(&k)),
+                key: s.key,
                 original_body: f.original_body.as_ref().map(|r| (r.start, r.end)),
                 instrumented_body: f.instrumented_body.as_ref().map(|r| (r.start, r.end)),
             })

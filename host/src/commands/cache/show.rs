@@ -157,7 +157,7 @@ fn module_text(m: &ModuleRecord) -> String {
             },
             range(f.original_body),
             range(f.instrumented_body),
-            f.key.as_deref().map_or("-", |k| &k[..16])
+            f.key.map_or("-".to_string(), |k| wprof_cache::hex(&k[..8]))
         );
     }
     out
@@ -198,8 +198,6 @@ fn offset_map(
     let lineage = compiled::lineage(Path::new(&m.manifest.path), &plan.digest());
     let from_entry = f
         .key
-        .as_deref()
-        .and_then(wprof_cache::key_from_hex)
         .and_then(|k| match cache.peek(Kind::Function, &lineage) {
             Ok(Lookup::Valid(v)) => FunctionEntry::decode(instrument::unpack_bodies(&v)?.get(&k)?),
             _ => None,
