@@ -11,11 +11,15 @@ use std::path::{Path, PathBuf};
 
 /// The rooms, and what each may use besides the shared helpers.
 const ROOMS: &[(&str, &[&str])] = &[
-    ("commands", &["prepare", "run", "report", "profile"]),
+    (
+        "commands",
+        &["prepare", "run", "report", "profile", "config"],
+    ),
     ("prepare", &["run::engine", "profile"]),
     ("run", &["profile"]),
     ("report", &["profile"]),
     ("profile", &[]),
+    ("config", &[]),
 ];
 
 /// Helpers at the crate's root: every room may use them; they use no room.

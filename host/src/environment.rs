@@ -23,6 +23,11 @@ pub const VARIABLES: &[Variable] = &[
                   no profile; its compiled code is cached (not with --no-cache)",
     },
     Variable {
+        name: "WPROF_CONFIG",
+        meaning: "the configuration file (default ./wprof.toml if there is one; `off`:\n\
+                  none); flags and WPROF_* variables win over it (see `wprof config`)",
+    },
+    Variable {
         name: "WPROF_MODE",
         meaning: "{modes}: what `wprof run` measures (like --mode; default {default_mode})",
     },

@@ -12,11 +12,13 @@
 //!   uses `profile`.
 //! - [`report`]: one module per output format; uses `profile`.
 //! - [`profile`]: the profile model and file; uses no room.
+//! - [`config`]: the configuration file and where each setting comes from; uses no room.
 //!
 //! Beside them, helpers every room may use and that use no room: [`exit`], [`settings`],
 //! [`logging`], [`display`], [`stats`] and [`timings`].
 
 pub mod commands;
+pub mod config;
 pub mod prepare;
 pub mod profile;
 pub mod progress;

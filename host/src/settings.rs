@@ -1,7 +1,9 @@
-//! Resolved settings: command-line flags over `WPROF_*` environment variables over
-//! defaults. Commands turn their clap structs into these plain structs before any work.
+//! Resolved settings: command-line flags over `WPROF_*` environment variables over the
+//! configuration file over defaults. Commands turn their clap structs into these plain
+//! structs before any work.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::exit::Failure;
 
@@ -25,8 +27,39 @@ pub fn switch(name: &str, value: Option<&str>, default: bool) -> Result<bool, Fa
     }
 }
 
-/// The default cache directory: `$XDG_CACHE_HOME/wprof`, else `~/.cache/wprof`.
+/// What the configuration file says about the cache, for every command (see
+/// [`crate::config::install`]).
+#[derive(Debug, Clone, Default)]
+pub struct CacheDefaults {
+    /// `[cache] dir`.
+    pub dir: Option<PathBuf>,
+    /// `[cache] max_size` (`None` inside: no cap).
+    pub max_size: Option<Option<u64>>,
+}
+
+static CACHE_DEFAULTS: OnceLock<CacheDefaults> = OnceLock::new();
+
+/// Sets what the configuration file says about the cache; once per process.
+pub fn set_cache_defaults(defaults: CacheDefaults) {
+    let _ = CACHE_DEFAULTS.set(defaults);
+}
+
+/// The configuration file's cache size cap, if it sets one (`Some(None)`: no cap).
+pub fn configured_cache_max_size() -> Option<Option<u64>> {
+    CACHE_DEFAULTS.get().and_then(|d| d.max_size)
+}
+
+/// The cache directory when no flag or variable names one: the configuration file's, else
+/// [`standard_cache_dir`].
 pub fn default_cache_dir() -> Option<PathBuf> {
+    CACHE_DEFAULTS
+        .get()
+        .and_then(|d| d.dir.clone())
+        .or_else(standard_cache_dir)
+}
+
+/// The standard cache directory: `$XDG_CACHE_HOME/wprof`, else `~/.cache/wprof`.
+pub fn standard_cache_dir() -> Option<PathBuf> {
     if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
         return Some(PathBuf::from(xdg).join("wprof"));
     }

@@ -7,6 +7,7 @@ mod cache_fill;
 mod cache_inspect;
 mod cache_maint;
 mod cache_safety;
+mod config;
 mod cost;
 mod diff;
 mod formats;

@@ -469,11 +469,22 @@ fn an_unusable_cache_directory_is_a_warning() {
 #[test]
 fn an_unwritable_profile_path_still_runs_the_program() {
     let s = Scratch::new();
+    // A missing directory is made; one under a plain file cannot be.
     let out = s.run(&[
         "run",
         "-q",
         "-o",
-        "no/such/dir/x.wprof",
+        "new/dir/x.wprof",
+        sample("exit_code.wasm").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(s.path("new/dir/x.wprof").is_file(), "{}", stderr(&out));
+    std::fs::write(s.path("plain"), "").unwrap();
+    let out = s.run(&[
+        "run",
+        "-q",
+        "-o",
+        "plain/x.wprof",
         sample("exit_code.wasm").to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(3));

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use wprof_agent::ProbePlan;
 
-use crate::commands::run::ProbeArgs;
+use crate::commands::run_settings::ProbeArgs;
 use crate::exit::Failure;
 use crate::prepare::instrument::{self, warn, CacheSession};
 
@@ -51,14 +51,35 @@ pub struct InstrumentCommand {
     #[arg(short, long)]
     quiet: bool,
 
+    /// How the command line gave each flag (filled after parsing).
+    #[arg(skip)]
+    pub given: crate::commands::GivenArgs,
+
     /// Modules to prepare (`.wasm`, or `.wat` text).
     #[arg(value_name = "APP.wasm", required_unless_present = "watch")]
     modules: Vec<PathBuf>,
 }
 
 impl InstrumentCommand {
-    fn plan(&self) -> ProbePlan {
-        self.probes.plan()
+    /// The probe plan for the module at `path`: the flags', else the configuration file's
+    /// (its `[[module]]` section for `path`, else its top level), else the defaults, as
+    /// `wprof run` resolves it.
+    fn plan(&self, path: &Path) -> ProbePlan {
+        let file = crate::config::installed();
+        let section = file.and_then(|f| f.section_for(path));
+        let (mode, _) = crate::config::resolve(
+            self.given.with("mode", self.probes.mode.into()),
+            "WPROF_MODE",
+            file.and_then(|f| f.knob(section, |k| k.mode.as_ref())),
+            self.probes.mode.into(),
+        );
+        let (call_sites, _) = crate::config::resolve(
+            self.given.with("call_sites", self.probes.call_sites),
+            "WPROF_CALL_SITES",
+            file.and_then(|f| f.knob(section, |k| k.call_sites.as_ref())),
+            self.probes.call_sites,
+        );
+        ProbePlan { mode, call_sites }
     }
 
     fn cache_dir(&self) -> Result<PathBuf, Failure> {
@@ -84,8 +105,10 @@ impl InstrumentCommand {
             )));
         }
         let progress = crate::progress::Progress::on_terminal(self.quiet);
-        let mut prepared = instrument::prepare(&loaded, path, &self.plan(), &mut cache, &progress)
-            .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
+        let mut prepared =
+            instrument::prepare(&loaded, path, &self.plan(path), &mut cache, &progress).map_err(
+                |e| Failure::input(format!("cannot instrument {}: {e}", path.display())),
+            )?;
         progress.step("compiling", None);
         let compiled = instrument::compile(engine, &mut prepared, &mut cache);
         progress.finish();

@@ -7,15 +7,18 @@
 
 pub mod bench;
 pub mod cache;
+pub mod config;
 pub mod diff;
 pub mod instrument;
 pub mod report;
 pub mod run;
+pub mod run_settings;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use self::bench::BenchCommand;
 use self::cache::CacheCommand;
+use self::config::ConfigCommand;
 use self::diff::DiffCommand;
 use self::instrument::InstrumentCommand;
 use self::report::ReportCommand;
@@ -48,16 +51,16 @@ Exit status:
 }
 
 /// The environment variables' help, filled from the definitions the code uses: the modes
-/// and the default one from [`run::Mode`], the sample period from the sampler, the cache's
+/// and the default one from [`run_settings::Mode`], the sample period from the sampler, the cache's
 /// default cap.
 pub(crate) fn environment_help() -> String {
     use clap::ValueEnum;
-    let modes: Vec<String> = run::Mode::value_variants()
+    let modes: Vec<String> = run_settings::Mode::value_variants()
         .iter()
         .filter_map(|m| m.to_possible_value())
         .map(|v| v.get_name().to_string())
         .collect();
-    let default_mode = run::Mode::default()
+    let default_mode = run_settings::Mode::default()
         .to_possible_value()
         .map(|v| v.get_name().to_string())
         .unwrap_or_default();
@@ -83,18 +86,46 @@ enum Command {
     Bench(BenchCommand),
     Cache(CacheCommand),
     Instrument(InstrumentCommand),
+    Config(ConfigCommand),
 }
 
 /// Runs wprof with this process's arguments; returns the exit code.
 pub fn main() -> i32 {
     crate::logging::init();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (mut cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { USAGE_OR_INPUT } else { 0 };
         }
     };
+    // The configuration file, for the commands that read settings from it: a bad one
+    // stops them here, before anything runs.
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Instrument(_) | Command::Cache(_) | Command::Config(_)
+    ) {
+        if let Err(failure) = crate::config::install() {
+            eprintln!("wprof: error: {failure}");
+            return failure.code;
+        }
+    }
+    if let (Command::Run(cmd), Some(sub)) = (&mut cli.command, matches.subcommand_matches("run")) {
+        cmd.settings.given = given(sub);
+    }
+    if let (Command::Config(cmd), Some(sub)) =
+        (&mut cli.command, matches.subcommand_matches("config"))
+    {
+        cmd.settings.given = given(sub);
+    }
+    if let (Command::Instrument(cmd), Some(sub)) =
+        (&mut cli.command, matches.subcommand_matches("instrument"))
+    {
+        cmd.given = given(sub);
+    }
     let result = match &cli.command {
         Command::Run(cmd) => cmd.execute(),
         Command::Report(cmd) => cmd.execute(),
@@ -102,6 +133,7 @@ pub fn main() -> i32 {
         Command::Bench(cmd) => cmd.execute(),
         Command::Cache(cmd) => cmd.execute(),
         Command::Instrument(cmd) => cmd.execute(),
+        Command::Config(cmd) => cmd.execute(),
     };
     match result {
         Ok(code) => code,
@@ -109,6 +141,38 @@ pub fn main() -> i32 {
             eprintln!("wprof: error: {failure}");
             failure.code
         }
+    }
+}
+
+/// Which of a subcommand's arguments the command line or their variables gave, by id:
+/// the rest may come from the configuration file.
+fn given(matches: &clap::ArgMatches) -> GivenArgs {
+    let mut given = GivenArgs::default();
+    for id in matches.ids() {
+        let how = match matches.value_source(id.as_str()) {
+            Some(clap::parser::ValueSource::CommandLine) => crate::config::Given::Flag,
+            Some(clap::parser::ValueSource::EnvVariable) => crate::config::Given::Variable,
+            _ => continue,
+        };
+        given.0.insert(id.to_string(), how);
+    }
+    given
+}
+
+/// How each argument given explicitly was given (see [`given`]); empty when a command is
+/// built some other way than from the command line (then every default may be the file's).
+#[derive(Debug, Clone, Default)]
+pub struct GivenArgs(std::collections::HashMap<String, crate::config::Given>);
+
+impl GivenArgs {
+    /// How argument `id` was given, if it was.
+    pub fn get(&self, id: &str) -> Option<crate::config::Given> {
+        self.0.get(id).copied()
+    }
+
+    /// `value` with how it was given, if it was.
+    pub fn with<T>(&self, id: &str, value: T) -> Option<(T, crate::config::Given)> {
+        self.get(id).map(|how| (value, how))
     }
 }
 

@@ -7,6 +7,7 @@ use wasmtime::Module;
 
 use wprof_agent::{ProbeMode, ProbePlan};
 
+use crate::commands::run_settings::SettingsArgs;
 use crate::exit::Failure;
 use crate::prepare::instrument::{self, warn, CacheSession, Prepared};
 use crate::prepare::loader::{self, LoadedModule};
@@ -31,26 +32,8 @@ pub struct RunCommand {
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     envs: Vec<String>,
 
-    /// Where to write the profile [default: ./<module stem>.wprof].
-    #[arg(
-        short = 'o',
-        long = "output",
-        value_name = "PROFILE",
-        env = "WPROF_OUT"
-    )]
-    output: Option<PathBuf>,
-
-    /// The cache directory [default: $XDG_CACHE_HOME/wprof, else ~/.cache/wprof].
-    #[arg(long, value_name = "DIR", env = "WPROF_CACHE_DIR")]
-    cache_dir: Option<PathBuf>,
-
     #[command(flatten)]
-    probes: ProbeArgs,
-
-    /// Sample mode: microseconds between two readings of the running context (shorter:
-    /// finer estimates, more work for the sampling thread).
-    #[arg(long, value_name = "MICROSECONDS", default_value_t = crate::run::sampler::DEFAULT_PERIOD.as_micros() as u64, env = "WPROF_SAMPLE_PERIOD_US", value_parser = clap::value_parser!(u64).range(10..=1_000_000))]
-    sample_period_us: u64,
+    pub settings: SettingsArgs,
 
     /// Keep the probes' own cost in the times (time mode subtracts it by default, measured
     /// at start-up).
@@ -101,35 +84,27 @@ Exit status:
   2 if wprof could not run it (bad flag, unreadable or invalid module, not a WASI command)";
 
 impl RunCommand {
-    /// Resolves flags over environment over defaults.
+    /// Resolves flags over environment over the configuration file over defaults.
     pub fn settings(&self) -> Result<RunSettings, Failure> {
-        let profiling = settings::profiling_enabled(std::env::var("WPROF").ok().as_deref())?;
+        let resolved = self.settings.resolve(Some(&self.module), self.no_cache)?;
         let env = self
             .envs
             .iter()
             .map(|e| settings::parse_env(e))
             .collect::<Result<Vec<_>, _>>()?;
-        let cache_dir = if self.no_cache {
-            None
-        } else {
-            self.cache_dir.clone().or_else(settings::default_cache_dir)
-        };
         Ok(RunSettings {
             module: self.module.clone(),
             args: self.args.clone(),
             dirs: self.dirs.iter().map(|d| DirMapping::parse(d)).collect(),
             env,
-            profiling,
-            profile_path: self
-                .output
-                .clone()
-                .unwrap_or_else(|| settings::default_profile_path(&self.module)),
-            cache_dir,
+            profiling: resolved.profiling.value,
+            profile_path: resolved.output.value.clone(),
+            mode: resolved.probe_mode(),
+            cache_dir: resolved.cache_dir.value,
             quiet: self.quiet,
-            mode: self.probes.mode.into(),
             subtract_overhead: !self.keep_overhead,
-            call_sites: self.probes.call_sites,
-            sample_period: std::time::Duration::from_micros(self.sample_period_us),
+            call_sites: resolved.call_sites.value,
+            sample_period: std::time::Duration::from_micros(resolved.sample_period_us.value),
             timings: self.timings,
         })
     }
@@ -145,61 +120,6 @@ impl RunCommand {
         )?);
         tracing::debug!(?settings, "resolved settings");
         run(&settings)
-    }
-}
-
-/// The probe plan on the command line: `wprof run` profiles with it, `wprof instrument`
-/// prepares the cache for runs with it.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ProbeArgs {
-    /// What the probes measure; every mode counts every call exactly and keeps the whole
-    /// calling-context tree. `sample` (the default): time sampled every 100 µs from the
-    /// running thread's program counter and the context the module keeps (closest to perf
-    /// on real programs, at 1.1-1.45x the uninstrumented run). `time`: a clock read at every
-    /// entry and exit, the probes' cost subtracted: min/max self time per activation, but
-    /// 2-8x on call-heavy programs (18x on a call storm), and times of very short functions
-    /// are estimates.
-    /// `cost`: executed wasm instructions (deterministic: the same program and input give
-    /// the same profile on every run and machine).
-    #[arg(long, value_enum, default_value_t = Mode::default(), env = "WPROF_MODE")]
-    pub mode: Mode,
-
-    /// Split caller -> callee edges by call site (the call's offset in the caller, shown
-    /// as `caller+0x1c`). In time mode this adds a probe before every call; the inline
-    /// modes (sample, cost) know call sites anyway.
-    #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub call_sites: bool,
-}
-
-impl ProbeArgs {
-    /// The plan these flags ask for.
-    pub fn plan(&self) -> ProbePlan {
-        ProbePlan {
-            mode: self.mode.into(),
-            call_sites: self.call_sites,
-        }
-    }
-}
-
-/// The probe modes, as the command line names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Mode {
-    /// Exact calls and contexts, sampled time (the default).
-    #[default]
-    Sample,
-    /// Exact calls and nanoseconds per activation.
-    Time,
-    /// Exact calls and executed instructions, deterministic.
-    Cost,
-}
-
-impl From<Mode> for ProbeMode {
-    fn from(m: Mode) -> Self {
-        match m {
-            Mode::Time => ProbeMode::Time,
-            Mode::Cost => ProbeMode::Cost,
-            Mode::Sample => ProbeMode::Sample,
-        }
     }
 }
 

@@ -267,9 +267,15 @@ mod tests {
         // Bytes left over, a cut, and no compression at all.
         let mut raw = zstd_frames::expand(&stored).unwrap();
         raw.push(0);
-        assert_eq!(Manifest::decode(&zstd_frames::compress(&raw).unwrap()), None);
+        assert_eq!(
+            Manifest::decode(&zstd_frames::compress(&raw).unwrap()),
+            None
+        );
         raw.truncate(raw.len() - 10);
-        assert_eq!(Manifest::decode(&zstd_frames::compress(&raw).unwrap()), None);
+        assert_eq!(
+            Manifest::decode(&zstd_frames::compress(&raw).unwrap()),
+            None
+        );
         assert_eq!(Manifest::decode(b"wpman3\0\0"), None);
     }
 

@@ -39,10 +39,13 @@ pub fn warn(message: impl std::fmt::Display) {
 }
 
 /// The size cap kept automatically: `WPROF_CACHE_MAX_SIZE` (a size such as `500M`; `0`
-/// or `off` for none), else [`DEFAULT_MAX_SIZE`]. `Err` for a value that is not a size.
+/// or `off` for none), else the configuration file's `[cache] max_size`, else
+/// [`DEFAULT_MAX_SIZE`]. `Err` for a value that is not a size.
 pub fn auto_max_size() -> Result<Option<u64>, String> {
     match std::env::var("WPROF_CACHE_MAX_SIZE") {
-        Err(_) => Ok(Some(DEFAULT_MAX_SIZE)),
+        Err(_) => {
+            Ok(crate::settings::configured_cache_max_size().unwrap_or(Some(DEFAULT_MAX_SIZE)))
+        }
         Ok(v) if matches!(v.trim(), "0" | "off" | "none") => Ok(None),
         Ok(v) => crate::display::parse_size(&v)
             .map(Some)

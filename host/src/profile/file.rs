@@ -75,6 +75,10 @@ pub fn write_bytes(bytes: &[u8], path: &Path) -> anyhow::Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
+    // A directory the user named (`-o profiles/app.wprof`, or the configuration file's
+    // `output`) is made when missing.
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("failed to create the directory {}", dir.display()))?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
         .with_context(|| format!("failed to create a file in {}", dir.display()))?;
     tmp.write_all(bytes)

@@ -219,6 +219,8 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
     // `WPROF=0 wprof run`, with nothing cached or with its cache (the compiled original).
     let wprof_off_with = |cached: bool| {
         let mut cmd = Command::new(&wprof);
+        // Benchmarks measure wprof's defaults, whatever the user's configuration.
+        cmd.env("WPROF_CONFIG", "off");
         cmd.current_dir(dir).env("WPROF", "0").arg("run");
         if cached {
             cmd.arg("--cache-dir").arg(dir.join("wprof-cache"));
@@ -251,6 +253,8 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
     };
     let profiled = |mode: ProbeMode| {
         let mut cmd = Command::new(&wprof);
+        // Benchmarks measure wprof's defaults, whatever the user's configuration.
+        cmd.env("WPROF_CONFIG", "off");
         cmd.current_dir(dir)
             .env_remove("WPROF")
             .args(["run", "-q", "--timings=json", "--mode", mode.name()])

@@ -90,6 +90,7 @@ pub fn wprof_run(
     cmd.current_dir(scratch)
         .env_remove("WPROF")
         .env_remove("WPROF_MODE")
+        .env("WPROF_CONFIG", "off")
         .env("WPROF_CACHE_DIR", scratch.join("cache"))
         .arg("run")
         .args(extra);

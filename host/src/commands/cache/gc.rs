@@ -39,7 +39,8 @@ pub struct GcCommand {
 impl GcCommand {
     /// Runs the command; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
-        // No cap (WPROF_CACHE_MAX_SIZE=off) keeps everything: nothing to evict.
+        // No cap (WPROF_CACHE_MAX_SIZE=off, or `max_size = "off"` in the configuration
+        // file) keeps everything: nothing to evict.
         let cap = match self.max_size {
             Some(cap) => Some(cap),
             None => crate::prepare::instrument::auto_max_size().map_err(Failure::input)?,
@@ -54,7 +55,7 @@ impl GcCommand {
                 "{} before, {} after (cap {}): {} entries evicted ({})",
                 format_size(report.before),
                 format_size(report.after),
-                cap.map_or("none: WPROF_CACHE_MAX_SIZE is off".to_string(), format_size),
+                cap.map_or("none: the cap is off".to_string(), format_size),
                 report.evicted_entries,
                 format_size(report.evicted_bytes)
             );

@@ -1,0 +1,256 @@
+//! The settings a run takes from flags, `WPROF_*` variables, the configuration file and
+//! defaults, in that order: `wprof run` resolves them, `wprof config` shows them and where
+//! each came from.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use wprof_agent::{ProbeMode, ProbePlan};
+
+use crate::commands::GivenArgs;
+use crate::config::{self, Source};
+use crate::exit::Failure;
+use crate::settings;
+
+/// The flags of the settings the configuration file may also give.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SettingsArgs {
+    /// Where to write the profile [default: ./<module stem>.wprof].
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "PROFILE",
+        env = "WPROF_OUT"
+    )]
+    pub output: Option<PathBuf>,
+
+    /// The cache directory [default: $XDG_CACHE_HOME/wprof, else ~/.cache/wprof].
+    #[arg(long, value_name = "DIR", env = "WPROF_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub probes: ProbeArgs,
+
+    /// Sample mode: microseconds between two readings of the running context (shorter:
+    /// finer estimates, more work for the sampling thread).
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = crate::run::sampler::DEFAULT_PERIOD.as_micros() as u64, env = "WPROF_SAMPLE_PERIOD_US", value_parser = clap::value_parser!(u64).range(config::file::SAMPLE_PERIOD_US.start as u64..config::file::SAMPLE_PERIOD_US.end as u64))]
+    pub sample_period_us: u64,
+
+    /// How the command line gave each of these (filled after parsing).
+    #[arg(skip)]
+    pub given: GivenArgs,
+}
+
+/// A setting's value and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Resolved<T> {
+    /// The value.
+    pub value: T,
+    /// Where it came from (`flag`, a variable's name, `FILE:LINE`, `default`).
+    pub source: String,
+}
+
+impl<T> From<(T, Source)> for Resolved<T> {
+    fn from((value, source): (T, Source)) -> Self {
+        Resolved {
+            value,
+            source: source.to_string(),
+        }
+    }
+}
+
+/// Every setting of a run that the configuration file may give, resolved.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunConfig {
+    /// The configuration file read, if any.
+    pub file: Option<PathBuf>,
+    /// The `[[module]]` section that applies (its header's line), if any.
+    pub module_section: Option<usize>,
+    /// Instrument and profile.
+    pub profiling: Resolved<bool>,
+    /// The probe mode.
+    pub mode: Resolved<&'static str>,
+    /// The profile's path.
+    pub output: Resolved<PathBuf>,
+    /// Call-site edges.
+    pub call_sites: Resolved<bool>,
+    /// Sample mode's period.
+    pub sample_period_us: Resolved<u64>,
+    /// The cache directory (`None`: no cache).
+    pub cache_dir: Resolved<Option<PathBuf>>,
+    /// The cache's size cap (`None`: no cap).
+    pub cache_max_size: Resolved<Option<u64>>,
+}
+
+impl RunConfig {
+    /// The mode, as the agent names it.
+    pub fn probe_mode(&self) -> ProbeMode {
+        ProbeMode::ALL
+            .into_iter()
+            .find(|m| m.name() == self.mode.value)
+            .unwrap_or_default()
+    }
+}
+
+impl SettingsArgs {
+    /// Resolves every setting for the module at `module` (its `[[module]]` section of the
+    /// configuration file applies; `None`: the file's top level only). `no_cache` is
+    /// `--no-cache`.
+    pub fn resolve(&self, module: Option<&Path>, no_cache: bool) -> Result<RunConfig, Failure> {
+        let file = config::installed();
+        let section = file.zip(module).and_then(|(f, m)| f.section_for(m));
+        let given = &self.given;
+
+        let wprof = std::env::var("WPROF").ok();
+        let profiling = match wprof.as_deref() {
+            Some(v) => (
+                settings::profiling_enabled(Some(v))?,
+                Source::Variable("WPROF"),
+            ),
+            None => file
+                .and_then(|f| f.knob(section, |k| k.profiling.as_ref()))
+                .unwrap_or((true, Source::Default)),
+        };
+        let mode = config::resolve(
+            given.with("mode", ProbeMode::from(self.probes.mode)),
+            "WPROF_MODE",
+            file.and_then(|f| f.knob(section, |k| k.mode.as_ref())),
+            ProbeMode::from(self.probes.mode),
+        );
+        let call_sites = config::resolve(
+            given.with("call_sites", self.probes.call_sites),
+            "WPROF_CALL_SITES",
+            file.and_then(|f| f.knob(section, |k| k.call_sites.as_ref())),
+            self.probes.call_sites,
+        );
+        let sample_period_us = config::resolve(
+            given.with("sample_period_us", self.sample_period_us),
+            "WPROF_SAMPLE_PERIOD_US",
+            file.and_then(|f| f.knob(section, |k| k.sample_period_us.as_ref())),
+            self.sample_period_us,
+        );
+        let default_output = module.map_or_else(
+            || PathBuf::from("<module stem>.wprof"),
+            settings::default_profile_path,
+        );
+        let output = config::resolve(
+            self.output.clone().and_then(|o| given.with("output", o)),
+            "WPROF_OUT",
+            file.and_then(|f| f.knob(section, |k| k.output.as_ref())),
+            default_output,
+        );
+        let cache_dir = if no_cache {
+            (None, Source::Flag)
+        } else {
+            let (dir, source) = config::resolve(
+                self.cache_dir
+                    .clone()
+                    .and_then(|d| given.with("cache_dir", d)),
+                "WPROF_CACHE_DIR",
+                file.and_then(|f| {
+                    f.cache_dir.as_ref().map(|d| {
+                        (
+                            d.value.clone(),
+                            Source::File {
+                                path: f.path.clone(),
+                                line: d.line,
+                                section: None,
+                            },
+                        )
+                    })
+                }),
+                settings::standard_cache_dir().unwrap_or_default(),
+            );
+            ((!dir.as_os_str().is_empty()).then_some(dir), source)
+        };
+        let cache_max_size = match std::env::var("WPROF_CACHE_MAX_SIZE") {
+            Ok(_) => (
+                crate::prepare::instrument::auto_max_size().map_err(Failure::input)?,
+                Source::Variable("WPROF_CACHE_MAX_SIZE"),
+            ),
+            Err(_) => file
+                .and_then(|f| {
+                    f.cache_max_size.as_ref().map(|s| {
+                        (
+                            s.value,
+                            Source::File {
+                                path: f.path.clone(),
+                                line: s.line,
+                                section: None,
+                            },
+                        )
+                    })
+                })
+                .unwrap_or((
+                    Some(crate::prepare::instrument::DEFAULT_MAX_SIZE),
+                    Source::Default,
+                )),
+        };
+        Ok(RunConfig {
+            file: file.map(|f| f.path.clone()),
+            module_section: section.map(|s| s.line),
+            profiling: profiling.into(),
+            mode: (mode.0.name(), mode.1).into(),
+            output: output.into(),
+            call_sites: call_sites.into(),
+            sample_period_us: sample_period_us.into(),
+            cache_dir: cache_dir.into(),
+            cache_max_size: cache_max_size.into(),
+        })
+    }
+}
+
+/// The probe plan on the command line: `wprof run` profiles with it, `wprof instrument`
+/// prepares the cache for runs with it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProbeArgs {
+    /// What the probes measure; every mode counts every call exactly and keeps the whole
+    /// calling-context tree. `sample` (the default): time sampled every 100 µs from the
+    /// running thread's program counter and the context the module keeps (closest to perf
+    /// on real programs, at 1.1-1.45x the uninstrumented run). `time`: a clock read at every
+    /// entry and exit, the probes' cost subtracted: min/max self time per activation, but
+    /// 2-8x on call-heavy programs (18x on a call storm), and times of very short functions
+    /// are estimates.
+    /// `cost`: executed wasm instructions (deterministic: the same program and input give
+    /// the same profile on every run and machine).
+    #[arg(long, value_enum, default_value_t = Mode::default(), env = "WPROF_MODE")]
+    pub mode: Mode,
+
+    /// Split caller -> callee edges by call site (the call's offset in the caller, shown
+    /// as `caller+0x1c`). In time mode this adds a probe before every call; the inline
+    /// modes (sample, cost) know call sites anyway.
+    #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub call_sites: bool,
+}
+
+impl ProbeArgs {
+    /// The plan these flags ask for.
+    pub fn plan(&self) -> ProbePlan {
+        ProbePlan {
+            mode: self.mode.into(),
+            call_sites: self.call_sites,
+        }
+    }
+}
+
+/// The probe modes, as the command line names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Mode {
+    /// Exact calls and contexts, sampled time (the default).
+    #[default]
+    Sample,
+    /// Exact calls and nanoseconds per activation.
+    Time,
+    /// Exact calls and executed instructions, deterministic.
+    Cost,
+}
+
+impl From<Mode> for ProbeMode {
+    fn from(m: Mode) -> Self {
+        match m {
+            Mode::Time => ProbeMode::Time,
+            Mode::Cost => ProbeMode::Cost,
+            Mode::Sample => ProbeMode::Sample,
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! The configuration file as written: its TOML schema, and reading it into checked values
+//! whose every problem is one line naming the file, the line and the key.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+use wprof_agent::ProbeMode;
+
+use crate::exit::Failure;
+
+/// The settings a file gives, at its top level or for the modules one section matches.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Knobs {
+    /// `profiling`: instrument and profile (false: run the original, as `WPROF=0`).
+    pub profiling: Option<At<bool>>,
+    /// `mode`.
+    pub mode: Option<At<ProbeMode>>,
+    /// `output`: the profile's path (relative to the file's directory).
+    pub output: Option<At<PathBuf>>,
+    /// `call_sites`.
+    pub call_sites: Option<At<bool>>,
+    /// `sample_period_us`.
+    pub sample_period_us: Option<At<u64>>,
+}
+
+/// A value and the line of the file it was written on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct At<T> {
+    /// The value.
+    pub value: T,
+    /// Its line, from 1.
+    pub line: usize,
+}
+
+/// Which modules a `[[module]]` section is for.
+#[derive(Debug, Clone)]
+pub enum Matcher {
+    /// Modules whose file name matches this glob (`*`, `?`, `[abc]`, `{a,b}`).
+    Name(String, globset::GlobMatcher),
+    /// Modules whose blake3 (of the file's bytes, as `wprof cache ls` shows) starts with
+    /// these hex digits.
+    Blake3(String),
+}
+
+/// One `[[module]]` section.
+#[derive(Debug, Clone)]
+pub struct ModuleSection {
+    /// Which modules it is for.
+    pub matcher: Matcher,
+    /// What it sets for them.
+    pub knobs: Knobs,
+    /// The line of its `[[module]]` header.
+    pub line: usize,
+}
+
+/// A configuration file, read and checked.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigFile {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// The top level's settings.
+    pub knobs: Knobs,
+    /// `[cache] dir` (relative to the file's directory).
+    pub cache_dir: Option<At<PathBuf>>,
+    /// `[cache] max_size`: `None` inside for `off`.
+    pub cache_max_size: Option<At<Option<u64>>>,
+    /// The `[[module]]` sections, in file order (the first that matches a module applies).
+    pub modules: Vec<ModuleSection>,
+}
+
+/// The fewest hex digits a `blake3 = "…"` prefix may have.
+pub const MIN_BLAKE3_DIGITS: usize = 8;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    profiling: Option<Spanned<bool>>,
+    mode: Option<Spanned<String>>,
+    output: Option<Spanned<String>>,
+    call_sites: Option<Spanned<bool>>,
+    sample_period_us: Option<Spanned<i64>>,
+    cache: Option<RawCache>,
+    #[serde(default)]
+    module: Vec<Spanned<RawModule>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCache {
+    dir: Option<Spanned<String>>,
+    max_size: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawModule {
+    name: Option<Spanned<String>>,
+    blake3: Option<Spanned<String>>,
+    profiling: Option<Spanned<bool>>,
+    mode: Option<Spanned<String>>,
+    output: Option<Spanned<String>>,
+    call_sites: Option<Spanned<bool>>,
+    sample_period_us: Option<Spanned<i64>>,
+}
+
+/// The shortest and longest sample period `wprof run --sample-period-us` takes.
+pub const SAMPLE_PERIOD_US: Range<i64> = 10..1_000_001;
+
+/// Reads the file at `path`.
+pub fn read(path: &Path) -> Result<ConfigFile, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::input(format!(
+            "cannot read the configuration file {}: {e}",
+            path.display()
+        ))
+    })?;
+    parse(path, &text)
+}
+
+/// Parses `text`, the contents of the file at `path`.
+pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
+    let problem = |span: Range<usize>, key: &str, what: &str| {
+        let line = line_of(text, span.start);
+        Failure::input(format!("{}:{line}: {key}: {what}", path.display()))
+    };
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let message = e.message().lines().next().unwrap_or_default().to_string();
+        problem(span.clone(), &key_at(text, span.start), &message)
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let knobs = |profiling: Option<Spanned<bool>>,
+                 mode: Option<Spanned<String>>,
+                 output: Option<Spanned<String>>,
+                 call_sites: Option<Spanned<bool>>,
+                 period: Option<Spanned<i64>>|
+     -> Result<Knobs, Failure> {
+        let at = |span: Range<usize>| line_of(text, span.start);
+        let mode = match mode {
+            None => None,
+            Some(m) => {
+                let found = ProbeMode::ALL.into_iter().find(|x| x.name() == m.get_ref());
+                let Some(value) = found else {
+                    let names: Vec<&str> = ProbeMode::ALL.iter().map(|x| x.name()).collect();
+                    return Err(problem(
+                        m.span(),
+                        "mode",
+                        &format!("{:?} is not a mode ({})", m.get_ref(), names.join(", ")),
+                    ));
+                };
+                Some(At {
+                    value,
+                    line: at(m.span()),
+                })
+            }
+        };
+        let sample_period_us = match period {
+            None => None,
+            Some(p) if !SAMPLE_PERIOD_US.contains(p.get_ref()) => {
+                return Err(problem(
+                    p.span(),
+                    "sample_period_us",
+                    &format!(
+                        "{} is not between {} and {} microseconds",
+                        p.get_ref(),
+                        SAMPLE_PERIOD_US.start,
+                        SAMPLE_PERIOD_US.end - 1
+                    ),
+                ))
+            }
+            Some(p) => Some(At {
+                value: *p.get_ref() as u64,
+                line: at(p.span()),
+            }),
+        };
+        Ok(Knobs {
+            profiling: profiling.map(|p| At {
+                value: *p.get_ref(),
+                line: at(p.span()),
+            }),
+            mode,
+            output: output
+                .map(|o| non_empty_path(o, "output", base, text, &problem))
+                .transpose()?,
+            call_sites: call_sites.map(|c| At {
+                value: *c.get_ref(),
+                line: at(c.span()),
+            }),
+            sample_period_us,
+        })
+    };
+    let top = knobs(
+        raw.profiling,
+        raw.mode,
+        raw.output,
+        raw.call_sites,
+        raw.sample_period_us,
+    )?;
+    let (mut cache_dir, mut cache_max_size) = (None, None);
+    if let Some(cache) = raw.cache {
+        cache_dir = cache
+            .dir
+            .map(|d| non_empty_path(d, "cache.dir", base, text, &problem))
+            .transpose()?;
+        if let Some(size) = cache.max_size {
+            let value = match size.get_ref().trim() {
+                "0" | "off" | "none" => None,
+                s => Some(
+                    crate::display::parse_size(s)
+                        .map_err(|e| problem(size.span(), "cache.max_size", &e))?,
+                ),
+            };
+            cache_max_size = Some(At {
+                value,
+                line: line_of(text, size.span().start),
+            });
+        }
+    }
+    let mut modules = Vec::with_capacity(raw.module.len());
+    for section in raw.module {
+        let header = section.span();
+        let m = section.into_inner();
+        let matcher = match (m.name, m.blake3) {
+            (Some(name), None) => {
+                let glob = globset::Glob::new(name.get_ref())
+                    .map_err(|e| problem(name.span(), "module.name", &e.kind().to_string()))?;
+                Matcher::Name(name.get_ref().clone(), glob.compile_matcher())
+            }
+            (None, Some(hex)) => {
+                let digits = hex.get_ref().to_ascii_lowercase();
+                if digits.len() < MIN_BLAKE3_DIGITS
+                    || digits.len() > 64
+                    || !digits.chars().all(|c| c.is_ascii_hexdigit())
+                {
+                    return Err(problem(
+                        hex.span(),
+                        "module.blake3",
+                        &format!(
+                            "{:?} is not {MIN_BLAKE3_DIGITS} to 64 hex digits of a blake3",
+                            hex.get_ref()
+                        ),
+                    ));
+                }
+                Matcher::Blake3(digits)
+            }
+            (Some(_), Some(b)) => {
+                return Err(problem(
+                    b.span(),
+                    "module",
+                    "a section matches by `name` or by `blake3`, not both",
+                ))
+            }
+            (None, None) => {
+                return Err(problem(
+                    header,
+                    "module",
+                    "a section needs `name = \"GLOB\"` or `blake3 = \"HEX\"`",
+                ))
+            }
+        };
+        modules.push(ModuleSection {
+            matcher,
+            knobs: knobs(
+                m.profiling,
+                m.mode,
+                m.output,
+                m.call_sites,
+                m.sample_period_us,
+            )?,
+            line: line_of(text, header.start),
+        });
+    }
+    Ok(ConfigFile {
+        path: path.to_path_buf(),
+        knobs: top,
+        cache_dir,
+        cache_max_size,
+        modules,
+    })
+}
+
+fn non_empty_path(
+    value: Spanned<String>,
+    key: &str,
+    base: &Path,
+    text: &str,
+    problem: &impl Fn(Range<usize>, &str, &str) -> Failure,
+) -> Result<At<PathBuf>, Failure> {
+    if value.get_ref().is_empty() {
+        return Err(problem(value.span(), key, "an empty path"));
+    }
+    Ok(At {
+        value: base.join(value.get_ref()),
+        line: line_of(text, value.span().start),
+    })
+}
+
+/// The line (from 1) of byte `offset` of `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The key written on the line of byte `offset`: what precedes `=`, or a table's header.
+fn key_at(text: &str, offset: usize) -> String {
+    let start = text[..offset.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let line = text[start..].lines().next().unwrap_or_default().trim();
+    if let Some((key, _)) = line.split_once('=') {
+        return key.trim().to_string();
+    }
+    let header = line.trim_start_matches('[').trim_end_matches(']').trim();
+    if header.is_empty() {
+        "the file".to_string()
+    } else {
+        header.to_string()
+    }
+}
