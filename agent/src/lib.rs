@@ -62,7 +62,7 @@ mod probe_map;
 pub use body::InstrumentedBody;
 pub use error::AgentError;
 pub use layout::{FunctionKind, FunctionSummary};
-pub use plan::{ProbeMode, ProbePlan};
+pub use plan::{ProbeMode, ProbePlan, Selection};
 pub use probe_code::{ProbeCode, SECTION as PROBE_CODE_SECTION};
 pub use probe_map::{ContextArena, FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap};
 
@@ -83,6 +83,8 @@ pub struct Instrumenter<'a> {
     layout: layout::ModuleLayout<'a>,
     plan: ProbePlan,
     probes: probe_map::ProbeLayout,
+    /// [`Selection::set_digest`] of the plan's selection, once.
+    selection_digest: Option<Digest>,
 }
 
 impl<'a> Instrumenter<'a> {
@@ -94,6 +96,7 @@ impl<'a> Instrumenter<'a> {
             layout,
             plan: plan.clone(),
             probes,
+            selection_digest: plan.selection.as_ref().map(|s| s.set_digest()),
         })
     }
 
@@ -121,6 +124,11 @@ impl<'a> Instrumenter<'a> {
         h.update(b"wprof-agent function v1\0");
         h.update(&AGENT_FORMAT_VERSION.to_le_bytes());
         h.update(&self.plan.digest());
+        if let Some(selection) = &self.selection_digest {
+            // Whether this body has probes, and (time mode) whether the functions it
+            // tail-calls do: the set as a whole, so that one rule covers both.
+            h.update(selection);
+        }
         h.update(&self.probes.context_bytes());
         h.update(&self.layout.function_id(defined).to_le_bytes());
         h.update(&self.probes.wrapper_block_bytes(func.type_index));

@@ -37,7 +37,7 @@ impl ProbeMode {
 }
 
 /// Which probes the agent inserts. Two plans with the same [`ProbePlan::digest`] produce
-/// the same instrumented code.
+/// the same instrumented code for one module.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProbePlan {
     /// What the probes measure.
@@ -45,16 +45,60 @@ pub struct ProbePlan {
     /// Report each call's site (`wprof.site(offset)` before every call instruction), so
     /// that edges can be split by call site.
     pub call_sites: bool,
+    /// Functions left without probes, if any (see [`Selection`]).
+    pub selection: Option<std::sync::Arc<Selection>>,
+}
+
+/// Defined functions left without probes: each is part of its nearest probed caller.
+///
+/// An excluded function gets no entry, exit or tail probe and is counted nowhere; what it
+/// calls is counted under its nearest probed caller (time mode: the host's shadow stack
+/// never saw it; the inline modes: before each of its calls it points the slot global back
+/// at the slot its caller set, kept in a local). In sample mode it stores that slot's
+/// address (inside the caller's node) in the current-node cell at entry and whenever it
+/// runs again after a call or a catch, so that its time is its caller's. In cost mode its
+/// instructions are not counted. Calls from it to imports keep their probes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Selection {
+    /// A digest of how the set was chosen (the host's patterns): with the module's digest,
+    /// it names the set without computing it (a module manifest's key).
+    pub spec: crate::Digest,
+    /// The ids (indices in the original module) of the defined functions left without
+    /// probes.
+    pub excluded: std::collections::BTreeSet<u32>,
+}
+
+impl Selection {
+    /// A digest of the set itself, part of every body's cache key.
+    pub fn set_digest(&self) -> crate::Digest {
+        let mut h = blake3::Hasher::new();
+        h.update(b"wprof-agent excluded v1\0");
+        for id in &self.excluded {
+            h.update(&id.to_le_bytes());
+        }
+        *h.finalize().as_bytes()
+    }
 }
 
 impl ProbePlan {
-    /// A digest of the plan, for cache keys.
+    /// A digest of the plan, for cache keys (a selection by its [`Selection::spec`]).
     pub fn digest(&self) -> crate::Digest {
         let mut h = blake3::Hasher::new();
         h.update(b"wprof-agent plan v1\0");
         h.update(self.mode.name().as_bytes());
         h.update(&[u8::from(self.call_sites)]);
+        if let Some(selection) = &self.selection {
+            h.update(b"\0selection\0");
+            h.update(&selection.spec);
+        }
         *h.finalize().as_bytes()
+    }
+
+    /// Whether the function of id `id` is left without probes.
+    pub fn excludes(&self, id: u32) -> bool {
+        self.selection
+            .as_ref()
+            .is_some_and(|s| s.excluded.contains(&id))
     }
 }
 
@@ -69,7 +113,7 @@ mod tests {
         assert_ne!(a.digest(), [0u8; 32]);
         let cost = ProbePlan {
             mode: ProbeMode::Cost,
-            call_sites: false,
+            ..ProbePlan::default()
         };
         let sites = ProbePlan {
             call_sites: true,
@@ -79,8 +123,18 @@ mod tests {
         assert_ne!(a.digest(), cost.digest());
         let sample = ProbePlan {
             mode: ProbeMode::Sample,
-            call_sites: false,
+            ..ProbePlan::default()
         };
         assert_ne!(sample.digest(), cost.digest());
+        // A selection changes it; with none, it is the digest of earlier versions.
+        let selected = ProbePlan {
+            selection: Some(std::sync::Arc::new(Selection {
+                spec: [1; 32],
+                excluded: [3].into(),
+            })),
+            ..ProbePlan::default()
+        };
+        assert_ne!(selected.digest(), a.digest());
+        assert!(selected.excludes(3) && !selected.excludes(4) && !a.excludes(3));
     }
 }

@@ -219,7 +219,11 @@ fn inline_modes_validate_and_count_call_sites() {
         (ProbeMode::Sample, false),
         (ProbeMode::Sample, true),
     ] {
-        let plan = ProbePlan { mode, call_sites };
+        let plan = ProbePlan {
+            mode,
+            call_sites,
+            selection: None,
+        };
         let out = instrument(&wasm, &plan).unwrap();
         validate(&out.bytes);
         let t = text(&out.bytes);
@@ -385,4 +389,98 @@ fn probe_code_section_marks_exactly_the_added_instructions() {
         checked += 1;
     }
     assert_eq!(checked, 3);
+}
+
+/// An excluded function keeps no probe of its own: no entry, exit or tail probe, no node
+/// and no count; in the inline modes it points the slot global back at the slot it was
+/// reached through before each call, and in sample mode it stores that slot in the current
+/// cell at entry and after each call. Its calls to imports keep their probes.
+#[test]
+fn excluded_functions_are_transparent_in_every_mode() {
+    use crate::{ContextArena, ProbeMode, Selection};
+    let wasm = wat::parse_str(
+        r#"(module
+          (import "env" "host" (func $host (param i32)))
+          (func $leaf (result i32) (i32.const 1))
+          (func $middle (result i32)
+            (call $host (i32.const 3))
+            (drop (call $leaf))
+            (return_call $leaf))
+          (func $outer (result i32) (drop (call $middle)) (return_call $middle))
+          (func (export "_start") (drop (call $outer))))"#,
+    )
+    .unwrap();
+    // $middle is function 2 (after the import).
+    let selection = std::sync::Arc::new(Selection {
+        spec: [7; 32],
+        excluded: [2].into(),
+    });
+    for mode in ProbeMode::ALL {
+        let all = ProbePlan {
+            mode,
+            ..ProbePlan::default()
+        };
+        let plan = ProbePlan {
+            selection: Some(selection.clone()),
+            ..all.clone()
+        };
+        let out = instrument(&wasm, &plan).unwrap();
+        validate(&out.bytes);
+        let full = instrument(&wasm, &all).unwrap();
+        let t = text(&out.bytes);
+        let bodies: Vec<&str> = t.split("--\n").collect();
+        let full_text = text(&full.bytes);
+        let full_bodies: Vec<&str> = full_text.split("--\n").collect();
+        let first = usize::from(mode.counts_inline());
+        let (leaf, middle, outer) = (bodies[first], bodies[first + 1], bodies[first + 2]);
+        // The excluded body is smaller than its probed form; the others are unchanged but
+        // for the time mode's tail call into it.
+        assert!(middle.len() < full_bodies[first + 1].len(), "{mode:?}");
+        assert_eq!(leaf, full_bodies[first], "{mode:?}");
+        let calls = |body: &str| -> Vec<String> {
+            body.lines()
+                .filter(|l| l.starts_with("Call {"))
+                .map(str::to_string)
+                .collect()
+        };
+        match mode {
+            ProbeMode::Time => {
+                // Only the import's enter/exit around the call to it, and the two calls.
+                let c = calls(middle);
+                assert_eq!(c.len(), 4, "{c:?}");
+                // $outer's tail call into it closes $outer's frame (exit, not tail).
+                assert_ne!(outer, full_bodies[first + 2]);
+            }
+            _ => {
+                // The node finder for the import's node only (none for its own), the
+                // import and $leaf.
+                let c = calls(middle);
+                assert_eq!(c.len(), 3, "{mode:?}: {c:?}");
+                // One count: the import's call; none of its own, no instructions.
+                let adds = middle.lines().filter(|l| *l == "I64Add").count();
+                assert_eq!(adds, 1, "{mode:?}");
+                // The slot global restored before each of its three calls.
+                let restores = middle
+                    .lines()
+                    .collect::<Vec<_>>()
+                    .windows(2)
+                    .filter(|w| w[0].starts_with("LocalGet") && w[1].starts_with("GlobalSet"))
+                    .count();
+                assert_eq!(restores, 3, "{mode:?}");
+                assert_eq!(outer, full_bodies[first + 2], "{mode:?}");
+                let current = format!("offset: {},", ContextArena::CURRENT);
+                let stores = middle
+                    .lines()
+                    .filter(|l| l.starts_with("I32Store") && l.contains(&current))
+                    .count();
+                // Entry, the import's node and after it, after the call to $leaf.
+                let want = if mode == ProbeMode::Sample { 4 } else { 0 };
+                assert_eq!(stores, want, "{mode:?}");
+            }
+        }
+        // Keys: the selection changes every key (the set is part of each).
+        let a = crate::Instrumenter::new(&wasm, &all).unwrap().functions();
+        let b = crate::Instrumenter::new(&wasm, &plan).unwrap().functions();
+        assert_ne!(a[1].key, b[1].key);
+    }
 }

@@ -301,18 +301,22 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
         ProbePlan {
             mode: ProbeMode::Time,
             call_sites: false,
+            selection: None,
         },
         ProbePlan {
             mode: ProbeMode::Cost,
             call_sites: false,
+            selection: None,
         },
         ProbePlan {
             mode: ProbeMode::Sample,
             call_sites: false,
+            selection: None,
         },
         ProbePlan {
             mode: ProbeMode::Time,
             call_sites: true,
+            selection: None,
         },
     ] {
         let mode = plan.mode;

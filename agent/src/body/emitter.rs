@@ -44,6 +44,10 @@ pub(super) struct Emitter<'p> {
     /// The ranges of `out` holding the original's instructions, sorted, adjacent ones
     /// merged.
     pub(super) original_code: Vec<(u32, u32)>,
+    /// The function is left without probes (see [`crate::Selection`]): in the inline
+    /// modes, [`InlineLocals::node`] holds the slot it was reached through instead of a
+    /// node.
+    pub(super) excluded: bool,
 }
 
 impl Emitter<'_> {
@@ -98,6 +102,17 @@ impl Emitter<'_> {
     /// The entry probe of function `id` with `slots` call sites; in time mode, for a
     /// function that catches, the frame token goes to `token`.
     pub(super) fn enter(&mut self, id: u32, slots: u32, token: Option<u32>) {
+        if self.excluded {
+            // Only where it was reached from, for its own calls (and the sampler).
+            if let Some((arena, locals)) = self.inline {
+                self.instrs(&[
+                    Instruction::GlobalGet(arena.slot),
+                    Instruction::LocalSet(locals.node),
+                ]);
+                self.set_current(locals.node);
+            }
+            return;
+        }
         match (self.inline, token) {
             (Some((arena, locals)), _) => {
                 if let Some(t) = locals.self_tail {
@@ -122,6 +137,9 @@ impl Emitter<'_> {
     }
 
     pub(super) fn exit(&mut self, id: u32) {
+        if self.excluded {
+            return;
+        }
         if self.inline.is_some() {
             // The function's own count goes in before its frame closes.
             self.flush();
@@ -131,6 +149,9 @@ impl Emitter<'_> {
     }
 
     pub(super) fn tail(&mut self, id: u32) {
+        if self.excluded {
+            return;
+        }
         if self.inline.is_some() {
             // The caller's node stays the callee's parent; its locals die now.
             self.flush();
@@ -152,6 +173,15 @@ impl Emitter<'_> {
     /// sites reports it; the inline modes point the slot global at the call's slot.
     pub(super) fn call_site(&mut self, offset: u32) {
         match self.inline {
+            Some((arena, locals)) if self.excluded => {
+                // The callee hangs where this function's caller would have it.
+                self.calls_emitted += 1;
+                self.instrs(&[
+                    Instruction::LocalGet(locals.node),
+                    Instruction::GlobalSet(arena.slot),
+                ]);
+            }
+            None if self.excluded => {}
             Some((arena, locals)) => {
                 let slot = self.slots.get(self.calls_emitted).copied().unwrap_or(0);
                 self.calls_emitted += 1;
@@ -165,6 +195,15 @@ impl Emitter<'_> {
             }
             None if self.call_sites => self.probe(self.probes.site(), offset),
             None => {}
+        }
+    }
+
+    /// After a call to one of the module's functions returned: an excluded function in
+    /// sample mode says it runs again (a probed one need not: the sampler's program counter
+    /// finds it among the cell's ancestors, which an excluded function is not).
+    pub(super) fn after_call(&mut self) {
+        if self.excluded {
+            self.resume();
         }
     }
 

@@ -134,6 +134,7 @@ pub(crate) fn instrument_body(
     let mut ops = body.get_operators_reader()?;
     let code_start = ops.original_position();
     let mut facts = scan(ops.clone(), plan.call_sites, id)?;
+    let excluded = plan.excludes(id);
 
     let mut e = Emitter {
         out: Vec::with_capacity(func.body.len() + func.body.len() / 4 + 16),
@@ -143,19 +144,21 @@ pub(crate) fn instrument_body(
         slots: Vec::new(),
         calls_emitted: 0,
         original_code: Vec::new(),
+        excluded,
     };
     // New locals: the frame token (time mode, functions that catch); the node, an
-    // import's node and, in cost mode, the delta (the inline modes).
+    // import's node and, in cost mode, the delta (the inline modes). An excluded function
+    // (see `Selection`) keeps the slot it was reached through where the node would be.
     use wasm_encoder::ValType::{I32, I64};
     let arena = probes.arena();
     let mut extra = match arena {
-        None if facts.catches => vec![I32],
+        None if facts.catches && !excluded => vec![I32],
         None => vec![],
-        Some(_) if plan.mode == crate::ProbeMode::Cost => vec![I32, I32, I64],
+        Some(_) if plan.mode == crate::ProbeMode::Cost && !excluded => vec![I32, I32, I64],
         Some(_) => vec![I32, I32],
     };
     // A function that tail-calls itself keeps where it came from (inline modes).
-    let self_tail_at = (arena.is_some() && facts.self_tail).then(|| {
+    let self_tail_at = (arena.is_some() && facts.self_tail && !excluded).then(|| {
         let at = extra.len() as u32;
         extra.extend([I32, I32]);
         at
@@ -170,13 +173,13 @@ pub(crate) fn instrument_body(
         e.out.extend_from_slice(&locals);
         first
     };
-    let token = (arena.is_none() && facts.catches).then_some(first_new);
+    let token = (arena.is_none() && facts.catches && !excluded).then_some(first_new);
     let code_begins = e.out.len() as u32;
     if let Some(arena) = arena {
         let locals = InlineLocals {
             node: first_new,
             import_node: first_new + 1,
-            delta: (plan.mode == crate::ProbeMode::Cost).then_some(first_new + 2),
+            delta: (plan.mode == crate::ProbeMode::Cost && !excluded).then_some(first_new + 2),
             self_tail: self_tail_at.map(|at| SelfTailLocals {
                 came_from: first_new + at,
                 via_self_tail: first_new + at + 1,
@@ -280,10 +283,12 @@ pub(crate) fn instrument_body(
             Operator::Call { function_index } => {
                 e.flush_before_call();
                 e.original_instr(Instruction::Call(probes.renumber(*function_index)));
+                e.after_call();
             }
             Operator::CallIndirect { .. } | Operator::CallRef { .. } => {
                 e.flush_before_call();
                 e.original(original);
+                e.after_call();
             }
             Operator::Throw { .. } | Operator::ThrowRef | Operator::Rethrow { .. } => {
                 // The frames this throw unwinds lose their locals: their counts go in now.
@@ -301,7 +306,13 @@ pub(crate) fn instrument_body(
                 if *function_index == id {
                     e.self_tail_call();
                 }
-                e.tail(id);
+                if arena.is_none() && plan.excludes(*function_index) {
+                    // Time mode: an excluded callee never enters, so it cannot close this
+                    // frame; the frame closes now, and the callee is its caller's.
+                    e.exit(id);
+                } else {
+                    e.tail(id);
+                }
                 e.original_instr(Instruction::ReturnCall(probes.renumber(*function_index)));
             }
             Operator::ReturnCallIndirect { .. } | Operator::ReturnCallRef { .. } => {

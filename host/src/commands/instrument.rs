@@ -79,7 +79,11 @@ impl InstrumentCommand {
             file.and_then(|f| f.knob(section, |k| k.call_sites.as_ref())),
             self.probes.call_sites,
         );
-        ProbePlan { mode, call_sites }
+        ProbePlan {
+            mode,
+            call_sites,
+            selection: None,
+        }
     }
 
     fn cache_dir(&self) -> Result<PathBuf, Failure> {

@@ -170,6 +170,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     let plan = ProbePlan {
         mode: settings.mode,
         call_sites: settings.call_sites,
+        selection: None,
     };
     let prepared = timings.time("instrument", || {
         if let Some(hit) = instrument::from_cache(&loaded, &settings.module, &plan, &mut cache) {
@@ -312,6 +313,7 @@ fn call_site_offsets(module: &[u8], settings: &RunSettings) -> HashMap<u32, Vec<
     let plan = ProbePlan {
         mode: settings.mode,
         call_sites: true,
+        selection: None,
     };
     let Ok(instrumenter) = wprof_agent::Instrumenter::new(module, &plan) else {
         return HashMap::new();

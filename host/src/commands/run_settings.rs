@@ -229,6 +229,7 @@ impl ProbeArgs {
         ProbePlan {
             mode: self.mode.into(),
             call_sites: self.call_sites,
+            selection: None,
         }
     }
 }

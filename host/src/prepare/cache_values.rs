@@ -315,6 +315,7 @@ mod tests {
         let plan = wprof_agent::ProbePlan {
             mode: wprof_agent::ProbeMode::Sample,
             call_sites: true,
+            selection: None,
         };
         let instrumenter = wprof_agent::Instrumenter::new(&wasm, &plan).unwrap();
         let (mut encoded, mut fixed) = (0, 0);

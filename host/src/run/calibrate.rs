@@ -42,6 +42,7 @@ pub fn measure(engine: &Engine, call_sites: bool) -> anyhow::Result<ProbeOverhea
         &ProbePlan {
             mode: ProbeMode::Time,
             call_sites,
+            selection: None,
         },
     )?;
     let original = Module::new(engine, &original).map_err(|e| anyhow::anyhow!("{e}"))?;

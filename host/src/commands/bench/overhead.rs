@@ -81,6 +81,7 @@ impl Instrumented {
         let plan = ProbePlan {
             mode,
             call_sites: false,
+            selection: None,
         };
         let prepared = instrument::prepare(
             loaded,

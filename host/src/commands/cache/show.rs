@@ -193,6 +193,7 @@ fn offset_map(
             .find(|mode| mode.name() == m.manifest.mode)
             .unwrap_or_default(),
         call_sites: m.manifest.call_sites,
+        selection: None,
     };
     // The lineage's pack holds the bodies of the module's latest version.
     let lineage = compiled::lineage(Path::new(&m.manifest.path), &plan.digest());
