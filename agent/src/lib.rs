@@ -106,6 +106,25 @@ impl<'a> Instrumenter<'a> {
         self.layout.summaries(|defined| self.function_key(defined))
     }
 
+    /// The names of every function, imports first, as [`Instrumenter::functions`] gives
+    /// them, without computing keys: to choose a [`Selection`] by name.
+    pub fn function_names(&self) -> Vec<String> {
+        self.layout
+            .summaries(|_| [0; 32])
+            .into_iter()
+            .map(|s| s.name)
+            .collect()
+    }
+
+    /// Leaves the defined functions of ids `excluded` without probes, the plan's
+    /// [`Selection::spec`] kept (see [`Selection`]).
+    pub fn exclude(&mut self, excluded: std::collections::BTreeSet<u32>) {
+        let spec = self.plan.selection.as_ref().map_or([0; 32], |s| s.spec);
+        let selection = Selection { spec, excluded };
+        self.selection_digest = Some(selection.set_digest());
+        self.plan.selection = Some(std::sync::Arc::new(selection));
+    }
+
     /// Number of imported functions (their ids come first).
     pub fn imported_function_count(&self) -> u32 {
         self.layout.imported_funcs.len() as u32

@@ -32,6 +32,11 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "{modes}: what `wprof run` measures (like --mode; default {default_mode})",
     },
     Variable {
+        name: "WPROF_FILTER",
+        meaning: "which functions get probes: patterns separated by commas, `!PATTERN`\n\
+                  to exclude (like --only / --exclude)",
+    },
+    Variable {
         name: "WPROF_OUT",
         meaning: "profile path (like -o; default ./<module stem>.wprof)",
     },

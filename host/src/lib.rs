@@ -15,7 +15,7 @@
 //! - [`config`]: the configuration file and where each setting comes from; uses no room.
 //!
 //! Beside them, helpers every room may use and that use no room: [`exit`], [`settings`],
-//! [`logging`], [`display`], [`stats`] and [`timings`].
+//! [`demangle`], [`logging`], [`display`], [`stats`] and [`timings`].
 
 pub mod commands;
 pub mod config;
@@ -25,6 +25,7 @@ pub mod progress;
 pub mod report;
 pub mod run;
 
+pub mod demangle;
 pub mod display;
 pub mod environment;
 pub mod exit;

@@ -18,6 +18,7 @@ mod real_programs;
 mod report;
 mod run;
 mod sample;
+mod selective;
 mod spec;
 mod support;
 mod tools;

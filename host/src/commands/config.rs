@@ -37,6 +37,8 @@ level. Relative paths in the file are relative to its directory.
   output = \"profiles/app.wprof\"
   call_sites = false
   sample_period_us = 100
+  include = [\"sqlite3_*\"]      # probe only these (globs, /regex/, #N-M ids)
+  exclude = [\"*alloc*\"]        # and not these
 
   [cache]
   dir = \"/var/cache/wprof\"

@@ -109,10 +109,16 @@ impl InstrumentCommand {
             )));
         }
         let progress = crate::progress::Progress::on_terminal(self.quiet);
-        let mut prepared =
-            instrument::prepare(&loaded, path, &self.plan(path), &mut cache, &progress).map_err(
-                |e| Failure::input(format!("cannot instrument {}: {e}", path.display())),
-            )?;
+        let file = crate::config::installed();
+        let (filter, _) = self
+            .probes
+            .filter(file, file.and_then(|f| f.section_for(path)))?;
+        let mut plan = self.plan(path);
+        plan.selection = filter.selection().map(std::sync::Arc::new);
+        let mut prepared = instrument::prepare(
+            &loaded, path, &plan, &filter, &mut cache, &progress,
+        )
+        .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
         progress.step("compiling", None);
         let compiled = instrument::compile(engine, &mut prepared, &mut cache);
         progress.finish();

@@ -106,6 +106,7 @@ impl RunCommand {
             call_sites: resolved.call_sites.value,
             sample_period: std::time::Duration::from_micros(resolved.sample_period_us.value),
             timings: self.timings,
+            filter: resolved.function_filter,
         })
     }
 
@@ -170,7 +171,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     let plan = ProbePlan {
         mode: settings.mode,
         call_sites: settings.call_sites,
-        selection: None,
+        selection: settings.filter.selection().map(std::sync::Arc::new),
     };
     let prepared = timings.time("instrument", || {
         if let Some(hit) = instrument::from_cache(&loaded, &settings.module, &plan, &mut cache) {
@@ -178,7 +179,14 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         }
         // Bad input stops here, before anything of it reaches the cache.
         loader::validate(&loaded, &settings.module, &engine)?;
-        match instrument::instrument(&loaded, &settings.module, &plan, &mut cache, &progress) {
+        match instrument::instrument(
+            &loaded,
+            &settings.module,
+            &plan,
+            &settings.filter,
+            &mut cache,
+            &progress,
+        ) {
             Ok(p) => Ok(Some(p)),
             Err(e) => {
                 warn(format_args!(

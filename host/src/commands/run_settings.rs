@@ -80,6 +80,12 @@ pub struct RunConfig {
     pub cache_dir: Resolved<Option<PathBuf>>,
     /// The cache's size cap (`None`: no cap).
     pub cache_max_size: Resolved<Option<u64>>,
+    /// Which functions get probes, as one line (`--only` patterns, then `!`-prefixed
+    /// `--exclude` ones; empty: all).
+    pub filter: Resolved<String>,
+    /// The same, parsed.
+    #[serde(skip)]
+    pub function_filter: settings::FunctionFilter,
 }
 
 impl RunConfig {
@@ -186,7 +192,13 @@ impl SettingsArgs {
                     Source::Default,
                 )),
         };
+        let (function_filter, filter_source) = self.probes.filter(file, section)?;
         Ok(RunConfig {
+            filter: Resolved {
+                value: function_filter.describe(),
+                source: filter_source.to_string(),
+            },
+            function_filter,
             file: file.map(|f| f.path.clone()),
             module_section: section.map(|s| s.line),
             profiling: profiling.into(),
@@ -221,9 +233,54 @@ pub struct ProbeArgs {
     /// modes (sample, cost) know call sites anyway.
     #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub call_sites: bool,
+
+    /// Probe only the functions matching PATTERN (repeatable): a glob on the name
+    /// (`sqlite3_*`; mangled names match demangled too), `/REGEX/`, or `#N`/`#N-M` ids.
+    /// The others are part of their nearest probed caller: their time is its self time,
+    /// calls to them are not counted (cost mode: their instructions are not counted).
+    #[arg(long, value_name = "PATTERN")]
+    pub only: Vec<String>,
+
+    /// Leave the functions matching PATTERN without probes (repeatable; same patterns as
+    /// --only, applied after it).
+    #[arg(long, value_name = "PATTERN")]
+    pub exclude: Vec<String>,
 }
 
 impl ProbeArgs {
+    /// Which functions get probes: `--only`/`--exclude`, else `WPROF_FILTER`, else the
+    /// configuration file's `include`/`exclude` (its section for the module, else its top
+    /// level), else all; and where that came from.
+    pub fn filter(
+        &self,
+        file: Option<&config::ConfigFile>,
+        section: Option<&config::ModuleSection>,
+    ) -> Result<(settings::FunctionFilter, Source), Failure> {
+        if !self.only.is_empty() || !self.exclude.is_empty() {
+            let parse = |list: &[String], flag: &str| {
+                list.iter()
+                    .map(|p| {
+                        settings::FunctionPattern::parse(p)
+                            .map_err(|e| Failure::input(format!("--{flag}: {e}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            };
+            let filter = settings::FunctionFilter {
+                only: parse(&self.only, "only")?,
+                exclude: parse(&self.exclude, "exclude")?,
+            };
+            return Ok((filter, Source::Flag));
+        }
+        if let Ok(list) = std::env::var("WPROF_FILTER") {
+            let filter = settings::FunctionFilter::parse_list(&list)
+                .map_err(|e| Failure::input(format!("WPROF_FILTER: {e}")))?;
+            return Ok((filter, Source::Variable("WPROF_FILTER")));
+        }
+        Ok(file
+            .and_then(|f| f.knob(section, |k| k.filter.as_ref()))
+            .unwrap_or_else(|| (settings::FunctionFilter::default(), Source::Default)))
+    }
+
     /// The plan these flags ask for.
     pub fn plan(&self) -> ProbePlan {
         ProbePlan {

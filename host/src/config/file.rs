@@ -11,7 +11,7 @@ use wprof_agent::ProbeMode;
 use crate::exit::Failure;
 
 /// The settings a file gives, at its top level or for the modules one section matches.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Knobs {
     /// `profiling`: instrument and profile (false: run the original, as `WPROF=0`).
     pub profiling: Option<At<bool>>,
@@ -23,6 +23,9 @@ pub struct Knobs {
     pub call_sites: Option<At<bool>>,
     /// `sample_period_us`.
     pub sample_period_us: Option<At<u64>>,
+    /// `include` and `exclude`: which functions get probes (checked patterns; see
+    /// [`crate::settings::FunctionPattern`]), on the line of the first of the two keys.
+    pub filter: Option<At<crate::settings::FunctionFilter>>,
 }
 
 /// A value and the line of the file it was written on.
@@ -81,6 +84,8 @@ struct RawFile {
     output: Option<Spanned<String>>,
     call_sites: Option<Spanned<bool>>,
     sample_period_us: Option<Spanned<i64>>,
+    include: Patterns,
+    exclude: Patterns,
     cache: Option<RawCache>,
     #[serde(default)]
     module: Vec<Spanned<RawModule>>,
@@ -103,7 +108,12 @@ struct RawModule {
     output: Option<Spanned<String>>,
     call_sites: Option<Spanned<bool>>,
     sample_period_us: Option<Spanned<i64>>,
+    include: Patterns,
+    exclude: Patterns,
 }
+
+/// An `include` or `exclude` list as written.
+type Patterns = Option<Spanned<Vec<String>>>;
 
 /// The shortest and longest sample period `wprof run --sample-period-us` takes.
 pub const SAMPLE_PERIOD_US: Range<i64> = 10..1_000_001;
@@ -135,7 +145,8 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
                  mode: Option<Spanned<String>>,
                  output: Option<Spanned<String>>,
                  call_sites: Option<Spanned<bool>>,
-                 period: Option<Spanned<i64>>|
+                 period: Option<Spanned<i64>>,
+                 (include, exclude): (Patterns, Patterns)|
      -> Result<Knobs, Failure> {
         let at = |span: Range<usize>| line_of(text, span.start);
         let mode = match mode {
@@ -175,7 +186,26 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
                 line: at(p.span()),
             }),
         };
+        let mut filter = crate::settings::FunctionFilter::default();
+        let mut filter_line = None;
+        for (key, list, into) in [
+            ("include", include, &mut filter.only),
+            ("exclude", exclude, &mut filter.exclude),
+        ] {
+            let Some(list) = list else { continue };
+            filter_line.get_or_insert(at(list.span()));
+            for pattern in list.get_ref() {
+                into.push(
+                    crate::settings::FunctionPattern::parse(pattern)
+                        .map_err(|e| problem(list.span(), key, &e))?,
+                );
+            }
+        }
         Ok(Knobs {
+            filter: filter_line.map(|line| At {
+                value: filter,
+                line,
+            }),
             profiling: profiling.map(|p| At {
                 value: *p.get_ref(),
                 line: at(p.span()),
@@ -197,6 +227,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         raw.output,
         raw.call_sites,
         raw.sample_period_us,
+        (raw.include, raw.exclude),
     )?;
     let (mut cache_dir, mut cache_max_size) = (None, None);
     if let Some(cache) = raw.cache {
@@ -268,6 +299,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
                 m.output,
                 m.call_sites,
                 m.sample_period_us,
+                (m.include, m.exclude),
             )?,
             line: line_of(text, header.start),
         });

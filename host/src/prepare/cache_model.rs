@@ -46,7 +46,7 @@ impl ModuleRecord {
         self.manifest
             .functions
             .iter()
-            .filter(|f| f.kind == "local")
+            .filter(|f| f.kind != "import")
             .count()
     }
 

@@ -26,6 +26,7 @@ use crate::prepare::loader::LoadedModule;
 use crate::prepare::pack;
 use crate::prepare::secret::SecretKey;
 use crate::profile::{FunctionInfo, InstrumentationStats};
+use crate::settings::FunctionFilter;
 use wprof_cache::hex;
 
 /// The size cap applied after runs that stored something, by default: 5 GiB, which holds
@@ -235,6 +236,10 @@ impl Prepared {
     }
 }
 
+/// The kind a manifest and a profile give a defined function left without probes (the
+/// others are `local` or `import`).
+pub const EXCLUDED_KIND: &str = "excluded";
+
 /// The key of a module's manifest: the module's digest, the probe plan and the agent
 /// version.
 pub fn manifest_key(module_digest: &[u8; 32], plan: &ProbePlan) -> [u8; 32] {
@@ -310,12 +315,13 @@ pub fn prepare(
     module: &LoadedModule,
     path: &Path,
     plan: &ProbePlan,
+    filter: &FunctionFilter,
     cache: &mut CacheSession,
     progress: &Progress,
 ) -> Result<Prepared, wprof_agent::AgentError> {
     match from_cache(module, path, plan, cache) {
         Some(hit) => Ok(hit),
-        None => instrument(module, path, plan, cache, progress),
+        None => instrument(module, path, plan, filter, cache, progress),
     }
 }
 
@@ -334,18 +340,27 @@ pub fn from_cache(
 
 /// Instruments `module` for `plan`, function by function, taking the bodies the cache
 /// holds and storing the rest, the module and its manifest. The caller has looked for the
-/// whole module in the cache ([`from_cache`]) and validated `module`.
+/// whole module in the cache ([`from_cache`]) and validated `module`. With a selection in
+/// `plan` (see [`FunctionFilter::selection`]), `filter` chooses the functions left without
+/// probes, by the module's names.
 pub fn instrument(
     module: &LoadedModule,
     path: &Path,
     plan: &ProbePlan,
+    filter: &FunctionFilter,
     cache: &mut CacheSession,
     progress: &Progress,
 ) -> Result<Prepared, wprof_agent::AgentError> {
     let manifest_key = manifest_key(&module.digest, plan);
     let lineage = crate::prepare::compiled::lineage(path, &plan.digest());
 
-    let instrumenter = Instrumenter::new(&module.bytes, plan)?;
+    let mut instrumenter = Instrumenter::new(&module.bytes, plan)?;
+    let mut excluded = std::collections::BTreeSet::new();
+    if plan.selection.is_some() {
+        let names = instrumenter.function_names();
+        excluded = filter.excluded(&names, instrumenter.imported_function_count());
+        instrumenter.exclude(excluded.clone());
+    }
     let FunctionLookups {
         summaries,
         keys,
@@ -401,7 +416,11 @@ pub fn instrument(
             .map(|(f, s)| ManifestFunction {
                 id: f.id,
                 name: f.name.clone(),
-                kind: f.kind.name().to_string(),
+                kind: if excluded.contains(&f.id) {
+                    EXCLUDED_KIND.to_string()
+                } else {
+                    f.kind.name().to_string()
+                },
                 key: s.key,
                 original_body: f.original_body.as_ref().map(|r| (r.start, r.end)),
                 instrumented_body: f.instrumented_body.as_ref().map(|r| (r.start, r.end)),
@@ -489,7 +508,7 @@ fn from_manifest(
     let defined = manifest
         .functions
         .iter()
-        .filter(|f| f.kind == "local")
+        .filter(|f| f.kind != "import")
         .count() as u32;
     Some(Prepared {
         lineage: crate::prepare::compiled::lineage(path, &plan.digest()),

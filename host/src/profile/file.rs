@@ -127,6 +127,7 @@ mod tests {
             total: 123_000_000,
             instrumentation: Default::default(),
             excluded_ns: None,
+            unprobed: Vec::new(),
             probe_overhead: None,
             functions: Vec::new(),
             edges: Vec::new(),

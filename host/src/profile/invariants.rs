@@ -92,6 +92,7 @@ mod tests {
             total: 10,
             instrumentation: Default::default(),
             excluded_ns: None,
+            unprobed: Vec::new(),
             probe_overhead: None,
             functions: vec![f(0, 6, 10), f(1, 4, 4)],
             edges: vec![EdgeRecord {

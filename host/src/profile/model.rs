@@ -153,6 +153,10 @@ pub struct Profile {
     /// the collector thread), excluded from every time and from `total`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excluded_ns: Option<u64>,
+    /// Functions left without probes (`--only`, `--exclude`): each is part of its nearest
+    /// probed caller, and calls to it are not counted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unprobed: Vec<String>,
     /// The probe overhead subtracted from every frame, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_overhead: Option<OverheadRecord>,

@@ -43,24 +43,7 @@ pub struct Symbols {
     pub sources: HashMap<u32, Source>,
 }
 
-/// A Rust (legacy or v0) or C++ (Itanium) mangled name, demangled; `None` for other names.
-pub fn demangle(name: &str) -> Option<String> {
-    let rust = name.starts_with("_R") || (name.starts_with("_ZN") && name.ends_with('E'));
-    if rust {
-        if let Ok(d) = rustc_demangle::try_demangle(name) {
-            // `{:#}` leaves out the hash suffix.
-            return Some(format!("{d:#}"));
-        }
-    }
-    if name.starts_with("_Z") {
-        if let Ok(symbol) = cpp_demangle::Symbol::new(name.as_bytes()) {
-            if let Ok(text) = symbol.demangle() {
-                return Some(text);
-            }
-        }
-    }
-    None
-}
+pub use crate::demangle::demangle;
 
 /// Replaces mangled names in `profile` by their demangled form; returns the originals.
 pub fn demangle_names(profile: &mut Profile) -> HashMap<u32, String> {

@@ -78,6 +78,28 @@ pub fn render(profile: &Profile, options: &Options) -> String {
             crate::display::format_ns(s.probe_ns)
         );
     }
+    let excluded: Vec<&str> = profile.unprobed.iter().map(String::as_str).collect();
+    if !excluded.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} function{} without probes (--only/--exclude): each is part of its nearest \
+             probed caller, calls to it not counted{}: {}{}",
+            excluded.len(),
+            if excluded.len() == 1 { "" } else { "s" },
+            if profile.unit == "instructions" {
+                ", their instructions not counted"
+            } else {
+                ""
+            },
+            excluded
+                .iter()
+                .take(8)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", "),
+            if excluded.len() > 8 { ", ..." } else { "" }
+        );
+    }
     if let Some(o) = &profile.probe_overhead {
         let _ = writeln!(
             out,

@@ -42,9 +42,21 @@ pub fn attribute(tree: &InlineTree, samples: &Samples) -> Attribution {
         .enumerate()
         .map(|(i, n)| (n.address, i))
         .collect();
+    // A function left without probes stores the slot it was reached through, inside its
+    // caller's node: the node with the nearest address below.
+    let mut starts: Vec<(u32, usize)> = by_address.iter().map(|(&a, &i)| (a, i)).collect();
+    starts.sort_unstable();
+    let containing = |cell: u32| {
+        let at = starts.partition_point(|&(a, _)| a <= cell);
+        at.checked_sub(1).map(|at| starts[at].1)
+    };
     let mut out = Attribution::default();
     for (&(cell, running), &ps) in &samples.time {
-        let node = by_address.get(&cell).copied().unwrap_or(0);
+        let node = by_address
+            .get(&cell)
+            .copied()
+            .or_else(|| containing(cell))
+            .unwrap_or(0);
         let charged = match running {
             None | Some(Running::Outside) => node,
             Some(Running::Probe) => {
@@ -167,6 +179,19 @@ mod tests {
         assert_eq!(a.time[&400], 60);
         let charged: u64 = a.time.values().sum();
         assert_eq!(charged + a.probe_ps, samples.time.values().sum::<u64>());
+    }
+
+    #[test]
+    fn a_slot_address_in_the_cell_is_its_node() {
+        // An excluded function called from f (@200) stored f's slot 1 (@200 + 32 + 4).
+        let samples = Samples {
+            time: HashMap::from([((236, Some(Running::Function(7))), 5)]),
+            located: HashMap::new(),
+            readings: 1,
+            answered: 1,
+        };
+        let a = attribute(&tree(), &samples);
+        assert_eq!(a.time[&200], 5);
     }
 
     #[test]

@@ -77,7 +77,13 @@ pub fn profile_of_run(
             inclusive: clamp(n.inclusive),
         })
         .collect();
+    let unprobed = functions
+        .iter()
+        .filter(|f| f.kind == "excluded")
+        .map(|f| f.name.clone())
+        .collect();
     Profile {
+        unprobed,
         format_version: FORMAT_VERSION,
         tool: format!("wprof {}", env!("CARGO_PKG_VERSION")),
         module,

@@ -58,6 +58,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         mode,
         subtract_overhead: false,
         call_sites: false,
+        filter: Default::default(),
         sample_period: crate::run::sampler::DEFAULT_PERIOD,
         timings: None,
     }
@@ -87,6 +88,7 @@ impl Instrumented {
             loaded,
             path,
             &plan,
+            &Default::default(),
             &mut CacheSession::none(),
             &crate::progress::Progress::none(),
         )
