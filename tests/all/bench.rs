@@ -192,17 +192,13 @@ fn accuracy_compares_every_mode_with_perf() {
     };
     let s = Scratch::new();
     let list = one_program_list(&s);
-    let out = s
-        .wprof(&[
-            "bench",
-            "--accuracy",
-            "--quick",
-            "--json",
-            "--programs",
-            list.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let bench = |extra: &[&str]| {
+        let base = ["bench", "--accuracy", "--quick", "--json", "--programs"];
+        s.wprof(&[&base[..], &[list.to_str().unwrap()], extra].concat())
+            .output()
+            .unwrap()
+    };
+    let out = bench(&[]);
     // A machine whose kernel forbids sampling (perf_event_paranoid, containers) says so.
     if out.status.code() == Some(3) && stderr(&out).contains("cannot record cpu-clock samples") {
         eprintln!("skipped: {}", stderr(&out).trim());
@@ -239,6 +235,13 @@ fn accuracy_compares_every_mode_with_perf() {
     assert!(!top.is_empty(), "{program}");
     assert!(top[0][1].as_f64().unwrap() > 0.0, "{program}");
     assert_eq!(top[0][2].as_array().unwrap().len(), 3);
+
+    // With a selection, every profiled run has it, and the report says so.
+    let out = bench(&["--exclude", "is_*"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["selection"], serde_json::json!(["--exclude", "is_*"]));
+    assert_eq!(v[0]["modes"].as_array().unwrap().len(), 3);
 }
 
 #[test]

@@ -202,3 +202,32 @@ fn a_bad_file_is_one_line_and_exit_2_before_anything_runs() {
     let out = s.run(&["report", "--help"]);
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn instrument_alone_prepares_the_modules_the_file_names() {
+    let s = Scratch::new();
+    let out = s.run(&["instrument"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no modules to prepare"),
+        "{}",
+        stderr(&out)
+    );
+
+    std::fs::copy(sample("fib.wasm"), s.path("fib.wasm")).unwrap();
+    std::fs::write(
+        s.path("wprof.toml"),
+        "[[module]]\npath = \"fib.wasm\"\nmode = \"cost\"\nexclude = [\"utoa\"]\n",
+    )
+    .unwrap();
+    let out = s.run(&["instrument", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The run that follows, with the same file, finds everything prepared.
+    let out = s.run(&["run", "-q", "fib.wasm"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("fib.wprof");
+    assert_eq!(p["mode"], "cost");
+    assert_eq!(p["unprobed"], serde_json::json!(["utoa"]));
+    assert_eq!(p["instrumentation"]["module_from_cache"], true);
+    assert_eq!(p["instrumentation"]["compiled_from_cache"], true);
+}

@@ -47,6 +47,7 @@ level. Relative paths in the file are relative to its directory.
   [[module]]
   name = \"sqlite*.wasm\"         # a glob on the file name, or
   # blake3 = \"1f0c9a2e\"         # the start of the module's blake3 (wprof cache ls)
+  # path = \"build/app.wasm\"     # one file: `wprof instrument` alone prepares these
   mode = \"cost\"
 
 A bad file is one error naming the file, the line and the key (exit 2), before anything

@@ -26,6 +26,10 @@ With --watch DIR, every *.wasm in DIR is prepared first, then each one created o
 in DIR is prepared again once it has been quiet for 200 ms (a module caught half-written is
 reported and taken when it is complete). It runs until interrupted.
 
+Without modules or --watch, the modules of the configuration file's `[[module]]` sections
+that give a `path` are prepared, each with its section's settings: instrument at deploy time,
+run warm (see `wprof config --help`).
+
 Examples:
   wprof instrument app.wasm
   wprof instrument --mode cost build/*.wasm
@@ -55,8 +59,9 @@ pub struct InstrumentCommand {
     #[arg(skip)]
     pub given: crate::commands::GivenArgs,
 
-    /// Modules to prepare (`.wasm`, or `.wat` text).
-    #[arg(value_name = "APP.wasm", required_unless_present = "watch")]
+    /// Modules to prepare (`.wasm`, or `.wat` text) [default: the configuration file's
+    /// `[[module]]` sections with `path = "..."`].
+    #[arg(value_name = "APP.wasm")]
     modules: Vec<PathBuf>,
 }
 
@@ -153,7 +158,21 @@ impl InstrumentCommand {
     pub fn execute(&self) -> Result<i32, Failure> {
         let engine = crate::prepare::compiled::new_engine_caching()?;
         let mut failed = false;
-        for path in &self.modules {
+        let modules = if self.modules.is_empty() && self.watch.is_none() {
+            let named = crate::config::installed()
+                .map(|f| f.module_paths())
+                .unwrap_or_default();
+            if named.is_empty() {
+                return Err(Failure::input(
+                    "no modules to prepare: give APP.wasm, --watch DIR, or `[[module]] path = \"...\"` \
+                     sections in the configuration file",
+                ));
+            }
+            named
+        } else {
+            self.modules.clone()
+        };
+        for path in &modules {
             if let Err(e) = self.prepare(&engine, path) {
                 eprintln!("wprof: error: {e}");
                 failed = true;

@@ -45,6 +45,9 @@ pub enum Matcher {
     /// Modules whose blake3 (of the file's bytes, as `wprof cache ls` shows) starts with
     /// these hex digits.
     Blake3(String),
+    /// The module at this path (relative to the file's directory): `wprof instrument`
+    /// without modules prepares these.
+    Path(PathBuf),
 }
 
 /// One `[[module]]` section.
@@ -98,11 +101,14 @@ struct RawCache {
     max_size: Option<Spanned<String>>,
 }
 
+/// A `[[module]]` section as written: the top level's settings again (serde cannot flatten
+/// them in with unknown keys refused), and what it matches.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawModule {
     name: Option<Spanned<String>>,
     blake3: Option<Spanned<String>>,
+    path: Option<Spanned<String>>,
     profiling: Option<Spanned<bool>>,
     mode: Option<Spanned<String>>,
     output: Option<Spanned<String>>,
@@ -253,43 +259,46 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
     for section in raw.module {
         let header = section.span();
         let m = section.into_inner();
-        let matcher = match (m.name, m.blake3) {
-            (Some(name), None) => {
-                let glob = globset::Glob::new(name.get_ref())
-                    .map_err(|e| problem(name.span(), "module.name", &e.kind().to_string()))?;
-                Matcher::Name(name.get_ref().clone(), glob.compile_matcher())
-            }
-            (None, Some(hex)) => {
-                let digits = hex.get_ref().to_ascii_lowercase();
-                if digits.len() < MIN_BLAKE3_DIGITS
-                    || digits.len() > 64
-                    || !digits.chars().all(|c| c.is_ascii_hexdigit())
-                {
-                    return Err(problem(
-                        hex.span(),
-                        "module.blake3",
-                        &format!(
-                            "{:?} is not {MIN_BLAKE3_DIGITS} to 64 hex digits of a blake3",
-                            hex.get_ref()
-                        ),
-                    ));
-                }
-                Matcher::Blake3(digits)
-            }
-            (Some(_), Some(b)) => {
+        let given = [&m.name, &m.blake3, &m.path]
+            .iter()
+            .filter(|k| k.is_some())
+            .count();
+        if given != 1 {
+            let why = if given == 0 {
+                "a section needs `name = \"GLOB\"`, `blake3 = \"HEX\"` or `path = \"FILE\"`"
+            } else {
+                "a section matches by one of `name`, `blake3` or `path`"
+            };
+            let at = [&m.path, &m.blake3, &m.name]
+                .into_iter()
+                .flatten()
+                .next()
+                .map_or(header.clone(), |k| k.span());
+            return Err(problem(if given == 0 { header } else { at }, "module", why));
+        }
+        let matcher = if let Some(name) = m.name {
+            let glob = globset::Glob::new(name.get_ref())
+                .map_err(|e| problem(name.span(), "module.name", &e.kind().to_string()))?;
+            Matcher::Name(name.get_ref().clone(), glob.compile_matcher())
+        } else if let Some(hex) = m.blake3 {
+            let digits = hex.get_ref().to_ascii_lowercase();
+            if digits.len() < MIN_BLAKE3_DIGITS
+                || digits.len() > 64
+                || !digits.chars().all(|c| c.is_ascii_hexdigit())
+            {
                 return Err(problem(
-                    b.span(),
-                    "module",
-                    "a section matches by `name` or by `blake3`, not both",
-                ))
+                    hex.span(),
+                    "module.blake3",
+                    &format!(
+                        "{:?} is not {MIN_BLAKE3_DIGITS} to 64 hex digits of a blake3",
+                        hex.get_ref()
+                    ),
+                ));
             }
-            (None, None) => {
-                return Err(problem(
-                    header,
-                    "module",
-                    "a section needs `name = \"GLOB\"` or `blake3 = \"HEX\"`",
-                ))
-            }
+            Matcher::Blake3(digits)
+        } else {
+            let path = m.path.expect("one of the three");
+            Matcher::Path(non_empty_path(path, "module.path", base, text, &problem)?.value)
         };
         modules.push(ModuleSection {
             matcher,

@@ -151,7 +151,19 @@ impl ConfigFile {
                 })
                 .as_deref()
                 .is_some_and(|d| d.starts_with(prefix.as_str())),
+            Matcher::Path(p) => same_file(p, path),
         })
+    }
+
+    /// The modules the file names by `path`, in file order.
+    pub fn module_paths(&self) -> Vec<PathBuf> {
+        self.modules
+            .iter()
+            .filter_map(|s| match &s.matcher {
+                Matcher::Path(p) => Some(p.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// A setting for the modules of `section` (none: any module): the section's value,
@@ -171,6 +183,14 @@ impl ConfigFile {
                 section,
             },
         ))
+    }
+}
+
+/// Whether `a` and `b` name one file (as written when either cannot be resolved).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
     }
 }
 
@@ -277,7 +297,7 @@ mod tests {
             ),
             (
                 "[[module]]\nname = \"a\"\nblake3 = \"abcdef01\"",
-                "cfg/wprof.toml:3: module: a section matches by `name` or by `blake3`",
+                "cfg/wprof.toml:3: module: a section matches by one of `name`, `blake3` or `path`",
             ),
             ("output = \"\"", "cfg/wprof.toml:1: output: an empty path"),
         ] {

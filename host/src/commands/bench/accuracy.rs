@@ -63,6 +63,9 @@ pub struct ModeAccuracy {
 pub struct ProgramAccuracy {
     /// The program.
     pub name: String,
+    /// The `--only`/`--exclude` flags every profiled run had, if any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub selection: Vec<String>,
     /// perf against itself (a second run): the noise floor.
     pub perf_noise: f64,
     /// perf's samples charged to the module's functions.
@@ -94,6 +97,7 @@ pub fn measure(
     program: &Program,
     runs: u32,
     wasmtime: Option<&WasmtimeCli>,
+    selection: &[String],
 ) -> Result<ProgramAccuracy, Failure> {
     let scratch = tempfile::tempdir().context("failed to create a scratch directory")?;
     let dir = scratch.path();
@@ -112,12 +116,9 @@ pub fn measure(
     let profile_of = |mode: ProbeMode| dir.join(format!("{}.wprof", mode.name()));
     let profiled = |mode: ProbeMode| {
         let out = profile_of(mode).to_string_lossy().into_owned();
-        wprof_run(
-            program,
-            dir,
-            &[],
-            &["-q", "--mode", mode.name(), "-o", &out],
-        )
+        let mut args = vec!["-q", "--mode", mode.name(), "-o", &out];
+        args.extend(selection.iter().map(String::as_str));
+        wprof_run(program, dir, &[], &args)
     };
     // Warm the cache in every mode; the cost profile names every function that ran.
     for mode in ProbeMode::ALL {
@@ -206,6 +207,7 @@ pub fn measure(
         .collect();
     Ok(ProgramAccuracy {
         name: program.name.clone(),
+        selection: selection.to_vec(),
         perf_noise: distance(&truth, &again),
         perf_samples: total as u64,
         wprof_off,
@@ -226,6 +228,14 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
          second run; overhead = whole process / WPROF=0, caches warm; off/wasmtime = WPROF=0 \
          / `wasmtime run` (its cache warm), whole processes"
     );
+    if let Some(r) = results.iter().find(|r| !r.selection.is_empty()) {
+        let _ = writeln!(
+            out,
+            "every profiled run with `{}`: unprobed functions are their callers' (perf's \
+             shares of them count against the distance)",
+            r.selection.join(" ")
+        );
+    }
     let _ = write!(
         out,
         "{:<12} {:>8} {:>10} {:>13}",

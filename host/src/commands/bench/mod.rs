@@ -104,7 +104,8 @@ Examples:
   wprof bench samples/ratio.wasm --expect-ratio heavy/light=3
   bash bench/programs/build.sh && wprof bench --accuracy --runs 3
   wprof bench --scale --runs 3
-  wprof bench --accuracy --program lua --quick")]
+  wprof bench --accuracy --program lua --quick
+  wprof bench --accuracy --program lua --exclude 'luaH_*'")]
 pub struct BenchCommand {
     /// Modules to measure [default: every .wasm in ./samples].
     #[arg(value_name = "MODULE")]
@@ -153,6 +154,17 @@ pub struct BenchCommand {
     /// overhead subtracted. Repeatable.
     #[arg(long = "expect-ratio", value_name = "F/G=R", value_parser = parse_ratio)]
     expect_ratio: Vec<ExpectedRatio>,
+
+    /// With --accuracy: every profiled run probes only the functions matching PATTERN
+    /// (repeatable; as `wprof run --only`), to measure what a selection costs and how far
+    /// its times are from perf's.
+    #[arg(long, value_name = "PATTERN", requires = "accuracy")]
+    only: Vec<String>,
+
+    /// With --accuracy: every profiled run leaves the functions matching PATTERN without
+    /// probes (repeatable; as `wprof run --exclude`).
+    #[arg(long, value_name = "PATTERN", requires = "accuracy")]
+    exclude: Vec<String>,
 }
 
 /// `F/G=R`: functions F and G do work in the ratio R.
@@ -237,6 +249,19 @@ pub struct BenchReport {
 }
 
 impl BenchCommand {
+    /// `--only`/`--exclude`, as `wprof run` flags.
+    fn selection_args(&self) -> Vec<String> {
+        let only = self
+            .only
+            .iter()
+            .flat_map(|p| ["--only".to_string(), p.clone()]);
+        let exclude = self
+            .exclude
+            .iter()
+            .flat_map(|p| ["--exclude".to_string(), p.clone()]);
+        only.chain(exclude).collect()
+    }
+
     fn modules(&self) -> Result<Vec<PathBuf>, Failure> {
         if !self.modules.is_empty() {
             return Ok(self.modules.clone());
@@ -359,7 +384,13 @@ impl BenchCommand {
             if !self.json {
                 eprintln!("wprof bench --accuracy: {} ...", program.name);
             }
-            results.push(accuracy::measure(&perf, program, runs, wasmtime.as_ref())?);
+            results.push(accuracy::measure(
+                &perf,
+                program,
+                runs,
+                wasmtime.as_ref(),
+                &self.selection_args(),
+            )?);
         }
         self.print(&results, || accuracy::table(&results, runs));
         Ok(0)
