@@ -285,3 +285,62 @@ fn html_report_renders_in_chromium() {
     assert_eq!(&bytes[1..4], b"PNG");
     assert!(bytes.len() > 10_000, "a drawn page, not a blank one");
 }
+
+/// A program of thousands of functions with long C++-like names: the file grows with the
+/// functions (each name once in the data, once in its table row), not with functions times
+/// their callers and callees; the page still renders every row, and a function's page is
+/// made when it is opened.
+#[test]
+fn a_report_of_thousands_of_long_named_functions_stays_small_and_renders() {
+    let s = Scratch::new();
+    let n = 2_000;
+    let name = |i: usize| {
+        format!(
+            "{}::Template<std::vector<int>>::method_{i}",
+            "namespace_with_a_long_name::".repeat(6)
+        )
+    };
+    let mut wat = String::from("(module (memory (export \"memory\") 1)\n");
+    for i in 0..n {
+        wat += &format!("(func ${} (result i32) (i32.const {i}))\n", name(i));
+    }
+    wat += "(func (export \"_start\")\n";
+    for i in 0..n {
+        wat += &format!("(drop (call ${}))\n", name(i));
+    }
+    wat += "))";
+    let app = s.wat_module("big.wasm", &wat);
+    let out = s.run(&["run", "-q", "--mode", "cost", app.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    report_to(&s, "big.wprof", "html", "big.html");
+    let size = std::fs::metadata(s.path("big.html")).unwrap().len() as usize;
+    let names: usize = (0..n).map(|i| name(i).len()).sum();
+    // About three copies of each name (data, row link, row sort key) and a few hundred
+    // bytes of numbers per function; a page per function would be twice that.
+    assert!(
+        size < 3 * names + 600 * n,
+        "{size} bytes for {names} bytes of names"
+    );
+
+    let Some(browser) = Browser::new() else {
+        return;
+    };
+    let file = s.path("big.html");
+    let dom = browser.dom(&file, "table");
+    assert_eq!(visible_rows(&dom).len(), n + 1);
+    let p = s.profile("big.wprof");
+    let id = id_of(&p, &name(1234));
+    let dom = browser.dom(&file, &format!("f{id}"));
+    let page = section(&dom, &format!("view-f{id}"));
+    let start = id_of(&p, "_start");
+    assert!(
+        page.contains(&format!(r##"<a href="#f{start}">_start</a>"##)),
+        "{page}"
+    );
+    let escaped = name(1234).replace('<', "&lt;").replace('>', "&gt;");
+    assert!(page.contains(&escaped), "{page}");
+    // The call graph from _start shows a few dozen functions, not thousands.
+    let dom = browser.dom(&file, &format!("graph/{start}"));
+    let nodes = dom.matches(r#"<g class="node"#).count();
+    assert!((2..=40).contains(&nodes), "{nodes} nodes");
+}

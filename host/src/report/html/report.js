@@ -101,6 +101,8 @@
     const byIncl = [...data.functions].sort((a, b) => b.incl - a.incl);
     let root = byIncl.length ? byIncl[0].id : null;
     let minpct = 0;
+    // At most this many functions (ties at the minimum would otherwise show thousands).
+    let limit = Infinity;
     const select = $("root");
     byIncl.forEach((f) => {
       const option = new Option(clip(f.name, 80), f.id);
@@ -110,6 +112,7 @@
     select.addEventListener("change", () => (location.hash = "#graph/" + select.value));
     $("minpct").addEventListener("change", () => {
       minpct = Number($("minpct").value) || 0;
+      limit = Infinity;
       draw();
     });
     $("more").addEventListener("click", () => step(10));
@@ -117,8 +120,8 @@
 
     const rootIncl = () => Math.max(1, fns.get(root).incl);
     const pctOf = (id) => (100 * fns.get(id).incl) / rootIncl();
-    // Percentages of every function reachable from the root, largest first.
-    function reachablePcts() {
+    // Every function reachable from the root, largest inclusive first (ties by id).
+    function reachable() {
       const seen = new Set([root]);
       const queue = [root];
       for (let i = 0; i < queue.length; i++)
@@ -127,33 +130,42 @@
             seen.add(e.to);
             queue.push(e.to);
           }
-      return [...seen].map(pctOf).sort((a, b) => b - a);
+      return [...seen].sort((a, b) => pctOf(b) - pctOf(a) || a - b);
     }
+    const reachablePcts = () => reachable().map(pctOf);
     function step(delta) {
       const pcts = reachablePcts();
-      const now = pcts.filter((p) => p >= minpct).length;
+      const now = Math.min(limit, pcts.filter((p) => p >= minpct).length);
       const want = Math.max(1, Math.min(pcts.length, now + delta));
       minpct = pcts[want - 1];
+      limit = want;
       draw();
     }
     function show(r, min) {
       if (r !== null && fns.has(r)) root = r;
-      if (min !== null) minpct = Number(min);
-      else {
+      if (min !== null) {
+        minpct = Number(min);
+        limit = Infinity;
+      } else {
         const pcts = reachablePcts();
         minpct = pcts.length > 30 ? pcts[29] : 0;
+        limit = 30;
       }
       draw();
     }
     function draw() {
       svg.textContent = "";
       if (root === null) return;
-      // Layers: breadth-first from the root through the functions above the minimum.
+      // Layers: breadth-first from the root through the functions above the minimum, at
+      // most `limit` of them.
+      const all = reachable();
+      const shown = new Set(all.filter((id) => pctOf(id) >= minpct).slice(0, limit));
+      shown.add(root);
       const depth = new Map([[root, 0]]);
       const order = [root];
       for (let i = 0; i < order.length; i++)
         for (const e of out.get(order[i]) || [])
-          if (!depth.has(e.to) && pctOf(e.to) >= minpct) {
+          if (!depth.has(e.to) && shown.has(e.to)) {
             depth.set(e.to, depth.get(order[i]) + 1);
             order.push(e.to);
           }
@@ -224,7 +236,7 @@
       svg.dataset.nodes = order.length;
       select.value = root;
       $("minpct").value = Number(minpct.toFixed(4));
-      $("graph-info").textContent = `${order.length} of ${reachablePcts().length} functions shown`;
+      $("graph-info").textContent = `${order.length} of ${all.length} functions shown`;
     }
     return { show };
   })();
@@ -293,13 +305,76 @@
     return { show };
   })();
 
+  // ---- a function's page (#f<id>): made from the data the first time it is shown
+  const callersOf = new Map();
+  const calleesOf = new Map();
+  for (const [caller, callee, calls, incl, text] of data.edges) {
+    if (!callersOf.has(callee)) callersOf.set(callee, []);
+    callersOf.get(callee).push({ id: caller, calls, incl, text });
+    if (caller >= 0) {
+      if (!calleesOf.has(caller)) calleesOf.set(caller, []);
+      calleesOf.get(caller).push({ id: callee, calls, incl, text });
+    }
+  }
+  function el(name, attrs, ...children) {
+    const e = document.createElement(name);
+    for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+    for (const c of children) e.append(c);
+    return e;
+  }
+  function links(kind, list, of) {
+    if (!list || list.length === 0) return el("p", {}, "nothing");
+    const body = el("tbody");
+    for (const e of [...list].sort((a, b) => b.incl - a.incl)) {
+      const share = of > 0 ? (100 * e.incl) / of : 0;
+      const name =
+        e.id < 0 ? "<root>" : el("a", { href: "#f" + e.id }, (fns.get(e.id) || { name: "func[" + e.id + "]" }).name);
+      const bar = el("span", { class: "bar", style: "width:" + Math.round(Math.min(share, 100) * 0.8) + "px" });
+      body.append(
+        el("tr", {}, el("td", { class: "name" }, name), el("td", {}, String(e.calls)), el("td", {}, e.text),
+          el("td", {}, bar, " " + share.toFixed(2) + "%"))
+      );
+    }
+    const head = el("thead", {}, el("tr", {}, ...[kind, "calls", "inclusive", "share"].map((h) => el("th", {}, h))));
+    return el("table", { class: "links " + kind + "s" }, head, body);
+  }
+  function functionPage(id) {
+    const existing = $("view-f" + id);
+    if (existing) return existing;
+    const f = fns.get(id);
+    if (!f) return null;
+    const [selfText, selfPct, inclText, inclPct, minText, maxText] = f.t;
+    const tag = () => (f.imp ? [" ", el("span", { class: "tag" }, "import")] : []);
+    const numbers = el("dl", { class: "numbers" });
+    for (const [k, v] of [
+      ["calls", String(f.calls)],
+      ["self", selfText + " (" + selfPct + ")"],
+      ["inclusive", inclText + " (" + inclPct + ")"],
+      ["self per call", "min " + minText + ", max " + maxText],
+    ])
+      numbers.append(el("dt", {}, k), el("dd", {}, v));
+    const page = el(
+      "section",
+      { class: "view fn", id: "view-f" + id, "data-id": String(id) },
+      el("p", { class: "back" }, el("a", { href: "#table" }, "← all functions"), " · ",
+        el("a", { href: "#graph/" + id }, "call graph from here")),
+      el("h2", {}, f.name, ...tag())
+    );
+    if (f.src) page.append(el("p", { class: "src" }, f.src));
+    if (f.raw) page.append(el("p", { class: "src" }, "symbol: " + f.raw));
+    page.append(numbers, el("h3", {}, "Called by"), links("caller", callersOf.get(id), f.incl),
+      el("h3", {}, "Calls"), links("callee", calleesOf.get(id), f.incl));
+    $("view-graph").before(page);
+    return page;
+  }
+
   // ---- routing: #table?sort=calls:desc&filter=re, #f<id>, #graph/<root>?min=<pct>, #flame/<node>
   function route() {
     const [path, query] = decodeURIComponent(location.hash.slice(1)).split("?");
     const parts = path.split("/");
     const params = new URLSearchParams(query || "");
     let view = parts[0] || "table";
-    const panel = /^f\d+$/.test(view) ? $("view-" + view) : null;
+    const panel = /^f\d+$/.test(view) ? functionPage(Number(view.slice(1))) : null;
     if (panel) view = "function";
     else if (!["table", "graph", "flame"].includes(view)) view = "table";
     document.querySelectorAll(".view").forEach((v) => (v.hidden = true));
