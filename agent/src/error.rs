@@ -26,6 +26,14 @@ pub enum AgentError {
         /// Bodies given.
         got: usize,
     },
+    /// Instrumenting a function panicked (a bug in the agent), caught by the host.
+    #[error("the agent failed on function {function}: {message}")]
+    Panicked {
+        /// The function's name.
+        function: String,
+        /// The panic's message.
+        message: String,
+    },
     /// Re-encoding a section failed.
     #[error("cannot re-encode module: {0}")]
     Encode(String),

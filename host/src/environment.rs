@@ -111,8 +111,8 @@ pub fn help(fill: &[(&str, String)]) -> String {
 mod tests {
     use super::*;
 
-    /// Names the source mentions that are not wprof's settings: test switches.
-    const NOT_SETTINGS: &[&str] = &["WPROF_SURELY_UNSET_VARIABLE"];
+    /// Names the source mentions that are not wprof's settings: test switches and hooks.
+    const NOT_SETTINGS: &[&str] = &["WPROF_SURELY_UNSET_VARIABLE", "WPROF_TEST_PANIC_IN"];
 
     fn sources(dir: &std::path::Path, out: &mut String) {
         for entry in std::fs::read_dir(dir).unwrap() {

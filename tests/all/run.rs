@@ -741,3 +741,33 @@ fn run_help_lists_every_variable_of_the_readme() {
         );
     }
 }
+
+/// A panic inside the agent while it instruments a function (forced by the test hook) is
+/// caught: one warning naming the function, the program runs unprofiled with its own output
+/// and exit code, and the cache stays whole for the next run.
+#[test]
+fn a_panic_in_the_agent_is_one_warning_and_an_unprofiled_run() {
+    let s = Scratch::new();
+    let fib = sample("fib.wasm");
+    let out = s
+        .wprof(&["run", "-q", fib.to_str().unwrap()])
+        .env("WPROF_TEST_PANIC_IN", "fib")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), "fib(25) = 75025\n");
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("wprof: warning: cannot instrument")
+            && err.contains("the agent failed on function fib: test panic in fib")
+            && err.contains("running it without profiling"),
+        "{err}"
+    );
+    assert!(!s.path("fib.wprof").exists());
+    let verify = s.run(&["cache", "verify"]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stdout(&verify));
+    let out = s.run(&["run", "-q", fib.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(calls(&s.profile("fib.wprof"), "fib"), 242_785);
+}

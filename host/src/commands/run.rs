@@ -173,34 +173,48 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         call_sites: settings.call_sites,
         selection: settings.filter.selection().map(std::sync::Arc::new),
     };
+    // A panic in the agent or the cache is caught: one warning, the program runs as it is.
     let prepared = timings.time("instrument", || {
-        if let Some(hit) = instrument::from_cache(&loaded, &settings.module, &plan, &mut cache) {
-            return Ok(Some(hit));
-        }
-        // Bad input stops here, before anything of it reaches the cache.
-        loader::validate(&loaded, &settings.module, &engine)?;
-        match instrument::instrument(
-            &loaded,
-            &settings.module,
-            &plan,
-            &settings.filter,
-            &mut cache,
-            &progress,
-        ) {
-            Ok(p) => Ok(Some(p)),
-            Err(e) => {
-                warn(format_args!(
-                    "cannot instrument {shown} ({e}); running it without profiling"
-                ));
-                Ok::<_, Failure>(None)
+        crate::prepare::guard::quietly(|| {
+            if let Some(hit) = instrument::from_cache(&loaded, &settings.module, &plan, &mut cache)
+            {
+                return Ok(Some(hit));
             }
-        }
+            // Bad input stops here, before anything of it reaches the cache.
+            loader::validate(&loaded, &settings.module, &engine)?;
+            match instrument::instrument(
+                &loaded,
+                &settings.module,
+                &plan,
+                &settings.filter,
+                &mut cache,
+                &progress,
+            ) {
+                Ok(p) => Ok(Some(p)),
+                Err(e) => {
+                    warn(format_args!(
+                        "cannot instrument {shown} ({e}); running it without profiling"
+                    ));
+                    Ok::<_, Failure>(None)
+                }
+            }
+        })
+        .unwrap_or_else(|why| {
+            warn(format_args!(
+                "wprof failed while preparing {shown} ({why}); running it without profiling"
+            ));
+            Ok(None)
+        })
     })?;
     // Compiled through the cache of compiled artifacts (see `instrument::compile`).
     progress.step("compiling", None);
     let compiled = timings.time("compile", || {
-        prepared.and_then(
-            |mut p| match instrument::compile(&engine, &mut p, &mut cache) {
+        prepared.and_then(|mut p| {
+            match crate::prepare::guard::quietly(|| {
+                instrument::compile(&engine, &mut p, &mut cache)
+            })
+            .unwrap_or_else(|why| Err(anyhow::anyhow!("wprof failed: {why}")))
+            {
                 Ok(module) => Some((p, module)),
                 Err(e) => {
                     warn(format_args!(
@@ -209,8 +223,8 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
                 ));
                     None
                 }
-            },
-        )
+            }
+        })
     });
     let Some((prepared, compiled)) = compiled else {
         let module = timings.time("compile", || {

@@ -381,7 +381,16 @@ pub fn instrument(
                 body
             }
             None => {
-                let body = instrumenter.instrument_function(defined as u32)?;
+                let name =
+                    &summaries[instrumenter.imported_function_count() as usize + defined].name;
+                let body = crate::prepare::guard::quietly(|| {
+                    crate::prepare::guard::test_panic(name);
+                    instrumenter.instrument_function(defined as u32)
+                })
+                .map_err(|message| wprof_agent::AgentError::Panicked {
+                    function: name.clone(),
+                    message,
+                })??;
                 stats.functions_instrumented += 1;
                 body
             }

@@ -9,13 +9,15 @@
 //!
 //! May use: `run` (only the engine configuration, [`crate::run::engine`]) and `profile`
 //! (the function names and instrumentation stats a profile records). A cache failure is a
-//! warning and a fallback here, never an error: the program still runs.
+//! warning and a fallback here, never an error: the program still runs; so is a panic in
+//! the agent or the cache ([`guard`]).
 
 pub mod artifact_image;
 pub mod artifacts;
 pub mod cache_model;
 pub mod cache_values;
 pub mod compiled;
+pub mod guard;
 pub mod instrument;
 pub mod loader;
 pub mod pack;
