@@ -125,6 +125,21 @@ pub(crate) fn remove_aside(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Bytes of the file at `path`, or of every file under the folder at `path` (0 for what
+/// cannot be read).
+pub(crate) fn size_of(path: &Path) -> u64 {
+    match fs::read_dir(path) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok())
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => size_of(&e.path()),
+                _ => e.metadata().map_or(0, |m| m.len()),
+            })
+            .sum(),
+        Err(_) => fs::metadata(path).map_or(0, |m| m.len()),
+    }
+}
+
 /// Creates `dir` and its parents, private to the user (0700 on Unix).
 pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
     let mut builder = fs::DirBuilder::new();

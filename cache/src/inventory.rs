@@ -106,19 +106,7 @@ impl Cache {
     /// Bytes of every file under the cache directory: entries, usage records, companion
     /// files and leftovers. Reads no value.
     pub fn size_on_disk(&self) -> Result<u64, CacheError> {
-        fn du(path: &Path) -> u64 {
-            match std::fs::read_dir(path) {
-                Ok(rd) => rd
-                    .filter_map(|e| e.ok())
-                    .map(|e| match e.file_type() {
-                        Ok(t) if t.is_dir() => du(&e.path()),
-                        _ => e.metadata().map_or(0, |m| m.len()),
-                    })
-                    .sum(),
-                Err(_) => 0,
-            }
-        }
-        Ok(du(&self.dir))
+        Ok(files::size_of(&self.dir))
     }
 
     /// Whether the cache holds no entry at all.

@@ -262,12 +262,13 @@ fn an_older_format_is_emptied_never_read() {
 
 fn age(path: &std::path::Path) {
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-    std::fs::File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_modified(old)
-        .unwrap();
+    // A folder opens read-only; its times can be set all the same.
+    let file = if path.is_dir() {
+        std::fs::File::open(path)
+    } else {
+        std::fs::File::options().write(true).open(path)
+    };
+    file.unwrap().set_modified(old).unwrap();
 }
 
 #[test]
@@ -329,4 +330,36 @@ fn the_store_of_the_previous_format_is_dropped() {
     drop(cache);
     Cache::open(dir.path()).unwrap();
     assert!(legacy.exists());
+}
+
+#[test]
+fn stale_leftovers_are_swept_anywhere_fresh_ones_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path()).unwrap();
+    let k = key("bodies");
+    cache.put(Kind::Function, &k, b"a pack").unwrap();
+    cache
+        .put_file(Kind::Artifact, &key("art"), b"mac", b"code")
+        .unwrap();
+    let fan = cache.entry_path(Kind::Function, &k);
+    let fan = fan.parent().unwrap();
+    // A value renamed aside by a process killed before it removed it; a folder removed
+    // aside at the top (an earlier format's); a write's temporary file beside artifacts.
+    let aside = fan.join(".tmp-removed-1-2-3-x");
+    std::fs::write(&aside, vec![0u8; 1000]).unwrap();
+    let top = dir.path().join(".tmp-removed-entries");
+    std::fs::create_dir_all(top.join("functions")).unwrap();
+    std::fs::write(top.join("functions").join("v"), vec![0u8; 500]).unwrap();
+    let temp = cache.file_dir(Kind::Artifact).join(".tmp-9-9-y");
+    std::fs::write(&temp, vec![0u8; 200]).unwrap();
+    let fresh = fan.join(".tmp-4-5-z");
+    std::fs::write(&fresh, b"a live writer's").unwrap();
+    for old in [&aside, &top, &temp] {
+        age(old);
+    }
+    assert_eq!(cache.sweep_leftovers().unwrap(), 1000 + 500 + 200);
+    assert!(!aside.exists() && !top.exists() && !temp.exists());
+    assert!(fresh.exists(), "young: maybe a live writer's");
+    assert_eq!(cache.get(Kind::Function, &k).unwrap().unwrap(), b"a pack");
+    assert_eq!(cache.sweep_leftovers().unwrap(), 0);
 }

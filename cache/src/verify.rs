@@ -137,6 +137,51 @@ impl Cache {
     }
 }
 
+impl Cache {
+    /// Removes the leftovers of interrupted work older than a minute, anywhere in the
+    /// cache: temporary files of writes, and files or folders renamed aside to be removed
+    /// (a process killed while removing a 250 MB artifact leaves it there otherwise).
+    /// Returns the bytes freed. Leftovers are never read, only counted in the size.
+    pub fn sweep_leftovers(&self) -> Result<u64, CacheError> {
+        let mut dirs = vec![self.dir.clone()];
+        for kind in Kind::ALL {
+            dirs.push(self.entry_dir(kind));
+            dirs.push(self.dir.join("usage").join(kind.name()));
+            if kind.has_file() {
+                dirs.push(self.file_dir(kind));
+            }
+        }
+        let mut freed = 0;
+        for dir in dirs {
+            // The folder itself, and one level of fan-out folders below it.
+            let mut places = vec![dir.clone()];
+            places.extend(
+                files::list(&dir)
+                    .map_err(io("list", &dir))?
+                    .into_iter()
+                    .filter(|(name, p)| !name.starts_with(files::TEMP_PREFIX) && p.is_dir())
+                    .map(|(_, p)| p),
+            );
+            for place in places {
+                for (name, path) in files::list(&place).map_err(io("list", &place))? {
+                    if name.starts_with(files::TEMP_PREFIX) && is_stale(&path) {
+                        let size = files::size_of(&path);
+                        let removed = if path.is_dir() {
+                            std::fs::remove_dir_all(&path)
+                        } else {
+                            std::fs::remove_file(&path)
+                        };
+                        if removed.is_ok() {
+                            freed += size;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(freed)
+    }
+}
+
 fn is_stale(path: &Path) -> bool {
     std::fs::metadata(path)
         .and_then(|m| m.modified())

@@ -74,6 +74,35 @@ fn gc_without_a_cap_evicts_nothing() {
     assert!(total_bytes(&s) <= 1024);
 }
 
+/// What a process killed while it removed a value leaves (a file renamed aside) is removed
+/// by gc once it is a minute old; a young one may be a live process's, and stays.
+#[test]
+fn gc_removes_the_leftovers_of_interrupted_work() {
+    let s = Scratch::new();
+    run(&s, "fib.wasm", "");
+    let artifacts = s.cache_dir().join("artifacts");
+    let old = artifacts.join(".tmp-removed-1-2-3-x");
+    let young = artifacts.join(".tmp-removed-4-5-6-y");
+    std::fs::write(&old, vec![7u8; 300_000]).unwrap();
+    std::fs::write(&young, b"being removed").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(600))
+        .unwrap();
+    let out = ok(&s, &["cache", "gc"]);
+    assert!(
+        stdout(&out).contains("of leftovers of interrupted work removed"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!old.exists());
+    assert!(young.exists());
+    let out = ok(&s, &["cache", "gc"]);
+    assert!(!stdout(&out).contains("leftovers"), "{}", stdout(&out));
+}
+
 #[test]
 fn gc_evicts_the_least_recently_used_modules_whole() {
     let s = Scratch::new();

@@ -217,13 +217,18 @@ pub struct GcReport {
     pub evicted_entries: u64,
     /// Bytes they took.
     pub evicted_bytes: u64,
+    /// Bytes of leftovers of interrupted work removed first (see
+    /// [`Cache::sweep_leftovers`]).
+    pub leftover_bytes: u64,
 }
 
-/// Evicts the least recently used entries until the cache holds at most `cap` bytes. A
+/// Removes the leftovers of interrupted work, then evicts the least recently used entries
+/// until the cache holds at most `cap` bytes. A
 /// module's manifest, its instrumented and original modules and its compiled artifacts go
 /// together (when the last manifest using them goes); function bodies, and anything no
 /// manifest uses, go on their own.
 pub fn gc(cache: &Cache, cap: u64) -> Result<GcReport, CacheError> {
+    let leftover_bytes = cache.sweep_leftovers()?;
     let mut entries: BTreeMap<(Kind, Key), (u64, u64)> = BTreeMap::new();
     for kind in Kind::ALL {
         for e in cache.entries(kind)? {
@@ -235,6 +240,7 @@ pub fn gc(cache: &Cache, cap: u64) -> Result<GcReport, CacheError> {
     let mut report = GcReport {
         before,
         after: before,
+        leftover_bytes,
         ..Default::default()
     };
     if before <= cap {

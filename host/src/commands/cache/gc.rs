@@ -10,10 +10,12 @@ use crate::prepare::cache_model;
 #[command(after_help = "\
 A module's manifest, instrumented and original module and compiled code are evicted
 together; function bodies (only needed when a module changes) on their own. The least
-recently used go first.
+recently used go first. Leftovers of interrupted work older than a minute (temporary files,
+what a killed process was removing) are removed first.
 
 `wprof run` applies a cap by itself after a run that stored something: 5 GiB, or
-WPROF_CACHE_MAX_SIZE (e.g. `500M`; `off` for no cap).
+WPROF_CACHE_MAX_SIZE (e.g. `500M`; `off` for no cap), or the configuration file's
+`[cache] max_size`.
 
 Examples:
   wprof cache gc                 # down to WPROF_CACHE_MAX_SIZE (off: nothing), else 5 GiB
@@ -52,12 +54,20 @@ impl GcCommand {
             print_json(&report);
         } else {
             println!(
-                "{} before, {} after (cap {}): {} entries evicted ({})",
+                "{} before, {} after (cap {}): {} entries evicted ({}){}",
                 format_size(report.before),
                 format_size(report.after),
                 cap.map_or("none: the cap is off".to_string(), format_size),
                 report.evicted_entries,
-                format_size(report.evicted_bytes)
+                format_size(report.evicted_bytes),
+                if report.leftover_bytes > 0 {
+                    format!(
+                        "; {} of leftovers of interrupted work removed",
+                        format_size(report.leftover_bytes)
+                    )
+                } else {
+                    String::new()
+                }
             );
         }
         Ok(0)
