@@ -11,6 +11,7 @@ mod config;
 mod cost;
 mod diff;
 mod formats;
+mod fuzz;
 mod html;
 mod names;
 mod progress;

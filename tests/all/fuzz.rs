@@ -1,0 +1,345 @@
+//! Differential testing of the agent on generated modules: wasm-smith makes modules (every
+//! proposal wprof's engine runs, exports everywhere, no imports), and each is run as it is
+//! and instrumented in every mode, with the same engine configuration and fuel. Every export
+//! is called in order with zero arguments; the results, traps, and then the exported
+//! memories and globals must be the same. A case where either side runs out of fuel or
+//! stack (the probes use some of both) is inconclusive and counted, not compared; an agent
+//! error is a typed refusal, counted. Damaged copies of each module go to the agent too: it
+//! refuses or instruments them, and never panics. `WPROF_FUZZ_CASES=N` runs N cases
+//! (default 2,000), `WPROF_FUZZ_SEED=S` starts from another seed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use wasmtime::{Engine, Extern, Instance, Linker, Module, Store, Trap, Val, ValType};
+use wprof_agent::{ProbeMode, ProbePlan};
+
+/// What happened to one call (or the instantiation), comparable across the two runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    Returned(Vec<String>),
+    Trapped(String),
+    /// Out of fuel or stack: the comparison stops here.
+    Inconclusive,
+}
+
+/// Everything observable of one run: each call's outcome, then the exported state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Observed {
+    calls: Vec<(String, Outcome)>,
+    state: Vec<(String, String)>,
+}
+
+const FUEL: u64 = 200_000;
+
+fn engine() -> Engine {
+    let mut config = wprof::run::engine::config();
+    // The rewrite's semantics do not depend on Cranelift's optimizations; compiling without
+    // them makes a case about three times faster.
+    config
+        .consume_fuel(true)
+        .cranelift_opt_level(wasmtime::OptLevel::None);
+    Engine::new(&config).unwrap()
+}
+
+fn smith_config() -> wasm_smith::Config {
+    wasm_smith::Config {
+        max_imports: 0,
+        min_funcs: 1,
+        max_funcs: 25,
+        export_everything: true,
+        canonicalize_nans: true,
+        // wprof's engine runs no shared memories.
+        threads_enabled: false,
+        shared_everything_threads_enabled: false,
+        wide_arithmetic_enabled: true,
+        // Small memories and tables (each run hashes every memory), two memories at most.
+        max_memories: 2,
+        max_memory32_bytes: 1 << 20,
+        max_memory64_bytes: 1 << 20,
+        max_table_elements: 1_000,
+        ..Default::default()
+    }
+}
+
+/// Deterministic bytes for case `seed` (xorshift).
+fn bytes_for(seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let len = 512 + (x % 8192) as usize;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Copies of `wasm` with a byte flipped, a byte cut off the end and a section's size
+/// changed: what a damaged file or a buggy producer gives the agent.
+fn damaged_copies(wasm: &[u8], case: u64) -> Vec<Vec<u8>> {
+    let at = |k: u64| (case.wrapping_mul(2_654_435_761).wrapping_add(k) as usize) % wasm.len();
+    let mut flipped = wasm.to_vec();
+    flipped[at(1)] ^= 1 << (case % 8);
+    let mut grown = wasm.to_vec();
+    // Past the header: the first section's size byte.
+    if grown.len() > 9 {
+        grown[9] = grown[9].wrapping_add(1 + (case % 3) as u8);
+    }
+    vec![flipped, wasm[..wasm.len() - 1].to_vec(), grown]
+}
+
+fn zero(ty: &ValType) -> Option<Val> {
+    Some(match ty {
+        ValType::I32 => Val::I32(0),
+        ValType::I64 => Val::I64(0),
+        ValType::F32 => Val::F32(0),
+        ValType::F64 => Val::F64(0),
+        ValType::V128 => Val::V128(0u128.into()),
+        ValType::Ref(r) if r.is_nullable() => Val::null_ref(r.heap_type()),
+        ValType::Ref(_) => return None,
+    })
+}
+
+fn show(v: &Val) -> String {
+    match v {
+        Val::I32(x) => format!("i32 {x}"),
+        Val::I64(x) => format!("i64 {x}"),
+        Val::F32(x) => format!("f32 {x:#x}"),
+        Val::F64(x) => format!("f64 {x:#x}"),
+        Val::V128(x) => format!("v128 {:#x}", x.as_u128()),
+        other => format!("ref null={}", other.ref_().is_none_or(|r| r.is_null())),
+    }
+}
+
+fn outcome(e: &wasmtime::Error) -> Outcome {
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel | Trap::StackOverflow) => Outcome::Inconclusive,
+        Some(trap) => Outcome::Trapped(format!("{trap:?}")),
+        // Not a trap (an exception escaping the export, a host error): its first line.
+        None => Outcome::Trapped(e.to_string().lines().next().unwrap_or_default().into()),
+    }
+}
+
+/// Runs `module` (probe imports, if any, are no-ops) and observes it; `exports` are the
+/// original's (the instrumented module exports more).
+fn observe(engine: &Engine, module: &Module, exports: &[String], fuel: u64) -> Observed {
+    // Growth is bounded too (fuel counts instructions, not the bytes a `memory.fill` or a
+    // `table.grow` touches): past the limits, growing fails the same way on both sides.
+    let limits = wasmtime::StoreLimitsBuilder::new()
+        .memory_size(16 << 20)
+        .table_elements(10_000)
+        .build();
+    let mut store = Store::new(engine, limits);
+    store.limiter(|limits| limits);
+    let mut linker = Linker::new(engine);
+    for import in module.imports() {
+        if let wasmtime::ExternType::Func(ty) = import.ty() {
+            let results: Vec<ValType> = ty.results().collect();
+            linker
+                .func_new(import.module(), import.name(), ty, move |_, _, out| {
+                    for (slot, ty) in out.iter_mut().zip(&results) {
+                        *slot = zero(ty).unwrap_or(Val::I32(0));
+                    }
+                    Ok(())
+                })
+                .unwrap();
+        }
+    }
+    let mut observed = Observed {
+        calls: Vec::new(),
+        state: Vec::new(),
+    };
+    store.set_fuel(fuel).unwrap();
+    let instance: Instance = match linker.instantiate(&mut store, module) {
+        Ok(i) => i,
+        Err(e) => {
+            observed.calls.push(("<instantiate>".into(), outcome(&e)));
+            return observed;
+        }
+    };
+    for name in exports {
+        let Some(Extern::Func(f)) = instance.get_export(&mut store, name) else {
+            continue;
+        };
+        let ty = f.ty(&store);
+        let Some(args) = ty.params().map(|t| zero(&t)).collect::<Option<Vec<_>>>() else {
+            continue;
+        };
+        let mut results: Vec<Val> = ty
+            .results()
+            .map(|t| zero(&t).unwrap_or(Val::I32(0)))
+            .collect();
+        store.set_fuel(fuel).unwrap();
+        let o = match f.call(&mut store, &args, &mut results) {
+            Ok(()) => Outcome::Returned(results.iter().map(show).collect()),
+            Err(e) => outcome(&e),
+        };
+        let stop = o == Outcome::Inconclusive;
+        observed.calls.push((name.clone(), o));
+        if stop {
+            return observed;
+        }
+    }
+    for name in exports {
+        match instance.get_export(&mut store, name) {
+            Some(Extern::Memory(m)) => {
+                let digest = blake3::hash(m.data(&store));
+                observed
+                    .state
+                    .push((name.clone(), digest.to_hex().to_string()));
+            }
+            Some(Extern::Global(g)) => {
+                let v = g.get(&mut store);
+                observed.state.push((name.clone(), show(&v)));
+            }
+            _ => {}
+        }
+    }
+    observed
+}
+
+fn inconclusive(o: &Observed) -> bool {
+    o.calls.iter().any(|(_, c)| *c == Outcome::Inconclusive)
+}
+
+#[test]
+fn instrumented_modules_behave_as_the_originals() {
+    let cases: u64 = std::env::var("WPROF_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000);
+    let seed: u64 = std::env::var("WPROF_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let engine = engine();
+    // The comparison sees a difference when there is one.
+    let one = |n: i32| {
+        let wat = format!(
+            r#"(module (global (export "g") (mut i32) (i32.const 0))
+            (func (export "f") (result i32) (global.set 0 (i32.const {n})) (i32.const {n})))"#
+        );
+        let m = Module::new(&engine, wat::parse_str(&wat).unwrap()).unwrap();
+        observe(&engine, &m, &["g".into(), "f".into()], FUEL)
+    };
+    assert_eq!(one(1), one(1));
+    assert_ne!(one(1), one(2));
+    let config = smith_config();
+    let next = AtomicU64::new(0);
+    let compared = AtomicU64::new(0);
+    let skipped = AtomicU64::new(0);
+    let refused = Mutex::new(Vec::new());
+    let divergences = Mutex::new(Vec::new());
+    let plans: Vec<ProbePlan> = ProbeMode::ALL
+        .into_iter()
+        .map(|mode| ProbePlan {
+            mode,
+            ..ProbePlan::default()
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| loop {
+                let case = next.fetch_add(1, Ordering::Relaxed);
+                if case >= cases {
+                    break;
+                }
+                let bytes = bytes_for(seed.wrapping_add(case));
+                let mut u = arbitrary::Unstructured::new(&bytes);
+                let Ok(generated) = wasm_smith::Module::new(config.clone(), &mut u) else {
+                    skipped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let wasm = generated.to_bytes();
+                // Damaged input: the agent refuses it with a typed error or instruments it,
+                // and never panics.
+                for damaged in damaged_copies(&wasm, case) {
+                    let quiet = std::panic::catch_unwind(|| {
+                        ProbeMode::ALL.map(|mode| {
+                            let plan = ProbePlan {
+                                mode,
+                                ..ProbePlan::default()
+                            };
+                            wprof_agent::instrument(&damaged, &plan).is_ok()
+                        })
+                    });
+                    if quiet.is_err() {
+                        divergences
+                            .lock()
+                            .unwrap()
+                            .push(format!("case {case}: the agent panicked on damaged input"));
+                    }
+                }
+                let Ok(original) = Module::new(&engine, &wasm) else {
+                    skipped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let exports: Vec<String> =
+                    original.exports().map(|e| e.name().to_string()).collect();
+                let reference = observe(&engine, &original, &exports, FUEL);
+                if inconclusive(&reference) {
+                    skipped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                for plan in &plans {
+                    let mode = plan.mode.name();
+                    let instrumented = match wprof_agent::instrument(&wasm, plan) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            refused
+                                .lock()
+                                .unwrap()
+                                .push(format!("case {case} {mode}: {e}"));
+                            continue;
+                        }
+                    };
+                    let module = match Module::new(&engine, &instrumented.bytes) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            divergences.lock().unwrap().push(format!(
+                                "case {case} {mode}: the instrumented module does not compile: {e}"
+                            ));
+                            continue;
+                        }
+                    };
+                    let got = observe(&engine, &module, &exports, 50 * FUEL);
+                    if inconclusive(&got) {
+                        continue;
+                    }
+                    compared.fetch_add(1, Ordering::Relaxed);
+                    if got != reference {
+                        divergences.lock().unwrap().push(format!(
+                            "case {case} (seed {}) {mode}: {:?}\n  vs original {:?}",
+                            seed.wrapping_add(case),
+                            got,
+                            reference
+                        ));
+                    }
+                }
+            });
+        }
+    });
+    let divergences = divergences.into_inner().unwrap();
+    let refused = refused.into_inner().unwrap();
+    eprintln!(
+        "{cases} cases: {} comparisons, {} skipped (invalid or out of fuel), {} refused by the agent",
+        compared.load(Ordering::Relaxed),
+        skipped.load(Ordering::Relaxed),
+        refused.len()
+    );
+    for r in refused.iter().take(5) {
+        eprintln!("  refused: {r}");
+    }
+    assert!(
+        divergences.is_empty(),
+        "{} divergences, the first: {}",
+        divergences.len(),
+        divergences[0]
+    );
+    assert!(
+        compared.load(Ordering::Relaxed) >= cases,
+        "too few cases compared"
+    );
+}
