@@ -51,6 +51,7 @@ impl Browser {
         let o = self
             .command()
             .arg("--dump-dom")
+            .arg("--window-size=1280,800")
             .arg(format!("file://{}#{fragment}", file.display()))
             .output()
             .unwrap();
@@ -328,6 +329,15 @@ fn a_report_of_thousands_of_long_named_functions_stays_small_and_renders() {
     let file = s.path("big.html");
     let dom = browser.dom(&file, "table");
     assert_eq!(visible_rows(&dom).len(), n + 1);
+    // Every control inside a 1280-pixel window, long names or not.
+    let outside = |dom: &str| {
+        Regex::new(r#"<body[^>]*\bdata-controls-outside="([^"]*)""#)
+            .unwrap()
+            .captures(dom)
+            .map(|c| c[1].to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(outside(&dom), "0");
     let p = s.profile("big.wprof");
     let id = id_of(&p, &name(1234));
     let dom = browser.dom(&file, &format!("f{id}"));
@@ -339,8 +349,10 @@ fn a_report_of_thousands_of_long_named_functions_stays_small_and_renders() {
     );
     let escaped = name(1234).replace('<', "&lt;").replace('>', "&gt;");
     assert!(page.contains(&escaped), "{page}");
+    assert_eq!(outside(&dom), "0");
     // The call graph from _start shows a few dozen functions, not thousands.
     let dom = browser.dom(&file, &format!("graph/{start}"));
     let nodes = dom.matches(r#"<g class="node"#).count();
     assert!((2..=40).contains(&nodes), "{nodes} nodes");
+    assert_eq!(outside(&dom), "0");
 }

@@ -395,6 +395,20 @@
       table.apply(params);
     }
   }
-  window.addEventListener("hashchange", route);
+  // How many of the shown view's controls (navigation, its controls and back links) end
+  // past the window's right edge: 0 on any window wide enough for the numbers (read by the
+  // tests through the DOM, which has no geometry of its own).
+  function checkLayout() {
+    const shown = "nav a, .view:not([hidden]) .controls > *, .view:not([hidden]) .back a";
+    const outside = [...document.querySelectorAll(shown)].filter(
+      (e) => e.getBoundingClientRect().right > window.innerWidth + 1
+    ).length;
+    document.body.dataset.controlsOutside = String(outside);
+  }
+  window.addEventListener("hashchange", () => {
+    route();
+    checkLayout();
+  });
   route();
+  checkLayout();
 })();
