@@ -182,18 +182,15 @@ impl FunctionPattern {
         }
     }
 
-    /// Whether function `id`, named `name`, matches: its name as the module gives it or,
-    /// for a mangled one, demangled.
-    pub fn matches(&self, id: u32, name: &str) -> bool {
+    /// Whether function `id` matches, named `name` by the module and `demangled` when that
+    /// is a mangled name.
+    pub fn matches(&self, id: u32, name: &str, demangled: Option<&str>) -> bool {
         let test = |n: &str| match self {
             Self::Glob(_, glob) => glob.is_match(n),
             Self::Regex(re) => re.is_match(n),
-            Self::Ids(..) => false,
-        };
-        match self {
             Self::Ids(a, b) => (*a..=*b).contains(&id),
-            _ => test(name) || crate::demangle::demangle(name).is_some_and(|d| test(&d)),
-        }
+        };
+        test(name) || demangled.is_some_and(test)
     }
 }
 
@@ -247,8 +244,10 @@ impl FunctionFilter {
         (first_defined..names.len() as u32)
             .filter(|&id| {
                 let name = &names[id as usize];
-                let kept = self.only.is_empty() || self.only.iter().any(|p| p.matches(id, name));
-                !kept || self.exclude.iter().any(|p| p.matches(id, name))
+                let demangled = crate::demangle::demangle(name);
+                let matches = |p: &FunctionPattern| p.matches(id, name, demangled.as_deref());
+                let kept = self.only.is_empty() || self.only.iter().any(matches);
+                !kept || self.exclude.iter().any(matches)
             })
             .collect()
     }

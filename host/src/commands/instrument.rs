@@ -7,8 +7,6 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use wprof_agent::ProbePlan;
-
 use crate::commands::run_settings::ProbeArgs;
 use crate::exit::Failure;
 use crate::prepare::instrument::{self, warn, CacheSession};
@@ -66,31 +64,6 @@ pub struct InstrumentCommand {
 }
 
 impl InstrumentCommand {
-    /// The probe plan for the module at `path`: the flags', else the configuration file's
-    /// (its `[[module]]` section for `path`, else its top level), else the defaults, as
-    /// `wprof run` resolves it.
-    fn plan(&self, path: &Path) -> ProbePlan {
-        let file = crate::config::installed();
-        let section = file.and_then(|f| f.section_for(path));
-        let (mode, _) = crate::config::resolve(
-            self.given.with("mode", self.probes.mode.into()),
-            "WPROF_MODE",
-            file.and_then(|f| f.knob(section, |k| k.mode.as_ref())),
-            self.probes.mode.into(),
-        );
-        let (call_sites, _) = crate::config::resolve(
-            self.given.with("call_sites", self.probes.call_sites),
-            "WPROF_CALL_SITES",
-            file.and_then(|f| f.knob(section, |k| k.call_sites.as_ref())),
-            self.probes.call_sites,
-        );
-        ProbePlan {
-            mode,
-            call_sites,
-            selection: None,
-        }
-    }
-
     fn cache_dir(&self) -> Result<PathBuf, Failure> {
         self.cache_dir
             .clone()
@@ -114,14 +87,18 @@ impl InstrumentCommand {
             )));
         }
         let progress = crate::progress::Progress::on_terminal(self.quiet);
+        // The plan `wprof run` would resolve for this module.
         let file = crate::config::installed();
-        let (filter, _) = self
-            .probes
-            .filter(file, file.and_then(|f| f.section_for(path)))?;
-        let mut plan = self.plan(path);
-        plan.selection = filter.selection().map(std::sync::Arc::new);
+        let probes =
+            self.probes
+                .resolve(&self.given, file, file.and_then(|f| f.section_for(path)))?;
         let mut prepared = instrument::prepare(
-            &loaded, path, &plan, &filter, &mut cache, &progress,
+            &loaded,
+            path,
+            &probes.plan(),
+            &probes.filter.0,
+            &mut cache,
+            &progress,
         )
         .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
         progress.step("compiling", None);

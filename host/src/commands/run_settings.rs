@@ -117,18 +117,11 @@ impl SettingsArgs {
                 .and_then(|f| f.knob(section, |k| k.profiling.as_ref()))
                 .unwrap_or((true, Source::Default)),
         };
-        let mode = config::resolve(
-            given.with("mode", ProbeMode::from(self.probes.mode)),
-            "WPROF_MODE",
-            file.and_then(|f| f.knob(section, |k| k.mode.as_ref())),
-            ProbeMode::from(self.probes.mode),
-        );
-        let call_sites = config::resolve(
-            given.with("call_sites", self.probes.call_sites),
-            "WPROF_CALL_SITES",
-            file.and_then(|f| f.knob(section, |k| k.call_sites.as_ref())),
-            self.probes.call_sites,
-        );
+        let ResolvedProbes {
+            mode,
+            call_sites,
+            filter: (function_filter, filter_source),
+        } = self.probes.resolve(given, file, section)?;
         let sample_period_us = config::resolve(
             given.with("sample_period_us", self.sample_period_us),
             "WPROF_SAMPLE_PERIOD_US",
@@ -153,18 +146,7 @@ impl SettingsArgs {
                     .clone()
                     .and_then(|d| given.with("cache_dir", d)),
                 "WPROF_CACHE_DIR",
-                file.and_then(|f| {
-                    f.cache_dir.as_ref().map(|d| {
-                        (
-                            d.value.clone(),
-                            Source::File {
-                                path: f.path.clone(),
-                                line: d.line,
-                                section: None,
-                            },
-                        )
-                    })
-                }),
+                file.and_then(|f| f.cache_setting(|f| f.cache_dir.as_ref())),
                 settings::standard_cache_dir().unwrap_or_default(),
             );
             ((!dir.as_os_str().is_empty()).then_some(dir), source)
@@ -175,24 +157,12 @@ impl SettingsArgs {
                 Source::Variable("WPROF_CACHE_MAX_SIZE"),
             ),
             Err(_) => file
-                .and_then(|f| {
-                    f.cache_max_size.as_ref().map(|s| {
-                        (
-                            s.value,
-                            Source::File {
-                                path: f.path.clone(),
-                                line: s.line,
-                                section: None,
-                            },
-                        )
-                    })
-                })
+                .and_then(|f| f.cache_setting(|f| f.cache_max_size.as_ref()))
                 .unwrap_or((
                     Some(crate::prepare::instrument::DEFAULT_MAX_SIZE),
                     Source::Default,
                 )),
         };
-        let (function_filter, filter_source) = self.probes.filter(file, section)?;
         Ok(RunConfig {
             filter: Resolved {
                 value: function_filter.describe(),
@@ -247,11 +217,60 @@ pub struct ProbeArgs {
     pub exclude: Vec<String>,
 }
 
+/// The probe plan of a run, each part with where it came from (see [`ProbeArgs::resolve`]).
+#[derive(Debug, Clone)]
+pub struct ResolvedProbes {
+    /// What the probes measure.
+    pub mode: (ProbeMode, Source),
+    /// Call-site edges.
+    pub call_sites: (bool, Source),
+    /// Which functions get probes.
+    pub filter: (settings::FunctionFilter, Source),
+}
+
+impl ResolvedProbes {
+    /// The plan for the agent: its selection names the filter (the set is chosen when the
+    /// module's names are known).
+    pub fn plan(&self) -> ProbePlan {
+        ProbePlan {
+            mode: self.mode.0,
+            call_sites: self.call_sites.0,
+            selection: self.filter.0.selection().map(std::sync::Arc::new),
+        }
+    }
+}
+
 impl ProbeArgs {
-    /// Which functions get probes: `--only`/`--exclude`, else `WPROF_FILTER`, else the
-    /// configuration file's `include`/`exclude` (its section for the module, else its top
-    /// level), else all; and where that came from.
-    pub fn filter(
+    /// The probe plan: each part from its flag (or `WPROF_*` variable, as `given` says),
+    /// else the configuration file's `section` for the module (else its top level), else
+    /// the default. Which functions get probes: `--only`/`--exclude`, else `WPROF_FILTER`,
+    /// else the file's `include`/`exclude`, else all.
+    pub fn resolve(
+        &self,
+        given: &GivenArgs,
+        file: Option<&config::ConfigFile>,
+        section: Option<&config::ModuleSection>,
+    ) -> Result<ResolvedProbes, Failure> {
+        let mode = config::resolve(
+            given.with("mode", ProbeMode::from(self.mode)),
+            "WPROF_MODE",
+            file.and_then(|f| f.knob(section, |k| k.mode.as_ref())),
+            ProbeMode::from(self.mode),
+        );
+        let call_sites = config::resolve(
+            given.with("call_sites", self.call_sites),
+            "WPROF_CALL_SITES",
+            file.and_then(|f| f.knob(section, |k| k.call_sites.as_ref())),
+            self.call_sites,
+        );
+        Ok(ResolvedProbes {
+            mode,
+            call_sites,
+            filter: self.filter(file, section)?,
+        })
+    }
+
+    fn filter(
         &self,
         file: Option<&config::ConfigFile>,
         section: Option<&config::ModuleSection>,
@@ -279,15 +298,6 @@ impl ProbeArgs {
         Ok(file
             .and_then(|f| f.knob(section, |k| k.filter.as_ref()))
             .unwrap_or_else(|| (settings::FunctionFilter::default(), Source::Default)))
-    }
-
-    /// The plan these flags ask for.
-    pub fn plan(&self) -> ProbePlan {
-        ProbePlan {
-            mode: self.mode.into(),
-            call_sites: self.call_sites,
-            selection: None,
-        }
     }
 }
 

@@ -175,14 +175,27 @@ impl ConfigFile {
     ) -> Option<(T, Source)> {
         let in_section = section.and_then(|s| pick(&s.knobs).map(|at| (at, Some(s.line))));
         let (at, section) = in_section.or_else(|| pick(&self.knobs).map(|at| (at, None)))?;
-        Some((
+        Some(self.sourced(at, section))
+    }
+
+    /// A cache setting (`[cache] dir`, `max_size`) with where it was written.
+    pub fn cache_setting<T: Clone>(
+        &self,
+        pick: impl Fn(&ConfigFile) -> Option<&At<T>>,
+    ) -> Option<(T, Source)> {
+        pick(self).map(|at| self.sourced(at, None))
+    }
+
+    /// `at`'s value, written in this file (in the `[[module]]` of line `section`, if any).
+    fn sourced<T: Clone>(&self, at: &At<T>, section: Option<usize>) -> (T, Source) {
+        (
             at.value.clone(),
             Source::File {
                 path: self.path.clone(),
                 line: at.line,
                 section,
             },
-        ))
+        )
     }
 }
 
