@@ -10,7 +10,7 @@ use crate::layout::ModuleLayout;
 use crate::probe_map::{val_type, ProbeLayout};
 use crate::{
     AgentError, ContextArena, FunctionProbes, InstrumentedBody, InstrumentedModule, ProbeImports,
-    ProbeMap,
+    ProbeMap, SwitchTable,
 };
 
 type ReencodeResult = Result<(), wasm_encoder::reencode::Error<AgentError>>;
@@ -67,11 +67,9 @@ impl Renumber<'_> {
         }
     }
 
-    /// In the inline modes: the tree's memory.
+    /// In the inline modes: the tree's memory; in time mode with live probes: the
+    /// switches' memory, which never grows.
     fn append_memories(&self, memories: &mut wasm_encoder::MemorySection) {
-        if self.probes.arena().is_none() {
-            return;
-        }
         let pages = |minimum, maximum| wasm_encoder::MemoryType {
             minimum,
             maximum,
@@ -79,19 +77,27 @@ impl Renumber<'_> {
             shared: false,
             page_size_log2: None,
         };
-        let first_free = u64::from(ContextArena::first_free(self.probes.functions));
-        memories.memory(pages(first_free.div_ceil(65536), None));
+        if self.probes.arena().is_some() {
+            let first_free = u64::from(ContextArena::first_free(self.probes.functions));
+            memories.memory(pages(first_free.div_ceil(65536), None));
+        } else if self.probes.switches().is_some() {
+            let size = u64::from(self.probes.functions).div_ceil(65536).max(1);
+            memories.memory(pages(size, Some(size)));
+        }
     }
 
-    /// In the inline modes: the tree and its globals, for the host to read and reset.
+    /// In the inline modes: the tree and its globals, for the host to read and reset; with
+    /// live probes, the switches' memory.
     fn append_exports(&self, exports: &mut wasm_encoder::ExportSection) {
         use wasm_encoder::ExportKind;
-        let Some(arena) = self.probes.arena() else {
-            return;
-        };
-        exports.export(ContextArena::MEMORY, ExportKind::Memory, arena.memory);
-        exports.export(ContextArena::SLOT, ExportKind::Global, arena.slot);
-        exports.export(ContextArena::END, ExportKind::Global, arena.end);
+        if let Some(arena) = self.probes.arena() {
+            exports.export(ContextArena::MEMORY, ExportKind::Memory, arena.memory);
+            exports.export(ContextArena::SLOT, ExportKind::Global, arena.slot);
+            exports.export(ContextArena::END, ExportKind::Global, arena.end);
+        }
+        if let Some(switches) = self.probes.switches() {
+            exports.export(SwitchTable::MEMORY, ExportKind::Memory, switches.memory);
+        }
     }
 
     fn append_imports(&self, imports: &mut ImportSection) {
@@ -211,7 +217,7 @@ impl Reencode for Renumber<'_> {
         );
         if !self.wrote_memories && past_memories {
             self.wrote_memories = true;
-            if self.probes.arena().is_some() {
+            if self.probes.adds_memory() {
                 let mut memories = wasm_encoder::MemorySection::new();
                 self.append_memories(&mut memories);
                 module.section(&memories);
@@ -248,7 +254,7 @@ impl Reencode for Renumber<'_> {
         );
         if !self.wrote_exports && past_exports {
             self.wrote_exports = true;
-            if self.probes.arena().is_some() {
+            if self.probes.adds_memory() {
                 let mut exports = wasm_encoder::ExportSection::new();
                 self.append_exports(&mut exports);
                 module.section(&exports);

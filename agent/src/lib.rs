@@ -64,11 +64,13 @@ pub use error::AgentError;
 pub use layout::{FunctionKind, FunctionSummary};
 pub use plan::{ProbeMode, ProbePlan, Selection};
 pub use probe_code::{ProbeCode, SECTION as PROBE_CODE_SECTION};
-pub use probe_map::{ContextArena, FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap};
+pub use probe_map::{
+    ContextArena, FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap, SwitchTable,
+};
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 13;
+pub const AGENT_FORMAT_VERSION: u32 = 14;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];
@@ -91,7 +93,7 @@ impl<'a> Instrumenter<'a> {
     /// Parses the module's structure (not its code) and plans where the probes go.
     pub fn new(module: &'a [u8], plan: &ProbePlan) -> Result<Self, AgentError> {
         let layout = layout::ModuleLayout::parse(module)?;
-        let probes = probe_map::ProbeLayout::plan(&layout, plan.mode)?;
+        let probes = probe_map::ProbeLayout::plan(&layout, plan)?;
         Ok(Self {
             layout,
             plan: plan.clone(),

@@ -47,6 +47,9 @@ pub struct ProbePlan {
     pub call_sites: bool,
     /// Functions left without probes, if any (see [`Selection`]).
     pub selection: Option<std::sync::Arc<Selection>>,
+    /// Every probed function's probes sit behind a switch the host can turn while the
+    /// program runs (see [`crate::SwitchTable`]).
+    pub live: bool,
 }
 
 /// Defined functions left without probes: each is part of its nearest probed caller.
@@ -90,6 +93,9 @@ impl ProbePlan {
         if let Some(selection) = &self.selection {
             h.update(b"\0selection\0");
             h.update(&selection.spec);
+        }
+        if self.live {
+            h.update(b"\0live");
         }
         *h.finalize().as_bytes()
     }
@@ -136,5 +142,10 @@ mod tests {
         };
         assert_ne!(selected.digest(), a.digest());
         assert!(selected.excludes(3) && !selected.excludes(4) && !a.excludes(3));
+        let live = ProbePlan {
+            live: true,
+            ..ProbePlan::default()
+        };
+        assert_ne!(live.digest(), a.digest());
     }
 }

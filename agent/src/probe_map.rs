@@ -99,7 +99,11 @@ impl ContextArena {
     /// Export name of the `i32` global holding the first free byte of the tree's memory.
     pub const END: &'static str = "wprof:contexts_end";
     /// Sample mode: the address of the `u32` holding the address of the node running now
-    /// (an import's node while the import runs), inside the empty node at address 0.
+    /// (an import's node while the import runs), inside the empty node at address 0. A
+    /// function without probes stores the address of the slot it was reached through
+    /// instead (inside its caller's node); with bit 0 set when it is a function whose
+    /// switch is off (see [`SwitchTable`]), whose time is its caller's however the program
+    /// counter reads.
     pub const CURRENT: u32 = 8;
     /// Address of the root node (the engine calling an export).
     pub const ROOT: u32 = 32;
@@ -122,10 +126,59 @@ impl ContextArena {
     /// Offset of a node's first slot.
     pub const SLOTS: u32 = 32;
 
+    /// Where the switch table (see [`SwitchTable`]) lies in the tree's memory, in a module
+    /// with `functions` functions: after the overflow table, one byte per function.
+    pub fn switches(functions: u32) -> u32 {
+        Self::OVERFLOW_TABLE + 4 * functions
+    }
+
     /// The first byte nodes are allocated from, in a module with `functions` functions.
     pub fn first_free(functions: u32) -> u32 {
-        (Self::OVERFLOW_TABLE + 4 * functions + 7) & !7
+        (Self::switches(functions) + functions + 7) & !7
     }
+}
+
+/// With [`crate::ProbePlan::live`], every probed function's probes sit behind its own
+/// switch: one byte per function id, in a memory the module exports as
+/// [`SwitchTable::MEMORY`], at [`SwitchTable::base`] + id.
+///
+/// `0` (the initial value) means the probes are on; any other value, off. A function reads
+/// its byte once, at entry, into a local: an activation is probed from its entry to its
+/// exit or not at all, whenever the byte changes. While off, a function behaves as one the
+/// [`crate::Selection`] leaves out (it is part of its nearest probed caller), except that
+/// its calls to imports are not probed either: with every switch off, what is left of the
+/// probes is a load and a branch per call, and in the inline modes keeping the tree's slot
+/// pointing where a probed callee would hang.
+///
+/// The host may write the bytes from another thread while the program runs: in the inline
+/// modes the table lies in the tree's memory (after the overflow table, see
+/// [`ContextArena::switches`]); in time mode the agent adds a memory of its own that never
+/// grows.
+#[derive(Debug, Clone, Copy)]
+pub struct SwitchTable;
+
+impl SwitchTable {
+    /// Export name of the memory holding the table.
+    pub const MEMORY: &'static str = "wprof:switches";
+
+    /// The address of function 0's byte, for a module of `functions` functions
+    /// instrumented for `mode`.
+    pub fn base(mode: crate::ProbeMode, functions: u32) -> u32 {
+        if mode.counts_inline() {
+            ContextArena::switches(functions)
+        } else {
+            0
+        }
+    }
+}
+
+/// Where a live module's switches are (see [`SwitchTable`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SwitchIndices {
+    /// The memory holding them.
+    pub memory: u32,
+    /// Function 0's byte.
+    pub base: u32,
 }
 
 /// Index assignments for the probes in one instrumented module.
@@ -133,6 +186,8 @@ impl ContextArena {
 pub(crate) struct ProbeLayout {
     /// What the probes measure.
     pub mode: crate::ProbeMode,
+    /// The probes sit behind switches (see [`SwitchTable`]).
+    pub live: bool,
     /// Globals of the original module; in the inline modes the slot global and the
     /// tree's allocation pointer follow them.
     pub original_globals: u32,
@@ -160,10 +215,11 @@ pub(crate) struct ProbeLayout {
 }
 
 impl ProbeLayout {
-    pub fn plan(layout: &ModuleLayout<'_>, mode: crate::ProbeMode) -> Result<Self, AgentError> {
+    pub fn plan(layout: &ModuleLayout<'_>, plan: &crate::ProbePlan) -> Result<Self, AgentError> {
         use wasmparser::ValType::I32;
         let mut probes = ProbeLayout {
-            mode,
+            mode: plan.mode,
+            live: plan.live,
             original_globals: layout.globals,
             original_memories: layout.memories,
             frames_may_vanish: layout.tags > 0
@@ -260,6 +316,25 @@ impl ProbeLayout {
         })
     }
 
+    /// With live probes, where the switches are.
+    pub fn switches(&self) -> Option<SwitchIndices> {
+        if !self.live || !self.has_code {
+            return None;
+        }
+        Some(SwitchIndices {
+            memory: self
+                .arena()
+                .map_or(self.original_memories, |arena| arena.memory),
+            base: SwitchTable::base(self.mode, self.functions),
+        })
+    }
+
+    /// Whether the agent adds a memory: the tree's (inline modes), or the switches' (time
+    /// mode, live).
+    pub fn adds_memory(&self) -> bool {
+        self.arena().is_some() || self.switches().is_some()
+    }
+
     /// The new index of original function `id`.
     pub fn renumber(&self, id: u32) -> u32 {
         if id < self.imported_funcs {
@@ -291,6 +366,7 @@ impl ProbeLayout {
             arena.map_or(u32::MAX, |a| a.self_tail),
             arena.map_or(u32::MAX, |a| u32::from(a.sampled)),
             arena.map_or(u32::MAX, |a| a.child),
+            u32::from(self.live),
         ] {
             out.extend_from_slice(&n.to_le_bytes());
         }

@@ -222,7 +222,7 @@ fn inline_modes_validate_and_count_call_sites() {
         let plan = ProbePlan {
             mode,
             call_sites,
-            selection: None,
+            ..ProbePlan::default()
         };
         let out = instrument(&wasm, &plan).unwrap();
         validate(&out.bytes);

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 const ROOMS: &[(&str, &[&str])] = &[
     (
         "commands",
-        &["prepare", "run", "report", "profile", "config"],
+        &["prepare", "run", "report", "profile", "config", "live"],
     ),
+    ("live", &["run", "config"]),
     ("prepare", &["run::engine", "profile"]),
     ("run", &["profile"]),
     ("report", &["profile"]),

@@ -37,6 +37,11 @@ pub const VARIABLES: &[Variable] = &[
                   to exclude (like --only / --exclude)",
     },
     Variable {
+        name: "WPROF_LIVE",
+        meaning: "1|0: like --live (probes behind switches that `wprof ctl` and edits of\n\
+                  the configuration file's `off` list turn while the program runs)",
+    },
+    Variable {
         name: "WPROF_OUT",
         meaning: "profile path (like -o; default ./<module stem>.wprof)",
     },

@@ -13,12 +13,15 @@
 //! - [`report`]: one module per output format; uses `profile`.
 //! - [`profile`]: the profile model and file; uses no room.
 //! - [`config`]: the configuration file and where each setting comes from; uses no room.
+//! - [`live`]: turning a running program's probes on and off (the control socket, the
+//!   configuration file watched); uses `run` and `config`.
 //!
 //! Beside them, helpers every room may use and that use no room: [`exit`], [`settings`],
 //! [`demangle`], [`logging`], [`display`], [`stats`] and [`timings`].
 
 pub mod commands;
 pub mod config;
+pub mod live;
 pub mod prepare;
 pub mod profile;
 pub mod progress;

@@ -284,6 +284,10 @@ pub struct RunSettings {
     pub timings: Option<crate::timings::Format>,
     /// Which functions get probes.
     pub filter: FunctionFilter,
+    /// Live probes: each probed function's probes behind a switch.
+    pub live: bool,
+    /// Live probes: whose switches start off.
+    pub off: Vec<FunctionPattern>,
 }
 
 #[cfg(test)]

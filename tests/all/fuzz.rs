@@ -125,6 +125,19 @@ fn outcome(e: &wasmtime::Error) -> Outcome {
 /// Runs `module` (probe imports, if any, are no-ops) and observes it; `exports` are the
 /// original's (the instrumented module exports more).
 fn observe(engine: &Engine, module: &Module, exports: &[String], fuel: u64) -> Observed {
+    observe_switching(engine, module, exports, fuel, None)
+}
+
+/// [`observe`], turning a live module's switches (see `wprof_agent::SwitchTable`) before
+/// each call to an export: with `Some((pattern, base, functions))`, function `id`'s probes are off when bit
+/// `(id + call) % 64` of `pattern` is set.
+fn observe_switching(
+    engine: &Engine,
+    module: &Module,
+    exports: &[String],
+    fuel: u64,
+    switching: Option<(u64, u32, u32)>,
+) -> Observed {
     // Growth is bounded too (fuel counts instructions, not the bytes a `memory.fill` or a
     // `table.grow` touches): past the limits, growing fails the same way on both sides.
     let limits = wasmtime::StoreLimitsBuilder::new()
@@ -163,6 +176,20 @@ fn observe(engine: &Engine, module: &Module, exports: &[String], fuel: u64) -> O
         let Some(Extern::Func(f)) = instance.get_export(&mut store, name) else {
             continue;
         };
+        if let Some((pattern, base, functions)) = switching {
+            let call = observed.calls.len() as u32;
+            if let Some(Extern::Memory(m)) =
+                instance.get_export(&mut store, wprof_agent::SwitchTable::MEMORY)
+            {
+                let data = m.data_mut(&mut store);
+                for id in 0..functions {
+                    let at = (base + id) as usize;
+                    if at < data.len() {
+                        data[at] = u8::from(pattern >> ((id + call) % 64) & 1 == 1);
+                    }
+                }
+            }
+        }
         let ty = f.ty(&store);
         let Some(args) = ty.params().map(|t| zero(&t)).collect::<Option<Vec<_>>>() else {
             continue;
@@ -232,11 +259,15 @@ fn instrumented_modules_behave_as_the_originals() {
     let skipped = AtomicU64::new(0);
     let refused = Mutex::new(Vec::new());
     let divergences = Mutex::new(Vec::new());
-    let plans: Vec<ProbePlan> = ProbeMode::ALL
+    // Every mode, then every mode with live probes (switched at random between calls).
+    let plans: Vec<ProbePlan> = [false, true]
         .into_iter()
-        .map(|mode| ProbePlan {
-            mode,
-            ..ProbePlan::default()
+        .flat_map(|live| {
+            ProbeMode::ALL.map(|mode| ProbePlan {
+                mode,
+                live,
+                ..ProbePlan::default()
+            })
         })
         .collect();
     std::thread::scope(|scope| {
@@ -284,7 +315,11 @@ fn instrumented_modules_behave_as_the_originals() {
                     continue;
                 }
                 for plan in &plans {
-                    let mode = plan.mode.name();
+                    let mode = format!(
+                        "{}{}",
+                        plan.mode.name(),
+                        if plan.live { " live" } else { "" }
+                    );
                     let instrumented = match wprof_agent::instrument(&wasm, plan) {
                         Ok(m) => m,
                         Err(e) => {
@@ -304,7 +339,16 @@ fn instrumented_modules_behave_as_the_originals() {
                             continue;
                         }
                     };
-                    let got = observe(&engine, &module, &exports, 50 * FUEL);
+                    let switching = plan.live.then(|| {
+                        let functions = instrumented.probe_map.functions.len() as u32;
+                        let base = wprof_agent::SwitchTable::base(plan.mode, functions);
+                        (
+                            seed.wrapping_add(case).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                            base,
+                            functions,
+                        )
+                    });
+                    let got = observe_switching(&engine, &module, &exports, 50 * FUEL, switching);
                     if inconclusive(&got) {
                         continue;
                     }

@@ -302,21 +302,32 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             mode: ProbeMode::Time,
             call_sites: false,
             selection: None,
+            live: false,
         },
         ProbePlan {
             mode: ProbeMode::Cost,
             call_sites: false,
             selection: None,
+            live: false,
         },
         ProbePlan {
             mode: ProbeMode::Sample,
             call_sites: false,
             selection: None,
+            live: false,
         },
         ProbePlan {
             mode: ProbeMode::Time,
             call_sites: true,
             selection: None,
+            live: false,
+        },
+        // Live probes, every switch on: the branches around each probe.
+        ProbePlan {
+            mode: ProbeMode::Sample,
+            call_sites: false,
+            selection: None,
+            live: true,
         },
     ] {
         let mode = plan.mode;

@@ -46,8 +46,14 @@ pub(super) struct Emitter<'p> {
     pub(super) original_code: Vec<(u32, u32)>,
     /// The function is left without probes (see [`crate::Selection`]): in the inline
     /// modes, [`InlineLocals::node`] holds the slot it was reached through instead of a
-    /// node.
+    /// node. Also set while writing the "off" side of a switched probe.
     pub(super) excluded: bool,
+    /// Live probes (see [`crate::SwitchTable`]): the local holding this activation's switch
+    /// (non-zero: off), read at entry.
+    pub(super) off: Option<u32>,
+    /// Writing the "off" side of a switched probe: like [`Emitter::excluded`], and calls
+    /// to imports are not probed either.
+    pub(super) switched_off: bool,
 }
 
 impl Emitter<'_> {
@@ -99,9 +105,85 @@ impl Emitter<'_> {
         }
     }
 
+    /// With live probes, writes `probe` twice: as it is when the activation's switch is
+    /// on, and as for an excluded function when it is off, behind a branch on the switch.
+    /// `probe` writes no original instruction.
+    pub(super) fn switched(&mut self, probe: impl Fn(&mut Self)) {
+        let Some(off) = self.off.filter(|_| !self.excluded) else {
+            probe(self);
+            return;
+        };
+        let start = self.out.len();
+        let (original, calls) = (self.original_code.len(), self.calls_emitted);
+        self.excluded = true;
+        self.switched_off = true;
+        probe(self);
+        self.excluded = false;
+        self.switched_off = false;
+        let when_off = self.out.split_off(start);
+        probe(self);
+        let when_on = self.out.split_off(start);
+        debug_assert_eq!(self.original_code.len(), original);
+        debug_assert_eq!(self.calls_emitted, calls);
+        use wasm_encoder::BlockType::Empty;
+        if when_off == when_on {
+            self.out.extend_from_slice(&when_on);
+            return;
+        }
+        match (when_off.is_empty(), when_on.is_empty()) {
+            (true, true) => {}
+            (false, true) => {
+                self.instrs(&[Instruction::LocalGet(off), Instruction::If(Empty)]);
+                self.out.extend_from_slice(&when_off);
+                self.instr(Instruction::End);
+            }
+            (true, false) => {
+                self.instrs(&[
+                    Instruction::LocalGet(off),
+                    Instruction::I32Eqz,
+                    Instruction::If(Empty),
+                ]);
+                self.out.extend_from_slice(&when_on);
+                self.instr(Instruction::End);
+            }
+            (false, false) => {
+                self.instrs(&[Instruction::LocalGet(off), Instruction::If(Empty)]);
+                self.out.extend_from_slice(&when_off);
+                self.instr(Instruction::Else);
+                self.out.extend_from_slice(&when_on);
+                self.instr(Instruction::End);
+            }
+        }
+    }
+
+    /// `stack: [] -> [i32]`: the switch of function `id` (live probes only).
+    fn read_switch(&mut self, id: u32) {
+        let switches = self
+            .probes
+            .switches()
+            .expect("switches are read only with live probes");
+        self.instrs(&[
+            Instruction::I32Const(0),
+            Instruction::I32Load8U(MemArg {
+                offset: u64::from(switches.base) + u64::from(id),
+                align: 0,
+                memory_index: switches.memory,
+            }),
+        ]);
+    }
+
     /// The entry probe of function `id` with `slots` call sites; in time mode, for a
-    /// function that catches, the frame token goes to `token`.
+    /// function that catches, the frame token goes to `token`. With live probes, the
+    /// function's switch is read first, for the whole activation.
     pub(super) fn enter(&mut self, id: u32, slots: u32, token: Option<u32>) {
+        if let Some(off) = self.off.filter(|_| !self.excluded) {
+            self.read_switch(id);
+            self.instr(Instruction::LocalSet(off));
+        }
+        self.switched(|e| e.entry_probe(id, slots, token));
+    }
+
+    fn entry_probe(&mut self, id: u32, slots: u32, token: Option<u32>) {
         if self.excluded {
             // Only where it was reached from, for its own calls (and the sampler).
             if let Some((arena, locals)) = self.inline {
@@ -109,6 +191,13 @@ impl Emitter<'_> {
                     Instruction::GlobalGet(arena.slot),
                     Instruction::LocalSet(locals.node),
                 ]);
+                if locals.self_tail.is_some() {
+                    // Its own tail call may have announced itself: nobody else may read it.
+                    self.instrs(&[
+                        Instruction::I32Const(0),
+                        Instruction::GlobalSet(arena.self_tail),
+                    ]);
+                }
                 self.set_current(locals.node);
             }
             return;
@@ -137,6 +226,10 @@ impl Emitter<'_> {
     }
 
     pub(super) fn exit(&mut self, id: u32) {
+        self.switched(|e| e.exit_probe(id));
+    }
+
+    fn exit_probe(&mut self, id: u32) {
         if self.excluded {
             return;
         }
@@ -149,6 +242,41 @@ impl Emitter<'_> {
     }
 
     pub(super) fn tail(&mut self, id: u32) {
+        self.switched(|e| e.tail_probe(id));
+    }
+
+    /// Time mode, before a direct tail call to defined function `callee`: when the callee
+    /// has no probes it cannot close this frame, so the frame closes now (the callee is its
+    /// caller's); else as [`Emitter::tail`]. With live probes, the callee's switch decides
+    /// (read now: a switch turned between this and the callee's entry leaves this frame
+    /// open until an outer one closes).
+    pub(super) fn tail_to(&mut self, id: u32, callee: u32, callee_excluded: bool) {
+        if self.inline.is_some() || callee_excluded {
+            if self.inline.is_some() {
+                self.tail(id);
+            } else {
+                self.exit(id);
+            }
+            return;
+        }
+        if self.probes.switches().is_none() {
+            self.tail(id);
+            return;
+        }
+        self.switched(|e| {
+            if e.excluded {
+                return;
+            }
+            e.read_switch(callee);
+            e.instr(Instruction::If(wasm_encoder::BlockType::Empty));
+            e.probe(e.probes.exit(), id);
+            e.instr(Instruction::Else);
+            e.probe(e.probes.tail(), id);
+            e.instr(Instruction::End);
+        });
+    }
+
+    fn tail_probe(&mut self, id: u32) {
         if self.excluded {
             return;
         }
@@ -162,16 +290,38 @@ impl Emitter<'_> {
 
     /// Where a catch lands in this function.
     pub(super) fn landing(&mut self, token: Option<u32>) {
-        if self.inline.is_some() {
-            self.resume();
-        } else if let Some(token) = token {
-            self.probe_with(self.probes.unwind(), Instruction::LocalGet(token));
-        }
+        self.switched(|e| {
+            if e.inline.is_some() {
+                e.resume();
+            } else if let Some(token) = token.filter(|_| !e.excluded) {
+                e.probe_with(e.probes.unwind(), Instruction::LocalGet(token));
+            }
+        });
     }
 
     /// Before a call instruction at `offset` of the original body: time mode with call
     /// sites reports it; the inline modes point the slot global at the call's slot.
     pub(super) fn call_site(&mut self, offset: u32) {
+        if let (Some((arena, locals)), Some(off), false) = (self.inline, self.off, self.excluded) {
+            // Without a branch: the slot, or where the caller's slot is (off).
+            let slot = self.slots.get(self.calls_emitted).copied().unwrap_or(0);
+            self.calls_emitted += 1;
+            let slot = ContextArena::SLOTS + 4 * slot;
+            self.instrs(&[
+                Instruction::LocalGet(locals.node),
+                Instruction::I32Const(0),
+                Instruction::I32Const(slot as i32),
+                Instruction::LocalGet(off),
+                Instruction::Select,
+                Instruction::I32Add,
+                Instruction::GlobalSet(arena.slot),
+            ]);
+            return;
+        }
+        self.switched(|e| e.call_site_probe(offset));
+    }
+
+    fn call_site_probe(&mut self, offset: u32) {
         match self.inline {
             Some((arena, locals)) if self.excluded => {
                 // The callee hangs where this function's caller would have it.
@@ -202,28 +352,50 @@ impl Emitter<'_> {
     /// sample mode says it runs again (a probed one need not: the sampler's program counter
     /// finds it among the cell's ancestors, which an excluded function is not).
     pub(super) fn after_call(&mut self) {
-        if self.excluded {
-            self.resume();
-        }
+        self.switched(|e| {
+            if e.excluded {
+                e.resume();
+            }
+        });
     }
 
     /// A direct call to imported function `import` (its call site already announced),
     /// bracketed so it is its own node.
     pub(super) fn probed_import_call(&mut self, import: u32) {
+        if self.off.is_some() && !self.excluded {
+            // Live probes: none while the switch is off.
+            self.switched(|e| e.before_import(import));
+            self.original_instr(Instruction::Call(import));
+            self.switched(|e| e.after_import(import));
+            return;
+        }
+        self.before_import(import);
+        self.original_instr(Instruction::Call(import));
+        self.after_import(import);
+    }
+
+    fn before_import(&mut self, import: u32) {
+        if self.switched_off {
+            return;
+        }
         match self.inline {
             Some((arena, locals)) => {
                 // The caller's count goes in first: an import may end the program.
                 self.flush();
                 self.find_and_count(arena, locals.import_node, import, 0);
                 self.set_current(locals.import_node);
-                self.original_instr(Instruction::Call(import));
-                self.resume();
             }
-            None => {
-                self.probe(self.probes.enter(), import);
-                self.original_instr(Instruction::Call(import));
-                self.probe(self.probes.exit(), import);
-            }
+            None => self.probe(self.probes.enter(), import),
+        }
+    }
+
+    fn after_import(&mut self, import: u32) {
+        if self.switched_off {
+            return;
+        }
+        match self.inline {
+            Some(_) => self.resume(),
+            None => self.probe(self.probes.exit(), import),
         }
     }
 }

@@ -145,6 +145,8 @@ pub(crate) fn instrument_body(
         calls_emitted: 0,
         original_code: Vec::new(),
         excluded,
+        off: None,
+        switched_off: false,
     };
     // New locals: the frame token (time mode, functions that catch); the node, an
     // import's node and, in cost mode, the delta (the inline modes). An excluded function
@@ -163,6 +165,11 @@ pub(crate) fn instrument_body(
         extra.extend([I32, I32]);
         at
     });
+    // Live probes: the activation's switch.
+    let off_at = (probes.switches().is_some() && !excluded).then(|| {
+        extra.push(I32);
+        extra.len() as u32 - 1
+    });
     let first_new = if extra.is_empty() {
         e.out.extend_from_slice(&layout.bytes[base..code_start]);
         0
@@ -174,6 +181,7 @@ pub(crate) fn instrument_body(
         first
     };
     let token = (arena.is_none() && facts.catches && !excluded).then_some(first_new);
+    e.off = off_at.map(|at| first_new + at);
     let code_begins = e.out.len() as u32;
     if let Some(arena) = arena {
         let locals = InlineLocals {
@@ -292,7 +300,7 @@ pub(crate) fn instrument_body(
             }
             Operator::Throw { .. } | Operator::ThrowRef | Operator::Rethrow { .. } => {
                 // The frames this throw unwinds lose their locals: their counts go in now.
-                e.flush();
+                e.flush_switched();
                 e.original(original);
             }
             Operator::ReturnCall { function_index } if *function_index < probes.imported_funcs => {
@@ -306,13 +314,7 @@ pub(crate) fn instrument_body(
                 if *function_index == id {
                     e.self_tail_call();
                 }
-                if arena.is_none() && plan.excludes(*function_index) {
-                    // Time mode: an excluded callee never enters, so it cannot close this
-                    // frame; the frame closes now, and the callee is its caller's.
-                    e.exit(id);
-                } else {
-                    e.tail(id);
-                }
+                e.tail_to(id, *function_index, plan.excludes(*function_index));
                 e.original_instr(Instruction::ReturnCall(probes.renumber(*function_index)));
             }
             Operator::ReturnCallIndirect { .. } | Operator::ReturnCallRef { .. } => {

@@ -106,6 +106,25 @@ fn table(c: &RunConfig) -> String {
             &c.sample_period_us.source,
         ),
         (
+            "filter",
+            if c.filter.value.is_empty() {
+                "all".to_string()
+            } else {
+                c.filter.value.clone()
+            },
+            &c.filter.source,
+        ),
+        ("live", on_off(c.live.value), &c.live.source),
+        (
+            "off",
+            if c.off.value.is_empty() {
+                "none".to_string()
+            } else {
+                c.off.value.clone()
+            },
+            &c.off.source,
+        ),
+        (
             "cache.dir",
             c.cache_dir
                 .value

@@ -8,6 +8,7 @@
 pub mod bench;
 pub mod cache;
 pub mod config;
+pub mod ctl;
 pub mod diff;
 pub mod instrument;
 pub mod report;
@@ -19,6 +20,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use self::bench::BenchCommand;
 use self::cache::CacheCommand;
 use self::config::ConfigCommand;
+use self::ctl::CtlCommand;
 use self::diff::DiffCommand;
 use self::instrument::InstrumentCommand;
 use self::report::ReportCommand;
@@ -87,6 +89,7 @@ enum Command {
     Cache(CacheCommand),
     Instrument(InstrumentCommand),
     Config(ConfigCommand),
+    Ctl(CtlCommand),
 }
 
 /// Runs wprof with this process's arguments; returns the exit code.
@@ -106,7 +109,11 @@ pub fn main() -> i32 {
     // stops them here, before anything runs.
     if matches!(
         cli.command,
-        Command::Run(_) | Command::Instrument(_) | Command::Cache(_) | Command::Config(_)
+        Command::Run(_)
+            | Command::Instrument(_)
+            | Command::Cache(_)
+            | Command::Config(_)
+            | Command::Ctl(_)
     ) {
         if let Err(failure) = crate::config::install() {
             eprintln!("wprof: error: {failure}");
@@ -134,6 +141,7 @@ pub fn main() -> i32 {
         Command::Cache(cmd) => cmd.execute(),
         Command::Instrument(cmd) => cmd.execute(),
         Command::Config(cmd) => cmd.execute(),
+        Command::Ctl(cmd) => cmd.execute(),
     };
     match result {
         Ok(code) => code,

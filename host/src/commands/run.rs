@@ -107,6 +107,8 @@ impl RunCommand {
             sample_period: std::time::Duration::from_micros(resolved.sample_period_us.value),
             timings: self.timings,
             filter: resolved.function_filter,
+            live: resolved.live.value,
+            off: resolved.off_patterns,
         })
     }
 
@@ -172,6 +174,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         mode: settings.mode,
         call_sites: settings.call_sites,
         selection: settings.filter.selection().map(std::sync::Arc::new),
+        live: settings.live,
     };
     // A panic in the agent or the cache is caught: one warning, the program runs as it is.
     let prepared = timings.time("instrument", || {
@@ -257,17 +260,21 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             )),
         }
     }
+    let mut probes = runner::Probes::new(
+        collector,
+        settings.mode,
+        prepared.probe_code.clone(),
+        compiled.image,
+    );
+    if settings.live {
+        probes = probes.with_live(live_hook(settings, &prepared));
+    }
     let outcome = runner::run(
         &engine,
         &compiled.module,
         settings,
         Stdio::Inherit,
-        Some(runner::Probes::new(
-            collector,
-            settings.mode,
-            prepared.probe_code.clone(),
-            compiled.image,
-        )),
+        Some(probes),
     )?;
     timings.extend(&outcome.timings);
     if let Some((message, _)) = &outcome.trap {
@@ -308,6 +315,10 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             },
         )
     });
+    let profile = Profile {
+        live: outcome.live.clone(),
+        ..profile
+    };
     let written = timings
         .time("encode", || profile.encode())
         .and_then(|bytes| {
@@ -328,6 +339,29 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     Ok(outcome.exit_code)
 }
 
+/// Live probes: the switches of every probed function, turned by `wprof ctl` through a
+/// socket in the cache directory and by edits of the configuration file.
+fn live_hook(settings: &RunSettings, prepared: &Prepared) -> runner::Live {
+    let names = prepared.functions.iter().map(|f| f.name.clone()).collect();
+    let switchable = prepared
+        .functions
+        .iter()
+        .map(|f| f.kind != "import" && f.kind != instrument::EXCLUDED_KIND)
+        .collect();
+    let setup = crate::live::LiveSetup {
+        module: settings.module.clone(),
+        off: settings.off.clone(),
+        control_dir: settings
+            .cache_dir
+            .clone()
+            .or_else(settings::default_cache_dir)
+            .map(|dir| crate::live::control::control_dir(&dir)),
+        config: crate::live::watch::config_to_watch(),
+        mode: settings.mode.name(),
+    };
+    crate::live::hook(setup, names, switchable)
+}
+
 /// Per function id, the offsets of its call instructions (the inline modes number call
 /// sites in this order). Empty if the module cannot be read, which instrumenting it
 /// already ruled out.
@@ -336,6 +370,7 @@ fn call_site_offsets(module: &[u8], settings: &RunSettings) -> HashMap<u32, Vec<
         mode: settings.mode,
         call_sites: true,
         selection: None,
+        live: false,
     };
     let Ok(instrumenter) = wprof_agent::Instrumenter::new(module, &plan) else {
         return HashMap::new();

@@ -86,6 +86,13 @@ pub struct RunConfig {
     /// The same, parsed.
     #[serde(skip)]
     pub function_filter: settings::FunctionFilter,
+    /// Live probes.
+    pub live: Resolved<bool>,
+    /// Whose switches start off, as one line (empty: none).
+    pub off: Resolved<String>,
+    /// The same, parsed.
+    #[serde(skip)]
+    pub off_patterns: Vec<settings::FunctionPattern>,
 }
 
 impl RunConfig {
@@ -121,6 +128,8 @@ impl SettingsArgs {
             mode,
             call_sites,
             filter: (function_filter, filter_source),
+            live,
+            off: (off_patterns, off_source),
         } = self.probes.resolve(given, file, section)?;
         let sample_period_us = config::resolve(
             given.with("sample_period_us", self.sample_period_us),
@@ -169,6 +178,16 @@ impl SettingsArgs {
                 source: filter_source.to_string(),
             },
             function_filter,
+            live: live.into(),
+            off: Resolved {
+                value: off_patterns
+                    .iter()
+                    .map(settings::FunctionPattern::text)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                source: off_source.to_string(),
+            },
+            off_patterns,
             file: file.map(|f| f.path.clone()),
             module_section: section.map(|s| s.line),
             profiling: profiling.into(),
@@ -215,6 +234,19 @@ pub struct ProbeArgs {
     /// --only, applied after it).
     #[arg(long, value_name = "PATTERN")]
     pub exclude: Vec<String>,
+
+    /// Put each function's probes behind a switch that can be turned while the program
+    /// runs: by `wprof ctl PID on|off PATTERN`, or by editing the configuration file's
+    /// `off` list. A function whose switch is off is part of its caller, as with
+    /// --exclude, and costs a load and a branch per call. The profile says when each
+    /// function was on.
+    #[arg(long, env = "WPROF_LIVE", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub live: bool,
+
+    /// Start with the switches of the functions matching PATTERN off (repeatable; same
+    /// patterns as --only; implies --live; `*` for all).
+    #[arg(long, value_name = "PATTERN")]
+    pub off: Vec<String>,
 }
 
 /// The probe plan of a run, each part with where it came from (see [`ProbeArgs::resolve`]).
@@ -226,6 +258,10 @@ pub struct ResolvedProbes {
     pub call_sites: (bool, Source),
     /// Which functions get probes.
     pub filter: (settings::FunctionFilter, Source),
+    /// The probes sit behind switches.
+    pub live: (bool, Source),
+    /// Which switches start off.
+    pub off: (Vec<settings::FunctionPattern>, Source),
 }
 
 impl ResolvedProbes {
@@ -236,6 +272,7 @@ impl ResolvedProbes {
             mode: self.mode.0,
             call_sites: self.call_sites.0,
             selection: self.filter.0.selection().map(std::sync::Arc::new),
+            live: self.live.0,
         }
     }
 }
@@ -263,10 +300,36 @@ impl ProbeArgs {
             file.and_then(|f| f.knob(section, |k| k.call_sites.as_ref())),
             self.call_sites,
         );
+        let off = if !self.off.is_empty() {
+            let patterns = self
+                .off
+                .iter()
+                .map(|p| {
+                    settings::FunctionPattern::parse(p)
+                        .map_err(|e| Failure::input(format!("--off: {e}")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            (patterns, Source::Flag)
+        } else {
+            file.and_then(|f| f.knob(section, |k| k.off.as_ref()))
+                .unwrap_or_else(|| (Vec::new(), Source::Default))
+        };
+        let mut live = config::resolve(
+            given.with("live", self.live),
+            "WPROF_LIVE",
+            file.and_then(|f| f.knob(section, |k| k.live.as_ref())),
+            self.live,
+        );
+        if !live.0 && !off.0.is_empty() {
+            // Switches that start off need switches.
+            live = (true, off.1.clone());
+        }
         Ok(ResolvedProbes {
             mode,
             call_sites,
             filter: self.filter(file, section)?,
+            live,
+            off,
         })
     }
 

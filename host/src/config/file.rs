@@ -26,6 +26,11 @@ pub struct Knobs {
     /// `include` and `exclude`: which functions get probes (checked patterns; see
     /// [`crate::settings::FunctionPattern`]), on the line of the first of the two keys.
     pub filter: Option<At<crate::settings::FunctionFilter>>,
+    /// `live`: the probes sit behind switches turned while the program runs.
+    pub live: Option<At<bool>>,
+    /// `off`: the functions whose switches are off (live probes; read again whenever the
+    /// file changes during a run).
+    pub off: Option<At<Vec<crate::settings::FunctionPattern>>>,
 }
 
 /// A value and the line of the file it was written on.
@@ -89,6 +94,8 @@ struct RawFile {
     sample_period_us: Option<Spanned<i64>>,
     include: Patterns,
     exclude: Patterns,
+    live: Option<Spanned<bool>>,
+    off: Patterns,
     cache: Option<RawCache>,
     #[serde(default)]
     module: Vec<Spanned<RawModule>>,
@@ -116,9 +123,24 @@ struct RawModule {
     sample_period_us: Option<Spanned<i64>>,
     include: Patterns,
     exclude: Patterns,
+    live: Option<Spanned<bool>>,
+    off: Patterns,
 }
 
-/// An `include` or `exclude` list as written.
+/// The settings of the top level or of a section, as written.
+struct RawKnobs {
+    profiling: Option<Spanned<bool>>,
+    mode: Option<Spanned<String>>,
+    output: Option<Spanned<String>>,
+    call_sites: Option<Spanned<bool>>,
+    sample_period_us: Option<Spanned<i64>>,
+    include: Patterns,
+    exclude: Patterns,
+    live: Option<Spanned<bool>>,
+    off: Patterns,
+}
+
+/// An `include`, `exclude` or `off` list as written.
 type Patterns = Option<Spanned<Vec<String>>>;
 
 /// The shortest and longest sample period `wprof run --sample-period-us` takes.
@@ -147,14 +169,34 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         problem(span.clone(), &key_at(text, span.start), &message)
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
-    let knobs = |profiling: Option<Spanned<bool>>,
-                 mode: Option<Spanned<String>>,
-                 output: Option<Spanned<String>>,
-                 call_sites: Option<Spanned<bool>>,
-                 period: Option<Spanned<i64>>,
-                 (include, exclude): (Patterns, Patterns)|
-     -> Result<Knobs, Failure> {
+    let knobs = |raw: RawKnobs| -> Result<Knobs, Failure> {
         let at = |span: Range<usize>| line_of(text, span.start);
+        let patterns = |key: &str, list: &Spanned<Vec<String>>| {
+            list.get_ref()
+                .iter()
+                .map(|p| {
+                    crate::settings::FunctionPattern::parse(p)
+                        .map_err(|e| problem(list.span(), key, &e))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let flag = |b: Option<Spanned<bool>>| {
+            b.map(|b| At {
+                value: *b.get_ref(),
+                line: at(b.span()),
+            })
+        };
+        let RawKnobs {
+            profiling,
+            mode,
+            output,
+            call_sites,
+            sample_period_us: period,
+            include,
+            exclude,
+            live,
+            off,
+        } = raw;
         let mode = match mode {
             None => None,
             Some(m) => {
@@ -200,41 +242,42 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         ] {
             let Some(list) = list else { continue };
             filter_line.get_or_insert(at(list.span()));
-            for pattern in list.get_ref() {
-                into.push(
-                    crate::settings::FunctionPattern::parse(pattern)
-                        .map_err(|e| problem(list.span(), key, &e))?,
-                );
-            }
+            into.extend(patterns(key, &list)?);
         }
+        let off = match off {
+            None => None,
+            Some(list) => Some(At {
+                value: patterns("off", &list)?,
+                line: at(list.span()),
+            }),
+        };
         Ok(Knobs {
+            live: flag(live),
+            off,
             filter: filter_line.map(|line| At {
                 value: filter,
                 line,
             }),
-            profiling: profiling.map(|p| At {
-                value: *p.get_ref(),
-                line: at(p.span()),
-            }),
+            profiling: flag(profiling),
             mode,
             output: output
                 .map(|o| non_empty_path(o, "output", base, text, &problem))
                 .transpose()?,
-            call_sites: call_sites.map(|c| At {
-                value: *c.get_ref(),
-                line: at(c.span()),
-            }),
+            call_sites: flag(call_sites),
             sample_period_us,
         })
     };
-    let top = knobs(
-        raw.profiling,
-        raw.mode,
-        raw.output,
-        raw.call_sites,
-        raw.sample_period_us,
-        (raw.include, raw.exclude),
-    )?;
+    let top = knobs(RawKnobs {
+        profiling: raw.profiling,
+        mode: raw.mode,
+        output: raw.output,
+        call_sites: raw.call_sites,
+        sample_period_us: raw.sample_period_us,
+        include: raw.include,
+        exclude: raw.exclude,
+        live: raw.live,
+        off: raw.off,
+    })?;
     let (mut cache_dir, mut cache_max_size) = (None, None);
     if let Some(cache) = raw.cache {
         cache_dir = cache
@@ -302,14 +345,17 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         };
         modules.push(ModuleSection {
             matcher,
-            knobs: knobs(
-                m.profiling,
-                m.mode,
-                m.output,
-                m.call_sites,
-                m.sample_period_us,
-                (m.include, m.exclude),
-            )?,
+            knobs: knobs(RawKnobs {
+                profiling: m.profiling,
+                mode: m.mode,
+                output: m.output,
+                call_sites: m.call_sites,
+                sample_period_us: m.sample_period_us,
+                include: m.include,
+                exclude: m.exclude,
+                live: m.live,
+                off: m.off,
+            })?,
             line: line_of(text, header.start),
         });
     }

@@ -45,6 +45,16 @@ pub fn load() -> Result<Option<ConfigFile>, Failure> {
     }
 }
 
+/// Where the configuration file is or would be: `WPROF_CONFIG`'s path, else
+/// `./wprof.toml` (which may not exist yet); `None` when `WPROF_CONFIG` says off.
+pub fn location() -> Option<PathBuf> {
+    match std::env::var_os(VARIABLE) {
+        Some(v) if v.is_empty() || v == "off" || v == "none" => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => Some(PathBuf::from(FILE_NAME)),
+    }
+}
+
 static INSTALLED: OnceLock<Option<ConfigFile>> = OnceLock::new();
 
 /// Reads the configuration file (see [`load`]) for the rest of the process, and hands its

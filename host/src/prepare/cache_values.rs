@@ -316,6 +316,7 @@ mod tests {
             mode: wprof_agent::ProbeMode::Sample,
             call_sites: true,
             selection: None,
+            live: false,
         };
         let instrumenter = wprof_agent::Instrumenter::new(&wasm, &plan).unwrap();
         let (mut encoded, mut fixed) = (0, 0);

@@ -133,6 +133,7 @@ mod tests {
             edges: Vec::new(),
             contexts: Vec::new(),
             sampling: None,
+            live: None,
         };
         p.functions = (0..2000)
             .map(|id| FunctionRecord {

@@ -111,6 +111,7 @@ mod tests {
                 inclusive: 10,
             }],
             sampling: None,
+            live: None,
         }
     }
 

@@ -171,6 +171,46 @@ pub struct Profile {
     /// Sample mode: how the time was sampled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<SamplingRecord>,
+    /// Live probes (`--live`): what was switched on and off while the program ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveRecord>,
+}
+
+/// Live probes: every change of the switches during a run, and when each function that was
+/// ever off had its probes on. A function's calls, contexts and times count only while its
+/// probes were on; while off, it was part of its nearest probed caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveRecord {
+    /// Every change, in order.
+    pub changes: Vec<SwitchChange>,
+    /// The functions whose probes were off at some time (the others were on all along).
+    pub switched: Vec<SwitchedFunction>,
+}
+
+/// One change of the switches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchChange {
+    /// Nanoseconds from the start of the run.
+    pub at_ns: u64,
+    /// Turned on (else off).
+    pub on: bool,
+    /// Which functions, as asked (patterns).
+    pub what: String,
+    /// Who asked: `start`, `ctl`, or the configuration file's path.
+    pub source: String,
+    /// How many functions changed.
+    pub functions: u32,
+}
+
+/// A function whose probes were off at some time during the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchedFunction {
+    /// Its name.
+    pub name: String,
+    /// The intervals its probes were on, in nanoseconds from the start of the run.
+    pub on: Vec<[u64; 2]>,
+    /// Their total length.
+    pub on_ns: u64,
 }
 
 /// How the program ended.

@@ -337,6 +337,7 @@ pub(crate) mod tests {
                 c(3, Some(0), 2, 2, 20, 20),
             ],
             sampling: None,
+            live: None,
             excluded_ns: None,
             unprobed: Vec::new(),
         }

@@ -32,6 +32,9 @@ pub struct Attribution {
     pub moved_ps: u64,
     /// Picoseconds whose function has no node near the cell's (charged to the cell's).
     pub unmatched_ps: u64,
+    /// Picoseconds in functions whose switch was off (live probes), charged to the node
+    /// they were called from.
+    pub switched_off_ps: u64,
 }
 
 /// Charges `samples` to the nodes of `tree`.
@@ -52,6 +55,13 @@ pub fn attribute(tree: &InlineTree, samples: &Samples) -> Attribution {
     };
     let mut out = Attribution::default();
     for (&(cell, running), &ps) in &samples.time {
+        if cell & 1 == 1 && running != Some(Running::Probe) {
+            // A function whose switch is off: its caller's, wherever the counter is.
+            let node = containing(cell & !1).unwrap_or(0);
+            out.switched_off_ps += ps;
+            *out.time.entry(tree.nodes[node].address).or_default() += ps;
+            continue;
+        }
         let node = by_address
             .get(&cell)
             .copied()
@@ -179,6 +189,26 @@ mod tests {
         assert_eq!(a.time[&400], 60);
         let charged: u64 = a.time.values().sum();
         assert_eq!(charged + a.probe_ps, samples.time.values().sum::<u64>());
+    }
+
+    #[test]
+    fn a_tagged_slot_is_its_node_whatever_runs() {
+        // A function whose switch is off, called from f (@200) through slot 0, and which has
+        // a node of its own (g @300, from when it was on): the time is f's.
+        let samples = Samples {
+            time: HashMap::from([
+                ((233, Some(Running::Function(2))), 5),
+                ((233, Some(Running::Outside)), 7),
+                ((233, Some(Running::Probe)), 1),
+            ]),
+            located: HashMap::new(),
+            readings: 3,
+            answered: 3,
+        };
+        let a = attribute(&tree(), &samples);
+        assert_eq!(a.time[&200], 12);
+        assert_eq!(a.switched_off_ps, 12);
+        assert_eq!(a.probe_ps, 1);
     }
 
     #[test]

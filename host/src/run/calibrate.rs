@@ -43,6 +43,7 @@ pub fn measure(engine: &Engine, call_sites: bool) -> anyhow::Result<ProbeOverhea
             mode: ProbeMode::Time,
             call_sites,
             selection: None,
+            live: false,
         },
     )?;
     let original = Module::new(engine, &original).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -7,7 +7,8 @@
 //! in module memory, read back by [`inline_tree`]; in sample mode [`sampler`] charges time
 //! to where the program is, asking its thread ([`interrupt`]) for the program counter, which
 //! [`code_map`] names, [`address_map`] places in the module's bytes (a probe's, or the
-//! original's) and [`attribution`] places in the tree. [`to_profile`] turns a finished run
+//! original's) and [`attribution`] places in the tree. With live probes, [`switches`] turns
+//! the module's switches from any thread and logs when. [`to_profile`] turns a finished run
 //! into its profile.
 //!
 //! May use: `profile` only. Nothing here touches the cache; the agent is called only to
@@ -26,6 +27,7 @@ pub mod interrupt;
 pub mod probe_log;
 pub mod runner;
 pub mod sampler;
+pub mod switches;
 pub mod to_profile;
 
 pub use to_profile::profile_of_run;

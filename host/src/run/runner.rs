@@ -17,9 +17,11 @@ use crate::run::collector::{Collector, PS_PER_NS};
 use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
 use crate::run::sampler::{Asking, CurrentCell, Samples};
+use crate::run::switches::Switchboard;
 use crate::settings::RunSettings;
 use crate::timings::{Timings, PROGRAM};
-use wprof_agent::{ContextArena, ProbeCode, ProbeMode};
+use std::sync::Arc;
+use wprof_agent::{ContextArena, ProbeCode, ProbeMode, SwitchTable};
 
 use std::collections::HashSet;
 
@@ -57,6 +59,8 @@ pub struct RunOutcome {
     pub sampling: Option<crate::profile::SamplingRecord>,
     /// The collector, every frame closed, when the module was instrumented.
     pub collector: Option<Collector>,
+    /// Live probes: what was switched when.
+    pub live: Option<crate::profile::LiveRecord>,
     /// How long instantiating, running and collecting took.
     pub timings: Timings,
 }
@@ -192,14 +196,9 @@ fn current_cell(
     instance: &wasmtime::Instance,
 ) -> Option<CurrentCell> {
     let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
-    let ty = memory.ty(&*store);
-    // A 32-bit memory lies inside a reservation of its whole 4 GiB range (see
-    // `crate::run::engine::MEMORY_RESERVATION`): growing it never moves it.
-    let fixed = cfg!(target_pointer_width = "64")
-        && crate::run::engine::MEMORY_RESERVATION >= 1 << 32
-        && !ty.is_64()
-        && !ty.is_shared();
-    if !fixed || memory.data_size(&*store) < ContextArena::CURRENT as usize + 4 {
+    if !never_moves(&memory.ty(&*store))
+        || memory.data_size(&*store) < ContextArena::CURRENT as usize + 4
+    {
         return None;
     }
     // SAFETY: in bounds (checked above); the memory never moves (a 32-bit memory in a
@@ -379,6 +378,29 @@ pub struct Probes {
     pub mode: ProbeMode,
     /// Sample mode: where the probes' own instructions are, to leave out their time.
     pub probe_bytes: Option<ProbeBytes>,
+    /// Live probes: who turns the switches.
+    pub live: Option<Live>,
+}
+
+/// Live probes (see [`crate::run::switches`]): which functions have switches, and who
+/// turns them while the program runs.
+pub struct Live {
+    /// Per function id, its name (for the profile's record).
+    pub names: Vec<String>,
+    /// Per function id, whether it has switched probes.
+    pub switchable: Vec<bool>,
+    /// Called with the switchboard before the program starts: sets the switches' first
+    /// state and starts whatever turns them; what it returns is dropped when the program
+    /// ends, which must stop it.
+    pub start: Box<dyn FnOnce(Arc<Switchboard>) -> Box<dyn std::any::Any>>,
+}
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live")
+            .field("functions", &self.names.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Sample mode: which bytes of the module are probes, and how to find a program counter's
@@ -409,8 +431,49 @@ impl Probes {
             collector,
             mode,
             probe_bytes,
+            live: None,
         }
     }
+
+    /// With live probes.
+    pub fn with_live(mut self, live: Live) -> Self {
+        self.live = Some(live);
+        self
+    }
+}
+
+/// Live probes: the switchboard over the module's switch table, `None` where its memory
+/// is missing or could move while the program runs.
+fn switchboard(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+    mode: ProbeMode,
+    switchable: Vec<bool>,
+) -> Option<Switchboard> {
+    let memory = instance.get_memory(&mut *store, SwitchTable::MEMORY)?;
+    let functions = switchable.len() as u32;
+    let base = SwitchTable::base(mode, functions) as usize;
+    if !never_moves(&memory.ty(&*store)) || memory.data_size(&*store) < base + functions as usize {
+        return None;
+    }
+    // SAFETY: in bounds (checked above); the memory never moves, and the board is closed
+    // before the store goes (see `run`).
+    Some(unsafe {
+        Switchboard::new(
+            memory.data_ptr(&*store).wrapping_add(base),
+            functions,
+            switchable,
+        )
+    })
+}
+
+/// Whether a memory of type `ty` stays where it is as it grows: a 32-bit memory inside a
+/// reservation of its whole 4 GiB range (see `crate::run::engine::MEMORY_RESERVATION`).
+fn never_moves(ty: &wasmtime::MemoryType) -> bool {
+    cfg!(target_pointer_width = "64")
+        && crate::run::engine::MEMORY_RESERVATION >= 1 << 32
+        && !ty.is_64()
+        && !ty.is_shared()
 }
 
 /// Runs `module`'s `_start`. With `probes`, the probe imports are linked to its collector.
@@ -427,6 +490,7 @@ pub fn run(
         .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
     let mode = probes.as_ref().map(|p| p.mode);
     let probe_bytes = probes.as_mut().and_then(|p| p.probe_bytes.take());
+    let live = probes.as_mut().and_then(|p| p.live.take());
     if let Some(mode) = mode {
         define_probes(&mut linker, mode)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
@@ -449,8 +513,28 @@ pub fn run(
     let mut timings = Timings::new();
     let instantiated = timings.time("instantiate", || linker.instantiate(&mut store, module));
     let mut attribution = None;
+    let mut live_record = None;
     let (result, samples, wall_time) = match instantiated {
         Ok(instance) => {
+            let board = match (live, mode) {
+                (Some(live), Some(mode)) => {
+                    match switchboard(&mut store, &instance, mode, live.switchable) {
+                        Some(board) => {
+                            let board = Arc::new(board);
+                            let running = (live.start)(board.clone());
+                            Some((board, running, live.names))
+                        }
+                        None => {
+                            eprintln!(
+                                "wprof: warning: the probes' switches cannot be reached on this \
+                                 host; every probe stays on"
+                            );
+                            None
+                        }
+                    }
+                }
+                _ => None,
+            };
             let (result, samples, wall_time) = call_start(
                 &mut store,
                 &instance,
@@ -461,6 +545,14 @@ pub fn run(
                 &mut timings,
             )?;
             timings.record(PROGRAM, std::time::Duration::from_nanos(wall_time));
+            if let Some((board, running, names)) = board {
+                // Whoever turns the switches stops before the memory goes.
+                drop(running);
+                live_record = Some(board.close(
+                    &|id| names.get(id as usize).cloned().unwrap_or_default(),
+                    wall_time,
+                ));
+            }
             if let Some(mode) = mode.filter(|m| m.counts_inline()) {
                 attribution = timings.time("collect", || {
                     replay_tree(&mut store, &instance, mode, samples.as_ref())
@@ -533,6 +625,7 @@ pub fn run(
             probe_ns: attribution.as_ref().map_or(0, |a| a.probe_ps / PS_PER_NS),
         }),
         collector,
+        live: live_record,
         timings,
     })
 }

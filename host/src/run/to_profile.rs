@@ -115,5 +115,6 @@ pub fn profile_of_run(
         edges,
         contexts,
         sampling: ending.sampling,
+        live: None,
     }
 }

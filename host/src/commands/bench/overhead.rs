@@ -59,6 +59,8 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         subtract_overhead: false,
         call_sites: false,
         filter: Default::default(),
+        live: false,
+        off: Vec::new(),
         sample_period: crate::run::sampler::DEFAULT_PERIOD,
         timings: None,
     }
@@ -83,6 +85,7 @@ impl Instrumented {
             mode,
             call_sites: false,
             selection: None,
+            live: false,
         };
         let prepared = instrument::prepare(
             loaded,

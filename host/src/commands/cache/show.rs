@@ -194,6 +194,7 @@ fn offset_map(
             .unwrap_or_default(),
         call_sites: m.manifest.call_sites,
         selection: None,
+        live: false,
     };
     // The lineage's pack holds the bodies of the module's latest version.
     let lineage = compiled::lineage(Path::new(&m.manifest.path), &plan.digest());

@@ -1,0 +1,120 @@
+//! Live switching: turning a running program's probes on and off without a restart.
+//!
+//! With live probes (`--live`, see [`wprof_agent::SwitchTable`]) a run starts with the
+//! switches its settings name off ([`crate::settings::RunSettings::off`]); then two things
+//! turn them while the program runs, each on a thread of its own: [`control`], a socket in
+//! the cache directory that `wprof ctl` talks to, and [`watch`], which reads the
+//! configuration file again whenever it changes and applies the difference its `off` list
+//! makes. Both go through the run's [`Switchboard`], which logs every change for the
+//! profile.
+//!
+//! May use: `run` (the switchboard and the runner's hook), `config`.
+
+pub mod control;
+pub mod watch;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::run::runner::Live;
+use crate::run::switches::Switchboard;
+use crate::settings::FunctionPattern;
+
+/// Function names and their demangled forms, to find the ids patterns match.
+#[derive(Debug)]
+pub struct Functions {
+    names: Vec<String>,
+    demangled: Vec<Option<String>>,
+}
+
+impl Functions {
+    /// `names` in id order.
+    pub fn new(names: Vec<String>) -> Self {
+        let demangled = names.iter().map(|n| crate::demangle::demangle(n)).collect();
+        Functions { names, demangled }
+    }
+
+    /// The ids of the functions `patterns` match (every function when `patterns` is empty).
+    pub fn matching(&self, patterns: &[FunctionPattern]) -> Vec<u32> {
+        (0..self.names.len() as u32)
+            .filter(|&id| {
+                let (name, demangled) = (&self.names[id as usize], &self.demangled[id as usize]);
+                patterns.is_empty()
+                    || patterns
+                        .iter()
+                        .any(|p| p.matches(id, name, demangled.as_deref()))
+            })
+            .collect()
+    }
+
+    /// The name of function `id`.
+    pub fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("", String::as_str)
+    }
+}
+
+/// Patterns as one line, as the profile's log shows them.
+pub fn describe(patterns: &[FunctionPattern]) -> String {
+    if patterns.is_empty() {
+        return "*".to_string();
+    }
+    patterns
+        .iter()
+        .map(FunctionPattern::text)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// What a live run needs to know to set its switches up and let them be turned.
+#[derive(Debug, Clone)]
+pub struct LiveSetup {
+    /// The module being run (the configuration file's `[[module]]` sections match it).
+    pub module: PathBuf,
+    /// The switches that start off.
+    pub off: Vec<FunctionPattern>,
+    /// Where `wprof ctl` finds the run's socket (see [`control::socket_path`]).
+    pub control_dir: Option<PathBuf>,
+    /// The configuration file to watch, if any (see [`crate::config::location`]).
+    pub config: Option<PathBuf>,
+    /// The probe mode, for `wprof ctl PID status`.
+    pub mode: &'static str,
+}
+
+/// The runner's hook for a live run of a module whose functions are named `names` and
+/// have switches where `switchable` says.
+pub fn hook(setup: LiveSetup, names: Vec<String>, switchable: Vec<bool>) -> Live {
+    let functions = Arc::new(Functions::new(names.clone()));
+    Live {
+        names,
+        switchable,
+        start: Box::new(move |board: Arc<Switchboard>| -> Box<dyn std::any::Any> {
+            if !setup.off.is_empty() {
+                let ids = functions.matching(&setup.off);
+                board.turn(&ids, false, &describe(&setup.off), "start");
+            }
+            let control = setup.control_dir.as_ref().and_then(|dir| {
+                control::Server::start(dir, board.clone(), functions.clone(), &setup)
+                    .map_err(|e| {
+                        eprintln!(
+                            "wprof: warning: cannot open the control socket in {} ({e}); \
+                             `wprof ctl` cannot reach this run",
+                            dir.display()
+                        )
+                    })
+                    .ok()
+            });
+            let watcher = setup.config.as_ref().and_then(|path| {
+                watch::Watcher::start(path, &setup.module, board.clone(), functions.clone())
+                    .map_err(|e| {
+                        eprintln!(
+                            "wprof: warning: cannot watch {} ({e}); editing it does not turn \
+                             the switches",
+                            path.display()
+                        )
+                    })
+                    .ok()
+            });
+            Box::new((control, watcher))
+        }),
+    }
+}

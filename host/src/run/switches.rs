@@ -1,0 +1,219 @@
+//! Live probes: the switchboard over a running module's switch table (see
+//! [`wprof_agent::SwitchTable`]), turned from any thread, and the log of what was turned
+//! when, from which the profile's intervals come.
+//!
+//! The table is one byte per function id in the module's memory (0: probes on). A
+//! function reads its byte at entry, so a change applies from each function's next
+//! activation. Writes go through atomics to memory the compiled code reads without
+//! synchronisation; the worst a race can do is apply a change one activation late.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crate::profile::{LiveRecord, SwitchChange, SwitchedFunction};
+
+/// A running module's switches, and what was done with them.
+#[derive(Debug)]
+pub struct Switchboard {
+    /// Address of function 0's byte; valid until [`Switchboard::close`].
+    table: usize,
+    /// Bytes in the table: one per function id.
+    functions: u32,
+    /// Which functions can be switched (defined, not left out by the selection).
+    switchable: Vec<bool>,
+    started: Instant,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    closed: bool,
+    /// Per function id, whether its probes are off now.
+    off: Vec<bool>,
+    /// Per function id, when its probes were turned off or on, in nanoseconds from the start,
+    /// in order (empty for a function never turned).
+    turned: Vec<Vec<u64>>,
+    changes: Vec<SwitchChange>,
+}
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Turned {
+    /// Functions whose switch changed.
+    pub changed: u32,
+    /// Functions the change was for (already in that state, or changed).
+    pub matched: u32,
+}
+
+impl Switchboard {
+    /// The switchboard of a table at `table`, `functions` bytes long, of which the functions
+    /// marked in `switchable` have probes to switch.
+    ///
+    /// # Safety
+    ///
+    /// `table..table + functions` must stay valid for writes, and never move, until
+    /// [`Switchboard::close`] is called.
+    pub unsafe fn new(table: *mut u8, functions: u32, switchable: Vec<bool>) -> Self {
+        let n = functions as usize;
+        Switchboard {
+            table: table as usize,
+            functions,
+            switchable,
+            started: Instant::now(),
+            state: Mutex::new(State {
+                closed: false,
+                off: vec![false; n],
+                turned: vec![Vec::new(); n],
+                changes: Vec::new(),
+            }),
+        }
+    }
+
+    /// Number of function ids.
+    pub fn functions(&self) -> u32 {
+        self.functions
+    }
+
+    /// Whether function `id` has probes that a switch turns.
+    pub fn is_switchable(&self, id: u32) -> bool {
+        self.switchable.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// Turns the probes of functions `ids` on or off, and logs it as `what` (the patterns,
+    /// as given) from `source` (`start`, `ctl`, the configuration file). Functions that
+    /// cannot be switched are skipped. Nothing happens once the program has ended.
+    pub fn turn(&self, ids: &[u32], on: bool, what: &str, source: &str) -> Turned {
+        let now = self.started.elapsed().as_nanos() as u64;
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut turned = Turned {
+            changed: 0,
+            matched: 0,
+        };
+        if state.closed {
+            return turned;
+        }
+        for &id in ids {
+            if !self.is_switchable(id) {
+                continue;
+            }
+            turned.matched += 1;
+            let i = id as usize;
+            if state.off[i] != on {
+                continue;
+            }
+            state.off[i] = !on;
+            state.turned[i].push(now);
+            turned.changed += 1;
+            // SAFETY: in the table (`id < functions`, checked by `is_switchable` against a
+            // vector of that length), which is valid while the board is open.
+            let byte = unsafe { &*((self.table + i) as *const AtomicU8) };
+            byte.store(u8::from(!on), Ordering::Relaxed);
+        }
+        if turned.changed == 0 {
+            return turned;
+        }
+        state.changes.push(SwitchChange {
+            at_ns: now,
+            on,
+            what: what.to_string(),
+            source: source.to_string(),
+            functions: turned.changed,
+        });
+        turned
+    }
+
+    /// Whether function `id`'s probes are off now.
+    pub fn is_off(&self, id: u32) -> bool {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.off.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// How many functions have their probes off now.
+    pub fn off_count(&self) -> u32 {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.off.iter().filter(|&&o| o).count() as u32
+    }
+
+    /// The program ended: no switch is written any more, and the log becomes the profile's
+    /// record, `names` naming the functions, `end_ns` the run's length.
+    pub fn close(&self, names: &dyn Fn(u32) -> String, end_ns: u64) -> LiveRecord {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.closed = true;
+        let mut switched = Vec::new();
+        for (id, turned) in state.turned.iter().enumerate() {
+            if turned.is_empty() {
+                continue;
+            }
+            // Every function starts on; each entry in `turned` flips it.
+            let mut on = Vec::new();
+            let mut from = Some(0);
+            for &t in turned {
+                let t = t.min(end_ns);
+                match from.take() {
+                    Some(start) => {
+                        if t > start {
+                            on.push([start, t]);
+                        }
+                    }
+                    None => from = Some(t),
+                }
+            }
+            if let Some(start) = from {
+                if end_ns > start {
+                    on.push([start, end_ns]);
+                }
+            }
+            switched.push(SwitchedFunction {
+                name: names(id as u32),
+                on_ns: on.iter().map(|[a, b]| b - a).sum(),
+                on,
+            });
+        }
+        LiveRecord {
+            changes: std::mem::take(&mut state.changes),
+            switched,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turning_writes_the_bytes_and_logs_intervals() {
+        let mut table = vec![0u8; 4];
+        // Function 3 is not switchable (an import, or left out).
+        let board =
+            unsafe { Switchboard::new(table.as_mut_ptr(), 4, vec![true, true, true, false]) };
+        let t = board.turn(&[1, 2, 3], false, "f*", "ctl");
+        assert_eq!(
+            t,
+            Turned {
+                changed: 2,
+                matched: 2
+            }
+        );
+        assert!(board.is_off(1) && !board.is_off(0) && !board.is_off(3));
+        assert_eq!(board.off_count(), 2);
+        // Already off: matched, not changed.
+        assert_eq!(board.turn(&[1], false, "g", "ctl").changed, 0);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        board.turn(&[1], true, "g", "config");
+        let record = board.close(&|id| format!("f{id}"), u64::MAX / 2);
+        // Nothing moves after the end.
+        assert_eq!(board.turn(&[0], false, "*", "ctl").changed, 0);
+        assert_eq!(table, vec![0, 0, 1, 0]);
+        // The change that changed nothing is not logged.
+        assert_eq!(record.changes.len(), 2);
+        assert_eq!(record.changes[0].functions, 2);
+        let f1 = record.switched.iter().find(|s| s.name == "f1").unwrap();
+        // On, off for ~2 ms, on again until the end.
+        assert_eq!(f1.on.len(), 2);
+        assert!(f1.on[1][0] - f1.on[0][1] >= 2_000_000);
+        let f2 = record.switched.iter().find(|s| s.name == "f2").unwrap();
+        assert_eq!(f2.on.len(), 1);
+        assert!(record.switched.iter().all(|s| s.name != "f0"));
+    }
+}
