@@ -13,6 +13,7 @@ mod diff;
 mod formats;
 mod fuzz;
 mod html;
+mod live;
 mod names;
 mod progress;
 mod real_programs;

@@ -456,6 +456,13 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
             o.inside_ns, o.outside_ns
         ));
     }
+    if let Some(live) = &profile.live {
+        for line in text::live_summary(live).lines() {
+            out.push_str("wprof: ");
+            out.push_str(line.trim_start());
+            out.push('\n');
+        }
+    }
     let top: Vec<_> = text::by_self_time(profile).into_iter().take(10).collect();
     for line in text::flat_table(profile, &top).lines() {
         out.push_str("  ");

@@ -40,6 +40,8 @@ struct Page<'a> {
     total_text: String,
     calls: u64,
     outcome: String,
+    /// Lines under the summary: functions left without probes, live switching.
+    notes: Vec<String>,
     functions: Vec<FunctionRow>,
     data: String,
     css: &'a str,
@@ -197,6 +199,7 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
             Some(t) => format!("trapped: {t}"),
             None => format!("exit code {}", profile.exit_code),
         },
+        notes: notes(profile),
         functions,
         data,
         css: STYLE,
@@ -213,9 +216,50 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
     Ok(html)
 }
 
+/// What the header says besides the summary.
+fn notes(profile: &crate::profile::Profile) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !profile.unprobed.is_empty() {
+        notes.push(format!(
+            "{} functions without probes (part of their callers)",
+            profile.unprobed.len()
+        ));
+    }
+    if let Some(live) = &profile.live {
+        notes.extend(
+            crate::report::text::live_summary(live)
+                .lines()
+                .map(|l| l.trim().to_string()),
+        );
+    }
+    notes
+}
+
 #[cfg(test)]
 mod tests {
     use crate::report::tests::sample_profile;
+
+    #[test]
+    fn live_switching_is_in_the_header() {
+        let mut p = sample_profile();
+        p.live = Some(crate::profile::LiveRecord {
+            changes: vec![crate::profile::SwitchChange {
+                at_ns: 5_000_000,
+                on: false,
+                what: "work<T>".into(),
+                source: "ctl".into(),
+                functions: 1,
+            }],
+            switched: vec![crate::profile::SwitchedFunction {
+                name: "work<T>".into(),
+                on: vec![[0, 5_000_000]],
+                on_ns: 5_000_000,
+            }],
+        });
+        let html = super::render(&p, &Default::default()).unwrap();
+        assert!(html.contains("live probes: 1 change; 1 function off part of the run"));
+        assert!(html.contains("work&lt;T&gt; on for 5.00 ms"), "{html}");
+    }
 
     #[test]
     fn names_are_escaped_and_the_data_cannot_close_the_script() {

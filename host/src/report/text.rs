@@ -100,6 +100,9 @@ pub fn render(profile: &Profile, options: &Options) -> String {
             if excluded.len() > 8 { ", ..." } else { "" }
         );
     }
+    if let Some(live) = &profile.live {
+        out.push_str(&live_summary(live));
+    }
     if let Some(o) = &profile.probe_overhead {
         let _ = writeln!(
             out,
@@ -235,4 +238,58 @@ fn more_edges(out: &mut String, what: &str, left_out: &[&EdgeRecord], inclusive:
         left_out.len(),
         percent(rest, inclusive)
     );
+}
+
+/// Live probes: the changes, and for each function that was ever off, how long it was on
+/// (its counts and times cover only that).
+pub fn live_summary(live: &crate::profile::LiveRecord) -> String {
+    use crate::display::format_ns;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "live probes: {} change{}; {} function{} off part of the run (counted only while on)",
+        live.changes.len(),
+        if live.changes.len() == 1 { "" } else { "s" },
+        live.switched.len(),
+        if live.switched.len() == 1 { "" } else { "s" },
+    );
+    const SHOWN: usize = 12;
+    for c in live.changes.iter().take(SHOWN) {
+        let _ = writeln!(
+            out,
+            "  at {:>10}  {:<3} {} ({} function{}, {})",
+            format_ns(c.at_ns),
+            if c.on { "on" } else { "off" },
+            c.what,
+            c.functions,
+            if c.functions == 1 { "" } else { "s" },
+            c.source
+        );
+    }
+    if live.changes.len() > SHOWN {
+        let _ = writeln!(out, "  ... {} more changes", live.changes.len() - SHOWN);
+    }
+    for f in live.switched.iter().take(SHOWN) {
+        let intervals: Vec<String> =
+            f.on.iter()
+                .take(4)
+                .map(|[a, b]| format!("{}-{}", format_ns(*a), format_ns(*b)))
+                .collect();
+        let _ = writeln!(
+            out,
+            "  {} on for {}{}{}",
+            f.name,
+            format_ns(f.on_ns),
+            if intervals.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", intervals.join(", "))
+            },
+            if f.on.len() > 4 { ", ..." } else { "" }
+        );
+    }
+    if live.switched.len() > SHOWN {
+        let _ = writeln!(out, "  ... {} more functions", live.switched.len() - SHOWN);
+    }
+    out
 }

@@ -548,10 +548,8 @@ pub fn run(
             if let Some((board, running, names)) = board {
                 // Whoever turns the switches stops before the memory goes.
                 drop(running);
-                live_record = Some(board.close(
-                    &|id| names.get(id as usize).cloned().unwrap_or_default(),
-                    wall_time,
-                ));
+                live_record =
+                    Some(board.close(&|id| names.get(id as usize).cloned().unwrap_or_default()));
             }
             if let Some(mode) = mode.filter(|m| m.counts_inline()) {
                 attribution = timings.time("collect", || {

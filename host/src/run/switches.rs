@@ -136,9 +136,10 @@ impl Switchboard {
     }
 
     /// The program ended: no switch is written any more, and the log becomes the profile's
-    /// record, `names` naming the functions, `end_ns` the run's length.
-    pub fn close(&self, names: &dyn Fn(u32) -> String, end_ns: u64) -> LiveRecord {
+    /// record, `names` naming the functions.
+    pub fn close(&self, names: &dyn Fn(u32) -> String) -> LiveRecord {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let end_ns = self.started.elapsed().as_nanos() as u64;
         state.closed = true;
         let mut switched = Vec::new();
         for (id, turned) in state.turned.iter().enumerate() {
@@ -201,7 +202,7 @@ mod tests {
         assert_eq!(board.turn(&[1], false, "g", "ctl").changed, 0);
         std::thread::sleep(std::time::Duration::from_millis(2));
         board.turn(&[1], true, "g", "config");
-        let record = board.close(&|id| format!("f{id}"), u64::MAX / 2);
+        let record = board.close(&|id| format!("f{id}"));
         // Nothing moves after the end.
         assert_eq!(board.turn(&[0], false, "*", "ctl").changed, 0);
         assert_eq!(table, vec![0, 0, 1, 0]);

@@ -1,0 +1,241 @@
+//! Live probes through the binary: `wprof ctl` to another process, the configuration file
+//! edited while the program runs, switches that start off, and what the profile records.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{sample, stderr, stdout, Scratch};
+
+/// A `wprof run --live` of `on_demand.wasm`, fed one line per batch.
+struct LiveRun {
+    child: Child,
+    input: Option<ChildStdin>,
+    output: BufReader<ChildStdout>,
+}
+
+impl LiveRun {
+    fn start(s: &Scratch, extra: &[&str], config: Option<&std::path::Path>) -> Self {
+        let m = sample("on_demand.wasm");
+        let mut args = vec!["run", "--live", "-q", "-o", "live.wprof"];
+        args.extend_from_slice(extra);
+        args.push(m.to_str().unwrap());
+        let mut cmd = s.wprof(&args);
+        if let Some(path) = config {
+            cmd.env("WPROF_CONFIG", path);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take();
+        let output = BufReader::new(child.stdout.take().unwrap());
+        LiveRun {
+            child,
+            input,
+            output,
+        }
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    /// Runs one batch (1000 calls of $work) and waits for it to finish.
+    fn batch(&mut self) {
+        let input = self.input.as_mut().unwrap();
+        input.write_all(b"go\n").unwrap();
+        input.flush().unwrap();
+        let mut line = String::new();
+        self.output.read_line(&mut line).unwrap();
+        assert_eq!(line, "ok\n");
+    }
+
+    /// Ends the input; the program's exit code and stderr.
+    fn finish(mut self) -> (Option<i32>, String) {
+        drop(self.input.take());
+        let out = self.child.wait_with_output().unwrap();
+        (out.status.code(), stderr(&out))
+    }
+}
+
+/// `wprof ctl` with the scratch's cache.
+fn ctl(s: &Scratch, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["ctl"];
+    all.extend_from_slice(args);
+    s.run(&all)
+}
+
+/// Waits until the run's control socket answers (the program has started).
+fn wait_ready(s: &Scratch, run: &LiveRun) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until {
+        if ctl(s, &[&run.pid(), "status"]).status.success() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the live run never answered");
+}
+
+fn calls_of(profile: &Value, name: &str) -> u64 {
+    profile["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .map_or(0, |f| f["calls"].as_u64().unwrap())
+}
+
+#[test]
+fn ctl_turns_another_process_probes_off_and_on_in_every_mode() {
+    for mode in ["sample", "time", "cost"] {
+        let s = Scratch::new();
+        let mut run = LiveRun::start(&s, &["--mode", mode], None);
+        wait_ready(&s, &run);
+        run.batch();
+        let off = ctl(&s, &[&run.pid(), "off", "work"]);
+        assert_eq!(off.status.code(), Some(0), "{}", stderr(&off));
+        assert!(stdout(&off).contains("1 turned off"), "{}", stdout(&off));
+        let status = ctl(&s, &[&run.pid()]);
+        assert!(
+            stdout(&status).contains("1 of 4 functions off: work"),
+            "{}",
+            stdout(&status)
+        );
+        // Listed among the live runs.
+        assert!(stdout(&ctl(&s, &[])).contains(&format!("{}: ", run.pid())));
+        run.batch();
+        let on = ctl(&s, &[&run.pid(), "on", "/^wo/"]);
+        assert_eq!(on.status.code(), Some(0), "{}", stderr(&on));
+        // A pattern that matches nothing is refused, and logged nowhere.
+        let none = ctl(&s, &[&run.pid(), "off", "nothing_matches_this"]);
+        assert_eq!(none.status.code(), Some(1));
+        run.batch();
+        let pid = run.pid();
+        let (code, err) = run.finish();
+        assert_eq!(code, Some(0), "{err}");
+        let p = s.profile("live.wprof");
+        // Counted in the first and third batches only; $leaf all along.
+        assert_eq!(calls_of(&p, "work"), 2000, "{mode}");
+        assert_eq!(calls_of(&p, "leaf"), 3000, "{mode}");
+        assert_eq!(calls_of(&p, "batch"), 3, "{mode}");
+        let live = &p["live"];
+        let changes = live["changes"].as_array().unwrap();
+        assert_eq!(changes.len(), 2, "{live}");
+        assert_eq!(changes[0]["on"], false);
+        assert_eq!(changes[0]["source"], "ctl");
+        assert_eq!(changes[1]["what"], "/^wo/");
+        let switched = live["switched"].as_array().unwrap();
+        assert_eq!(switched.len(), 1);
+        assert_eq!(switched[0]["name"], "work");
+        let on = switched[0]["on"].as_array().unwrap();
+        // On from the start to the first change, and from the second to the end.
+        assert_eq!(on.len(), 2, "{live}");
+        assert_eq!(on[0][0], 0);
+        assert_eq!(on[0][1], changes[0]["at_ns"]);
+        assert_eq!(on[1][0], changes[1]["at_ns"]);
+        // The text report says what was switched when.
+        let report = stdout(&s.run(&["report", "live.wprof"]));
+        assert!(
+            report.contains("live probes: 2 changes; 1 function off part of the run"),
+            "{report}"
+        );
+        assert!(report.contains("off work (1 function, ctl)"), "{report}");
+        assert!(report.contains("  work on for "), "{report}");
+        // The socket went with the run.
+        let socket = s.cache_dir().join("control").join(format!("{pid}.sock"));
+        assert!(!socket.exists());
+    }
+}
+
+#[test]
+fn editing_the_configuration_file_turns_switches_while_the_program_runs() {
+    let s = Scratch::new();
+    // Not in the working directory, where `wprof ctl` would read it too.
+    std::fs::create_dir(s.path("etc")).unwrap();
+    let config = s.path("etc/wprof.toml");
+    std::fs::write(&config, "mode = \"cost\"\n").unwrap();
+    let mut run = LiveRun::start(&s, &[], Some(&config));
+    wait_ready(&s, &run);
+    run.batch();
+    // As an editor saves: a new file renamed over the old one.
+    let replace = |text: &str| {
+        let aside = s.path("etc/wprof.toml.new");
+        std::fs::write(&aside, text).unwrap();
+        std::fs::rename(&aside, &config).unwrap();
+    };
+    let pid = run.pid();
+    let wait_for = |want: &str| {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = ctl(&s, &[&pid, "status"]);
+            let status = format!("{}{}", stdout(&out), stderr(&out));
+            if status.contains(want) {
+                return;
+            }
+            assert!(Instant::now() < until, "never {want:?}: {status}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    replace("mode = \"cost\"\n[[module]]\nname = \"on_demand*\"\noff = [\"work\", \"leaf\"]\n");
+    wait_for("2 of 4 functions off");
+    run.batch();
+    // A file that no longer reads: one warning, nothing changes.
+    replace("off = [\"[\"]\n");
+    std::thread::sleep(Duration::from_millis(300));
+    wait_for("2 of 4 functions off");
+    replace("mode = \"cost\"\n[[module]]\nname = \"on_demand*\"\noff = [\"leaf\"]\n");
+    wait_for("1 of 4 functions off: leaf");
+    run.batch();
+    let (code, err) = run.finish();
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        err.matches("the switches stay as they are").count(),
+        1,
+        "{err}"
+    );
+    let p = s.profile("live.wprof");
+    assert_eq!(p["mode"], "cost");
+    assert_eq!(calls_of(&p, "work"), 2000);
+    assert_eq!(calls_of(&p, "leaf"), 1000);
+    let changes = p["live"]["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    assert!(changes
+        .iter()
+        .all(|c| c["source"].as_str().unwrap().ends_with("wprof.toml")));
+}
+
+#[test]
+fn switches_can_start_off_and_ctl_refuses_what_it_cannot_do() {
+    let s = Scratch::new();
+    let mut run = LiveRun::start(&s, &["--off", "*"], None);
+    wait_ready(&s, &run);
+    run.batch();
+    assert_eq!(ctl(&s, &[&run.pid(), "on", "batch"]).status.code(), Some(0));
+    run.batch();
+    let (code, _) = run.finish();
+    assert_eq!(code, Some(0));
+    let p = s.profile("live.wprof");
+    assert_eq!(calls_of(&p, "work"), 0);
+    assert_eq!(calls_of(&p, "_start"), 0);
+    assert_eq!(calls_of(&p, "batch"), 1);
+    let changes = p["live"]["changes"].as_array().unwrap();
+    assert_eq!(changes[0]["source"], "start");
+    assert_eq!(changes[0]["functions"], 4);
+    // No such run; a bad pattern: one line, exit 2.
+    let gone = ctl(&s, &["1", "status"]);
+    assert_eq!(gone.status.code(), Some(2));
+    assert!(
+        stderr(&gone).starts_with("wprof: error: no live run 1"),
+        "{}",
+        stderr(&gone)
+    );
+    let bad = ctl(&s, &["1", "off", "/(/"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(stderr(&bad).lines().count(), 1, "{}", stderr(&bad));
+}
