@@ -23,6 +23,9 @@
 //!
 //! Calls between defined functions get no probes: the callee's entry and exit say it all.
 //!
+//! With [`ProbePlan::live`], each probed function's probes sit behind a switch the host can
+//! turn while the program runs (see [`SwitchTable`]).
+//!
 //! # How bodies are rewritten
 //!
 //! The rewriter works on the binary encoding: instructions that need no change are copied

@@ -101,9 +101,8 @@ impl ContextArena {
     /// Sample mode: the address of the `u32` holding the address of the node running now
     /// (an import's node while the import runs), inside the empty node at address 0. A
     /// function without probes stores the address of the slot it was reached through
-    /// instead (inside its caller's node); with bit 0 set when it is a function whose
-    /// switch is off (see [`SwitchTable`]), whose time is its caller's however the program
-    /// counter reads.
+    /// instead (inside its caller's node), and so does, at exit, a function with live
+    /// probes (its caller runs again).
     pub const CURRENT: u32 = 8;
     /// Address of the root node (the engine calling an export).
     pub const ROOT: u32 = 32;
@@ -144,11 +143,13 @@ impl ContextArena {
 ///
 /// `0` (the initial value) means the probes are on; any other value, off. A function reads
 /// its byte once, at entry, into a local: an activation is probed from its entry to its
-/// exit or not at all, whenever the byte changes. While off, a function behaves as one the
-/// [`crate::Selection`] leaves out (it is part of its nearest probed caller), except that
-/// its calls to imports are not probed either: with every switch off, what is left of the
-/// probes is a load and a branch per call, and in the inline modes keeping the tree's slot
-/// pointing where a probed callee would hang.
+/// exit or not at all, whenever the byte changes. While off, none of its probes run (its
+/// calls to imports are not probed either): with every switch off, what is left is a load
+/// and a branch at entry and a branch at each probe point. What it calls with probes on
+/// hangs under its nearest caller whose probes were on: in the inline modes a function
+/// whose probes are on puts the slot global back at exit as it found it at entry (so that
+/// a caller without probes, which sets no slot, calls through its own caller's), and in
+/// sample mode stores that slot in the current-node cell (its caller runs again).
 ///
 /// The host may write the bytes from another thread while the program runs: in the inline
 /// modes the table lies in the tree's memory (after the overflow table, see

@@ -2,7 +2,7 @@
 //! same points (entry, exit, tail call, catch landing, call site, call to an import),
 //! each dispatched to the mode's own instructions in the sibling files.
 
-use wasm_encoder::{Encode, Instruction, MemArg};
+use wasm_encoder::{BlockType, Encode, Instruction, MemArg};
 
 use crate::probe_map::{InlineIndices, ProbeLayout};
 use crate::ContextArena;
@@ -16,6 +16,8 @@ pub(super) struct InlineLocals {
     pub(super) import_node: u32,
     /// Cost mode: the instructions counted since the last flush to the node.
     pub(super) delta: Option<u32>,
+    /// Live probes: the slot global as the function found it at entry, put back at exit.
+    pub(super) came: Option<u32>,
     /// The function tail-calls itself.
     pub(super) self_tail: Option<SelfTailLocals>,
 }
@@ -46,14 +48,11 @@ pub(super) struct Emitter<'p> {
     pub(super) original_code: Vec<(u32, u32)>,
     /// The function is left without probes (see [`crate::Selection`]): in the inline
     /// modes, [`InlineLocals::node`] holds the slot it was reached through instead of a
-    /// node. Also set while writing the "off" side of a switched probe.
+    /// node.
     pub(super) excluded: bool,
     /// Live probes (see [`crate::SwitchTable`]): the local holding this activation's switch
     /// (non-zero: off), read at entry.
     pub(super) off: Option<u32>,
-    /// Writing the "off" side of a switched probe: like [`Emitter::excluded`], and calls
-    /// to imports are not probed either.
-    pub(super) switched_off: bool,
 }
 
 impl Emitter<'_> {
@@ -105,9 +104,8 @@ impl Emitter<'_> {
         }
     }
 
-    /// With live probes, writes `probe` twice: as it is when the activation's switch is
-    /// on, and as for an excluded function when it is off, behind a branch on the switch.
-    /// `probe` writes no original instruction.
+    /// With live probes, puts `probe` behind a branch on the activation's switch: while it
+    /// is off, nothing runs. `probe` writes no original instruction.
     pub(super) fn switched(&mut self, probe: impl Fn(&mut Self)) {
         let Some(off) = self.off.filter(|_| !self.excluded) else {
             probe(self);
@@ -115,45 +113,20 @@ impl Emitter<'_> {
         };
         let start = self.out.len();
         let (original, calls) = (self.original_code.len(), self.calls_emitted);
-        self.excluded = true;
-        self.switched_off = true;
         probe(self);
-        self.excluded = false;
-        self.switched_off = false;
-        let when_off = self.out.split_off(start);
-        probe(self);
-        let when_on = self.out.split_off(start);
         debug_assert_eq!(self.original_code.len(), original);
-        debug_assert_eq!(self.calls_emitted, calls);
-        use wasm_encoder::BlockType::Empty;
-        if when_off == when_on {
-            self.out.extend_from_slice(&when_on);
+        debug_assert!(self.calls_emitted <= calls + 1);
+        let when_on = self.out.split_off(start);
+        if when_on.is_empty() {
             return;
         }
-        match (when_off.is_empty(), when_on.is_empty()) {
-            (true, true) => {}
-            (false, true) => {
-                self.instrs(&[Instruction::LocalGet(off), Instruction::If(Empty)]);
-                self.out.extend_from_slice(&when_off);
-                self.instr(Instruction::End);
-            }
-            (true, false) => {
-                self.instrs(&[
-                    Instruction::LocalGet(off),
-                    Instruction::I32Eqz,
-                    Instruction::If(Empty),
-                ]);
-                self.out.extend_from_slice(&when_on);
-                self.instr(Instruction::End);
-            }
-            (false, false) => {
-                self.instrs(&[Instruction::LocalGet(off), Instruction::If(Empty)]);
-                self.out.extend_from_slice(&when_off);
-                self.instr(Instruction::Else);
-                self.out.extend_from_slice(&when_on);
-                self.instr(Instruction::End);
-            }
-        }
+        self.instrs(&[
+            Instruction::LocalGet(off),
+            Instruction::I32Eqz,
+            Instruction::If(wasm_encoder::BlockType::Empty),
+        ]);
+        self.out.extend_from_slice(&when_on);
+        self.instr(Instruction::End);
     }
 
     /// `stack: [] -> [i32]`: the switch of function `id` (live probes only).
@@ -176,11 +149,44 @@ impl Emitter<'_> {
     /// function that catches, the frame token goes to `token`. With live probes, the
     /// function's switch is read first, for the whole activation.
     pub(super) fn enter(&mut self, id: u32, slots: u32, token: Option<u32>) {
-        if let Some(off) = self.off.filter(|_| !self.excluded) {
-            self.read_switch(id);
-            self.instr(Instruction::LocalSet(off));
+        let Some(off) = self.off.filter(|_| !self.excluded) else {
+            self.entry_probe(id, slots, token);
+            return;
+        };
+        self.read_switch(id);
+        self.instrs(&[
+            Instruction::LocalTee(off),
+            Instruction::If(BlockType::Empty),
+        ]);
+        if let Some((
+            arena,
+            InlineLocals {
+                self_tail: Some(_), ..
+            },
+        )) = self.inline
+        {
+            // Its own tail call may have announced itself: nobody else may read that.
+            self.instrs(&[
+                Instruction::I32Const(0),
+                Instruction::GlobalSet(arena.self_tail),
+            ]);
         }
-        self.switched(|e| e.entry_probe(id, slots, token));
+        self.instr(Instruction::Else);
+        if let Some((
+            arena,
+            InlineLocals {
+                came: Some(came), ..
+            },
+        )) = self.inline
+        {
+            // Put back at exit, for callees of callers whose switch is off.
+            self.instrs(&[
+                Instruction::GlobalGet(arena.slot),
+                Instruction::LocalSet(came),
+            ]);
+        }
+        self.entry_probe(id, slots, token);
+        self.instr(Instruction::End);
     }
 
     fn entry_probe(&mut self, id: u32, slots: u32, token: Option<u32>) {
@@ -233,9 +239,19 @@ impl Emitter<'_> {
         if self.excluded {
             return;
         }
-        if self.inline.is_some() {
+        if let Some((arena, locals)) = self.inline {
             // The function's own count goes in before its frame closes.
             self.flush();
+            if let Some(came) = locals.came {
+                // Live probes: the slot its caller set, for the caller's next calls (the
+                // caller's switch may be off, and then it sets none), and in sample mode
+                // the cell says the caller runs again.
+                self.instrs(&[
+                    Instruction::LocalGet(came),
+                    Instruction::GlobalSet(arena.slot),
+                ]);
+                self.set_current(came);
+            }
         } else {
             self.probe(self.probes.exit(), id);
         }
@@ -302,22 +318,6 @@ impl Emitter<'_> {
     /// Before a call instruction at `offset` of the original body: time mode with call
     /// sites reports it; the inline modes point the slot global at the call's slot.
     pub(super) fn call_site(&mut self, offset: u32) {
-        if let (Some((arena, locals)), Some(off), false) = (self.inline, self.off, self.excluded) {
-            // Without a branch: the slot, or where the caller's slot is (off).
-            let slot = self.slots.get(self.calls_emitted).copied().unwrap_or(0);
-            self.calls_emitted += 1;
-            let slot = ContextArena::SLOTS + 4 * slot;
-            self.instrs(&[
-                Instruction::LocalGet(locals.node),
-                Instruction::I32Const(0),
-                Instruction::I32Const(slot as i32),
-                Instruction::LocalGet(off),
-                Instruction::Select,
-                Instruction::I32Add,
-                Instruction::GlobalSet(arena.slot),
-            ]);
-            return;
-        }
         self.switched(|e| e.call_site_probe(offset));
     }
 
@@ -363,7 +363,8 @@ impl Emitter<'_> {
     /// bracketed so it is its own node.
     pub(super) fn probed_import_call(&mut self, import: u32) {
         if self.off.is_some() && !self.excluded {
-            // Live probes: none while the switch is off.
+            // Live probes: none while the switch is off (the import's time is then its
+            // caller's caller's, as its caller's own).
             self.switched(|e| e.before_import(import));
             self.original_instr(Instruction::Call(import));
             self.switched(|e| e.after_import(import));
@@ -375,9 +376,6 @@ impl Emitter<'_> {
     }
 
     fn before_import(&mut self, import: u32) {
-        if self.switched_off {
-            return;
-        }
         match self.inline {
             Some((arena, locals)) => {
                 // The caller's count goes in first: an import may end the program.
@@ -390,9 +388,6 @@ impl Emitter<'_> {
     }
 
     fn after_import(&mut self, import: u32) {
-        if self.switched_off {
-            return;
-        }
         match self.inline {
             Some(_) => self.resume(),
             None => self.probe(self.probes.exit(), import),

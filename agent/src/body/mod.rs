@@ -146,7 +146,6 @@ pub(crate) fn instrument_body(
         original_code: Vec::new(),
         excluded,
         off: None,
-        switched_off: false,
     };
     // New locals: the frame token (time mode, functions that catch); the node, an
     // import's node and, in cost mode, the delta (the inline modes). An excluded function
@@ -165,8 +164,13 @@ pub(crate) fn instrument_body(
         extra.extend([I32, I32]);
         at
     });
-    // Live probes: the activation's switch.
-    let off_at = (probes.switches().is_some() && !excluded).then(|| {
+    // Live probes: the activation's switch; in the inline modes, the slot it came through.
+    let live = probes.switches().is_some() && !excluded;
+    let off_at = live.then(|| {
+        extra.push(I32);
+        extra.len() as u32 - 1
+    });
+    let came_at = (live && arena.is_some()).then(|| {
         extra.push(I32);
         extra.len() as u32 - 1
     });
@@ -188,6 +192,7 @@ pub(crate) fn instrument_body(
             node: first_new,
             import_node: first_new + 1,
             delta: (plan.mode == crate::ProbeMode::Cost && !excluded).then_some(first_new + 2),
+            came: came_at.map(|at| first_new + at),
             self_tail: self_tail_at.map(|at| SelfTailLocals {
                 came_from: first_new + at,
                 via_self_tail: first_new + at + 1,
@@ -312,7 +317,7 @@ pub(crate) fn instrument_body(
             }
             Operator::ReturnCall { function_index } => {
                 if *function_index == id {
-                    e.self_tail_call();
+                    e.switched(|e| e.self_tail_call());
                 }
                 e.tail_to(id, *function_index, plan.excludes(*function_index));
                 e.original_instr(Instruction::ReturnCall(probes.renumber(*function_index)));

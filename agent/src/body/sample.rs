@@ -7,20 +7,16 @@ use super::emitter::Emitter;
 use crate::ContextArena;
 
 impl Emitter<'_> {
-    /// Sample mode: the current-node cell holds `local`; in a function whose switch is
-    /// off, tagged with bit 0 (see [`ContextArena::CURRENT`]).
+    /// Sample mode: the current-node cell holds `local`.
     pub(super) fn set_current(&mut self, local: u32) {
         let Some((arena, _)) = self.inline.filter(|(arena, _)| arena.sampled) else {
             return;
         };
-        self.instrs(&[Instruction::I32Const(0), Instruction::LocalGet(local)]);
-        if self.switched_off {
-            self.instrs(&[Instruction::I32Const(1), Instruction::I32Or]);
-        }
-        self.instr(Instruction::I32Store(Self::tree_i32(
-            arena,
-            ContextArena::CURRENT,
-        )));
+        self.instrs(&[
+            Instruction::I32Const(0),
+            Instruction::LocalGet(local),
+            Instruction::I32Store(Self::tree_i32(arena, ContextArena::CURRENT)),
+        ]);
     }
 
     /// Sample mode: this function runs again (an import returned, or a catch landed here).

@@ -257,17 +257,32 @@ fn replay_tree(
     }
 }
 
+/// What [`call_start`] needs to know of the probes.
+#[derive(Clone, Copy)]
+struct StartProbes<'a> {
+    /// The mode the module was instrumented for (`None`: not instrumented).
+    mode: Option<ProbeMode>,
+    /// Sample mode: where the probes' own instructions are.
+    bytes: Option<&'a ProbeBytes>,
+    /// Live probes: the switches.
+    switches: Option<&'a Switchboard>,
+}
+
 /// Calls the instance's `_start` (sampling it in sample mode): its result, the samples and
 /// its wall time in nanoseconds.
 fn call_start(
     store: &mut Store<HostState>,
     instance: &wasmtime::Instance,
     module: &Module,
-    mode: Option<ProbeMode>,
-    probe_bytes: Option<&ProbeBytes>,
+    probes: StartProbes<'_>,
     settings: &RunSettings,
     timings: &mut Timings,
 ) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
+    let StartProbes {
+        mode,
+        bytes: probe_bytes,
+        switches,
+    } = probes;
     let start = instance
         .get_typed_func::<(), ()>(&mut *store, "_start")
         .map_err(|e| {
@@ -316,6 +331,7 @@ fn call_start(
                 .map(|(session, code)| Asking {
                     target: session.target(),
                     code,
+                    switches,
                 });
             let (result, mut samples) = std::thread::scope(|s| {
                 let (clock, stop, period) = (&clock, &stop, settings.sample_period);
@@ -539,8 +555,11 @@ pub fn run(
                 &mut store,
                 &instance,
                 module,
-                mode,
-                probe_bytes.as_ref(),
+                StartProbes {
+                    mode,
+                    bytes: probe_bytes.as_ref(),
+                    switches: board.as_ref().map(|(b, _, _)| &**b),
+                },
                 settings,
                 &mut timings,
             )?;

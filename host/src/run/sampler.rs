@@ -134,6 +134,10 @@ pub struct Asking<'a> {
     pub target: Target,
     /// The module's compiled code.
     pub code: &'a CodeMap,
+    /// Live probes: the switches. A reading in a function whose switch is off gets its cell
+    /// tagged (bit 0): that function is part of the cell's context, whatever nodes it has
+    /// from when it was on (see [`crate::run::attribution`]).
+    pub switches: Option<&'a crate::run::switches::Switchboard>,
 }
 
 /// A request not answered yet: its number, the interval it ends and the cell read then.
@@ -228,9 +232,10 @@ fn settle(
             Some(answer) => {
                 samples.answered += 1;
                 match asking.code.running(answer.pc) {
-                    Running::Function(_) => {
-                        *samples.located.entry((answer.cell, answer.pc)).or_default() +=
-                            front.interval
+                    Running::Function(f) => {
+                        let off = asking.switches.is_some_and(|b| b.reads_off(f));
+                        let cell = answer.cell | u32::from(off);
+                        *samples.located.entry((cell, answer.pc)).or_default() += front.interval
                     }
                     running => {
                         *samples

@@ -123,6 +123,18 @@ impl Switchboard {
         turned
     }
 
+    /// Whether function `id`'s switch is off now, read from the table itself without a lock
+    /// (for the sampling thread, while the program runs).
+    pub fn reads_off(&self, id: u32) -> bool {
+        if id >= self.functions {
+            return false;
+        }
+        // SAFETY: in the table, valid until `close`, which comes after the program (and
+        // with it the sampling thread) has ended.
+        let byte = unsafe { &*((self.table + id as usize) as *const AtomicU8) };
+        byte.load(Ordering::Relaxed) != 0
+    }
+
     /// Whether function `id`'s probes are off now.
     pub fn is_off(&self, id: u32) -> bool {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -197,6 +209,7 @@ mod tests {
             }
         );
         assert!(board.is_off(1) && !board.is_off(0) && !board.is_off(3));
+        assert!(board.reads_off(1) && !board.reads_off(0) && !board.reads_off(9));
         assert_eq!(board.off_count(), 2);
         // Already off: matched, not changed.
         assert_eq!(board.turn(&[1], false, "g", "ctl").changed, 0);
