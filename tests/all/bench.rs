@@ -48,9 +48,11 @@ fn bench_runs_in_quick_mode_and_reports_every_figure() {
                 m["mode"].as_str().unwrap()
             })
             .collect();
+        // Then sample mode with every switch off.
         let all: Vec<&str> = wprof_agent::ProbeMode::ALL
             .iter()
             .map(|m| m.name())
+            .chain(["live off"])
             .collect();
         assert_eq!(modes, all, "{row}");
 
@@ -58,7 +60,7 @@ fn bench_runs_in_quick_mode_and_reports_every_figure() {
         positive(p, "wprof_off");
         positive(p, "wprof_off_warm");
         let profiled = p["profiled"].as_array().unwrap();
-        assert_eq!(profiled.len(), all.len(), "{p}");
+        assert_eq!(profiled.len(), wprof_agent::ProbeMode::ALL.len(), "{p}");
         for m in profiled {
             positive(m, "wall");
             positive(m, "own");

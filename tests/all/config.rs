@@ -231,3 +231,48 @@ fn instrument_alone_prepares_the_modules_the_file_names() {
     assert_eq!(p["instrumentation"]["module_from_cache"], true);
     assert_eq!(p["instrumentation"]["compiled_from_cache"], true);
 }
+
+#[test]
+fn live_and_off_come_from_flags_variables_or_the_file() {
+    let s = Scratch::new();
+    let fib = sample("fib.wasm");
+    let fib = fib.to_str().unwrap();
+    let live = |args: &[&str], envs: &[(&str, &str)]| {
+        let v = config_json(&s, &[args, &[fib]].concat(), envs);
+        (
+            v["live"]["value"].as_bool().unwrap(),
+            v["live"]["source"].as_str().unwrap().to_string(),
+            v["off"]["value"].as_str().unwrap().to_string(),
+        )
+    };
+    assert_eq!(live(&[], &[]), (false, "default".into(), String::new()));
+    assert_eq!(
+        live(&[], &[("WPROF_LIVE", "1")]),
+        (true, "WPROF_LIVE".into(), String::new())
+    );
+    std::fs::write(
+        s.path("wprof.toml"),
+        "live = false\n[[module]]\nname = \"fib*\"\noff = [\"fib\", \"/^print/\"]\n",
+    )
+    .unwrap();
+    // Switches that start off make the probes live, whatever `live` says.
+    assert_eq!(
+        live(&[], &[]),
+        (
+            true,
+            "wprof.toml:4 ([[module]] of line 2)".into(),
+            "fib,/^print/".into()
+        )
+    );
+    // The flag's list wins over the file's.
+    assert_eq!(live(&["--off", "main"], &[]).2, "main");
+    // A bad pattern in `off` is the file's one-line error.
+    std::fs::write(s.path("wprof.toml"), "off = [\"/(/\"]\n").unwrap();
+    let out = s.run(&["config", fib]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("wprof: error: wprof.toml:1: off: "),
+        "{}",
+        stderr(&out)
+    );
+}

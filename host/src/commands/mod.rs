@@ -47,7 +47,8 @@ fn after_help() -> String {
 Exit status:
   `wprof run` exits with the program's exit code; wprof's own errors exit with 2.
   `wprof diff --threshold PCT` exits with 1 when a function's cost grew past PCT.
-  `wprof cache verify` exits with 1 when it found bad entries.",
+  `wprof cache verify` exits with 1 when it found bad entries.
+  `wprof ctl` exits with 1 when the run refused (no function with probes matched).",
         environment_help()
     )
 }

@@ -67,8 +67,13 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
 }
 
 /// A module instrumented for one mode, compiled.
+/// The name `wprof bench` gives sample mode with live probes, every switch off.
+pub const LIVE_OFF: &str = "live off";
+
 struct Instrumented {
     mode: ProbeMode,
+    /// Live probes, every switch turned off before the program starts.
+    live_off: bool,
     prepared: Prepared,
     module: Module,
     settings: RunSettings,
@@ -80,12 +85,13 @@ impl Instrumented {
         loaded: &LoadedModule,
         path: &Path,
         mode: ProbeMode,
+        live_off: bool,
     ) -> Result<Self, Failure> {
         let plan = ProbePlan {
             mode,
             call_sites: false,
             selection: None,
-            live: false,
+            live: live_off,
         };
         let prepared = instrument::prepare(
             loaded,
@@ -108,6 +114,7 @@ impl Instrumented {
         let module = compile(engine, bytes, path)?;
         Ok(Self {
             mode,
+            live_off,
             prepared,
             module,
             settings: settings(path, mode),
@@ -117,17 +124,26 @@ impl Instrumented {
     /// Runs `_start` with a fresh collector; returns the collector and the wall time.
     fn run(&self, engine: &Engine, overhead: ProbeOverhead) -> Result<(Collector, u64), Failure> {
         let collector = Collector::new(self.prepared.functions.len()).with_overhead(overhead);
+        let mut probes =
+            runner::Probes::new(collector, self.mode, self.prepared.probe_code.clone(), None);
+        if self.live_off {
+            let functions = &self.prepared.functions;
+            probes = probes.with_live(runner::Live {
+                names: functions.iter().map(|f| f.name.clone()).collect(),
+                switchable: functions.iter().map(|f| f.kind == "local").collect(),
+                start: Box::new(|board| {
+                    let all: Vec<u32> = (0..board.functions()).collect();
+                    board.turn(&all, false, "*", "start");
+                    Box::new(())
+                }),
+            });
+        }
         let outcome = runner::run(
             engine,
             &self.module,
             &self.settings,
             Stdio::Discard,
-            Some(runner::Probes::new(
-                collector,
-                self.mode,
-                self.prepared.probe_code.clone(),
-                None,
-            )),
+            Some(probes),
         )?;
         let collector = outcome
             .collector
@@ -147,9 +163,12 @@ pub fn measure(
 ) -> Result<Overhead, Failure> {
     let original_module = compile(engine, &loaded.bytes, path)?;
     let plain = settings(path, ProbeMode::Time);
+    // Every mode, then sample mode with every switch off.
     let instrumented = ProbeMode::ALL
         .iter()
-        .map(|&mode| Instrumented::new(engine, loaded, path, mode))
+        .map(|&mode| (mode, false))
+        .chain([(ProbeMode::Sample, true)])
+        .map(|(mode, live_off)| Instrumented::new(engine, loaded, path, mode, live_off))
         .collect::<Result<Vec<_>, _>>()?;
 
     let mut original = Vec::new();
@@ -168,7 +187,7 @@ pub fn measure(
         .map(|(m, times)| {
             let t = median(times);
             ModeBench {
-                mode: m.mode.name(),
+                mode: if m.live_off { LIVE_OFF } else { m.mode.name() },
                 instrumented: t,
                 ratio: t as f64 / original.max(1) as f64,
             }
@@ -177,7 +196,7 @@ pub fn measure(
 
     let timed = instrumented
         .iter()
-        .find(|m| m.mode == ProbeMode::Time)
+        .find(|m| m.mode == ProbeMode::Time && !m.live_off)
         .expect("ProbeMode::ALL has the time mode");
     let accuracy = accuracy(engine, timed, runs, checks, overhead)?;
     Ok(Overhead {

@@ -30,16 +30,16 @@ pub(super) fn table(report: &BenchReport, runs: u32) -> String {
         out,
         "median of {runs} run(s), runs interleaved\n\n\
          `_start` wall time in this process (one engine, compilation excluded); \
-         ratio = instrumented / original"
+         ratio = instrumented / original; `{}`: sample mode with --live, every switch off",
+        super::overhead::LIVE_OFF
     );
     let _ = write!(out, "{:<20} {:>10}", "module", "original");
-    for mode in ProbeMode::ALL {
-        let _ = write!(
-            out,
-            " {:>12} {:>7}",
-            format!("{} mode", mode.name()),
-            "ratio"
-        );
+    let names = ProbeMode::ALL
+        .iter()
+        .map(|mode| format!("{} mode", mode.name()))
+        .chain([super::overhead::LIVE_OFF.to_string()]);
+    for name in names {
+        let _ = write!(out, " {:>12} {:>7}", name, "ratio");
     }
     out.push('\n');
     for r in rows {
