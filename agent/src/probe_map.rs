@@ -141,11 +141,13 @@ impl ContextArena {
 /// switch: one byte per function id, in a memory the module exports as
 /// [`SwitchTable::MEMORY`], at [`SwitchTable::base`] + id.
 ///
-/// `0` (the initial value) means the probes are on; any other value, off. A function reads
-/// its byte once, at entry, into a local: an activation is probed from its entry to its
-/// exit or not at all, whenever the byte changes. While off, none of its probes run (its
-/// calls to imports are not probed either): with every switch off, what is left is a load
-/// and a branch at entry and a branch at each probe point. What it calls with probes on
+/// `0` (the initial value) means the probes are on; any other value, off. A live function's
+/// body holds two copies of it: the original's instructions as they are (function indices
+/// renumbered) and the probed copy. Its first instructions read its byte and run one or
+/// the other: an activation is probed from its entry to its exit or not at all, whenever
+/// the byte changes, and with every switch off what is left of the probes is one load and
+/// one branch per call (a live module has about twice the code to compile, and the offset
+/// map of each body lists both copies). What it calls with probes on
 /// hangs under its nearest caller whose probes were on: in the inline modes a function
 /// whose probes are on puts the slot global back at exit as it found it at entry (so that
 /// a caller without probes, which sets no slot, calls through its own caller's), and in

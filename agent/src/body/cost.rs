@@ -7,7 +7,7 @@ use super::emitter::{Emitter, InlineLocals};
 use crate::ContextArena;
 
 impl Emitter<'_> {
-    /// Cost mode: `node.self += delta; delta = 0` (nothing while the probes are off).
+    /// Cost mode: `node.self += delta; delta = 0`.
     pub(super) fn flush(&mut self) {
         if self.excluded {
             return;
@@ -40,14 +40,8 @@ impl Emitter<'_> {
     /// (Otherwise a frame always flushes at its own exit, and nothing is lost.)
     pub(super) fn flush_before_call(&mut self) {
         if self.probes.frames_may_vanish {
-            self.flush_switched();
+            self.flush();
         }
-    }
-
-    /// [`Emitter::flush`] as a probe point of its own (behind the switch, with live
-    /// probes).
-    pub(super) fn flush_switched(&mut self) {
-        self.switched(|e| e.flush());
     }
 
     /// `delta += weight` (cost mode, non-zero weights only).

@@ -50,9 +50,6 @@ pub(super) struct Emitter<'p> {
     /// modes, [`InlineLocals::node`] holds the slot it was reached through instead of a
     /// node.
     pub(super) excluded: bool,
-    /// Live probes (see [`crate::SwitchTable`]): the local holding this activation's switch
-    /// (non-zero: off), read at entry.
-    pub(super) off: Option<u32>,
 }
 
 impl Emitter<'_> {
@@ -104,33 +101,8 @@ impl Emitter<'_> {
         }
     }
 
-    /// With live probes, puts `probe` behind a branch on the activation's switch: while it
-    /// is off, nothing runs. `probe` writes no original instruction.
-    pub(super) fn switched(&mut self, probe: impl Fn(&mut Self)) {
-        let Some(off) = self.off.filter(|_| !self.excluded) else {
-            probe(self);
-            return;
-        };
-        let start = self.out.len();
-        let (original, calls) = (self.original_code.len(), self.calls_emitted);
-        probe(self);
-        debug_assert_eq!(self.original_code.len(), original);
-        debug_assert!(self.calls_emitted <= calls + 1);
-        let when_on = self.out.split_off(start);
-        if when_on.is_empty() {
-            return;
-        }
-        self.instrs(&[
-            Instruction::LocalGet(off),
-            Instruction::I32Eqz,
-            Instruction::If(wasm_encoder::BlockType::Empty),
-        ]);
-        self.out.extend_from_slice(&when_on);
-        self.instr(Instruction::End);
-    }
-
     /// `stack: [] -> [i32]`: the switch of function `id` (live probes only).
-    fn read_switch(&mut self, id: u32) {
+    pub(super) fn read_switch(&mut self, id: u32) {
         let switches = self
             .probes
             .switches()
@@ -146,32 +118,8 @@ impl Emitter<'_> {
     }
 
     /// The entry probe of function `id` with `slots` call sites; in time mode, for a
-    /// function that catches, the frame token goes to `token`. With live probes, the
-    /// function's switch is read first, for the whole activation.
+    /// function that catches, the frame token goes to `token`.
     pub(super) fn enter(&mut self, id: u32, slots: u32, token: Option<u32>) {
-        let Some(off) = self.off.filter(|_| !self.excluded) else {
-            self.entry_probe(id, slots, token);
-            return;
-        };
-        self.read_switch(id);
-        self.instrs(&[
-            Instruction::LocalTee(off),
-            Instruction::If(BlockType::Empty),
-        ]);
-        if let Some((
-            arena,
-            InlineLocals {
-                self_tail: Some(_), ..
-            },
-        )) = self.inline
-        {
-            // Its own tail call may have announced itself: nobody else may read that.
-            self.instrs(&[
-                Instruction::I32Const(0),
-                Instruction::GlobalSet(arena.self_tail),
-            ]);
-        }
-        self.instr(Instruction::Else);
         if let Some((
             arena,
             InlineLocals {
@@ -179,14 +127,13 @@ impl Emitter<'_> {
             },
         )) = self.inline
         {
-            // Put back at exit, for callees of callers whose switch is off.
+            // Live probes: put back at exit, for callees of callers without probes now.
             self.instrs(&[
                 Instruction::GlobalGet(arena.slot),
                 Instruction::LocalSet(came),
             ]);
         }
         self.entry_probe(id, slots, token);
-        self.instr(Instruction::End);
     }
 
     fn entry_probe(&mut self, id: u32, slots: u32, token: Option<u32>) {
@@ -232,10 +179,6 @@ impl Emitter<'_> {
     }
 
     pub(super) fn exit(&mut self, id: u32) {
-        self.switched(|e| e.exit_probe(id));
-    }
-
-    fn exit_probe(&mut self, id: u32) {
         if self.excluded {
             return;
         }
@@ -258,7 +201,7 @@ impl Emitter<'_> {
     }
 
     pub(super) fn tail(&mut self, id: u32) {
-        self.switched(|e| e.tail_probe(id));
+        self.tail_probe(id);
     }
 
     /// Time mode, before a direct tail call to defined function `callee`: when the callee
@@ -279,17 +222,15 @@ impl Emitter<'_> {
             self.tail(id);
             return;
         }
-        self.switched(|e| {
-            if e.excluded {
-                return;
-            }
-            e.read_switch(callee);
-            e.instr(Instruction::If(wasm_encoder::BlockType::Empty));
-            e.probe(e.probes.exit(), id);
-            e.instr(Instruction::Else);
-            e.probe(e.probes.tail(), id);
-            e.instr(Instruction::End);
-        });
+        if self.excluded {
+            return;
+        }
+        self.read_switch(callee);
+        self.instr(Instruction::If(BlockType::Empty));
+        self.probe(self.probes.exit(), id);
+        self.instr(Instruction::Else);
+        self.probe(self.probes.tail(), id);
+        self.instr(Instruction::End);
     }
 
     fn tail_probe(&mut self, id: u32) {
@@ -306,22 +247,16 @@ impl Emitter<'_> {
 
     /// Where a catch lands in this function.
     pub(super) fn landing(&mut self, token: Option<u32>) {
-        self.switched(|e| {
-            if e.inline.is_some() {
-                e.resume();
-            } else if let Some(token) = token.filter(|_| !e.excluded) {
-                e.probe_with(e.probes.unwind(), Instruction::LocalGet(token));
-            }
-        });
+        if self.inline.is_some() {
+            self.resume();
+        } else if let Some(token) = token.filter(|_| !self.excluded) {
+            self.probe_with(self.probes.unwind(), Instruction::LocalGet(token));
+        }
     }
 
     /// Before a call instruction at `offset` of the original body: time mode with call
     /// sites reports it; the inline modes point the slot global at the call's slot.
     pub(super) fn call_site(&mut self, offset: u32) {
-        self.switched(|e| e.call_site_probe(offset));
-    }
-
-    fn call_site_probe(&mut self, offset: u32) {
         match self.inline {
             Some((arena, locals)) if self.excluded => {
                 // The callee hangs where this function's caller would have it.
@@ -352,24 +287,14 @@ impl Emitter<'_> {
     /// sample mode says it runs again (a probed one need not: the sampler's program counter
     /// finds it among the cell's ancestors, which an excluded function is not).
     pub(super) fn after_call(&mut self) {
-        self.switched(|e| {
-            if e.excluded {
-                e.resume();
-            }
-        });
+        if self.excluded {
+            self.resume();
+        }
     }
 
     /// A direct call to imported function `import` (its call site already announced),
     /// bracketed so it is its own node.
     pub(super) fn probed_import_call(&mut self, import: u32) {
-        if self.off.is_some() && !self.excluded {
-            // Live probes: none while the switch is off (the import's time is then its
-            // caller's caller's, as its caller's own).
-            self.switched(|e| e.before_import(import));
-            self.original_instr(Instruction::Call(import));
-            self.switched(|e| e.after_import(import));
-            return;
-        }
         self.before_import(import);
         self.original_instr(Instruction::Call(import));
         self.after_import(import);

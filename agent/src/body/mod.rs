@@ -48,7 +48,9 @@ pub struct InstrumentedBody {
     /// The body's bytes (locals and code, without the size prefix).
     pub bytes: Vec<u8>,
     /// For each original instruction, in order: its offset from the start of the original
-    /// body, and the offset of its copy from the start of this body.
+    /// body, and the offset of its copy from the start of this body. With live probes the
+    /// body holds two copies (see [`crate::SwitchTable`]): the original's entries, then the
+    /// probed copy's; the instrumented offsets always increase.
     pub offsets: Vec<(u32, u32)>,
     /// The byte ranges of this body's code that are wprof's probes, not the original's
     /// instructions: sorted, from the start of this body. (The original's instructions are
@@ -120,6 +122,77 @@ pub(crate) fn call_sites(layout: &ModuleLayout<'_>, defined: u32) -> Result<Vec<
     Ok(sites)
 }
 
+/// Live probes (see [`crate::SwitchTable`]): the start of a body that holds two copies of
+/// the function. `block; switch == 0; br_if 0; block (results); ORIGINAL; end; return; end`:
+/// with the switch off, the original's instructions run as they are (function indices
+/// renumbered; a branch to the function's label lands on the inner block, which returns);
+/// on, control goes past the outer block to the probed copy that follows. The original's
+/// offsets go to `offsets` first.
+#[allow(clippy::too_many_arguments)]
+fn dispatch(
+    e: &mut Emitter<'_>,
+    layout: &ModuleLayout<'_>,
+    probes: &ProbeLayout,
+    id: u32,
+    type_index: u32,
+    self_tail: bool,
+    mut ops: wasmparser::OperatorsReader<'_>,
+    base: usize,
+    offsets: &mut Vec<(u32, u32)>,
+) -> Result<(), AgentError> {
+    use wasm_encoder::BlockType;
+    e.instr(Instruction::Block(BlockType::Empty));
+    e.read_switch(id);
+    e.instrs(&[Instruction::I32Eqz, Instruction::BrIf(0)]);
+    if let (true, Some(arena)) = (self_tail, probes.arena()) {
+        // A probed activation's tail call to itself announced itself: nobody else may
+        // read that.
+        e.instrs(&[
+            Instruction::I32Const(0),
+            Instruction::GlobalSet(arena.self_tail),
+        ]);
+    }
+    e.instr(Instruction::Block(probes.wrapper_block(type_index)));
+    let mut depth = 0u32;
+    while !ops.eof() {
+        let start = ops.original_position();
+        let op = ops.read()?;
+        let end = ops.original_position();
+        offsets.push(((start - base) as u32, e.out.len() as u32));
+        match op {
+            Operator::Block { .. }
+            | Operator::Loop { .. }
+            | Operator::If { .. }
+            | Operator::Try { .. }
+            | Operator::TryTable { .. } => depth += 1,
+            Operator::End | Operator::Delegate { .. } if depth > 0 => depth -= 1,
+            Operator::End => {
+                // The function's own end closes the inner block.
+                e.original_instr(Instruction::End);
+                e.instrs(&[Instruction::Return, Instruction::End]);
+                return Ok(());
+            }
+            _ => {}
+        }
+        match op {
+            Operator::Call { function_index } => {
+                e.original_instr(Instruction::Call(probes.renumber(function_index)))
+            }
+            Operator::ReturnCall { function_index } => {
+                e.original_instr(Instruction::ReturnCall(probes.renumber(function_index)))
+            }
+            Operator::RefFunc { function_index } => {
+                e.original_instr(Instruction::RefFunc(probes.renumber(function_index)))
+            }
+            _ => e.original(&layout.bytes[start..end]),
+        }
+    }
+    Err(AgentError::Unsupported {
+        what: "a function body without its final `end`".to_string(),
+        offset: base,
+    })
+}
+
 /// Rewrites the body of the `defined`-th defined function.
 pub(crate) fn instrument_body(
     layout: &ModuleLayout<'_>,
@@ -145,7 +218,6 @@ pub(crate) fn instrument_body(
         calls_emitted: 0,
         original_code: Vec::new(),
         excluded,
-        off: None,
     };
     // New locals: the frame token (time mode, functions that catch); the node, an
     // import's node and, in cost mode, the delta (the inline modes). An excluded function
@@ -164,12 +236,8 @@ pub(crate) fn instrument_body(
         extra.extend([I32, I32]);
         at
     });
-    // Live probes: the activation's switch; in the inline modes, the slot it came through.
+    // Live probes, inline modes: the slot it came through.
     let live = probes.switches().is_some() && !excluded;
-    let off_at = live.then(|| {
-        extra.push(I32);
-        extra.len() as u32 - 1
-    });
     let came_at = (live && arena.is_some()).then(|| {
         extra.push(I32);
         extra.len() as u32 - 1
@@ -185,8 +253,23 @@ pub(crate) fn instrument_body(
         first
     };
     let token = (arena.is_none() && facts.catches && !excluded).then_some(first_new);
-    e.off = off_at.map(|at| first_new + at);
     let code_begins = e.out.len() as u32;
+    let mut offsets = Vec::new();
+    if live {
+        // The switch decides which copy runs: off, the original as it is; on, the probed
+        // copy below.
+        dispatch(
+            &mut e,
+            layout,
+            probes,
+            id,
+            func.type_index,
+            facts.self_tail,
+            ops.clone(),
+            base,
+            &mut offsets,
+        )?;
+    }
     if let Some(arena) = arena {
         let locals = InlineLocals {
             node: first_new,
@@ -202,7 +285,6 @@ pub(crate) fn instrument_body(
     }
     e.enter(id, facts.slot_count, token);
     e.slots = std::mem::take(&mut facts.slots);
-    let mut offsets = Vec::new();
     // Every branch to the function's outermost label now lands at the end of this block,
     // where the exit probe runs.
     e.instr(Instruction::Block(probes.wrapper_block(func.type_index)));
@@ -305,7 +387,7 @@ pub(crate) fn instrument_body(
             }
             Operator::Throw { .. } | Operator::ThrowRef | Operator::Rethrow { .. } => {
                 // The frames this throw unwinds lose their locals: their counts go in now.
-                e.flush_switched();
+                e.flush();
                 e.original(original);
             }
             Operator::ReturnCall { function_index } if *function_index < probes.imported_funcs => {
@@ -317,7 +399,7 @@ pub(crate) fn instrument_body(
             }
             Operator::ReturnCall { function_index } => {
                 if *function_index == id {
-                    e.switched(|e| e.self_tail_call());
+                    e.self_tail_call();
                 }
                 e.tail_to(id, *function_index, plan.excludes(*function_index));
                 e.original_instr(Instruction::ReturnCall(probes.renumber(*function_index)));

@@ -47,7 +47,8 @@ impl FunctionEntry {
 
     /// An entry holding `body`, in LEB128 numbers: `len | body bytes | pairs | (original,
     /// instrumented)* | ranges | (start, length)*` (the offset map, then the probe code).
-    /// Offsets increase, so each is stored as its distance from the one before (from the
+    /// Offsets increase (original ones start again once in a live body, stored as a wrapped
+    /// distance), so each is stored as its distance from the one before (from the
     /// previous range's end for a range's start): one or two bytes where a fixed `u32`
     /// took four, which made the offset maps most of a large module's bodies.
     pub fn encode_body(body: &wprof_agent::InstrumentedBody) -> Vec<u8> {
@@ -88,10 +89,12 @@ impl FunctionEntry {
         let (mut old_at, mut new_at) = (0u32, 0u32);
         for i in 0..count {
             let (old, new) = (number(&mut rest)?, number(&mut rest)?);
-            if i > 0 && (old == 0 || new == 0) {
+            if i > 0 && new == 0 {
                 return None;
             }
-            (old_at, new_at) = (old_at.checked_add(old)?, new_at.checked_add(new)?);
+            // Original offsets start again where a live body's probed copy follows its
+            // original copy (stored as a wrapped distance); instrumented ones always grow.
+            (old_at, new_at) = (old_at.wrapping_add(old), new_at.checked_add(new)?);
             offsets.push((old_at, new_at));
         }
         let count = number(&mut rest)? as usize;
