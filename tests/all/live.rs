@@ -239,3 +239,23 @@ fn switches_can_start_off_and_ctl_refuses_what_it_cannot_do() {
     assert_eq!(bad.status.code(), Some(2));
     assert_eq!(stderr(&bad).lines().count(), 1, "{}", stderr(&bad));
 }
+
+#[test]
+fn traps_in_either_copy_of_a_live_function_name_the_original_offsets() {
+    // The same backtrace with every switch on (the probed copy traps), every switch off (the
+    // original copy traps) and without --live.
+    let s = Scratch::new();
+    std::fs::copy(sample("deep_trap.wasm"), s.path("deep_trap.wasm")).unwrap();
+    let backtrace = |args: &[&str]| {
+        let out = s.run(&[&["run", "-q"], args, &["deep_trap.wasm"]].concat());
+        assert_eq!(out.status.code(), Some(134));
+        let err = stderr(&out);
+        assert!(err.contains("    0:     0x68 - <unknown>!down"), "{err}");
+        err
+    };
+    let plain = backtrace(&[]);
+    for mode in ["sample", "time", "cost"] {
+        assert_eq!(backtrace(&["--live", "--mode", mode]), plain, "{mode}");
+        assert_eq!(backtrace(&["--off", "*", "--mode", mode]), plain, "{mode}");
+    }
+}
