@@ -144,13 +144,6 @@ impl Emitter<'_> {
                     Instruction::GlobalGet(arena.slot),
                     Instruction::LocalSet(locals.node),
                 ]);
-                if locals.self_tail.is_some() {
-                    // Its own tail call may have announced itself: nobody else may read it.
-                    self.instrs(&[
-                        Instruction::I32Const(0),
-                        Instruction::GlobalSet(arena.self_tail),
-                    ]);
-                }
                 self.set_current(locals.node);
             }
             return;
@@ -200,40 +193,29 @@ impl Emitter<'_> {
         }
     }
 
-    pub(super) fn tail(&mut self, id: u32) {
-        self.tail_probe(id);
-    }
-
     /// Time mode, before a direct tail call to defined function `callee`: when the callee
     /// has no probes it cannot close this frame, so the frame closes now (the callee is its
     /// caller's); else as [`Emitter::tail`]. With live probes, the callee's switch decides
     /// (read now: a switch turned between this and the callee's entry leaves this frame
     /// open until an outer one closes).
     pub(super) fn tail_to(&mut self, id: u32, callee: u32, callee_excluded: bool) {
-        if self.inline.is_some() || callee_excluded {
-            if self.inline.is_some() {
-                self.tail(id);
-            } else {
-                self.exit(id);
-            }
-            return;
-        }
-        if self.probes.switches().is_none() {
+        if self.inline.is_some() {
             self.tail(id);
-            return;
+        } else if callee_excluded {
+            self.exit(id);
+        } else if self.probes.switches().is_none() || self.excluded {
+            self.tail(id);
+        } else {
+            self.read_switch(callee);
+            self.instr(Instruction::If(BlockType::Empty));
+            self.probe(self.probes.exit(), id);
+            self.instr(Instruction::Else);
+            self.probe(self.probes.tail(), id);
+            self.instr(Instruction::End);
         }
-        if self.excluded {
-            return;
-        }
-        self.read_switch(callee);
-        self.instr(Instruction::If(BlockType::Empty));
-        self.probe(self.probes.exit(), id);
-        self.instr(Instruction::Else);
-        self.probe(self.probes.tail(), id);
-        self.instr(Instruction::End);
     }
 
-    fn tail_probe(&mut self, id: u32) {
+    pub(super) fn tail(&mut self, id: u32) {
         if self.excluded {
             return;
         }
