@@ -87,6 +87,8 @@ fn table(c: &RunConfig) -> String {
         ),
     };
     let on_off = |b: bool| if b { "on" } else { "off" }.to_string();
+    // A list as one line, or what its absence means.
+    let or = |list: &str, empty: &str| if list.is_empty() { empty } else { list }.to_string();
     let rows = [
         ("profiling", on_off(c.profiling.value), &c.profiling.source),
         ("mode", c.mode.value.to_string(), &c.mode.source),
@@ -105,25 +107,9 @@ fn table(c: &RunConfig) -> String {
             c.sample_period_us.value.to_string(),
             &c.sample_period_us.source,
         ),
-        (
-            "filter",
-            if c.filter.value.is_empty() {
-                "all".to_string()
-            } else {
-                c.filter.value.clone()
-            },
-            &c.filter.source,
-        ),
+        ("filter", or(&c.filter.value, "all"), &c.filter.source),
         ("live", on_off(c.live.value), &c.live.source),
-        (
-            "off",
-            if c.off.value.is_empty() {
-                "none".to_string()
-            } else {
-                c.off.value.clone()
-            },
-            &c.off.source,
-        ),
+        ("off", or(&c.off.value, "none"), &c.off.source),
         (
             "cache.dir",
             c.cache_dir

@@ -356,7 +356,8 @@ fn live_hook(settings: &RunSettings, prepared: &Prepared) -> runner::Live {
             .clone()
             .or_else(settings::default_cache_dir)
             .map(|dir| crate::live::control::control_dir(&dir)),
-        config: crate::live::watch::config_to_watch(),
+        // The file read, or where one would be read, so that a file created meanwhile counts.
+        config: crate::config::location(),
         mode: settings.mode.name(),
     };
     crate::live::hook(setup, names, switchable)

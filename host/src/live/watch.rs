@@ -4,7 +4,7 @@
 //! run. A file that no longer reads is one warning, and the switches stay as they are.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -159,10 +159,4 @@ fn apply(
     if !on.is_empty() {
         board.turn(&on, true, &names(&on), source);
     }
-}
-
-/// The configuration file a live run watches: the one it read, else where it would read one
-/// (`./wprof.toml`, or `WPROF_CONFIG`'s path), so that a file created during the run counts.
-pub fn config_to_watch() -> Option<PathBuf> {
-    crate::config::location()
 }

@@ -29,8 +29,6 @@ pub struct Switchboard {
 #[derive(Debug)]
 struct State {
     closed: bool,
-    /// Per function id, whether its probes are off now.
-    off: Vec<bool>,
     /// Per function id, when its probes were turned off or on, in nanoseconds from the start,
     /// in order (empty for a function never turned).
     turned: Vec<Vec<u64>>,
@@ -63,7 +61,6 @@ impl Switchboard {
             started: Instant::now(),
             state: Mutex::new(State {
                 closed: false,
-                off: vec![false; n],
                 turned: vec![Vec::new(); n],
                 changes: Vec::new(),
             }),
@@ -98,16 +95,15 @@ impl Switchboard {
                 continue;
             }
             turned.matched += 1;
-            let i = id as usize;
-            if state.off[i] != on {
+            // The table is the state; only this function, under the lock, writes it.
+            if self.reads_off(id) != on {
                 continue;
             }
-            state.off[i] = !on;
-            state.turned[i].push(now);
+            state.turned[id as usize].push(now);
             turned.changed += 1;
             // SAFETY: in the table (`id < functions`, checked by `is_switchable` against a
             // vector of that length), which is valid while the board is open.
-            let byte = unsafe { &*((self.table + i) as *const AtomicU8) };
+            let byte = unsafe { &*((self.table + id as usize) as *const AtomicU8) };
             byte.store(u8::from(!on), Ordering::Relaxed);
         }
         if turned.changed == 0 {
@@ -138,13 +134,16 @@ impl Switchboard {
     /// Whether function `id`'s probes are off now.
     pub fn is_off(&self, id: u32) -> bool {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.off.get(id as usize).copied().unwrap_or(false)
+        !state.closed && self.reads_off(id)
     }
 
     /// How many functions have their probes off now.
     pub fn off_count(&self) -> u32 {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.off.iter().filter(|&&o| o).count() as u32
+        if state.closed {
+            return 0;
+        }
+        (0..self.functions).filter(|&id| self.reads_off(id)).count() as u32
     }
 
     /// The program ended: no switch is written any more, and the log becomes the profile's
