@@ -69,6 +69,7 @@ pub use plan::{ProbeMode, ProbePlan, Selection};
 pub use probe_code::{ProbeCode, SECTION as PROBE_CODE_SECTION};
 pub use probe_map::{
     ContextArena, FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap, SwitchTable,
+    TimerTable,
 };
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a

@@ -14,11 +14,21 @@ pub enum ProbeMode {
     /// [`ProbeMode::Cost`], and the current context kept in a memory cell that the host
     /// samples from another thread to attribute time. No host call per probe.
     Sample,
+    /// Sample mode's inline counts and sampled times, and per function a timer the host
+    /// turns on while the program runs (see [`crate::TimerTable`]): a timed activation
+    /// calls the host at entry and exit, which reads a clock. The host walks the hot paths,
+    /// timing a few functions at a time.
+    Adaptive,
 }
 
 impl ProbeMode {
     /// Every mode, in the order benchmarks and help texts list them.
-    pub const ALL: [ProbeMode; 3] = [ProbeMode::Time, ProbeMode::Cost, ProbeMode::Sample];
+    pub const ALL: [ProbeMode; 4] = [
+        ProbeMode::Time,
+        ProbeMode::Cost,
+        ProbeMode::Sample,
+        ProbeMode::Adaptive,
+    ];
 
     /// The name used on the command line and in profiles.
     pub fn name(self) -> &'static str {
@@ -26,6 +36,7 @@ impl ProbeMode {
             ProbeMode::Time => "time",
             ProbeMode::Cost => "cost",
             ProbeMode::Sample => "sample",
+            ProbeMode::Adaptive => "adaptive",
         }
     }
 
@@ -33,6 +44,12 @@ impl ProbeMode {
     /// (every mode but [`ProbeMode::Time`]).
     pub fn counts_inline(self) -> bool {
         !matches!(self, ProbeMode::Time)
+    }
+
+    /// Whether the host samples the running context (the module keeps the current-node
+    /// cell, see [`crate::ContextArena::CURRENT`]).
+    pub fn samples(self) -> bool {
+        matches!(self, ProbeMode::Sample | ProbeMode::Adaptive)
     }
 }
 

@@ -175,7 +175,31 @@ impl SwitchTable {
     }
 }
 
-/// Where a live module's switches are (see [`SwitchTable`]).
+/// In [`crate::ProbeMode::Adaptive`], each probed function has a timer: one byte per
+/// function id in the tree's memory, at [`TimerTable::base`] + id (where live probes keep
+/// their switches, which that mode does not have).
+///
+/// `0` (the initial value) means untimed; any other value, timed. The entry probe reads the
+/// byte after counting the call: when it is set, it calls the host's
+/// `enter_catching(node)` with the activation's node and keeps the token returned in a
+/// local; every way out of the activation (its exits, and its tail calls, which end it
+/// before the callee runs) calls `exit(token)` when the token is not 0. So an activation is
+/// timed from entry to exit or not at all, whenever the byte changes; a frame an exception
+/// unwinds never calls `exit`, and the host closes it when an outer timed frame exits.
+/// The host writes the bytes from another thread while the program runs.
+#[derive(Debug, Clone, Copy)]
+pub struct TimerTable;
+
+impl TimerTable {
+    /// The address of function 0's byte in the tree's memory, for a module of `functions`
+    /// functions.
+    pub fn base(functions: u32) -> u32 {
+        ContextArena::switches(functions)
+    }
+}
+
+/// Where a live module's switches (see [`SwitchTable`]), or an adaptive module's timers
+/// (see [`TimerTable`]), are.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SwitchIndices {
     /// The memory holding them.
@@ -220,6 +244,13 @@ pub(crate) struct ProbeLayout {
 impl ProbeLayout {
     pub fn plan(layout: &ModuleLayout<'_>, plan: &crate::ProbePlan) -> Result<Self, AgentError> {
         use wasmparser::ValType::I32;
+        if plan.live && plan.mode == crate::ProbeMode::Adaptive {
+            return Err(AgentError::Unsupported {
+                what: "live probes in adaptive mode (its timers take the switches' place)"
+                    .to_string(),
+                offset: 0,
+            });
+        }
         let mut probes = ProbeLayout {
             mode: plan.mode,
             live: plan.live,
@@ -314,7 +345,7 @@ impl ProbeLayout {
             end: self.original_globals + 1,
             self_tail: self.original_globals + 2,
             memory: self.original_memories,
-            sampled: self.mode == crate::ProbeMode::Sample,
+            sampled: self.mode.samples(),
             child: self.imported_funcs + ProbeImports::COUNT,
         })
     }
@@ -329,6 +360,15 @@ impl ProbeLayout {
                 .arena()
                 .map_or(self.original_memories, |arena| arena.memory),
             base: SwitchTable::base(self.mode, self.functions),
+        })
+    }
+
+    /// In [`crate::ProbeMode::Adaptive`], where the timers are.
+    pub fn timers(&self) -> Option<SwitchIndices> {
+        let arena = self.arena()?;
+        (self.mode == crate::ProbeMode::Adaptive).then(|| SwitchIndices {
+            memory: arena.memory,
+            base: TimerTable::base(self.functions),
         })
     }
 

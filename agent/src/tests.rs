@@ -2,7 +2,7 @@
 
 use crate::{instrument, FunctionKind, Instrumenter, ProbeImports, ProbePlan};
 
-fn validate(bytes: &[u8]) {
+pub(crate) fn validate(bytes: &[u8]) {
     let mut v = wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all());
     if let Err(e) = v.validate_all(bytes) {
         panic!("instrumented module does not validate: {e}");
@@ -20,7 +20,7 @@ fn instrument_wat(wat: &str) -> crate::InstrumentedModule {
 }
 
 /// The instrumented module printed as text, for assertions on its shape.
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     let mut out = String::new();
     for payload in wasmparser::Parser::new(0).parse_all(bytes) {
         if let wasmparser::Payload::CodeSectionEntry(body) = payload.unwrap() {
@@ -474,7 +474,7 @@ fn excluded_functions_are_transparent_in_every_mode() {
                     .filter(|l| l.starts_with("I32Store") && l.contains(&current))
                     .count();
                 // Entry, the import's node and after it, after the call to $leaf.
-                let want = if mode == ProbeMode::Sample { 4 } else { 0 };
+                let want = if mode.samples() { 4 } else { 0 };
                 assert_eq!(stores, want, "{mode:?}");
             }
         }

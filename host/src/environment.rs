@@ -29,7 +29,8 @@ pub const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: "WPROF_MODE",
-        meaning: "{modes}: what `wprof run` measures (like --mode; default {default_mode})",
+        meaning: "{modes}: what `wprof run` measures\n\
+                  (like --mode; default {default_mode})",
     },
     Variable {
         name: "WPROF_FILTER",
@@ -62,6 +63,16 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "WPROF_SAMPLE_PERIOD_US",
         meaning: "sample mode's period in µs (like --sample-period-us; default {period_us})",
+    },
+    Variable {
+        name: "WPROF_ADAPTIVE_CALLS",
+        meaning: "adaptive mode's timed activations per step of a walk (like\n\
+                  --adaptive-calls; default 1000)",
+    },
+    Variable {
+        name: "WPROF_ADAPTIVE_TIMERS",
+        meaning: "adaptive mode's most functions timed at once (like\n\
+                  --adaptive-timers; default 4)",
     },
     Variable {
         name: "WPROF_PERFMAP",

@@ -288,6 +288,26 @@ pub struct RunSettings {
     pub live: bool,
     /// Live probes: whose switches start off.
     pub off: Vec<FunctionPattern>,
+    /// Adaptive mode: how the hot paths are walked.
+    pub adaptive: AdaptiveSettings,
+}
+
+/// Adaptive mode: how the hot paths are walked (see `crate::run::adaptive`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdaptiveSettings {
+    /// Timed activations a step waits for before moving to the caller.
+    pub calls: u32,
+    /// The most functions timed at once.
+    pub timers: u32,
+}
+
+impl Default for AdaptiveSettings {
+    fn default() -> Self {
+        AdaptiveSettings {
+            calls: 1000,
+            timers: 4,
+        }
+    }
 }
 
 #[cfg(test)]

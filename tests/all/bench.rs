@@ -224,7 +224,7 @@ fn accuracy_compares_every_mode_with_perf() {
         .iter()
         .map(|m| m["mode"].as_str().unwrap())
         .collect();
-    assert_eq!(modes, ["time", "cost", "sample"]);
+    assert_eq!(modes, ["time", "cost", "sample", "adaptive"]);
     for m in program["modes"].as_array().unwrap() {
         let d = m["distance"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&d), "{m}");
@@ -236,14 +236,14 @@ fn accuracy_compares_every_mode_with_perf() {
     let top = program["top"].as_array().unwrap();
     assert!(!top.is_empty(), "{program}");
     assert!(top[0][1].as_f64().unwrap() > 0.0, "{program}");
-    assert_eq!(top[0][2].as_array().unwrap().len(), 3);
+    assert_eq!(top[0][2].as_array().unwrap().len(), 4);
 
     // With a selection, every profiled run has it, and the report says so.
     let out = bench(&["--exclude", "is_*"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v[0]["selection"], serde_json::json!(["--exclude", "is_*"]));
-    assert_eq!(v[0]["modes"].as_array().unwrap().len(), 3);
+    assert_eq!(v[0]["modes"].as_array().unwrap().len(), 4);
 }
 
 #[test]

@@ -613,7 +613,11 @@ fn help_documents_the_environment() {
     }
     for help in [&top, &run] {
         assert!(
-            help.contains("WPROF_MODE               sample|time|cost: what `wprof run` measures (like --mode; default sample)"),
+            help.contains(&format!(
+                "WPROF_MODE               sample|time|cost|adaptive: what `wprof run` measures\n{}\
+                 (like --mode; default sample)",
+                " ".repeat(27)
+            )),
             "{help}"
         );
     }

@@ -18,6 +18,8 @@ pub(super) struct InlineLocals {
     pub(super) delta: Option<u32>,
     /// Live probes: the slot global as the function found it at entry, put back at exit.
     pub(super) came: Option<u32>,
+    /// Adaptive mode: the token of this activation's timer, 0 when it is not timed.
+    pub(super) timer: Option<u32>,
     /// The function tail-calls itself.
     pub(super) self_tail: Option<SelfTailLocals>,
 }
@@ -162,6 +164,7 @@ impl Emitter<'_> {
                 }
                 self.find_and_count(arena, locals.node, id, slots);
                 self.set_current(locals.node);
+                self.start_timer(id);
             }
             (None, Some(token)) => {
                 self.probe(self.probes.enter_catching(), id);
@@ -176,6 +179,7 @@ impl Emitter<'_> {
             return;
         }
         if let Some((arena, locals)) = self.inline {
+            self.stop_timer();
             // The function's own count goes in before its frame closes.
             self.flush();
             if let Some(came) = locals.came {
@@ -221,6 +225,7 @@ impl Emitter<'_> {
         }
         if self.inline.is_some() {
             // The caller's node stays the callee's parent; its locals die now.
+            self.stop_timer();
             self.flush();
         } else {
             self.probe(self.probes.tail(), id);

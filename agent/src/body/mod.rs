@@ -24,7 +24,8 @@
 //!
 //! This file is the rewriting loop; `scan.rs` the first pass over a body; `emitter.rs` the
 //! probe points every mode shares; `host_calls.rs` (time mode), `inline_tree.rs`,
-//! `cost.rs` and `sample.rs` the instructions of each kind of probe.
+//! `cost.rs`, `sample.rs` and `timer.rs` (adaptive mode) the instructions of each kind of
+//! probe.
 
 mod cost;
 mod emitter;
@@ -32,6 +33,7 @@ mod host_calls;
 mod inline_tree;
 mod sample;
 mod scan;
+mod timer;
 
 use wasm_encoder::{Encode, Instruction};
 use wasmparser::{BinaryReader, FunctionBody, Operator};
@@ -242,6 +244,11 @@ pub(crate) fn instrument_body(
         extra.push(I32);
         extra.len() as u32 - 1
     });
+    // Adaptive mode: the activation's timer token.
+    let timer_at = (probes.timers().is_some() && !excluded).then(|| {
+        extra.push(I32);
+        extra.len() as u32 - 1
+    });
     let first_new = if extra.is_empty() {
         e.out.extend_from_slice(&layout.bytes[base..code_start]);
         0
@@ -276,6 +283,7 @@ pub(crate) fn instrument_body(
             import_node: first_new + 1,
             delta: (plan.mode == crate::ProbeMode::Cost && !excluded).then_some(first_new + 2),
             came: came_at.map(|at| first_new + at),
+            timer: timer_at.map(|at| first_new + at),
             self_tail: self_tail_at.map(|at| SelfTailLocals {
                 came_from: first_new + at,
                 via_self_tail: first_new + at + 1,

@@ -87,6 +87,7 @@ impl RunCommand {
     /// Resolves flags over environment over the configuration file over defaults.
     pub fn settings(&self) -> Result<RunSettings, Failure> {
         let resolved = self.settings.resolve(Some(&self.module), self.no_cache)?;
+        let adaptive = resolved.adaptive();
         let env = self
             .envs
             .iter()
@@ -109,6 +110,7 @@ impl RunCommand {
             filter: resolved.function_filter,
             live: resolved.live.value,
             off: resolved.off_patterns,
+            adaptive,
         })
     }
 
@@ -269,6 +271,19 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     if settings.live {
         probes = probes.with_live(live_hook(settings, &prepared));
     }
+    if settings.mode == ProbeMode::Adaptive && settings.subtract_overhead {
+        match timings.time("calibrate", || {
+            crate::run::adaptive::calibrate::measure(&engine)
+        }) {
+            Ok(cost) => {
+                tracing::debug!(?cost, "timer cost measured");
+                probes = probes.with_timer_cost(cost);
+            }
+            Err(e) => warn(format_args!(
+                "cannot measure the timers' cost ({e}); times include it"
+            )),
+        }
+    }
     let outcome = runner::run(
         &engine,
         &compiled.module,
@@ -317,6 +332,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     });
     let profile = Profile {
         live: outcome.live.clone(),
+        adaptive: outcome.adaptive.clone(),
         ..profile
     };
     let written = timings

@@ -36,6 +36,14 @@ pub struct SettingsArgs {
     #[arg(long, value_name = "MICROSECONDS", default_value_t = crate::run::sampler::DEFAULT_PERIOD.as_micros() as u64, env = "WPROF_SAMPLE_PERIOD_US", value_parser = clap::value_parser!(u64).range(config::file::SAMPLE_PERIOD_US.start as u64..config::file::SAMPLE_PERIOD_US.end as u64))]
     pub sample_period_us: u64,
 
+    /// Adaptive mode: activations a step of a walk times before it moves to the caller.
+    #[arg(long, value_name = "N", default_value_t = crate::run::adaptive::AdaptiveSettings::default().calls.into(), env = "WPROF_ADAPTIVE_CALLS", value_parser = clap::value_parser!(u64).range(config::file::ADAPTIVE_CALLS.start as u64..config::file::ADAPTIVE_CALLS.end as u64))]
+    pub adaptive_calls: u64,
+
+    /// Adaptive mode: the most functions timed at once.
+    #[arg(long, value_name = "K", default_value_t = crate::run::adaptive::AdaptiveSettings::default().timers.into(), env = "WPROF_ADAPTIVE_TIMERS", value_parser = clap::value_parser!(u64).range(config::file::ADAPTIVE_TIMERS.start as u64..config::file::ADAPTIVE_TIMERS.end as u64))]
+    pub adaptive_timers: u64,
+
     /// How the command line gave each of these (filled after parsing).
     #[arg(skip)]
     pub given: GivenArgs,
@@ -76,6 +84,10 @@ pub struct RunConfig {
     pub call_sites: Resolved<bool>,
     /// Sample mode's period.
     pub sample_period_us: Resolved<u64>,
+    /// Adaptive mode's timed activations per step.
+    pub adaptive_calls: Resolved<u64>,
+    /// Adaptive mode's most functions timed at once.
+    pub adaptive_timers: Resolved<u64>,
     /// The cache directory (`None`: no cache).
     pub cache_dir: Resolved<Option<PathBuf>>,
     /// The cache's size cap (`None`: no cap).
@@ -96,6 +108,14 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// Adaptive mode's settings.
+    pub fn adaptive(&self) -> crate::run::adaptive::AdaptiveSettings {
+        crate::run::adaptive::AdaptiveSettings {
+            calls: u32::try_from(self.adaptive_calls.value).unwrap_or(u32::MAX),
+            timers: u32::try_from(self.adaptive_timers.value).unwrap_or(u32::MAX),
+        }
+    }
+
     /// The mode, as the agent names it.
     pub fn probe_mode(&self) -> ProbeMode {
         ProbeMode::ALL
@@ -136,6 +156,18 @@ impl SettingsArgs {
             "WPROF_SAMPLE_PERIOD_US",
             file.and_then(|f| f.knob(section, |k| k.sample_period_us.as_ref())),
             self.sample_period_us,
+        );
+        let adaptive_calls = config::resolve(
+            given.with("adaptive_calls", self.adaptive_calls),
+            "WPROF_ADAPTIVE_CALLS",
+            file.and_then(|f| f.knob(section, |k| k.adaptive_calls.as_ref())),
+            self.adaptive_calls,
+        );
+        let adaptive_timers = config::resolve(
+            given.with("adaptive_timers", self.adaptive_timers),
+            "WPROF_ADAPTIVE_TIMERS",
+            file.and_then(|f| f.knob(section, |k| k.adaptive_timers.as_ref())),
+            self.adaptive_timers,
         );
         let default_output = module.map_or_else(
             || PathBuf::from("<module stem>.wprof"),
@@ -195,6 +227,8 @@ impl SettingsArgs {
             output: output.into(),
             call_sites: call_sites.into(),
             sample_period_us: sample_period_us.into(),
+            adaptive_calls: adaptive_calls.into(),
+            adaptive_timers: adaptive_timers.into(),
             cache_dir: cache_dir.into(),
             cache_max_size: cache_max_size.into(),
         })
@@ -324,6 +358,12 @@ impl ProbeArgs {
             // Switches that start off need switches.
             live = (true, off.1.clone());
         }
+        if live.0 && mode.0 == ProbeMode::Adaptive {
+            return Err(Failure::input(format!(
+                "adaptive mode ({}) has no live switches ({}): its timers take their place",
+                mode.1, live.1
+            )));
+        }
         Ok(ResolvedProbes {
             mode,
             call_sites,
@@ -374,6 +414,9 @@ pub enum Mode {
     Time,
     /// Exact calls and executed instructions, deterministic.
     Cost,
+    /// Sample mode, and exact times along the paths to the hot spots (timers walk up
+    /// from the hottest contexts while the program runs).
+    Adaptive,
 }
 
 impl From<Mode> for ProbeMode {
@@ -382,6 +425,7 @@ impl From<Mode> for ProbeMode {
             Mode::Time => ProbeMode::Time,
             Mode::Cost => ProbeMode::Cost,
             Mode::Sample => ProbeMode::Sample,
+            Mode::Adaptive => ProbeMode::Adaptive,
         }
     }
 }

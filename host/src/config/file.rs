@@ -31,6 +31,10 @@ pub struct Knobs {
     /// `off`: the functions whose switches are off (live probes; read again whenever the
     /// file changes during a run).
     pub off: Option<At<Vec<crate::settings::FunctionPattern>>>,
+    /// `adaptive_calls`: adaptive mode's timed activations per step of a walk.
+    pub adaptive_calls: Option<At<u64>>,
+    /// `adaptive_timers`: adaptive mode's most functions timed at once.
+    pub adaptive_timers: Option<At<u64>>,
 }
 
 /// A value and the line of the file it was written on.
@@ -96,6 +100,8 @@ struct RawFile {
     exclude: Patterns,
     live: Option<Spanned<bool>>,
     off: Patterns,
+    adaptive_calls: Option<Spanned<i64>>,
+    adaptive_timers: Option<Spanned<i64>>,
     cache: Option<RawCache>,
     #[serde(default)]
     module: Vec<Spanned<RawModule>>,
@@ -125,6 +131,8 @@ struct RawModule {
     exclude: Patterns,
     live: Option<Spanned<bool>>,
     off: Patterns,
+    adaptive_calls: Option<Spanned<i64>>,
+    adaptive_timers: Option<Spanned<i64>>,
 }
 
 /// The settings of the top level or of a section, as written.
@@ -138,6 +146,8 @@ struct RawKnobs {
     exclude: Patterns,
     live: Option<Spanned<bool>>,
     off: Patterns,
+    adaptive_calls: Option<Spanned<i64>>,
+    adaptive_timers: Option<Spanned<i64>>,
 }
 
 /// An `include`, `exclude` or `off` list as written.
@@ -145,6 +155,12 @@ type Patterns = Option<Spanned<Vec<String>>>;
 
 /// The shortest and longest sample period `wprof run --sample-period-us` takes.
 pub const SAMPLE_PERIOD_US: Range<i64> = 10..1_000_001;
+
+/// The fewest and most timed activations per step adaptive mode takes.
+pub const ADAPTIVE_CALLS: Range<i64> = 1..1_000_000_001;
+
+/// The fewest and most functions adaptive mode may time at once.
+pub const ADAPTIVE_TIMERS: Range<i64> = 1..257;
 
 /// Reads the file at `path`.
 pub fn read(path: &Path) -> Result<ConfigFile, Failure> {
@@ -196,7 +212,28 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
             exclude,
             live,
             off,
+            adaptive_calls,
+            adaptive_timers,
         } = raw;
+        let bounded = |value: Option<Spanned<i64>>, key: &str, range: Range<i64>| match value {
+            None => Ok(None),
+            Some(v) if !range.contains(v.get_ref()) => Err(problem(
+                v.span(),
+                key,
+                &format!(
+                    "{} is not between {} and {}",
+                    v.get_ref(),
+                    range.start,
+                    range.end - 1
+                ),
+            )),
+            Some(v) => Ok(Some(At {
+                value: *v.get_ref() as u64,
+                line: at(v.span()),
+            })),
+        };
+        let adaptive_calls = bounded(adaptive_calls, "adaptive_calls", ADAPTIVE_CALLS)?;
+        let adaptive_timers = bounded(adaptive_timers, "adaptive_timers", ADAPTIVE_TIMERS)?;
         let mode = match mode {
             None => None,
             Some(m) => {
@@ -252,6 +289,8 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
             }),
         };
         Ok(Knobs {
+            adaptive_calls,
+            adaptive_timers,
             live: flag(live),
             off,
             filter: filter_line.map(|line| At {
@@ -277,6 +316,8 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         exclude: raw.exclude,
         live: raw.live,
         off: raw.off,
+        adaptive_calls: raw.adaptive_calls,
+        adaptive_timers: raw.adaptive_timers,
     })?;
     let (mut cache_dir, mut cache_max_size) = (None, None);
     if let Some(cache) = raw.cache {
@@ -355,6 +396,8 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
                 exclude: m.exclude,
                 live: m.live,
                 off: m.off,
+                adaptive_calls: m.adaptive_calls,
+                adaptive_timers: m.adaptive_timers,
             })?,
             line: line_of(text, header.start),
         });

@@ -134,6 +134,7 @@ mod tests {
             contexts: Vec::new(),
             sampling: None,
             live: None,
+            adaptive: None,
         };
         p.functions = (0..2000)
             .map(|id| FunctionRecord {

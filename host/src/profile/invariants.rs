@@ -112,6 +112,7 @@ mod tests {
             }],
             sampling: None,
             live: None,
+            adaptive: None,
         }
     }
 

@@ -174,6 +174,69 @@ pub struct Profile {
     /// Live probes (`--live`): what was switched on and off while the program ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveRecord>,
+    /// Adaptive mode: the hot paths walked and the contexts timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<AdaptiveRecord>,
+}
+
+/// Adaptive mode: from each hot spot (a context where samples found the most self time) the
+/// walk timed the activations of its function for a step, then its caller's, one level at
+/// a time up to the root, a few functions at a time. A timed activation is measured from
+/// its entry to its exit with a clock read, as in time mode; the other activations of its
+/// context are counted exactly but not timed, so a context's inclusive time is its timed
+/// activations' mean times its calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdaptiveRecord {
+    /// Timed activations a step waits for before it moves to the caller.
+    pub calls_per_step: u64,
+    /// The most functions timed at once.
+    pub max_timers: u32,
+    /// Steps taken: functions timed, one after another.
+    pub steps: u64,
+    /// Timed activations that never ended (an exception unwound them, or the program
+    /// ended inside them): not in any figure.
+    pub unfinished: u64,
+    /// What one timer costs (measured at start-up, subtracted from every timed
+    /// activation), in nanoseconds.
+    pub timer_cost_ns: u64,
+    /// Every context walked or timed, in the order first reached.
+    pub contexts: Vec<TimedContext>,
+    /// The walks: indices in `contexts`, the hot spot first, then its callers upward.
+    pub paths: Vec<Vec<u32>>,
+}
+
+/// A calling context that a walk reached, or whose function was timed while a walk timed
+/// it elsewhere.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimedContext {
+    /// Function ids from the outermost frame to this context's.
+    pub stack: Vec<u32>,
+    /// Its exact activations.
+    pub calls: u64,
+    /// Its inclusive time as the samples estimate it, in nanoseconds.
+    pub sampled_ns: u64,
+    /// Activations timed from entry to exit.
+    pub timed: u64,
+    /// Their total time, in nanoseconds.
+    pub timed_ns: u64,
+    /// The shortest and longest timed activation, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_ns: Option<u64>,
+    /// The longest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ns: Option<u64>,
+    /// The inclusive time of all its activations, the timed ones' mean times its calls, in
+    /// nanoseconds: `None` when none was timed, or when they were too short for the timer
+    /// (a mean below [`AdaptiveRecord::RESOLUTION`] times the timer's cost; then
+    /// `sampled_ns` is the better figure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inclusive_ns: Option<u64>,
+}
+
+impl AdaptiveRecord {
+    /// How many times its cost an activation must last for its timed figure to be
+    /// trusted.
+    pub const RESOLUTION: u64 = 10;
 }
 
 /// Live probes: every change of the switches during a run, and when each function that was

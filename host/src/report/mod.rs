@@ -338,6 +338,7 @@ pub(crate) mod tests {
             ],
             sampling: None,
             live: None,
+            adaptive: None,
             excluded_ns: None,
             unprobed: Vec::new(),
         }

@@ -19,7 +19,7 @@ use crate::run::collector::{Collector, ProbeOverhead, PS_PER_NS};
 use crate::run::runner;
 use crate::stats::median;
 
-const CALIBRATION: &str = r#"(module
+pub(crate) const CALIBRATION: &str = r#"(module
   (func $leaf)
   (func (export "run") (param $n i32)
     (loop $again
@@ -30,8 +30,8 @@ const CALIBRATION: &str = r#"(module
       local.tee $n
       br_if $again)))"#;
 
-const CALLS: u32 = 20_000;
-const REPEATS: usize = 7;
+pub(crate) const CALLS: u32 = 20_000;
+pub(crate) const REPEATS: usize = 7;
 
 /// Measures the time-mode probe overhead on `engine`, in picoseconds, for probes placed
 /// as with `call_sites` (a call-site probe adds to every call's overhead).

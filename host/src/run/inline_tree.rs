@@ -48,41 +48,62 @@ pub struct InlineTree {
 /// A call site number that names no call: an overflow node's link from the root.
 const NO_SITE: u32 = u32::MAX;
 
-fn u32_at(memory: &[u8], at: u32) -> Option<u32> {
-    let at = at as usize;
-    let bytes = memory.get(at..at.checked_add(4)?)?;
-    Some(u32::from_le_bytes(bytes.try_into().ok()?))
+/// The bytes a tree is read from: a copy of the memory, or (adaptive mode's walker) the
+/// live memory while the program runs.
+pub trait TreeBytes {
+    /// The little-endian `u32` at `at`, if in bounds.
+    fn u32_at(&self, at: u32) -> Option<u32>;
+    /// The little-endian `u64` at `at`, if in bounds.
+    fn u64_at(&self, at: u32) -> Option<u64>;
+    /// How many bytes may be read.
+    fn readable(&self) -> u64;
 }
 
-fn u64_at(memory: &[u8], at: u32) -> Option<u64> {
-    let at = at as usize;
-    let bytes = memory.get(at..at.checked_add(8)?)?;
-    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+impl TreeBytes for [u8] {
+    fn u32_at(&self, at: u32) -> Option<u32> {
+        let at = at as usize;
+        let bytes = self.get(at..at.checked_add(4)?)?;
+        Some(u32::from_le_bytes(bytes.try_into().ok()?))
+    }
+
+    fn u64_at(&self, at: u32) -> Option<u64> {
+        let at = at as usize;
+        let bytes = self.get(at..at.checked_add(8)?)?;
+        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    }
+
+    fn readable(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
 }
 
 /// The node at `at` (no children yet), its next sibling and its number of slots, if the
 /// node lies inside `memory` and names one of `functions` functions.
-fn node_at(memory: &[u8], at: u32, functions: u32) -> Option<(InlineNode, u32, u32)> {
-    let id1 = u32_at(memory, at.checked_add(A::FUNCTION)?)?;
-    let slots = u32_at(memory, at.checked_add(A::SLOT_COUNT)?)?;
+fn node_at<M: TreeBytes + ?Sized>(
+    memory: &M,
+    at: u32,
+    functions: u32,
+) -> Option<(InlineNode, u32, u32)> {
+    let id1 = memory.u32_at(at.checked_add(A::FUNCTION)?)?;
+    let slots = memory.u32_at(at.checked_add(A::SLOT_COUNT)?)?;
     let end = u64::from(at) + u64::from(A::SLOTS) + 4 * u64::from(slots);
-    if id1 == 0 || id1 > functions || end > memory.len() as u64 {
+    if id1 == 0 || id1 > functions || end > memory.readable() {
         return None;
     }
     let node = InlineNode {
         address: at,
         function: id1 - 1,
-        calls: u64_at(memory, at + A::CALLS)?,
-        self_cost: u64_at(memory, at + A::SELF_COST)?,
+        calls: memory.u64_at(at + A::CALLS)?,
+        self_cost: memory.u64_at(at + A::SELF_COST)?,
         parent: 0,
         children: Vec::new(),
     };
-    Some((node, u32_at(memory, at + A::NEXT)?, slots))
+    Some((node, memory.u32_at(at + A::NEXT)?, slots))
 }
 
 impl InlineTree {
     /// Reads the tree of a module with `functions` functions from its tree memory.
-    pub fn read(memory: &[u8], functions: u32) -> Self {
+    pub fn read<M: TreeBytes + ?Sized>(memory: &M, functions: u32) -> Self {
         let mut tree = InlineTree {
             nodes: vec![InlineNode {
                 address: A::ROOT,
@@ -99,7 +120,7 @@ impl InlineTree {
         let mut pending = vec![(0usize, A::ROOT, 1u32)];
         while let Some((parent, address, slots)) = pending.pop() {
             for site in 0..slots {
-                let mut link = u32_at(memory, address + A::SLOTS + 4 * site).unwrap_or(0);
+                let mut link = memory.u32_at(address + A::SLOTS + 4 * site).unwrap_or(0);
                 while link != 0 {
                     let Some((mut node, next, child_slots)) =
                         node_at(memory, link, functions).filter(|_| seen.insert(link))
@@ -117,7 +138,7 @@ impl InlineTree {
             }
         }
         for function in 0..functions {
-            let link = u32_at(memory, A::OVERFLOW_TABLE + 4 * function).unwrap_or(0);
+            let link = memory.u32_at(A::OVERFLOW_TABLE + 4 * function).unwrap_or(0);
             if link == 0 {
                 continue;
             }
@@ -239,7 +260,7 @@ mod tests {
         m.node(1300, 2, 3, 30, 0);
         m.put32(1300 + A::NEXT, 1400);
         m.node(1400, 3, 4, 40, 0);
-        let tree = InlineTree::read(&m.0, 4);
+        let tree = InlineTree::read(&m.0[..], 4);
         assert_eq!(tree.nodes.len(), 6);
         assert_eq!(tree.damaged, 0);
         let mut c = Collector::new(4);
@@ -273,7 +294,7 @@ mod tests {
         // Function 1 overflowed too: 7 more calls with no context.
         m.put32(A::OVERFLOW_TABLE + 4, 1300);
         m.node(1300, 1, 7, 7, 0);
-        let tree = InlineTree::read(&m.0, 2);
+        let tree = InlineTree::read(&m.0[..], 2);
         assert_eq!(tree.overflow_calls(), 7);
         let sites = HashMap::from([(0, vec![0x10, 0x1c])]);
         let mut c = Collector::new(2);
@@ -295,7 +316,7 @@ mod tests {
         m.node(1024, 0, 1, 1, 1);
         m.link(1024, 0, 1024); // a cycle
         m.put32(A::OVERFLOW_TABLE, 9000); // outside the memory
-        let tree = InlineTree::read(&m.0, 1);
+        let tree = InlineTree::read(&m.0[..], 1);
         assert_eq!(tree.nodes.len(), 2);
         assert_eq!(tree.damaged, 2);
     }

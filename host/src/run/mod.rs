@@ -14,6 +14,7 @@
 //! May use: `profile` only. Nothing here touches the cache; the agent is called only to
 //! instrument the calibration module and to map trap offsets back to the original.
 
+pub mod adaptive;
 pub mod address_map;
 pub mod attribution;
 pub mod backtrace;

@@ -10,6 +10,11 @@ use wasmtime_wasi::WasiCtxBuilder;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::exit::Failure;
+use crate::run::adaptive::live_tree::LiveTree;
+use crate::run::adaptive::stopwatch::{Stopwatch, TimerCost};
+use crate::run::adaptive::timers::Timers;
+use crate::run::adaptive::walker::Walker;
+use crate::run::adaptive::AdaptiveSettings;
 use crate::run::address_map::ArtifactAddressMap;
 use crate::run::attribution::Attribution;
 use crate::run::code_map::CodeMap;
@@ -21,7 +26,7 @@ use crate::run::switches::Switchboard;
 use crate::settings::RunSettings;
 use crate::timings::{Timings, PROGRAM};
 use std::sync::Arc;
-use wprof_agent::{ContextArena, ProbeCode, ProbeMode, SwitchTable};
+use wprof_agent::{ContextArena, ProbeCode, ProbeMode, SwitchTable, TimerTable};
 
 use std::collections::HashSet;
 
@@ -32,6 +37,8 @@ pub struct HostState {
     wasi: WasiP1Ctx,
     collector: Option<Collector>,
     log: Option<ProbeLog>,
+    /// Adaptive mode: times the activations the timers select.
+    stopwatch: Option<Stopwatch>,
 }
 
 impl std::fmt::Debug for HostState {
@@ -61,6 +68,8 @@ pub struct RunOutcome {
     pub collector: Option<Collector>,
     /// Live probes: what was switched when.
     pub live: Option<crate::profile::LiveRecord>,
+    /// Adaptive mode: the walks and what was timed.
+    pub adaptive: Option<crate::profile::AdaptiveRecord>,
     /// How long instantiating, running and collecting took.
     pub timings: Timings,
 }
@@ -112,6 +121,7 @@ pub(crate) fn bare_store(engine: &Engine, collector: Option<Collector>) -> Store
             wasi: WasiCtxBuilder::new().build_p1(),
             collector: None,
             log: collector.map(ProbeLog::start),
+            stopwatch: None,
         },
     )
 }
@@ -165,6 +175,31 @@ fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::R
                 |mut c: Caller<'_, HostState>, token: i32| log(&mut c).unwind(token as u32),
             )?;
         }
+        ProbeMode::Adaptive => {
+            // Timed activations only (see `wprof_agent::TimerTable`).
+            linker.func_wrap(
+                P::MODULE,
+                P::ENTER_CATCHING,
+                |mut c: Caller<'_, HostState>, node: i32| {
+                    c.data_mut()
+                        .stopwatch
+                        .as_mut()
+                        .map_or(0, |s| s.start(node as u32) as i32)
+                },
+            )?;
+            linker.func_wrap(
+                P::MODULE,
+                P::EXIT,
+                |mut c: Caller<'_, HostState>, token: i32| {
+                    if let Some(s) = c.data_mut().stopwatch.as_mut() {
+                        s.stop(token as u32);
+                    }
+                },
+            )?;
+            for name in [P::ENTER, P::TAIL, P::UNWIND, P::SITE] {
+                linker.func_wrap(P::MODULE, name, |_: i32| {})?;
+            }
+        }
         ProbeMode::Cost | ProbeMode::Sample => {
             // The inline modes import the probes but never call them: the module counts
             // into its own tree (see `crate::run::inline_tree`).
@@ -180,7 +215,7 @@ fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::R
 /// Inline modes: points the module's slot global at the root, so that the export called
 /// next is counted as an outermost call (the start function, run at instantiation, may have
 /// left it anywhere).
-fn reset_slot(store: &mut Store<HostState>, instance: &wasmtime::Instance) {
+pub(crate) fn reset_slot(store: &mut Store<HostState>, instance: &wasmtime::Instance) {
     if let Some(slot) = instance.get_global(&mut *store, ContextArena::SLOT) {
         let _ = slot.set(
             &mut *store,
@@ -207,14 +242,13 @@ fn current_cell(
 }
 
 /// Inline modes: replays the module's tree into the collector, with each context's self
-/// cost (cost mode) or sampled time (sample mode, where the samples' attribution is
-/// returned).
+/// cost (cost mode) or sampled time (sample and adaptive mode, where the samples'
+/// attribution is returned); and the tree.
 fn replay_tree(
     store: &mut Store<HostState>,
     instance: &wasmtime::Instance,
-    mode: ProbeMode,
     samples: Option<&Samples>,
-) -> Option<Attribution> {
+) -> Option<(InlineTree, Option<Attribution>)> {
     let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
     let (data, state) = memory.data_and_store_mut(&mut *store);
     let collector = state.collector.as_mut()?;
@@ -234,8 +268,8 @@ fn replay_tree(
         );
     }
     let sites = collector.take_call_site_offsets();
-    match (mode, samples) {
-        (ProbeMode::Sample, Some(samples)) => {
+    let attribution = match samples {
+        Some(samples) => {
             let attribution = crate::run::attribution::attribute(&tree, samples);
             tracing::info!(
                 probe_ps = attribution.probe_ps,
@@ -250,11 +284,12 @@ fn replay_tree(
             );
             Some(attribution)
         }
-        _ => {
+        None => {
             tree.replay(collector, |n| n.self_cost, sites.as_ref());
             None
         }
-    }
+    };
+    Some((tree, attribution))
 }
 
 /// What [`call_start`] needs to know of the probes.
@@ -268,6 +303,9 @@ struct StartProbes<'a> {
     switches: Option<&'a Switchboard>,
 }
 
+/// Adaptive mode: the walker, on the sampler's thread, and the clock the stopwatch reads.
+type Walking<'a> = Option<&'a mut Walker>;
+
 /// Calls the instance's `_start` (sampling it in sample mode): its result, the samples and
 /// its wall time in nanoseconds.
 fn call_start(
@@ -276,6 +314,7 @@ fn call_start(
     module: &Module,
     probes: StartProbes<'_>,
     settings: &RunSettings,
+    walker: Walking<'_>,
     timings: &mut Timings,
 ) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
     let StartProbes {
@@ -295,7 +334,7 @@ fn call_start(
         reset_slot(store, instance);
     }
     let cell = match mode {
-        Some(ProbeMode::Sample) => {
+        Some(m) if m.samples() => {
             let cell = current_cell(store, instance);
             if cell.is_none() {
                 eprintln!(
@@ -324,7 +363,7 @@ fn call_start(
             }
             let code = session
                 .as_ref()
-                .map(|_| CodeMap::of(module, ProbeMode::Sample));
+                .map(|_| CodeMap::of(module, mode.unwrap_or(ProbeMode::Sample)));
             let asking = session
                 .as_ref()
                 .zip(code.as_ref())
@@ -337,7 +376,8 @@ fn call_start(
                 let (clock, stop, period) = (&clock, &stop, settings.sample_period);
                 let from = clock.now_ps();
                 let sampler = s.spawn(move || {
-                    crate::run::sampler::sample(cell, asking, clock, period, stop, from)
+                    let watch = walker.map(|w| w as &mut dyn crate::run::sampler::Watch);
+                    crate::run::sampler::sample(cell, asking, clock, period, stop, from, watch)
                 });
                 let result = start.call(&mut *store, ());
                 stop.store(true, Ordering::Release);
@@ -396,6 +436,8 @@ pub struct Probes {
     pub probe_bytes: Option<ProbeBytes>,
     /// Live probes: who turns the switches.
     pub live: Option<Live>,
+    /// Adaptive mode: what a timer costs, subtracted from the times it measures.
+    pub timer_cost: Option<TimerCost>,
 }
 
 /// Live probes (see [`crate::run::switches`]): which functions have switches, and who
@@ -441,14 +483,21 @@ impl Probes {
         image: Option<std::fs::File>,
     ) -> Self {
         let probe_bytes = probe_code
-            .filter(|_| mode == ProbeMode::Sample)
+            .filter(|_| mode.samples())
             .map(|code| ProbeBytes { code, image });
         Probes {
             collector,
             mode,
             probe_bytes,
             live: None,
+            timer_cost: None,
         }
+    }
+
+    /// With the cost of adaptive mode's timers, to subtract.
+    pub fn with_timer_cost(mut self, cost: TimerCost) -> Self {
+        self.timer_cost = Some(cost);
+        self
     }
 
     /// With live probes.
@@ -483,6 +532,57 @@ fn switchboard(
     })
 }
 
+/// Adaptive mode: puts a stopwatch in the store that subtracts `cost`, and returns the
+/// walker that arms its timers; `None` where the tree's memory could move while the
+/// program runs.
+fn start_stopwatch(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+    settings: AdaptiveSettings,
+    cost: TimerCost,
+) -> Option<Walker> {
+    let functions = store.data().collector.as_ref()?.functions().len() as u32;
+    let (timers, tree) = attach_stopwatch(store, instance, functions, cost)?;
+    Some(Walker::new(timers, tree, functions, settings))
+}
+
+/// Adaptive mode: puts a stopwatch subtracting `cost` in the store of `instance`, a module
+/// of `functions` functions; its timers and tree, `None` where the tree's memory could move
+/// while the program runs.
+pub(crate) fn attach_stopwatch(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+    functions: u32,
+    cost: TimerCost,
+) -> Option<(Arc<Timers>, LiveTree)> {
+    let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
+    let base = TimerTable::base(functions) as usize;
+    if !never_moves(&memory.ty(&*store)) || memory.data_size(&*store) < base + functions as usize {
+        return None;
+    }
+    let data = memory.data_ptr(&*store);
+    // SAFETY: in bounds (checked above); the memory never moves, and the timers and the
+    // tree view are used only while the store lives (see `run` and the calibration).
+    let (timers, tree) = unsafe {
+        (
+            Arc::new(Timers::new(data.wrapping_add(base), functions)),
+            LiveTree::new(data),
+        )
+    };
+    store.data_mut().stopwatch = Some(Stopwatch::new(
+        crate::run::clock::Clock::new(),
+        timers.clone(),
+        tree,
+        cost,
+    ));
+    Some((timers, tree))
+}
+
+/// Adaptive mode: the stopwatch of a [`bare_store`] once its run is over.
+pub(crate) fn take_stopwatch(store: &mut Store<HostState>) -> Option<Stopwatch> {
+    store.data_mut().stopwatch.take()
+}
+
 /// Whether a memory of type `ty` stays where it is as it grows: a 32-bit memory inside a
 /// reservation of its whole 4 GiB range (see `crate::run::engine::MEMORY_RESERVATION`).
 fn never_moves(ty: &wasmtime::MemoryType) -> bool {
@@ -507,6 +607,7 @@ pub fn run(
     let mode = probes.as_ref().map(|p| p.mode);
     let probe_bytes = probes.as_mut().and_then(|p| p.probe_bytes.take());
     let live = probes.as_mut().and_then(|p| p.live.take());
+    let timer_cost = probes.as_ref().and_then(|p| p.timer_cost);
     if let Some(mode) = mode {
         define_probes(&mut linker, mode)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
@@ -524,12 +625,14 @@ pub fn run(
         wasi: wasi_context(settings, stdio)?,
         collector,
         log,
+        stopwatch: None,
     };
     let mut store = Store::new(engine, state);
     let mut timings = Timings::new();
     let instantiated = timings.time("instantiate", || linker.instantiate(&mut store, module));
     let mut attribution = None;
     let mut live_record = None;
+    let mut adaptive_record = None;
     let (result, samples, wall_time) = match instantiated {
         Ok(instance) => {
             let board = match (live, mode) {
@@ -551,6 +654,20 @@ pub fn run(
                 }
                 _ => None,
             };
+            let mut walker = match mode {
+                Some(ProbeMode::Adaptive) => {
+                    let cost = timer_cost.unwrap_or_default();
+                    let walker = start_stopwatch(&mut store, &instance, settings.adaptive, cost);
+                    if walker.is_none() {
+                        eprintln!(
+                            "wprof: warning: adaptive mode cannot reach the module's timers on \
+                             this host; times are sampled only"
+                        );
+                    }
+                    walker
+                }
+                _ => None,
+            };
             let (result, samples, wall_time) = call_start(
                 &mut store,
                 &instance,
@@ -561,8 +678,11 @@ pub fn run(
                     switches: board.as_ref().map(|(b, _, _)| &**b),
                 },
                 settings,
+                walker.as_mut(),
                 &mut timings,
             )?;
+            let walks = walker.map(Walker::finish);
+            let stopwatch = store.data_mut().stopwatch.take();
             timings.record(PROGRAM, std::time::Duration::from_nanos(wall_time));
             if let Some((board, running, names)) = board {
                 // Whoever turns the switches stops before the memory goes.
@@ -570,10 +690,25 @@ pub fn run(
                 live_record =
                     Some(board.close(&|id| names.get(id as usize).cloned().unwrap_or_default()));
             }
-            if let Some(mode) = mode.filter(|m| m.counts_inline()) {
-                attribution = timings.time("collect", || {
-                    replay_tree(&mut store, &instance, mode, samples.as_ref())
+            if mode.is_some_and(ProbeMode::counts_inline) {
+                let replayed = timings.time("collect", || {
+                    replay_tree(&mut store, &instance, samples.as_ref())
                 });
+                if let (Some((tree, Some(attribution))), Some(walks), Some(stopwatch)) =
+                    (&replayed, &walks, stopwatch)
+                {
+                    let (times, unfinished) = stopwatch.finish();
+                    adaptive_record = Some(crate::run::adaptive::record(
+                        settings.adaptive,
+                        timer_cost.unwrap_or_default(),
+                        walks,
+                        &times,
+                        unfinished,
+                        tree,
+                        |address| attribution.time.get(&address).copied().unwrap_or(0),
+                    ));
+                }
+                attribution = replayed.and_then(|(_, a)| a);
             }
             (result, samples, wall_time)
         }
@@ -643,6 +778,7 @@ pub fn run(
         }),
         collector,
         live: live_record,
+        adaptive: adaptive_record,
         timings,
     })
 }

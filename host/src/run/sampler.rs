@@ -140,6 +140,15 @@ pub struct Asking<'a> {
     pub switches: Option<&'a crate::run::switches::Switchboard>,
 }
 
+/// Who else learns where the program is, on the sampler's thread (adaptive mode's walker).
+pub trait Watch {
+    /// A reading found function `function` running for `ps` picoseconds while the cell
+    /// named `cell`.
+    fn ran(&mut self, cell: u32, function: u32, ps: u64);
+    /// After each reading: the clock's time.
+    fn tick(&mut self, now_ps: u64);
+}
+
 /// A request not answered yet: its number, the interval it ends and the cell read then.
 struct Pending {
     request: u64,
@@ -151,7 +160,7 @@ struct Pending {
 /// interval starts at `started` (a [`Clock::now_ps`] reading taken when the program started,
 /// so that a sampling thread scheduled late loses no time). Whoever sets `stop` should unpark
 /// the sampling thread, which then takes its last reading at once instead of at the end of
-/// its period.
+/// its period. `watch` learns of every answered reading and every tick.
 pub fn sample(
     cell: CurrentCell,
     asking: Option<Asking<'_>>,
@@ -159,6 +168,7 @@ pub fn sample(
     period: Duration,
     stop: &AtomicBool,
     started: u64,
+    mut watch: Option<&mut dyn Watch>,
 ) -> Samples {
     let mut samples = Samples::default();
     let mut pending: VecDeque<Pending> = VecDeque::new();
@@ -197,7 +207,17 @@ pub fn sample(
             *samples.time.entry((node, None)).or_default() += interval;
         }
         if let Some(a) = asking {
-            settle(&mut samples, &mut pending, a, requests, stopping);
+            settle(
+                &mut samples,
+                &mut pending,
+                a,
+                requests,
+                stopping,
+                watch.as_deref_mut(),
+            );
+        }
+        if let Some(watch) = watch.as_deref_mut() {
+            watch.tick(now);
         }
         if stopping {
             return samples;
@@ -207,12 +227,13 @@ pub fn sample(
 
 /// Charges the pending requests that were answered, in order, and those too old to wait
 /// for (all of them when `last`) to the cell read when they were made.
-fn settle(
+fn settle<'w>(
     samples: &mut Samples,
     pending: &mut VecDeque<Pending>,
     asking: Asking<'_>,
     requests: u64,
     last: bool,
+    mut watch: Option<&mut (dyn Watch + 'w)>,
 ) {
     if last {
         // The program has returned: its thread answers any signal still on its way while
@@ -233,6 +254,9 @@ fn settle(
                 samples.answered += 1;
                 match asking.code.running(answer.pc) {
                     Running::Function(f) => {
+                        if let Some(watch) = watch.as_deref_mut() {
+                            watch.ran(answer.cell, f, front.interval);
+                        }
                         let off = asking.switches.is_some_and(|b| b.reads_off(f));
                         let cell = answer.cell | u32::from(off);
                         *samples.located.entry((cell, answer.pc)).or_default() += front.interval
@@ -279,6 +303,7 @@ mod tests {
                     Duration::from_micros(50),
                     stop,
                     started,
+                    None,
                 )
             });
             std::thread::sleep(Duration::from_millis(5));

@@ -116,5 +116,6 @@ pub fn profile_of_run(
         contexts,
         sampling: ending.sampling,
         live: None,
+        adaptive: None,
     }
 }

@@ -61,6 +61,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         filter: Default::default(),
         live: false,
         off: Vec::new(),
+        adaptive: Default::default(),
         sample_period: crate::run::sampler::DEFAULT_PERIOD,
         timings: None,
     }

@@ -1,0 +1,114 @@
+//! Adaptive mode's timers (see [`crate::TimerTable`]): an activation whose function's timer
+//! is set when it enters calls the host at entry and on every way out.
+
+use wasm_encoder::{BlockType, Instruction, MemArg};
+
+use super::emitter::{Emitter, InlineLocals};
+
+impl Emitter<'_> {
+    /// At entry, once the node is counted: when function `id`'s timer is set, the host
+    /// starts timing this activation and the token it returns goes to the timer local.
+    pub(super) fn start_timer(&mut self, id: u32) {
+        let (
+            Some(timers),
+            Some((
+                _,
+                InlineLocals {
+                    node,
+                    timer: Some(token),
+                    ..
+                },
+            )),
+        ) = (self.probes.timers(), self.inline)
+        else {
+            return;
+        };
+        self.instrs(&[
+            Instruction::I32Const(0),
+            Instruction::I32Load8U(MemArg {
+                offset: u64::from(timers.base) + u64::from(id),
+                align: 0,
+                memory_index: timers.memory,
+            }),
+            Instruction::If(BlockType::Empty),
+            Instruction::LocalGet(node),
+            Instruction::Call(self.probes.enter_catching()),
+            Instruction::LocalSet(token),
+            Instruction::End,
+        ]);
+    }
+
+    /// Wherever the activation ends (an exit, a tail call): a timed one stops its timer.
+    pub(super) fn stop_timer(&mut self) {
+        let Some((
+            _,
+            InlineLocals {
+                timer: Some(token), ..
+            },
+        )) = self.inline
+        else {
+            return;
+        };
+        self.instrs(&[
+            Instruction::LocalGet(token),
+            Instruction::If(BlockType::Empty),
+            Instruction::LocalGet(token),
+            Instruction::Call(self.probes.exit()),
+            Instruction::End,
+        ]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tests::{text, validate};
+    use crate::{instrument, ProbeImports, ProbeMode, ProbePlan, Selection, TimerTable};
+
+    /// Every way out of a timed activation stops its timer: the end, a `return`, a branch
+    /// to the function's label (which lands on the end) and a tail call; an excluded
+    /// function has no timer.
+    #[test]
+    fn every_way_out_stops_the_timer() {
+        let wasm = wat::parse_str(
+            r#"(module
+              (func $leaf (param i32) (result i32)
+                (if (local.get 0) (then (return (i32.const 1))))
+                (br_if 0 (i32.const 2) (local.get 0))
+                (return_call $other (local.get 0)))
+              (func $other (param i32) (result i32) (local.get 0))
+              (func (export "_start") (drop (call $leaf (i32.const 0)))))"#,
+        )
+        .unwrap();
+        let plan = ProbePlan {
+            mode: ProbeMode::Adaptive,
+            selection: Some(std::sync::Arc::new(Selection {
+                spec: [1; 32],
+                excluded: [1].into(),
+            })),
+            ..ProbePlan::default()
+        };
+        let out = instrument(&wasm, &plan).unwrap();
+        validate(&out.bytes);
+        let t = text(&out.bytes);
+        // Bodies: the node finder, then the module's three.
+        let bodies: Vec<&str> = t.split("--\n").collect();
+        let (leaf, other) = (bodies[1], bodies[2]);
+        // No imports in the original: the probes are functions 0.. of the new module.
+        let start = format!("Call {{ function_index: {} }}", 3);
+        let stop = format!("Call {{ function_index: {} }}", 1);
+        let count = |body: &str, what: &str| body.lines().filter(|l| *l == what).count();
+        assert_eq!(ProbeImports::NAMES[3], ProbeImports::ENTER_CATCHING);
+        assert_eq!(count(leaf, &start), 1);
+        // The `return`, the tail call, and the end (where the `br_if` lands).
+        assert_eq!(count(leaf, &stop), 3, "{leaf}");
+        let timer = format!("offset: {},", TimerTable::base(3));
+        assert!(leaf
+            .lines()
+            .any(|l| l.starts_with("I32Load8U") && l.contains(&timer)));
+        // The excluded function: neither.
+        assert_eq!(count(other, &start) + count(other, &stop), 0);
+        // Live probes cannot share the timers' bytes.
+        let live = ProbePlan { live: true, ..plan };
+        assert!(instrument(&wasm, &live).is_err());
+    }
+}

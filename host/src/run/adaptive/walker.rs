@@ -1,0 +1,298 @@
+//! Hot-path walking: on the sampler's thread, every tick, find the context where samples
+//! see the most self time, time its function's activations for a step, then its caller's,
+//! one level at a time up to the root, with at most a few functions timed at once.
+//!
+//! A step ends when the function's budget of timed activations is spent (the stopwatch
+//! disarms it), when its context stops being entered (its count has not moved for a few
+//! ticks: an activation that started untimed, such as `main`'s, is never timed), or after
+//! a longest wait. When no hot context is left to walk, timing stops; a while later the
+//! samples of that while choose the hot spots again, so that a program's later phases are
+//! walked too.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use wprof_agent::ContextArena as A;
+
+use crate::run::inline_tree::{InlineTree, TreeBytes};
+use crate::run::sampler::Watch;
+
+use super::live_tree::LiveTree;
+use super::timers::Timers;
+use super::AdaptiveSettings;
+
+/// Picoseconds between two ticks.
+const TICK_PS: u64 = 10_000_000_000;
+/// Ticks a step waits at most.
+const STEP_TICKS: u64 = 50;
+/// Ticks without a new activation of the step's context after which it gives up.
+const STILL_TICKS: u64 = 3;
+/// Ticks with nothing to walk before the hot spots are chosen again.
+const ROUND_TICKS: u64 = 100;
+/// Ticks between two readings of the tree for the samples' sake (steps read it when they
+/// need a parent they do not know).
+const REREAD_TICKS: u64 = 10;
+/// The least share of the sampled self time that makes a context a hot spot, in parts per
+/// thousand, and the least self time, in picoseconds (a few early samples make no spot).
+const HOT_PERMILLE: u64 = 10;
+const HOT_LEAST_PS: u64 = 2_000_000_000;
+
+/// A step under way: a walk's current context, whose function is timed.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    walk: usize,
+    node: u32,
+    function: u32,
+    started: u64,
+    /// The context's activations when last seen, and the tick they last moved.
+    calls: u64,
+    moved: u64,
+}
+
+/// How a step ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Its budget of timed activations is spent.
+    Spent,
+    /// Its context was not entered for a while.
+    Still,
+    /// It waited as long as a step may.
+    Waited,
+}
+
+/// The walker's state.
+#[derive(Debug)]
+pub struct Walker {
+    timers: Arc<Timers>,
+    tree: LiveTree,
+    functions: u32,
+    settings: AdaptiveSettings,
+    /// Sampled self time per context (node address) in this round, picoseconds.
+    hot: HashMap<u32, u64>,
+    /// All sampled time in this round.
+    sampled_ps: u64,
+    next_tick: Option<u64>,
+    ticks: u64,
+    /// Node address -> its parent's, as of the last reading of the tree.
+    parents: HashMap<u32, u32>,
+    parents_read: Option<u64>,
+    active: Vec<Step>,
+    /// Contexts walked in this round.
+    walked: HashSet<u32>,
+    /// Every walk: node addresses, the hot spot first.
+    walks: Vec<Vec<u32>>,
+    steps: u64,
+    idle: u64,
+}
+
+/// What the walks did.
+#[derive(Debug, Clone, Default)]
+pub struct Walks {
+    /// Node addresses, the hot spot first, then its callers upward.
+    pub paths: Vec<Vec<u32>>,
+    /// Steps taken.
+    pub steps: u64,
+}
+
+impl Walker {
+    /// A walker arming `timers` over the tree of a module with `functions` functions.
+    pub fn new(
+        timers: Arc<Timers>,
+        tree: LiveTree,
+        functions: u32,
+        settings: AdaptiveSettings,
+    ) -> Self {
+        Walker {
+            timers,
+            tree,
+            functions,
+            settings,
+            hot: HashMap::new(),
+            sampled_ps: 0,
+            next_tick: None,
+            ticks: 0,
+            parents: HashMap::new(),
+            parents_read: None,
+            active: Vec::new(),
+            walked: HashSet::new(),
+            walks: Vec::new(),
+            steps: 0,
+            idle: 0,
+        }
+    }
+
+    /// Stops timing; what the walks did.
+    pub fn finish(self) -> Walks {
+        for step in &self.active {
+            self.timers.disarm(step.function);
+        }
+        Walks {
+            paths: self.walks,
+            steps: self.steps,
+        }
+    }
+
+    /// Reads the tree again for parents, at most once a tick.
+    fn read_parents(&mut self) {
+        if self.parents_read == Some(self.ticks) {
+            return;
+        }
+        self.parents_read = Some(self.ticks);
+        let tree = InlineTree::read(&self.tree, self.functions);
+        self.parents = tree
+            .nodes
+            .iter()
+            .skip(1)
+            .map(|n| (n.address, tree.nodes[n.parent].address))
+            .collect();
+    }
+
+    fn parent(&mut self, node: u32) -> Option<u32> {
+        if !self.parents.contains_key(&node) {
+            self.read_parents();
+        }
+        self.parents.get(&node).copied()
+    }
+
+    fn calls(&self, node: u32) -> u64 {
+        self.tree.u64_at(node + A::CALLS).unwrap_or(0)
+    }
+
+    /// Times `node`'s function for a step of walk `walk`.
+    fn begin(&mut self, walk: usize, node: u32) -> bool {
+        let Some(function) = self.tree.function_of(node) else {
+            return false;
+        };
+        self.timers.arm(function, self.settings.calls);
+        self.steps += 1;
+        self.active.push(Step {
+            walk,
+            node,
+            function,
+            started: self.ticks,
+            calls: self.calls(node),
+            moved: self.ticks,
+        });
+        true
+    }
+
+    /// Whether the step is over, and how, updating when its context last moved.
+    fn over(&self, step: &mut Step) -> Option<Ending> {
+        let calls = self.calls(step.node);
+        if calls != step.calls {
+            step.calls = calls;
+            step.moved = self.ticks;
+        }
+        if !self.timers.armed(step.function) {
+            Some(Ending::Spent)
+        } else if self.ticks - step.moved >= STILL_TICKS {
+            Some(Ending::Still)
+        } else if self.ticks - step.started >= STEP_TICKS {
+            Some(Ending::Waited)
+        } else {
+            None
+        }
+    }
+
+    fn advance(&mut self) {
+        let mut steps = std::mem::take(&mut self.active);
+        let mut ended = Vec::new();
+        steps.retain_mut(|step| match self.over(step) {
+            Some(how) => {
+                ended.push((*step, how));
+                false
+            }
+            None => true,
+        });
+        self.active = steps;
+        for (step, how) in ended {
+            if !self.active.iter().any(|s| s.function == step.function) {
+                self.timers.disarm(step.function);
+            }
+            if how == Ending::Still {
+                // An activation that never ends while the walk waits: its callers' are
+                // older still.
+                continue;
+            }
+            // Up one level, unless the caller is the root or walked already.
+            match self.parent(step.node) {
+                Some(parent) if parent != A::ROOT && self.walked.insert(parent) => {
+                    self.walks[step.walk].push(parent);
+                    self.begin(step.walk, parent);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The hottest context not walked in this round, if hot enough.
+    fn hottest(&self) -> Option<u32> {
+        let floor = (self.sampled_ps * HOT_PERMILLE / 1000).max(HOT_LEAST_PS);
+        self.hot
+            .iter()
+            .filter(|(node, ps)| **ps > floor && !self.walked.contains(node))
+            .max_by_key(|(node, ps)| (**ps, std::cmp::Reverse(**node)))
+            .map(|(node, _)| *node)
+    }
+
+    fn start_walks(&mut self) {
+        while self.active.len() < self.settings.timers as usize {
+            let Some(node) = self.hottest() else { break };
+            self.walked.insert(node);
+            self.walks.push(vec![node]);
+            let walk = self.walks.len() - 1;
+            if !self.begin(walk, node) {
+                self.walks.pop();
+            }
+        }
+    }
+}
+
+impl Watch for Walker {
+    fn ran(&mut self, cell: u32, function: u32, ps: u64) {
+        self.sampled_ps += ps;
+        // The cell names the context the probes entered last: the function running, or
+        // one of its callees that has returned (see `crate::run::attribution`).
+        let mut node = cell;
+        for _ in 0..64 {
+            match self.tree.function_of(node) {
+                Some(f) if f == function => {
+                    *self.hot.entry(node).or_default() += ps;
+                    return;
+                }
+                Some(_) => match self.parents.get(&node) {
+                    Some(&parent) => node = parent,
+                    None => return,
+                },
+                None => return,
+            }
+        }
+    }
+
+    fn tick(&mut self, now_ps: u64) {
+        let next = *self.next_tick.get_or_insert(now_ps + TICK_PS);
+        if now_ps < next {
+            return;
+        }
+        self.next_tick = Some(now_ps + TICK_PS);
+        self.ticks += 1;
+        if self.ticks % REREAD_TICKS == 1 {
+            // New contexts appear as the program runs: the samples' ancestors need them.
+            self.read_parents();
+        }
+        self.advance();
+        self.start_walks();
+        if self.active.is_empty() {
+            self.idle += 1;
+            if self.idle >= ROUND_TICKS {
+                // A new round: the hot spots of the time since.
+                self.idle = 0;
+                self.walked.clear();
+                self.hot.clear();
+                self.sampled_ps = 0;
+            }
+        } else {
+            self.idle = 0;
+        }
+    }
+}
