@@ -1,5 +1,6 @@
 //! Integration tests: the real `wprof` binary on real modules.
 
+mod adaptive;
 mod attribution;
 mod bad_input;
 mod bench;

@@ -33,10 +33,12 @@ defaults; in the file, the first [[module]] section matching the module wins ove
 level. Relative paths in the file are relative to its directory.
 
   profiling = true              # false: run the original, as WPROF=0
-  mode = \"sample\"               # sample | time | cost
+  mode = \"sample\"               # sample | time | cost | adaptive
   output = \"profiles/app.wprof\"
   call_sites = false
   sample_period_us = 100
+  adaptive_calls = 1000         # adaptive mode: timed activations per step
+  adaptive_timers = 4           # adaptive mode: functions timed at once
   include = [\"sqlite3_*\"]      # probe only these (globs, /regex/, #N-M ids)
   exclude = [\"*alloc*\"]        # and not these
 
@@ -106,6 +108,16 @@ fn table(c: &RunConfig) -> String {
             "sample_period_us",
             c.sample_period_us.value.to_string(),
             &c.sample_period_us.source,
+        ),
+        (
+            "adaptive_calls",
+            c.adaptive_calls.value.to_string(),
+            &c.adaptive_calls.source,
+        ),
+        (
+            "adaptive_timers",
+            c.adaptive_timers.value.to_string(),
+            &c.adaptive_timers.source,
         ),
         ("filter", or(&c.filter.value, "all"), &c.filter.source),
         ("live", on_off(c.live.value), &c.live.source),

@@ -480,6 +480,12 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
             out.push('\n');
         }
     }
+    if let Some(adaptive) = &profile.adaptive {
+        out.push_str(&format!(
+            "wprof: {} (`wprof report` shows them)\n",
+            crate::report::hot_paths::summary(adaptive)
+        ));
+    }
     let top: Vec<_> = text::by_self_time(profile).into_iter().take(10).collect();
     for line in text::flat_table(profile, &top).lines() {
         out.push_str("  ");

@@ -232,6 +232,9 @@ fn notes(profile: &crate::profile::Profile) -> Vec<String> {
                 .map(|l| l.trim().to_string()),
         );
     }
+    if let Some(adaptive) = &profile.adaptive {
+        notes.extend(crate::report::hot_paths::notes(profile, adaptive));
+    }
     notes
 }
 

@@ -10,6 +10,7 @@ pub mod callgrind;
 pub mod firefox;
 pub mod flamegraph;
 pub mod folded;
+pub mod hot_paths;
 pub mod html;
 pub mod json;
 pub mod pprof;

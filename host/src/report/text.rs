@@ -103,6 +103,10 @@ pub fn render(profile: &Profile, options: &Options) -> String {
     if let Some(live) = &profile.live {
         out.push_str(&live_summary(live));
     }
+    if let Some(adaptive) = &profile.adaptive {
+        let _ = writeln!(out);
+        out.push_str(&crate::report::hot_paths::render(profile, adaptive));
+    }
     if let Some(o) = &profile.probe_overhead {
         let _ = writeln!(
             out,
