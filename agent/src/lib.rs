@@ -69,12 +69,11 @@ pub use plan::{ProbeMode, ProbePlan, Selection};
 pub use probe_code::{ProbeCode, SECTION as PROBE_CODE_SECTION};
 pub use probe_map::{
     ContextArena, FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap, SwitchTable,
-    TimerTable,
 };
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 15;
+pub const AGENT_FORMAT_VERSION: u32 = 16;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];

@@ -14,10 +14,10 @@ pub enum ProbeMode {
     /// [`ProbeMode::Cost`], and the current context kept in a memory cell that the host
     /// samples from another thread to attribute time. No host call per probe.
     Sample,
-    /// Sample mode's inline counts and sampled times, and per function a timer the host
-    /// turns on while the program runs (see [`crate::TimerTable`]): a timed activation
-    /// calls the host at entry and exit, which reads a clock. The host walks the hot paths,
-    /// timing a few functions at a time.
+    /// Sample mode's inline counts and sampled times, and in each calling-context node a
+    /// timer the host sets while the program runs (see [`crate::ContextArena::TIMER`]): a
+    /// timed activation calls the host at entry and exit, which reads a clock. The host
+    /// walks the hot paths, timing a few contexts at a time.
     Adaptive,
 }
 

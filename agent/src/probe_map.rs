@@ -69,6 +69,7 @@ impl ProbeImports {
 /// | 16 | `u32` function id + 1 (0 in the root and in the empty node at address 0) |
 /// | 20 | `u32` next node reached through the same slot (another callee), or 0 |
 /// | 24 | `u32` number of slots |
+/// | 28 | `u32` adaptive mode: timed activations left (see [`ContextArena::TIMER`]) |
 /// | 32 + 4k | `u32` slot k: the first child reached from call site k, or 0 |
 ///
 /// Slots are numbered in body order of the `call*` and `return_call*` instructions,
@@ -124,6 +125,20 @@ impl ContextArena {
     pub const SLOT_COUNT: u32 = 24;
     /// Offset of a node's first slot.
     pub const SLOTS: u32 = 32;
+    /// Offset of a node's timer, in [`crate::ProbeMode::Adaptive`]: how many of its next
+    /// activations the host times (0, as allocated: none).
+    ///
+    /// After its entry probe has counted the call, a function reads its node's timer; when
+    /// it is not 0, it calls the host's `enter_catching(node)` and keeps the token returned
+    /// in a local, and every way out of the activation (its exits, and its tail calls, which
+    /// end it before the callee runs) calls `exit(token)` when the token is not 0. So an
+    /// activation is timed from entry to exit or not at all, whenever the timer changes; a
+    /// frame an exception unwinds never calls `exit`, and the host closes it when an outer
+    /// timed frame exits. The host writes the timer from another thread while the program
+    /// runs (the walk arms a context), and counts it down as timed activations end: an
+    /// untimed activation costs one load and one branch at entry, and a test of a local at
+    /// each exit.
+    pub const TIMER: u32 = 28;
 
     /// Where the switch table (see [`SwitchTable`]) lies in the tree's memory, in a module
     /// with `functions` functions: after the overflow table, one byte per function.
@@ -175,31 +190,7 @@ impl SwitchTable {
     }
 }
 
-/// In [`crate::ProbeMode::Adaptive`], each probed function has a timer: one byte per
-/// function id in the tree's memory, at [`TimerTable::base`] + id (where live probes keep
-/// their switches, which that mode does not have).
-///
-/// `0` (the initial value) means untimed; any other value, timed. The entry probe reads the
-/// byte after counting the call: when it is set, it calls the host's
-/// `enter_catching(node)` with the activation's node and keeps the token returned in a
-/// local; every way out of the activation (its exits, and its tail calls, which end it
-/// before the callee runs) calls `exit(token)` when the token is not 0. So an activation is
-/// timed from entry to exit or not at all, whenever the byte changes; a frame an exception
-/// unwinds never calls `exit`, and the host closes it when an outer timed frame exits.
-/// The host writes the bytes from another thread while the program runs.
-#[derive(Debug, Clone, Copy)]
-pub struct TimerTable;
-
-impl TimerTable {
-    /// The address of function 0's byte in the tree's memory, for a module of `functions`
-    /// functions.
-    pub fn base(functions: u32) -> u32 {
-        ContextArena::switches(functions)
-    }
-}
-
-/// Where a live module's switches (see [`SwitchTable`]), or an adaptive module's timers
-/// (see [`TimerTable`]), are.
+/// Where a live module's switches are (see [`SwitchTable`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SwitchIndices {
     /// The memory holding them.
@@ -246,8 +237,7 @@ impl ProbeLayout {
         use wasmparser::ValType::I32;
         if plan.live && plan.mode == crate::ProbeMode::Adaptive {
             return Err(AgentError::Unsupported {
-                what: "live probes in adaptive mode (its timers take the switches' place)"
-                    .to_string(),
+                what: "live probes in adaptive mode (not supported yet)".to_string(),
                 offset: 0,
             });
         }
@@ -363,13 +353,11 @@ impl ProbeLayout {
         })
     }
 
-    /// In [`crate::ProbeMode::Adaptive`], where the timers are.
-    pub fn timers(&self) -> Option<SwitchIndices> {
-        let arena = self.arena()?;
-        (self.mode == crate::ProbeMode::Adaptive).then(|| SwitchIndices {
-            memory: arena.memory,
-            base: TimerTable::base(self.functions),
-        })
+    /// In [`crate::ProbeMode::Adaptive`], the tree's memory, where each node holds its
+    /// timer (see [`ContextArena::TIMER`]).
+    pub fn timers(&self) -> Option<InlineIndices> {
+        self.arena()
+            .filter(|_| self.mode == crate::ProbeMode::Adaptive)
     }
 
     /// Whether the agent adds a memory: the tree's (inline modes), or the switches' (time

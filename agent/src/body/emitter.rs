@@ -164,7 +164,7 @@ impl Emitter<'_> {
                 }
                 self.find_and_count(arena, locals.node, id, slots);
                 self.set_current(locals.node);
-                self.start_timer(id);
+                self.start_timer();
             }
             (None, Some(token)) => {
                 self.probe(self.probes.enter_catching(), id);

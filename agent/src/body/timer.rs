@@ -1,14 +1,14 @@
-//! Adaptive mode's timers (see [`crate::TimerTable`]): an activation whose function's timer
-//! is set when it enters calls the host at entry and on every way out.
+//! Adaptive mode's timers (see [`crate::ContextArena::TIMER`]): an activation whose node's
+//! timer is set when it enters calls the host at entry and on every way out.
 
-use wasm_encoder::{BlockType, Instruction, MemArg};
+use wasm_encoder::{BlockType, Instruction};
 
 use super::emitter::{Emitter, InlineLocals};
 
 impl Emitter<'_> {
-    /// At entry, once the node is counted: when function `id`'s timer is set, the host
-    /// starts timing this activation and the token it returns goes to the timer local.
-    pub(super) fn start_timer(&mut self, id: u32) {
+    /// At entry, once the node is counted: when the node's timer is set, the host starts
+    /// timing this activation and the token it returns goes to the timer local.
+    pub(super) fn start_timer(&mut self) {
         let (
             Some(timers),
             Some((
@@ -24,12 +24,8 @@ impl Emitter<'_> {
             return;
         };
         self.instrs(&[
-            Instruction::I32Const(0),
-            Instruction::I32Load8U(MemArg {
-                offset: u64::from(timers.base) + u64::from(id),
-                align: 0,
-                memory_index: timers.memory,
-            }),
+            Instruction::LocalGet(node),
+            Instruction::I32Load(Self::tree_i32(timers, crate::ContextArena::TIMER)),
             Instruction::If(BlockType::Empty),
             Instruction::LocalGet(node),
             Instruction::Call(self.probes.enter_catching()),
@@ -62,7 +58,7 @@ impl Emitter<'_> {
 #[cfg(test)]
 mod tests {
     use crate::tests::{text, validate};
-    use crate::{instrument, ProbeImports, ProbeMode, ProbePlan, Selection, TimerTable};
+    use crate::{instrument, ContextArena, ProbeImports, ProbeMode, ProbePlan, Selection};
 
     /// Every way out of a timed activation stops its timer: the end, a `return`, a branch
     /// to the function's label (which lands on the end) and a tail call; an excluded
@@ -101,13 +97,13 @@ mod tests {
         assert_eq!(count(leaf, &start), 1);
         // The `return`, the tail call, and the end (where the `br_if` lands).
         assert_eq!(count(leaf, &stop), 3, "{leaf}");
-        let timer = format!("offset: {},", TimerTable::base(3));
+        let timer = format!("offset: {},", ContextArena::TIMER);
         assert!(leaf
             .lines()
-            .any(|l| l.starts_with("I32Load8U") && l.contains(&timer)));
+            .any(|l| l.starts_with("I32Load {") && l.contains(&timer)));
         // The excluded function: neither.
         assert_eq!(count(other, &start) + count(other, &stop), 0);
-        // Live probes cannot share the timers' bytes.
+        // Not with live probes (yet).
         let live = ProbePlan { live: true, ..plan };
         assert!(instrument(&wasm, &live).is_err());
     }

@@ -247,7 +247,10 @@ pub struct ProbeArgs {
     /// 2-8x on call-heavy programs (18x on a call storm), and times of very short functions
     /// are estimates.
     /// `cost`: executed wasm instructions (deterministic: the same program and input give
-    /// the same profile on every run and machine).
+    /// the same profile on every run and machine). `adaptive`: sample mode, and while the
+    /// program runs, timers walk up from the hottest contexts, a few functions at a time:
+    /// nanoseconds per activation along the hot paths at about sample mode's cost (`wprof
+    /// report` shows the paths).
     #[arg(long, value_enum, default_value_t = Mode::default(), env = "WPROF_MODE")]
     pub mode: Mode,
 
@@ -360,7 +363,7 @@ impl ProbeArgs {
         }
         if live.0 && mode.0 == ProbeMode::Adaptive {
             return Err(Failure::input(format!(
-                "adaptive mode ({}) has no live switches ({}): its timers take their place",
+                "adaptive mode ({}) does not combine with live switches ({}) yet",
                 mode.1, live.1
             )));
         }

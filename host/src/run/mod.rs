@@ -8,8 +8,9 @@
 //! to where the program is, asking its thread ([`interrupt`]) for the program counter, which
 //! [`code_map`] names, [`address_map`] places in the module's bytes (a probe's, or the
 //! original's) and [`attribution`] places in the tree. With live probes, [`switches`] turns
-//! the module's switches from any thread and logs when. [`to_profile`] turns a finished run
-//! into its profile.
+//! the module's switches from any thread and logs when. In adaptive mode, [`adaptive`] times
+//! the activations its walker selects along the hot paths, on top of sample mode.
+//! [`to_profile`] turns a finished run into its profile.
 //!
 //! May use: `profile` only. Nothing here touches the cache; the agent is called only to
 //! instrument the calibration module and to map trap offsets back to the original.

@@ -26,7 +26,7 @@ use crate::run::switches::Switchboard;
 use crate::settings::RunSettings;
 use crate::timings::{Timings, PROGRAM};
 use std::sync::Arc;
-use wprof_agent::{ContextArena, ProbeCode, ProbeMode, SwitchTable, TimerTable};
+use wprof_agent::{ContextArena, ProbeCode, ProbeMode, SwitchTable};
 
 use std::collections::HashSet;
 
@@ -176,7 +176,7 @@ fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::R
             )?;
         }
         ProbeMode::Adaptive => {
-            // Timed activations only (see `wprof_agent::TimerTable`).
+            // Timed activations only (see `wprof_agent::ContextArena::TIMER`).
             linker.func_wrap(
                 P::MODULE,
                 P::ENTER_CATCHING,
@@ -542,40 +542,30 @@ fn start_stopwatch(
     cost: TimerCost,
 ) -> Option<Walker> {
     let functions = store.data().collector.as_ref()?.functions().len() as u32;
-    let (timers, tree) = attach_stopwatch(store, instance, functions, cost)?;
-    Some(Walker::new(timers, tree, functions, settings))
+    let tree = attach_stopwatch(store, instance, cost)?;
+    Some(Walker::new(tree, functions, settings))
 }
 
-/// Adaptive mode: puts a stopwatch subtracting `cost` in the store of `instance`, a module
-/// of `functions` functions; its timers and tree, `None` where the tree's memory could move
-/// while the program runs.
+/// Adaptive mode: puts a stopwatch subtracting `cost` in the store of `instance`; the view
+/// of its tree, `None` where the tree's memory could move while the program runs.
 pub(crate) fn attach_stopwatch(
     store: &mut Store<HostState>,
     instance: &wasmtime::Instance,
-    functions: u32,
     cost: TimerCost,
-) -> Option<(Arc<Timers>, LiveTree)> {
+) -> Option<LiveTree> {
     let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
-    let base = TimerTable::base(functions) as usize;
-    if !never_moves(&memory.ty(&*store)) || memory.data_size(&*store) < base + functions as usize {
+    if !never_moves(&memory.ty(&*store)) {
         return None;
     }
-    let data = memory.data_ptr(&*store);
-    // SAFETY: in bounds (checked above); the memory never moves, and the timers and the
-    // tree view are used only while the store lives (see `run` and the calibration).
-    let (timers, tree) = unsafe {
-        (
-            Arc::new(Timers::new(data.wrapping_add(base), functions)),
-            LiveTree::new(data),
-        )
-    };
+    // SAFETY: the memory never moves, and the tree view (in the walker and the stopwatch)
+    // is used only while the store lives (see `run` and the calibration).
+    let tree = unsafe { LiveTree::new(memory.data_ptr(&*store)) };
     store.data_mut().stopwatch = Some(Stopwatch::new(
         crate::run::clock::Clock::new(),
-        timers.clone(),
-        tree,
+        Timers::new(tree),
         cost,
     ));
-    Some((timers, tree))
+    Some(tree)
 }
 
 /// Adaptive mode: the stopwatch of a [`bare_store`] once its run is over.

@@ -44,17 +44,23 @@ impl LiveTree {
     }
 }
 
-impl TreeBytes for LiveTree {
-    fn u32_at(&self, at: u32) -> Option<u32> {
+impl LiveTree {
+    /// The `u32` at `at` (a field of a node read from the tree), to read or write
+    /// atomically.
+    pub fn u32_cell(&self, at: u32) -> Option<&AtomicU32> {
         if !at.is_multiple_of(4) || u64::from(at) + 4 > READABLE {
             return None;
         }
-        // SAFETY: aligned, and in memory the module has grown (see `new`); the module
-        // writes with plain aligned stores, which an atomic load never sees torn.
-        Some(unsafe {
-            AtomicU32::from_ptr(self.base.add(at as usize).cast_mut().cast())
-                .load(Ordering::Relaxed)
-        })
+        // SAFETY: aligned, and in memory the module has grown (see `new`), alive while
+        // this view is; the module reads and writes with plain aligned accesses, which
+        // atomic ones never tear.
+        Some(unsafe { AtomicU32::from_ptr(self.base.add(at as usize).cast_mut().cast()) })
+    }
+}
+
+impl TreeBytes for LiveTree {
+    fn u32_at(&self, at: u32) -> Option<u32> {
+        self.u32_cell(at).map(|c| c.load(Ordering::Relaxed))
     }
 
     fn u64_at(&self, at: u32) -> Option<u64> {

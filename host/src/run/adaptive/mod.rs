@@ -1,8 +1,9 @@
-//! Adaptive mode (`--mode adaptive`, see [`wprof_agent::TimerTable`]): sample mode's exact
-//! counts and sampled times, and timers that the [`walker`] turns on along the paths to the
-//! hot spots while the program runs, which the [`stopwatch`] reads. [`timers`] is the
-//! module's timer bytes and budgets; [`live_tree`] the tree memory read while the program
-//! runs. [`record`] turns what was timed into the profile's record.
+//! Adaptive mode (`--mode adaptive`, see [`wprof_agent::ContextArena::TIMER`]): sample
+//! mode's exact counts and sampled times, and timers that the [`walker`] sets along the
+//! paths to the hot spots while the program runs, which the [`stopwatch`] reads, less what
+//! [`calibrate`] measured they cost. [`timers`] is the contexts' timers; [`live_tree`] the
+//! tree memory read while the program runs. [`record`] turns what was timed into the
+//! profile's record.
 
 pub mod calibrate;
 pub mod live_tree;

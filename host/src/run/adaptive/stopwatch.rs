@@ -1,13 +1,10 @@
 //! Adaptive mode's probes on the host side: a timed activation's entry starts a frame, its
-//! exit ends it (see [`wprof_agent::TimerTable`]), and each context's timed activations add
-//! up. Runs on the program's thread, inside the probes' calls.
-
-use std::collections::HashMap;
-use std::sync::Arc;
+//! exit ends it (see [`wprof_agent::ContextArena::TIMER`]), and each context's timed
+//! activations add up. Runs on the program's thread, inside the probes' calls.
 
 use crate::run::clock::Clock;
+use std::collections::HashMap;
 
-use super::live_tree::LiveTree;
 use super::timers::Timers;
 
 /// The timed activations of one context.
@@ -45,8 +42,7 @@ struct Open {
 #[derive(Debug)]
 pub struct Stopwatch {
     clock: Clock,
-    timers: Arc<Timers>,
-    tree: LiveTree,
+    timers: Timers,
     cost: TimerCost,
     open: Vec<Open>,
     /// Per node address.
@@ -56,13 +52,12 @@ pub struct Stopwatch {
 }
 
 impl Stopwatch {
-    /// A stopwatch reading `clock`, spending the budgets of `timers`, finding a node's
-    /// function in `tree`, subtracting `cost` from what it measures.
-    pub fn new(clock: Clock, timers: Arc<Timers>, tree: LiveTree, cost: TimerCost) -> Self {
+    /// A stopwatch reading `clock`, counting down `timers`, subtracting `cost` from what
+    /// it measures.
+    pub fn new(clock: Clock, timers: Timers, cost: TimerCost) -> Self {
         Stopwatch {
             clock,
             timers,
-            tree,
             cost,
             open: Vec::new(),
             times: HashMap::new(),
@@ -108,13 +103,53 @@ impl Stopwatch {
         times.total_ps += elapsed;
         times.min_ps = times.min_ps.min(elapsed);
         times.max_ps = times.max_ps.max(elapsed);
-        if let Some(function) = self.tree.function_of(frame.node) {
-            self.timers.spend(function);
-        }
+        self.timers.spend(frame.node);
     }
 
     /// Every context's timed activations, by node address, and how many never ended.
     pub fn finish(self) -> (HashMap<u32, NodeTimes>, u64) {
         (self.times, self.unfinished + self.open.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use super::*;
+
+    #[test]
+    fn frames_an_exception_skipped_are_unfinished_and_budgets_are_spent() {
+        let memory: Box<[AtomicU64]> = (0..32).map(|_| AtomicU64::new(0)).collect();
+        // SAFETY: the box outlives the stopwatch and is never moved.
+        let tree = unsafe { super::super::live_tree::LiveTree::new(memory.as_ptr().cast()) };
+        let timers = Timers::new(tree);
+        let (a, b) = (88, 128);
+        timers.arm(a, 2);
+        timers.arm(b, 5);
+        let mut watch = Stopwatch::new(Clock::new(), timers, TimerCost::default());
+        let outer = watch.start(a);
+        let inner = watch.start(b);
+        let skipped = watch.start(b);
+        assert_eq!((outer, inner, skipped), (1, 2, 3));
+        // An exception unwound `skipped`; `inner` caught it and returns.
+        watch.stop(inner);
+        watch.stop(outer);
+        // A token already closed, or none, changes nothing.
+        watch.stop(outer);
+        watch.stop(0);
+        let again = watch.start(a);
+        watch.stop(again);
+        assert!(!timers.armed(a), "two timed activations spent a's budget");
+        assert!(timers.armed(b));
+        let left_open = watch.start(b);
+        assert_eq!(left_open, 1);
+        let (times, unfinished) = watch.finish();
+        assert_eq!(unfinished, 2);
+        assert_eq!(times[&a].timed, 2);
+        assert_eq!(times[&b].timed, 1);
+        assert!(times[&a].min_ps <= times[&a].max_ps);
+        // The outer activation lasted at least as long as the inner one inside it.
+        assert!(times[&a].max_ps >= times[&b].total_ps);
     }
 }

@@ -10,8 +10,6 @@
 //! walked too.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
-
 use wprof_agent::ContextArena as A;
 
 use crate::run::inline_tree::{InlineTree, TreeBytes};
@@ -37,12 +35,11 @@ const REREAD_TICKS: u64 = 10;
 const HOT_PERMILLE: u64 = 10;
 const HOT_LEAST_PS: u64 = 2_000_000_000;
 
-/// A step under way: a walk's current context, whose function is timed.
+/// A step under way: a walk's current context, timed.
 #[derive(Debug, Clone, Copy)]
 struct Step {
     walk: usize,
     node: u32,
-    function: u32,
     started: u64,
     /// The context's activations when last seen, and the tick they last moved.
     calls: u64,
@@ -63,7 +60,7 @@ enum Ending {
 /// The walker's state.
 #[derive(Debug)]
 pub struct Walker {
-    timers: Arc<Timers>,
+    timers: Timers,
     tree: LiveTree,
     functions: u32,
     settings: AdaptiveSettings,
@@ -95,15 +92,10 @@ pub struct Walks {
 }
 
 impl Walker {
-    /// A walker arming `timers` over the tree of a module with `functions` functions.
-    pub fn new(
-        timers: Arc<Timers>,
-        tree: LiveTree,
-        functions: u32,
-        settings: AdaptiveSettings,
-    ) -> Self {
+    /// A walker arming the timers of the tree of a module with `functions` functions.
+    pub fn new(tree: LiveTree, functions: u32, settings: AdaptiveSettings) -> Self {
         Walker {
-            timers,
+            timers: Timers::new(tree),
             tree,
             functions,
             settings,
@@ -124,7 +116,7 @@ impl Walker {
     /// Stops timing; what the walks did.
     pub fn finish(self) -> Walks {
         for step in &self.active {
-            self.timers.disarm(step.function);
+            self.timers.disarm(step.node);
         }
         Walks {
             paths: self.walks,
@@ -158,17 +150,17 @@ impl Walker {
         self.tree.u64_at(node + A::CALLS).unwrap_or(0)
     }
 
-    /// Times `node`'s function for a step of walk `walk`.
+    /// Times the context at `node` for a step of walk `walk`: only a node read from the
+    /// tree (the timer is written in it).
     fn begin(&mut self, walk: usize, node: u32) -> bool {
-        let Some(function) = self.tree.function_of(node) else {
+        if self.parent(node).is_none() {
             return false;
-        };
-        self.timers.arm(function, self.settings.calls);
+        }
+        self.timers.arm(node, self.settings.calls);
         self.steps += 1;
         self.active.push(Step {
             walk,
             node,
-            function,
             started: self.ticks,
             calls: self.calls(node),
             moved: self.ticks,
@@ -183,7 +175,7 @@ impl Walker {
             step.calls = calls;
             step.moved = self.ticks;
         }
-        if !self.timers.armed(step.function) {
+        if !self.timers.armed(step.node) {
             Some(Ending::Spent)
         } else if self.ticks - step.moved >= STILL_TICKS {
             Some(Ending::Still)
@@ -206,9 +198,7 @@ impl Walker {
         });
         self.active = steps;
         for (step, how) in ended {
-            if !self.active.iter().any(|s| s.function == step.function) {
-                self.timers.disarm(step.function);
-            }
+            self.timers.disarm(step.node);
             if how == Ending::Still {
                 // An activation that never ends while the walk waits: its callers' are
                 // older still.
@@ -294,5 +284,110 @@ impl Watch for Walker {
         } else {
             self.idle = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+
+    /// A tree memory of three functions: the root's slot -> main (function 2) -> mid
+    /// (function 1) -> leaf (function 0).
+    struct Memory(Box<[AtomicU64]>);
+
+    const MAIN: u32 = 88;
+    const MID: u32 = 128;
+    const LEAF: u32 = 168;
+
+    impl Memory {
+        fn new() -> Self {
+            let m = Memory((0..64).map(|_| AtomicU64::new(0)).collect());
+            assert_eq!(A::first_free(3), MAIN);
+            m.put(A::ROOT + A::SLOT_COUNT, 1);
+            m.put(A::ROOT_SLOT, MAIN);
+            for (node, function, child) in [(MAIN, 2, MID), (MID, 1, LEAF), (LEAF, 0, 0)] {
+                m.put(node + A::FUNCTION, function + 1);
+                m.put(node + A::SLOT_COUNT, u32::from(child != 0));
+                if child != 0 {
+                    m.put(node + A::SLOTS, child);
+                }
+            }
+            m
+        }
+
+        fn put(&self, at: u32, value: u32) {
+            let word = &self.0[at as usize / 8];
+            let shift = (at % 8) * 8;
+            let old = word.load(Ordering::Relaxed);
+            let new = (old & !(0xffff_ffffu64 << shift)) | (u64::from(value) << shift);
+            word.store(new, Ordering::Relaxed);
+        }
+
+        fn count(&self, node: u32) {
+            self.0[(node + A::CALLS) as usize / 8].fetch_add(1, Ordering::Relaxed);
+        }
+
+        fn tree(&self) -> LiveTree {
+            // SAFETY: the box outlives every use in the test and is never moved.
+            unsafe { LiveTree::new(self.0.as_ptr().cast()) }
+        }
+    }
+
+    #[test]
+    fn a_walk_climbs_from_the_hot_spot_and_ends_at_a_frame_that_never_returns() {
+        let memory = Memory::new();
+        let tree = memory.tree();
+        let timers = Timers::new(tree);
+        let settings = AdaptiveSettings {
+            calls: 2,
+            timers: 1,
+        };
+        let mut walker = Walker::new(tree, 3, settings);
+        // 5 ms in the leaf; the cell names it.
+        walker.ran(LEAF, 0, 5_000_000_000);
+        walker.tick(0);
+        walker.tick(TICK_PS);
+        assert!(timers.armed(LEAF) && !timers.armed(MID));
+        // The leaf's two timed activations spend its budget.
+        memory.count(LEAF);
+        timers.spend(LEAF);
+        timers.spend(LEAF);
+        assert!(!timers.armed(LEAF));
+        walker.tick(2 * TICK_PS);
+        assert!(timers.armed(MID) && !timers.armed(LEAF), "up to mid");
+        // Mid is entered again, then not: its walk waits, then ends without climbing to
+        // main.
+        memory.count(MID);
+        walker.tick(3 * TICK_PS);
+        for t in 4..=6 {
+            assert!(timers.armed(MID), "tick {t}");
+            walker.tick(t * TICK_PS);
+        }
+        assert!(!timers.armed(MID) && !timers.armed(MAIN));
+        let walks = walker.finish();
+        assert_eq!(walks.paths, [vec![LEAF, MID]]);
+        assert_eq!(walks.steps, 2);
+    }
+
+    #[test]
+    fn a_context_reached_through_a_returned_callee_is_charged_and_cold_ones_are_not_walked() {
+        let memory = Memory::new();
+        let timers = Timers::new(memory.tree());
+        let mut walker = Walker::new(memory.tree(), 3, AdaptiveSettings::default());
+        walker.tick(0);
+        walker.tick(TICK_PS);
+        // The cell still names the leaf while mid runs: charged to mid once the tree is known.
+        walker.ran(LEAF, 1, 3_000_000_000);
+        // Below the least self time: never a hot spot.
+        walker.ran(MAIN, 2, 1_000_000_000);
+        walker.tick(2 * TICK_PS);
+        assert!(timers.armed(MID) && !timers.armed(LEAF) && !timers.armed(MAIN));
+        assert_eq!(walker.finish().paths, [vec![MID]]);
+        assert!(
+            !timers.armed(MID),
+            "a walker that finishes disarms its steps"
+        );
     }
 }
