@@ -125,18 +125,38 @@ fn outcome(e: &wasmtime::Error) -> Outcome {
 /// Runs `module` (probe imports, if any, are no-ops) and observes it; `exports` are the
 /// original's (the instrumented module exports more).
 fn observe(engine: &Engine, module: &Module, exports: &[String], fuel: u64) -> Observed {
-    observe_switching(engine, module, exports, fuel, None)
+    observe_switching(engine, module, exports, fuel, Turning::Nothing)
 }
 
-/// [`observe`], turning a live module's switches (see `wprof_agent::SwitchTable`) before
-/// each call to an export: with `Some((pattern, base, functions))`, function `id`'s probes are off when bit
-/// `(id + call) % 64` of `pattern` is set.
+/// What [`observe_switching`] turns before each call to an export.
+#[derive(Debug, Clone, Copy)]
+enum Turning {
+    Nothing,
+    /// A live module's switches (see `wprof_agent::SwitchTable`): function `id`'s probes
+    /// are off when bit `(id + call) % 64` of `pattern` is set; the table of `functions`
+    /// bytes is at `base`.
+    Switches {
+        pattern: u64,
+        base: u32,
+        functions: u32,
+    },
+    /// An adaptive module's timers (see `wprof_agent::ContextArena::TIMER`): every other
+    /// node of its tree (of `functions` functions), by `pattern`, gets a timer set; the
+    /// host's `enter_catching` answers with a token, so that timed activations run both
+    /// ends of their timer.
+    Timers {
+        pattern: u64,
+        functions: u32,
+    },
+}
+
+/// [`observe`], turning what `turning` says before each call to an export.
 fn observe_switching(
     engine: &Engine,
     module: &Module,
     exports: &[String],
     fuel: u64,
-    switching: Option<(u64, u32, u32)>,
+    turning: Turning,
 ) -> Observed {
     // Growth is bounded too (fuel counts instructions, not the bytes a `memory.fill` or a
     // `table.grow` touches): past the limits, growing fails the same way on both sides.
@@ -150,10 +170,16 @@ fn observe_switching(
     for import in module.imports() {
         if let wasmtime::ExternType::Func(ty) = import.ty() {
             let results: Vec<ValType> = ty.results().collect();
+            let token = import.module() == wprof_agent::ProbeImports::MODULE
+                && import.name() == wprof_agent::ProbeImports::ENTER_CATCHING;
             linker
                 .func_new(import.module(), import.name(), ty, move |_, _, out| {
                     for (slot, ty) in out.iter_mut().zip(&results) {
-                        *slot = zero(ty).unwrap_or(Val::I32(0));
+                        *slot = if token {
+                            Val::I32(1)
+                        } else {
+                            zero(ty).unwrap_or(Val::I32(0))
+                        };
                     }
                     Ok(())
                 })
@@ -176,16 +202,38 @@ fn observe_switching(
         let Some(Extern::Func(f)) = instance.get_export(&mut store, name) else {
             continue;
         };
-        if let Some((pattern, base, functions)) = switching {
-            let call = observed.calls.len() as u32;
-            if let Some(Extern::Memory(m)) =
-                instance.get_export(&mut store, wprof_agent::SwitchTable::MEMORY)
-            {
-                let data = m.data_mut(&mut store);
-                for id in 0..functions {
-                    let at = (base + id) as usize;
-                    if at < data.len() {
-                        data[at] = u8::from(pattern >> ((id + call) % 64) & 1 == 1);
+        let call = observed.calls.len() as u32;
+        match turning {
+            Turning::Nothing => {}
+            Turning::Switches {
+                pattern,
+                base,
+                functions,
+            } => {
+                if let Some(Extern::Memory(m)) =
+                    instance.get_export(&mut store, wprof_agent::SwitchTable::MEMORY)
+                {
+                    let data = m.data_mut(&mut store);
+                    for id in 0..functions {
+                        let at = (base + id) as usize;
+                        if at < data.len() {
+                            data[at] = u8::from(pattern >> ((id + call) % 64) & 1 == 1);
+                        }
+                    }
+                }
+            }
+            Turning::Timers { pattern, functions } => {
+                if let Some(Extern::Memory(m)) =
+                    instance.get_export(&mut store, wprof_agent::ContextArena::MEMORY)
+                {
+                    let data = m.data_mut(&mut store);
+                    let tree = wprof::run::inline_tree::InlineTree::read(&data[..], functions);
+                    for (i, node) in tree.nodes.iter().enumerate().skip(1) {
+                        let on = pattern >> ((i as u32 + call) % 64) & 1 == 1;
+                        let at = (node.address + wprof_agent::ContextArena::TIMER) as usize;
+                        if let Some(timer) = data.get_mut(at..at + 4) {
+                            timer.copy_from_slice(&u32::from(on).to_le_bytes());
+                        }
                     }
                 }
             }
@@ -259,7 +307,8 @@ fn instrumented_modules_behave_as_the_originals() {
     let skipped = AtomicU64::new(0);
     let refused = Mutex::new(Vec::new());
     let divergences = Mutex::new(Vec::new());
-    // Every mode, then every mode with live probes (switched at random between calls).
+    // Every mode (adaptive mode with timers set at random between calls), then every mode
+    // that has live probes with them (switched at random between calls).
     let plans: Vec<ProbePlan> = [false, true]
         .into_iter()
         .flat_map(|live| {
@@ -269,6 +318,7 @@ fn instrumented_modules_behave_as_the_originals() {
                 ..ProbePlan::default()
             })
         })
+        .filter(|p| !(p.live && p.mode == ProbeMode::Adaptive))
         .collect();
     std::thread::scope(|scope| {
         for _ in 0..2 {
@@ -339,16 +389,20 @@ fn instrumented_modules_behave_as_the_originals() {
                             continue;
                         }
                     };
-                    let switching = plan.live.then(|| {
-                        let functions = instrumented.probe_map.functions.len() as u32;
-                        let base = wprof_agent::SwitchTable::base(plan.mode, functions);
-                        (
-                            seed.wrapping_add(case).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                            base,
+                    let functions = instrumented.probe_map.functions.len() as u32;
+                    let pattern = seed.wrapping_add(case).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    let turning = if plan.live {
+                        Turning::Switches {
+                            pattern,
+                            base: wprof_agent::SwitchTable::base(plan.mode, functions),
                             functions,
-                        )
-                    });
-                    let got = observe_switching(&engine, &module, &exports, 50 * FUEL, switching);
+                        }
+                    } else if plan.mode == ProbeMode::Adaptive {
+                        Turning::Timers { pattern, functions }
+                    } else {
+                        Turning::Nothing
+                    };
+                    let got = observe_switching(&engine, &module, &exports, 50 * FUEL, turning);
                     if inconclusive(&got) {
                         continue;
                     }
