@@ -9,7 +9,8 @@ use crate::ContextArena as A;
 
 /// `(func (param $slot i32) (param $id1 i32) (param $slots i32) (result i32))`: the node
 /// of function `$id1 - 1` reached through slot address `$slot`, whose function has
-/// `$slots` call sites.
+/// `$slots` call sites; with bit 0 set when the host times it (see
+/// [`crate::ContextArena::TIMED`]).
 pub(crate) fn node_finder(memory: u32, end_global: u32) -> Function {
     const SLOT: u32 = 0;
     const ID1: u32 = 1;
@@ -41,10 +42,18 @@ pub(crate) fn node_finder(memory: u32, end_global: u32) -> Function {
         BrIf(1),
         LocalGet(NODE),
         I32Load(i32_at(A::FUNCTION)),
+        I32Const(!A::TIMED as i32),
+        I32And,
         LocalGet(ID1),
         I32Eq,
         If(BlockType::Empty),
+        // Bit 0: the host times this context (adaptive mode).
         LocalGet(NODE),
+        LocalGet(NODE),
+        I32Load(i32_at(A::FUNCTION)),
+        I32Const(31),
+        I32ShrU,
+        I32Or,
         Return,
         End,
         LocalGet(NODE),
@@ -115,6 +124,11 @@ pub(crate) fn node_finder(memory: u32, end_global: u32) -> Function {
         LocalTee(NODE),
         If(BlockType::Empty),
         LocalGet(NODE),
+        LocalGet(NODE),
+        I32Load(i32_at(A::FUNCTION)),
+        I32Const(31),
+        I32ShrU,
+        I32Or,
         Return,
         End,
     ]);

@@ -66,10 +66,10 @@ impl ProbeImports {
 /// |---|---|
 /// | 0 | `u64` activations |
 /// | 8 | `u64` self cost (cost mode: instructions) |
-/// | 16 | `u32` function id + 1 (0 in the root and in the empty node at address 0) |
+/// | 16 | `u32` function id + 1 (0 in the root and in the empty node at address 0); adaptive mode: [`ContextArena::TIMED`] set while the host times it |
 /// | 20 | `u32` next node reached through the same slot (another callee), or 0 |
 /// | 24 | `u32` number of slots |
-/// | 28 | `u32` adaptive mode: timed activations left (see [`ContextArena::TIMER`]) |
+/// | 28 | `u32` adaptive mode: the host's count of timed activations left (see [`ContextArena::TIMER`]) |
 /// | 32 + 4k | `u32` slot k: the first child reached from call site k, or 0 |
 ///
 /// Slots are numbered in body order of the `call*` and `return_call*` instructions,
@@ -125,19 +125,23 @@ impl ContextArena {
     pub const SLOT_COUNT: u32 = 24;
     /// Offset of a node's first slot.
     pub const SLOTS: u32 = 32;
-    /// Offset of a node's timer, in [`crate::ProbeMode::Adaptive`]: how many of its next
-    /// activations the host times (0, as allocated: none).
+    /// In [`crate::ProbeMode::Adaptive`], the bit of a node's function field that says its
+    /// activations are timed (the host sets and clears it while the program runs).
     ///
-    /// After its entry probe has counted the call, a function reads its node's timer; when
-    /// it is not 0, it calls the host's `enter_catching(node)` and keeps the token returned
-    /// in a local, and every way out of the activation (its exits, and its tail calls, which
-    /// end it before the callee runs) calls `exit(token)` when the token is not 0. So an
-    /// activation is timed from entry to exit or not at all, whenever the timer changes; a
-    /// frame an exception unwinds never calls `exit`, and the host closes it when an outer
-    /// timed frame exits. The host writes the timer from another thread while the program
-    /// runs (the walk arms a context), and counts it down as timed activations end: an
-    /// untimed activation costs one load and one branch at entry, and a test of a local at
-    /// each exit.
+    /// An armed node fails the entry probe's quick test (its field is not the function's
+    /// id + 1), so its activations take the slow path: the node finder, which matches a
+    /// node whatever this bit and returns its address with bit 0 set when the bit is set
+    /// (nodes are 8-aligned). Only adaptive mode's entry probe looks at that bit: it
+    /// clears it and, when it was set, calls the host's `enter_catching(node)` and keeps the
+    /// token returned in a local; every way out of the activation (its exits, and its tail
+    /// calls, which end it before the callee runs) calls `exit(token)` when the token is not
+    /// 0. So an activation is timed from entry to exit or not at all, whenever the bit
+    /// changes, and an untimed activation pays nothing at entry and a test of a local at
+    /// each exit. A frame an exception unwinds never calls `exit`; the host closes it when
+    /// an outer timed frame exits.
+    pub const TIMED: u32 = 1 << 31;
+    /// Offset of the host's count of timed activations left in an armed node (adaptive
+    /// mode; the module never reads it).
     pub const TIMER: u32 = 28;
 
     /// Where the switch table (see [`SwitchTable`]) lies in the tree's memory, in a module

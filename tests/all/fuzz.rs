@@ -230,9 +230,12 @@ fn observe_switching(
                     let tree = wprof::run::inline_tree::InlineTree::read(&data[..], functions);
                     for (i, node) in tree.nodes.iter().enumerate().skip(1) {
                         let on = pattern >> ((i as u32 + call) % 64) & 1 == 1;
-                        let at = (node.address + wprof_agent::ContextArena::TIMER) as usize;
-                        if let Some(timer) = data.get_mut(at..at + 4) {
-                            timer.copy_from_slice(&u32::from(on).to_le_bytes());
+                        let bit = wprof_agent::ContextArena::TIMED;
+                        let at = (node.address + wprof_agent::ContextArena::FUNCTION) as usize;
+                        if let Some(field) = data.get_mut(at..at + 4) {
+                            let id1 = u32::from_le_bytes(field.try_into().unwrap()) & !bit;
+                            let value = if on { id1 | bit } else { id1 };
+                            field.copy_from_slice(&value.to_le_bytes());
                         }
                     }
                 }

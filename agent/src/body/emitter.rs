@@ -162,9 +162,8 @@ impl Emitter<'_> {
                         Instruction::GlobalSet(arena.self_tail),
                     ]);
                 }
-                self.find_and_count(arena, locals.node, id, slots);
+                self.find_and_count(arena, locals.node, id, slots, true);
                 self.set_current(locals.node);
-                self.start_timer();
             }
             (None, Some(token)) => {
                 self.probe(self.probes.enter_catching(), id);
@@ -292,7 +291,7 @@ impl Emitter<'_> {
             Some((arena, locals)) => {
                 // The caller's count goes in first: an import may end the program.
                 self.flush();
-                self.find_and_count(arena, locals.import_node, import, 0);
+                self.find_and_count(arena, locals.import_node, import, 0, false);
                 self.set_current(locals.import_node);
             }
             None => self.probe(self.probes.enter(), import),

@@ -10,8 +10,16 @@ use crate::ContextArena;
 
 impl Emitter<'_> {
     /// Inline modes: `local = the node of function id` (through the slot global), counting
-    /// one call in it.
-    pub(super) fn find_and_count(&mut self, arena: InlineIndices, local: u32, id: u32, slots: u32) {
+    /// one call in it. Adaptive mode, for a function's own node (`timed`): an armed node
+    /// starts the activation's timer (see [`ContextArena::TIMED`]).
+    pub(super) fn find_and_count(
+        &mut self,
+        arena: InlineIndices,
+        local: u32,
+        id: u32,
+        slots: u32,
+        timed: bool,
+    ) {
         let id1 = id.wrapping_add(1) as i32;
         self.instrs(&[
             Instruction::GlobalGet(arena.slot),
@@ -26,6 +34,9 @@ impl Emitter<'_> {
             Instruction::I32Const(slots as i32),
             Instruction::Call(arena.child),
             Instruction::LocalSet(local),
+        ]);
+        self.untag_node(local, timed);
+        self.instrs(&[
             Instruction::End,
             Instruction::LocalGet(local),
             Instruction::LocalGet(local),

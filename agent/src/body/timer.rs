@@ -1,33 +1,47 @@
-//! Adaptive mode's timers (see [`crate::ContextArena::TIMER`]): an activation whose node's
-//! timer is set when it enters calls the host at entry and on every way out.
+//! Adaptive mode's timers (see [`crate::ContextArena::TIMED`]): an activation whose node
+//! the host has armed when it enters calls the host at entry and on every way out.
 
 use wasm_encoder::{BlockType, Instruction};
 
 use super::emitter::{Emitter, InlineLocals};
 
 impl Emitter<'_> {
-    /// At entry, once the node is counted: when the node's timer is set, the host starts
-    /// timing this activation and the token it returns goes to the timer local.
-    pub(super) fn start_timer(&mut self) {
+    /// Adaptive mode, in the entry probe's slow path, after the node finder returned into
+    /// `local`: clears the bit that says the node is armed and, when it was set and this is
+    /// the function's own node (`timed`), has the host start timing the activation (the
+    /// token it returns goes to the timer local). Not emitted in the other modes, whose
+    /// nodes are never armed.
+    pub(super) fn untag_node(&mut self, local: u32, timed: bool) {
         let (
-            Some(timers),
+            Some(_),
             Some((
                 _,
                 InlineLocals {
-                    node,
-                    timer: Some(token),
-                    ..
+                    timer: Some(token), ..
                 },
             )),
         ) = (self.probes.timers(), self.inline)
         else {
             return;
         };
+        if !timed {
+            self.instrs(&[
+                Instruction::LocalGet(local),
+                Instruction::I32Const(-8),
+                Instruction::I32And,
+                Instruction::LocalSet(local),
+            ]);
+            return;
+        }
         self.instrs(&[
-            Instruction::LocalGet(node),
-            Instruction::I32Load(Self::tree_i32(timers, crate::ContextArena::TIMER)),
+            Instruction::LocalGet(local),
+            Instruction::I32Const(1),
+            Instruction::I32And,
             Instruction::If(BlockType::Empty),
-            Instruction::LocalGet(node),
+            Instruction::LocalGet(local),
+            Instruction::I32Const(-8),
+            Instruction::I32And,
+            Instruction::LocalTee(local),
             Instruction::Call(self.probes.enter_catching()),
             Instruction::LocalSet(token),
             Instruction::End,
@@ -97,10 +111,27 @@ mod tests {
         assert_eq!(count(leaf, &start), 1);
         // The `return`, the tail call, and the end (where the `br_if` lands).
         assert_eq!(count(leaf, &stop), 3, "{leaf}");
-        let timer = format!("offset: {},", ContextArena::TIMER);
-        assert!(leaf
-            .lines()
-            .any(|l| l.starts_with("I32Load {") && l.contains(&timer)));
+        // The quick path of the entry is sample mode's: the timer is in the slow path only.
+        let sample = instrument(
+            &wasm,
+            &ProbePlan {
+                mode: ProbeMode::Sample,
+                ..plan.clone()
+            },
+        )
+        .unwrap();
+        let sample_text = text(&sample.bytes);
+        let sample_leaf = sample_text.split("--\n").nth(1).unwrap();
+        let prefix = |body: &str| -> Vec<String> {
+            body.lines()
+                .take_while(|l| !l.starts_with("Call"))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(prefix(leaf), prefix(sample_leaf));
+        // The finder matches an armed node by its id without the bit.
+        let mask = format!("I32Const {{ value: {} }}", !ContextArena::TIMED as i32);
+        assert!(bodies[0].contains(&mask), "{}", bodies[0]);
         // The excluded function: neither.
         assert_eq!(count(other, &start) + count(other, &stop), 0);
         // Not with live probes (yet).

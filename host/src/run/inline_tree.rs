@@ -84,7 +84,8 @@ fn node_at<M: TreeBytes + ?Sized>(
     at: u32,
     functions: u32,
 ) -> Option<(InlineNode, u32, u32)> {
-    let id1 = memory.u32_at(at.checked_add(A::FUNCTION)?)?;
+    // Without adaptive mode's timer bit (see `ContextArena::TIMED`).
+    let id1 = memory.u32_at(at.checked_add(A::FUNCTION)?)? & !A::TIMED;
     let slots = memory.u32_at(at.checked_add(A::SLOT_COUNT)?)?;
     let end = u64::from(at) + u64::from(A::SLOTS) + 4 * u64::from(slots);
     if id1 == 0 || id1 > functions || end > memory.readable() {

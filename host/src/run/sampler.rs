@@ -74,7 +74,7 @@ impl CurrentCell {
             .cast::<u8>()
             .wrapping_sub(ContextArena::CURRENT as usize);
         let field = base.wrapping_add((node + ContextArena::FUNCTION) as usize);
-        Self::load(field.cast()).checked_sub(1)
+        (Self::load(field.cast()) & !ContextArena::TIMED).checked_sub(1)
     }
 
     fn load(at: *const u32) -> u32 {

@@ -40,7 +40,7 @@ impl LiveTree {
         if node < A::ROOT + 32 || !node.is_multiple_of(8) {
             return None;
         }
-        self.u32_at(node + A::FUNCTION)?.checked_sub(1)
+        (self.u32_at(node + A::FUNCTION)? & !A::TIMED).checked_sub(1)
     }
 }
 

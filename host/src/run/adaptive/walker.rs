@@ -1,11 +1,12 @@
 //! Hot-path walking: on the sampler's thread, every tick, find the context where samples
-//! see the most self time, time its function's activations for a step, then its caller's,
-//! one level at a time up to the root, with at most a few functions timed at once.
+//! see the most self time, time its activations for a step, then its caller's, one level
+//! at a time up to the root, with at most a few contexts timed at once.
 //!
-//! A step ends when the function's budget of timed activations is spent (the stopwatch
-//! disarms it), when its context stops being entered (its count has not moved for a few
-//! ticks: an activation that started untimed, such as `main`'s, is never timed), or after
-//! a longest wait. When no hot context is left to walk, timing stops; a while later the
+//! A step arms a fifth of its budget of timed activations at a time, the next fifth at the
+//! first tick after the stopwatch disarmed the last one, so that a step's activations come
+//! from a few moments rather than one. A step ends when its budget is spent, when its
+//! context stops being entered (its count has not moved for a few ticks: an activation
+//! that started untimed, such as `main`'s, is never timed), or after a longest wait. When no hot context is left to walk, timing stops; a while later the
 //! samples of that while choose the hot spots again, so that a program's later phases are
 //! walked too.
 
@@ -21,6 +22,8 @@ use super::AdaptiveSettings;
 
 /// Picoseconds between two ticks.
 const TICK_PS: u64 = 10_000_000_000;
+/// Ticks a step's timed activations are spread over, at least: each tick arms a portion.
+const SPREAD_TICKS: u32 = 5;
 /// Ticks a step waits at most.
 const STEP_TICKS: u64 = 50;
 /// Ticks without a new activation of the step's context after which it gives up.
@@ -41,6 +44,8 @@ struct Step {
     walk: usize,
     node: u32,
     started: u64,
+    /// Activations still to time after the portion armed now.
+    left: u32,
     /// The context's activations when last seen, and the tick they last moved.
     calls: u64,
     moved: u64,
@@ -156,19 +161,27 @@ impl Walker {
         if self.parent(node).is_none() {
             return false;
         }
-        self.timers.arm(node, self.settings.calls);
+        let portion = self.portion();
+        self.timers.arm(node, portion);
         self.steps += 1;
         self.active.push(Step {
             walk,
             node,
             started: self.ticks,
+            left: self.settings.calls.saturating_sub(portion),
             calls: self.calls(node),
             moved: self.ticks,
         });
         true
     }
 
-    /// Whether the step is over, and how, updating when its context last moved.
+    /// How many activations a step times at once: its budget spread over [`SPREAD_TICKS`].
+    fn portion(&self) -> u32 {
+        self.settings.calls.div_ceil(SPREAD_TICKS).max(1)
+    }
+
+    /// Whether the step is over, and how, updating when its context last moved and arming
+    /// its next portion.
     fn over(&self, step: &mut Step) -> Option<Ending> {
         let calls = self.calls(step.node);
         if calls != step.calls {
@@ -176,7 +189,15 @@ impl Walker {
             step.moved = self.ticks;
         }
         if !self.timers.armed(step.node) {
-            Some(Ending::Spent)
+            if step.left == 0 {
+                return Some(Ending::Spent);
+            }
+            // The next portion, a tick after the last: a step's timed activations are
+            // spread over a few ticks, not one stretch a busy moment could slow.
+            let portion = self.portion().min(step.left);
+            step.left -= portion;
+            self.timers.arm(step.node, portion);
+            None
         } else if self.ticks - step.moved >= STILL_TICKS {
             Some(Ending::Still)
         } else if self.ticks - step.started >= STEP_TICKS {
@@ -350,18 +371,20 @@ mod tests {
         walker.tick(0);
         walker.tick(TICK_PS);
         assert!(timers.armed(LEAF) && !timers.armed(MID));
-        // The leaf's two timed activations spend its budget.
+        // The leaf's budget of two comes in portions of one, a tick apart.
         memory.count(LEAF);
-        timers.spend(LEAF);
         timers.spend(LEAF);
         assert!(!timers.armed(LEAF));
         walker.tick(2 * TICK_PS);
+        assert!(timers.armed(LEAF), "the second portion");
+        timers.spend(LEAF);
+        walker.tick(3 * TICK_PS);
         assert!(timers.armed(MID) && !timers.armed(LEAF), "up to mid");
         // Mid is entered again, then not: its walk waits, then ends without climbing to
         // main.
         memory.count(MID);
-        walker.tick(3 * TICK_PS);
-        for t in 4..=6 {
+        walker.tick(4 * TICK_PS);
+        for t in 5..=7 {
             assert!(timers.armed(MID), "tick {t}");
             walker.tick(t * TICK_PS);
         }
