@@ -1,7 +1,9 @@
 //! Running the program and the host side of the probes.
 //!
 //! [`engine`] is the wasmtime configuration every module is compiled and run with;
-//! [`runner`] runs a WASI command (exit codes, traps, [`backtrace`]s in original offsets).
+//! [`runner`] runs a WASI command (exit codes, traps, [`backtrace`]s in original offsets),
+//! with a store whose state and probe imports are [`host_state`]'s, calling `_start` through
+//! [`start`].
 //! Time mode's probes log events ([`probe_log`], read with [`clock`]) that a thread replays
 //! into the [`collector`], less the probe cost [`calibrate`] measured; the inline modes count
 //! in module memory, read back by [`inline_tree`]; in sample mode [`sampler`] charges time
@@ -24,11 +26,13 @@ pub mod clock;
 pub mod code_map;
 pub mod collector;
 pub mod engine;
+pub mod host_state;
 pub mod inline_tree;
 pub mod interrupt;
 pub mod probe_log;
 pub mod runner;
 pub mod sampler;
+pub mod start;
 pub mod switches;
 pub mod to_profile;
 

@@ -1,54 +1,34 @@
 //! Running a WASI preview 1 command under wasmtime, with or without the probes linked.
 
 use std::io::Write;
-use std::time::Instant;
 
-use wasmtime::{Caller, Engine, Linker, Module, Store};
+use std::sync::Arc;
+
+use wasmtime::{Engine, Linker, Module, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::WasiCtxBuilder;
-
-use std::sync::atomic::{AtomicBool, Ordering};
+use wprof_agent::{ContextArena, ProbeCode, ProbeMode, SwitchTable};
 
 use crate::exit::Failure;
-use crate::run::adaptive::live_tree::LiveTree;
-use crate::run::adaptive::stopwatch::{Stopwatch, TimerCost};
-use crate::run::adaptive::timers::Timers;
+use crate::run::adaptive::stopwatch::TimerCost;
 use crate::run::adaptive::walker::Walker;
 use crate::run::adaptive::AdaptiveSettings;
-use crate::run::address_map::ArtifactAddressMap;
 use crate::run::attribution::Attribution;
-use crate::run::code_map::CodeMap;
 use crate::run::collector::{Collector, PS_PER_NS};
 use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
-use crate::run::sampler::{Asking, CurrentCell, Samples};
+use crate::run::sampler::Samples;
+pub use crate::run::start::ProbeBytes;
+use crate::run::start::{call_start, StartProbes};
 use crate::run::switches::Switchboard;
 use crate::settings::RunSettings;
 use crate::timings::{Timings, PROGRAM};
-use std::sync::Arc;
-use wprof_agent::{ContextArena, ProbeCode, ProbeMode, SwitchTable};
 
-use std::collections::HashSet;
-
-/// What the store holds: WASI's state and, when the module is instrumented, the probe log
-/// feeding the collector (time mode) or the collector itself (the inline modes, which fill
-/// it when the program ends).
-pub struct HostState {
-    wasi: WasiP1Ctx,
-    collector: Option<Collector>,
-    log: Option<ProbeLog>,
-    /// Adaptive mode: times the activations the timers select.
-    stopwatch: Option<Stopwatch>,
-}
-
-impl std::fmt::Debug for HostState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostState")
-            .field("collector", &self.collector)
-            .field("log", &self.log)
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::run::host_state::HostState;
+pub(crate) use crate::run::host_state::{
+    attach_stopwatch, bare_store, probe_linker, reset_slot, take_collector, take_stopwatch,
+};
+use crate::run::host_state::{define_probes, never_moves};
 
 /// How a run ended.
 #[derive(Debug)]
@@ -102,145 +82,6 @@ fn wasi_context(settings: &RunSettings, stdio: Stdio) -> Result<WasiP1Ctx, Failu
     Ok(builder.build_p1())
 }
 
-/// A linker with the probe imports of `mode` bound to the store's collector (and nothing
-/// else).
-pub(crate) fn probe_linker(
-    engine: &Engine,
-    mode: ProbeMode,
-) -> wasmtime::Result<Linker<HostState>> {
-    let mut linker = Linker::new(engine);
-    define_probes(&mut linker, mode)?;
-    Ok(linker)
-}
-
-/// A store with an empty WASI context and time mode's probe log feeding `collector`.
-pub(crate) fn bare_store(engine: &Engine, collector: Option<Collector>) -> Store<HostState> {
-    Store::new(
-        engine,
-        HostState {
-            wasi: WasiCtxBuilder::new().build_p1(),
-            collector: None,
-            log: collector.map(ProbeLog::start),
-            stopwatch: None,
-        },
-    )
-}
-
-/// The collector of a [`bare_store`], every event replayed.
-pub(crate) fn take_collector(store: Store<HostState>) -> Option<Collector> {
-    store.into_data().log.map(|log| log.finish().0)
-}
-
-fn define_probes(linker: &mut Linker<HostState>, mode: ProbeMode) -> wasmtime::Result<()> {
-    use wprof_agent::ProbeImports as P;
-    fn log<'a>(caller: &'a mut Caller<'_, HostState>) -> &'a mut ProbeLog {
-        caller
-            .data_mut()
-            .log
-            .as_mut()
-            .expect("time-mode probes are linked only with a probe log")
-    }
-    match mode {
-        ProbeMode::Time => {
-            linker.func_wrap(
-                P::MODULE,
-                P::ENTER,
-                |mut c: Caller<'_, HostState>, id: i32| log(&mut c).enter(id as u32),
-            )?;
-            linker.func_wrap(
-                P::MODULE,
-                P::EXIT,
-                |mut c: Caller<'_, HostState>, id: i32| log(&mut c).exit(id as u32),
-            )?;
-            linker.func_wrap(
-                P::MODULE,
-                P::TAIL,
-                |mut c: Caller<'_, HostState>, id: i32| log(&mut c).tail(id as u32),
-            )?;
-            linker.func_wrap(
-                P::MODULE,
-                P::ENTER_CATCHING,
-                |mut c: Caller<'_, HostState>, id: i32| {
-                    log(&mut c).enter_catching(id as u32) as i32
-                },
-            )?;
-            linker.func_wrap(
-                P::MODULE,
-                P::SITE,
-                |mut c: Caller<'_, HostState>, site: i32| log(&mut c).site(site as u32),
-            )?;
-            linker.func_wrap(
-                P::MODULE,
-                P::UNWIND,
-                |mut c: Caller<'_, HostState>, token: i32| log(&mut c).unwind(token as u32),
-            )?;
-        }
-        ProbeMode::Adaptive => {
-            // Timed activations only (see `wprof_agent::ContextArena::TIMER`).
-            linker.func_wrap(
-                P::MODULE,
-                P::ENTER_CATCHING,
-                |mut c: Caller<'_, HostState>, node: i32| {
-                    c.data_mut()
-                        .stopwatch
-                        .as_mut()
-                        .map_or(0, |s| s.start(node as u32) as i32)
-                },
-            )?;
-            linker.func_wrap(
-                P::MODULE,
-                P::EXIT,
-                |mut c: Caller<'_, HostState>, token: i32| {
-                    if let Some(s) = c.data_mut().stopwatch.as_mut() {
-                        s.stop(token as u32);
-                    }
-                },
-            )?;
-            for name in [P::ENTER, P::TAIL, P::UNWIND, P::SITE] {
-                linker.func_wrap(P::MODULE, name, |_: i32| {})?;
-            }
-        }
-        ProbeMode::Cost | ProbeMode::Sample => {
-            // The inline modes import the probes but never call them: the module counts
-            // into its own tree (see `crate::run::inline_tree`).
-            for name in [P::ENTER, P::EXIT, P::TAIL, P::UNWIND, P::SITE] {
-                linker.func_wrap(P::MODULE, name, |_: i32| {})?;
-            }
-            linker.func_wrap(P::MODULE, P::ENTER_CATCHING, |_: i32| 0i32)?;
-        }
-    }
-    Ok(())
-}
-
-/// Inline modes: points the module's slot global at the root, so that the export called
-/// next is counted as an outermost call (the start function, run at instantiation, may have
-/// left it anywhere).
-pub(crate) fn reset_slot(store: &mut Store<HostState>, instance: &wasmtime::Instance) {
-    if let Some(slot) = instance.get_global(&mut *store, ContextArena::SLOT) {
-        let _ = slot.set(
-            &mut *store,
-            wasmtime::Val::I32(ContextArena::ROOT_SLOT as i32),
-        );
-    }
-}
-
-/// Sample mode: the module's current-node cell, in its tree memory. `None` where that
-/// memory's base could move while the program runs.
-fn current_cell(
-    store: &mut Store<HostState>,
-    instance: &wasmtime::Instance,
-) -> Option<CurrentCell> {
-    let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
-    if !never_moves(&memory.ty(&*store))
-        || memory.data_size(&*store) < ContextArena::CURRENT as usize + 4
-    {
-        return None;
-    }
-    // SAFETY: in bounds (checked above); the memory never moves (a 32-bit memory in a
-    // full reservation) and the cell is only read inside `run`, while the store is alive.
-    Some(unsafe { CurrentCell::new(memory.data_ptr(&*store)) })
-}
-
 /// Inline modes: replays the module's tree into the collector, with each context's self
 /// cost (cost mode) or sampled time (sample and adaptive mode, where the samples'
 /// attribution is returned); and the tree.
@@ -292,139 +133,6 @@ fn replay_tree(
     Some((tree, attribution))
 }
 
-/// What [`call_start`] needs to know of the probes.
-#[derive(Clone, Copy)]
-struct StartProbes<'a> {
-    /// The mode the module was instrumented for (`None`: not instrumented).
-    mode: Option<ProbeMode>,
-    /// Sample mode: where the probes' own instructions are.
-    bytes: Option<&'a ProbeBytes>,
-    /// Live probes: the switches.
-    switches: Option<&'a Switchboard>,
-}
-
-/// Adaptive mode: the walker, on the sampler's thread, and the clock the stopwatch reads.
-type Walking<'a> = Option<&'a mut Walker>;
-
-/// Calls the instance's `_start` (sampling it in sample mode): its result, the samples and
-/// its wall time in nanoseconds.
-fn call_start(
-    store: &mut Store<HostState>,
-    instance: &wasmtime::Instance,
-    module: &Module,
-    probes: StartProbes<'_>,
-    settings: &RunSettings,
-    walker: Walking<'_>,
-    timings: &mut Timings,
-) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
-    let StartProbes {
-        mode,
-        bytes: probe_bytes,
-        switches,
-    } = probes;
-    let start = instance
-        .get_typed_func::<(), ()>(&mut *store, "_start")
-        .map_err(|e| {
-            Failure::input(format!(
-                "{} has no usable `_start`: {e}",
-                settings.module.display()
-            ))
-        })?;
-    if mode.is_some_and(ProbeMode::counts_inline) {
-        reset_slot(store, instance);
-    }
-    let cell = match mode {
-        Some(m) if m.samples() => {
-            let cell = current_cell(store, instance);
-            if cell.is_none() {
-                eprintln!(
-                    "wprof: warning: sample mode cannot read the running context on this \
-                     host; calls are counted, times will be zero"
-                );
-            }
-            cell
-        }
-        _ => None,
-    };
-    let clock = crate::run::clock::Clock::new();
-    let started = Instant::now();
-    let (result, samples, wall_time) = match cell {
-        Some(cell) => {
-            let stop = AtomicBool::new(false);
-            // SAFETY: the cell stays valid while the store lives, which outlives the session
-            // (dropped at the end of this block).
-            let session = unsafe { crate::run::interrupt::Session::begin(cell.as_ptr()) };
-            if session.is_none() {
-                eprintln!(
-                    "wprof: warning: sample mode cannot ask the program's thread where it is \
-                     (SIGPROF is taken, or this platform is not Linux on x86-64 or AArch64); \
-                     the time a function spends after a call returns goes to the callee"
-                );
-            }
-            let code = session
-                .as_ref()
-                .map(|_| CodeMap::of(module, mode.unwrap_or(ProbeMode::Sample)));
-            let asking = session
-                .as_ref()
-                .zip(code.as_ref())
-                .map(|(session, code)| Asking {
-                    target: session.target(),
-                    code,
-                    switches,
-                });
-            let (result, mut samples) = std::thread::scope(|s| {
-                let (clock, stop, period) = (&clock, &stop, settings.sample_period);
-                let from = clock.now_ps();
-                let sampler = s.spawn(move || {
-                    let watch = walker.map(|w| w as &mut dyn crate::run::sampler::Watch);
-                    crate::run::sampler::sample(cell, asking, clock, period, stop, from, watch)
-                });
-                let result = start.call(&mut *store, ());
-                stop.store(true, Ordering::Release);
-                sampler.thread().unpark();
-                (result, sampler.join().ok())
-            });
-            let wall_time = started.elapsed();
-            if let (Some(samples), Some(code)) = (samples.as_mut(), code.as_ref()) {
-                timings.time("locate", || {
-                    let probes = probe_pcs(module, code, probe_bytes, &samples.located_pcs());
-                    samples.resolve(code, &probes);
-                });
-            }
-            (result, samples, wall_time)
-        }
-        None => {
-            let result = start.call(&mut *store, ());
-            (result, None, started.elapsed())
-        }
-    };
-    Ok((result, samples, wall_time.as_nanos() as u64))
-}
-
-/// Which of `pcs` (sorted) are in wprof's probes rather than the original's instructions,
-/// by the module's address map (from its artifact file when there is one) and its
-/// probe-code section (none without the section).
-fn probe_pcs(
-    module: &Module,
-    code: &CodeMap,
-    probe_bytes: Option<&ProbeBytes>,
-    pcs: &[usize],
-) -> HashSet<usize> {
-    let Some(probe_bytes) = probe_bytes.filter(|_| !pcs.is_empty()) else {
-        return HashSet::new();
-    };
-    let artifact = probe_bytes
-        .image
-        .as_ref()
-        .and_then(ArtifactAddressMap::open);
-    code.module_offsets(module, artifact.as_ref(), pcs)
-        .into_iter()
-        .zip(pcs)
-        .filter(|(offset, _)| offset.is_some_and(|o| probe_bytes.code.contains(o)))
-        .map(|(_, &pc)| pc)
-        .collect()
-}
-
 /// What an instrumented module's run needs besides the module.
 #[derive(Debug)]
 pub struct Probes {
@@ -459,18 +167,6 @@ impl std::fmt::Debug for Live {
             .field("functions", &self.names.len())
             .finish_non_exhaustive()
     }
-}
-
-/// Sample mode: which bytes of the module are probes, and how to find a program counter's
-/// byte.
-#[derive(Debug)]
-pub struct ProbeBytes {
-    /// The module's `wprof.probe-code` section.
-    pub code: ProbeCode,
-    /// wasmtime's serialized module, when the module was loaded from one: its address map
-    /// finds a sampled program counter's wasm offset quickly (see
-    /// [`crate::run::address_map`]).
-    pub image: Option<std::fs::File>,
 }
 
 impl Probes {
@@ -544,42 +240,6 @@ fn start_stopwatch(
     let functions = store.data().collector.as_ref()?.functions().len() as u32;
     let tree = attach_stopwatch(store, instance, cost)?;
     Some(Walker::new(tree, functions, settings))
-}
-
-/// Adaptive mode: puts a stopwatch subtracting `cost` in the store of `instance`; the view
-/// of its tree, `None` where the tree's memory could move while the program runs.
-pub(crate) fn attach_stopwatch(
-    store: &mut Store<HostState>,
-    instance: &wasmtime::Instance,
-    cost: TimerCost,
-) -> Option<LiveTree> {
-    let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
-    if !never_moves(&memory.ty(&*store)) {
-        return None;
-    }
-    // SAFETY: the memory never moves, and the tree view (in the walker and the stopwatch)
-    // is used only while the store lives (see `run` and the calibration).
-    let tree = unsafe { LiveTree::new(memory.data_ptr(&*store)) };
-    store.data_mut().stopwatch = Some(Stopwatch::new(
-        crate::run::clock::Clock::new(),
-        Timers::new(tree),
-        cost,
-    ));
-    Some(tree)
-}
-
-/// Adaptive mode: the stopwatch of a [`bare_store`] once its run is over.
-pub(crate) fn take_stopwatch(store: &mut Store<HostState>) -> Option<Stopwatch> {
-    store.data_mut().stopwatch.take()
-}
-
-/// Whether a memory of type `ty` stays where it is as it grows: a 32-bit memory inside a
-/// reservation of its whole 4 GiB range (see `crate::run::engine::MEMORY_RESERVATION`).
-fn never_moves(ty: &wasmtime::MemoryType) -> bool {
-    cfg!(target_pointer_width = "64")
-        && crate::run::engine::MEMORY_RESERVATION >= 1 << 32
-        && !ty.is_64()
-        && !ty.is_shared()
 }
 
 /// Runs `module`'s `_start`. With `probes`, the probe imports are linked to its collector.

@@ -1,0 +1,181 @@
+//! Calling the instance's `_start`: plainly, or (sample and adaptive mode) with the sampler
+//! reading where the program is from another thread, and adaptive mode's walker beside it.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use wasmtime::{Module, Store};
+use wprof_agent::{ContextArena, ProbeCode, ProbeMode};
+
+use crate::exit::Failure;
+use crate::run::adaptive::walker::Walker;
+use crate::run::address_map::ArtifactAddressMap;
+use crate::run::code_map::CodeMap;
+use crate::run::host_state::{never_moves, reset_slot, HostState};
+use crate::run::sampler::{Asking, CurrentCell, Samples};
+use crate::run::switches::Switchboard;
+use crate::settings::RunSettings;
+use crate::timings::Timings;
+
+/// Sample mode: the module's current-node cell, in its tree memory. `None` where that
+/// memory's base could move while the program runs.
+fn current_cell(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+) -> Option<CurrentCell> {
+    let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
+    if !never_moves(&memory.ty(&*store))
+        || memory.data_size(&*store) < ContextArena::CURRENT as usize + 4
+    {
+        return None;
+    }
+    // SAFETY: in bounds (checked above); the memory never moves (a 32-bit memory in a
+    // full reservation) and the cell is only read inside `run`, while the store is alive.
+    Some(unsafe { CurrentCell::new(memory.data_ptr(&*store)) })
+}
+
+/// What [`call_start`] needs to know of the probes.
+#[derive(Clone, Copy)]
+pub(crate) struct StartProbes<'a> {
+    /// The mode the module was instrumented for (`None`: not instrumented).
+    pub(crate) mode: Option<ProbeMode>,
+    /// Sample mode: where the probes' own instructions are.
+    pub(crate) bytes: Option<&'a ProbeBytes>,
+    /// Live probes: the switches.
+    pub(crate) switches: Option<&'a Switchboard>,
+}
+
+/// Adaptive mode: the walker, on the sampler's thread, and the clock the stopwatch reads.
+pub(crate) type Walking<'a> = Option<&'a mut Walker>;
+
+/// Calls the instance's `_start` (sampling it in sample mode): its result, the samples and
+/// its wall time in nanoseconds.
+pub(crate) fn call_start(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+    module: &Module,
+    probes: StartProbes<'_>,
+    settings: &RunSettings,
+    walker: Walking<'_>,
+    timings: &mut Timings,
+) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
+    let StartProbes {
+        mode,
+        bytes: probe_bytes,
+        switches,
+    } = probes;
+    let start = instance
+        .get_typed_func::<(), ()>(&mut *store, "_start")
+        .map_err(|e| {
+            Failure::input(format!(
+                "{} has no usable `_start`: {e}",
+                settings.module.display()
+            ))
+        })?;
+    if mode.is_some_and(ProbeMode::counts_inline) {
+        reset_slot(store, instance);
+    }
+    let cell = match mode {
+        Some(m) if m.samples() => {
+            let cell = current_cell(store, instance);
+            if cell.is_none() {
+                eprintln!(
+                    "wprof: warning: sample mode cannot read the running context on this \
+                     host; calls are counted, times will be zero"
+                );
+            }
+            cell
+        }
+        _ => None,
+    };
+    let clock = crate::run::clock::Clock::new();
+    let started = Instant::now();
+    let (result, samples, wall_time) = match cell {
+        Some(cell) => {
+            let stop = AtomicBool::new(false);
+            // SAFETY: the cell stays valid while the store lives, which outlives the session
+            // (dropped at the end of this block).
+            let session = unsafe { crate::run::interrupt::Session::begin(cell.as_ptr()) };
+            if session.is_none() {
+                eprintln!(
+                    "wprof: warning: sample mode cannot ask the program's thread where it is \
+                     (SIGPROF is taken, or this platform is not Linux on x86-64 or AArch64); \
+                     the time a function spends after a call returns goes to the callee"
+                );
+            }
+            let code = session
+                .as_ref()
+                .map(|_| CodeMap::of(module, mode.unwrap_or(ProbeMode::Sample)));
+            let asking = session
+                .as_ref()
+                .zip(code.as_ref())
+                .map(|(session, code)| Asking {
+                    target: session.target(),
+                    code,
+                    switches,
+                });
+            let (result, mut samples) = std::thread::scope(|s| {
+                let (clock, stop, period) = (&clock, &stop, settings.sample_period);
+                let from = clock.now_ps();
+                let sampler = s.spawn(move || {
+                    let watch = walker.map(|w| w as &mut dyn crate::run::sampler::Watch);
+                    crate::run::sampler::sample(cell, asking, clock, period, stop, from, watch)
+                });
+                let result = start.call(&mut *store, ());
+                stop.store(true, Ordering::Release);
+                sampler.thread().unpark();
+                (result, sampler.join().ok())
+            });
+            let wall_time = started.elapsed();
+            if let (Some(samples), Some(code)) = (samples.as_mut(), code.as_ref()) {
+                timings.time("locate", || {
+                    let probes = probe_pcs(module, code, probe_bytes, &samples.located_pcs());
+                    samples.resolve(code, &probes);
+                });
+            }
+            (result, samples, wall_time)
+        }
+        None => {
+            let result = start.call(&mut *store, ());
+            (result, None, started.elapsed())
+        }
+    };
+    Ok((result, samples, wall_time.as_nanos() as u64))
+}
+
+/// Which of `pcs` (sorted) are in wprof's probes rather than the original's instructions,
+/// by the module's address map (from its artifact file when there is one) and its
+/// probe-code section (none without the section).
+fn probe_pcs(
+    module: &Module,
+    code: &CodeMap,
+    probe_bytes: Option<&ProbeBytes>,
+    pcs: &[usize],
+) -> HashSet<usize> {
+    let Some(probe_bytes) = probe_bytes.filter(|_| !pcs.is_empty()) else {
+        return HashSet::new();
+    };
+    let artifact = probe_bytes
+        .image
+        .as_ref()
+        .and_then(ArtifactAddressMap::open);
+    code.module_offsets(module, artifact.as_ref(), pcs)
+        .into_iter()
+        .zip(pcs)
+        .filter(|(offset, _)| offset.is_some_and(|o| probe_bytes.code.contains(o)))
+        .map(|(_, &pc)| pc)
+        .collect()
+}
+
+/// Sample mode: which bytes of the module are probes, and how to find a program counter's
+/// byte.
+#[derive(Debug)]
+pub struct ProbeBytes {
+    /// The module's `wprof.probe-code` section.
+    pub code: ProbeCode,
+    /// wasmtime's serialized module, when the module was loaded from one: its address map
+    /// finds a sampled program counter's wasm offset quickly (see
+    /// [`crate::run::address_map`]).
+    pub image: Option<std::fs::File>,
+}
