@@ -70,16 +70,36 @@ fn ctl(s: &Scratch, args: &[&str]) -> std::process::Output {
     s.run(&all)
 }
 
-/// Waits until the run's control socket answers (the program has started).
-fn wait_ready(s: &Scratch, run: &LiveRun) {
+/// Waits until the run's control socket answers (the program has started). If it never
+/// does, the run is stopped and what it said goes in the failure, with the last answer of
+/// `wprof ctl` and what the control directory holds.
+fn wait_ready(s: &Scratch, run: &mut LiveRun) {
     let until = Instant::now() + Duration::from_secs(60);
+    let mut last = String::new();
     while Instant::now() < until {
-        if ctl(s, &[&run.pid(), "status"]).status.success() {
+        let out = ctl(s, &[&run.pid(), "status"]);
+        if out.status.success() {
             return;
         }
+        last = format!("{}{}", stdout(&out), stderr(&out));
         std::thread::sleep(Duration::from_millis(20));
     }
-    panic!("the live run never answered");
+    let _ = run.child.kill();
+    let mut said = String::new();
+    if let Some(mut err) = run.child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut err, &mut said);
+    }
+    let control: Vec<String> = std::fs::read_dir(s.cache_dir().join("control"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    panic!(
+        "the live run never answered; its stderr: {said:?}; the last `wprof ctl`: {last:?}; \
+         control directory: {control:?}"
+    );
 }
 
 fn calls_of(profile: &Value, name: &str) -> u64 {
@@ -96,7 +116,7 @@ fn ctl_turns_another_process_probes_off_and_on_in_every_mode() {
     for mode in ["sample", "time", "cost"] {
         let s = Scratch::new();
         let mut run = LiveRun::start(&s, &["--mode", mode], None);
-        wait_ready(&s, &run);
+        wait_ready(&s, &mut run);
         run.batch();
         let off = ctl(&s, &[&run.pid(), "off", "work"]);
         assert_eq!(off.status.code(), Some(0), "{}", stderr(&off));
@@ -161,7 +181,7 @@ fn editing_the_configuration_file_turns_switches_while_the_program_runs() {
     let config = s.path("etc/wprof.toml");
     std::fs::write(&config, "mode = \"cost\"\n").unwrap();
     let mut run = LiveRun::start(&s, &[], Some(&config));
-    wait_ready(&s, &run);
+    wait_ready(&s, &mut run);
     run.batch();
     // As an editor saves: a new file renamed over the old one.
     let replace = |text: &str| {
@@ -214,7 +234,7 @@ fn editing_the_configuration_file_turns_switches_while_the_program_runs() {
 fn switches_can_start_off_and_ctl_refuses_what_it_cannot_do() {
     let s = Scratch::new();
     let mut run = LiveRun::start(&s, &["--off", "*"], None);
-    wait_ready(&s, &run);
+    wait_ready(&s, &mut run);
     run.batch();
     assert_eq!(ctl(&s, &[&run.pid(), "on", "batch"]).status.code(), Some(0));
     run.batch();
