@@ -357,11 +357,10 @@ impl ProbeLayout {
         })
     }
 
-    /// In [`crate::ProbeMode::Adaptive`], the tree's memory, where each node holds its
-    /// timer (see [`ContextArena::TIMER`]).
-    pub fn timers(&self) -> Option<InlineIndices> {
-        self.arena()
-            .filter(|_| self.mode == crate::ProbeMode::Adaptive)
+    /// In [`crate::ProbeMode::Adaptive`] (with code): the host arms contexts for timing (see
+    /// [`ContextArena::TIMED`]).
+    pub fn timed(&self) -> bool {
+        self.mode == crate::ProbeMode::Adaptive && self.arena().is_some()
     }
 
     /// Whether the agent adds a memory: the tree's (inline modes), or the switches' (time

@@ -245,7 +245,7 @@ pub(crate) fn instrument_body(
         extra.len() as u32 - 1
     });
     // Adaptive mode: the activation's timer token.
-    let timer_at = (probes.timers().is_some() && !excluded).then(|| {
+    let timer_at = (probes.timed() && !excluded).then(|| {
         extra.push(I32);
         extra.len() as u32 - 1
     });

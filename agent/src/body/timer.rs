@@ -12,19 +12,15 @@ impl Emitter<'_> {
     /// token it returns goes to the timer local). Not emitted in the other modes, whose
     /// nodes are never armed.
     pub(super) fn untag_node(&mut self, local: u32, timed: bool) {
-        let (
-            Some(_),
-            Some((
-                _,
-                InlineLocals {
-                    timer: Some(token), ..
-                },
-            )),
-        ) = (self.probes.timers(), self.inline)
-        else {
+        if !self.probes.timed() {
             return;
-        };
-        if !timed {
+        }
+        // An import's node, or a function without probes (no timer local): untagged only.
+        let token = self
+            .inline
+            .and_then(|(_, locals)| locals.timer)
+            .filter(|_| timed);
+        let Some(token) = token else {
             self.instrs(&[
                 Instruction::LocalGet(local),
                 Instruction::I32Const(-8),
@@ -32,7 +28,7 @@ impl Emitter<'_> {
                 Instruction::LocalSet(local),
             ]);
             return;
-        }
+        };
         self.instrs(&[
             Instruction::LocalGet(local),
             Instruction::I32Const(1),
