@@ -67,6 +67,12 @@ pub struct ProbePlan {
     /// Every probed function's probes sit behind a switch the host can turn while the
     /// program runs (see [`crate::SwitchTable`]).
     pub live: bool,
+    /// Time mode: a function whose body is straight-line work of at most this many
+    /// instructions (no loop, no call, no exception handling, nothing whose cost grows with
+    /// its operands) is counted, not timed: its entry calls `wprof.called(id)`, which reads
+    /// no clock, and it has no exit probe, so its time is its caller's self time. Two clock
+    /// reads cost more than such a body. 0 times every function. Other modes ignore it.
+    pub short_max: u32,
 }
 
 /// Defined functions left without probes: each is part of its nearest probed caller.
@@ -114,7 +120,16 @@ impl ProbePlan {
         if self.live {
             h.update(b"\0live");
         }
+        if self.counts_short() {
+            h.update(b"\0short\0");
+            h.update(&self.short_max.to_le_bytes());
+        }
         *h.finalize().as_bytes()
+    }
+
+    /// Whether some functions are counted, not timed (see [`ProbePlan::short_max`]).
+    pub fn counts_short(&self) -> bool {
+        self.mode == ProbeMode::Time && self.short_max > 0
     }
 
     /// Whether the function of id `id` is left without probes.
@@ -164,5 +179,16 @@ mod tests {
             ..ProbePlan::default()
         };
         assert_ne!(live.digest(), a.digest());
+        let short = ProbePlan {
+            short_max: 40,
+            ..ProbePlan::default()
+        };
+        assert_ne!(short.digest(), a.digest());
+        // Only time mode counts short functions: elsewhere the bound changes nothing.
+        let sample_short = ProbePlan {
+            short_max: 40,
+            ..sample.clone()
+        };
+        assert_eq!(sample_short.digest(), sample.digest());
     }
 }

@@ -37,16 +37,20 @@ impl ProbeImports {
     /// `site(offset)`: the next call is made from this offset of the caller's body (only
     /// called when the plan asks for call sites).
     pub const SITE: &'static str = "site";
+    /// `called(id)`: function `id` was called and is counted, not timed (time mode: a short
+    /// function, see [`crate::ProbePlan::short_max`]); it has no exit probe.
+    pub const CALLED: &'static str = "called";
     /// How many probe functions are imported.
-    pub const COUNT: u32 = 6;
+    pub const COUNT: u32 = 7;
     /// All probe import names, in the order they are appended to the import section.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         Self::ENTER,
         Self::EXIT,
         Self::TAIL,
         Self::ENTER_CATCHING,
         Self::UNWIND,
         Self::SITE,
+        Self::CALLED,
     ];
 
     /// How far the module's defined functions move in the instrumented module: past the
@@ -317,6 +321,10 @@ impl ProbeLayout {
         self.imported_funcs + 5
     }
 
+    pub fn called(&self) -> u32 {
+        self.imported_funcs + 6
+    }
+
     pub fn enter(&self) -> u32 {
         self.imported_funcs
     }
@@ -391,6 +399,7 @@ impl ProbeLayout {
             self.enter_catching(),
             self.unwind(),
             self.site(),
+            self.called(),
             self.original_types,
             self.child_type(),
             self.original_memories,

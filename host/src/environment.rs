@@ -2,9 +2,9 @@
 //! print it, and a test checks it against every `WPROF_` name in the source, so that help
 //! and code cannot drift apart.
 //!
-//! A meaning may name `{modes}`, `{default_mode}`, `{period_us}` and `{default_cap}`: the
-//! caller fills them in
-//! from the definitions the code uses (the mode enum, the sampler's period).
+//! A meaning may name `{modes}`, `{default_mode}`, `{period_us}`, `{default_cap}` and
+//! `{short_max}`: the caller fills them in from the definitions the code uses (the mode
+//! enum, the sampler's period, the cache's cap, time mode's bound on short functions).
 
 /// One variable.
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +59,11 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "WPROF_CALL_SITES",
         meaning: "1|0: like --call-sites (caller -> callee edges split by call site)",
+    },
+    Variable {
+        name: "WPROF_SHORT_MAX",
+        meaning: "time mode: functions of straight-line code of at most N instructions\n\
+                  are counted, not timed (like --short-max; default {short_max}; 0: time all)",
     },
     Variable {
         name: "WPROF_SAMPLE_PERIOD_US",
@@ -128,7 +133,11 @@ mod tests {
     use super::*;
 
     /// Names the source mentions that are not wprof's settings: test switches and hooks.
-    const NOT_SETTINGS: &[&str] = &["WPROF_SURELY_UNSET_VARIABLE", "WPROF_TEST_PANIC_IN"];
+    const NOT_SETTINGS: &[&str] = &[
+        "WPROF_SURELY_UNSET_VARIABLE",
+        "WPROF_TEST_PANIC_IN",
+        "WPROF_TEST_TIME_FLOOR",
+    ];
 
     fn sources(dir: &std::path::Path, out: &mut String) {
         for entry in std::fs::read_dir(dir).unwrap() {
@@ -172,6 +181,7 @@ mod tests {
             ("default_mode", "a".into()),
             ("period_us", "100".into()),
             ("default_cap", "5G".into()),
+            ("short_max", "40".into()),
         ]);
         assert!(!help.contains('{'), "{help}");
         assert!(help.contains("a|b: what `wprof run` measures"), "{help}");

@@ -278,6 +278,9 @@ pub struct RunSettings {
     pub subtract_overhead: bool,
     /// Split edges by call site.
     pub call_sites: bool,
+    /// Time mode: short functions (at most this many instructions of straight-line code)
+    /// are counted, not timed (see [`wprof_agent::ProbePlan::short_max`]).
+    pub short_max: u32,
     /// Sample mode: time between two readings of the running context.
     pub sample_period: std::time::Duration,
     /// Print how long each of wprof's phases took (`--timings`), and how.

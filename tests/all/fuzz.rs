@@ -322,6 +322,14 @@ fn instrumented_modules_behave_as_the_originals() {
             })
         })
         .filter(|p| !(p.live && p.mode == ProbeMode::Adaptive))
+        // Time mode with short functions counted, not timed (wprof run's default bound),
+        // with and without switches.
+        .chain([false, true].map(|live| ProbePlan {
+            mode: ProbeMode::Time,
+            live,
+            short_max: 40,
+            ..ProbePlan::default()
+        }))
         .collect();
     std::thread::scope(|scope| {
         for _ in 0..2 {

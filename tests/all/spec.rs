@@ -298,29 +298,34 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
     report.original = run_script(engine, shared_memory, &script.name, script.text);
     // Every module is checked instrumented in each probe mode.
     for plan in [
+        // Short functions counted, not timed (the default bound).
         ProbePlan {
             mode: ProbeMode::Time,
             call_sites: false,
             selection: None,
             live: false,
+            short_max: 40,
         },
         ProbePlan {
             mode: ProbeMode::Cost,
             call_sites: false,
             selection: None,
             live: false,
+            short_max: 0,
         },
         ProbePlan {
             mode: ProbeMode::Sample,
             call_sites: false,
             selection: None,
             live: false,
+            short_max: 0,
         },
         ProbePlan {
             mode: ProbeMode::Time,
             call_sites: true,
             selection: None,
             live: false,
+            short_max: 0,
         },
         // Live probes, every switch on: the branches around each probe.
         ProbePlan {
@@ -328,6 +333,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             call_sites: false,
             selection: None,
             live: true,
+            short_max: 0,
         },
     ] {
         let mode = plan.mode;

@@ -52,6 +52,10 @@ pub(super) struct Emitter<'p> {
     /// modes, [`InlineLocals::node`] holds the slot it was reached through instead of a
     /// node.
     pub(super) excluded: bool,
+    /// Time mode: the function is counted, not timed (see
+    /// [`crate::ProbePlan::short_max`]); it is also [`Emitter::excluded`], its entry
+    /// calling `called(id)` and nothing else.
+    pub(super) counted: bool,
 }
 
 impl Emitter<'_> {
@@ -139,6 +143,10 @@ impl Emitter<'_> {
     }
 
     fn entry_probe(&mut self, id: u32, slots: u32, token: Option<u32>) {
+        if self.counted {
+            self.called_probe(id);
+            return;
+        }
         if self.excluded {
             // Only where it was reached from, for its own calls (and the sampler).
             if let Some((arena, locals)) = self.inline {
@@ -170,6 +178,19 @@ impl Emitter<'_> {
                 self.instr(Instruction::LocalSet(token));
             }
             (None, None) => self.probe(self.probes.enter(), id),
+        }
+    }
+
+    /// Time mode, a function counted, not timed: `called(id)`, behind its switch with live
+    /// probes.
+    fn called_probe(&mut self, id: u32) {
+        if self.probes.switches().is_some() {
+            self.read_switch(id);
+            self.instrs(&[Instruction::I32Eqz, Instruction::If(BlockType::Empty)]);
+            self.probe(self.probes.called(), id);
+            self.instr(Instruction::End);
+        } else {
+            self.probe(self.probes.called(), id);
         }
     }
 

@@ -22,12 +22,14 @@
 //!   are probes ([`InstrumentedBody::probe_code`]), which the assembled module carries in
 //!   its `wprof.probe-code` section (see [`crate::ProbeCode`]).
 //!
-//! This file is the rewriting loop; `scan.rs` the first pass over a body; `emitter.rs` the
-//! probe points every mode shares; `host_calls.rs` (time mode), `inline_tree.rs`,
+//! This file is the rewriting loop; `scan.rs` the first pass over a body; `counted.rs` which
+//! functions time mode counts but does not time; `emitter.rs` the probe points every mode
+//! shares; `host_calls.rs` (time mode), `inline_tree.rs`,
 //! `cost.rs`, `sample.rs` and `timer.rs` (adaptive mode) the instructions of each kind of
 //! probe.
 
 mod cost;
+mod counted;
 mod emitter;
 mod host_calls;
 mod inline_tree;
@@ -209,7 +211,8 @@ pub(crate) fn instrument_body(
     let mut ops = body.get_operators_reader()?;
     let code_start = ops.original_position();
     let mut facts = scan(ops.clone(), plan.call_sites, id)?;
-    let excluded = plan.excludes(id);
+    let counted = counted::is_counted(plan, &facts, id);
+    let excluded = plan.excludes(id) || counted;
 
     let mut e = Emitter {
         out: Vec::with_capacity(func.body.len() + func.body.len() / 4 + 16),
@@ -220,6 +223,7 @@ pub(crate) fn instrument_body(
         calls_emitted: 0,
         original_code: Vec::new(),
         excluded,
+        counted,
     };
     // New locals: the frame token (time mode, functions that catch); the node, an
     // import's node and, in cost mode, the delta (the inline modes). An excluded function

@@ -62,6 +62,50 @@ pub(super) struct BodyFacts {
     /// Loops (by the offset of their `loop` instruction) that a `try_table` catch clause
     /// targets: a branch to a loop lands at its head, so the landing probe goes there.
     pub(super) caught_loops: std::collections::HashSet<usize>,
+    /// The body is straight-line work of bounded length: no loop, no call of any kind, no
+    /// exception handling, no instruction whose cost grows with its operands (bulk memory,
+    /// table and array operations, growing, waiting). Then it runs at most this many
+    /// instructions (`end` excluded) per activation. `None` for every other body.
+    pub(super) straight_length: Option<u32>,
+}
+
+/// Whether `op` may keep an activation busy for longer than a bounded number of steps, or
+/// leaves it other than by returning: a loop, a call, exception handling, or an instruction
+/// whose cost depends on its operands.
+fn unbounded(op: &Operator<'_>) -> bool {
+    use Operator::*;
+    is_call(op)
+        || matches!(
+            op,
+            Loop { .. }
+                | Try { .. }
+                | TryTable { .. }
+                | Catch { .. }
+                | CatchAll
+                | Delegate { .. }
+                | Throw { .. }
+                | ThrowRef
+                | Rethrow { .. }
+                | MemoryGrow { .. }
+                | MemoryFill { .. }
+                | MemoryCopy { .. }
+                | MemoryInit { .. }
+                | MemoryDiscard { .. }
+                | TableGrow { .. }
+                | TableFill { .. }
+                | TableCopy { .. }
+                | TableInit { .. }
+                | ArrayNew { .. }
+                | ArrayNewDefault { .. }
+                | ArrayNewData { .. }
+                | ArrayNewElem { .. }
+                | ArrayFill { .. }
+                | ArrayCopy { .. }
+                | ArrayInitData { .. }
+                | ArrayInitElem { .. }
+                | MemoryAtomicWait32 { .. }
+                | MemoryAtomicWait64 { .. }
+        )
 }
 
 /// The labels a `try_table`'s catch clauses branch to.
@@ -99,6 +143,7 @@ pub(super) fn scan(
         slot_count: 0,
         caught_loops: Default::default(),
         self_tail: false,
+        straight_length: Some(0),
     };
     let mut slot_of_callee = std::collections::HashMap::new();
     // Open blocks: the offset of each that is a loop.
@@ -108,6 +153,10 @@ pub(super) fn scan(
         let start = ops.original_position();
         let op = ops.read()?;
         current += instruction_weight(&op);
+        facts.straight_length = match facts.straight_length {
+            Some(n) if !unbounded(&op) => Some(n + instruction_weight(&op) as u32),
+            _ => None,
+        };
         if matches!(op, Operator::ReturnCall { function_index } if function_index == id) {
             facts.self_tail = true;
         }

@@ -36,6 +36,7 @@ level. Relative paths in the file are relative to its directory.
   mode = \"sample\"               # sample | time | cost | adaptive
   output = \"profiles/app.wprof\"
   call_sites = false
+  short_max = 40                # time mode: short functions are counted, not timed
   sample_period_us = 100
   adaptive_calls = 1000         # adaptive mode: timed activations per step
   adaptive_timers = 4           # adaptive mode: functions timed at once
@@ -103,6 +104,11 @@ fn table(c: &RunConfig) -> String {
             "call_sites",
             on_off(c.call_sites.value),
             &c.call_sites.source,
+        ),
+        (
+            "short_max",
+            c.short_max.value.to_string(),
+            &c.short_max.source,
         ),
         (
             "sample_period_us",

@@ -105,6 +105,7 @@ impl RunCommand {
             quiet: self.quiet,
             subtract_overhead: !self.keep_overhead,
             call_sites: resolved.call_sites.value,
+            short_max: u32::try_from(resolved.short_max.value).unwrap_or(u32::MAX),
             sample_period: std::time::Duration::from_micros(resolved.sample_period_us.value),
             timings: self.timings,
             filter: resolved.function_filter,
@@ -177,6 +178,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         call_sites: settings.call_sites,
         selection: settings.filter.selection().map(std::sync::Arc::new),
         live: settings.live,
+        short_max: settings.short_max,
     };
     // A panic in the agent or the cache is caught: one warning, the program runs as it is.
     let prepared = timings.time("instrument", || {
@@ -251,7 +253,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     }
     if settings.mode == ProbeMode::Time && settings.subtract_overhead {
         match timings.time("calibrate", || {
-            crate::run::calibrate::measure(&engine, settings.call_sites)
+            crate::run::calibrate::measure(&engine, settings.call_sites, settings.short_max > 0)
         }) {
             Ok(overhead) => {
                 tracing::debug!(?overhead, "probe overhead measured");
@@ -388,6 +390,7 @@ fn call_site_offsets(module: &[u8], settings: &RunSettings) -> HashMap<u32, Vec<
         call_sites: true,
         selection: None,
         live: false,
+        short_max: 0,
     };
     let Ok(instrumenter) = wprof_agent::Instrumenter::new(module, &plan) else {
         return HashMap::new();
@@ -467,11 +470,11 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
             crate::display::format_ns(s.probe_ns)
         ));
     }
+    if let Some(line) = text::untimed_summary(profile) {
+        out.push_str(&format!("wprof: {line}\n"));
+    }
     if let Some(o) = &profile.probe_overhead {
-        out.push_str(&format!(
-            "wprof: probe overhead subtracted: {:.1} ns per activation, {:.1} ns per call in the caller\n",
-            o.inside_ns, o.outside_ns
-        ));
+        out.push_str(&format!("wprof: {}\n", text::overhead_summary(o)));
     }
     if let Some(live) = &profile.live {
         for line in text::live_summary(live).lines() {

@@ -82,6 +82,8 @@ pub struct RunConfig {
     pub output: Resolved<PathBuf>,
     /// Call-site edges.
     pub call_sites: Resolved<bool>,
+    /// Time mode's bound on short functions, counted but not timed.
+    pub short_max: Resolved<u64>,
     /// Sample mode's period.
     pub sample_period_us: Resolved<u64>,
     /// Adaptive mode's timed activations per step.
@@ -150,6 +152,7 @@ impl SettingsArgs {
             filter: (function_filter, filter_source),
             live,
             off: (off_patterns, off_source),
+            short_max,
         } = self.probes.resolve(given, file, section)?;
         let sample_period_us = config::resolve(
             given.with("sample_period_us", self.sample_period_us),
@@ -226,6 +229,7 @@ impl SettingsArgs {
             mode: (mode.0.name(), mode.1).into(),
             output: output.into(),
             call_sites: call_sites.into(),
+            short_max: short_max.into(),
             sample_period_us: sample_period_us.into(),
             adaptive_calls: adaptive_calls.into(),
             adaptive_timers: adaptive_timers.into(),
@@ -284,7 +288,17 @@ pub struct ProbeArgs {
     /// patterns as --only; implies --live; `*` for all).
     #[arg(long, value_name = "PATTERN")]
     pub off: Vec<String>,
+
+    /// Time mode: a function whose body is straight-line work of at most N instructions
+    /// (no loop, no call, no exception handling, no bulk memory operation) is counted but
+    /// not timed: two clock reads would cost more than its body. Its calls stay exact; its
+    /// time is its caller's self time, and the report lists it. 0 times every function.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SHORT_MAX, env = "WPROF_SHORT_MAX", value_parser = clap::value_parser!(u64).range(config::file::SHORT_MAX.start as u64..config::file::SHORT_MAX.end as u64))]
+    pub short_max: u64,
 }
+
+/// Time mode's default bound on short functions (see [`ProbeArgs::short_max`]).
+pub const DEFAULT_SHORT_MAX: u64 = 40;
 
 /// The probe plan of a run, each part with where it came from (see [`ProbeArgs::resolve`]).
 #[derive(Debug, Clone)]
@@ -299,6 +313,8 @@ pub struct ResolvedProbes {
     pub live: (bool, Source),
     /// Which switches start off.
     pub off: (Vec<settings::FunctionPattern>, Source),
+    /// Time mode's bound on short functions.
+    pub short_max: (u64, Source),
 }
 
 impl ResolvedProbes {
@@ -310,6 +326,7 @@ impl ResolvedProbes {
             call_sites: self.call_sites.0,
             selection: self.filter.0.selection().map(std::sync::Arc::new),
             live: self.live.0,
+            short_max: u32::try_from(self.short_max.0).unwrap_or(u32::MAX),
         }
     }
 }
@@ -367,12 +384,19 @@ impl ProbeArgs {
                 mode.1, live.1
             )));
         }
+        let short_max = config::resolve(
+            given.with("short_max", self.short_max),
+            "WPROF_SHORT_MAX",
+            file.and_then(|f| f.knob(section, |k| k.short_max.as_ref())),
+            self.short_max,
+        );
         Ok(ResolvedProbes {
             mode,
             call_sites,
             filter: self.filter(file, section)?,
             live,
             off,
+            short_max,
         })
     }
 

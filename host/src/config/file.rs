@@ -35,6 +35,8 @@ pub struct Knobs {
     pub adaptive_calls: Option<At<u64>>,
     /// `adaptive_timers`: adaptive mode's most functions timed at once.
     pub adaptive_timers: Option<At<u64>>,
+    /// `short_max`: time mode's bound on short functions, counted but not timed.
+    pub short_max: Option<At<u64>>,
 }
 
 /// A value and the line of the file it was written on.
@@ -102,6 +104,7 @@ struct RawFile {
     off: Patterns,
     adaptive_calls: Option<Spanned<i64>>,
     adaptive_timers: Option<Spanned<i64>>,
+    short_max: Option<Spanned<i64>>,
     cache: Option<RawCache>,
     #[serde(default)]
     module: Vec<Spanned<RawModule>>,
@@ -133,6 +136,7 @@ struct RawModule {
     off: Patterns,
     adaptive_calls: Option<Spanned<i64>>,
     adaptive_timers: Option<Spanned<i64>>,
+    short_max: Option<Spanned<i64>>,
 }
 
 /// The settings of the top level or of a section, as written.
@@ -148,6 +152,7 @@ struct RawKnobs {
     off: Patterns,
     adaptive_calls: Option<Spanned<i64>>,
     adaptive_timers: Option<Spanned<i64>>,
+    short_max: Option<Spanned<i64>>,
 }
 
 /// An `include`, `exclude` or `off` list as written.
@@ -161,6 +166,8 @@ pub const ADAPTIVE_CALLS: Range<i64> = 1..1_000_000_001;
 
 /// The fewest and most functions adaptive mode may time at once.
 pub const ADAPTIVE_TIMERS: Range<i64> = 1..257;
+/// `short_max`'s values (0: time every function).
+pub const SHORT_MAX: Range<i64> = 0..100_001;
 
 /// Reads the file at `path`.
 pub fn read(path: &Path) -> Result<ConfigFile, Failure> {
@@ -214,6 +221,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
             off,
             adaptive_calls,
             adaptive_timers,
+            short_max,
         } = raw;
         let bounded = |value: Option<Spanned<i64>>, key: &str, range: Range<i64>| match value {
             None => Ok(None),
@@ -234,6 +242,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         };
         let adaptive_calls = bounded(adaptive_calls, "adaptive_calls", ADAPTIVE_CALLS)?;
         let adaptive_timers = bounded(adaptive_timers, "adaptive_timers", ADAPTIVE_TIMERS)?;
+        let short_max = bounded(short_max, "short_max", SHORT_MAX)?;
         let mode = match mode {
             None => None,
             Some(m) => {
@@ -291,6 +300,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         Ok(Knobs {
             adaptive_calls,
             adaptive_timers,
+            short_max,
             live: flag(live),
             off,
             filter: filter_line.map(|line| At {
@@ -318,6 +328,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         off: raw.off,
         adaptive_calls: raw.adaptive_calls,
         adaptive_timers: raw.adaptive_timers,
+        short_max: raw.short_max,
     })?;
     let (mut cache_dir, mut cache_max_size) = (None, None);
     if let Some(cache) = raw.cache {
@@ -398,6 +409,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
                 off: m.off,
                 adaptive_calls: m.adaptive_calls,
                 adaptive_timers: m.adaptive_timers,
+                short_max: m.short_max,
             })?,
             line: line_of(text, header.start),
         });

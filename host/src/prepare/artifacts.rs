@@ -141,12 +141,25 @@ pub fn load(
     let mapped = image
         .try_clone()
         .map_err(|_| LoadError::Unreadable(shown.clone()))?;
-    // SAFETY: `image` holds exactly the bytes whose MAC under this user's secret key was
-    // just verified, so they are what this user's wprof serialized with `Module::serialize`
-    // for an engine of this fingerprint (the key covers it); it is this process's own
-    // anonymous file, sealed against change.
-    let module = unsafe { Module::deserialize_open_file(engine, mapped) }
-        .map_err(|e| LoadError::Refused(shown, first_line(&e.to_string())))?;
+    // SAFETY (both ways): `image` holds exactly the bytes whose MAC under this user's
+    // secret key was just verified, so they are what this user's wprof serialized with
+    // `Module::serialize` for an engine of this fingerprint (the key covers it); it is this
+    // process's own anonymous file, sealed against change.
+    let module = if crate::run::engine::perf_map() {
+        // perf names code in a file mapping by that file's symbols, and this file is
+        // gone from every directory: the code goes to anonymous memory instead, which
+        // perf names by the engine's perf map.
+        let read = |file: &std::fs::File| -> std::io::Result<Vec<u8>> {
+            let mut bytes = vec![0; file.metadata()?.len() as usize];
+            std::os::unix::fs::FileExt::read_exact_at(file, &mut bytes, 0)?;
+            Ok(bytes)
+        };
+        let bytes = read(&mapped).map_err(|_| LoadError::Unreadable(shown.clone()))?;
+        unsafe { Module::deserialize(engine, &bytes) }
+    } else {
+        unsafe { Module::deserialize_open_file(engine, mapped) }
+    }
+    .map_err(|e| LoadError::Refused(shown, first_line(&e.to_string())))?;
     Ok(Loaded { module, image })
 }
 

@@ -30,7 +30,7 @@ pub fn decode_module(stored: &[u8], key: &[u8; 32]) -> Option<Vec<u8>> {
 }
 
 /// The current manifest schema.
-pub const MANIFEST_VERSION: u32 = 3;
+pub const MANIFEST_VERSION: u32 = 4;
 
 /// One instrumented function body as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,6 +159,9 @@ pub struct Manifest {
     pub mode: String,
     /// Whether calls carry call-site probes.
     pub call_sites: bool,
+    /// Time mode's bound on short functions, counted but not timed (see
+    /// [`wprof_agent::ProbePlan::short_max`]).
+    pub short_max: u32,
     /// The path the module was loaded from when the manifest was written.
     pub path: String,
     /// Every function, in id order.
@@ -230,6 +233,7 @@ mod tests {
             agent_version: 7,
             mode: "sample".into(),
             call_sites: false,
+            short_max: 0,
             path: "/tmp/app.wasm".into(),
             functions: vec![
                 ManifestFunction {
@@ -320,6 +324,7 @@ mod tests {
             call_sites: true,
             selection: None,
             live: false,
+            short_max: 0,
         };
         let instrumenter = wprof_agent::Instrumenter::new(&wasm, &plan).unwrap();
         let (mut encoded, mut fixed) = (0, 0);

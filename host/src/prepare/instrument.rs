@@ -415,6 +415,7 @@ pub fn instrument(
         agent_version: AGENT_FORMAT_VERSION,
         mode: plan.mode.name().to_string(),
         call_sites: plan.call_sites,
+        short_max: plan.short_max,
         path: shown_path(path),
         probe_code: probe_code.as_ref().map(|code| hex(&code.encode())),
         functions: out

@@ -128,6 +128,7 @@ mod tests {
             instrumentation: Default::default(),
             excluded_ns: None,
             unprobed: Vec::new(),
+            untimed: Vec::new(),
             probe_overhead: None,
             functions: Vec::new(),
             edges: Vec::new(),

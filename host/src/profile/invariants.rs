@@ -93,6 +93,7 @@ mod tests {
             instrumentation: Default::default(),
             excluded_ns: None,
             unprobed: Vec::new(),
+            untimed: Vec::new(),
             probe_overhead: None,
             functions: vec![f(0, 6, 10), f(1, 4, 4)],
             edges: vec![EdgeRecord {

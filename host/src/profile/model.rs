@@ -82,6 +82,9 @@ pub struct OverheadRecord {
     pub inside_ns: f64,
     /// Per call, in the caller's time.
     pub outside_ns: f64,
+    /// Per call to a function counted, not timed, in the caller's time.
+    #[serde(default)]
+    pub called_ns: f64,
 }
 
 impl Eq for OverheadRecord {}
@@ -157,6 +160,10 @@ pub struct Profile {
     /// probed caller, and calls to it are not counted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unprobed: Vec<String>,
+    /// Time mode: functions that ran and were counted but not timed (short functions, see
+    /// `wprof run --short-max`): calls exact, their time their callers' self time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untimed: Vec<String>,
     /// The probe overhead subtracted from every frame, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_overhead: Option<OverheadRecord>,

@@ -225,6 +225,12 @@ fn notes(profile: &crate::profile::Profile) -> Vec<String> {
             profile.unprobed.len()
         ));
     }
+    if !profile.untimed.is_empty() {
+        notes.push(format!(
+            "{} short functions counted, not timed (their time is their callers')",
+            profile.untimed.len()
+        ));
+    }
     if let Some(live) = &profile.live {
         notes.extend(
             crate::report::text::live_summary(live)

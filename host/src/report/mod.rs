@@ -342,6 +342,7 @@ pub(crate) mod tests {
             adaptive: None,
             excluded_ns: None,
             unprobed: Vec::new(),
+            untimed: Vec::new(),
         }
     }
 

@@ -107,12 +107,11 @@ pub fn render(profile: &Profile, options: &Options) -> String {
         let _ = writeln!(out);
         out.push_str(&crate::report::hot_paths::render(profile, adaptive));
     }
+    if let Some(line) = untimed_summary(profile) {
+        let _ = writeln!(out, "{line}");
+    }
     if let Some(o) = &profile.probe_overhead {
-        let _ = writeln!(
-            out,
-            "probe overhead subtracted: {:.1} ns per activation, {:.1} ns per call in the caller",
-            o.inside_ns, o.outside_ns
-        );
+        let _ = writeln!(out, "{}", overhead_summary(o));
     }
     let _ = writeln!(out);
     let matching = matching(profile, options);
@@ -296,4 +295,40 @@ pub fn live_summary(live: &crate::profile::LiveRecord) -> String {
         let _ = writeln!(out, "  ... {} more functions", live.switched.len() - SHOWN);
     }
     out
+}
+
+/// Time mode: one line naming the functions counted but not timed, if any.
+pub fn untimed_summary(profile: &Profile) -> Option<String> {
+    if profile.untimed.is_empty() {
+        return None;
+    }
+    let n = profile.untimed.len();
+    Some(format!(
+        "{n} short function{} counted, not timed (their time is their callers' self time; \
+         --short-max 0 times them): {}{}",
+        if n == 1 { "" } else { "s" },
+        profile
+            .untimed
+            .iter()
+            .take(8)
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", "),
+        if n > 8 { ", ..." } else { "" }
+    ))
+}
+
+/// Time mode: the probe overhead subtracted, as one line.
+pub fn overhead_summary(o: &crate::profile::OverheadRecord) -> String {
+    let mut line = format!(
+        "probe overhead subtracted: {:.1} ns per activation, {:.1} ns per call in the caller",
+        o.inside_ns, o.outside_ns
+    );
+    if o.called_ns > 0.0 {
+        line.push_str(&format!(
+            ", {:.1} ns per call to a function counted, not timed",
+            o.called_ns
+        ));
+    }
+    line
 }

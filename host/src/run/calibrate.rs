@@ -34,21 +34,31 @@ pub(crate) const CALLS: u32 = 20_000;
 pub(crate) const REPEATS: usize = 7;
 
 /// Measures the time-mode probe overhead on `engine`, in picoseconds, for probes placed
-/// as with `call_sites` (a call-site probe adds to every call's overhead).
-pub fn measure(engine: &Engine, call_sites: bool) -> anyhow::Result<ProbeOverhead> {
+/// as with `call_sites` (a call-site probe adds to every call's overhead); with
+/// `counts_short`, also the cost of a call to a function counted, not timed (the empty
+/// function is one: see [`ProbePlan::short_max`]).
+pub fn measure(
+    engine: &Engine,
+    call_sites: bool,
+    counts_short: bool,
+) -> anyhow::Result<ProbeOverhead> {
     let original = wat::parse_str(CALIBRATION)?;
-    let instrumented = wprof_agent::instrument(
-        &original,
-        &ProbePlan {
-            mode: ProbeMode::Time,
-            call_sites,
-            selection: None,
-            live: false,
-        },
-    )?;
+    let compile = |short_max: u32| -> anyhow::Result<Module> {
+        let instrumented = wprof_agent::instrument(
+            &original,
+            &ProbePlan {
+                mode: ProbeMode::Time,
+                call_sites,
+                selection: None,
+                live: false,
+                short_max,
+            },
+        )?;
+        Module::new(engine, &instrumented.bytes).map_err(|e| anyhow::anyhow!("{e}"))
+    };
+    let instrumented = compile(0)?;
+    let counted = counts_short.then(|| compile(u32::MAX)).transpose()?;
     let original = Module::new(engine, &original).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let instrumented =
-        Module::new(engine, &instrumented.bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
     let plain_linker = wasmtime::Linker::new(engine);
     let probe_linker =
         runner::probe_linker(engine, ProbeMode::Time).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -72,8 +82,12 @@ pub fn measure(engine: &Engine, call_sites: bool) -> anyhow::Result<ProbeOverhea
     };
 
     let (mut plain, mut probed, mut inside) = (Vec::new(), Vec::new(), Vec::new());
+    let mut called = Vec::new();
     for _ in 0..REPEATS {
         plain.push(time_run(&plain_linker, &original, None)?.0);
+        if let Some(counted) = &counted {
+            called.push(time_run(&probe_linker, counted, Some(Collector::new(2)))?.0);
+        }
         let (t, collector) = time_run(&probe_linker, &instrumented, Some(Collector::new(2)))?;
         probed.push(t);
         let collector = collector.expect("the collector comes back");
@@ -82,10 +96,18 @@ pub fn measure(engine: &Engine, call_sites: bool) -> anyhow::Result<ProbeOverhea
         // (the collector counts picoseconds)
     }
     let inside = median(inside);
-    let per_call = median(probed).saturating_sub(median(plain)) * PS_PER_NS / u64::from(CALLS);
+    let plain = median(plain);
+    let per_call =
+        |runs: Vec<u64>| median(runs).saturating_sub(plain) * PS_PER_NS / u64::from(CALLS);
+    let probed = per_call(probed);
     Ok(ProbeOverhead {
         inside,
-        outside: per_call.saturating_sub(inside),
+        outside: probed.saturating_sub(inside),
+        called: if called.is_empty() {
+            0
+        } else {
+            per_call(called)
+        },
     })
 }
 
@@ -94,9 +116,13 @@ mod tests {
     #[test]
     fn calibration_measures_something_plausible() {
         let engine = crate::run::engine::new_engine().unwrap();
-        let o = super::measure(&engine, false).unwrap();
+        let o = super::measure(&engine, false, true).unwrap();
         // A probe is at least a host call and a clock read, and far below a millisecond.
         assert!(o.inside + o.outside > 0, "{o:?}");
         assert!(o.inside + o.outside < 1_000_000_000, "{o:?}");
+        // A counted call is a host call without a clock read: something, and far below
+        // a millisecond.
+        assert!(o.called > 0 && o.called < 1_000_000_000, "{o:?}");
+        assert_eq!(super::measure(&engine, false, false).unwrap().called, 0);
     }
 }

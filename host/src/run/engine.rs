@@ -17,6 +17,11 @@ pub fn set_perf_map(on: bool) {
     PERF_MAP.store(on, Ordering::Relaxed);
 }
 
+/// Whether engines tell `perf` about compiled code (see [`set_perf_map`]).
+pub fn perf_map() -> bool {
+    PERF_MAP.load(Ordering::Relaxed)
+}
+
 /// Builds the engine.
 pub fn new_engine() -> anyhow::Result<wasmtime::Engine> {
     engine(config())

@@ -75,6 +75,23 @@ pub(crate) fn define_probes(
             .expect("time-mode probes are linked only with a probe log")
     }
     match mode {
+        ProbeMode::Time if std::env::var_os(crate::run::probe_log::FLOOR_VARIABLE).is_some() => {
+            // The benchmark's floor: the same host calls, each reading the clock only.
+            for name in [P::ENTER, P::EXIT, P::TAIL, P::UNWIND, P::SITE] {
+                linker.func_wrap(P::MODULE, name, |mut c: Caller<'_, HostState>, _: i32| {
+                    log(&mut c).read_clock();
+                })?;
+            }
+            linker.func_wrap(
+                P::MODULE,
+                P::ENTER_CATCHING,
+                |mut c: Caller<'_, HostState>, _: i32| {
+                    log(&mut c).read_clock();
+                    0i32
+                },
+            )?;
+            linker.func_wrap(P::MODULE, P::CALLED, |_: i32| {})?;
+        }
         ProbeMode::Time => {
             linker.func_wrap(
                 P::MODULE,
@@ -108,6 +125,11 @@ pub(crate) fn define_probes(
                 P::UNWIND,
                 |mut c: Caller<'_, HostState>, token: i32| log(&mut c).unwind(token as u32),
             )?;
+            linker.func_wrap(
+                P::MODULE,
+                P::CALLED,
+                |mut c: Caller<'_, HostState>, id: i32| log(&mut c).called(id as u32),
+            )?;
         }
         ProbeMode::Adaptive => {
             // Timed activations only (see `wprof_agent::ContextArena::TIMER`).
@@ -130,14 +152,14 @@ pub(crate) fn define_probes(
                     }
                 },
             )?;
-            for name in [P::ENTER, P::TAIL, P::UNWIND, P::SITE] {
+            for name in [P::ENTER, P::TAIL, P::UNWIND, P::SITE, P::CALLED] {
                 linker.func_wrap(P::MODULE, name, |_: i32| {})?;
             }
         }
         ProbeMode::Cost | ProbeMode::Sample => {
             // The inline modes import the probes but never call them: the module counts
             // into its own tree (see `crate::run::inline_tree`).
-            for name in [P::ENTER, P::EXIT, P::TAIL, P::UNWIND, P::SITE] {
+            for name in [P::ENTER, P::EXIT, P::TAIL, P::UNWIND, P::SITE, P::CALLED] {
                 linker.func_wrap(P::MODULE, name, |_: i32| {})?;
             }
             linker.func_wrap(P::MODULE, P::ENTER_CATCHING, |_: i32| 0i32)?;

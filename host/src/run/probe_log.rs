@@ -17,6 +17,12 @@ use std::thread::JoinHandle;
 use crate::run::clock::Clock;
 use crate::run::collector::Collector;
 
+/// The test hook behind `wprof bench --accuracy`'s time-mode floor: with it set, a run's
+/// time-mode probes read the clock and do nothing else (`called`, which reads none, does
+/// nothing), so the run costs what its probes' host calls and clock reads cost. Its profile
+/// holds no calls.
+pub const FLOOR_VARIABLE: &str = "WPROF_TEST_TIME_FLOOR";
+
 /// Events per buffer (1 MiB): more than the probe-overhead calibration makes, so that it
 /// measures probes, never a hand-over.
 const CAPACITY: usize = 1 << 16;
@@ -32,6 +38,7 @@ enum Kind {
     EnterCatching,
     Unwind,
     Site,
+    Called,
 }
 
 /// 16 bytes: picoseconds (pauses excluded), an argument, and the kind with, for an
@@ -63,7 +70,8 @@ impl Event {
             2 => Kind::Tail,
             3 => Kind::EnterCatching,
             4 => Kind::Unwind,
-            _ => Kind::Site,
+            5 => Kind::Site,
+            _ => Kind::Called,
         }
     }
 }
@@ -77,6 +85,7 @@ fn apply(collector: &mut Collector, events: &[Event]) {
             Kind::EnterCatching => collector.enter_with_token_at(e.arg, e.kind_token >> 8, e.time),
             Kind::Unwind => collector.unwind_to_token_at(e.arg, e.time),
             Kind::Site => collector.site(e.arg),
+            Kind::Called => collector.called_at(e.arg, e.time),
         }
     }
 }
@@ -102,6 +111,9 @@ pub struct ProbeLog {
     /// Picoseconds spent handing buffers over, excluded from every reading.
     paused: u64,
     next_token: u32,
+    /// A tail call was announced and no function entered since: a `called` then ends the
+    /// announcing frame, and needs the clock.
+    tail_announced: bool,
     /// The replaying thread; `None` where it could not be started (events are then
     /// replayed here, their time excluded the same way).
     worker: Option<Worker>,
@@ -161,6 +173,7 @@ impl ProbeLog {
             buffer: fresh_buffer(),
             paused: 0,
             next_token: 0,
+            tail_announced: false,
             worker,
             local,
         }
@@ -211,25 +224,56 @@ impl ProbeLog {
         self.paused += self.clock.now_ps().saturating_sub(started);
     }
 
+    /// The benchmark's floor (see [`FLOOR_VARIABLE`]): a probe that reads the clock and
+    /// does nothing else.
+    #[inline]
+    pub fn read_clock(&self) -> u64 {
+        std::hint::black_box(self.now())
+    }
+
     /// Probe: function `id` starts.
     #[inline]
     pub fn enter(&mut self, id: u32) {
+        self.tail_announced = false;
         self.record(Kind::Enter, id, 0);
     }
 
     /// Probe: function `id` returns.
     #[inline]
     pub fn exit(&mut self, id: u32) {
+        self.tail_announced = false;
         self.record(Kind::Exit, id, 0);
     }
 
     /// Probe: function `id` is about to tail-call.
     pub fn tail(&mut self, id: u32) {
+        self.tail_announced = true;
         self.record(Kind::Tail, id, 0);
+    }
+
+    /// Probe: function `id` was called, and is counted, not timed (see
+    /// [`wprof_agent::ProbePlan::short_max`]). No clock is read, unless a tail call was
+    /// announced: then the announcing frame ends now.
+    #[inline]
+    pub fn called(&mut self, id: u32) {
+        let time = if std::mem::take(&mut self.tail_announced) {
+            self.now()
+        } else {
+            0
+        };
+        self.buffer.push(Event {
+            time,
+            arg: id,
+            kind_token: Kind::Called as u32,
+        });
+        if self.buffer.len() == CAPACITY {
+            self.hand_over();
+        }
     }
 
     /// Probe: a function that catches starts; returns its frame token.
     pub fn enter_catching(&mut self, id: u32) -> u32 {
+        self.tail_announced = false;
         let token = self.next_token;
         self.next_token = (self.next_token + 1) & TOKEN_MASK;
         self.record(Kind::EnterCatching, id, token);

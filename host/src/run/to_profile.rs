@@ -45,8 +45,9 @@ pub fn profile_of_run(
                 calls: t.calls,
                 self_time: clamp(t.self_time),
                 inclusive: clamp(t.inclusive),
-                min_self: per_activation.then(|| unscale(t.min_self)),
-                max_self: per_activation.then(|| unscale(t.max_self)),
+                // A function counted but not timed has no activation of its own.
+                min_self: (per_activation && t.untimed_calls == 0).then(|| unscale(t.min_self)),
+                max_self: (per_activation && t.untimed_calls == 0).then(|| unscale(t.max_self)),
             }
         })
         .collect();
@@ -82,8 +83,16 @@ pub fn profile_of_run(
         .filter(|f| f.kind == "excluded")
         .map(|f| f.name.clone())
         .collect();
+    let untimed = collector
+        .functions()
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.untimed_calls > 0)
+        .map(|(id, _)| name_of(id as u32).0)
+        .collect();
     Profile {
         unprobed,
+        untimed,
         format_version: FORMAT_VERSION,
         tool: format!("wprof {}", env!("CARGO_PKG_VERSION")),
         module,
@@ -109,6 +118,7 @@ pub fn profile_of_run(
             OverheadRecord {
                 inside_ns: o.inside as f64 / PS_PER_NS as f64,
                 outside_ns: o.outside as f64 / PS_PER_NS as f64,
+                called_ns: o.called as f64 / PS_PER_NS as f64,
             }
         }),
         functions: records,

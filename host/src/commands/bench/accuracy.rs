@@ -77,6 +77,10 @@ pub struct ProgramAccuracy {
     pub wasmtime_run: Option<u64>,
     /// Per mode.
     pub modes: Vec<ModeAccuracy>,
+    /// Time mode's floor: the median whole process with time mode's probes doing nothing
+    /// but reading the clock (see [`crate::run::probe_log::FLOOR_VARIABLE`]), over
+    /// `WPROF=0`'s. Time mode's overhead over this is what its bookkeeping costs.
+    pub time_floor: f64,
     /// The functions of largest share in perf: name, perf's share, each mode's share.
     pub top: Vec<(String, f64, Vec<f64>)>,
 }
@@ -114,11 +118,19 @@ pub fn measure(
     };
 
     let profile_of = |mode: ProbeMode| dir.join(format!("{}.wprof", mode.name()));
-    let profiled = |mode: ProbeMode| {
-        let out = profile_of(mode).to_string_lossy().into_owned();
-        let mut args = vec!["-q", "--mode", mode.name(), "-o", &out];
+    let floor_profile = dir.join("floor.wprof").to_string_lossy().into_owned();
+    let profiled_with = |mode: ProbeMode, out: &str, env: &[(&str, &str)]| {
+        let mut args = vec!["-q", "--mode", mode.name(), "-o", out];
         args.extend(selection.iter().map(String::as_str));
-        wprof_run(program, dir, &[], &args)
+        wprof_run(program, dir, env, &args)
+    };
+    let profiled = |mode: ProbeMode| profiled_with(mode, &profile_of(mode).to_string_lossy(), &[]);
+    let floor = || {
+        profiled_with(
+            ProbeMode::Time,
+            &floor_profile,
+            &[(crate::run::probe_log::FLOOR_VARIABLE, "1")],
+        )
     };
     // Warm the cache in every mode; the cost profile names every function that ran.
     for mode in ProbeMode::ALL {
@@ -144,6 +156,7 @@ pub fn measure(
     }
     let mut off = Vec::new();
     let mut plain = Vec::new();
+    let mut floors = Vec::new();
     let mut by_mode: Vec<Runs> = ProbeMode::ALL.iter().map(|_| Runs::default()).collect();
     for _ in 0..runs {
         off.push(timed(
@@ -159,6 +172,7 @@ pub fn measure(
             runs.violations.extend(profile.violations());
             runs.distributions.push(self_times(&profile));
         }
+        floors.push(timed(floor(), program)?);
     }
     let wprof_off = median(off);
     let modes: Vec<ModeAccuracy> = ProbeMode::ALL
@@ -213,6 +227,7 @@ pub fn measure(
         wprof_off,
         wasmtime_run: (!plain.is_empty()).then(|| median(plain)),
         modes,
+        time_floor: median(floors) as f64 / wprof_off.max(1) as f64,
         top,
     })
 }
@@ -226,7 +241,9 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
         "distance to perf (total variation of self-time shares over the module's functions; \
          0% = the same profile), median of {runs} run(s);\nperf noise = perf against its own \
          second run; overhead = whole process / WPROF=0, caches warm; off/wasmtime = WPROF=0 \
-         / `wasmtime run` (its cache warm), whole processes"
+         / `wasmtime run` (its cache warm), whole processes;\ntime floor = time mode's probes \
+         doing nothing but reading the clock, / WPROF=0; time/floor = time mode's overhead \
+         over it"
     );
     if let Some(r) = results.iter().find(|r| !r.selection.is_empty()) {
         let _ = writeln!(
@@ -249,6 +266,7 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
             "overhead"
         );
     }
+    let _ = write!(out, " {:>10} {:>10}", "time floor", "time/floor");
     out.push('\n');
     for r in results {
         let _ = write!(
@@ -265,6 +283,17 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
         for m in &r.modes {
             let _ = write!(out, " {:>11.1}% {:>8.2}x", m.distance * 100.0, m.overhead);
         }
+        let time = r
+            .modes
+            .iter()
+            .find(|m| m.mode == ProbeMode::Time.name())
+            .map_or(0.0, |m| m.overhead);
+        let _ = write!(
+            out,
+            " {:>9.2}x {:>9.2}x",
+            r.time_floor,
+            time / r.time_floor.max(1e-9)
+        );
         out.push('\n');
     }
     for r in results {

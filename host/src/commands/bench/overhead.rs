@@ -58,6 +58,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         mode,
         subtract_overhead: false,
         call_sites: false,
+        short_max: crate::commands::run_settings::DEFAULT_SHORT_MAX as u32,
         filter: Default::default(),
         live: false,
         off: Vec::new(),
@@ -93,6 +94,7 @@ impl Instrumented {
             call_sites: false,
             selection: None,
             live: live_off,
+            short_max: crate::commands::run_settings::DEFAULT_SHORT_MAX as u32,
         };
         let prepared = instrument::prepare(
             loaded,

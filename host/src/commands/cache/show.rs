@@ -195,6 +195,7 @@ fn offset_map(
         call_sites: m.manifest.call_sites,
         selection: None,
         live: false,
+        short_max: m.manifest.short_max,
     };
     // The lineage's pack holds the bodies of the module's latest version.
     let lineage = compiled::lineage(Path::new(&m.manifest.path), &plan.digest());

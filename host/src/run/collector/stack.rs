@@ -24,6 +24,8 @@ pub(super) struct Frame {
     pub(super) tail_pending: bool,
     /// Calls this frame made.
     pub(super) child_calls: u64,
+    /// Calls this frame made to functions counted, not timed.
+    pub(super) untimed_calls: u64,
 }
 
 impl Collector {
@@ -104,6 +106,7 @@ impl Collector {
             tail_pending: false,
             token: NO_TOKEN,
             child_calls: 0,
+            untimed_calls: 0,
         });
     }
 
@@ -148,6 +151,35 @@ impl Collector {
         self.edges[edge as usize].calls += calls;
         self.contexts.count_again(node, calls);
         true
+    }
+
+    /// Function `id` was called and is counted, not timed (time mode: a short function):
+    /// one call on the function, its edge from the running frame and its context under
+    /// it, no time; its time is the running frame's. After an announced tail call it is
+    /// counted under the announcing frame, as any callee of a tail call is, and that frame
+    /// (with the tail chain it ends) closes at `now`: the callee's own few instructions
+    /// are the next frame's.
+    pub fn called_at(&mut self, id: u32, now: u64) {
+        self.ensure(id);
+        let (caller, parent_node, tail) = match self.stack.last_mut() {
+            Some(top) => {
+                top.untimed_calls += 1;
+                (top.id, top.node, std::mem::take(&mut top.tail_pending))
+            }
+            None => (ROOT, ROOT_NODE, false),
+        };
+        let node = self.contexts.enter_counted(parent_node, id, 1);
+        self.contexts.close(node, 0, 0);
+        let site = self.pending_site.take().filter(|_| caller != ROOT);
+        let edge = self.edge(caller, id, site);
+        self.edges[edge as usize].calls += 1;
+        let f = &mut self.functions[id as usize];
+        f.calls += 1;
+        f.untimed_calls += 1;
+        if tail {
+            self.last = now;
+            while self.close_top(now) {}
+        }
     }
 
     /// [`Collector::exit`] at a given time.

@@ -143,6 +143,7 @@ fn overhead_is_subtracted_consistently() {
     let o = ProbeOverhead {
         inside: 2,
         outside: 3,
+        ..ProbeOverhead::default()
     };
     let mut c = Collector::new(3).with_overhead(o);
     // _start(0) calls f(1) twice; f calls g(2) once each time.
@@ -172,6 +173,7 @@ fn an_estimate_above_what_a_frame_measured_costs_it_its_own_time_only() {
     let o = ProbeOverhead {
         inside: 20,
         outside: 3,
+        ..ProbeOverhead::default()
     };
     let mut c = Collector::new(3).with_overhead(o);
     // _start(0) -> f(1) -> g(2), g shorter than the estimate.
@@ -248,6 +250,7 @@ fn recursion_with_overhead_stays_consistent() {
     let o = ProbeOverhead {
         inside: 38,
         outside: 43,
+        ..ProbeOverhead::default()
     };
     let mut c = Collector::new(2).with_overhead(o);
     let mut t = 0;
@@ -277,6 +280,7 @@ fn whole_nanoseconds_add_up_to_the_total() {
     let o = ProbeOverhead {
         inside: 1_234,
         outside: 567,
+        ..ProbeOverhead::default()
     };
     let mut c = Collector::new(3).with_overhead(o).with_quantum(PS_PER_NS);
     let mut t = 0u64;
@@ -302,4 +306,58 @@ fn whole_nanoseconds_add_up_to_the_total() {
     // Within a nanosecond of the exact figure (raw minus every estimate).
     let exact = t as i64 - 101 * 1_234 - 100 * 567;
     assert!((exact - self_sum).abs() < 1000, "{exact} vs {self_sum}");
+}
+
+#[test]
+fn counted_calls_are_exact_and_their_time_is_the_callers() {
+    let o = ProbeOverhead {
+        inside: 2,
+        outside: 3,
+        called: 1,
+    };
+    let mut c = Collector::new(3).with_overhead(o);
+    // _start(0) calls f(1), which calls the short g(2) three times; g is counted, not timed.
+    c.enter_at(0, 0);
+    c.enter_at(1, 10);
+    for _ in 0..3 {
+        c.called_at(2, 0);
+    }
+    c.exit_at(1, 50);
+    c.called_at(2, 0);
+    c.exit_at(0, 100);
+    let f = c.functions();
+    assert_eq!((f[2].calls, f[2].untimed_calls), (4, 4));
+    assert_eq!((f[2].self_time, f[2].inclusive), (0, 0));
+    // f: raw 40, minus inside 2 and three counted calls at 1.
+    assert_eq!(f[1].self_time, 35);
+    assert_eq!(edge(&c, 1, 2).calls, 3);
+    assert_eq!(edge(&c, 0, 2).calls, 1);
+    // Contexts: g under f and under _start.
+    let g: Vec<u64> = c
+        .contexts()
+        .nodes()
+        .iter()
+        .filter(|n| n.function == 2)
+        .map(|n| n.calls)
+        .collect();
+    assert_eq!(g, vec![3, 1]);
+    let self_sum: i64 = f.iter().map(|f| f.self_time).sum();
+    assert_eq!(self_sum, c.root_inclusive());
+}
+
+#[test]
+fn a_tail_call_into_a_counted_function_counts_under_the_caller_and_ends_it() {
+    let mut c = Collector::new(3);
+    c.enter_at(0, 0);
+    c.enter_at(1, 10);
+    c.tail(1);
+    // g counts under f, the frame that tail-called it, and f's frame ends at 30, when g
+    // is entered.
+    c.called_at(2, 30);
+    c.exit_at(0, 100);
+    let f = c.functions();
+    assert_eq!((f[1].calls, f[1].inclusive), (1, 20));
+    assert_eq!(edge(&c, 1, 2).calls, 1);
+    assert_eq!(c.depth(), 0);
+    assert_eq!(f[0].self_time, 80);
 }

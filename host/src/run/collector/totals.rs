@@ -14,6 +14,10 @@ pub struct ProbeOverhead {
     /// Charged to the caller, per call it makes: from the call to the callee's entry clock
     /// read, and from the callee's exit clock read back to the caller.
     pub outside: u64,
+    /// Charged to the caller, per call it makes to a function counted, not timed (see
+    /// [`wprof_agent::ProbePlan::short_max`]): the `called` probe.
+    #[serde(default)]
+    pub called: u64,
 }
 
 /// Totals for one function.
@@ -29,6 +33,9 @@ pub struct FunctionTotals {
     pub min_self: u64,
     /// Largest self time of one activation.
     pub max_self: u64,
+    /// Of [`FunctionTotals::calls`], those counted but not timed (a short function in time
+    /// mode): their time is their caller's.
+    pub untimed_calls: u64,
     pub(super) active: u32,
 }
 
@@ -40,6 +47,7 @@ impl Default for FunctionTotals {
             inclusive: 0,
             min_self: u64::MAX,
             max_self: 0,
+            untimed_calls: 0,
             active: 0,
         }
     }
@@ -109,7 +117,7 @@ impl Collector {
         // equal to the total and every edge within its callee hold exactly.
         let exact = (raw_inclusive as i64
             - frame.children as i64
-            - (o.inside + frame.child_calls * o.outside) as i64)
+            - (o.inside + frame.child_calls * o.outside + frame.untimed_calls * o.called) as i64)
             .max(0) as u64
             + self.carry;
         self.carry = exact % self.quantum;
