@@ -235,6 +235,14 @@ fn accuracy_compares_every_mode_with_perf() {
         positive(m, "overhead");
         let broken = m["violations"].as_u64().unwrap();
         assert_eq!(m["first_violation"].is_null(), broken == 0, "{m}");
+        // Where the distance comes from: up to three functions, each share a fraction.
+        let differences = m["largest_differences"].as_array().unwrap();
+        assert!((1..=3).contains(&differences.len()), "{m}");
+        for d in differences {
+            for share in [d[1].as_f64().unwrap(), d[2].as_f64().unwrap()] {
+                assert!((0.0..=1.0).contains(&share), "{m}");
+            }
+        }
     }
     // The top functions name the interpreter's own functions with perf's share first.
     let top = program["top"].as_array().unwrap();

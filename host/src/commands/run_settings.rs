@@ -248,8 +248,8 @@ pub struct ProbeArgs {
     /// running thread's program counter and the context the module keeps (closest to perf
     /// on real programs, at 1.1-1.45x the uninstrumented run). `time`: a clock read at every
     /// entry and exit, the probes' cost subtracted: min/max self time per activation, but
-    /// 2-8x on call-heavy programs (18x on a call storm), and times of very short functions
-    /// are estimates.
+    /// 2-8x on call-heavy programs (18x on a call storm); functions of a few straight-line
+    /// instructions are counted, not timed (see --short-max).
     /// `cost`: executed wasm instructions (deterministic: the same program and input give
     /// the same profile on every run and machine). `adaptive`: sample mode, and while the
     /// program runs, timers walk up from the hottest contexts, a few functions at a time:

@@ -56,6 +56,9 @@ pub struct ModeAccuracy {
     pub violations: usize,
     /// The first of them.
     pub first_violation: Option<String>,
+    /// The functions whose shares differ most from perf's, largest first (of the last
+    /// run): name, perf's share, this mode's share. Where the distance comes from.
+    pub largest_differences: Vec<(String, f64, f64)>,
 }
 
 /// One program's figures.
@@ -175,6 +178,34 @@ pub fn measure(
         floors.push(timed(floor(), program)?);
     }
     let wprof_off = median(off);
+    let total: f64 = truth.values().sum();
+    let name_of: HashMap<u32, &str> = cost
+        .functions
+        .iter()
+        .map(|f| (f.id, f.name.as_str()))
+        .collect();
+    let share = |d: &Distribution, id: u32| {
+        let t: f64 = d.values().sum();
+        d.get(&id).copied().unwrap_or(0.0) / t.max(1e-9)
+    };
+    let largest_differences = |d: &Distribution| {
+        let mut ids: Vec<u32> = d.keys().chain(truth.keys()).copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut differences: Vec<(u32, f64, f64)> = ids
+            .into_iter()
+            .map(|id| (id, share(&truth, id), share(d, id)))
+            .collect();
+        differences.sort_by(|a, b| (b.2 - b.1).abs().total_cmp(&(a.2 - a.1).abs()));
+        differences
+            .into_iter()
+            .take(3)
+            .map(|(id, perf, mode)| {
+                let name = perf_name(name_of.get(&id).copied().unwrap_or("?"));
+                (name, perf, mode)
+            })
+            .collect()
+    };
     let modes: Vec<ModeAccuracy> = ProbeMode::ALL
         .iter()
         .zip(&by_mode)
@@ -189,32 +220,25 @@ pub fn measure(
             overhead: median(runs.walls.clone()) as f64 / wprof_off.max(1) as f64,
             violations: runs.violations.len(),
             first_violation: runs.violations.first().cloned(),
+            largest_differences: largest_differences(
+                runs.distributions.last().expect("at least one run"),
+            ),
         })
         .collect();
 
-    let total: f64 = truth.values().sum();
     let mut ranked: Vec<(u32, f64)> = truth.iter().map(|(id, n)| (*id, n / total)).collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let name_of: HashMap<u32, &str> = cost
-        .functions
-        .iter()
-        .map(|f| (f.id, f.name.as_str()))
-        .collect();
     let top = ranked
         .iter()
         .take(5)
-        .map(|(id, share)| {
+        .map(|(id, perf_share)| {
             let shares = by_mode
                 .iter()
-                .map(|runs| {
-                    let d = runs.distributions.last().expect("at least one run");
-                    let t: f64 = d.values().sum();
-                    d.get(id).copied().unwrap_or(0.0) / t.max(1e-9)
-                })
+                .map(|runs| share(runs.distributions.last().expect("at least one run"), *id))
                 .collect();
             (
                 perf_name(name_of.get(id).copied().unwrap_or("?")),
-                *share,
+                *perf_share,
                 shares,
             )
         })
@@ -326,6 +350,18 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
             }
             let shown: String = name.chars().take(70).collect();
             let _ = writeln!(out, "  {shown}");
+        }
+        let _ = writeln!(out, "  largest differences, perf's share -> the mode's:");
+        for m in &r.modes {
+            let shown: Vec<String> = m
+                .largest_differences
+                .iter()
+                .map(|(name, perf, mode)| {
+                    let name: String = name.chars().take(40).collect();
+                    format!("{name} {:.1}% -> {:.1}%", perf * 100.0, mode * 100.0)
+                })
+                .collect();
+            let _ = writeln!(out, "  {:>8}: {}", m.mode, shown.join("; "));
         }
     }
     out
