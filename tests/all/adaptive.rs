@@ -70,16 +70,18 @@ fn the_hot_path_is_walked_and_timed_as_time_mode_times_it() {
     ] {
         assert_eq!(calls(&a, name), n, "{name}");
     }
-    // One walk: from $spin under $hot (the cold path is far below a hot spot) up to the
-    // root; $_start's only activation began before any timer, so it is never timed.
+    // One walk: from $spin under $hot (the cold path is far below a hot spot) up towards
+    // the root. $outer runs once every 2 ms, so its step takes about as long as the rest of
+    // the program: whether the walk still reaches $_start before the program ends depends
+    // on the machine's speed. $_start's only activation began before any timer, so it is
+    // never timed.
     let record = &a["adaptive"];
     assert_eq!(record["calls_per_step"], 50);
     let paths = record["paths"].as_array().unwrap();
     assert_eq!(paths.len(), 1, "{record}");
-    assert_eq!(
-        path_names(&a, &paths[0]),
-        ["spin", "hot", "middle", "outer", "_start"]
-    );
+    let walked = path_names(&a, &paths[0]);
+    assert_eq!(walked[..4], ["spin", "hot", "middle", "outer"], "{record}");
+    assert!(walked.len() == 4 || walked[4] == "_start", "{record}");
     let contexts = record["contexts"].as_array().unwrap();
     let on_path: Vec<&Value> = paths[0]
         .as_array()
@@ -95,8 +97,10 @@ fn the_hot_path_is_walked_and_timed_as_time_mode_times_it() {
         assert!((1..=100).contains(&timed), "{c}");
         assert!(c["min_ns"].as_u64() <= c["max_ns"].as_u64(), "{c}");
     }
-    assert_eq!(on_path[4]["timed"], 0);
-    assert!(on_path[4]["inclusive_ns"].is_null());
+    if let Some(start) = on_path.get(4) {
+        assert_eq!(start["timed"], 0);
+        assert!(start["inclusive_ns"].is_null());
+    }
 
     // Time mode on the same program: each timed context's share of the run within 5% of
     // the function's share there (shares, not nanoseconds: two runs on a shared machine
