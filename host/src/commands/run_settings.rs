@@ -246,9 +246,9 @@ pub struct ProbeArgs {
     /// What the probes measure; every mode counts every call exactly and keeps the whole
     /// calling-context tree. `sample` (the default): time sampled every 100 µs from the
     /// running thread's program counter and the context the module keeps (closest to perf
-    /// on real programs, at 1.1-1.45x the uninstrumented run). `time`: a clock read at every
+    /// on real programs, at 1.15-1.4x the uninstrumented run). `time`: a clock read at every
     /// entry and exit, the probes' cost subtracted: min/max self time per activation, but
-    /// 2-8x on call-heavy programs (18x on a call storm); functions of a few straight-line
+    /// 4-13x on real programs (31x on a call storm); functions of a few straight-line
     /// instructions are counted, not timed (see --short-max).
     /// `cost`: executed wasm instructions (deterministic: the same program and input give
     /// the same profile on every run and machine). `adaptive`: sample mode, and while the
