@@ -108,6 +108,31 @@ mod tests {
     }
 
     #[test]
+    fn an_allocation_or_a_wake_is_timed() {
+        let wasm = wat::parse_str(
+            r#"(module
+              (type $pair (struct (field i32) (field i32)))
+              (memory 1 1 shared)
+              (func $alloc (result (ref $pair)) (struct.new $pair (i32.const 1) (i32.const 2)))
+              (func $wake (result i32) (memory.atomic.notify (i32.const 0) (i32.const 1)))
+              (func $plain (result i32) (i32.const 7)))"#,
+        )
+        .unwrap();
+        let plan = ProbePlan {
+            short_max: 100,
+            ..ProbePlan::default()
+        };
+        let out = instrument(&wasm, &plan).unwrap();
+        validate(&out.bytes);
+        let called = format!("Call {{ function_index: {} }}", ProbeImports::COUNT - 1);
+        let t = text(&out.bytes);
+        let b: Vec<&str> = t.split("--\n").collect();
+        assert!(!b[0].contains(&called), "{}", b[0]);
+        assert!(!b[1].contains(&called), "{}", b[1]);
+        assert!(b[2].contains(&called), "{}", b[2]);
+    }
+
+    #[test]
     fn a_bound_of_zero_and_other_modes_time_as_before() {
         let plain = bodies(&ProbePlan::default());
         for plan in [

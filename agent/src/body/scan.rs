@@ -70,8 +70,9 @@ pub(super) struct BodyFacts {
 }
 
 /// Whether `op` may keep an activation busy for longer than a bounded number of steps, or
-/// leaves it other than by returning: a loop, a call, exception handling, or an instruction
-/// whose cost depends on its operands.
+/// leaves it other than by returning: a loop, a call, exception handling, an instruction
+/// whose cost depends on its operands, waking or waiting for another thread, or a GC
+/// allocation (which may start a collection).
 fn unbounded(op: &Operator<'_>) -> bool {
     use Operator::*;
     is_call(op)
@@ -105,6 +106,11 @@ fn unbounded(op: &Operator<'_>) -> bool {
                 | ArrayInitElem { .. }
                 | MemoryAtomicWait32 { .. }
                 | MemoryAtomicWait64 { .. }
+                | MemoryAtomicNotify { .. }
+                // An allocation may start a collection.
+                | StructNew { .. }
+                | StructNewDefault { .. }
+                | ArrayNewFixed { .. }
         )
 }
 
