@@ -9,19 +9,35 @@ use crate::AgentError;
 /// from elsewhere, or `op` may leave the straight line.
 pub(super) fn ends_basic_block(op: &Operator<'_>) -> bool {
     use Operator::*;
+    is_exception_handling(op)
+        || matches!(
+            op,
+            Block { .. }
+                | Loop { .. }
+                | If { .. }
+                | Else
+                | End
+                | Br { .. }
+                | BrIf { .. }
+                | BrTable { .. }
+                | Return
+                | Unreachable
+                | BrOnNull { .. }
+                | BrOnNonNull { .. }
+                | BrOnCast { .. }
+                | BrOnCastFail { .. }
+                | ReturnCall { .. }
+                | ReturnCallIndirect { .. }
+                | ReturnCallRef { .. }
+        )
+}
+
+/// Whether `op` throws, catches or opens a block that may catch.
+fn is_exception_handling(op: &Operator<'_>) -> bool {
+    use Operator::*;
     matches!(
         op,
-        Block { .. }
-            | Loop { .. }
-            | If { .. }
-            | Else
-            | End
-            | Br { .. }
-            | BrIf { .. }
-            | BrTable { .. }
-            | Return
-            | Unreachable
-            | TryTable { .. }
+        TryTable { .. }
             | Try { .. }
             | Catch { .. }
             | CatchAll
@@ -29,13 +45,6 @@ pub(super) fn ends_basic_block(op: &Operator<'_>) -> bool {
             | Throw { .. }
             | ThrowRef
             | Rethrow { .. }
-            | BrOnNull { .. }
-            | BrOnNonNull { .. }
-            | BrOnCast { .. }
-            | BrOnCastFail { .. }
-            | ReturnCall { .. }
-            | ReturnCallIndirect { .. }
-            | ReturnCallRef { .. }
     )
 }
 
@@ -63,8 +72,8 @@ pub(super) struct BodyFacts {
     /// targets: a branch to a loop lands at its head, so the landing probe goes there.
     pub(super) caught_loops: std::collections::HashSet<usize>,
     /// The body is straight-line work of bounded length: no loop, no call of any kind, no
-    /// exception handling, no instruction whose cost grows with its operands (bulk memory,
-    /// table and array operations, growing, waiting). Then it runs at most this many
+    /// exception handling, nothing whose cost grows with its operands or with another
+    /// thread or the collector (see `unbounded`). Then it runs at most this many
     /// instructions (`end` excluded) per activation. `None` for every other body.
     pub(super) straight_length: Option<u32>,
 }
@@ -76,17 +85,10 @@ pub(super) struct BodyFacts {
 fn unbounded(op: &Operator<'_>) -> bool {
     use Operator::*;
     is_call(op)
+        || is_exception_handling(op)
         || matches!(
             op,
             Loop { .. }
-                | Try { .. }
-                | TryTable { .. }
-                | Catch { .. }
-                | CatchAll
-                | Delegate { .. }
-                | Throw { .. }
-                | ThrowRef
-                | Rethrow { .. }
                 | MemoryGrow { .. }
                 | MemoryFill { .. }
                 | MemoryCopy { .. }
