@@ -83,7 +83,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
         let _ = writeln!(
             out,
             "{} function{} without probes (--only/--exclude): each is part of its nearest \
-             probed caller, calls to it not counted{}: {}{}",
+             probed caller, calls to it not counted{}: {}",
             excluded.len(),
             if excluded.len() == 1 { "" } else { "s" },
             if profile.unit == "instructions" {
@@ -91,13 +91,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
             } else {
                 ""
             },
-            excluded
-                .iter()
-                .take(8)
-                .copied()
-                .collect::<Vec<_>>()
-                .join(", "),
-            if excluded.len() > 8 { ", ..." } else { "" }
+            first_names(&profile.unprobed)
         );
     }
     if let Some(live) = &profile.live {
@@ -305,17 +299,24 @@ pub fn untimed_summary(profile: &Profile) -> Option<String> {
     let n = profile.untimed.len();
     Some(format!(
         "{n} short function{} counted, not timed (their time is their callers' self time; \
-         --short-max 0 times them): {}{}",
+         --short-max 0 times them): {}",
         if n == 1 { "" } else { "s" },
-        profile
-            .untimed
-            .iter()
-            .take(8)
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .join(", "),
-        if n > 8 { ", ..." } else { "" }
+        first_names(&profile.untimed)
     ))
+}
+
+/// The first eight of `names`, with `, ...` when there are more.
+fn first_names(names: &[String]) -> String {
+    let mut shown = names
+        .iter()
+        .take(8)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > 8 {
+        shown.push_str(", ...");
+    }
+    shown
 }
 
 /// Time mode: the probe overhead subtracted, as one line.

@@ -185,9 +185,15 @@ impl ProbeLog {
         self.clock.now_ps().saturating_sub(self.paused)
     }
 
+    /// Appends an event read at the clock's current reading.
     #[inline]
     fn record(&mut self, kind: Kind, arg: u32, token: u32) {
         let time = self.now();
+        self.push(time, kind, arg, token);
+    }
+
+    #[inline]
+    fn push(&mut self, time: u64, kind: Kind, arg: u32, token: u32) {
         self.buffer.push(Event {
             time,
             arg,
@@ -261,14 +267,7 @@ impl ProbeLog {
         } else {
             0
         };
-        self.buffer.push(Event {
-            time,
-            arg: id,
-            kind_token: Kind::Called as u32,
-        });
-        if self.buffer.len() == CAPACITY {
-            self.hand_over();
-        }
+        self.push(time, Kind::Called, id, 0);
     }
 
     /// Probe: a function that catches starts; returns its frame token.

@@ -184,17 +184,24 @@ pub fn measure(
         .iter()
         .map(|f| (f.id, f.name.as_str()))
         .collect();
-    let share = |d: &Distribution, id: u32| {
-        let t: f64 = d.values().sum();
-        d.get(&id).copied().unwrap_or(0.0) / t.max(1e-9)
+    // Each function's share of its distribution.
+    let shares = |d: &Distribution| -> Distribution {
+        let t: f64 = d.values().sum::<f64>().max(1e-9);
+        d.iter().map(|(id, v)| (*id, v / t)).collect()
     };
+    let share = |d: &Distribution, id: u32| d.get(&id).copied().unwrap_or(0.0);
+    let truth_shares = shares(&truth);
+    let last_shares: Vec<Distribution> = by_mode
+        .iter()
+        .map(|runs| shares(runs.distributions.last().expect("at least one run")))
+        .collect();
     let largest_differences = |d: &Distribution| {
-        let mut ids: Vec<u32> = d.keys().chain(truth.keys()).copied().collect();
+        let mut ids: Vec<u32> = d.keys().chain(truth_shares.keys()).copied().collect();
         ids.sort_unstable();
         ids.dedup();
         let mut differences: Vec<(u32, f64, f64)> = ids
             .into_iter()
-            .map(|id| (id, share(&truth, id), share(d, id)))
+            .map(|id| (id, share(&truth_shares, id), share(d, id)))
             .collect();
         differences.sort_by(|a, b| (b.2 - b.1).abs().total_cmp(&(a.2 - a.1).abs()));
         differences
@@ -209,7 +216,8 @@ pub fn measure(
     let modes: Vec<ModeAccuracy> = ProbeMode::ALL
         .iter()
         .zip(&by_mode)
-        .map(|(mode, runs)| ModeAccuracy {
+        .zip(&last_shares)
+        .map(|((mode, runs), last)| ModeAccuracy {
             mode: mode.name(),
             distance: median(
                 runs.distributions
@@ -220,9 +228,7 @@ pub fn measure(
             overhead: median(runs.walls.clone()) as f64 / wprof_off.max(1) as f64,
             violations: runs.violations.len(),
             first_violation: runs.violations.first().cloned(),
-            largest_differences: largest_differences(
-                runs.distributions.last().expect("at least one run"),
-            ),
+            largest_differences: largest_differences(last),
         })
         .collect();
 
@@ -232,10 +238,7 @@ pub fn measure(
         .iter()
         .take(5)
         .map(|(id, perf_share)| {
-            let shares = by_mode
-                .iter()
-                .map(|runs| share(runs.distributions.last().expect("at least one run"), *id))
-                .collect();
+            let shares = last_shares.iter().map(|last| share(last, *id)).collect();
             (
                 perf_name(name_of.get(id).copied().unwrap_or("?")),
                 *perf_share,
