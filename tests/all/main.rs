@@ -22,6 +22,7 @@ mod report;
 mod run;
 mod sample;
 mod selective;
+mod short;
 mod spec;
 mod support;
 mod tools;
