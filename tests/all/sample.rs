@@ -245,6 +245,12 @@ fn the_sampling_period_is_a_setting_and_the_profile_says_how_time_was_sampled() 
     let most = 2 * (coarse["wall_time"].as_u64().unwrap() / 2_000_000) + 4;
     assert!(readings >= 1 && readings <= most, "{readings} > {most}");
     assert!(readings < fine, "{readings} vs {fine}");
+    // The program thread's timer ticks once a period too: each tick is one located sample.
+    let fine_ticks = p["sampling"]["answered"].as_u64().unwrap();
+    let ticks = coarse["sampling"]["answered"].as_u64().unwrap();
+    let most_ticks = coarse["wall_time"].as_u64().unwrap() / 2_000_000 + 1;
+    assert!(ticks <= most_ticks, "{ticks} ticks > {most_ticks}");
+    assert!(ticks < fine_ticks, "{ticks} vs {fine_ticks}");
     // Other modes sample nothing.
     let (time, _) = run_in(&s, &ratio, "cost");
     assert!(time.get("sampling").is_none());
@@ -409,4 +415,66 @@ fn a_long_loop_of_self_tail_calls_stays_two_contexts_in_the_inline_modes() {
         assert_eq!(edge_calls(&p, Some("spin"), "spin"), 8_000_000, "{mode}");
         assert_eq!(edge_calls(&p, Some("_start"), "spin"), 1, "{mode}");
     }
+}
+
+/// A loop of about 20 µs of arithmetic, then one store to a page of memory never touched
+/// before (a page fault into the kernel), 15,000 times.
+const FAULTING: &str = r#"
+(module
+  (memory 1)
+  (func $work (param $n i32) (result i32)
+    (local $x i32)
+    (local.set $x (local.get $n))
+    (loop $l
+      (local.set $x (i32.add (i32.mul (local.get $x) (i32.const 1664525)) (i32.const 1013904223)))
+      (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+      (br_if $l (local.get $n)))
+    (local.get $x))
+  (func $touch (param $page i32)
+    (i32.store (i32.mul (local.get $page) (i32.const 4096)) (i32.const 1)))
+  (func (export "_start")
+    (local $i i32)
+    (drop (memory.grow (i32.const 15001)))
+    (loop $l
+      (drop (call $work (i32.const 20000)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (call $touch (local.get $i))
+      (br_if $l (i32.lt_u (local.get $i) (i32.const 15000)))))
+)"#;
+
+#[test]
+fn a_function_that_faults_on_fresh_memory_gets_its_time_and_no_more() {
+    // A signal sent from another thread reaches a thread on another core late, and is taken
+    // at its next entry into the kernel: a page fault, here always in `touch`. That way of
+    // sampling gave such functions several times their time; the thread's own timer does not.
+    let s = Scratch::new();
+    let module = s.wat_module("faulting.wasm", FAULTING);
+    let share = |mode: &str| {
+        let name = format!("faulting.{mode}.wprof");
+        // `touch` is short: time mode would count it, not time it, without --short-max 0.
+        let out = s
+            .wprof(&["run", "-q", "--short-max", "0", "-o", &name])
+            .arg(&module)
+            .env("WPROF_MODE", mode)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let p = s.profile(&name);
+        let total: u64 = p["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["self"].as_u64().unwrap())
+            .sum();
+        function(&p, "touch")["self"].as_u64().unwrap() as f64 / total as f64
+    };
+    // Time mode's clock reads bracket each 20 µs activation: its share is the truth here.
+    let truth = share("time");
+    let sampled = share("sample");
+    assert!(
+        sampled < 2.0 * truth + 0.02,
+        "touch: {:.1}% sampled, {:.1}% timed",
+        100.0 * sampled,
+        100.0 * truth
+    );
 }

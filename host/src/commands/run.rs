@@ -463,10 +463,10 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
     ));
     if let Some(s) = &profile.sampling {
         out.push_str(&format!(
-            "wprof: time sampled every {}: {} readings, {} located by program counter; {} in wprof's probes left out\n",
+            "wprof: time sampled every {}: {} ticks located by program counter, {} readings; {} in wprof's probes left out\n",
             crate::display::format_ns(s.period_ns),
-            s.readings,
             s.answered,
+            s.readings,
             crate::display::format_ns(s.probe_ns)
         ));
     }

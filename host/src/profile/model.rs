@@ -301,10 +301,11 @@ pub struct Ending {
 pub struct SamplingRecord {
     /// The period asked for, in nanoseconds (readings can come later on a busy machine).
     pub period_ns: u64,
-    /// Readings taken: the number of intervals the time was split into.
+    /// The sampler's readings: the intervals the time was split into, each among the ticks
+    /// in it (or, with none, the calling context read at its end).
     pub readings: u64,
-    /// Readings located by the program counter of the program's thread (the others by
-    /// the calling context the probes entered last alone).
+    /// Ticks of the program thread's timer, each locating it by its program counter and
+    /// calling context.
     #[serde(default)]
     pub answered: u64,
     /// Time the program spent in wprof's own code (the probes' instructions and the node

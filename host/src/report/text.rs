@@ -70,11 +70,11 @@ pub fn render(profile: &Profile, options: &Options) -> String {
     if let Some(s) = &profile.sampling {
         let _ = writeln!(
             out,
-            "sample mode: times estimated from {} readings ({} located by program counter), \
-             one every {}; {} in wprof's probes left out",
-            s.readings,
+            "sample mode: times estimated from {} ticks located by program counter, one every \
+             {} ({} readings of the running context); {} in wprof's probes left out",
             s.answered,
             crate::display::format_ns(s.period_ns),
+            s.readings,
             crate::display::format_ns(s.probe_ns)
         );
     }

@@ -5,18 +5,17 @@
 //! [`wprof_agent::ContextArena::CURRENT`]), which names the calling context the probes last
 //! entered, and the program counter of the thread running it, which names the function
 //! really running (the probes store the cell at a function's entry, not when a call
-//! returns to it, and wprof's node finder runs before the entry's store). The sampler asks for the program counter with a
-//! signal ([`crate::run::interrupt`]) whenever the cell names one of the module's functions;
-//! while it names an import (the host runs, perhaps blocked in a system call, which a
-//! signal would interrupt) or where signals are unavailable, the cell alone decides.
-//! Answers are collected a few periods later, so the sampler never waits for the program.
+//! returns to it, and wprof's node finder runs before the entry's store). A timer of the
+//! program's thread records both at every tick ([`crate::run::interrupt`]); the sampler
+//! reads the ticks since its previous reading. While the cell names an import (the host
+//! runs, perhaps blocked in a system call) for a few readings, the sampler stops the timer
+//! and the cell alone decides, as it does where no timer can be had.
 //! [`crate::run::attribution`] turns the two facts into a node of the tree.
 //!
 //! Every picosecond between the start and the end of the run is charged to exactly one
-//! reading; which reading gets an interval is the one taken at the interval's end, the usual
-//! sampling estimate. Calls are never sampled: the module counts them exactly.
+//! tick or reading: an interval goes to the ticks taken in it, the usual sampling estimate. Calls are never sampled: the module counts them exactly.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -24,14 +23,18 @@ use wprof_agent::ContextArena;
 
 use crate::run::clock::Clock;
 use crate::run::code_map::{CodeMap, Running};
-use crate::run::interrupt::Target;
+use crate::run::interrupt::{Target, Where};
 
 /// The default time between two readings.
 pub const DEFAULT_PERIOD: Duration = Duration::from_micros(100);
 
-/// Requests younger than this many readings may still be answered; older ones are charged
-/// to the cell read when they were made.
+/// Module time waits this many readings for a tick; then the cell read alone takes it.
 const PATIENCE: u64 = 16;
+
+/// After this many readings in a row outside the module's code (the program waits in the
+/// host), the thread's timer is stopped until the module runs again: a program that sleeps
+/// is not woken every period.
+const PAUSE_AFTER: u32 = 8;
 
 /// Where the module keeps its current node: four bytes of its tree memory, a 32-bit
 /// memory inside a full 4 GiB reservation (see [`crate::run::engine::MEMORY_RESERVATION`]), so
@@ -100,7 +103,7 @@ pub struct Samples {
     pub located: HashMap<(u32, usize), u64>,
     /// Readings taken.
     pub readings: u64,
-    /// Readings the program's thread answered with its program counter.
+    /// Ticks of the program's thread read, each with its program counter.
     pub answered: u64,
 }
 
@@ -149,18 +152,26 @@ pub trait Watch {
     fn tick(&mut self, now_ps: u64);
 }
 
-/// A request not answered yet: its number, the interval it ends and the cell read then.
-struct Pending {
-    request: u64,
-    interval: u64,
+/// Module time read while no tick had come yet (the timer was resumed, or is late): it goes
+/// to the next ticks.
+#[derive(Default)]
+struct Owed {
+    ps: u64,
+    /// The cell read when it began, which gets it if no tick comes in time.
     cell: u32,
+    readings: u64,
 }
 
 /// Reads where the program is every `period` until `stop` is set, then once more; the first
 /// interval starts at `started` (a [`Clock::now_ps`] reading taken when the program started,
 /// so that a sampling thread scheduled late loses no time). Whoever sets `stop` should unpark
 /// the sampling thread, which then takes its last reading at once instead of at the end of
-/// its period. `watch` learns of every answered reading and every tick.
+/// its period. `watch` learns of every located tick and every reading.
+///
+/// Each reading's interval goes, in equal parts, to the ticks of the program's thread since
+/// the previous reading (see [`crate::run::interrupt`]); with none, to the cell read then
+/// when it names an import or nothing (the timer sleeps while the host waits), or to the next
+/// ticks when it names one of the module's functions (the timer is late).
 pub fn sample(
     cell: CurrentCell,
     asking: Option<Asking<'_>>,
@@ -171,9 +182,11 @@ pub fn sample(
     mut watch: Option<&mut dyn Watch>,
 ) -> Samples {
     let mut samples = Samples::default();
-    let mut pending: VecDeque<Pending> = VecDeque::new();
-    let mut requests = 0u64;
     let mut last = started;
+    let mut read = asking.map_or(0, |a| a.target.ticks());
+    let mut owed = Owed::default();
+    let mut outside = 0u32;
+    let mut paused = false;
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if !stopping {
@@ -184,37 +197,46 @@ pub fn sample(
         last = now;
         samples.readings += 1;
         let node = cell.read();
-        // Only while the module's own code runs: an import may be blocked in the kernel.
-        let asked = match asking {
-            Some(a)
-                if !stopping
-                    && cell
-                        .function_of(node)
-                        .is_some_and(|f| f >= a.code.imports()) =>
-            {
-                requests += 1;
-                a.target.ask(requests)
+        match asking {
+            None => *samples.time.entry((node, None)).or_default() += interval,
+            Some(a) => {
+                let ticks = a.target.ticks();
+                let found: Vec<Where> = (read + 1..=ticks).filter_map(|t| a.target.at(t)).collect();
+                read = ticks;
+                let in_module = cell
+                    .function_of(node)
+                    .is_some_and(|f| f >= a.code.imports());
+                if !found.is_empty() {
+                    let ps = interval + std::mem::take(&mut owed).ps;
+                    charge(&mut samples, a, &found, ps, watch.as_deref_mut());
+                } else if in_module && !stopping && owed.readings < PATIENCE {
+                    if owed.readings == 0 {
+                        owed.cell = node;
+                    }
+                    owed.ps += interval;
+                    owed.readings += 1;
+                } else {
+                    let owed = std::mem::take(&mut owed);
+                    if owed.ps > 0 {
+                        *samples.time.entry((owed.cell, None)).or_default() += owed.ps;
+                    }
+                    *samples.time.entry((node, None)).or_default() += interval;
+                }
+                // While the host waits, the timer would only wake it.
+                if in_module {
+                    outside = 0;
+                    if paused {
+                        a.target.resume();
+                        paused = false;
+                    }
+                } else {
+                    outside += 1;
+                    if outside >= PAUSE_AFTER && !paused {
+                        a.target.pause();
+                        paused = true;
+                    }
+                }
             }
-            _ => false,
-        };
-        if asked {
-            pending.push_back(Pending {
-                request: requests,
-                interval,
-                cell: node,
-            });
-        } else {
-            *samples.time.entry((node, None)).or_default() += interval;
-        }
-        if let Some(a) = asking {
-            settle(
-                &mut samples,
-                &mut pending,
-                a,
-                requests,
-                stopping,
-                watch.as_deref_mut(),
-            );
         }
         if let Some(watch) = watch.as_deref_mut() {
             watch.tick(now);
@@ -225,56 +247,30 @@ pub fn sample(
     }
 }
 
-/// Charges the pending requests that were answered, in order, and those too old to wait
-/// for (all of them when `last`) to the cell read when they were made.
-fn settle<'w>(
+/// Charges `ps` picoseconds to `found`, the ticks of one interval, in equal parts.
+fn charge<'w>(
     samples: &mut Samples,
-    pending: &mut VecDeque<Pending>,
     asking: Asking<'_>,
-    requests: u64,
-    last: bool,
+    found: &[Where],
+    ps: u64,
     mut watch: Option<&mut (dyn Watch + 'w)>,
 ) {
-    if last {
-        // The program has returned: its thread answers any signal still on its way while
-        // it waits to join this one. Give it a moment.
-        for _ in 0..100 {
-            if pending
-                .iter()
-                .all(|p| asking.target.answer(p.request).is_some())
-            {
-                break;
-            }
-            std::thread::sleep(Duration::from_micros(10));
-        }
-    }
-    while let Some(front) = pending.front() {
-        match asking.target.answer(front.request) {
-            Some(answer) => {
-                samples.answered += 1;
-                match asking.code.running(answer.pc) {
-                    Running::Function(f) => {
-                        if let Some(watch) = watch.as_deref_mut() {
-                            watch.ran(answer.cell, f, front.interval);
-                        }
-                        let off = asking.switches.is_some_and(|b| b.reads_off(f));
-                        let cell = answer.cell | u32::from(off);
-                        *samples.located.entry((cell, answer.pc)).or_default() += front.interval
-                    }
-                    running => {
-                        *samples
-                            .time
-                            .entry((answer.cell, Some(running)))
-                            .or_default() += front.interval
-                    }
+    let count = found.len() as u64;
+    for (i, at) in found.iter().enumerate() {
+        // The remainder goes to the last, so the parts add up to the interval.
+        let part = ps / count + if i + 1 == found.len() { ps % count } else { 0 };
+        samples.answered += 1;
+        match asking.code.running(at.pc) {
+            Running::Function(f) => {
+                if let Some(watch) = watch.as_deref_mut() {
+                    watch.ran(at.cell, f, part);
                 }
+                let off = asking.switches.is_some_and(|b| b.reads_off(f));
+                let cell = at.cell | u32::from(off);
+                *samples.located.entry((cell, at.pc)).or_default() += part;
             }
-            None if last || front.request + PATIENCE <= requests => {
-                *samples.time.entry((front.cell, None)).or_default() += front.interval
-            }
-            None => break,
+            running => *samples.time.entry((at.cell, Some(running))).or_default() += part,
         }
-        pending.pop_front();
     }
 }
 

@@ -96,11 +96,14 @@ pub(crate) fn call_start(
             let stop = AtomicBool::new(false);
             // SAFETY: the cell stays valid while the store lives, which outlives the session
             // (dropped at the end of this block).
-            let session = unsafe { crate::run::interrupt::Session::begin(cell.as_ptr()) };
+            let session = unsafe {
+                crate::run::interrupt::Session::begin(cell.as_ptr(), settings.sample_period)
+            };
             if session.is_none() {
                 eprintln!(
                     "wprof: warning: sample mode cannot ask the program's thread where it is \
-                     (SIGPROF is taken, or this platform is not Linux on x86-64 or AArch64); \
+                     (SIGPROF is taken, no thread timer can be made, or this platform is not Linux \
+                     on x86-64 or AArch64); \
                      the time a function spends after a call returns goes to the callee"
                 );
             }
