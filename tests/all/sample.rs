@@ -223,7 +223,7 @@ fn the_sampling_period_is_a_setting_and_the_profile_says_how_time_was_sampled() 
     let ratio = sample("ratio.wasm");
     let (p, out) = run_in(&s, &ratio, "sample");
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(p["sampling"]["period_ns"], 100_000);
+    assert_eq!(p["sampling"]["period_ns"], 200_000);
     let fine = p["sampling"]["readings"].as_u64().unwrap();
     // A period of 2 ms over the same ~0.1 s program: far fewer readings (about one per
     // period, plus the last one; a parked thread may rarely wake early).
@@ -267,7 +267,7 @@ fn the_text_report_says_times_were_sampled() {
     let report = stdout(&s.run(&["report", "fib.sample.wprof"]));
     assert!(
         report.contains("sample mode: times estimated from")
-            && report.contains("one every 100.00 µs"),
+            && report.contains("one every 200.00 µs"),
         "{report}"
     );
 }

@@ -31,8 +31,9 @@ pub struct SettingsArgs {
     #[command(flatten)]
     pub probes: ProbeArgs,
 
-    /// Sample mode: microseconds between two readings of the running context (shorter:
-    /// finer estimates, more work for the sampling thread).
+    /// Sample mode: microseconds between two ticks of the program thread's timer, each a
+    /// sample of where it is (shorter: finer estimates, and each tick interrupts the
+    /// program).
     #[arg(long, value_name = "MICROSECONDS", default_value_t = crate::run::sampler::DEFAULT_PERIOD.as_micros() as u64, env = "WPROF_SAMPLE_PERIOD_US", value_parser = clap::value_parser!(u64).range(config::file::SAMPLE_PERIOD_US.start as u64..config::file::SAMPLE_PERIOD_US.end as u64))]
     pub sample_period_us: u64,
 
@@ -244,9 +245,9 @@ impl SettingsArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProbeArgs {
     /// What the probes measure; every mode counts every call exactly and keeps the whole
-    /// calling-context tree. `sample` (the default): time sampled every 100 µs from the
+    /// calling-context tree. `sample` (the default): time sampled every 200 µs from the
     /// running thread's program counter and the context the module keeps (closest to perf
-    /// on real programs, at 1.15-1.4x the uninstrumented run). `time`: a clock read at every
+    /// on real programs, at 1.25-1.5x the uninstrumented run on a virtual machine). `time`: a clock read at every
     /// entry and exit, the probes' cost subtracted: min/max self time per activation, but
     /// 4-13x on real programs (31x on a call storm); functions of a few straight-line
     /// instructions are counted, not timed (see --short-max).
