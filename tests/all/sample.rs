@@ -478,3 +478,61 @@ fn a_function_that_faults_on_fresh_memory_gets_its_time_and_no_more() {
         100.0 * truth
     );
 }
+
+/// Sleeps three times 100 ms (`poll_oneoff` on the monotonic clock), then copies one read of
+/// stdin to stdout.
+const SLEEPER: &str = r#"
+(module
+  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_read" (func $fd_read (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func $sleep
+    ;; One clock subscription at 0: monotonic (id 1), 100 ms, relative; its event at 64.
+    (i32.store8 (i32.const 8) (i32.const 0))
+    (i32.store (i32.const 16) (i32.const 1))
+    (i64.store (i32.const 24) (i64.const 100000000))
+    (i64.store (i32.const 32) (i64.const 0))
+    (i32.store16 (i32.const 40) (i32.const 0))
+    (if (call $poll (i32.const 0) (i32.const 64) (i32.const 1) (i32.const 96)) (then unreachable)))
+  (func (export "_start")
+    (call $sleep) (call $sleep) (call $sleep)
+    ;; iovec at 128: buffer 256, 64 bytes; count at 136.
+    (i32.store (i32.const 128) (i32.const 256))
+    (i32.store (i32.const 132) (i32.const 64))
+    (if (call $fd_read (i32.const 0) (i32.const 128) (i32.const 1) (i32.const 136)) (then unreachable))
+    (i32.store (i32.const 132) (i32.load (i32.const 136)))
+    (if (call $fd_write (i32.const 1) (i32.const 128) (i32.const 1) (i32.const 140)) (then unreachable)))
+)"#;
+
+#[test]
+fn a_program_waiting_in_the_host_is_not_woken_by_ticks_and_its_wait_is_the_imports() {
+    let s = Scratch::new();
+    let module = s.wat_module("sleeper.wasm", SLEEPER);
+    let mut child = s
+        .wprof(&["run", "-q", "-o", "sleeper.wprof"])
+        .arg(&module)
+        .env("WPROF_MODE", "sample")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The input comes while the program sleeps, or later: a read that waits or not.
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    use std::io::Write;
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(b"late input\n").unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "late input\n");
+    let p = s.profile("sleeper.wprof");
+    let poll = function(&p, "wasi_snapshot_preview1::poll_oneoff");
+    assert_eq!(poll["calls"], 3);
+    // Its 300 ms of waiting are the import's (the sampler reads the context alone there).
+    assert!(poll["self"].as_u64().unwrap() >= 250_000_000, "{poll}");
+    // Every 200 µs for 300 ms would be 1,500 ticks; the timer sleeps while the host waits.
+    let ticks = p["sampling"]["answered"].as_u64().unwrap();
+    assert!(ticks < 300, "{ticks} ticks while the program slept");
+}
