@@ -80,6 +80,11 @@ pub const VARIABLES: &[Variable] = &[
                   --adaptive-timers; default 4)",
     },
     Variable {
+        name: "WPROF_INJECT",
+        meaning: "faults to inject into imported functions, comma-separated (like\n\
+                  --inject; e.g. wasi:fd_write=errno:EIO@2)",
+    },
+    Variable {
         name: "WPROF_PERFMAP",
         meaning: "1: write /tmp/perf-PID.map so that `perf report` names the wasm\n\
                   functions (of the original with WPROF=0, else the instrumented)",

@@ -293,6 +293,8 @@ pub struct RunSettings {
     pub off: Vec<FunctionPattern>,
     /// Adaptive mode: how the hot paths are walked.
     pub adaptive: AdaptiveSettings,
+    /// Faults to inject into imported functions (`--inject`).
+    pub injections: Vec<crate::run::inject::Injection>,
 }
 
 /// Adaptive mode: how the hot paths are walked (see `crate::run::adaptive`).

@@ -14,6 +14,7 @@ mod diff;
 mod formats;
 mod fuzz;
 mod html;
+mod inject;
 mod live;
 mod names;
 mod progress;

@@ -44,6 +44,19 @@ pub struct RunCommand {
     #[arg(long)]
     no_cache: bool,
 
+    /// Make an imported function fail, to test the program's error paths (repeatable):
+    /// `TARGET=ACTION[@N]`, TARGET `wasi:NAME` (a WASI preview 1 function) or
+    /// `MODULE::NAME`, ACTION `trap`, `errno:NAME` (`errno:EIO`, `errno:29`) or
+    /// `return:VALUE`, `@N` the Nth call only (else every call). Other calls run as usual;
+    /// the profile and the summary say how often it was injected. Applies with `WPROF=0` too
+    #[arg(
+        long = "inject",
+        value_name = "TARGET=ACTION[@N]",
+        env = "WPROF_INJECT",
+        value_delimiter = ','
+    )]
+    injections: Vec<String>,
+
     /// Print no summary on stderr, and no progress bar while a first run of a large module is
     /// instrumented and compiled (the bar shows only on a terminal, after a second).
     #[arg(short, long)]
@@ -112,6 +125,14 @@ impl RunCommand {
             live: resolved.live.value,
             off: resolved.off_patterns,
             adaptive,
+            injections: self
+                .injections
+                .iter()
+                .map(|spec| {
+                    crate::run::inject::Injection::parse(spec)
+                        .map_err(|why| Failure::input(format!("--inject {spec}: {why}")))
+                })
+                .collect::<Result<_, _>>()?,
         })
     }
 
@@ -170,7 +191,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         progress.finish();
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
-        return Ok(finish_unprofiled(outcome));
+        return Ok(finish_unprofiled(outcome, settings.quiet));
     }
 
     let plan = ProbePlan {
@@ -240,7 +261,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         progress.finish();
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
-        return Ok(finish_unprofiled(outcome));
+        return Ok(finish_unprofiled(outcome, settings.quiet));
     };
 
     progress.finish();
@@ -335,6 +356,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     let profile = Profile {
         live: outcome.live.clone(),
         adaptive: outcome.adaptive.clone(),
+        injections: outcome.injections.clone(),
         ..profile
     };
     let written = timings
@@ -428,11 +450,31 @@ fn compile_original(
         })
 }
 
-fn finish_unprofiled(outcome: runner::RunOutcome) -> i32 {
+fn finish_unprofiled(outcome: runner::RunOutcome, quiet: bool) -> i32 {
     if let Some((_, report)) = &outcome.trap {
         eprintln!("Error: {report}");
     }
+    if !quiet {
+        eprint!("{}", injection_lines(&outcome.injections));
+    }
     outcome.exit_code
+}
+
+/// One summary line per `--inject`: what was injected, how often, of how many calls.
+fn injection_lines(injections: &[crate::run::inject::InjectionRecord]) -> String {
+    injections
+        .iter()
+        .map(|i| {
+            let when = match i.call {
+                Some(n) => format!("call {n} only"),
+                None => "every call".to_owned(),
+            };
+            format!(
+                "wprof: injected {} into {} ({when}): {} of {} calls\n",
+                i.action, i.target, i.injected, i.calls
+            )
+        })
+        .collect()
 }
 
 fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings, written: bool) {
@@ -470,6 +512,7 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
             crate::display::format_ns(s.probe_ns)
         ));
     }
+    out.push_str(&injection_lines(&profile.injections));
     if let Some(line) = text::untimed_summary(profile) {
         out.push_str(&format!("wprof: {line}\n"));
     }

@@ -136,6 +136,7 @@ mod tests {
             sampling: None,
             live: None,
             adaptive: None,
+            injections: Vec::new(),
         };
         p.functions = (0..2000)
             .map(|id| FunctionRecord {

@@ -114,6 +114,7 @@ mod tests {
             sampling: None,
             live: None,
             adaptive: None,
+            injections: Vec::new(),
         }
     }
 

@@ -184,6 +184,9 @@ pub struct Profile {
     /// Adaptive mode: the hot paths walked and the contexts timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<AdaptiveRecord>,
+    /// Faults injected into imported functions (`--inject`), and how often.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injections: Vec<crate::run::inject::InjectionRecord>,
 }
 
 /// Adaptive mode: from each hot spot (a context where samples found the most self time) the

@@ -340,6 +340,7 @@ pub(crate) mod tests {
             sampling: None,
             live: None,
             adaptive: None,
+            injections: Vec::new(),
             excluded_ns: None,
             unprobed: Vec::new(),
             untimed: Vec::new(),

@@ -27,6 +27,7 @@ pub mod code_map;
 pub mod collector;
 pub mod engine;
 pub mod host_state;
+pub mod inject;
 pub mod inline_tree;
 pub mod interrupt;
 pub mod probe_log;

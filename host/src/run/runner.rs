@@ -50,6 +50,8 @@ pub struct RunOutcome {
     pub live: Option<crate::profile::LiveRecord>,
     /// Adaptive mode: the walks and what was timed.
     pub adaptive: Option<crate::profile::AdaptiveRecord>,
+    /// What `--inject` did.
+    pub injections: Vec<crate::run::inject::InjectionRecord>,
     /// How long instantiating, running and collecting took.
     pub timings: Timings,
 }
@@ -278,8 +280,13 @@ pub fn run(
         stopwatch: None,
     };
     let mut store = Store::new(engine, state);
+    let injections =
+        crate::run::inject::arm(&mut linker, &mut store, module, &settings.injections)?;
     let mut timings = Timings::new();
     let instantiated = timings.time("instantiate", || linker.instantiate(&mut store, module));
+    if let Ok(instance) = &instantiated {
+        crate::run::inject::connect(&mut store, instance, &injections);
+    }
     let mut attribution = None;
     let mut live_record = None;
     let mut adaptive_record = None;
@@ -396,9 +403,13 @@ pub fn run(
                 } else {
                     1
                 };
-                let message = match e.downcast_ref::<wasmtime::Trap>() {
-                    Some(trap) => trap.to_string(),
-                    None => first_line(&e.root_cause().to_string()),
+                let message = match (
+                    e.downcast_ref::<crate::run::inject::InjectedTrap>(),
+                    e.downcast_ref::<wasmtime::Trap>(),
+                ) {
+                    (Some(injected), _) => injected.to_string(),
+                    (None, Some(trap)) => trap.to_string(),
+                    (None, None) => first_line(&e.root_cause().to_string()),
                 };
                 let report = crate::run::backtrace::report(&shown, &backtrace, &message);
                 (code, Some((message, report)))
@@ -429,6 +440,7 @@ pub fn run(
         collector,
         live: live_record,
         adaptive: adaptive_record,
+        injections: injections.iter().map(|i| i.record()).collect(),
         timings,
     })
 }

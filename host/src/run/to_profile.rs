@@ -127,5 +127,6 @@ pub fn profile_of_run(
         sampling: ending.sampling,
         live: None,
         adaptive: None,
+        injections: Vec::new(),
     }
 }

@@ -65,6 +65,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         adaptive: Default::default(),
         sample_period: crate::run::sampler::DEFAULT_PERIOD,
         timings: None,
+        injections: Vec::new(),
     }
 }
 
