@@ -29,6 +29,7 @@ const HELPERS: &[&str] = &[
     "display",
     "environment",
     "exit",
+    "injection",
     "logging",
     "settings",
     "progress",

@@ -32,6 +32,7 @@ pub mod demangle;
 pub mod display;
 pub mod environment;
 pub mod exit;
+pub mod injection;
 pub mod logging;
 pub mod settings;
 pub mod stats;

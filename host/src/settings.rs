@@ -294,7 +294,7 @@ pub struct RunSettings {
     /// Adaptive mode: how the hot paths are walked.
     pub adaptive: AdaptiveSettings,
     /// Faults to inject into imported functions (`--inject`).
-    pub injections: Vec<crate::run::inject::Injection>,
+    pub injections: Vec<crate::injection::Injection>,
 }
 
 /// Adaptive mode: how the hot paths are walked (see `crate::run::adaptive`).

@@ -129,7 +129,7 @@ impl RunCommand {
                 .injections
                 .iter()
                 .map(|spec| {
-                    crate::run::inject::Injection::parse(spec)
+                    crate::injection::Injection::parse(spec)
                         .map_err(|why| Failure::input(format!("--inject {spec}: {why}")))
                 })
                 .collect::<Result<_, _>>()?,
@@ -461,7 +461,7 @@ fn finish_unprofiled(outcome: runner::RunOutcome, quiet: bool) -> i32 {
 }
 
 /// One summary line per `--inject`: what was injected, how often, of how many calls.
-fn injection_lines(injections: &[crate::run::inject::InjectionRecord]) -> String {
+fn injection_lines(injections: &[crate::injection::InjectionRecord]) -> String {
     injections
         .iter()
         .map(|i| {

@@ -186,7 +186,7 @@ pub struct Profile {
     pub adaptive: Option<AdaptiveRecord>,
     /// Faults injected into imported functions (`--inject`), and how often.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub injections: Vec<crate::run::inject::InjectionRecord>,
+    pub injections: Vec<crate::injection::InjectionRecord>,
 }
 
 /// Adaptive mode: from each hot spot (a context where samples found the most self time) the

@@ -51,7 +51,7 @@ pub struct RunOutcome {
     /// Adaptive mode: the walks and what was timed.
     pub adaptive: Option<crate::profile::AdaptiveRecord>,
     /// What `--inject` did.
-    pub injections: Vec<crate::run::inject::InjectionRecord>,
+    pub injections: Vec<crate::injection::InjectionRecord>,
     /// How long instantiating, running and collecting took.
     pub timings: Timings,
 }

@@ -22,10 +22,7 @@ use std::sync::{Arc, OnceLock};
 
 use wasmtime::{Extern, Func, FuncType, Instance, Linker, Module, Store, Val, ValType};
 
-mod spec;
-
-use spec::parse_value;
-pub use spec::{Action, Injection, InjectionRecord};
+use crate::injection::{parse_value, Action, Injection, InjectionRecord};
 
 use crate::exit::Failure;
 use crate::run::host_state::HostState;

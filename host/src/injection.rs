@@ -1,5 +1,6 @@
-//! `--inject` specs: `TARGET=ACTION[@N]` parsed and checked, WASI errnos by name or number,
-//! and values by result type (see [`super`]).
+//! What `--inject` asks for: `TARGET=ACTION[@N]` specs parsed and checked, WASI errnos by
+//! name or number, values by result type, and what a profile records of an injection.
+//! [`crate::run::inject`] puts them in place.
 
 use serde::{Deserialize, Serialize};
 use wasmtime::{Val, ValType};
@@ -109,7 +110,7 @@ impl Injection {
         format!("{}::{}", self.module, self.name)
     }
 
-    pub(super) fn action_text(&self) -> String {
+    pub fn action_text(&self) -> String {
         match &self.action {
             Action::Trap => "trap".to_owned(),
             Action::Errno(n) => format!("errno:{}", errno_name(*n)),
@@ -219,7 +220,7 @@ fn errno_name(n: u16) -> String {
 }
 /// `text` as a value of type `ty` (integers in decimal or `0x` hex, floats as Rust reads
 /// them); `None` if it is not one.
-pub(super) fn parse_value(text: &str, ty: &ValType) -> Option<Val> {
+pub fn parse_value(text: &str, ty: &ValType) -> Option<Val> {
     let int = |t: &str| -> Option<i128> {
         let (negative, digits) = match t.strip_prefix('-') {
             Some(d) => (true, d),
