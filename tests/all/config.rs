@@ -169,6 +169,10 @@ fn a_bad_file_is_one_line_and_exit_2_before_anything_runs() {
             "wprof.toml:1: module: a section needs",
         ),
         ("mode = \"cost\n", "wprof.toml:1: mode:"),
+        (
+            "inject = [\"wasi:fd_write=explode\"]\n",
+            "wprof.toml:1: inject: wasi:fd_write=explode: `explode`: the action is",
+        ),
     ] {
         std::fs::write(s.path("wprof.toml"), text).unwrap();
         for args in [

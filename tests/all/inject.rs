@@ -147,3 +147,51 @@ fn a_bad_injection_is_one_line_and_exit_2_before_anything_runs() {
         assert!(!s.path("bad.wprof").exists(), "{spec}");
     }
 }
+
+#[test]
+fn injections_come_from_flags_the_variable_or_the_configuration_file() {
+    let s = Scratch::new();
+    let module = s.wat_module("writer.wasm", WRITER);
+    let m = module.to_str().unwrap();
+    std::fs::write(
+        s.path("wprof.toml"),
+        "mode = \"cost\"\n\n[[module]]\nname = \"writer.wasm\"\ninject = [\"wasi:fd_write=errno:ENOSPC@3\"]\n",
+    )
+    .unwrap();
+    let shown = |args: &[&str], envs: &[(&str, &str)]| {
+        let mut cmd = s.wprof(&[&["config", "--json"], args, &[m]].concat());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        (
+            v["inject"]["value"].as_str().unwrap().to_owned(),
+            v["inject"]["source"].as_str().unwrap().to_owned(),
+        )
+    };
+    assert_eq!(
+        shown(&[], &[]),
+        (
+            "wasi:fd_write=errno:ENOSPC@3".into(),
+            "wprof.toml:5 ([[module]] of line 3)".into()
+        )
+    );
+    assert_eq!(
+        shown(&[], &[("WPROF_INJECT", "wasi:fd_write=trap")]),
+        ("wasi:fd_write=trap".into(), "WPROF_INJECT".into())
+    );
+    assert_eq!(
+        shown(
+            &["--inject", "wasi:fd_write=errno:EIO"],
+            &[("WPROF_INJECT", "wasi:fd_write=trap")]
+        ),
+        ("wasi:fd_write=errno:EIO".into(), "flag".into())
+    );
+    // The file's injection applies to a run: the third write fails with ENOSPC (51).
+    let out = s.run(&["run", "-q", "-o", "file.wprof", m]);
+    assert_eq!(out.status.code(), Some(51), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "a\nb\n");
+    assert_eq!(s.profile("file.wprof")["injections"][0]["call"], 3);
+}

@@ -128,6 +128,7 @@ fn table(c: &RunConfig) -> String {
         ("filter", or(&c.filter.value, "all"), &c.filter.source),
         ("live", on_off(c.live.value), &c.live.source),
         ("off", or(&c.off.value, "none"), &c.off.source),
+        ("inject", or(&c.inject.value, "none"), &c.inject.source),
         (
             "cache.dir",
             c.cache_dir

@@ -44,19 +44,6 @@ pub struct RunCommand {
     #[arg(long)]
     no_cache: bool,
 
-    /// Make an imported function fail, to test the program's error paths (repeatable):
-    /// `TARGET=ACTION[@N]`, TARGET `wasi:NAME` (a WASI preview 1 function) or
-    /// `MODULE::NAME`, ACTION `trap`, `errno:NAME` (`errno:EIO`, `errno:29`) or
-    /// `return:VALUE`, `@N` the Nth call only (else every call). Other calls run as usual;
-    /// the profile and the summary say how often it was injected. Applies with `WPROF=0` too
-    #[arg(
-        long = "inject",
-        value_name = "TARGET=ACTION[@N]",
-        env = "WPROF_INJECT",
-        value_delimiter = ','
-    )]
-    injections: Vec<String>,
-
     /// Print no summary on stderr, and no progress bar while a first run of a large module is
     /// instrumented and compiled (the bar shows only on a terminal, after a second).
     #[arg(short, long)]
@@ -125,14 +112,7 @@ impl RunCommand {
             live: resolved.live.value,
             off: resolved.off_patterns,
             adaptive,
-            injections: self
-                .injections
-                .iter()
-                .map(|spec| {
-                    crate::injection::Injection::parse(spec)
-                        .map_err(|why| Failure::input(format!("--inject {spec}: {why}")))
-                })
-                .collect::<Result<_, _>>()?,
+            injections: resolved.injections,
         })
     }
 

@@ -45,6 +45,19 @@ pub struct SettingsArgs {
     #[arg(long, value_name = "K", default_value_t = crate::run::adaptive::AdaptiveSettings::default().timers.into(), env = "WPROF_ADAPTIVE_TIMERS", value_parser = clap::value_parser!(u64).range(config::file::ADAPTIVE_TIMERS.start as u64..config::file::ADAPTIVE_TIMERS.end as u64))]
     pub adaptive_timers: u64,
 
+    /// Make an imported function fail, to test the program's error paths (repeatable):
+    /// `TARGET=ACTION[@N]`, TARGET `wasi:NAME` (a WASI preview 1 function) or
+    /// `MODULE::NAME`, ACTION `trap`, `errno:NAME` (`errno:EIO`, `errno:29`) or
+    /// `return:VALUE`, `@N` the Nth call only (else every call). Other calls run as usual;
+    /// the profile and the summary say how often it was injected. Applies with `WPROF=0` too
+    #[arg(
+        long = "inject",
+        value_name = "TARGET=ACTION[@N]",
+        env = "WPROF_INJECT",
+        value_delimiter = ','
+    )]
+    pub inject: Vec<String>,
+
     /// How the command line gave each of these (filled after parsing).
     #[arg(skip)]
     pub given: GivenArgs,
@@ -108,6 +121,11 @@ pub struct RunConfig {
     /// The same, parsed.
     #[serde(skip)]
     pub off_patterns: Vec<settings::FunctionPattern>,
+    /// Faults to inject, as one line of specs (empty: none).
+    pub inject: Resolved<String>,
+    /// The same, parsed.
+    #[serde(skip)]
+    pub injections: Vec<crate::injection::Injection>,
 }
 
 impl RunConfig {
@@ -173,6 +191,24 @@ impl SettingsArgs {
             file.and_then(|f| f.knob(section, |k| k.adaptive_timers.as_ref())),
             self.adaptive_timers,
         );
+        let inject = match given.get("inject") {
+            Some(how) => (
+                self.inject
+                    .iter()
+                    .map(|spec| {
+                        crate::injection::Injection::parse(spec)
+                            .map_err(|why| Failure::input(format!("--inject {spec}: {why}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                match how {
+                    config::Given::Flag => Source::Flag,
+                    config::Given::Variable => Source::Variable("WPROF_INJECT"),
+                },
+            ),
+            None => file
+                .and_then(|f| f.knob(section, |k| k.inject.as_ref()))
+                .unwrap_or((Vec::new(), Source::Default)),
+        };
         let default_output = module.map_or_else(
             || PathBuf::from("<module stem>.wprof"),
             settings::default_profile_path,
@@ -224,6 +260,16 @@ impl SettingsArgs {
                 source: off_source.to_string(),
             },
             off_patterns,
+            inject: Resolved {
+                value: inject
+                    .0
+                    .iter()
+                    .map(|i| i.spec.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                source: inject.1.to_string(),
+            },
+            injections: inject.0,
             file: file.map(|f| f.path.clone()),
             module_section: section.map(|s| s.line),
             profiling: profiling.into(),

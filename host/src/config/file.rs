@@ -37,6 +37,8 @@ pub struct Knobs {
     pub adaptive_timers: Option<At<u64>>,
     /// `short_max`: time mode's bound on short functions, counted but not timed.
     pub short_max: Option<At<u64>>,
+    /// `inject`: faults to inject into imported functions (see [`crate::injection`]).
+    pub inject: Option<At<Vec<crate::injection::Injection>>>,
 }
 
 /// A value and the line of the file it was written on.
@@ -105,6 +107,7 @@ struct RawFile {
     adaptive_calls: Option<Spanned<i64>>,
     adaptive_timers: Option<Spanned<i64>>,
     short_max: Option<Spanned<i64>>,
+    inject: Patterns,
     cache: Option<RawCache>,
     #[serde(default)]
     module: Vec<Spanned<RawModule>>,
@@ -137,6 +140,7 @@ struct RawModule {
     adaptive_calls: Option<Spanned<i64>>,
     adaptive_timers: Option<Spanned<i64>>,
     short_max: Option<Spanned<i64>>,
+    inject: Patterns,
 }
 
 /// The settings of the top level or of a section, as written.
@@ -153,6 +157,7 @@ struct RawKnobs {
     adaptive_calls: Option<Spanned<i64>>,
     adaptive_timers: Option<Spanned<i64>>,
     short_max: Option<Spanned<i64>>,
+    inject: Patterns,
 }
 
 /// An `include`, `exclude` or `off` list as written.
@@ -222,6 +227,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
             adaptive_calls,
             adaptive_timers,
             short_max,
+            inject,
         } = raw;
         let bounded = |value: Option<Spanned<i64>>, key: &str, range: Range<i64>| match value {
             None => Ok(None),
@@ -297,10 +303,25 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
                 line: at(list.span()),
             }),
         };
+        let inject = match inject {
+            None => None,
+            Some(list) => Some(At {
+                value: list
+                    .get_ref()
+                    .iter()
+                    .map(|spec| {
+                        crate::injection::Injection::parse(spec)
+                            .map_err(|e| problem(list.span(), "inject", &format!("{spec}: {e}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                line: at(list.span()),
+            }),
+        };
         Ok(Knobs {
             adaptive_calls,
             adaptive_timers,
             short_max,
+            inject,
             live: flag(live),
             off,
             filter: filter_line.map(|line| At {
@@ -329,6 +350,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         adaptive_calls: raw.adaptive_calls,
         adaptive_timers: raw.adaptive_timers,
         short_max: raw.short_max,
+        inject: raw.inject,
     })?;
     let (mut cache_dir, mut cache_max_size) = (None, None);
     if let Some(cache) = raw.cache {
@@ -410,6 +432,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
                 adaptive_calls: m.adaptive_calls,
                 adaptive_timers: m.adaptive_timers,
                 short_max: m.short_max,
+                inject: m.inject,
             })?,
             line: line_of(text, header.start),
         });
