@@ -11,12 +11,14 @@
 //! delivered there, so code that faults answers far more often than its time says (a loop
 //! touching one fresh page every 20 µs of work: 10% of the time, 42% of the answers). The
 //! thread's own timer (`timer_create` on the monotonic clock, delivered to this thread)
-//! fires on the core the thread runs on, and the kernel re-arms it there when the signal is
-//! taken, so the signal is taken on the way back to the interrupted instruction, wherever
-//! that is (the same loop: 7.6% of the time, 7.5% of the answers).
+//! fires on the core the thread runs on, and the handler arms it for the next tick from that
+//! thread, so the kernel keeps it there: the signal is taken on the way back to the
+//! interrupted instruction, wherever that is (the same loop: 7.6% of the time, 7.5% of the
+//! answers). The time to the next tick is drawn between half and one and a half periods,
+//! so that ticks never keep step with a loop that repeats at the period.
 //!
-//! The handler does nothing but atomic loads and stores into static slots, so it is
-//! async-signal-safe. It is installed once per process, with `SA_RESTART` (an interrupted
+//! The handler does nothing but atomic loads and stores into static slots and
+//! `timer_settime`, so it is async-signal-safe. It is installed once per process, with `SA_RESTART` (an interrupted
 //! system call resumes) and `SA_ONSTACK` (it runs on the signal stack wasmtime gives every
 //! thread that enters wasm, so a program deep in recursion cannot overflow its stack), and
 //! stays installed: a late signal finds no session and returns.
@@ -25,7 +27,7 @@
 //! to the others, which then fall back to reading the cell alone), as on a platform other
 //! than Linux on x86-64 or AArch64, or when something else already handles `SIGPROF`.
 
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -37,6 +39,14 @@ static TICKS: AtomicU64 = AtomicU64::new(0);
 static SLOTS: [Slot; SLOTS_KEPT] = [const { Slot::new() }; SLOTS_KEPT];
 /// Held by the one session that owns the handler's statics.
 static OWNER: Mutex<()> = Mutex::new(());
+/// Whether the handler arms the timer for the next tick (false while paused or ending).
+static REARM: AtomicBool = AtomicBool::new(false);
+/// The session's timer, for the handler to arm.
+static TIMER: AtomicUsize = AtomicUsize::new(0);
+/// The mean time between ticks, in nanoseconds.
+static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
+/// The state of the generator of the time to the next tick (xorshift64).
+static RANDOM: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
 
 /// How many ticks are kept: the sampler must read a tick before this many more come
 /// (6.4 ms at the default period; older ones are lost and their time goes to the others).
@@ -105,6 +115,9 @@ impl Session {
             CELL.store(std::ptr::null_mut(), Ordering::Release);
             return None;
         };
+        TIMER.store(timer.id(), Ordering::Relaxed);
+        PERIOD_NS.store(period.as_nanos() as u64, Ordering::Relaxed);
+        REARM.store(true, Ordering::Release);
         Some(Session {
             target: Target { timer },
             _owner: owner,
@@ -119,6 +132,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        REARM.store(false, Ordering::Release);
         self.target.timer.delete();
         CELL.store(std::ptr::null_mut(), Ordering::Release);
     }
@@ -150,6 +164,8 @@ impl Target {
     /// Stops the timer while ticks are not wanted (the program waits in the host: a tick
     /// would only wake it).
     pub fn pause(&self) {
+        REARM.store(false, Ordering::Release);
+        // A handler running now may still arm one more tick, whose handler then stops.
         self.timer.set(None);
     }
 
@@ -157,6 +173,7 @@ impl Target {
     /// thread that asks, so its first tick may come from another core, late; the later ones
     /// are re-armed on the target's own.
     pub fn resume(&self) {
+        REARM.store(true, Ordering::Release);
         self.timer.set(Some(self.timer.period()));
     }
 }
@@ -179,6 +196,22 @@ fn record(pc: usize) {
     slot.cell.store(value, Ordering::Relaxed);
     slot.tick.store(tick, Ordering::Release);
     TICKS.store(tick, Ordering::Release);
+    if REARM.load(Ordering::Acquire) {
+        timer::ThreadTimer::arm_once(TIMER.load(Ordering::Relaxed), next_delay());
+    }
+}
+
+/// The time to the next tick: uniform between half and one and a half periods, so that
+/// ticks never keep step with a program that repeats itself at the period (a strictly
+/// periodic timer sampled one loop's every activation at the same point, or none of them).
+fn next_delay() -> u64 {
+    let mut x = RANDOM.load(Ordering::Relaxed);
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    RANDOM.store(x, Ordering::Relaxed);
+    let period = PERIOD_NS.load(Ordering::Relaxed).max(2);
+    period / 2 + x % period
 }
 
 #[cfg(all(
@@ -189,8 +222,8 @@ mod timer {
     use std::time::Duration;
 
     /// A POSIX timer on the monotonic clock whose expiries send `SIGPROF` to the thread
-    /// that made it. The kernel re-arms a periodic timer when its signal is taken, on the
-    /// thread's own core, so ticks keep arriving where the thread runs.
+    /// that made it. Armed for one tick at a time, by that thread (its handler), so the
+    /// kernel keeps it on the core the thread runs on.
     #[derive(Debug, Clone, Copy)]
     pub struct ThreadTimer {
         /// The kernel's timer id (a `timer_t`, kept as a number: it is not a pointer into
@@ -233,21 +266,44 @@ mod timer {
             self.period
         }
 
-        /// Arms it to tick every `period`, or disarms it; false if the kernel refused.
-        pub fn set(self, period: Option<Duration>) -> bool {
-            let every = period.map_or(
-                libc::timespec {
+        /// The kernel's id of it, for [`ThreadTimer::arm_once`].
+        pub fn id(self) -> usize {
+            self.id
+        }
+
+        /// Arms timer `id` for one tick in `nanoseconds`. Async-signal-safe (the signal
+        /// handler re-arms with it, so the kernel arms it on the target thread's core).
+        pub fn arm_once(id: usize, nanoseconds: u64) {
+            let value = libc::itimerspec {
+                it_interval: libc::timespec {
                     tv_sec: 0,
                     tv_nsec: 0,
                 },
-                |p| libc::timespec {
+                it_value: libc::timespec {
+                    tv_sec: (nanoseconds / 1_000_000_000) as libc::time_t,
+                    tv_nsec: (nanoseconds % 1_000_000_000) as libc::c_long,
+                },
+            };
+            // SAFETY: timer_settime is async-signal-safe; a stale id (the session ended)
+            // fails with EINVAL and changes nothing.
+            unsafe {
+                libc::timer_settime(id as libc::timer_t, 0, &value, std::ptr::null_mut());
+            }
+        }
+
+        /// Arms it for one tick after `period` (the signal handler arms each next one), or
+        /// disarms it; false if the kernel refused.
+        pub fn set(self, period: Option<Duration>) -> bool {
+            let zero = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            let value = libc::itimerspec {
+                it_interval: zero,
+                it_value: period.map_or(zero, |p| libc::timespec {
                     tv_sec: p.as_secs() as libc::time_t,
                     tv_nsec: p.subsec_nanos() as libc::c_long,
-                },
-            );
-            let value = libc::itimerspec {
-                it_interval: every,
-                it_value: every,
+                }),
             };
             // SAFETY: the id came from timer_create and is deleted only when the session
             // ends, after the sampler (the only other caller) has stopped.
@@ -285,6 +341,10 @@ mod timer {
         pub fn period(self) -> Duration {
             Duration::ZERO
         }
+        pub fn id(self) -> usize {
+            0
+        }
+        pub fn arm_once(_: usize, _: u64) {}
         pub fn set(self, _: Option<Duration>) -> bool {
             false
         }
