@@ -191,24 +191,20 @@ impl SettingsArgs {
             file.and_then(|f| f.knob(section, |k| k.adaptive_timers.as_ref())),
             self.adaptive_timers,
         );
-        let inject = match given.get("inject") {
-            Some(how) => (
-                self.inject
-                    .iter()
-                    .map(|spec| {
-                        crate::injection::Injection::parse(spec)
-                            .map_err(|why| Failure::input(format!("--inject {spec}: {why}")))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-                match how {
-                    config::Given::Flag => Source::Flag,
-                    config::Given::Variable => Source::Variable("WPROF_INJECT"),
-                },
-            ),
-            None => file
-                .and_then(|f| f.knob(section, |k| k.inject.as_ref()))
-                .unwrap_or((Vec::new(), Source::Default)),
-        };
+        let given_injections = self
+            .inject
+            .iter()
+            .map(|spec| {
+                crate::injection::Injection::parse(spec)
+                    .map_err(|why| Failure::input(format!("--inject {spec}: {why}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let inject = config::resolve(
+            given.with("inject", given_injections),
+            "WPROF_INJECT",
+            file.and_then(|f| f.knob(section, |k| k.inject.as_ref())),
+            Vec::new(),
+        );
         let default_output = module.map_or_else(
             || PathBuf::from("<module stem>.wprof"),
             settings::default_profile_path,

@@ -12,20 +12,17 @@
 //! through a trampoline, a two-line module instantiated beside the program that exports
 //! the program's memory and calls the real function.
 //!
-//! A spec is `TARGET=ACTION[@N]`: `TARGET` is `wasi:NAME` (a WASI preview 1 function) or
-//! `MODULE::NAME`; `ACTION` is `trap`, `errno:NAME` (`errno:EIO`, `errno:29`) or
-//! `return:VALUE` (for a function with one result, parsed as its type); `@N` injects on
-//! the Nth call only (counting from 1).
+//! What a spec says, and how it is read: [`crate::injection`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use wasmtime::{Extern, Func, FuncType, Instance, Linker, Module, Store, Val, ValType};
 
-use crate::injection::{parse_value, Action, Injection, InjectionRecord};
-
 use crate::exit::Failure;
+use crate::injection::{parse_value, Action, Injection, InjectionRecord};
 use crate::run::host_state::HostState;
+
 /// The error an injected trap ends the program with (under a [`wasmtime::Trap`]).
 #[derive(Debug)]
 pub struct InjectedTrap(String);
@@ -37,6 +34,7 @@ impl std::fmt::Display for InjectedTrap {
 }
 
 impl std::error::Error for InjectedTrap {}
+
 /// An injection in place: its counts, and the way to the real function.
 #[derive(Debug)]
 pub struct Armed {
@@ -91,34 +89,7 @@ pub fn arm(
                 injection.target()
             )));
         };
-        let results: Vec<ValType> = imported.results().collect();
-        let value = match &injection.action {
-            Action::Trap => None,
-            Action::Errno(n) => match results.as_slice() {
-                [ValType::I32] => Some(Val::I32(i32::from(*n))),
-                _ => {
-                    return Err(bad(format!(
-                        "{} does not return an errno (one i32)",
-                        injection.target()
-                    )))
-                }
-            },
-            Action::Return(text) => match results.as_slice() {
-                [ty] => Some(parse_value(text, ty).ok_or_else(|| {
-                    bad(format!(
-                        "`{text}` is not a value of {}'s result type",
-                        injection.name
-                    ))
-                })?),
-                _ => {
-                    return Err(bad(format!(
-                        "{} has {} results; return:VALUE needs one",
-                        injection.target(),
-                        results.len()
-                    )))
-                }
-            },
-        };
+        let value = injected_value(injection, &imported).map_err(bad)?;
         let calls = Arc::new(AtomicU64::new(0));
         let injected = Arc::new(AtomicU64::new(0));
         let via: Arc<OnceLock<Func>> = Arc::new(OnceLock::new());
@@ -164,11 +135,39 @@ pub fn arm(
     Ok(armed)
 }
 
+/// What a call gets instead of running (`None`: a trap), if the action fits the
+/// function's type `ty`; else why not.
+fn injected_value(injection: &Injection, ty: &FuncType) -> Result<Option<Val>, String> {
+    let results: Vec<ValType> = ty.results().collect();
+    match (&injection.action, results.as_slice()) {
+        (Action::Trap, _) => Ok(None),
+        (Action::Errno(n), [ValType::I32]) => Ok(Some(Val::I32(i32::from(*n)))),
+        (Action::Errno(_), _) => Err(format!(
+            "{} does not return an errno (one i32)",
+            injection.target()
+        )),
+        (Action::Return(text), [ty]) => parse_value(text, ty).map(Some).ok_or_else(|| {
+            format!(
+                "`{text}` is not a value of {}'s result type",
+                injection.name
+            )
+        }),
+        (Action::Return(_), _) => Err(format!(
+            "{} has {} results; return:VALUE needs one",
+            injection.target(),
+            results.len()
+        )),
+    }
+}
+
 /// After the program is instantiated: makes each injection's trampoline to its real
 /// function (see the module's documentation). Without one (the program exports no
 /// 32- or 64-bit unshared `memory`, or the function's types are not numbers), calls go to
 /// the real function directly, as they do for functions that use no memory.
 pub fn connect(store: &mut Store<HostState>, program: &Instance, armed: &[Armed]) {
+    if armed.is_empty() {
+        return;
+    }
     let Some(memory) = program.get_memory(&mut *store, "memory") else {
         return;
     };

@@ -94,7 +94,7 @@ pub struct Target {
 
 impl Session {
     /// Installs the handler if needed and arms a timer that interrupts the calling thread
-    /// every `period`, with `cell` the address of the current-node cell. `None` where
+    /// every `period` on average, with `cell` the address of the current-node cell. `None` where
     /// interrupting is unsupported or the timer cannot be made, or while another session
     /// of this process is alive.
     ///
@@ -110,14 +110,18 @@ impl Session {
         for slot in &SLOTS {
             slot.tick.store(0, Ordering::Relaxed);
         }
-        CELL.store(cell.cast_mut(), Ordering::Release);
-        let Some(timer) = timer::ThreadTimer::start(period) else {
-            CELL.store(std::ptr::null_mut(), Ordering::Release);
-            return None;
-        };
+        let timer = timer::ThreadTimer::create(period)?;
+        // Everything the handler reads is in place before the first tick can come.
         TIMER.store(timer.id(), Ordering::Relaxed);
         PERIOD_NS.store(period.as_nanos() as u64, Ordering::Relaxed);
+        CELL.store(cell.cast_mut(), Ordering::Release);
         REARM.store(true, Ordering::Release);
+        if !timer.set(Some(period)) {
+            REARM.store(false, Ordering::Release);
+            CELL.store(std::ptr::null_mut(), Ordering::Release);
+            timer.delete();
+            return None;
+        }
         Some(Session {
             target: Target { timer },
             _owner: owner,
@@ -233,8 +237,8 @@ mod timer {
     }
 
     impl ThreadTimer {
-        /// Makes and arms the calling thread's timer; `None` if the system refuses.
-        pub fn start(period: Duration) -> Option<ThreadTimer> {
+        /// Makes the calling thread's timer, not armed yet; `None` if the system refuses.
+        pub fn create(period: Duration) -> Option<ThreadTimer> {
             if period.is_zero() {
                 return None;
             }
@@ -249,15 +253,10 @@ mod timer {
                 if libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut id) != 0 {
                     return None;
                 }
-                let timer = ThreadTimer {
+                Some(ThreadTimer {
                     id: id as usize,
                     period,
-                };
-                if !timer.set(Some(period)) {
-                    timer.delete();
-                    return None;
-                }
-                Some(timer)
+                })
             }
         }
 
@@ -335,7 +334,7 @@ mod timer {
     pub struct ThreadTimer;
 
     impl ThreadTimer {
-        pub fn start(_: Duration) -> Option<ThreadTimer> {
+        pub fn create(_: Duration) -> Option<ThreadTimer> {
             None
         }
         pub fn period(self) -> Duration {

@@ -188,10 +188,7 @@ pub fn sample(
 ) -> Samples {
     let mut samples = Samples::default();
     let mut last = started;
-    let mut read = asking.map_or(0, |a| a.target.ticks());
-    let mut owed = Owed::default();
-    let mut outside = 0u32;
-    let mut paused = false;
+    let mut ticks = asking.map(|a| Ticks::new(a, cell));
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if !stopping {
@@ -202,52 +199,95 @@ pub fn sample(
         last = now;
         samples.readings += 1;
         let node = cell.read();
-        match asking {
+        match ticks.as_mut() {
             None => *samples.time.entry((node, None)).or_default() += interval,
-            Some(a) => {
-                let ticks = a.target.ticks();
-                let found: Vec<Where> = (read + 1..=ticks).filter_map(|t| a.target.at(t)).collect();
-                read = ticks;
-                let in_module = cell
-                    .function_of(node)
-                    .is_some_and(|f| f >= a.code.imports());
-                if !found.is_empty() {
-                    let ps = interval + std::mem::take(&mut owed).ps;
-                    charge(&mut samples, a, &found, ps, watch.as_deref_mut());
-                } else if in_module && !stopping && owed.readings < PATIENCE {
-                    if owed.readings == 0 {
-                        owed.cell = node;
-                    }
-                    owed.ps += interval;
-                    owed.readings += 1;
-                } else {
-                    let owed = std::mem::take(&mut owed);
-                    if owed.ps > 0 {
-                        *samples.time.entry((owed.cell, None)).or_default() += owed.ps;
-                    }
-                    *samples.time.entry((node, None)).or_default() += interval;
-                }
-                // While the host waits, the timer would only wake it.
-                if in_module {
-                    outside = 0;
-                    if paused {
-                        a.target.resume();
-                        paused = false;
-                    }
-                } else {
-                    outside += 1;
-                    if outside >= PAUSE_AFTER && !paused {
-                        a.target.pause();
-                        paused = true;
-                    }
-                }
-            }
+            Some(t) => t.reading(&mut samples, node, interval, stopping, watch.as_deref_mut()),
         }
         if let Some(watch) = watch.as_deref_mut() {
             watch.tick(now);
         }
         if stopping {
             return samples;
+        }
+    }
+}
+
+/// The sampler's side of the program thread's ticks: which it has read, the time owed to
+/// the next ones, and whether the timer sleeps.
+struct Ticks<'a> {
+    asking: Asking<'a>,
+    cell: CurrentCell,
+    /// The last tick read.
+    read: u64,
+    /// The ticks of the current reading (kept to reuse its allocation).
+    found: Vec<Where>,
+    owed: Owed,
+    /// Readings in a row that found the cell outside the module's code.
+    outside: u32,
+    paused: bool,
+}
+
+impl<'a> Ticks<'a> {
+    fn new(asking: Asking<'a>, cell: CurrentCell) -> Self {
+        Ticks {
+            read: asking.target.ticks(),
+            asking,
+            cell,
+            found: Vec::new(),
+            owed: Owed::default(),
+            outside: 0,
+            paused: false,
+        }
+    }
+
+    /// Charges a reading's `interval`, the cell then naming `node` (see [`sample`]).
+    fn reading<'w>(
+        &mut self,
+        samples: &mut Samples,
+        node: u32,
+        interval: u64,
+        stopping: bool,
+        watch: Option<&mut (dyn Watch + 'w)>,
+    ) {
+        let target = self.asking.target;
+        let last = target.ticks();
+        self.found.clear();
+        self.found
+            .extend((self.read + 1..=last).filter_map(|t| target.at(t)));
+        self.read = last;
+        let in_module = self
+            .cell
+            .function_of(node)
+            .is_some_and(|f| f >= self.asking.code.imports());
+        if !self.found.is_empty() {
+            let ps = interval + std::mem::take(&mut self.owed).ps;
+            charge(samples, self.asking, &self.found, ps, watch);
+        } else if in_module && !stopping && self.owed.readings < PATIENCE {
+            if self.owed.readings == 0 {
+                self.owed.cell = node;
+            }
+            self.owed.ps += interval;
+            self.owed.readings += 1;
+        } else {
+            let owed = std::mem::take(&mut self.owed);
+            if owed.ps > 0 {
+                *samples.time.entry((owed.cell, None)).or_default() += owed.ps;
+            }
+            *samples.time.entry((node, None)).or_default() += interval;
+        }
+        // While the host waits, the timer would only wake it.
+        if in_module {
+            self.outside = 0;
+            if self.paused {
+                target.resume();
+                self.paused = false;
+            }
+        } else {
+            self.outside += 1;
+            if self.outside >= PAUSE_AFTER && !self.paused {
+                target.pause();
+                self.paused = true;
+            }
         }
     }
 }
