@@ -19,6 +19,8 @@ type ReencodeResult = Result<(), wasm_encoder::reencode::Error<AgentError>>;
 struct Renumber<'a> {
     probes: &'a ProbeLayout,
     bodies: &'a [InstrumentedBody],
+    /// Coverage: block counters in all (one `i64` global each).
+    counters: u32,
     wrote_types: bool,
     wrote_imports: bool,
     wrote_globals: bool,
@@ -65,6 +67,42 @@ impl Renumber<'_> {
                 &wasm_encoder::ConstExpr::i32_const(init as i32),
             );
         }
+        let counter = wasm_encoder::GlobalType {
+            val_type: wasm_encoder::ValType::I64,
+            mutable: true,
+            shared: false,
+        };
+        for _ in 0..self.counters {
+            globals.global(counter, &wasm_encoder::ConstExpr::i64_const(0));
+        }
+    }
+
+    /// Coverage: how many functions copy the counters out (see
+    /// [`ContextArena::COVERAGE_DUMP`]).
+    fn dump_functions(&self) -> u32 {
+        self.counters.div_ceil(ContextArena::CHUNK)
+    }
+
+    /// Coverage dump function `chunk`: `(param $to i32)`, counter `k` of its chunk stored
+    /// at `$to + 8 * k` (`k` counted over the whole module).
+    fn dump_function(&self, chunk: u32) -> wasm_encoder::Function {
+        let arena = self
+            .probes
+            .arena()
+            .expect("coverage is counted in the inline modes");
+        let mut f = wasm_encoder::Function::new([]);
+        let first = chunk * ContextArena::CHUNK;
+        for k in first..self.counters.min(first + ContextArena::CHUNK) {
+            f.instruction(&wasm_encoder::Instruction::LocalGet(0));
+            f.instruction(&wasm_encoder::Instruction::GlobalGet(arena.counters + k));
+            f.instruction(&wasm_encoder::Instruction::I64Store(wasm_encoder::MemArg {
+                offset: 8 * u64::from(k),
+                align: 3,
+                memory_index: arena.memory,
+            }));
+        }
+        f.instruction(&wasm_encoder::Instruction::End);
+        f
     }
 
     /// In the inline modes: the tree's memory; in time mode with live probes: the
@@ -97,6 +135,15 @@ impl Renumber<'_> {
         }
         if let Some(switches) = self.probes.switches() {
             exports.export(SwitchTable::MEMORY, ExportKind::Memory, switches.memory);
+        }
+        // After every function of the module, the probe imports and the node finder.
+        let first_dump = self.probes.functions + ProbeImports::COUNT + 1;
+        for chunk in 0..self.dump_functions() {
+            exports.export(
+                &format!("{}{chunk}", ContextArena::COVERAGE_DUMP),
+                ExportKind::Func,
+                first_dump + chunk,
+            );
         }
     }
 
@@ -271,7 +318,12 @@ impl Reencode for Renumber<'_> {
         if self.probes.arena().is_some() {
             functions.function(self.probes.child_type());
         }
-        utils::parse_function_section(self, functions, section)
+        utils::parse_function_section(self, functions, section)?;
+        for _ in 0..self.dump_functions() {
+            // `(param i32)`, as the probe imports' first type.
+            functions.function(self.probes.original_types);
+        }
+        Ok(())
     }
 
     fn parse_code_section(
@@ -282,8 +334,30 @@ impl Reencode for Renumber<'_> {
         if let Some(arena) = self.probes.arena() {
             code.function(&crate::finder::node_finder(arena.memory, arena.end));
         }
+        let counters = self.probes.arena().map_or(0, |arena| arena.counters);
+        let mut next_counter = counters;
         for body in self.bodies {
-            code.raw(&body.bytes);
+            if body.counter_sites.is_empty() {
+                code.raw(&body.bytes);
+                continue;
+            }
+            let mut bytes = body.bytes.clone();
+            for &site in &body.counter_sites {
+                if !crate::body::patch_counter(&mut bytes, site as usize, next_counter) {
+                    return Err(wasm_encoder::reencode::Error::UserError(
+                        AgentError::Unsupported {
+                            what: "a body whose counter sites are not counter increments"
+                                .to_string(),
+                            offset: site as usize,
+                        },
+                    ));
+                }
+                next_counter += 1;
+            }
+            code.raw(&bytes);
+        }
+        for chunk in 0..self.dump_functions() {
+            code.function(&self.dump_function(chunk));
         }
         Ok(())
     }
@@ -326,9 +400,27 @@ pub(crate) fn assemble(
             got: bodies.len(),
         });
     }
+    let counters = if probes.arena().is_some() {
+        bodies
+            .iter()
+            .map(|b| b.counter_sites.len() as u64)
+            .sum::<u64>()
+    } else {
+        0
+    };
+    if counters > u64::from(ContextArena::MAX_COUNTERS) {
+        return Err(AgentError::Unsupported {
+            what: format!(
+                "coverage of {counters} basic blocks (at most {} are counted)",
+                ContextArena::MAX_COUNTERS
+            ),
+            offset: 0,
+        });
+    }
     let mut renumber = Renumber {
         probes,
         bodies,
+        counters: counters as u32,
         wrote_types: false,
         wrote_imports: false,
         wrote_globals: false,
@@ -352,8 +444,9 @@ pub(crate) fn assemble(
         }
     }
     if probes.arena().is_some() && !placed.is_empty() {
-        // The node finder's body comes first.
+        // The node finder's body comes first, coverage's dump functions last.
         placed.remove(0);
+        placed.truncate(bodies.len());
     }
     let mut probe_map = ProbeMap::default();
     let imports = layout.imported_funcs.len() as u32;
@@ -365,6 +458,7 @@ pub(crate) fn assemble(
             original_body: None,
             instrumented_body: None,
             offsets: Vec::new(),
+            blocks: Vec::new(),
         });
     }
     for (defined, ((func, body), new_range)) in layout
@@ -387,6 +481,7 @@ pub(crate) fn assemble(
                 .iter()
                 .map(|&(o, n)| (old + o, new + n))
                 .collect(),
+            blocks: body.blocks.clone(),
         });
     }
     let probe_code = probes

@@ -62,7 +62,7 @@ mod plan;
 mod probe_code;
 mod probe_map;
 
-pub use body::InstrumentedBody;
+pub use body::{BlockCount, InstrumentedBody};
 pub use error::AgentError;
 pub use layout::{FunctionKind, FunctionSummary};
 pub use plan::{ProbeMode, ProbePlan, Selection};
@@ -73,7 +73,7 @@ pub use probe_map::{
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 18;
+pub const AGENT_FORMAT_VERSION: u32 = 19;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];

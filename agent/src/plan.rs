@@ -73,6 +73,11 @@ pub struct ProbePlan {
     /// no clock, and it has no exit probe, so its time is its caller's self time. Two clock
     /// reads cost more than such a body. 0 times every function. Other modes ignore it.
     pub short_max: u32,
+    /// Coverage (the inline modes): every basic block of every probed function counts its
+    /// executions in a counter of its own (see [`crate::ContextArena::coverage_table`]), and
+    /// each body records where its blocks start ([`crate::InstrumentedBody::blocks`]). Time
+    /// mode ignores it.
+    pub coverage: bool,
 }
 
 /// Defined functions left without probes: each is part of its nearest probed caller.
@@ -124,12 +129,20 @@ impl ProbePlan {
             h.update(b"\0short\0");
             h.update(&self.short_max.to_le_bytes());
         }
+        if self.counts_blocks() {
+            h.update(b"\0coverage");
+        }
         *h.finalize().as_bytes()
     }
 
     /// Whether some functions are counted, not timed (see [`ProbePlan::short_max`]).
     pub fn counts_short(&self) -> bool {
         self.mode == ProbeMode::Time && self.short_max > 0
+    }
+
+    /// Whether basic blocks are counted (see [`ProbePlan::coverage`]).
+    pub fn counts_blocks(&self) -> bool {
+        self.coverage && self.mode.counts_inline()
     }
 
     /// Whether the function of id `id` is left without probes.
@@ -190,5 +203,16 @@ mod tests {
             ..sample.clone()
         };
         assert_eq!(sample_short.digest(), sample.digest());
+        // Coverage counts blocks in the inline modes only.
+        let covered = ProbePlan {
+            coverage: true,
+            ..sample.clone()
+        };
+        assert_ne!(covered.digest(), sample.digest());
+        let time_covered = ProbePlan {
+            coverage: true,
+            ..ProbePlan::default()
+        };
+        assert_eq!(time_covered.digest(), a.digest());
     }
 }

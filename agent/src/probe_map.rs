@@ -158,6 +158,20 @@ impl ContextArena {
     pub fn first_free(functions: u32) -> u32 {
         (Self::switches(functions) + functions + 7) & !7
     }
+
+    /// With [`crate::ProbePlan::coverage`]: the exported functions that copy the block
+    /// counters into the tree's memory are this name followed by `0`, `1`, ...: each takes
+    /// an address and stores counters `CHUNK * i ..` (at most [`ContextArena::CHUNK`] of
+    /// them) as `u64`s from `address + 8 * counter`. Counter `k` of the module is the `k`-th
+    /// block in the order of the functions' [`crate::InstrumentedBody::blocks`]; they live
+    /// in globals (an `i64` global per block, after the tree's three), which the program
+    /// adds to at the cost of a register, where a counter in memory made the engine reload
+    /// the program's own memory around every block.
+    pub const COVERAGE_DUMP: &'static str = "wprof:coverage";
+    /// Block counters per coverage dump function.
+    pub const CHUNK: u32 = 4096;
+    /// The most block counters a module may have (wasm allows a million globals).
+    pub const MAX_COUNTERS: u32 = 900_000;
 }
 
 /// With [`crate::ProbePlan::live`], every probed function's probes sit behind its own
@@ -214,6 +228,8 @@ pub(crate) struct ProbeLayout {
     pub mode: crate::ProbeMode,
     /// The probes sit behind switches (see [`SwitchTable`]).
     pub live: bool,
+    /// Basic blocks are counted (see [`crate::ProbePlan::coverage`]).
+    pub coverage: bool,
     /// Globals of the original module; in the inline modes the slot global and the
     /// tree's allocation pointer follow them.
     pub original_globals: u32,
@@ -252,6 +268,7 @@ impl ProbeLayout {
         let mut probes = ProbeLayout {
             mode: plan.mode,
             live: plan.live,
+            coverage: plan.counts_blocks(),
             original_globals: layout.globals,
             original_memories: layout.memories,
             frames_may_vanish: layout.tags > 0
@@ -348,6 +365,7 @@ impl ProbeLayout {
             self_tail: self.original_globals + 2,
             memory: self.original_memories,
             sampled: self.mode.samples(),
+            counters: self.original_globals + 3,
             child: self.imported_funcs + ProbeImports::COUNT,
         })
     }
@@ -410,8 +428,13 @@ impl ProbeLayout {
             arena.map_or(u32::MAX, |a| u32::from(a.sampled)),
             arena.map_or(u32::MAX, |a| a.child),
             u32::from(self.live),
+            u32::from(self.coverage),
         ] {
             out.extend_from_slice(&n.to_le_bytes());
+        }
+        if self.live {
+            // The switches' addresses follow the number of functions.
+            out.extend_from_slice(&self.functions.to_le_bytes());
         }
         out
     }
@@ -441,6 +464,8 @@ pub(crate) struct InlineIndices {
     pub memory: u32,
     /// Sample mode: the running node is kept at [`ContextArena::CURRENT`].
     pub sampled: bool,
+    /// Coverage: the first block counter's global (see [`ContextArena::COVERAGE_DUMP`]).
+    pub counters: u32,
     /// The node finder: the first defined function, before the module's own.
     pub child: u32,
 }
@@ -492,4 +517,7 @@ pub struct FunctionProbes {
     /// Original instruction offset -> instrumented instruction offset, both absolute file
     /// offsets, one pair per original instruction, in order.
     pub offsets: Vec<(u32, u32)>,
+    /// With [`crate::ProbePlan::coverage`]: where each basic block starts, as in
+    /// [`crate::InstrumentedBody::blocks`] (empty otherwise).
+    pub blocks: Vec<(u32, crate::BlockCount)>,
 }

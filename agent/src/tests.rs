@@ -484,3 +484,134 @@ fn excluded_functions_are_transparent_in_every_mode() {
         assert_ne!(a[1].key, b[1].key);
     }
 }
+
+#[test]
+fn coverage_counts_every_block_and_maps_where_each_starts() {
+    use crate::{ContextArena, ProbeMode};
+    let wasm = wat::parse_str(
+        r#"(module
+          (func $f (param i32) (result i32)
+            (local $i i32)
+            (block $out
+              (loop $again
+                (br_if $out (i32.ge_u (local.get $i) (local.get 0)))
+                (local.set $i (i32.add (local.get $i) (i32.const 1)))
+                (br $again)))
+            (if (result i32) (local.get $i) (then (i32.const 1)) (else (i32.const 2))))
+          (func (export "_start") (drop (call $f (i32.const 3)))))"#,
+    )
+    .unwrap();
+    for mode in [ProbeMode::Sample, ProbeMode::Cost, ProbeMode::Adaptive] {
+        let plan = ProbePlan {
+            mode,
+            coverage: true,
+            ..ProbePlan::default()
+        };
+        let instrumenter = Instrumenter::new(&wasm, &plan).unwrap();
+        let body = instrumenter.instrument_function(0).unwrap();
+        let out = instrumenter
+            .assemble(&[body.clone(), instrumenter.instrument_function(1).unwrap()])
+            .unwrap();
+        validate(&out.bytes);
+        // Blocks start at the first instruction, after `loop`, after the `br_if`, after
+        // the `br`... (every instruction that ends a basic block), each a real
+        // instruction of the original body, in order.
+        use crate::BlockCount::{AsPrevious, Counter, Never};
+        let original: Vec<u32> = body.offsets.iter().map(|&(o, _)| o).collect();
+        let starts: Vec<u32> = body.blocks.iter().map(|&(s, _)| s).collect();
+        assert_eq!(starts[0], original[0]);
+        assert!(starts.windows(2).all(|w| w[0] < w[1]));
+        assert!(starts.iter().all(|b| original.contains(b)));
+        // `block` (its inside runs as often as it), `loop` (a counter: its head is
+        // reached again), the loop's test, the `br_if`'s fall-through, after the `br`
+        // (never), after the loop's `end` (as the block before), the `if`'s arms, after
+        // the `if`.
+        let kinds: Vec<crate::BlockCount> = body.blocks.iter().map(|&(_, k)| k).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                Counter, AsPrevious, Counter, Counter, Never, AsPrevious, Counter, Counter,
+                Counter, Counter
+            ],
+            "{:?}",
+            body.blocks
+        );
+        let counted = kinds.iter().filter(|&&k| k == Counter).count();
+        // One counter increment per block, each on a global of its own, numbered from 0 in
+        // the body and renumbered by the assembler after the tree's globals: $f's first,
+        // then _start's; one dump function exports them all.
+        assert_eq!(body.counter_sites.len(), counted);
+        let t = text(&out.bytes);
+        let f = t.split("--\n").nth(1).unwrap();
+        let increments = f
+            .matches("I64Const { value: 1 }\nI64Add\nGlobalSet")
+            .count();
+        assert_eq!(increments, counted, "{mode:?}");
+        for k in 0..counted {
+            assert!(
+                f.contains(&format!("GlobalSet {{ global_index: {} }}", 3 + k)),
+                "{f}"
+            );
+        }
+        let exports: Vec<String> = wasmparser::Parser::new(0)
+            .parse_all(&out.bytes)
+            .filter_map(|p| match p.unwrap() {
+                wasmparser::Payload::ExportSection(r) => Some(
+                    r.into_iter()
+                        .map(|e| e.unwrap().name.to_string())
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        assert!(exports.contains(&format!("{}0", ContextArena::COVERAGE_DUMP)));
+        assert!(!exports.contains(&format!("{}1", ContextArena::COVERAGE_DUMP)));
+        assert_eq!(out.probe_map.functions[0].blocks, body.blocks);
+    }
+    // Without coverage: no block map, no counters; time mode ignores it.
+    for plan in [
+        ProbePlan {
+            mode: ProbeMode::Sample,
+            ..ProbePlan::default()
+        },
+        ProbePlan {
+            coverage: true,
+            ..ProbePlan::default()
+        },
+    ] {
+        let instrumenter = Instrumenter::new(&wasm, &plan).unwrap();
+        assert!(instrumenter
+            .instrument_function(0)
+            .unwrap()
+            .blocks
+            .is_empty());
+    }
+}
+
+#[test]
+fn keys_follow_the_number_of_functions_only_where_bodies_do() {
+    let key =
+        |wasm: &[u8], plan: &ProbePlan| Instrumenter::new(wasm, plan).unwrap().function_key(0);
+    let one = wat::parse_str("(module (func $f (nop)))").unwrap();
+    let two = wat::parse_str("(module (func $f (nop)) (func $g))").unwrap();
+    let sample = ProbePlan {
+        mode: crate::ProbeMode::Sample,
+        ..ProbePlan::default()
+    };
+    // Coverage numbers a body's counters from 0 (the assembler places them): $f's body is
+    // the same whatever follows it, and not the body without coverage.
+    let covered = ProbePlan {
+        coverage: true,
+        ..sample.clone()
+    };
+    assert_eq!(key(&one, &covered), key(&two, &covered));
+    assert_ne!(key(&one, &covered), key(&one, &sample));
+    assert_eq!(key(&one, &sample), key(&two, &sample));
+    // A live body reads its switch at an address that follows the number of functions.
+    let live = ProbePlan {
+        live: true,
+        ..sample.clone()
+    };
+    assert_ne!(key(&one, &live), key(&two, &live));
+}

@@ -97,6 +97,14 @@ pub fn format_time(ms: u64) -> String {
     )
 }
 
+/// `part` as a percentage of `whole`, one decimal (`50.0%`; `-` when `whole` is 0).
+pub fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "-".to_string();
+    }
+    format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

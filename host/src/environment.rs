@@ -61,6 +61,11 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "1|0: like --call-sites (caller -> callee edges split by call site)",
     },
     Variable {
+        name: "WPROF_COVERAGE",
+        meaning: "1|0: like --coverage (every basic block's executions counted, for\n\
+                  `wprof report --format coverage|lcov`)",
+    },
+    Variable {
         name: "WPROF_SHORT_MAX",
         meaning: "time mode: functions of straight-line code of at most N instructions\n\
                   are counted, not timed (like --short-max; default {short_max}; 0: time all)",

@@ -278,6 +278,8 @@ pub struct RunSettings {
     pub subtract_overhead: bool,
     /// Split edges by call site.
     pub call_sites: bool,
+    /// Count basic blocks (coverage).
+    pub coverage: bool,
     /// Time mode: short functions (at most this many instructions of straight-line code)
     /// are counted, not timed (see [`wprof_agent::ProbePlan::short_max`]).
     pub short_max: u32,

@@ -10,6 +10,7 @@ mod cache_maint;
 mod cache_safety;
 mod config;
 mod cost;
+mod coverage;
 mod diff;
 mod formats;
 mod fuzz;

@@ -305,13 +305,16 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             selection: None,
             live: false,
             short_max: 40,
+            coverage: false,
         },
+        // Block counters (coverage) beside cost mode's counts.
         ProbePlan {
             mode: ProbeMode::Cost,
             call_sites: false,
             selection: None,
             live: false,
             short_max: 0,
+            coverage: true,
         },
         ProbePlan {
             mode: ProbeMode::Sample,
@@ -319,6 +322,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             selection: None,
             live: false,
             short_max: 0,
+            coverage: false,
         },
         ProbePlan {
             mode: ProbeMode::Time,
@@ -326,6 +330,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             selection: None,
             live: false,
             short_max: 0,
+            coverage: false,
         },
         // Live probes, every switch on: the branches around each probe.
         ProbePlan {
@@ -334,6 +339,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             selection: None,
             live: true,
             short_max: 0,
+            coverage: false,
         },
     ] {
         let mode = plan.mode;

@@ -17,6 +17,10 @@
 //!   excluded), `delta` being a new local, added to the node's self cost (and reset) at
 //!   the function's exit, before a tail call, a throw or a call to an import, and — in
 //!   modules that can throw or import `proc_exit` — before every call;
+//! - with coverage ([`crate::ProbePlan::coverage`]), every basic block adds one to its own
+//!   `i64` global before its first instruction; the body records where its blocks start
+//!   ([`InstrumentedBody::blocks`]) and where each increment is, for the assembler to number
+//!   the globals ([`InstrumentedBody::counter_sites`]);
 //! - in sample mode, the node running now is stored in the current-node cell at entry,
 //!   around calls to imports and wherever a catch lands; the body records which of its bytes
 //!   are probes ([`InstrumentedBody::probe_code`]), which the assembled module carries in
@@ -25,11 +29,12 @@
 //! This file is the rewriting loop; `scan.rs` the first pass over a body; `counted.rs` which
 //! functions time mode counts but does not time; `emitter.rs` the probe points every mode
 //! shares; `host_calls.rs` (time mode), `inline_tree.rs`,
-//! `cost.rs`, `sample.rs` and `timer.rs` (adaptive mode) the instructions of each kind of
+//! `cost.rs`, `coverage.rs`, `sample.rs` and `timer.rs` (adaptive mode) the instructions of each kind of
 //! probe.
 
 mod cost;
 mod counted;
+mod coverage;
 mod emitter;
 mod host_calls;
 mod inline_tree;
@@ -46,6 +51,9 @@ use crate::{AgentError, ProbePlan};
 use emitter::{Emitter, InlineLocals, SelfTailLocals};
 use scan::{catch_labels, ends_basic_block, is_call, scan};
 
+pub(crate) use coverage::patch as patch_counter;
+pub use coverage::BlockCount;
+
 /// One instrumented function body, independent of where it lands in a module.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstrumentedBody {
@@ -60,6 +68,17 @@ pub struct InstrumentedBody {
     /// instructions: sorted, from the start of this body. (The original's instructions are
     /// the rest of the code after the local declarations.)
     pub probe_code: Vec<(u32, u32)>,
+    /// With [`crate::ProbePlan::coverage`]: where each basic block starts, as an offset
+    /// from the start of the original body, in order (a block ends where the next one
+    /// starts, the last at the body's end), and how its count is known: the `k`-th block
+    /// with a counter has the function's `k`-th counter. Empty without coverage, and for a
+    /// function without probes. The first block always has a counter.
+    pub blocks: Vec<(u32, BlockCount)>,
+    /// With [`crate::ProbePlan::coverage`]: where the `k`-th counter's increment starts in
+    /// [`InstrumentedBody::bytes`]. The body numbers its counters' globals `0, 1, ...`,
+    /// each index a five-byte LEB128 that the assembler overwrites with the global's real
+    /// index.
+    pub counter_sites: Vec<u32>,
 }
 
 /// The complement of `original` (sorted, not overlapping) within `from..to`.
@@ -224,6 +243,7 @@ pub(crate) fn instrument_body(
         original_code: Vec::new(),
         excluded,
         counted,
+        counter_sites: None,
     };
     // New locals: the frame token (time mode, functions that catch); the node, an
     // import's node and, in cost mode, the delta (the inline modes). An excluded function
@@ -296,17 +316,26 @@ pub(crate) fn instrument_body(
         e.inline = Some((arena, locals));
     }
     e.enter(id, facts.slot_count, token);
+    let counting_blocks = arena.is_some() && probes.coverage && !excluded;
+    if counting_blocks {
+        e.counter_sites = Some(Vec::new());
+    }
     e.slots = std::mem::take(&mut facts.slots);
     // Every branch to the function's outermost label now lands at the end of this block,
     // where the exit probe runs.
     e.instr(Instruction::Block(probes.wrapper_block(func.type_index)));
     let mut weights = facts.block_weights.iter().copied();
+    let mut blocks = Vec::new();
+    if counting_blocks {
+        blocks.push(((code_start - base) as u32, BlockCount::Counter));
+    }
+    e.count_block();
     e.add_cost(weights.next().unwrap_or(0));
 
     // Open blocks inside the function (the wrapper excluded); `true` where a catch clause
     // lands after the block's `end`.
-    let mut blocks: Vec<bool> = Vec::new();
-    // Parallel to `blocks`: which are loops.
+    let mut open: Vec<bool> = Vec::new();
+    // Parallel to `open`: which are loops.
     let mut loops: Vec<bool> = Vec::new();
     let mut wrapper_catches = false;
     let mut finished = false;
@@ -314,6 +343,7 @@ pub(crate) fn instrument_body(
         let start = ops.original_position();
         let op = ops.read()?;
         let end = ops.original_position();
+        let mut closed_loop = false;
         if finished {
             return Err(AgentError::Unsupported {
                 what: "instructions after the end of a function".to_string(),
@@ -330,18 +360,18 @@ pub(crate) fn instrument_body(
                 for label in catch_labels(try_table) {
                     // Catch labels are relative to the block around the try_table; a loop
                     // target lands at the loop's head (see below).
-                    match blocks.len().checked_sub(label + 1) {
-                        Some(at) if !loops[at] => blocks[at] = true,
+                    match open.len().checked_sub(label + 1) {
+                        Some(at) if !loops[at] => open[at] = true,
                         Some(_) => {}
                         None => wrapper_catches = true,
                     }
                 }
-                blocks.push(false);
+                open.push(false);
                 loops.push(false);
                 e.original(original);
             }
             Operator::Loop { .. } => {
-                blocks.push(false);
+                open.push(false);
                 loops.push(true);
                 e.original(original);
                 if facts.caught_loops.contains(&start) {
@@ -350,11 +380,11 @@ pub(crate) fn instrument_body(
                 }
             }
             Operator::Block { .. } | Operator::If { .. } | Operator::Try { .. } => {
-                blocks.push(false);
+                open.push(false);
                 loops.push(false);
                 e.original(original);
             }
-            Operator::End if blocks.is_empty() => {
+            Operator::End if open.is_empty() => {
                 // Closes the wrapper block; then the exit probe; then the function.
                 e.instr(Instruction::End);
                 if wrapper_catches {
@@ -366,8 +396,8 @@ pub(crate) fn instrument_body(
                 finished = true;
             }
             Operator::End | Operator::Delegate { .. } => {
-                loops.pop();
-                let caught_here = blocks.pop().unwrap_or(false);
+                closed_loop = loops.pop() == Some(true) && matches!(op, Operator::End);
+                let caught_here = open.pop().unwrap_or(false);
                 e.original(original);
                 if caught_here {
                     e.landing(token);
@@ -426,6 +456,13 @@ pub(crate) fn instrument_body(
             _ => e.original(original),
         }
         if !finished && ends_basic_block(&op) {
+            if counting_blocks {
+                let how = BlockCount::after(&op, closed_loop);
+                blocks.push(((end - base) as u32, how));
+                if how == BlockCount::Counter {
+                    e.count_block();
+                }
+            }
             e.add_cost(weights.next().unwrap_or(0));
         }
     }
@@ -440,5 +477,7 @@ pub(crate) fn instrument_body(
         bytes: e.out,
         offsets,
         probe_code,
+        blocks,
+        counter_sites: e.counter_sites.unwrap_or_default(),
     })
 }

@@ -13,9 +13,10 @@ use crate::report::{self, source, Format, Options, SortKey};
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct ReportCommand {
-    /// The profile.
-    #[arg(value_name = "PROFILE")]
-    profile: PathBuf,
+    /// The profile; with a coverage format, several profiles of one module, whose counts
+    /// add up (a test suite's runs).
+    #[arg(value_name = "PROFILE", required = true, num_args = 1..)]
+    profiles: Vec<PathBuf>,
 
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -59,6 +60,9 @@ Formats:
   speedscope  open in https://www.speedscope.app (or `speedscope app.speedscope.json`)
   firefox     load in https://profiler.firefox.com
   html        one self-contained page (table, function pages, call graph, icicle) for a browser
+  coverage    (profiles of `wprof run --coverage`) basic blocks and source lines that ran, per
+              function and file, least covered first, and the functions never called
+  lcov        the same as an lcov tracefile: `genhtml app.info -o coverage-html`
 
 Names: Rust and C++ names are shown demangled (except in json), with the source file:line
 of each function when the module has DWARF (see --module).
@@ -69,6 +73,7 @@ Examples:
   wprof report app.wprof --format json -o app.json
   wprof report app.wprof --format flamegraph -o app.svg
   wprof report app.wprof --format pprof -o app.pb.gz
+  wprof report --format lcov -o app.info test1.wprof test2.wprof test3.wprof
 
 Exit status:
   0 on success; 2 if the profile cannot be read or the output cannot be written";
@@ -85,20 +90,68 @@ fn parse_regex(s: &str) -> Result<regex::Regex, String> {
 }
 
 impl ReportCommand {
+    /// The profile, or (coverage formats) the first of several with every one's coverage
+    /// added up.
+    fn read_merged(&self) -> Result<Profile, Failure> {
+        let mut profile = Profile::read(&self.profiles[0])?;
+        if self.profiles.len() == 1 {
+            return Ok(profile);
+        }
+        if !self.format.is_coverage() {
+            return Err(Failure::input(format!(
+                "several profiles add up in the coverage formats only (--format coverage or \
+                 lcov), not in {}",
+                self.format.name()
+            )));
+        }
+        let no_coverage = |path: &std::path::Path| {
+            Failure::input(format!(
+                "{} holds no coverage: make it with `wprof run --coverage`",
+                path.display()
+            ))
+        };
+        if profile.coverage.is_none() {
+            return Err(no_coverage(&self.profiles[0]));
+        }
+        for path in &self.profiles[1..] {
+            let other = Profile::read(path)?;
+            if other.module.blake3 != profile.module.blake3 {
+                return Err(Failure::input(format!(
+                    "{} is a profile of another module than {} (its blake3 differs)",
+                    path.display(),
+                    self.profiles[0].display()
+                )));
+            }
+            let (Some(mine), Some(theirs)) = (&mut profile.coverage, &other.coverage) else {
+                return Err(no_coverage(path));
+            };
+            mine.merge(theirs)
+                .map_err(|e| Failure::input(format!("cannot add {} up: {e}", path.display())))?;
+        }
+        Ok(profile)
+    }
+
     /// Renders the report; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
-        let mut profile = Profile::read(&self.profile)?;
+        let first = &self.profiles[0];
+        let mut profile = self.read_merged()?;
         // JSON is the profile itself; every other format shows demangled names and sources.
         let symbols = if self.format == Format::Json {
             Default::default()
         } else {
-            source::symbolize(&mut profile, &self.profile, self.module.as_deref())?
+            source::symbolize(&mut profile, first, self.module.as_deref())?
+        };
+        let lines = if self.format.is_coverage() {
+            report::coverage::profile_lines(&profile, first, self.module.as_deref())?
+        } else {
+            None
         };
         let options = Options {
             top: crate::report::Top::from_flag(self.top),
             filter: self.filter.clone(),
             sort: self.sort,
             symbols,
+            lines,
         };
         let rendered = report::render(&profile, self.format, &options)?;
         match &self.output {

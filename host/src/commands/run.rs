@@ -105,6 +105,7 @@ impl RunCommand {
             quiet: self.quiet,
             subtract_overhead: !self.keep_overhead,
             call_sites: resolved.call_sites.value,
+            coverage: resolved.coverage.value,
             short_max: u32::try_from(resolved.short_max.value).unwrap_or(u32::MAX),
             sample_period: std::time::Duration::from_micros(resolved.sample_period_us.value),
             timings: self.timings,
@@ -180,6 +181,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         selection: settings.filter.selection().map(std::sync::Arc::new),
         live: settings.live,
         short_max: settings.short_max,
+        coverage: settings.coverage,
     };
     // A panic in the agent or the cache is caught: one warning, the program runs as it is.
     let prepared = timings.time("instrument", || {
@@ -274,6 +276,9 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     if settings.live {
         probes = probes.with_live(live_hook(settings, &prepared));
     }
+    if let Some(map) = &prepared.blocks {
+        probes = probes.with_coverage(map.clone());
+    }
     if settings.mode == ProbeMode::Adaptive && settings.subtract_overhead {
         match timings.time("calibrate", || {
             crate::run::adaptive::calibrate::measure(&engine)
@@ -337,6 +342,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         live: outcome.live.clone(),
         adaptive: outcome.adaptive.clone(),
         injections: outcome.injections.clone(),
+        coverage: outcome.coverage.clone(),
         ..profile
     };
     let written = timings
@@ -393,6 +399,7 @@ fn call_site_offsets(module: &[u8], settings: &RunSettings) -> HashMap<u32, Vec<
         selection: None,
         live: false,
         short_max: 0,
+        coverage: false,
     };
     let Ok(instrumenter) = wprof_agent::Instrumenter::new(module, &plan) else {
         return HashMap::new();
@@ -493,6 +500,12 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
         ));
     }
     out.push_str(&injection_lines(&profile.injections));
+    if let Some(coverage) = &profile.coverage {
+        out.push_str(&format!(
+            "wprof: {} (`wprof report --format coverage` lists them; `--format lcov` for genhtml)\n",
+            crate::report::coverage::summary(coverage)
+        ));
+    }
     if let Some(line) = text::untimed_summary(profile) {
         out.push_str(&format!("wprof: {line}\n"));
     }

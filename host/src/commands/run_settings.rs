@@ -96,6 +96,8 @@ pub struct RunConfig {
     pub output: Resolved<PathBuf>,
     /// Call-site edges.
     pub call_sites: Resolved<bool>,
+    /// Basic blocks counted.
+    pub coverage: Resolved<bool>,
     /// Time mode's bound on short functions, counted but not timed.
     pub short_max: Resolved<u64>,
     /// Sample mode's period.
@@ -168,6 +170,7 @@ impl SettingsArgs {
         let ResolvedProbes {
             mode,
             call_sites,
+            coverage,
             filter: (function_filter, filter_source),
             live,
             off: (off_patterns, off_source),
@@ -272,6 +275,7 @@ impl SettingsArgs {
             mode: (mode.0.name(), mode.1).into(),
             output: output.into(),
             call_sites: call_sites.into(),
+            coverage: coverage.into(),
             short_max: short_max.into(),
             sample_period_us: sample_period_us.into(),
             adaptive_calls: adaptive_calls.into(),
@@ -306,6 +310,13 @@ pub struct ProbeArgs {
     /// modes (sample, cost) know call sites anyway.
     #[arg(long, env = "WPROF_CALL_SITES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub call_sites: bool,
+
+    /// Count how often every basic block runs, for coverage: `wprof report --format lcov`
+    /// (with the module's DWARF) or `--format coverage`, several runs' profiles merged.
+    /// In the inline modes (sample, the default; cost; adaptive), at about one memory
+    /// increment per block.
+    #[arg(long, env = "WPROF_COVERAGE", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub coverage: bool,
 
     /// Probe only the functions matching PATTERN (repeatable): a glob on the name
     /// (`sqlite3_*`; mangled names match demangled too), `/REGEX/`, or `#N`/`#N-M` ids.
@@ -350,6 +361,8 @@ pub struct ResolvedProbes {
     pub mode: (ProbeMode, Source),
     /// Call-site edges.
     pub call_sites: (bool, Source),
+    /// Basic blocks counted.
+    pub coverage: (bool, Source),
     /// Which functions get probes.
     pub filter: (settings::FunctionFilter, Source),
     /// The probes sit behind switches.
@@ -370,6 +383,7 @@ impl ResolvedProbes {
             selection: self.filter.0.selection().map(std::sync::Arc::new),
             live: self.live.0,
             short_max: u32::try_from(self.short_max.0).unwrap_or(u32::MAX),
+            coverage: self.coverage.0,
         }
     }
 }
@@ -397,6 +411,18 @@ impl ProbeArgs {
             file.and_then(|f| f.knob(section, |k| k.call_sites.as_ref())),
             self.call_sites,
         );
+        let coverage = config::resolve(
+            given.with("coverage", self.coverage),
+            "WPROF_COVERAGE",
+            file.and_then(|f| f.knob(section, |k| k.coverage.as_ref())),
+            self.coverage,
+        );
+        if coverage.0 && !mode.0.counts_inline() {
+            return Err(Failure::input(format!(
+                "coverage ({}) counts blocks in the inline modes (sample, cost, adaptive), not in time mode ({})",
+                coverage.1, mode.1
+            )));
+        }
         let off = if !self.off.is_empty() {
             let patterns = self
                 .off
@@ -436,6 +462,7 @@ impl ProbeArgs {
         Ok(ResolvedProbes {
             mode,
             call_sites,
+            coverage,
             filter: self.filter(file, section)?,
             live,
             off,

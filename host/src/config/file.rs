@@ -21,6 +21,8 @@ pub struct Knobs {
     pub output: Option<At<PathBuf>>,
     /// `call_sites`.
     pub call_sites: Option<At<bool>>,
+    /// `coverage`: basic blocks counted.
+    pub coverage: Option<At<bool>>,
     /// `sample_period_us`.
     pub sample_period_us: Option<At<u64>>,
     /// `include` and `exclude`: which functions get probes (checked patterns; see
@@ -99,6 +101,7 @@ struct RawFile {
     mode: Option<Spanned<String>>,
     output: Option<Spanned<String>>,
     call_sites: Option<Spanned<bool>>,
+    coverage: Option<Spanned<bool>>,
     sample_period_us: Option<Spanned<i64>>,
     include: Patterns,
     exclude: Patterns,
@@ -132,6 +135,7 @@ struct RawModule {
     mode: Option<Spanned<String>>,
     output: Option<Spanned<String>>,
     call_sites: Option<Spanned<bool>>,
+    coverage: Option<Spanned<bool>>,
     sample_period_us: Option<Spanned<i64>>,
     include: Patterns,
     exclude: Patterns,
@@ -149,6 +153,7 @@ struct RawKnobs {
     mode: Option<Spanned<String>>,
     output: Option<Spanned<String>>,
     call_sites: Option<Spanned<bool>>,
+    coverage: Option<Spanned<bool>>,
     sample_period_us: Option<Spanned<i64>>,
     include: Patterns,
     exclude: Patterns,
@@ -219,6 +224,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
             mode,
             output,
             call_sites,
+            coverage,
             sample_period_us: period,
             include,
             exclude,
@@ -334,6 +340,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
                 .map(|o| non_empty_path(o, "output", base, text, &problem))
                 .transpose()?,
             call_sites: flag(call_sites),
+            coverage: flag(coverage),
             sample_period_us,
         })
     };
@@ -342,6 +349,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         mode: raw.mode,
         output: raw.output,
         call_sites: raw.call_sites,
+        coverage: raw.coverage,
         sample_period_us: raw.sample_period_us,
         include: raw.include,
         exclude: raw.exclude,
@@ -424,6 +432,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
                 mode: m.mode,
                 output: m.output,
                 call_sites: m.call_sites,
+                coverage: m.coverage,
                 sample_period_us: m.sample_period_us,
                 include: m.include,
                 exclude: m.exclude,

@@ -30,7 +30,7 @@ pub fn decode_module(stored: &[u8], key: &[u8; 32]) -> Option<Vec<u8>> {
 }
 
 /// The current manifest schema.
-pub const MANIFEST_VERSION: u32 = 4;
+pub const MANIFEST_VERSION: u32 = 5;
 
 /// One instrumented function body as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +46,9 @@ impl FunctionEntry {
     }
 
     /// An entry holding `body`, in LEB128 numbers: `len | body bytes | pairs | (original,
-    /// instrumented)* | ranges | (start, length)*` (the offset map, then the probe code).
+    /// instrumented)* | ranges | (start, length)* | blocks | start*` (the offset map, the
+    /// probe code, then coverage's block map and counter sites, `blocks | start* | sites |
+    /// site* | kind*`, a kind a byte).
     /// Offsets increase (original ones start again once in a live body, stored as a wrapped
     /// distance), so each is stored as its distance from the one before (from the
     /// previous range's end for a range's start): one or two bytes where a fixed `u32`
@@ -71,6 +73,16 @@ impl FunctionEntry {
             put(&mut out, end.wrapping_sub(start));
             end_at = end;
         }
+        let starts: Vec<u32> = body.blocks.iter().map(|&(start, _)| start).collect();
+        for list in [&starts, &body.counter_sites] {
+            put(&mut out, list.len() as u32);
+            let mut at = 0u32;
+            for &next in list.iter() {
+                put(&mut out, next.wrapping_sub(at));
+                at = next;
+            }
+        }
+        out.extend(body.blocks.iter().map(|&(_, how)| how.code()));
         out
     }
 
@@ -105,7 +117,35 @@ impl FunctionEntry {
             end_at = start.checked_add(number(&mut rest)?)?;
             probe_code.push((start, end_at));
         }
-        if !rest.is_empty() {
+        // Offsets that increase, each stored as its distance from the one before.
+        let increasing = |rest: &mut &[u8]| -> Option<Vec<u32>> {
+            let count = number(rest)? as usize;
+            let mut list = Vec::with_capacity(count.min(rest.len()));
+            let mut at = 0u32;
+            for i in 0..count {
+                let distance = number(rest)?;
+                if i > 0 && distance == 0 {
+                    return None;
+                }
+                at = at.checked_add(distance)?;
+                list.push(at);
+            }
+            Some(list)
+        };
+        let starts = increasing(&mut rest)?;
+        let counter_sites = increasing(&mut rest)?;
+        let (kinds, after) = rest.split_at_checked(starts.len())?;
+        rest = after;
+        let blocks = starts
+            .into_iter()
+            .zip(kinds)
+            .map(|(start, &code)| Some((start, wprof_agent::BlockCount::from_code(code)?)))
+            .collect::<Option<Vec<_>>>()?;
+        let counters = blocks
+            .iter()
+            .filter(|(_, how)| *how == wprof_agent::BlockCount::Counter)
+            .count();
+        if counter_sites.len() != counters || !rest.is_empty() {
             return None;
         }
         Some(Self {
@@ -113,6 +153,8 @@ impl FunctionEntry {
                 bytes: body_bytes.to_vec(),
                 offsets,
                 probe_code,
+                blocks,
+                counter_sites,
             },
         })
     }
@@ -138,6 +180,10 @@ pub struct ManifestFunction {
     pub original_body: Option<(u32, u32)>,
     /// Body byte range in the instrumented module.
     pub instrumented_body: Option<(u32, u32)>,
+    /// Coverage: where each basic block starts, from the start of the original body, and
+    /// how its count is known ([`wprof_agent::BlockCount::code`]; see
+    /// [`wprof_agent::InstrumentedBody::blocks`]); empty otherwise.
+    pub blocks: Vec<(u32, u8)>,
 }
 
 /// What an instrumented module is made of.
@@ -162,6 +208,8 @@ pub struct Manifest {
     /// Time mode's bound on short functions, counted but not timed (see
     /// [`wprof_agent::ProbePlan::short_max`]).
     pub short_max: u32,
+    /// Basic blocks are counted (see [`wprof_agent::ProbePlan::coverage`]).
+    pub coverage: bool,
     /// The path the module was loaded from when the manifest was written.
     pub path: String,
     /// Every function, in id order.
@@ -172,7 +220,7 @@ pub struct Manifest {
 }
 
 /// What a manifest's bytes start with, before they are compressed.
-const MANIFEST_MAGIC: &[u8; 8] = b"wpman3\0\0";
+const MANIFEST_MAGIC: &[u8; 8] = b"wpman4\0\0";
 
 impl Manifest {
     /// [`MANIFEST_MAGIC`] and the manifest in postcard, compressed. Binary rather than
@@ -234,6 +282,7 @@ mod tests {
             mode: "sample".into(),
             call_sites: false,
             short_max: 0,
+            coverage: true,
             path: "/tmp/app.wasm".into(),
             functions: vec![
                 ManifestFunction {
@@ -243,6 +292,7 @@ mod tests {
                     key: None,
                     original_body: None,
                     instrumented_body: None,
+                    blocks: vec![],
                 },
                 ManifestFunction {
                     id: 1,
@@ -251,6 +301,7 @@ mod tests {
                     key: Some([9; 32]),
                     original_body: Some((40, 60)),
                     instrumented_body: Some((40, 95)),
+                    blocks: vec![(2, 0), (7, 1), (11, 2)],
                 },
             ],
             probe_code: Some("00ff".into()),
@@ -283,7 +334,7 @@ mod tests {
             Manifest::decode(&zstd_frames::compress(&raw).unwrap()),
             None
         );
-        assert_eq!(Manifest::decode(b"wpman3\0\0"), None);
+        assert_eq!(Manifest::decode(b"wpman4\0\0"), None);
     }
 
     #[test]
@@ -293,6 +344,12 @@ mod tests {
                 bytes: vec![0, 0x41, 1, 0x0b],
                 offsets: vec![(1, 5), (3, 9)],
                 probe_code: vec![(2, 5), (7, 9)],
+                blocks: vec![
+                    (1, wprof_agent::BlockCount::Counter),
+                    (2, wprof_agent::BlockCount::AsPrevious),
+                    (3, wprof_agent::BlockCount::Counter),
+                ],
+                counter_sites: vec![10, 40],
             },
         };
         let bytes = entry.encode();
@@ -310,6 +367,16 @@ mod tests {
             FunctionEntry::decode(&FunctionEntry::encode_body(&backwards)),
             None
         );
+        // Nor are blocks that do not move forward a block map.
+        let mut repeated = entry.body.clone();
+        repeated.blocks = vec![
+            (1, wprof_agent::BlockCount::Counter),
+            (1, wprof_agent::BlockCount::Counter),
+        ];
+        assert_eq!(
+            FunctionEntry::decode(&FunctionEntry::encode_body(&repeated)),
+            None
+        );
     }
 
     #[test]
@@ -325,6 +392,7 @@ mod tests {
             selection: None,
             live: false,
             short_max: 0,
+            coverage: false,
         };
         let instrumenter = wprof_agent::Instrumenter::new(&wasm, &plan).unwrap();
         let (mut encoded, mut fixed) = (0, 0);
@@ -333,7 +401,10 @@ mod tests {
             let bytes = FunctionEntry::encode_body(&body);
             assert_eq!(FunctionEntry::decode(&bytes).unwrap().body, body);
             encoded += bytes.len();
-            fixed += 12 + body.bytes.len() + 8 * (body.offsets.len() + body.probe_code.len());
+            fixed += 12
+                + body.bytes.len()
+                + 8 * (body.offsets.len() + body.probe_code.len())
+                + 4 * (body.blocks.len() + body.counter_sites.len());
         }
         assert!(encoded * 2 < fixed, "{encoded} of {fixed}");
     }

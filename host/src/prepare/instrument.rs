@@ -215,6 +215,8 @@ pub struct Prepared {
     pub lineage: [u8; 32],
     /// Sample mode: which of its bytes are probes.
     pub probe_code: Option<ProbeCode>,
+    /// Coverage: the block map of every function with counters.
+    pub blocks: Option<crate::profile::coverage::Coverage>,
 }
 
 #[derive(Debug, Clone)]
@@ -416,6 +418,7 @@ pub fn instrument(
         mode: plan.mode.name().to_string(),
         call_sites: plan.call_sites,
         short_max: plan.short_max,
+        coverage: plan.counts_blocks(),
         path: shown_path(path),
         probe_code: probe_code.as_ref().map(|code| hex(&code.encode())),
         functions: out
@@ -434,6 +437,11 @@ pub fn instrument(
                 key: s.key,
                 original_body: f.original_body.as_ref().map(|r| (r.start, r.end)),
                 instrumented_body: f.instrumented_body.as_ref().map(|r| (r.start, r.end)),
+                blocks: f
+                    .blocks
+                    .iter()
+                    .map(|&(start, how)| (start, how.code()))
+                    .collect(),
             })
             .collect(),
     };
@@ -472,6 +480,7 @@ pub fn instrument(
         probe_code,
         module: InstrumentedBytes::Expanded(out.bytes),
         digest: instrumented_digest,
+        blocks: blocks_of(&manifest),
         functions: functions_of(&manifest),
         stats,
     })
@@ -484,6 +493,36 @@ fn shown_path(path: &Path) -> String {
         .unwrap_or_else(|_| path.to_path_buf())
         .display()
         .to_string()
+}
+
+/// The block map a manifest records, if its module counts blocks (`None` as well if a
+/// block's kind is unknown: then no counts can be trusted).
+fn blocks_of(manifest: &Manifest) -> Option<crate::profile::coverage::Coverage> {
+    if !manifest.coverage {
+        return None;
+    }
+    let functions = manifest
+        .functions
+        .iter()
+        .filter(|f| !f.blocks.is_empty())
+        .map(|f| {
+            let (start, end) = f.original_body?;
+            let kinds = f
+                .blocks
+                .iter()
+                .map(|&(_, code)| wprof_agent::BlockCount::from_code(code))
+                .collect::<Option<Vec<_>>>()?;
+            Some(crate::profile::coverage::FunctionCoverage {
+                id: f.id,
+                name: f.name.clone(),
+                body: (start, end),
+                starts: f.blocks.iter().map(|&(start, _)| start).collect(),
+                counts: vec![0; f.blocks.len()],
+                kinds,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(crate::profile::coverage::Coverage { functions })
 }
 
 fn functions_of(manifest: &Manifest) -> Vec<FunctionInfo> {
@@ -525,6 +564,7 @@ fn from_manifest(
         module: InstrumentedBytes::Stored(stored, Default::default()),
         probe_code,
         digest: module_key,
+        blocks: blocks_of(&manifest),
         functions: functions_of(&manifest),
         stats: InstrumentationStats {
             functions_total: defined,

@@ -137,6 +137,7 @@ mod tests {
             live: None,
             adaptive: None,
             injections: Vec::new(),
+            coverage: None,
         };
         p.functions = (0..2000)
             .map(|id| FunctionRecord {

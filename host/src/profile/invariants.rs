@@ -115,6 +115,7 @@ mod tests {
             live: None,
             adaptive: None,
             injections: Vec::new(),
+            coverage: None,
         }
     }
 

@@ -5,6 +5,7 @@
 //! every function, edge and context; exact calls) are kept by whoever builds one.
 
 pub mod context_tree;
+pub mod coverage;
 mod file;
 mod invariants;
 mod model;

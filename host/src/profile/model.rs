@@ -187,6 +187,10 @@ pub struct Profile {
     /// Faults injected into imported functions (`--inject`), and how often.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub injections: Vec<crate::injection::InjectionRecord>,
+    /// Coverage (`--coverage`): every probed function's basic blocks and how often each
+    /// ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<super::coverage::Coverage>,
 }
 
 /// Adaptive mode: from each hot spot (a context where samples found the most self time) the

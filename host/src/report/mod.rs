@@ -7,6 +7,7 @@
 //! the module's own bytes): nothing here runs, prepares or caches anything.
 
 pub mod callgrind;
+pub mod coverage;
 pub mod firefox;
 pub mod flamegraph;
 pub mod folded;
@@ -44,6 +45,11 @@ pub enum Format {
     /// One self-contained HTML file: sortable table, a page per function, call graph, icicle
     /// (use -o FILE.html).
     Html,
+    /// Coverage (`wprof run --coverage`): blocks and source lines that ran, functions never
+    /// called.
+    Coverage,
+    /// Coverage as an lcov tracefile, for `genhtml` (source lines from the module's DWARF).
+    Lcov,
 }
 
 impl Format {
@@ -58,6 +64,11 @@ impl Format {
     /// Whether the output is binary (not for a terminal).
     pub fn is_binary(self) -> bool {
         matches!(self, Format::Pprof)
+    }
+
+    /// Whether the format shows coverage, which several runs' profiles add up to.
+    pub fn is_coverage(self) -> bool {
+        matches!(self, Format::Coverage | Format::Lcov)
     }
 }
 
@@ -155,6 +166,9 @@ pub struct Options {
     pub sort: SortKey,
     /// Source locations and mangled names (see [`source::symbolize`]).
     pub symbols: source::Symbols,
+    /// Coverage reports: the source lines of the profile's blocks (see
+    /// [`coverage::profile_lines`]).
+    pub lines: Option<coverage::LineCoverage>,
 }
 
 /// Renders `profile` in `format`. Text formats are UTF-8; `pprof` is binary.
@@ -169,7 +183,28 @@ pub fn render(profile: &Profile, format: Format, options: &Options) -> anyhow::R
         Format::Speedscope => speedscope::render(profile, &options.symbols)?.into_bytes(),
         Format::Firefox => firefox::render(profile)?.into_bytes(),
         Format::Html => html::render(profile, &options.symbols)?.into_bytes(),
+        Format::Coverage => coverage::text(
+            profile,
+            profile.coverage.as_ref().ok_or_else(no_coverage)?,
+            options.lines.as_ref(),
+            options,
+        )
+        .into_bytes(),
+        Format::Lcov => {
+            profile.coverage.as_ref().ok_or_else(no_coverage)?;
+            let lines = options.lines.as_ref().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "lcov needs source lines, and the module has no DWARF line tables (or was \
+                     not found: see --module); `--format coverage` needs none"
+                )
+            })?;
+            coverage::lcov(lines).into_bytes()
+        }
     })
+}
+
+fn no_coverage() -> anyhow::Error {
+    anyhow::anyhow!("the profile holds no coverage: make it with `wprof run --coverage`")
 }
 
 /// The functions to show, in `options.sort` order, filtered and cut to `options.top`.
@@ -341,6 +376,7 @@ pub(crate) mod tests {
             live: None,
             adaptive: None,
             injections: Vec::new(),
+            coverage: None,
             excluded_ns: None,
             unprobed: Vec::new(),
             untimed: Vec::new(),

@@ -94,8 +94,51 @@ fn find_module(
     Ok(None)
 }
 
-/// The source of every defined function that has DWARF line information.
-pub fn sources_from_module(bytes: &[u8]) -> anyhow::Result<HashMap<u32, Source>> {
+/// A module's DWARF, ready for lookups by address (an offset from the start of the code
+/// section's contents), with where its function bodies are.
+pub struct ModuleDwarf<'a> {
+    /// Line tables and the rest, through addr2line.
+    pub context: addr2line::Context<gimli::EndianSlice<'a, gimli::LittleEndian>>,
+    /// The file offset DWARF addresses count from.
+    pub code_start: usize,
+    /// Imported functions (the first defined function's id).
+    pub imported: u32,
+    /// Each defined function's body, as file offsets.
+    pub bodies: Vec<std::ops::Range<usize>>,
+}
+
+impl std::fmt::Debug for ModuleDwarf<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModuleDwarf")
+            .field("code_start", &self.code_start)
+            .field("imported", &self.imported)
+            .field("bodies", &self.bodies.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModuleDwarf<'_> {
+    /// The source lines of the module's bytes `start..end` (file offsets), each
+    /// `(file, line)` once, in address order. Rows of line 0 (code of no line) are left out.
+    pub fn lines(&self, start: u32, end: u32) -> anyhow::Result<Vec<(String, u32)>> {
+        let to_address = |offset: u32| (offset as usize).saturating_sub(self.code_start) as u64;
+        let mut out: Vec<(String, u32)> = Vec::new();
+        for (_, _, loc) in self
+            .context
+            .find_location_range(to_address(start), to_address(end))?
+        {
+            if let (Some(file), Some(line)) = (loc.file, loc.line.filter(|&l| l > 0)) {
+                if !out.iter().any(|(f, l)| *l == line && f == file) {
+                    out.push((file.to_string(), line));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The DWARF of the module `bytes`; `None` if it has none.
+pub fn module_dwarf(bytes: &[u8]) -> anyhow::Result<Option<ModuleDwarf<'_>>> {
     let mut imported = 0u32;
     let mut code_start = None;
     let mut bodies = Vec::new();
@@ -118,23 +161,36 @@ pub fn sources_from_module(bytes: &[u8]) -> anyhow::Result<HashMap<u32, Source>>
         }
     }
     let (Some(code_start), true) = (code_start, sections.contains_key(".debug_info")) else {
-        return Ok(HashMap::new());
+        return Ok(None);
     };
     let dwarf = gimli::Dwarf::load(|id: gimli::SectionId| {
         let data = sections.get(id.name()).copied().unwrap_or(&[]);
         Ok::<_, gimli::Error>(gimli::EndianSlice::new(data, gimli::LittleEndian))
     })?;
-    let context = addr2line::Context::from_dwarf(dwarf)?;
+    Ok(Some(ModuleDwarf {
+        context: addr2line::Context::from_dwarf(dwarf)?,
+        code_start,
+        imported,
+        bodies,
+    }))
+}
+
+/// The source of every defined function that has DWARF line information.
+pub fn sources_from_module(bytes: &[u8]) -> anyhow::Result<HashMap<u32, Source>> {
+    let Some(dwarf) = module_dwarf(bytes)? else {
+        return Ok(HashMap::new());
+    };
     let mut out = HashMap::new();
-    for (i, range) in bodies.into_iter().enumerate() {
-        let start = (range.start - code_start) as u64;
-        let end = (range.end - code_start) as u64;
-        let found = context
+    for (i, range) in dwarf.bodies.iter().enumerate() {
+        let start = (range.start - dwarf.code_start) as u64;
+        let end = (range.end - dwarf.code_start) as u64;
+        let found = dwarf
+            .context
             .find_location_range(start, end)?
             .find_map(|(_, _, loc)| Some((loc.file?, loc.line?)));
         if let Some((file, line)) = found {
             out.insert(
-                imported + i as u32,
+                dwarf.imported + i as u32,
                 Source {
                     file: file.to_string(),
                     line,
@@ -143,6 +199,16 @@ pub fn sources_from_module(bytes: &[u8]) -> anyhow::Result<HashMap<u32, Source>>
         }
     }
     Ok(out)
+}
+
+/// The profiled module's path and bytes, as [`symbolize`] finds it (`explicit`, else
+/// the recorded path, else beside the profile; only the module of the profile's blake3).
+pub fn profiled_module(
+    profile: &Profile,
+    profile_path: &Path,
+    explicit: Option<&Path>,
+) -> Result<Option<(PathBuf, Vec<u8>)>, String> {
+    find_module(profile, profile_path, explicit)
 }
 
 /// Demangles `profile`'s names and finds its functions' sources. A module that cannot be

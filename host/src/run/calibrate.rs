@@ -52,6 +52,7 @@ pub fn measure(
                 selection: None,
                 live: false,
                 short_max,
+                coverage: false,
             },
         )?;
         Module::new(engine, &instrumented.bytes).map_err(|e| anyhow::anyhow!("{e}"))

@@ -25,6 +25,7 @@ pub mod calibrate;
 pub mod clock;
 pub mod code_map;
 pub mod collector;
+pub mod coverage;
 pub mod engine;
 pub mod host_state;
 pub mod inject;

@@ -52,6 +52,8 @@ pub struct RunOutcome {
     pub adaptive: Option<crate::profile::AdaptiveRecord>,
     /// What `--inject` did.
     pub injections: Vec<crate::injection::InjectionRecord>,
+    /// Coverage: every probed function's block counts.
+    pub coverage: Option<crate::profile::coverage::Coverage>,
     /// How long instantiating, running and collecting took.
     pub timings: Timings,
 }
@@ -148,6 +150,8 @@ pub struct Probes {
     pub live: Option<Live>,
     /// Adaptive mode: what a timer costs, subtracted from the times it measures.
     pub timer_cost: Option<TimerCost>,
+    /// Coverage: the module's block map, filled with its counts when the program ends.
+    pub blocks: Option<crate::profile::coverage::Coverage>,
 }
 
 /// Live probes (see [`crate::run::switches`]): which functions have switches, and who
@@ -189,7 +193,14 @@ impl Probes {
             probe_bytes,
             live: None,
             timer_cost: None,
+            blocks: None,
         }
+    }
+
+    /// With block counters, laid out as `map` says.
+    pub fn with_coverage(mut self, map: crate::profile::coverage::Coverage) -> Self {
+        self.blocks = Some(map);
+        self
     }
 
     /// With the cost of adaptive mode's timers, to subtract.
@@ -260,6 +271,8 @@ pub fn run(
     let probe_bytes = probes.as_mut().and_then(|p| p.probe_bytes.take());
     let live = probes.as_mut().and_then(|p| p.live.take());
     let timer_cost = probes.as_ref().and_then(|p| p.timer_cost);
+    let blocks = probes.as_mut().and_then(|p| p.blocks.take());
+    let mut coverage = None;
     if let Some(mode) = mode {
         define_probes(&mut linker, mode)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
@@ -351,6 +364,7 @@ pub fn run(
                 let replayed = timings.time("collect", || {
                     replay_tree(&mut store, &instance, samples.as_ref())
                 });
+                coverage = blocks.and_then(|map| read_coverage(&mut store, &instance, map));
                 if let (Some((tree, Some(attribution))), Some(walks), Some(stopwatch)) =
                     (&replayed, &walks, stopwatch)
                 {
@@ -441,8 +455,21 @@ pub fn run(
         live: live_record,
         adaptive: adaptive_record,
         injections: injections.iter().map(|i| i.record()).collect(),
+        coverage,
         timings,
     })
+}
+
+/// Coverage: `map` with the counts of the module's block counters; `None` (and a warning)
+/// if they cannot be read.
+fn read_coverage(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+    map: crate::profile::coverage::Coverage,
+) -> Option<crate::profile::coverage::Coverage> {
+    crate::run::coverage::read(store, instance, map)
+        .map_err(|e| eprintln!("wprof: warning: coverage not recorded: {e}"))
+        .ok()
 }
 
 fn first_line(s: &str) -> String {

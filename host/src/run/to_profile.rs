@@ -128,5 +128,6 @@ pub fn profile_of_run(
         live: None,
         adaptive: None,
         injections: Vec::new(),
+        coverage: None,
     }
 }

@@ -58,6 +58,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         mode,
         subtract_overhead: false,
         call_sites: false,
+        coverage: false,
         short_max: crate::commands::run_settings::DEFAULT_SHORT_MAX as u32,
         filter: Default::default(),
         live: false,
@@ -96,6 +97,7 @@ impl Instrumented {
             selection: None,
             live: live_off,
             short_max: crate::commands::run_settings::DEFAULT_SHORT_MAX as u32,
+            coverage: false,
         };
         let prepared = instrument::prepare(
             loaded,

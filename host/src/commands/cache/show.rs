@@ -196,6 +196,7 @@ fn offset_map(
         selection: None,
         live: false,
         short_max: m.manifest.short_max,
+        coverage: m.manifest.coverage,
     };
     // The lineage's pack holds the bodies of the module's latest version.
     let lineage = compiled::lineage(Path::new(&m.manifest.path), &plan.digest());
