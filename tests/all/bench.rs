@@ -48,11 +48,11 @@ fn bench_runs_in_quick_mode_and_reports_every_figure() {
                 m["mode"].as_str().unwrap()
             })
             .collect();
-        // Then sample mode with every switch off.
+        // Then sample mode with every switch off, and with block counters.
         let all: Vec<&str> = wprof_agent::ProbeMode::ALL
             .iter()
             .map(|m| m.name())
-            .chain(["live off"])
+            .chain(["live off", "coverage"])
             .collect();
         assert_eq!(modes, all, "{row}");
 

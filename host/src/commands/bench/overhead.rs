@@ -74,10 +74,15 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
 /// The name `wprof bench` gives sample mode with live probes, every switch off.
 pub const LIVE_OFF: &str = "live off";
 
+/// The name of the variant with block counters (sample mode with `--coverage`).
+pub const COVERAGE: &str = "coverage";
+
 struct Instrumented {
     mode: ProbeMode,
     /// Live probes, every switch turned off before the program starts.
     live_off: bool,
+    /// Block counters (`--coverage`).
+    coverage: bool,
     prepared: Prepared,
     module: Module,
     settings: RunSettings,
@@ -90,6 +95,7 @@ impl Instrumented {
         path: &Path,
         mode: ProbeMode,
         live_off: bool,
+        coverage: bool,
     ) -> Result<Self, Failure> {
         let plan = ProbePlan {
             mode,
@@ -97,7 +103,7 @@ impl Instrumented {
             selection: None,
             live: live_off,
             short_max: crate::commands::run_settings::DEFAULT_SHORT_MAX as u32,
-            coverage: false,
+            coverage,
         };
         let prepared = instrument::prepare(
             loaded,
@@ -121,6 +127,7 @@ impl Instrumented {
         Ok(Self {
             mode,
             live_off,
+            coverage,
             prepared,
             module,
             settings: settings(path, mode),
@@ -143,6 +150,9 @@ impl Instrumented {
                     Box::new(())
                 }),
             });
+        }
+        if let Some(map) = self.prepared.blocks.clone().filter(|_| self.coverage) {
+            probes = probes.with_coverage(map);
         }
         let outcome = runner::run(
             engine,
@@ -169,12 +179,17 @@ pub fn measure(
 ) -> Result<Overhead, Failure> {
     let original_module = compile(engine, &loaded.bytes, path)?;
     let plain = settings(path, ProbeMode::Time);
-    // Every mode, then sample mode with every switch off.
+    // Every mode, then sample mode with every switch off, then with block counters.
     let instrumented = ProbeMode::ALL
         .iter()
-        .map(|&mode| (mode, false))
-        .chain([(ProbeMode::Sample, true)])
-        .map(|(mode, live_off)| Instrumented::new(engine, loaded, path, mode, live_off))
+        .map(|&mode| (mode, false, false))
+        .chain([
+            (ProbeMode::Sample, true, false),
+            (ProbeMode::Sample, false, true),
+        ])
+        .map(|(mode, live_off, coverage)| {
+            Instrumented::new(engine, loaded, path, mode, live_off, coverage)
+        })
         .collect::<Result<Vec<_>, _>>()?;
 
     let mut original = Vec::new();
@@ -193,7 +208,11 @@ pub fn measure(
         .map(|(m, times)| {
             let t = median(times);
             ModeBench {
-                mode: if m.live_off { LIVE_OFF } else { m.mode.name() },
+                mode: match (m.live_off, m.coverage) {
+                    (true, _) => LIVE_OFF,
+                    (_, true) => COVERAGE,
+                    _ => m.mode.name(),
+                },
                 instrumented: t,
                 ratio: t as f64 / original.max(1) as f64,
             }
@@ -202,7 +221,7 @@ pub fn measure(
 
     let timed = instrumented
         .iter()
-        .find(|m| m.mode == ProbeMode::Time && !m.live_off)
+        .find(|m| m.mode == ProbeMode::Time && !m.live_off && !m.coverage)
         .expect("ProbeMode::ALL has the time mode");
     let accuracy = accuracy(engine, timed, runs, checks, overhead)?;
     Ok(Overhead {

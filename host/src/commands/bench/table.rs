@@ -30,14 +30,19 @@ pub(super) fn table(report: &BenchReport, runs: u32) -> String {
         out,
         "median of {runs} run(s), runs interleaved\n\n\
          `_start` wall time in this process (one engine, compilation excluded); \
-         ratio = instrumented / original; `{}`: sample mode with --live, every switch off",
-        super::overhead::LIVE_OFF
+         ratio = instrumented / original; `{}`: sample mode with --live, every switch off; \
+         `{}`: sample mode with --coverage",
+        super::overhead::LIVE_OFF,
+        super::overhead::COVERAGE
     );
     let _ = write!(out, "{:<20} {:>10}", "module", "original");
     let names = ProbeMode::ALL
         .iter()
         .map(|mode| format!("{} mode", mode.name()))
-        .chain([super::overhead::LIVE_OFF.to_string()]);
+        .chain([
+            super::overhead::LIVE_OFF.to_string(),
+            super::overhead::COVERAGE.to_string(),
+        ]);
     for name in names {
         let _ = write!(out, " {:>12} {:>7}", name, "ratio");
     }
