@@ -775,3 +775,55 @@ fn a_panic_in_the_agent_is_one_warning_and_an_unprofiled_run() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(calls(&s.profile("fib.wprof"), "fib"), 242_785);
 }
+
+/// A module of 400 functions, each called once by `_start`: instrumented on several
+/// threads.
+fn many_functions() -> String {
+    let mut wat = String::from("(module\n");
+    for i in 0..400 {
+        wat.push_str(&format!(
+            "  (func $f{i} (result i32) (i32.add (i32.const {i}) (i32.const 1)))\n"
+        ));
+    }
+    wat.push_str("  (func (export \"_start\")\n");
+    for i in 0..400 {
+        wat.push_str(&format!("    (drop (call $f{i}))\n"));
+    }
+    wat.push_str("  ))\n");
+    wat
+}
+
+/// Functions are instrumented on every core: each one exactly once, in its place, and a
+/// panic on any thread is the same one warning and an unprofiled run.
+#[test]
+fn many_functions_are_instrumented_in_parallel_and_a_panic_in_any_is_caught() {
+    let s = Scratch::new();
+    let module = s.wat_module("many.wasm", &many_functions());
+    let out = s
+        .wprof(&["run", "-q"])
+        .arg(&module)
+        .env("WPROF_TEST_PANIC_IN", "f251")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("the agent failed on function f251: test panic in f251"),
+        "{err}"
+    );
+    for mode in ["sample", "time", "cost"] {
+        let profile = format!("{mode}.wprof");
+        let out = s
+            .wprof(&["run", "--mode", mode, "-o", &profile])
+            .arg(&module)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let p = s.profile(&profile);
+        for i in [0, 1, 199, 250, 251, 399] {
+            assert_eq!(calls(&p, &format!("f{i}")), 1, "{mode}: f{i}");
+        }
+        assert_eq!(p["instrumentation"]["functions_total"], 401);
+    }
+}

@@ -26,13 +26,16 @@ pub fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
         std::panic::set_hook(previous);
     }
     DEPTH.with(|d| d.set(d.get() - 1));
-    result.map_err(|payload| {
-        payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic".to_string())
-    })
+    result.map_err(|payload| message(payload.as_ref()))
+}
+
+/// A caught panic's message.
+pub fn message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_string())
 }
 
 /// The test hook: `WPROF_TEST_PANIC_IN=NAME` makes preparing function NAME panic, as an
