@@ -23,6 +23,20 @@ const COUNTER: &str = r#"
   (func (export "_start") (call $count (i32.const 10))))
 "#;
 
+/// Runs `wprof ARGS MODULE`, which must exit 0; returns its stderr.
+fn run_ok(s: &Scratch, args: &[&str], module: &std::path::Path) -> String {
+    let out = s.wprof(args).arg(module).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+    stderr(&out)
+}
+
+/// `wprof ARGS` must exit 2 with one line saying `needle`.
+fn refused(s: &Scratch, args: &[&str], needle: &str) {
+    let out = s.run(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+}
+
 /// The coverage record of function `name`: (block starts, counts).
 fn blocks(profile: &Value, name: &str) -> (Vec<u64>, Vec<u64>) {
     let f = profile["coverage"]["functions"]
@@ -48,13 +62,14 @@ fn block_counts_are_exact_in_every_inline_mode() {
     let module = s.wat_module("counter.wasm", COUNTER);
     for mode in ["sample", "cost", "adaptive"] {
         let profile = format!("{mode}.wprof");
-        let mut cmd = s.wprof(&["run", "--coverage", "--mode", mode, "-o", &profile]);
-        let out = cmd.arg(&module).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+        let err = run_ok(
+            &s,
+            &["run", "--coverage", "--mode", mode, "-o", &profile],
+            &module,
+        );
         assert!(
-            stderr(&out).contains("wprof: coverage: 9 of 12 basic blocks ran (75.0%), in 3 of 4"),
-            "{mode}: {}",
-            stderr(&out)
+            err.contains("wprof: coverage: 9 of 12 basic blocks ran (75.0%), in 3 of 4"),
+            "{mode}: {err}"
         );
         let p = s.profile(&profile);
         // One block per straight line: `block`, `loop`, the test at the loop's head (11
@@ -90,30 +105,24 @@ fn block_counts_are_exact_in_every_inline_mode() {
         );
     }
     // Time mode counts no blocks: one line, exit 2, nothing run.
-    let out = s
-        .wprof(&["run", "--coverage", "--mode", "time"])
-        .arg(&module)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("coverage (flag) counts blocks in the inline modes"),
-        "{}",
-        stderr(&out)
+    let time = [
+        "run",
+        "--coverage",
+        "--mode",
+        "time",
+        module.to_str().unwrap(),
+    ];
+    refused(
+        &s,
+        &time,
+        "coverage (flag) counts blocks in the inline modes",
     );
     // Nor does a profile made without --coverage have any.
-    let plain = s
-        .wprof(&["run", "-o", "plain.wprof"])
-        .arg(&module)
-        .output()
-        .unwrap();
-    assert_eq!(plain.status.code(), Some(0));
-    let report = s.run(&["report", "--format", "coverage", "plain.wprof"]);
-    assert_eq!(report.status.code(), Some(2));
-    assert!(
-        stderr(&report).contains("no coverage"),
-        "{}",
-        stderr(&report)
+    run_ok(&s, &["run", "-o", "plain.wprof"], &module);
+    refused(
+        &s,
+        &["report", "--format", "coverage", "plain.wprof"],
+        "no coverage",
     );
 }
 
@@ -121,15 +130,7 @@ fn block_counts_are_exact_in_every_inline_mode() {
 fn runs_add_up_and_the_block_map_comes_from_the_cache() {
     let s = Scratch::new();
     let module = s.wat_module("counter.wasm", COUNTER);
-    let run = |profile: &str| {
-        let out = s
-            .wprof(&["run", "--coverage", "-o", profile])
-            .arg(&module)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        stderr(&out)
-    };
+    let run = |profile: &str| run_ok(&s, &["run", "--coverage", "-o", profile], &module);
     assert!(run("a.wprof").contains("4 instrumented now"));
     // The second run instruments nothing: its block map is the cache's.
     assert!(run("b.wprof").contains("0 instrumented now"));
@@ -148,36 +149,18 @@ fn runs_add_up_and_the_block_map_comes_from_the_cache() {
         stdout(&report)
     );
     // Only coverage adds up, only profiles of one module, only profiles with coverage.
-    let text = s.run(&["report", "a.wprof", "b.wprof"]);
-    assert_eq!(text.status.code(), Some(2));
-    assert!(
-        stderr(&text).contains("coverage formats only"),
-        "{}",
-        stderr(&text)
+    refused(
+        &s,
+        &["report", "a.wprof", "b.wprof"],
+        "coverage formats only",
     );
     let other = s.wat_module("other.wasm", "(module (func (export \"_start\")))");
-    let out = s
-        .wprof(&["run", "--coverage", "-o", "other.wprof"])
-        .arg(&other)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let mixed = s.run(&["report", "--format", "coverage", "a.wprof", "other.wprof"]);
-    assert_eq!(mixed.status.code(), Some(2));
-    assert!(
-        stderr(&mixed).contains("another module"),
-        "{}",
-        stderr(&mixed)
-    );
-    let plain = s
-        .wprof(&["run", "-o", "plain.wprof"])
-        .arg(&module)
-        .output()
-        .unwrap();
-    assert_eq!(plain.status.code(), Some(0));
-    let without = s.run(&["report", "--format", "lcov", "a.wprof", "plain.wprof"]);
-    assert_eq!(without.status.code(), Some(2));
-    assert!(stderr(&without).contains("plain.wprof holds no coverage"));
+    run_ok(&s, &["run", "--coverage", "-o", "other.wprof"], &other);
+    let mixed = ["report", "--format", "coverage", "a.wprof", "other.wprof"];
+    refused(&s, &mixed, "another module");
+    run_ok(&s, &["run", "-o", "plain.wprof"], &module);
+    let without = ["report", "--format", "lcov", "a.wprof", "plain.wprof"];
+    refused(&s, &without, "plain.wprof holds no coverage");
 }
 
 #[test]
@@ -188,12 +171,7 @@ fn lcov_of_a_c_program_is_read_by_genhtml() {
     let s = Scratch::new();
     let module = sample("compress.wasm");
     for profile in ["one.wprof", "two.wprof"] {
-        let out = s
-            .wprof(&["run", "--coverage", "-o", profile])
-            .arg(&module)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        run_ok(&s, &["run", "--coverage", "-o", profile], &module);
     }
     let out = s.run(&[
         "report",
