@@ -22,11 +22,11 @@ pub fn summary(coverage: &Coverage) -> String {
         .count();
     format!(
         "coverage: {} of {} basic blocks ran ({}), in {} of {} functions",
-        ran as u64,
-        blocks as u64,
+        ran,
+        blocks,
         percent(ran as u64, blocks as u64),
-        entered as u64,
-        coverage.functions.len() as u64,
+        entered,
+        coverage.functions.len(),
     )
 }
 
@@ -181,19 +181,15 @@ fn lcov_name(name: &str) -> String {
 
 /// `--format coverage`: the totals, then each function that ran with its blocks, then
 /// the functions never called.
-pub fn text(
-    profile: &Profile,
-    coverage: &Coverage,
-    lines: Option<&LineCoverage>,
-    options: &Options,
-) -> String {
+pub fn text(profile: &Profile, coverage: &Coverage, options: &Options) -> String {
+    let lines = options.lines.as_ref();
     let mut out = format!("wprof {} of {}", summary(coverage), profile.module.path);
     if let Some(lines) = lines {
         let (all, ran) = lines.totals();
         out.push_str(&format!(
             "; {} of {} source lines ran ({})",
-            ran as u64,
-            all as u64,
+            ran,
+            all,
             percent(ran as u64, all as u64)
         ));
     }
@@ -202,7 +198,7 @@ pub fn text(
         options
             .filter
             .as_ref()
-            .is_none_or(|re| re.is_match(&display_name(f, options)))
+            .is_none_or(|re| re.is_match(&display_name(f)))
     };
     let mut entered: Vec<&FunctionCoverage> = coverage
         .functions
@@ -215,7 +211,7 @@ pub fn text(
         let share = |f: &FunctionCoverage| f.blocks_hit() as f64 / f.starts.len().max(1) as f64;
         share(a)
             .total_cmp(&share(b))
-            .then_with(|| display_name(a, options).cmp(&display_name(b, options)))
+            .then_with(|| display_name(a).cmp(&display_name(b)))
     });
     if !entered.is_empty() {
         out.push_str(&format!(
@@ -232,11 +228,11 @@ pub fn text(
             .unwrap_or_default();
         out.push_str(&format!(
             "{:>8} {:>8} {:>7} {:>12}  {}{}\n",
-            f.starts.len() as u64,
-            f.blocks_hit() as u64,
+            f.starts.len(),
+            f.blocks_hit(),
             percent(f.blocks_hit() as u64, f.starts.len() as u64),
             f.entries(),
-            display_name(f, options),
+            display_name(f),
             location
         ));
     }
@@ -262,11 +258,11 @@ pub fn text(
         .iter()
         .filter(|f| f.entries() == 0)
         .filter(shown)
-        .map(|f| display_name(f, options))
+        .map(display_name)
         .collect();
     never.sort();
     if !never.is_empty() {
-        out.push_str(&format!("\nNever called ({}):\n", never.len() as u64));
+        out.push_str(&format!("\nNever called ({}):\n", never.len()));
         for name in never {
             out.push_str(&format!("  {name}\n"));
         }
@@ -275,7 +271,7 @@ pub fn text(
 }
 
 /// The function's name as the other reports show it (demangled).
-fn display_name(f: &FunctionCoverage, _options: &Options) -> String {
+fn display_name(f: &FunctionCoverage) -> String {
     source::demangle(&f.name).unwrap_or_else(|| f.name.clone())
 }
 

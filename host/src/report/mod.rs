@@ -186,7 +186,6 @@ pub fn render(profile: &Profile, format: Format, options: &Options) -> anyhow::R
         Format::Coverage => coverage::text(
             profile,
             profile.coverage.as_ref().ok_or_else(no_coverage)?,
-            options.lines.as_ref(),
             options,
         )
         .into_bytes(),
