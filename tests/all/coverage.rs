@@ -222,3 +222,34 @@ fn lcov_of_a_c_program_is_read_by_genhtml() {
     );
     assert!(html.join("index.html").exists());
 }
+
+#[test]
+fn coverage_comes_from_the_flag_the_variable_or_the_file() {
+    let s = Scratch::new();
+    let module = s.wat_module("counter.wasm", COUNTER);
+    let m = module.to_str().unwrap();
+    let resolved = |args: &[&str], envs: &[(&str, &str)]| {
+        let mut cmd = s.wprof(&[&["config", "--json"], args, &[m]].concat());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        (
+            v["coverage"]["value"].as_bool().unwrap(),
+            v["coverage"]["source"].as_str().unwrap().to_string(),
+        )
+    };
+    assert_eq!(resolved(&[], &[]), (false, "default".into()));
+    std::fs::write(s.path("wprof.toml"), "coverage = true\n").unwrap();
+    assert_eq!(resolved(&[], &[]), (true, "wprof.toml:1".into()));
+    let off = [("WPROF_COVERAGE", "0")];
+    assert_eq!(resolved(&[], &off), (false, "WPROF_COVERAGE".into()));
+    assert_eq!(resolved(&["--coverage"], &off), (true, "flag".into()));
+    // The text form shows it too, and a run does what it says.
+    let text = s.run(&["config", m]);
+    assert!(stdout(&text).contains("coverage"), "{}", stdout(&text));
+    run_ok(&s, &["run", "-q", "-o", "file.wprof"], &module);
+    assert_eq!(blocks(&s.profile("file.wprof"), "odd").1, vec![5]);
+}

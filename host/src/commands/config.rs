@@ -36,6 +36,7 @@ level. Relative paths in the file are relative to its directory.
   mode = \"sample\"               # sample | time | cost | adaptive
   output = \"profiles/app.wprof\"
   call_sites = false
+  coverage = false              # count basic blocks (wprof report --format coverage|lcov)
   short_max = 40                # time mode: short functions are counted, not timed
   sample_period_us = 100
   adaptive_calls = 1000         # adaptive mode: timed activations per step
@@ -105,6 +106,7 @@ fn table(c: &RunConfig) -> String {
             on_off(c.call_sites.value),
             &c.call_sites.source,
         ),
+        ("coverage", on_off(c.coverage.value), &c.coverage.source),
         (
             "short_max",
             c.short_max.value.to_string(),
