@@ -253,3 +253,34 @@ fn coverage_comes_from_the_flag_the_variable_or_the_file() {
     run_ok(&s, &["run", "-q", "-o", "file.wprof"], &module);
     assert_eq!(blocks(&s.profile("file.wprof"), "odd").1, vec![5]);
 }
+
+/// The counters are read however the program ends: a trap (exit 134) or `proc_exit`.
+#[test]
+fn coverage_survives_a_trap_and_proc_exit() {
+    let s = Scratch::new();
+    for (name, code) in [("trap.wasm", 134), ("exit_code.wasm", 3)] {
+        let profile = format!("{name}.wprof");
+        let out = s
+            .wprof(&["run", "--coverage", "-o", &profile])
+            .arg(sample(name))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{name}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("wprof: coverage: "),
+            "{}",
+            stderr(&out)
+        );
+        let p = s.profile(&profile);
+        for f in p["functions"].as_array().unwrap() {
+            if f["kind"] == "local" {
+                let fname = f["name"].as_str().unwrap();
+                assert_eq!(
+                    blocks(&p, fname).1[0],
+                    f["calls"].as_u64().unwrap(),
+                    "{fname}"
+                );
+            }
+        }
+    }
+}
