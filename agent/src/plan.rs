@@ -73,10 +73,10 @@ pub struct ProbePlan {
     /// no clock, and it has no exit probe, so its time is its caller's self time. Two clock
     /// reads cost more than such a body. 0 times every function. Other modes ignore it.
     pub short_max: u32,
-    /// Coverage (the inline modes): every basic block of every probed function counts its
-    /// executions in a counter of its own (see [`crate::ContextArena::coverage_table`]), and
-    /// each body records where its blocks start ([`crate::InstrumentedBody::blocks`]). Time
-    /// mode ignores it.
+    /// Coverage (the inline modes): the basic blocks of every probed function count their
+    /// executions, in counters of their own where control can jump to them (see
+    /// [`crate::ContextArena::COVERAGE_DUMP`]), and each body records where its blocks
+    /// start ([`crate::InstrumentedBody::blocks`]). Time mode ignores it.
     pub coverage: bool,
 }
 

@@ -163,10 +163,9 @@ impl ContextArena {
     /// counters into the tree's memory are this name followed by `0`, `1`, ...: each takes
     /// an address and stores counters `CHUNK * i ..` (at most [`ContextArena::CHUNK`] of
     /// them) as `u64`s from `address + 8 * counter`. Counter `k` of the module is the `k`-th
-    /// block in the order of the functions' [`crate::InstrumentedBody::blocks`]; they live
-    /// in globals (an `i64` global per block, after the tree's three), which the program
-    /// adds to at the cost of a register, where a counter in memory made the engine reload
-    /// the program's own memory around every block.
+    /// block with a counter in the order of the functions' [`crate::InstrumentedBody::blocks`];
+    /// they live in globals (an `i64` global each, after the tree's three), so that a body
+    /// depends on nothing else in the module (the assembler numbers them).
     pub const COVERAGE_DUMP: &'static str = "wprof:coverage";
     /// Block counters per coverage dump function.
     pub const CHUNK: u32 = 4096;
@@ -428,7 +427,6 @@ impl ProbeLayout {
             arena.map_or(u32::MAX, |a| u32::from(a.sampled)),
             arena.map_or(u32::MAX, |a| a.child),
             u32::from(self.live),
-            u32::from(self.coverage),
         ] {
             out.extend_from_slice(&n.to_le_bytes());
         }

@@ -56,6 +56,16 @@ fn blocks(profile: &Value, name: &str) -> (Vec<u64>, Vec<u64>) {
     (list("starts"), list("counts"))
 }
 
+/// Each probed function's first block ran once per call.
+fn assert_first_blocks_are_calls(p: &Value) {
+    for f in p["functions"].as_array().unwrap() {
+        if f["kind"] == "local" {
+            let name = f["name"].as_str().unwrap();
+            assert_eq!(blocks(p, name).1[0], f["calls"].as_u64().unwrap(), "{name}");
+        }
+    }
+}
+
 #[test]
 fn block_counts_are_exact_in_every_inline_mode() {
     let s = Scratch::new();
@@ -82,17 +92,7 @@ fn block_counts_are_exact_in_every_inline_mode() {
         assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
         assert_eq!(blocks(&p, "odd").1, vec![5]);
         assert_eq!(blocks(&p, "never").1, vec![0]);
-        // A function's first block runs once per call.
-        for f in p["functions"].as_array().unwrap() {
-            if f["kind"] == "local" {
-                let name = f["name"].as_str().unwrap();
-                assert_eq!(
-                    blocks(&p, name).1[0],
-                    f["calls"].as_u64().unwrap(),
-                    "{name}"
-                );
-            }
-        }
+        assert_first_blocks_are_calls(&p);
         let report = s.run(&["report", "--format", "coverage", &profile]);
         assert_eq!(report.status.code(), Some(0), "{}", stderr(&report));
         let text = stdout(&report);
@@ -272,15 +272,6 @@ fn coverage_survives_a_trap_and_proc_exit() {
             stderr(&out)
         );
         let p = s.profile(&profile);
-        for f in p["functions"].as_array().unwrap() {
-            if f["kind"] == "local" {
-                let fname = f["name"].as_str().unwrap();
-                assert_eq!(
-                    blocks(&p, fname).1[0],
-                    f["calls"].as_u64().unwrap(),
-                    "{fname}"
-                );
-            }
-        }
+        assert_first_blocks_are_calls(&p);
     }
 }

@@ -104,14 +104,28 @@ pub(crate) fn patch(body: &mut [u8], site: usize, index: u32) -> bool {
     true
 }
 
+/// A body's block map as the rewriting loop builds it (see
+/// [`crate::InstrumentedBody::blocks`] and [`crate::InstrumentedBody::counter_sites`]).
+#[derive(Debug, Default)]
+pub(super) struct BlockMap {
+    pub(super) blocks: Vec<(u32, BlockCount)>,
+    pub(super) counter_sites: Vec<u32>,
+}
+
 impl Emitter<'_> {
-    /// Before the first instruction of the next basic block: its counter += 1.
-    pub(super) fn count_block(&mut self) {
-        let Some(sites) = &mut self.counter_sites else {
+    /// A basic block starts at `start` (an offset in the original body), its count known
+    /// as `how`: recorded, and before its first instruction its counter += 1 if it has one.
+    /// Nothing without coverage.
+    pub(super) fn begin_block(&mut self, start: u32, how: BlockCount) {
+        let Some(map) = &mut self.blocks else {
             return;
         };
-        let k = sites.len() as u32;
-        sites.push(self.out.len() as u32);
+        map.blocks.push((start, how));
+        if how != BlockCount::Counter {
+            return;
+        }
+        let k = map.counter_sites.len() as u32;
+        map.counter_sites.push(self.out.len() as u32);
         let leb = padded_leb(k);
         self.out.push(GLOBAL_GET);
         self.out.extend_from_slice(&leb);

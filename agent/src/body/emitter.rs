@@ -56,9 +56,9 @@ pub(super) struct Emitter<'p> {
     /// [`crate::ProbePlan::short_max`]); it is also [`Emitter::excluded`], its entry
     /// calling `called(id)` and nothing else.
     pub(super) counted: bool,
-    /// Coverage: where each block's counter increment is, in order (see
-    /// [`crate::InstrumentedBody::counter_sites`]); `None` without coverage.
-    pub(super) counter_sites: Option<Vec<u32>>,
+    /// Coverage: the blocks so far and where their counters' increments are; `None`
+    /// without coverage.
+    pub(super) blocks: Option<super::coverage::BlockMap>,
 }
 
 impl Emitter<'_> {

@@ -243,7 +243,7 @@ pub(crate) fn instrument_body(
         original_code: Vec::new(),
         excluded,
         counted,
-        counter_sites: None,
+        blocks: None,
     };
     // New locals: the frame token (time mode, functions that catch); the node, an
     // import's node and, in cost mode, the delta (the inline modes). An excluded function
@@ -316,20 +316,15 @@ pub(crate) fn instrument_body(
         e.inline = Some((arena, locals));
     }
     e.enter(id, facts.slot_count, token);
-    let counting_blocks = arena.is_some() && probes.coverage && !excluded;
-    if counting_blocks {
-        e.counter_sites = Some(Vec::new());
+    if arena.is_some() && probes.coverage && !excluded {
+        e.blocks = Some(Default::default());
     }
     e.slots = std::mem::take(&mut facts.slots);
     // Every branch to the function's outermost label now lands at the end of this block,
     // where the exit probe runs.
     e.instr(Instruction::Block(probes.wrapper_block(func.type_index)));
     let mut weights = facts.block_weights.iter().copied();
-    let mut blocks = Vec::new();
-    if counting_blocks {
-        blocks.push(((code_start - base) as u32, BlockCount::Counter));
-    }
-    e.count_block();
+    e.begin_block((code_start - base) as u32, BlockCount::Counter);
     e.add_cost(weights.next().unwrap_or(0));
 
     // Open blocks inside the function (the wrapper excluded); `true` where a catch clause
@@ -456,13 +451,7 @@ pub(crate) fn instrument_body(
             _ => e.original(original),
         }
         if !finished && ends_basic_block(&op) {
-            if counting_blocks {
-                let how = BlockCount::after(&op, closed_loop);
-                blocks.push(((end - base) as u32, how));
-                if how == BlockCount::Counter {
-                    e.count_block();
-                }
-            }
+            e.begin_block((end - base) as u32, BlockCount::after(&op, closed_loop));
             e.add_cost(weights.next().unwrap_or(0));
         }
     }
@@ -473,11 +462,12 @@ pub(crate) fn instrument_body(
         });
     }
     let probe_code = complement(&e.original_code, code_begins, e.out.len() as u32);
+    let map = e.blocks.unwrap_or_default();
     Ok(InstrumentedBody {
         bytes: e.out,
         offsets,
         probe_code,
-        blocks,
-        counter_sites: e.counter_sites.unwrap_or_default(),
+        blocks: map.blocks,
+        counter_sites: map.counter_sites,
     })
 }

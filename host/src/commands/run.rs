@@ -236,7 +236,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             }
         })
     });
-    let Some((prepared, compiled)) = compiled else {
+    let Some((mut prepared, compiled)) = compiled else {
         let module = timings.time("compile", || {
             compile_original(&engine, &loaded, settings, &mut cache)
         })?;
@@ -276,8 +276,8 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     if settings.live {
         probes = probes.with_live(live_hook(settings, &prepared));
     }
-    if let Some(map) = &prepared.blocks {
-        probes = probes.with_coverage(map.clone());
+    if let Some(map) = prepared.blocks.take() {
+        probes = probes.with_coverage(map);
     }
     if settings.mode == ProbeMode::Adaptive && settings.subtract_overhead {
         match timings.time("calibrate", || {

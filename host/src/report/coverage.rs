@@ -194,24 +194,21 @@ pub fn text(profile: &Profile, coverage: &Coverage, options: &Options) -> String
         ));
     }
     out.push('\n');
-    let shown = |f: &&FunctionCoverage| {
-        options
-            .filter
-            .as_ref()
-            .is_none_or(|re| re.is_match(&display_name(f)))
-    };
-    let mut entered: Vec<&FunctionCoverage> = coverage
+    // Each function shown once, by the name the other reports show (demangled).
+    let shown: Vec<(String, &FunctionCoverage)> = coverage
         .functions
         .iter()
-        .filter(|f| f.entries() > 0)
-        .filter(shown)
+        .map(|f| (display_name(f), f))
+        .filter(|(name, _)| options.filter.as_ref().is_none_or(|re| re.is_match(name)))
         .collect();
+    let (mut entered, mut never): (Vec<_>, Vec<_>) =
+        shown.into_iter().partition(|(_, f)| f.entries() > 0);
     // Least covered first: where tests are missing.
-    entered.sort_by(|a, b| {
-        let share = |f: &FunctionCoverage| f.blocks_hit() as f64 / f.starts.len().max(1) as f64;
+    let share = |f: &FunctionCoverage| f.blocks_hit() as f64 / f.starts.len().max(1) as f64;
+    entered.sort_by(|(a_name, a), (b_name, b)| {
         share(a)
             .total_cmp(&share(b))
-            .then_with(|| display_name(a).cmp(&display_name(b)))
+            .then_with(|| a_name.cmp(b_name))
     });
     if !entered.is_empty() {
         out.push_str(&format!(
@@ -219,7 +216,7 @@ pub fn text(profile: &Profile, coverage: &Coverage, options: &Options) -> String
             "blocks", "ran", "ran%", "entries"
         ));
     }
-    for f in &entered {
+    for (name, f) in &entered {
         let location = options
             .symbols
             .sources
@@ -232,7 +229,7 @@ pub fn text(profile: &Profile, coverage: &Coverage, options: &Options) -> String
             f.blocks_hit(),
             percent(f.blocks_hit() as u64, f.starts.len() as u64),
             f.entries(),
-            display_name(f),
+            name,
             location
         ));
     }
@@ -253,17 +250,10 @@ pub fn text(profile: &Profile, coverage: &Coverage, options: &Options) -> String
             ));
         }
     }
-    let mut never: Vec<String> = coverage
-        .functions
-        .iter()
-        .filter(|f| f.entries() == 0)
-        .filter(shown)
-        .map(display_name)
-        .collect();
-    never.sort();
+    never.sort_by(|(a, _), (b, _)| a.cmp(b));
     if !never.is_empty() {
         out.push_str(&format!("\nNever called ({}):\n", never.len()));
-        for name in never {
+        for (name, _) in never {
             out.push_str(&format!("  {name}\n"));
         }
     }

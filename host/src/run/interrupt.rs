@@ -201,7 +201,8 @@ fn record(pc: usize) {
     slot.tick.store(tick, Ordering::Release);
     TICKS.store(tick, Ordering::Release);
     if REARM.load(Ordering::Acquire) {
-        timer::ThreadTimer::arm_once(TIMER.load(Ordering::Relaxed), next_delay());
+        // A refusal leaves the timer idle: the sampler then charges by the cell alone.
+        let _ = timer::ThreadTimer::arm_once(TIMER.load(Ordering::Relaxed), next_delay());
     }
 }
 
@@ -270,9 +271,10 @@ mod timer {
             self.id
         }
 
-        /// Arms timer `id` for one tick in `nanoseconds`. Async-signal-safe (the signal
-        /// handler re-arms with it, so the kernel arms it on the target thread's core).
-        pub fn arm_once(id: usize, nanoseconds: u64) {
+        /// Arms timer `id` for one tick in `nanoseconds` (0: disarms it); false if the
+        /// kernel refused. Async-signal-safe (the signal handler re-arms with it, so the
+        /// kernel arms it on the target thread's core).
+        pub fn arm_once(id: usize, nanoseconds: u64) -> bool {
             let value = libc::itimerspec {
                 it_interval: libc::timespec {
                     tv_sec: 0,
@@ -283,38 +285,24 @@ mod timer {
                     tv_nsec: (nanoseconds % 1_000_000_000) as libc::c_long,
                 },
             };
-            // SAFETY: timer_settime is async-signal-safe; a stale id (the session ended)
-            // fails with EINVAL and changes nothing.
+            // SAFETY: timer_settime is async-signal-safe; the id came from timer_create,
+            // and a stale one (the session ended) fails with EINVAL and changes nothing.
             unsafe {
-                libc::timer_settime(id as libc::timer_t, 0, &value, std::ptr::null_mut());
+                libc::timer_settime(id as libc::timer_t, 0, &value, std::ptr::null_mut()) == 0
             }
         }
 
         /// Arms it for one tick after `period` (the signal handler arms each next one), or
         /// disarms it; false if the kernel refused.
         pub fn set(self, period: Option<Duration>) -> bool {
-            let zero = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            let value = libc::itimerspec {
-                it_interval: zero,
-                it_value: period.map_or(zero, |p| libc::timespec {
-                    tv_sec: p.as_secs() as libc::time_t,
-                    tv_nsec: p.subsec_nanos() as libc::c_long,
-                }),
-            };
-            // SAFETY: the id came from timer_create and is deleted only when the session
-            // ends, after the sampler (the only other caller) has stopped.
-            unsafe {
-                libc::timer_settime(self.id as libc::timer_t, 0, &value, std::ptr::null_mut()) == 0
-            }
+            let nanoseconds = period.map_or(0, |p| p.as_nanos().clamp(1, u64::MAX.into()) as u64);
+            Self::arm_once(self.id, nanoseconds)
         }
 
         /// Deletes it: no tick comes after this returns (one already sent may still be
         /// taken, and finds no session).
         pub fn delete(self) {
-            // SAFETY: as in `set`; called once, when the session ends.
+            // SAFETY: the id came from timer_create; called once, when the session ends.
             unsafe {
                 libc::timer_delete(self.id as libc::timer_t);
             }
@@ -343,7 +331,9 @@ mod timer {
         pub fn id(self) -> usize {
             0
         }
-        pub fn arm_once(_: usize, _: u64) {}
+        pub fn arm_once(_: usize, _: u64) -> bool {
+            false
+        }
         pub fn set(self, _: Option<Duration>) -> bool {
             false
         }
