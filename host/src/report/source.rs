@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use addr2line::gimli;
 
-use crate::profile::Profile;
+use crate::profile::{FunctionRecord, Profile};
 
 /// Where a function is defined.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,21 +219,95 @@ pub fn symbolize(
     profile_path: &Path,
     module: Option<&Path>,
 ) -> anyhow::Result<Symbols> {
-    let raw_names = demangle_names(profile);
-    let sources = match find_module(profile, profile_path, module).map_err(anyhow::Error::msg)? {
-        Some((path, bytes)) => match sources_from_module(&bytes) {
-            Ok(s) => s,
-            Err(e) if module.is_some() => {
-                return Err(e.context(format!("cannot read the DWARF of {}", path.display())))
-            }
-            Err(e) => {
-                tracing::debug!("no source lines from {}: {e:#}", path.display());
-                HashMap::new()
-            }
-        },
-        None => HashMap::new(),
+    let found = find_module(profile, profile_path, module).map_err(anyhow::Error::msg)?;
+    let Some((path, bytes)) = found else {
+        return Ok(Symbols {
+            raw_names: demangle_names(profile),
+            sources: HashMap::new(),
+        });
     };
-    Ok(Symbols { raw_names, sources })
+    match module_symbols(profile, &bytes) {
+        Ok(symbols) => Ok(symbols),
+        Err(e) if module.is_some() => {
+            Err(e.context(format!("cannot read the DWARF of {}", path.display())))
+        }
+        Err(e) => {
+            tracing::debug!("no source lines from {}: {e:#}", path.display());
+            Ok(Symbols {
+                raw_names: demangle_names(profile),
+                sources: HashMap::new(),
+            })
+        }
+    }
+}
+
+/// The names and sources of `profile`'s functions from the profiled module's `bytes`:
+/// for a Go module, Go's own names and files from its symbol table (the name section's
+/// names kept as the raw names); else demangled names and the DWARF's sources. Coverage
+/// records are renamed too. A Go table wprof cannot read is one warning, and the names
+/// stay the name section's.
+pub fn module_symbols(profile: &mut Profile, bytes: &[u8]) -> anyhow::Result<Symbols> {
+    match super::go_table::read(bytes) {
+        super::go_table::GoTable::Functions(go) => return Ok(go_symbols(profile, &go)),
+        super::go_table::GoTable::Unreadable(why) => {
+            eprintln!("wprof: warning: a Go module, but {why}; names are the name section's")
+        }
+        super::go_table::GoTable::NotGo => {}
+    }
+    let raw_names = demangle_names(profile);
+    Ok(Symbols {
+        raw_names,
+        sources: sources_from_module(bytes)?,
+    })
+}
+
+/// The names `profile`'s functions are shown by, in place of the module's: Go's own for a
+/// Go module (`bytes`), else demangled. For the run's summary, which needs no sources.
+pub fn rename(functions: &mut [FunctionRecord], bytes: &[u8]) {
+    let go = match super::go_table::read(bytes) {
+        super::go_table::GoTable::Functions(go) => go,
+        _ => HashMap::new(),
+    };
+    go_names(functions, &go);
+}
+
+/// Go's names (`go`) in place of the module's, else demangled names; returns the module's
+/// names of the functions renamed.
+fn go_names(
+    functions: &mut [FunctionRecord],
+    go: &HashMap<u32, super::go_table::GoFunction>,
+) -> HashMap<u32, String> {
+    let mut raw_names = HashMap::new();
+    for f in functions {
+        let shown = match go.get(&f.id) {
+            Some(g) => (g.name != f.name).then(|| g.name.clone()),
+            None => demangle(&f.name),
+        };
+        if let Some(shown) = shown {
+            raw_names.insert(f.id, std::mem::replace(&mut f.name, shown));
+        }
+    }
+    raw_names
+}
+
+/// Go's names in place of the name section's, and Go's files and lines.
+fn go_symbols(profile: &mut Profile, go: &HashMap<u32, super::go_table::GoFunction>) -> Symbols {
+    let raw_names = go_names(&mut profile.functions, go);
+    if let Some(coverage) = &mut profile.coverage {
+        for f in &mut coverage.functions {
+            if let Some(g) = go.get(&f.id) {
+                f.name = g.name.clone();
+            }
+        }
+    }
+    let sources = go
+        .iter()
+        .filter_map(|(&id, g)| {
+            let file = g.file.clone()?;
+            Some((id, Source { file, line: g.line }))
+        })
+        .collect();
+    Symbols { raw_names, sources }
 }
 
 #[cfg(test)]

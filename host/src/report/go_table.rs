@@ -1,0 +1,408 @@
+//! Go's own symbol table in a Go module (`GOOS=wasip1 GOARCH=wasm`): function names as Go
+//! prints them (`regexp.(*machine).add`, where the name section has
+//! `regexp.__machine_.add`) and each function's file and line.
+//!
+//! Go emits no DWARF for wasm, but every Go program carries the table its runtime uses for
+//! stack traces (the "pclntab", format of Go 1.20 and later) in its data segments, and a
+//! `go:buildid` custom section that marks the module as Go's. A function's entry in the
+//! table is its `PC_F`, `0x1000 + (index - imported functions)` (the Go linker's
+//! `funcValueOffset`), or with Go 1.21 its whole program counter, `PC_F << 16`.
+//!
+//! Layout read here (Go's `runtime/runtime2.go` and `cmd/link/internal/ld/pcln.go`, for
+//! 8-byte pointers): a header (magic `0xfffffff1`, two zero bytes, the pc quantum, the
+//! pointer size, then eight pointer-sized words: function count, file count, text start,
+//! and the offsets of the function-name table, the compilation-unit table, the file table,
+//! the pc-value tables and the function table); the function table holds `(entry, offset)`
+//! pairs of `u32`, each offset leading to a `_func` record (`entryOff`, `nameOff`, args,
+//! deferreturn, `pcsp`, `pcfile`, `pcln`, `npcdata`, `cuOffset`, `startLine`, ...).
+
+use std::collections::HashMap;
+
+/// The magic number of the Go 1.20+ table (Go 1.21 was the first to target wasip1).
+const MAGIC: u32 = 0xffff_fff1;
+/// The Go linker's offset between a function's `PC_F` and its defined-function index.
+const FUNC_VALUE_OFFSET: u32 = 0x1000;
+/// The header: magic, two pad bytes, quantum, pointer size, and eight words.
+const HEADER: usize = 8 + 8 * 8;
+/// The `_func` record's fields read here, all 4 bytes: entryOff, nameOff, args,
+/// deferreturn, pcsp, pcfile, pcln, npcdata, cuOffset, startLine.
+const FUNC_RECORD: usize = 10 * 4;
+
+/// One Go function: its name as Go prints it, and where it is defined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoFunction {
+    /// `pkg.(*T).method`, `pkg.F.func1`, `pkg.G[...]`.
+    pub name: String,
+    /// The source file as Go records it (with `-trimpath`, `module/path/file.go`).
+    pub file: Option<String>,
+    /// The line of the function's `func` keyword (0 for functions without one).
+    pub line: u32,
+}
+
+/// What a module's Go symbol table gave.
+#[derive(Debug)]
+pub enum GoTable {
+    /// Not a Go module (no `go:buildid` section).
+    NotGo,
+    /// A Go module whose table wprof cannot read (another format, or damaged): why.
+    Unreadable(String),
+    /// The functions found, by function id (index in the module, imports first).
+    Functions(HashMap<u32, GoFunction>),
+}
+
+/// Whether `bytes` is a Go module, and if so its functions.
+pub fn read(bytes: &[u8]) -> GoTable {
+    let module = match scan(bytes) {
+        Ok(Some(m)) => m,
+        Ok(None) => return GoTable::NotGo,
+        Err(e) => return GoTable::Unreadable(format!("the module cannot be read: {e}")),
+    };
+    match decode(&module) {
+        Ok(functions) => GoTable::Functions(functions),
+        Err(why) => GoTable::Unreadable(why),
+    }
+}
+
+/// What decoding needs from the module.
+struct GoModule<'a> {
+    imported: u32,
+    defined: u32,
+    /// Active segments of memory 0 at constant addresses: `(address, bytes)`, sorted.
+    segments: Vec<(u32, &'a [u8])>,
+}
+
+/// The parts of a Go module the table is read from; `None` if it is not a Go module. The
+/// Go linker writes `go:buildid` before every other section, so any other module is known
+/// after its first section.
+fn scan(bytes: &[u8]) -> wasmparser::Result<Option<GoModule<'_>>> {
+    let mut is_go = false;
+    let mut module = GoModule {
+        imported: 0,
+        defined: 0,
+        segments: Vec::new(),
+    };
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload? {
+            wasmparser::Payload::CustomSection(c) if c.name() == "go:buildid" => is_go = true,
+            wasmparser::Payload::Version { .. } | wasmparser::Payload::CustomSection(_) => {}
+            _ if !is_go => return Ok(None),
+            wasmparser::Payload::ImportSection(reader) => {
+                for import in reader.into_imports() {
+                    if matches!(import?.ty, wasmparser::TypeRef::Func(_)) {
+                        module.imported += 1;
+                    }
+                }
+            }
+            wasmparser::Payload::FunctionSection(reader) => module.defined = reader.count(),
+            wasmparser::Payload::DataSection(reader) => {
+                for data in reader {
+                    let data = data?;
+                    let wasmparser::DataKind::Active {
+                        memory_index: 0,
+                        offset_expr,
+                    } = data.kind
+                    else {
+                        continue;
+                    };
+                    let mut ops = offset_expr.get_operators_reader();
+                    if let Ok(wasmparser::Operator::I32Const { value }) = ops.read() {
+                        module.segments.push((value as u32, data.data));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    module.segments.sort_by_key(|(address, _)| *address);
+    Ok(is_go.then_some(module))
+}
+
+/// The data segments' bytes as they initialise memory, from the first segment's address
+/// to the last one's end (the linker leaves runs of zeros out of its segments, even
+/// inside the table), and the offset of the table's header in them.
+fn table_image(module: &GoModule<'_>) -> Result<(Vec<u8>, usize), String> {
+    let Some(base) = module
+        .segments
+        .first()
+        .map(|(address, _)| *address as usize)
+    else {
+        return Err("it has no data".to_string());
+    };
+    let end = module
+        .segments
+        .iter()
+        .map(|(address, data)| *address as usize + data.len())
+        .max()
+        .unwrap_or(base);
+    let mut image = vec![0u8; end - base];
+    for (address, data) in &module.segments {
+        let at = *address as usize - base;
+        image[at..at + data.len()].copy_from_slice(data);
+    }
+    let magic = MAGIC.to_le_bytes();
+    let header = image
+        .windows(8)
+        .position(|w| w[..4] == magic && w[4..6] == [0, 0] && w[7] == 8)
+        .ok_or_else(|| {
+            let older = image.windows(8).any(|w| {
+                let m = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                (0xffff_fff0..=0xffff_fffb).contains(&m) && w[4..6] == [0, 0]
+            });
+            if older {
+                "its symbol table is not in the format of Go 1.20 and later".to_string()
+            } else {
+                "no Go symbol table found in its data".to_string()
+            }
+        })?;
+    Ok((image, header))
+}
+
+/// Bounds-checked little-endian reads from the table.
+struct Table<'a>(&'a [u8]);
+
+impl Table<'_> {
+    fn u32_at(&self, at: usize) -> Result<u32, String> {
+        self.0
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .ok_or_else(|| format!("the symbol table ends before offset {at}"))
+    }
+
+    fn word_at(&self, at: usize) -> Result<usize, String> {
+        let b = self
+            .0
+            .get(at..at + 8)
+            .ok_or_else(|| format!("the symbol table ends before offset {at}"))?;
+        let word = u64::from_le_bytes(b.try_into().expect("eight bytes"));
+        usize::try_from(word).map_err(|_| format!("offset {word} is out of range"))
+    }
+
+    /// The NUL-terminated string at `at`.
+    fn str_at(&self, at: usize) -> Result<&str, String> {
+        let rest = self
+            .0
+            .get(at..)
+            .ok_or_else(|| format!("a name at offset {at} is past the table"))?;
+        let len = rest
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| format!("the name at offset {at} has no end"))?;
+        std::str::from_utf8(&rest[..len]).map_err(|_| format!("the name at {at} is not UTF-8"))
+    }
+
+    /// The first value of the pc-value table at `at`: its first entry's value delta
+    /// (zig-zag LEB128) from the initial -1.
+    fn first_value(&self, at: usize) -> Result<i64, String> {
+        let mut reader = wasmparser::BinaryReader::new(self.0.get(at..).unwrap_or(&[]), 0);
+        let raw = reader
+            .read_var_u64()
+            .map_err(|_| format!("the pc-value table at {at} cannot be read"))?;
+        let delta = (raw >> 1) as i64 ^ -((raw & 1) as i64);
+        Ok(delta - 1)
+    }
+}
+
+fn decode(module: &GoModule<'_>) -> Result<HashMap<u32, GoFunction>, String> {
+    let (image, header) = table_image(module)?;
+    let image = &image[header..];
+    let table = Table(image);
+    let word = |k: usize| table.word_at(8 + 8 * k);
+    let (count, names, units, files, values, functab) =
+        (word(0)?, word(3)?, word(4)?, word(5)?, word(6)?, word(7)?);
+    if image.len() < HEADER || count as u64 > u64::from(module.defined) {
+        return Err(format!(
+            "its symbol table lists {count} functions, the module defines {}",
+            module.defined
+        ));
+    }
+    let mut out = HashMap::with_capacity(count);
+    for k in 0..count {
+        let entry = table.u32_at(functab + 8 * k)?;
+        let record = functab + table.u32_at(functab + 8 * k + 4)? as usize;
+        let field = |i: usize| table.u32_at(record + 4 * i);
+        if image.len() < record + FUNC_RECORD {
+            return Err(format!("function {k}'s record is past the table"));
+        }
+        // Go 1.21 records the entry's whole pc (`PC_F << 16`), later versions `PC_F`.
+        let pc_f = if entry >> 16 >= FUNC_VALUE_OFFSET {
+            entry >> 16
+        } else {
+            entry
+        };
+        let Some(index) = pc_f
+            .checked_sub(FUNC_VALUE_OFFSET)
+            .filter(|&i| i < module.defined)
+        else {
+            return Err(format!(
+                "function {k}'s entry {entry:#x} is not a wasm function"
+            ));
+        };
+        let name = table.str_at(names + field(1)? as usize)?.to_string();
+        let (pcfile, unit) = (field(5)?, field(8)?);
+        let file = if pcfile == 0 || unit == u32::MAX {
+            None
+        } else {
+            let file_index = table.first_value(values + pcfile as usize)?;
+            let slot = units + 4 * (unit as usize + usize::try_from(file_index).unwrap_or(0));
+            Some(
+                table
+                    .str_at(files + table.u32_at(slot)? as usize)?
+                    .to_string(),
+            )
+        };
+        let line = field(9)?;
+        out.insert(
+            module.imported + index,
+            GoFunction {
+                name,
+                file,
+                line: if (line as i32) > 0 { line } else { 0 },
+            },
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_module_without_go_buildid_is_not_go() {
+        let wasm = wat::parse_str("(module (func (export \"_start\")))").unwrap();
+        assert!(matches!(read(&wasm), GoTable::NotGo));
+    }
+
+    /// A table as the Go linker lays it out, for `functions` (name, file, line) at entries
+    /// `0x1000, 0x1001, ...`, placed at memory address 64 in two segments split by a gap
+    /// of zeros (as the linker splits them).
+    fn go_module(imports: u32, functions: &[(&str, &str, u32)]) -> Vec<u8> {
+        let mut names = Vec::new();
+        let mut files = Vec::new();
+        let mut units = Vec::new();
+        let mut values = vec![0u8];
+        let mut records = Vec::new();
+        for (name, file, _) in functions {
+            records.push((
+                names.len() as u32,
+                values.len() as u32,
+                units.len() as u32 / 4,
+            ));
+            names.extend_from_slice(name.as_bytes());
+            names.push(0);
+            units.extend_from_slice(&(files.len() as u32).to_le_bytes());
+            files.extend_from_slice(file.as_bytes());
+            files.push(0);
+            // File 0 from pc 0 to 1: value delta +1 (zig-zag 2), pc delta 1, end.
+            values.extend_from_slice(&[2, 1, 0]);
+        }
+        let n = functions.len();
+        let names_at = HEADER;
+        let units_at = names_at + names.len();
+        let files_at = units_at + units.len();
+        let values_at = files_at + files.len();
+        let functab_at = values_at + values.len();
+        let records_at = 8 * (n + 1);
+        let mut table = Vec::new();
+        table.extend_from_slice(&MAGIC.to_le_bytes());
+        table.extend_from_slice(&[0, 0, 1, 8]);
+        for word in [n, n, 0, names_at, units_at, files_at, values_at, functab_at] {
+            table.extend_from_slice(&(word as u64).to_le_bytes());
+        }
+        for part in [&names, &units, &files, &values] {
+            table.extend_from_slice(part);
+        }
+        for k in 0..=n {
+            let entry = FUNC_VALUE_OFFSET + k as u32;
+            table.extend_from_slice(&entry.to_le_bytes());
+            table.extend_from_slice(&((records_at + k * FUNC_RECORD) as u32).to_le_bytes());
+        }
+        for (k, (name, pcfile, unit)) in records.iter().enumerate() {
+            let line = functions[k].2;
+            for field in [
+                FUNC_VALUE_OFFSET + k as u32,
+                *name,
+                0,
+                0,
+                0,
+                *pcfile,
+                0,
+                0,
+                *unit,
+                line,
+            ] {
+                table.extend_from_slice(&field.to_le_bytes());
+            }
+        }
+        // The linker leaves zeros out: split where the header's zero padding is.
+        let hex = |b: &[u8]| b.iter().map(|b| format!("\\{b:02x}")).collect::<String>();
+        let wat = format!(
+            r#"(module (@custom "go:buildid" (before first) "x")
+                 {}
+                 (memory 1)
+                 (data (i32.const 64) "{}") (data (i32.const {}) "{}")
+                 {})"#,
+            (0..imports)
+                .map(|i| format!("(import \"env\" \"f{i}\" (func))"))
+                .collect::<String>(),
+            hex(&table[..4]),
+            64 + 6,
+            hex(&table[6..]),
+            "(func (result i32) i32.const 0)".repeat(n + 1),
+        );
+        wat::parse_str(wat).unwrap()
+    }
+
+    #[test]
+    fn reads_names_files_and_lines_by_function_id() {
+        let wasm = go_module(
+            2,
+            &[
+                ("main.(*T).m", "x/main.go", 7),
+                ("regexp.(*machine).add", "regexp/exec.go", 120),
+            ],
+        );
+        let GoTable::Functions(f) = read(&wasm) else {
+            panic!("{:?}", read(&wasm));
+        };
+        assert_eq!(f.len(), 2);
+        assert_eq!(
+            f[&2],
+            GoFunction {
+                name: "main.(*T).m".into(),
+                file: Some("x/main.go".into()),
+                line: 7
+            }
+        );
+        assert_eq!(f[&3].name, "regexp.(*machine).add");
+        assert_eq!(f[&3].file.as_deref(), Some("regexp/exec.go"));
+        assert_eq!(f[&3].line, 120);
+    }
+
+    #[test]
+    fn more_functions_than_the_module_defines_is_unreadable() {
+        let mut wasm = go_module(0, &[("a", "a.go", 1)]);
+        // The function count (the header's first word, after the quantum and pointer
+        // size): 1 -> 9.
+        let pattern = [1u8, 8, 1, 0, 0, 0, 0, 0, 0, 0, 1];
+        let at = wasm.windows(11).position(|w| w == pattern).unwrap();
+        wasm[at + 2] = 9;
+        match read(&wasm) {
+            GoTable::Unreadable(why) => assert!(why.contains("lists 9 functions"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_go_module_without_a_table_is_unreadable_not_an_error() {
+        let wasm = wat::parse_str(
+            r#"(module (memory 1) (data (i32.const 16) "\fb\ff\ff\ff\00\00\01\08")
+                       (@custom "go:buildid" (before first) "x") (func (export "_start")))"#,
+        )
+        .unwrap();
+        match read(&wasm) {
+            GoTable::Unreadable(why) => assert!(why.contains("Go 1.20"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

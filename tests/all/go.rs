@@ -1,0 +1,136 @@
+//! Go modules (`GOOS=wasip1 GOARCH=wasm`): Go's own names and files from the module's
+//! symbol table, as Go's stack traces show them. The modules are
+//! `bench/programs/src/go_calls.go` built by two Go versions (`bash bench/programs/build.sh
+//! --small`, which `.ci/run` runs); without them the tests say so and pass, unless
+//! `WPROF_REQUIRE_TOOLS` is set.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::formats::report_to;
+use crate::support::*;
+use crate::tools::tool;
+
+/// The modules: `go_calls.wasm` (the pinned Go) and `go_calls_go121.wasm` (Go 1.21).
+pub fn go_modules() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench");
+    let modules: Vec<PathBuf> = ["go_calls.wasm", "go_calls_go121.wasm"]
+        .iter()
+        .map(|m| dir.join(m))
+        .collect();
+    if modules.iter().all(|m| m.is_file()) {
+        return modules;
+    }
+    if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
+        panic!("the Go modules are required (WPROF_REQUIRE_TOOLS): run `bash bench/programs/build.sh --small`");
+    }
+    eprintln!(
+        "skipped: no Go modules in {} (bash bench/programs/build.sh --small)",
+        dir.display()
+    );
+    Vec::new()
+}
+
+/// The frames of Go's panic trace on `stderr`: `(function, file, line)`.
+fn panic_frames(stderr: &str) -> Vec<(String, String, u32)> {
+    let mut lines = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("goroutine 1 ["))
+        .skip(1);
+    let mut frames = Vec::new();
+    while let (Some(call), Some(place)) = (lines.next(), lines.next()) {
+        let (Some(open), Some(place)) = (call.rfind('('), place.strip_prefix('\t')) else {
+            break;
+        };
+        let place = place.split(' ').next().unwrap();
+        let (file, line) = place.rsplit_once(':').unwrap();
+        frames.push((
+            call[..open].to_string(),
+            file.to_string(),
+            line.parse().unwrap(),
+        ));
+    }
+    frames
+}
+
+/// The line of go_calls.go where Go function `name` (`main.f`, `main.(*T).m`) is declared.
+fn declaration_line(name: &str) -> u32 {
+    let source = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench/programs/src/go_calls.go"),
+    )
+    .unwrap();
+    let (receiver, function) = match name.strip_prefix("main.(*") {
+        Some(rest) => {
+            let (t, m) = rest.split_once(").").unwrap();
+            (Some(format!("*{t})")), m)
+        }
+        None => (None, name.strip_prefix("main.").unwrap()),
+    };
+    let at = source
+        .lines()
+        .position(|l| {
+            l.starts_with("func ")
+                && l.contains(&format!(" {function}("))
+                && receiver.as_ref().is_none_or(|r| l.contains(r.as_str()))
+        })
+        .unwrap_or_else(|| panic!("{name} is not declared in go_calls.go"));
+    at as u32 + 1
+}
+
+#[test]
+fn names_and_files_as_go_prints_them_in_a_panic() {
+    for module in go_modules() {
+        let s = Scratch::new();
+        let path = module.to_str().unwrap();
+        let o = s.run(&["run", "--mode", "cost", "-o", "p.wprof", path, "panic"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("panic: boom at 7"), "{err}");
+        let frames = panic_frames(&err);
+        let names: Vec<&str> = frames.iter().map(|f| f.0.as_str()).collect();
+        assert_eq!(names, ["main.(*counter).boom", "main.main"], "{err}");
+
+        // The text report: Go's names, each with the line of its `func`.
+        let text = stdout(&s.run(&["report", "p.wprof", "--top", "0"]));
+        for (name, file, _) in &frames {
+            let short = file.rsplit('/').next().unwrap();
+            let shown = format!("{name}  [{short}:{}]", declaration_line(name));
+            assert!(
+                text.contains(&shown),
+                "{}: no {shown:?} in\n{text}",
+                module.display()
+            );
+        }
+        // The module's own name of a function stays out of sight; the summary uses Go's.
+        assert!(!text.contains("main.__counter_.boom"), "{text}");
+        assert!(err.contains("main.(*counter).boom"), "{err}");
+
+        // go tool pprof: the file as Go's trace shows it.
+        report_to(&s, "p.wprof", "pprof", "p.pb.gz");
+        if let Some(go) = tool("go", "reading --format pprof with `go tool pprof`") {
+            let o = Command::new(go)
+                .current_dir(s.dir.path())
+                .args([
+                    "tool",
+                    "pprof",
+                    "-top",
+                    "-lines",
+                    "-nodefraction=0",
+                    "p.pb.gz",
+                ])
+                .env("HOME", s.dir.path())
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", stderr(&o));
+            let top = stdout(&o);
+            for (name, file, _) in &frames {
+                let row = top
+                    .lines()
+                    .find(|l| l.contains(&format!(" {name} ")))
+                    .unwrap_or_else(|| panic!("no {name} in\n{top}"));
+                let place = format!("{file}:{}", declaration_line(name));
+                assert!(row.trim_end().ends_with(&place), "{row} (want {place})");
+            }
+        }
+    }
+}
