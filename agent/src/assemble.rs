@@ -59,12 +59,30 @@ impl Renumber<'_> {
         };
         for init in [
             ContextArena::ROOT_SLOT,
-            ContextArena::first_free(self.probes.functions),
+            ContextArena::first_free(self.probes.functions, self.probes.go),
             0,
         ] {
             globals.global(
                 mutable_i32,
                 &wasm_encoder::ConstExpr::i32_const(init as i32),
+            );
+        }
+        if self.probes.go {
+            // The goroutine last seen and its node (the root's, so that every node's
+            // parent is one); `runtime.morestack`'s id + 1.
+            for init in [0, ContextArena::ROOT] {
+                globals.global(
+                    mutable_i32,
+                    &wasm_encoder::ConstExpr::i32_const(init as i32),
+                );
+            }
+            let morestack = self.probes.go_morestack.map_or(0, |id| id + 1);
+            globals.global(
+                wasm_encoder::GlobalType {
+                    mutable: false,
+                    ..mutable_i32
+                },
+                &wasm_encoder::ConstExpr::i32_const(morestack as i32),
             );
         }
         let counter = wasm_encoder::GlobalType {
@@ -116,7 +134,10 @@ impl Renumber<'_> {
             page_size_log2: None,
         };
         if self.probes.arena().is_some() {
-            let first_free = u64::from(ContextArena::first_free(self.probes.functions));
+            let first_free = u64::from(ContextArena::first_free(
+                self.probes.functions,
+                self.probes.go,
+            ));
             memories.memory(pages(first_free.div_ceil(65536), None));
         } else if self.probes.switches().is_some() {
             let size = u64::from(self.probes.functions).div_ceil(65536).max(1);

@@ -79,6 +79,9 @@ pub(crate) struct ModuleLayout<'a> {
     pub names: HashMap<u32, String>,
     /// The first exported name of each exported function.
     pub export_names: HashMap<u32, String>,
+    /// A Go module (`GOOS=wasip1 GOARCH=wasm`): a `go:buildid` section, and Go's registers
+    /// in the first globals (`SP` an `i32`, `CTXT` and `g` `i64`s).
+    pub go: bool,
 }
 
 impl<'a> ModuleLayout<'a> {
@@ -93,7 +96,10 @@ impl<'a> ModuleLayout<'a> {
             tags: 0,
             names: HashMap::new(),
             export_names: HashMap::new(),
+            go: false,
         };
+        let mut go_buildid = false;
+        let mut first_globals = Vec::new();
         let mut defined_types = Vec::new();
         let mut bodies = Vec::new();
         for payload in Parser::new(0).parse_all(bytes) {
@@ -137,7 +143,14 @@ impl<'a> ModuleLayout<'a> {
                         defined_types.push(ty?);
                     }
                 }
-                Payload::GlobalSection(reader) => layout.globals += reader.count(),
+                Payload::GlobalSection(reader) => {
+                    if layout.globals == 0 {
+                        for global in reader.clone().into_iter().take(3) {
+                            first_globals.push(global?.ty.content_type);
+                        }
+                    }
+                    layout.globals += reader.count();
+                }
                 Payload::MemorySection(reader) => layout.memories += reader.count(),
                 Payload::TagSection(reader) => layout.tags += reader.count(),
                 Payload::ExportSection(reader) => {
@@ -152,6 +165,9 @@ impl<'a> ModuleLayout<'a> {
                     }
                 }
                 Payload::CodeSectionEntry(body) => bodies.push(body.range()),
+                Payload::CustomSection(section) if section.name() == "go:buildid" => {
+                    go_buildid = true;
+                }
                 Payload::CustomSection(section) => {
                     if let wasmparser::KnownCustom::Name(names) = section.as_known() {
                         layout.read_names(names);
@@ -159,6 +175,10 @@ impl<'a> ModuleLayout<'a> {
                 }
                 _ => {}
             }
+        }
+        {
+            use wasmparser::ValType::{I32, I64};
+            layout.go = go_buildid && first_globals == [I32, I64, I64];
         }
         if defined_types.len() != bodies.len() {
             return Err(AgentError::Unsupported {

@@ -64,7 +64,7 @@ impl ProbeImports {
 /// In the inline modes ([`crate::ProbeMode::counts_inline`]) the module keeps its own
 /// calling-context tree in a memory the agent adds; the host reads it when the program ends.
 ///
-/// A node is 32 bytes and a slot per call site of its function, 8-byte aligned:
+/// A node is 40 bytes and a slot per call site of its function, 8-byte aligned:
 ///
 /// | offset | field |
 /// |---|---|
@@ -74,7 +74,8 @@ impl ProbeImports {
 /// | 20 | `u32` next node reached through the same slot (another callee), or 0 |
 /// | 24 | `u32` number of slots |
 /// | 28 | `u32` adaptive mode: the host's count of timed activations left (see [`ContextArena::TIMER`]) |
-/// | 32 + 4k | `u32` slot k: the first child reached from call site k, or 0 |
+/// | 32 | `u32` Go modules: the parent node (see [`ContextArena::GO_TABLE`]), else 0 |
+/// | 40 + 4k | `u32` slot k: the first child reached from call site k, or 0 |
 ///
 /// Slots are numbered in body order of the `call*` and `return_call*` instructions,
 /// imports included: with [`crate::ProbePlan::call_sites`] one per call instruction, else one
@@ -112,9 +113,9 @@ impl ContextArena {
     /// Address of the root node (the engine calling an export).
     pub const ROOT: u32 = 32;
     /// Address of the root's only slot.
-    pub const ROOT_SLOT: u32 = 64;
+    pub const ROOT_SLOT: u32 = Self::ROOT + Self::SLOTS;
     /// Address of the overflow table: one `u32` node address per function id.
-    pub const OVERFLOW_TABLE: u32 = 72;
+    pub const OVERFLOW_TABLE: u32 = Self::ROOT_SLOT + 8;
     /// Bytes of nodes allocated before contexts overflow.
     pub const LIMIT: u32 = 256 << 20;
     /// Offset of a node's activation count.
@@ -127,8 +128,11 @@ impl ContextArena {
     pub const NEXT: u32 = 20;
     /// Offset of a node's number of slots.
     pub const SLOT_COUNT: u32 = 24;
+    /// Go modules: offset of a node's parent (its caller's node, in Go's terms: resumed
+    /// frames hang under their real callers).
+    pub const PARENT: u32 = 32;
     /// Offset of a node's first slot.
-    pub const SLOTS: u32 = 32;
+    pub const SLOTS: u32 = 40;
     /// In [`crate::ProbeMode::Adaptive`], the bit of a node's function field that says its
     /// activations are timed (the host sets and clears it while the program runs).
     ///
@@ -154,9 +158,31 @@ impl ContextArena {
         Self::OVERFLOW_TABLE + 4 * functions
     }
 
-    /// The first byte nodes are allocated from, in a module with `functions` functions.
-    pub fn first_free(functions: u32) -> u32 {
+    /// Go modules: where the goroutine table lies, after the switches: [`Self::GO_SLOTS`]
+    /// pairs of `u32`s, `(g, node)`, `g` being the address of a goroutine's `g` and `node`
+    /// its innermost frame's node when it last stopped running, at slot `hash(g)`.
+    ///
+    /// Go switches goroutines by unwinding the whole wasm stack (every function returns
+    /// one) and later calls each frame of the goroutine it resumes again, innermost first,
+    /// with `PC_B` (its only parameter) saying where to go on; a frame interrupted by
+    /// `morestack` starts over at `PC_B` 0. A Go function's entry probe tells those
+    /// re-entries from calls: on a change of `g` (Go's global 2) it files the node the
+    /// last goroutine stopped in and takes the new goroutine's; an entry with `PC_B` != 0,
+    /// or with 0 just after `morestack` stopped the goroutine, is a re-entry, and finds
+    /// its node among the ancestors (through [`Self::PARENT`]) of that node, or of the
+    /// node its resumed callee left when it returned, without counting a call. Every exit,
+    /// returning or unwinding, leaves its parent as the node the goroutine is in.
+    pub fn go_table(functions: u32) -> u32 {
         (Self::switches(functions) + functions + 7) & !7
+    }
+
+    /// Entries in the goroutine table (a power of two).
+    pub const GO_SLOTS: u32 = 1 << 14;
+
+    /// The first byte nodes are allocated from, in a module with `functions` functions
+    /// (a Go module's after its goroutine table).
+    pub fn first_free(functions: u32, go: bool) -> u32 {
+        Self::go_table(functions) + if go { 8 * Self::GO_SLOTS } else { 0 }
     }
 
     /// With [`crate::ProbePlan::coverage`]: the exported functions that copy the block
@@ -253,6 +279,11 @@ pub(crate) struct ProbeLayout {
     pub appended_types: Vec<(Vec<wasmparser::ValType>, Vec<wasmparser::ValType>)>,
     /// The block type wrapping the body of a function of each type index in use.
     pub wrapper_blocks: HashMap<u32, BlockType>,
+    /// A Go module in the inline modes: Go functions' probes know re-entries from calls
+    /// (see [`ContextArena::go_table`]).
+    pub go: bool,
+    /// Go modules: the function id of `runtime.morestack`, if it has one.
+    pub go_morestack: Option<u32>,
 }
 
 impl ProbeLayout {
@@ -285,6 +316,12 @@ impl ProbeLayout {
                 (vec![I32, I32, I32], vec![I32]),
             ],
             wrapper_blocks: HashMap::new(),
+            go: layout.go && plan.mode.counts_inline(),
+            go_morestack: layout
+                .names
+                .iter()
+                .find(|(_, name)| name.as_str() == "runtime.morestack")
+                .map(|(&id, _)| id),
         };
         for func in &layout.defined_funcs {
             if probes.wrapper_blocks.contains_key(&func.type_index) {
@@ -358,16 +395,28 @@ impl ProbeLayout {
         if !self.mode.counts_inline() || !self.has_code {
             return None;
         }
+        let go = self.go.then(|| GoIndices {
+            running: Self::GO_G,
+            g: self.original_globals + 3,
+            last: self.original_globals + 4,
+            morestack: self.original_globals + 5,
+            table: ContextArena::go_table(self.functions),
+        });
         Some(InlineIndices {
             slot: self.original_globals,
             end: self.original_globals + 1,
             self_tail: self.original_globals + 2,
             memory: self.original_memories,
             sampled: self.mode.samples(),
-            counters: self.original_globals + 3,
+            counters: self.original_globals + 3 + if self.go { 3 } else { 0 },
             child: self.imported_funcs + ProbeImports::COUNT,
+            go,
         })
     }
+
+    /// Go's `g` register: global 2 of a Go module (an `i64` holding the address of the
+    /// running goroutine's `g`).
+    const GO_G: u32 = 2;
 
     /// With live probes, where the switches are.
     pub fn switches(&self) -> Option<SwitchIndices> {
@@ -427,11 +476,13 @@ impl ProbeLayout {
             arena.map_or(u32::MAX, |a| u32::from(a.sampled)),
             arena.map_or(u32::MAX, |a| a.child),
             u32::from(self.live),
+            u32::from(self.go),
         ] {
             out.extend_from_slice(&n.to_le_bytes());
         }
-        if self.live {
-            // The switches' addresses follow the number of functions.
+        if self.live || self.go {
+            // The switches' and the goroutine table's addresses follow the number of
+            // functions.
             out.extend_from_slice(&self.functions.to_le_bytes());
         }
         out
@@ -466,6 +517,23 @@ pub(crate) struct InlineIndices {
     pub counters: u32,
     /// The node finder: the first defined function, before the module's own.
     pub child: u32,
+    /// A Go module: what its functions' probes use to tell re-entries from calls.
+    pub go: Option<GoIndices>,
+}
+
+/// The globals and memory a Go module's probes use (see [`ContextArena::go_table`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GoIndices {
+    /// Go's own `g` register (`i64`).
+    pub running: u32,
+    /// `(global (mut i32))`: the goroutine the probes last saw running.
+    pub g: u32,
+    /// `(global (mut i32))`: the node of the frame that goroutine is in.
+    pub last: u32,
+    /// `(global i32)`: `runtime.morestack`'s id + 1, or 0.
+    pub morestack: u32,
+    /// The goroutine table's address in the tree's memory.
+    pub table: u32,
 }
 
 pub(crate) fn val_type(

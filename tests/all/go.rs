@@ -134,3 +134,51 @@ fn names_and_files_as_go_prints_them_in_a_panic() {
         }
     }
 }
+
+/// Calls of go_calls.go by construction: (caller, callee, calls), callers as the name
+/// section names them (the profile's own names).
+const CALLS: [(&str, &str, u64); 3] = [
+    ("main.worker", "main.step", 200),
+    ("main.step", "main.__counter_.add", 200),
+    ("main.__counter_.add", "main.__counter_.bump", 200),
+];
+
+#[test]
+fn calls_are_exact_across_goroutine_switches_in_the_inline_modes() {
+    for module in go_modules() {
+        let s = Scratch::new();
+        for mode in ["sample", "cost", "adaptive"] {
+            let out = format!("{mode}.wprof");
+            let path = module.to_str().unwrap();
+            let o = s.run(&["run", "-q", "--mode", mode, "-o", &out, path]);
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+            assert_eq!(stdout(&o), "sum 23400\n");
+            let p = s.profile(&out);
+            let at = format!("{} in {mode} mode", module.display());
+            // Each worker yields and blocks inside every call: each call is still one.
+            assert_eq!(calls(&p, "main.worker"), 8, "{at}");
+            assert_eq!(calls(&p, "main.main"), 1, "{at}");
+            for (caller, callee, n) in CALLS {
+                assert_eq!(calls(&p, callee), n, "{callee}, {at}");
+                assert_eq!(
+                    edge_calls(&p, Some(caller), callee),
+                    n,
+                    "{caller} -> {callee}, {at}"
+                );
+            }
+            // The work resumed after a switch stays under its real caller: a worker's
+            // whole inclusive cost is under the goroutine's start, none of it under the
+            // scheduler's loop directly.
+            assert_eq!(
+                edge_calls(&p, Some("wasm_pc_f_loop"), "main.step"),
+                0,
+                "{at}"
+            );
+            assert_eq!(
+                edge_calls(&p, Some("wasm_pc_f_loop"), "main.__counter_.add"),
+                0,
+                "{at}"
+            );
+        }
+    }
+}

@@ -22,6 +22,8 @@ pub(super) struct InlineLocals {
     pub(super) timer: Option<u32>,
     /// The function tail-calls itself.
     pub(super) self_tail: Option<SelfTailLocals>,
+    /// A Go module's function (see [`super::go_frames`]).
+    pub(super) go: Option<super::go_frames::GoLocals>,
 }
 
 /// The locals of a function that tail-calls itself (inline modes): a loop of such calls
@@ -173,7 +175,27 @@ impl Emitter<'_> {
                         Instruction::GlobalSet(arena.self_tail),
                     ]);
                 }
-                self.find_and_count(arena, locals.node, id, slots, true);
+                match (arena.go, locals.go) {
+                    (Some(go), Some(go_locals)) => {
+                        if go_locals.resumable {
+                            // A re-entry finds its node; a call, as everywhere.
+                            self.go_reentry(arena, go, go_locals, locals.node, id);
+                            self.instrs(&[
+                                Instruction::LocalGet(locals.node),
+                                Instruction::I32Eqz,
+                                Instruction::If(BlockType::Empty),
+                            ]);
+                            self.find_and_count(arena, locals.node, id, slots, true);
+                            self.go_called(arena, go, locals.node);
+                            self.instr(Instruction::End);
+                        } else {
+                            self.find_and_count(arena, locals.node, id, slots, true);
+                            self.go_called(arena, go, locals.node);
+                        }
+                        self.go_now_in(go, locals.node);
+                    }
+                    _ => self.find_and_count(arena, locals.node, id, slots, true),
+                }
                 self.set_current(locals.node);
             }
             (None, Some(token)) => {
@@ -205,6 +227,9 @@ impl Emitter<'_> {
             self.stop_timer();
             // The function's own count goes in before its frame closes.
             self.flush();
+            if let (Some(go), Some(_)) = (arena.go, locals.go) {
+                self.go_leave(arena, go, locals.node);
+            }
             if let Some(came) = locals.came {
                 // Live probes: the slot its caller set, for the caller's next calls (the
                 // caller's switch may be off, and then it sets none), and in sample mode

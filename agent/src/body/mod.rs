@@ -36,6 +36,7 @@ mod cost;
 mod counted;
 mod coverage;
 mod emitter;
+mod go_frames;
 mod host_calls;
 mod inline_tree;
 mod sample;
@@ -273,6 +274,11 @@ pub(crate) fn instrument_body(
         extra.push(I32);
         extra.len() as u32 - 1
     });
+    // A Go module's function: scratch for the goroutine table.
+    let go_at = (arena.is_some_and(|a| a.go.is_some()) && !excluded).then(|| {
+        extra.push(I32);
+        extra.len() as u32 - 1
+    });
     let first_new = if extra.is_empty() {
         e.out.extend_from_slice(&layout.bytes[base..code_start]);
         0
@@ -311,6 +317,14 @@ pub(crate) fn instrument_body(
             self_tail: self_tail_at.map(|at| SelfTailLocals {
                 came_from: first_new + at,
                 via_self_tail: first_new + at + 1,
+            }),
+            go: go_at.map(|at| {
+                let sig = layout.signature(func.type_index);
+                go_frames::GoLocals {
+                    scratch: first_new + at,
+                    resumable: sig.params == [wasmparser::ValType::I32]
+                        && sig.results == [wasmparser::ValType::I32],
+                }
             }),
         };
         e.inline = Some((arena, locals));

@@ -318,14 +318,14 @@ mod tests {
     /// (function 1) -> leaf (function 0).
     struct Memory(Box<[AtomicU64]>);
 
-    const MAIN: u32 = 88;
+    const MAIN: u32 = 96;
     const MID: u32 = 128;
     const LEAF: u32 = 168;
 
     impl Memory {
         fn new() -> Self {
             let m = Memory((0..64).map(|_| AtomicU64::new(0)).collect());
-            assert_eq!(A::first_free(3), MAIN);
+            assert_eq!(A::first_free(3, false), MAIN);
             m.put(A::ROOT + A::SLOT_COUNT, 1);
             m.put(A::ROOT_SLOT, MAIN);
             for (node, function, child) in [(MAIN, 2, MID), (MID, 1, LEAF), (LEAF, 0, 0)] {

@@ -1,0 +1,179 @@
+//! Go modules in the inline modes: telling a goroutine's re-entered frames from calls, so
+//! that a call counts once however often its goroutine is switched out, and resumed work
+//! stays under its real caller (see [`crate::ContextArena::go_table`] for the scheme).
+
+use wasm_encoder::{BlockType, Instruction, MemArg};
+
+use super::emitter::Emitter;
+use crate::probe_map::{GoIndices, InlineIndices};
+use crate::ContextArena;
+
+/// The locals a Go module's probed function adds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GoLocals {
+    /// Scratch: a goroutine table entry's address.
+    pub(crate) scratch: u32,
+    /// The function has Go's own calling convention, `(PC_B i32) -> (unwinding i32)`,
+    /// local 0 being `PC_B`: it can be re-entered.
+    pub(crate) resumable: bool,
+}
+
+impl Emitter<'_> {
+    fn go_table_i32(go: GoIndices, arena: InlineIndices, field: u32) -> MemArg {
+        MemArg {
+            offset: u64::from(go.table + field),
+            align: 2,
+            memory_index: arena.memory,
+        }
+    }
+
+    /// `stack: [g] -> [offset of g's goroutine table entry]` (a multiplicative hash).
+    fn go_slot_of(&mut self) {
+        let bits = ContextArena::GO_SLOTS.trailing_zeros();
+        self.instrs(&[
+            Instruction::I32Const(0x9E37_79B1_u32 as i32),
+            Instruction::I32Mul,
+            Instruction::I32Const((32 - bits) as i32),
+            Instruction::I32ShrU,
+            Instruction::I32Const(3),
+            Instruction::I32Shl,
+        ]);
+    }
+
+    /// `stack: [node] -> [its function id + 1]` (the timing bit cleared).
+    fn go_function_of(&mut self, arena: InlineIndices) {
+        self.instrs(&[
+            Instruction::I32Load(Self::tree_i32(arena, ContextArena::FUNCTION)),
+            Instruction::I32Const(!ContextArena::TIMED as i32),
+            Instruction::I32And,
+        ]);
+    }
+
+    /// A resumable Go function's entry, before the usual one: `node` = the node this
+    /// activation re-enters (function `id`), or 0 for a call.
+    pub(super) fn go_reentry(
+        &mut self,
+        arena: InlineIndices,
+        go: GoIndices,
+        l: GoLocals,
+        node: u32,
+        id: u32,
+    ) {
+        let id1 = id.wrapping_add(1) as i32;
+        self.instrs(&[
+            Instruction::I32Const(0),
+            Instruction::LocalSet(node),
+            // Another goroutine runs now?
+            Instruction::GlobalGet(go.running),
+            Instruction::I32WrapI64,
+            Instruction::GlobalGet(go.g),
+            Instruction::I32Ne,
+            Instruction::If(BlockType::Empty),
+            // File where the last one stopped ...
+            Instruction::GlobalGet(go.g),
+        ]);
+        self.go_slot_of();
+        self.instrs(&[
+            Instruction::LocalTee(l.scratch),
+            Instruction::GlobalGet(go.g),
+            Instruction::I32Store(Self::go_table_i32(go, arena, 0)),
+            Instruction::LocalGet(l.scratch),
+            Instruction::GlobalGet(go.last),
+            Instruction::I32Store(Self::go_table_i32(go, arena, 4)),
+            // ... and take where this one stopped, if the table still has it.
+            Instruction::GlobalGet(go.running),
+            Instruction::I32WrapI64,
+            Instruction::GlobalSet(go.g),
+            Instruction::GlobalGet(go.g),
+        ]);
+        self.go_slot_of();
+        self.instrs(&[
+            Instruction::LocalTee(l.scratch),
+            Instruction::I32Load(Self::go_table_i32(go, arena, 0)),
+            Instruction::GlobalGet(go.g),
+            Instruction::I32Eq,
+            Instruction::If(BlockType::Empty),
+            Instruction::LocalGet(l.scratch),
+            Instruction::I32Load(Self::go_table_i32(go, arena, 4)),
+            Instruction::LocalSet(node),
+            Instruction::End,
+            // At PC_B 0 it starts over only if `morestack` stopped it; else it is a
+            // goroutine's first function.
+            Instruction::LocalGet(0),
+            Instruction::I32Eqz,
+            Instruction::If(BlockType::Empty),
+            Instruction::LocalGet(node),
+        ]);
+        self.go_function_of(arena);
+        self.instrs(&[
+            Instruction::GlobalGet(go.morestack),
+            Instruction::I32Ne,
+            Instruction::GlobalGet(go.morestack),
+            Instruction::I32Eqz,
+            Instruction::I32Or,
+            Instruction::If(BlockType::Empty),
+            Instruction::I32Const(0),
+            Instruction::LocalSet(node),
+            Instruction::End,
+            Instruction::End,
+            Instruction::Else,
+            // Same goroutine: a re-entry (PC_B != 0) goes on in the frame its resumed
+            // callee returned to.
+            Instruction::LocalGet(0),
+            Instruction::If(BlockType::Empty),
+            Instruction::GlobalGet(go.last),
+            Instruction::LocalSet(node),
+            Instruction::End,
+            Instruction::End,
+            // The nearest of that node and its ancestors that is this function's, or 0.
+            Instruction::Block(BlockType::Empty),
+            Instruction::Loop(BlockType::Empty),
+            Instruction::LocalGet(node),
+            Instruction::I32Eqz,
+            Instruction::BrIf(1),
+            Instruction::LocalGet(node),
+        ]);
+        self.go_function_of(arena);
+        self.instrs(&[
+            Instruction::I32Const(id1),
+            Instruction::I32Eq,
+            Instruction::BrIf(1),
+            Instruction::LocalGet(node),
+            Instruction::I32Load(Self::tree_i32(arena, ContextArena::PARENT)),
+            Instruction::LocalSet(node),
+            Instruction::Br(0),
+            Instruction::End,
+            Instruction::End,
+        ]);
+    }
+
+    /// After a call's node was found: a new node's parent is the frame the goroutine was
+    /// in. Written once, when the node is new, so a parent is always older than its child
+    /// and walking up always ends.
+    pub(super) fn go_called(&mut self, arena: InlineIndices, go: GoIndices, node: u32) {
+        self.instrs(&[
+            Instruction::LocalGet(node),
+            Instruction::I32Load(Self::tree_i32(arena, ContextArena::PARENT)),
+            Instruction::I32Eqz,
+            Instruction::If(BlockType::Empty),
+            Instruction::LocalGet(node),
+            Instruction::GlobalGet(go.last),
+            Instruction::I32Store(Self::tree_i32(arena, ContextArena::PARENT)),
+            Instruction::End,
+        ]);
+    }
+
+    /// The goroutine is in `node` now.
+    pub(super) fn go_now_in(&mut self, go: GoIndices, node: u32) {
+        self.instrs(&[Instruction::LocalGet(node), Instruction::GlobalSet(go.last)]);
+    }
+
+    /// At every exit, returning or unwinding: the goroutine is back in the parent.
+    pub(super) fn go_leave(&mut self, arena: InlineIndices, go: GoIndices, node: u32) {
+        self.instrs(&[
+            Instruction::LocalGet(node),
+            Instruction::I32Load(Self::tree_i32(arena, ContextArena::PARENT)),
+            Instruction::GlobalSet(go.last),
+        ]);
+    }
+}
