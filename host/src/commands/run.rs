@@ -175,6 +175,12 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         return Ok(finish_unprofiled(outcome, settings.quiet));
     }
 
+    if settings.mode == ProbeMode::Time && crate::report::go_table::is_go(&loaded.bytes) {
+        warn(format_args!(
+            "in a Go module, time mode counts every resumption of a goroutine's frames as a call; \
+             sample (the default), cost and adaptive modes count Go's calls exactly"
+        ));
+    }
     let plan = ProbePlan {
         mode: settings.mode,
         call_sites: settings.call_sites,

@@ -24,6 +24,9 @@ const MAGIC: u32 = 0xffff_fff1;
 const FUNC_VALUE_OFFSET: u32 = 0x1000;
 /// The header: magic, two pad bytes, quantum, pointer size, and eight words.
 const HEADER: usize = 8 + 8 * 8;
+/// The most memory the data segments may span for the table to be looked for in them (a
+/// 70 MB Go program's span a few tens of MiB; a damaged module's could be 4 GiB).
+const MAX_SPAN: usize = 512 << 20;
 /// The `_func` record's fields read here, all 4 bytes: entryOff, nameOff, args,
 /// deferreturn, pcsp, pcfile, pcln, npcdata, cuOffset, startLine.
 const FUNC_RECORD: usize = 10 * 4;
@@ -61,6 +64,20 @@ pub fn read(bytes: &[u8]) -> GoTable {
         Ok(functions) => GoTable::Functions(functions),
         Err(why) => GoTable::Unreadable(why),
     }
+}
+
+/// Whether `bytes` is a Go module: its first section is Go's `go:buildid` (read without
+/// going further).
+pub fn is_go(bytes: &[u8]) -> bool {
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload {
+            Ok(wasmparser::Payload::Version { .. }) => {}
+            Ok(wasmparser::Payload::CustomSection(c)) if c.name() == "go:buildid" => return true,
+            Ok(wasmparser::Payload::CustomSection(_)) => {}
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// What decoding needs from the module.
@@ -134,6 +151,9 @@ fn table_image(module: &GoModule<'_>) -> Result<(Vec<u8>, usize), String> {
         .map(|(address, data)| *address as usize + data.len())
         .max()
         .unwrap_or(base);
+    if end - base > MAX_SPAN {
+        return Err(format!("its data spans more than {} MiB", MAX_SPAN >> 20));
+    }
     let mut image = vec![0u8; end - base];
     for (address, data) in &module.segments {
         let at = *address as usize - base;
@@ -271,6 +291,8 @@ mod tests {
     fn a_module_without_go_buildid_is_not_go() {
         let wasm = wat::parse_str("(module (func (export \"_start\")))").unwrap();
         assert!(matches!(read(&wasm), GoTable::NotGo));
+        assert!(!is_go(&wasm));
+        assert!(is_go(&go_module(0, &[("a", "a.go", 1)])));
     }
 
     /// A table as the Go linker lays it out, for `functions` (name, file, line) at entries

@@ -179,11 +179,12 @@ pub fn measure(
     }
     let wprof_off = median(off);
     let total: f64 = truth.values().sum();
-    let name_of: HashMap<u32, &str> = cost
-        .functions
-        .iter()
-        .map(|f| (f.id, f.name.as_str()))
-        .collect();
+    // Shown by the names the reports use: Go's own, or demangled.
+    let mut shown = cost.functions.clone();
+    if let Ok(module) = std::fs::read(&program.wasm) {
+        crate::report::source::rename(&mut shown, &module);
+    }
+    let name_of: HashMap<u32, &str> = shown.iter().map(|f| (f.id, f.name.as_str())).collect();
     // Each function's share of its distribution.
     let shares = |d: &Distribution| -> Distribution {
         let t: f64 = d.values().sum::<f64>().max(1e-9);
