@@ -65,7 +65,8 @@ Formats:
   lcov        the same as an lcov tracefile: `genhtml app.info -o coverage-html`
 
 Names: Rust and C++ names are shown demangled (except in json), with the source file:line
-of each function when the module has DWARF (see --module).
+of each function when the module has DWARF (see --module); Go modules (GOOS=wasip1) with
+Go's own names and files, from the symbol table Go keeps in the module.
 
 Examples:
   wprof report app.wprof

@@ -79,6 +79,10 @@ Examples:
   wprof run --dir data::/data -o app.wprof app.wasm
   WPROF=0 wprof run app.wasm
 
+Go modules (GOOS=wasip1): sample (the default), cost and adaptive modes count calls exactly
+across goroutine switches and keep resumed work under its real caller; time mode counts each
+resumption as a call.
+
 Exit status:
   the program's own exit code (134 if it trapped, as under `wasmtime run`);
   2 if wprof could not run it (bad flag, unreadable or invalid module, not a WASI command)";
