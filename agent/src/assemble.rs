@@ -49,14 +49,18 @@ impl Renumber<'_> {
     /// In the inline modes: the slot the next entry follows, the tree's allocation
     /// pointer and the self-tail-call flag (see [`ContextArena`]).
     fn append_globals(&self, globals: &mut wasm_encoder::GlobalSection) {
-        if self.probes.arena().is_none() {
-            return;
-        }
         let mutable_i32 = wasm_encoder::GlobalType {
             val_type: wasm_encoder::ValType::I32,
             mutable: true,
             shared: false,
         };
+        if self.probes.go_time_global().is_some() {
+            // The goroutine last told to the host.
+            globals.global(mutable_i32, &wasm_encoder::ConstExpr::i32_const(0));
+        }
+        if self.probes.arena().is_none() {
+            return;
+        }
         for init in [
             ContextArena::ROOT_SLOT,
             ContextArena::first_free(self.probes.functions, self.probes.go),
@@ -156,6 +160,13 @@ impl Renumber<'_> {
         }
         if let Some(switches) = self.probes.switches() {
             exports.export(SwitchTable::MEMORY, ExportKind::Memory, switches.memory);
+        }
+        if self.probes.go_time_global().is_some() {
+            exports.export(
+                crate::GoTimeFlags::G_EXPORT,
+                ExportKind::Global,
+                ProbeLayout::GO_G,
+            );
         }
         // After every function of the module, the probe imports and the node finder.
         let first_dump = self.probes.functions + ProbeImports::COUNT + 1;

@@ -68,12 +68,13 @@ pub use layout::{FunctionKind, FunctionSummary};
 pub use plan::{ProbeMode, ProbePlan, Selection};
 pub use probe_code::{ProbeCode, SECTION as PROBE_CODE_SECTION};
 pub use probe_map::{
-    ContextArena, FunctionProbes, InstrumentedModule, ProbeImports, ProbeMap, SwitchTable,
+    ContextArena, FunctionProbes, GoTimeFlags, InstrumentedModule, ProbeImports, ProbeMap,
+    SwitchTable,
 };
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 21;
+pub const AGENT_FORMAT_VERSION: u32 = 22;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];

@@ -284,6 +284,9 @@ pub(crate) struct ProbeLayout {
     pub go: bool,
     /// Go modules: the function id of `runtime.morestack`, if it has one.
     pub go_morestack: Option<u32>,
+    /// A Go module in time mode: Go functions' probes flag re-entries, unwinding exits and
+    /// goroutine switches for the host (see [`GoTimeFlags`]).
+    pub go_time: bool,
 }
 
 impl ProbeLayout {
@@ -317,6 +320,7 @@ impl ProbeLayout {
             ],
             wrapper_blocks: HashMap::new(),
             go: layout.go && plan.mode.counts_inline(),
+            go_time: layout.go && plan.mode == crate::ProbeMode::Time,
             go_morestack: layout
                 .names
                 .iter()
@@ -416,7 +420,13 @@ impl ProbeLayout {
 
     /// Go's `g` register: global 2 of a Go module (an `i64` holding the address of the
     /// running goroutine's `g`).
-    const GO_G: u32 = 2;
+    pub(crate) const GO_G: u32 = 2;
+
+    /// A Go module in time mode: the `(global (mut i32))` holding the goroutine the
+    /// probes last told the host about.
+    pub fn go_time_global(&self) -> Option<u32> {
+        (self.go_time && self.has_code).then_some(self.original_globals)
+    }
 
     /// With live probes, where the switches are.
     pub fn switches(&self) -> Option<SwitchIndices> {
@@ -477,10 +487,11 @@ impl ProbeLayout {
             arena.map_or(u32::MAX, |a| a.child),
             u32::from(self.live),
             u32::from(self.go),
+            u32::from(self.go_time),
         ] {
             out.extend_from_slice(&n.to_le_bytes());
         }
-        if self.live || self.go {
+        if self.live || self.go || self.go_time {
             // The switches' and the goroutine table's addresses follow the number of
             // functions.
             out.extend_from_slice(&self.functions.to_le_bytes());
@@ -519,6 +530,27 @@ pub(crate) struct InlineIndices {
     pub child: u32,
     /// A Go module: what its functions' probes use to tell re-entries from calls.
     pub go: Option<GoIndices>,
+}
+
+/// Time mode in a Go module (see [`ContextArena::go_table`] for how Go switches
+/// goroutines): the probes of a function with Go's signature add flags to the function id
+/// they pass, and the module exports Go's `g` register for the host to read.
+#[derive(Debug, Clone, Copy)]
+pub struct GoTimeFlags;
+
+impl GoTimeFlags {
+    /// In `enter`'s argument: the function is re-entered (`PC_B` != 0), not called.
+    pub const REENTRY: u32 = 1 << 31;
+    /// In `enter`'s argument: another goroutine runs since the last such flag; read its
+    /// `g` from the export [`GoTimeFlags::G_EXPORT`].
+    pub const SWITCHED: u32 = 1 << 30;
+    /// In `exit`'s argument: the function returns 1, unwinding the wasm stack for a
+    /// goroutine switch; the frame is not over.
+    pub const UNWINDING: u32 = 1 << 31;
+    /// The function id without the flags.
+    pub const ID: u32 = (1 << 30) - 1;
+    /// Export name of Go's `g` register (an `i64` global).
+    pub const G_EXPORT: &'static str = "wprof:go_g";
 }
 
 /// The globals and memory a Go module's probes use (see [`ContextArena::go_table`]).

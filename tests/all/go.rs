@@ -144,10 +144,10 @@ const CALLS: [(&str, &str, u64); 3] = [
 ];
 
 #[test]
-fn calls_are_exact_across_goroutine_switches_in_the_inline_modes() {
+fn calls_are_exact_across_goroutine_switches_in_every_mode() {
     for module in go_modules() {
         let s = Scratch::new();
-        for mode in ["sample", "cost", "adaptive"] {
+        for mode in ["sample", "cost", "adaptive", "time"] {
             let out = format!("{mode}.wprof");
             let path = module.to_str().unwrap();
             let o = s.run(&["run", "-q", "--mode", mode, "-o", &out, path]);

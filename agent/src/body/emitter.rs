@@ -61,6 +61,8 @@ pub(super) struct Emitter<'p> {
     /// Coverage: the blocks so far and where their counters' increments are; `None`
     /// without coverage.
     pub(super) blocks: Option<super::coverage::BlockMap>,
+    /// Time mode, a Go function with Go's signature (see [`super::go_frames`]).
+    pub(super) go_time: Option<super::go_frames::GoTimeLocals>,
 }
 
 impl Emitter<'_> {
@@ -202,7 +204,10 @@ impl Emitter<'_> {
                 self.probe(self.probes.enter_catching(), id);
                 self.instr(Instruction::LocalSet(token));
             }
-            (None, None) => self.probe(self.probes.enter(), id),
+            (None, None) => match self.go_time {
+                Some(t) => self.go_time_enter(t, id),
+                None => self.probe(self.probes.enter(), id),
+            },
         }
     }
 
@@ -240,6 +245,8 @@ impl Emitter<'_> {
                 ]);
                 self.set_current(came);
             }
+        } else if let Some(t) = self.go_time {
+            self.go_time_exit(t, id);
         } else {
             self.probe(self.probes.exit(), id);
         }

@@ -18,7 +18,58 @@ pub(crate) struct GoLocals {
     pub(crate) resumable: bool,
 }
 
+/// Time mode, a Go function with Go's signature: what its probes flag (see
+/// [`crate::GoTimeFlags`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GoTimeLocals {
+    /// The global holding the goroutine last told to the host.
+    pub(crate) told: u32,
+    /// Scratch: the function's result at an exit.
+    pub(crate) result: u32,
+}
+
 impl Emitter<'_> {
+    /// Time mode: `enter(id | REENTRY if PC_B != 0 | SWITCHED if g changed)`.
+    pub(super) fn go_time_enter(&mut self, t: GoTimeLocals, id: u32) {
+        use crate::GoTimeFlags as F;
+        let g = crate::probe_map::ProbeLayout::GO_G;
+        self.instrs(&[
+            Instruction::I32Const(id as i32),
+            Instruction::LocalGet(0),
+            Instruction::I32Const(0),
+            Instruction::I32Ne,
+            Instruction::I32Const(F::REENTRY.trailing_zeros() as i32),
+            Instruction::I32Shl,
+            Instruction::I32Or,
+            Instruction::GlobalGet(g),
+            Instruction::I32WrapI64,
+            Instruction::GlobalGet(t.told),
+            Instruction::I32Ne,
+            Instruction::I32Const(F::SWITCHED.trailing_zeros() as i32),
+            Instruction::I32Shl,
+            Instruction::I32Or,
+            Instruction::GlobalGet(g),
+            Instruction::I32WrapI64,
+            Instruction::GlobalSet(t.told),
+            Instruction::Call(self.probes.enter()),
+        ]);
+    }
+
+    /// Time mode, with the function's result on the stack (kept there):
+    /// `exit(id | UNWINDING if it is 1)`.
+    pub(super) fn go_time_exit(&mut self, t: GoTimeLocals, id: u32) {
+        use crate::GoTimeFlags as F;
+        self.instrs(&[
+            Instruction::LocalTee(t.result),
+            Instruction::I32Const(F::UNWINDING.trailing_zeros() as i32),
+            Instruction::I32Shl,
+            Instruction::I32Const(id as i32),
+            Instruction::I32Or,
+            Instruction::Call(self.probes.exit()),
+            Instruction::LocalGet(t.result),
+        ]);
+    }
+
     fn go_table_i32(go: GoIndices, arena: InlineIndices, field: u32) -> MemArg {
         MemArg {
             offset: u64::from(go.table + field),

@@ -245,6 +245,7 @@ pub(crate) fn instrument_body(
         excluded,
         counted,
         blocks: None,
+        go_time: None,
     };
     // New locals: the frame token (time mode, functions that catch); the node, an
     // import's node and, in cost mode, the delta (the inline modes). An excluded function
@@ -271,6 +272,15 @@ pub(crate) fn instrument_body(
     });
     // Adaptive mode: the activation's timer token.
     let timer_at = (probes.timed() && !excluded).then(|| {
+        extra.push(I32);
+        extra.len() as u32 - 1
+    });
+    // Time mode, a Go function with Go's signature: its result at an exit.
+    let go_signature = {
+        let sig = layout.signature(func.type_index);
+        sig.params == [wasmparser::ValType::I32] && sig.results == [wasmparser::ValType::I32]
+    };
+    let go_time_at = (probes.go_time_global().is_some() && go_signature && !excluded).then(|| {
         extra.push(I32);
         extra.len() as u32 - 1
     });
@@ -318,16 +328,18 @@ pub(crate) fn instrument_body(
                 came_from: first_new + at,
                 via_self_tail: first_new + at + 1,
             }),
-            go: go_at.map(|at| {
-                let sig = layout.signature(func.type_index);
-                go_frames::GoLocals {
-                    scratch: first_new + at,
-                    resumable: sig.params == [wasmparser::ValType::I32]
-                        && sig.results == [wasmparser::ValType::I32],
-                }
+            go: go_at.map(|at| go_frames::GoLocals {
+                scratch: first_new + at,
+                resumable: go_signature,
             }),
         };
         e.inline = Some((arena, locals));
+    }
+    if let (Some(at), Some(told)) = (go_time_at, probes.go_time_global()) {
+        e.go_time = Some(go_frames::GoTimeLocals {
+            told,
+            result: first_new + at,
+        });
     }
     e.enter(id, facts.slot_count, token);
     if arena.is_some() && probes.coverage && !excluded {

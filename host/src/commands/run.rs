@@ -79,9 +79,8 @@ Examples:
   wprof run --dir data::/data -o app.wprof app.wasm
   WPROF=0 wprof run app.wasm
 
-Go modules (GOOS=wasip1): sample (the default), cost and adaptive modes count calls exactly
-across goroutine switches and keep resumed work under its real caller; time mode counts each
-resumption as a call.
+Go modules (GOOS=wasip1): every mode counts calls exactly across goroutine switches and
+keeps the work resumed after a switch under its real caller.
 
 Exit status:
   the program's own exit code (134 if it trapped, as under `wasmtime run`);
@@ -179,12 +178,6 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         return Ok(finish_unprofiled(outcome, settings.quiet));
     }
 
-    if settings.mode == ProbeMode::Time && crate::report::go_table::is_go(&loaded.bytes) {
-        warn(format_args!(
-            "in a Go module, time mode counts every resumption of a goroutine's frames as a call; \
-             sample (the default), cost and adaptive modes count Go's calls exactly"
-        ));
-    }
     let plan = ProbePlan {
         mode: settings.mode,
         call_sites: settings.call_sites,
@@ -260,6 +253,14 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     let mut collector = Collector::new(prepared.functions.len());
     if settings.mode != ProbeMode::Cost {
         collector = collector.with_quantum(crate::run::collector::PS_PER_NS);
+    }
+    if settings.mode == ProbeMode::Time && crate::report::go_table::is_go(&loaded.bytes) {
+        let morestack = prepared
+            .functions
+            .iter()
+            .find(|f| f.name == "runtime.morestack")
+            .map(|f| f.id);
+        collector = collector.with_go(morestack);
     }
     if settings.call_sites && settings.mode.counts_inline() {
         collector = collector.with_call_site_offsets(call_site_offsets(&loaded.bytes, settings));

@@ -123,6 +123,36 @@ impl ContextTree {
         }
     }
 
+    /// A frame charged to `node` leaves the stack without closing (a Go goroutine switched
+    /// out): it no longer counts as on the path.
+    pub fn park(&mut self, node: u32) {
+        let n = &mut self.nodes[node as usize];
+        n.active -= 1;
+        if n.active == 0 && self.on_path[n.function as usize] == node {
+            self.on_path[n.function as usize] = NONE;
+        }
+    }
+
+    /// A parked frame charged to `node` comes back.
+    pub fn unpark(&mut self, node: u32) {
+        let n = &mut self.nodes[node as usize];
+        n.active += 1;
+        if self.on_path[n.function as usize] == NONE {
+            self.on_path[n.function as usize] = node;
+        }
+    }
+
+    /// [`ContextTree::close`] for a frame with an outer activation of the same node still
+    /// parked: its inclusive time is that activation's.
+    pub fn close_inner(&mut self, node: u32, self_time: i64) {
+        let n = &mut self.nodes[node as usize];
+        n.self_time += self_time;
+        n.active -= 1;
+        if n.active == 0 && self.on_path[n.function as usize] == node {
+            self.on_path[n.function as usize] = NONE;
+        }
+    }
+
     /// Adds time to the root's inclusive time (an outermost frame closed).
     pub fn add_root(&mut self, inclusive: i64) {
         self.nodes[ROOT_NODE as usize].inclusive += inclusive;

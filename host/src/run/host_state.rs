@@ -66,7 +66,7 @@ pub(crate) fn define_probes(
     linker: &mut Linker<HostState>,
     mode: ProbeMode,
 ) -> wasmtime::Result<()> {
-    use wprof_agent::ProbeImports as P;
+    use wprof_agent::{GoTimeFlags, ProbeImports as P};
     fn log<'a>(caller: &'a mut Caller<'_, HostState>) -> &'a mut ProbeLog {
         caller
             .data_mut()
@@ -96,7 +96,20 @@ pub(crate) fn define_probes(
             linker.func_wrap(
                 P::MODULE,
                 P::ENTER,
-                |mut c: Caller<'_, HostState>, id: i32| log(&mut c).enter(id as u32),
+                |mut c: Caller<'_, HostState>, id: i32| {
+                    let mut id = id as u32;
+                    if id & GoTimeFlags::SWITCHED != 0 {
+                        // A Go module: another goroutine runs; its `g` is exported.
+                        id &= !GoTimeFlags::SWITCHED;
+                        let g = c
+                            .get_export(GoTimeFlags::G_EXPORT)
+                            .and_then(|e| e.into_global())
+                            .and_then(|global| global.get(&mut c).i64())
+                            .unwrap_or(0);
+                        log(&mut c).go_switch(g as u32);
+                    }
+                    log(&mut c).enter(id)
+                },
             )?;
             linker.func_wrap(
                 P::MODULE,

@@ -39,6 +39,7 @@ enum Kind {
     Unwind,
     Site,
     Called,
+    GoSwitch,
 }
 
 /// 16 bytes: picoseconds (pauses excluded), an argument, and the kind with, for an
@@ -71,7 +72,8 @@ impl Event {
             3 => Kind::EnterCatching,
             4 => Kind::Unwind,
             5 => Kind::Site,
-            _ => Kind::Called,
+            6 => Kind::Called,
+            _ => Kind::GoSwitch,
         }
     }
 }
@@ -86,6 +88,7 @@ fn apply(collector: &mut Collector, events: &[Event]) {
             Kind::Unwind => collector.unwind_to_token_at(e.arg, e.time),
             Kind::Site => collector.site(e.arg),
             Kind::Called => collector.called_at(e.arg, e.time),
+            Kind::GoSwitch => collector.go_switch(e.arg),
         }
     }
 }
@@ -287,6 +290,11 @@ impl ProbeLog {
     /// Probe: the next call is made from `offset` in the caller's body.
     pub fn site(&mut self, offset: u32) {
         self.record(Kind::Site, offset, 0);
+    }
+
+    /// Go modules: goroutine `g` runs from the next event on (no clock read).
+    pub fn go_switch(&mut self, g: u32) {
+        self.push(0, Kind::GoSwitch, g, 0);
     }
 
     /// Replays what is left and returns the collector, with the reading at which the run

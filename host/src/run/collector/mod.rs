@@ -38,6 +38,7 @@ const NO_TOKEN: u32 = u32::MAX;
 /// Time mode's collector unit is the picosecond.
 pub const PS_PER_NS: u64 = 1000;
 
+mod go;
 mod stack;
 mod totals;
 
@@ -72,6 +73,8 @@ pub struct Collector {
     /// Inline modes with call sites: per function id, the offsets of its call
     /// instructions (call site `k` of the module's tree is at index `k`).
     call_site_offsets: Option<HashMap<u32, Vec<u32>>>,
+    /// A Go module in time mode: goroutines' frames switched out (see [`go`]).
+    go: Option<Box<go::GoState>>,
 }
 
 impl Collector {
@@ -93,6 +96,7 @@ impl Collector {
             carry: 0,
             excluded: 0,
             call_site_offsets: None,
+            go: None,
         }
     }
 

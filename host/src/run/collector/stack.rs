@@ -26,6 +26,16 @@ pub(super) struct Frame {
     pub(super) child_calls: u64,
     /// Calls this frame made to functions counted, not timed.
     pub(super) untimed_calls: u64,
+    /// Go modules: the goroutine (its `g`) the frame runs in.
+    pub(super) g: u32,
+    /// Go modules: raw time of the frame's earlier stretches, before its goroutine was
+    /// switched out (its current stretch started at `start`).
+    pub(super) elapsed: u64,
+    /// Go modules: the frame was re-entered after a switch; the frame below it on the
+    /// stack is the scheduler's, its caller is parked (see [`super::go`]).
+    pub(super) resumed: bool,
+    /// Go modules: how many of its goroutine's frames are outside it.
+    pub(super) depth: u32,
 }
 
 impl Collector {
@@ -63,8 +73,13 @@ impl Collector {
         }
     }
 
-    /// [`Collector::enter`] at a given time.
+    /// [`Collector::enter`] at a given time. In a Go module the id may carry
+    /// [`wprof_agent::GoTimeFlags::REENTRY`].
     pub fn enter_at(&mut self, id: u32, now: u64) {
+        if self.go.is_some() {
+            self.go_enter_at(id, now);
+            return;
+        }
         self.enter_counted_at(id, 1, now);
     }
 
@@ -85,6 +100,11 @@ impl Collector {
             None => (ROOT, ROOT_NODE),
         };
         let node = self.contexts.enter_counted(parent_node, id, calls);
+        let g = self.go.as_ref().map_or(0, |go| go.running);
+        let depth = match self.stack.last() {
+            Some(top) if top.g == g => top.depth + 1,
+            _ => 0,
+        };
         // A site announced for a call that entered no probed function (an import reached
         // through a table) is stale: never give it to an outermost entry.
         let site = self.pending_site.take().filter(|_| caller != ROOT);
@@ -107,6 +127,10 @@ impl Collector {
             token: NO_TOKEN,
             child_calls: 0,
             untimed_calls: 0,
+            g,
+            elapsed: 0,
+            resumed: false,
+            depth,
         });
     }
 
@@ -182,8 +206,12 @@ impl Collector {
         }
     }
 
-    /// [`Collector::exit`] at a given time.
+    /// [`Collector::exit`] at a given time. In a Go module the id may carry
+    /// [`wprof_agent::GoTimeFlags::UNWINDING`].
     pub fn exit_at(&mut self, id: u32, now: u64) {
+        if self.go.is_some() && self.go_unwind_at(id, now) {
+            return;
+        }
         self.last = now;
         // A site announced before a call that entered no probed function is stale.
         self.pending_site = None;
@@ -198,10 +226,12 @@ impl Collector {
         while self.close_top(now) {}
     }
 
-    /// Closes every open frame (the program ended, trapped or exited).
+    /// Closes every open frame (the program ended, trapped or exited), and in a Go module
+    /// the frames of goroutines still switched out.
     pub fn finish_at(&mut self, now: u64) {
         while !self.stack.is_empty() {
             self.close_top(now);
         }
+        self.go_finish();
     }
 }

@@ -361,3 +361,87 @@ fn a_tail_call_into_a_counted_function_counts_under_the_caller_and_ends_it() {
     assert_eq!(c.depth(), 0);
     assert_eq!(f[0].self_time, 80);
 }
+
+/// A goroutine (g 1) of a Go module switched out inside `mcall` and resumed: its frames are
+/// re-entered, not called again, and every stretch of time is charged once.
+#[test]
+fn go_frames_switched_out_and_reentered_are_one_call_each() {
+    use wprof_agent::GoTimeFlags as F;
+    const LOOP: u32 = 4;
+    // worker, step, mcall, park (on g0)
+    const W: u32 = 0;
+    const S: u32 = 1;
+    const M: u32 = 2;
+    const P: u32 = 3;
+    let mut c = Collector::new(5).with_go(None);
+    c.enter_at(LOOP, 0);
+    c.go_switch(1);
+    c.enter_at(W, 0);
+    c.enter_at(S, 10);
+    c.enter_at(M, 20);
+    c.go_switch(100);
+    c.enter_at(P, 25);
+    // Another goroutine is picked: every frame unwinds.
+    for (id, at) in [(P, 30), (M, 31), (S, 32), (W, 33)] {
+        c.exit_at(id | F::UNWINDING, at);
+    }
+    assert_eq!(c.depth(), 1);
+    c.go_switch(1);
+    // The scheduler's loop calls the innermost frame that goes on, then its caller.
+    c.enter_at(S | F::REENTRY, 50);
+    c.exit_at(S, 60);
+    c.enter_at(W | F::REENTRY, 61);
+    c.exit_at(W, 70);
+    c.exit_at(LOOP, 80);
+    c.finish_at(80);
+    let f = c.functions();
+    let calls: Vec<u64> = f.iter().map(|f| f.calls).collect();
+    assert_eq!(calls, [1, 1, 1, 1, 1]);
+    // W ran 0..33 and 61..70, S inside it 10..32; S ran 10..32 and 50..60, M 20..31, P
+    // (the scheduler's) 25..30.
+    assert_eq!((f[W as usize].self_time, f[W as usize].inclusive), (20, 47));
+    assert_eq!((f[S as usize].self_time, f[S as usize].inclusive), (21, 27));
+    assert_eq!((f[M as usize].self_time, f[M as usize].inclusive), (6, 6));
+    assert_eq!(f[P as usize].self_time, 5);
+    assert_eq!(f[LOOP as usize].self_time, 28);
+    let selfs: i64 = f.iter().map(|f| f.self_time).sum();
+    assert_eq!(selfs, 80);
+    assert_eq!(c.root_inclusive(), 80);
+    // Resumed work stays under its real caller.
+    assert!(c
+        .edges()
+        .iter()
+        .all(|e| !(e.caller == LOOP && e.callee == S)));
+    assert_eq!(edge(&c, W, S).inclusive, 27);
+}
+
+/// A frame that `morestack` stopped starts over at `PC_B` 0: not a second call.
+#[test]
+fn go_frame_restarted_after_morestack_is_one_call() {
+    use wprof_agent::GoTimeFlags as F;
+    const LOOP: u32 = 0;
+    const CALLER: u32 = 1;
+    const GROWS: u32 = 2;
+    const MORESTACK: u32 = 3;
+    let mut c = Collector::new(4).with_go(Some(MORESTACK));
+    c.enter_at(LOOP, 0);
+    c.go_switch(1);
+    c.enter_at(CALLER, 1);
+    c.enter_at(GROWS, 2);
+    c.enter_at(MORESTACK, 3);
+    c.go_switch(100);
+    for (id, at) in [(MORESTACK, 5), (GROWS, 6), (CALLER, 7)] {
+        c.exit_at(id | F::UNWINDING, at);
+    }
+    c.go_switch(1);
+    c.enter_at(GROWS, 9); // PC_B 0 again
+    c.exit_at(GROWS, 12);
+    c.enter_at(CALLER | F::REENTRY, 13);
+    c.exit_at(CALLER, 14);
+    c.exit_at(LOOP, 20);
+    c.finish_at(20);
+    let calls: Vec<u64> = c.functions().iter().map(|f| f.calls).collect();
+    assert_eq!(calls, [1, 1, 1, 1]);
+    assert_eq!(edge(&c, CALLER, GROWS).calls, 1);
+    assert_eq!(c.root_inclusive(), 20);
+}

@@ -2,6 +2,7 @@
 //! closes, with the probes' own cost subtracted (see [`crate::run::calibrate`]) so that no
 //! estimate makes a time negative or self time exceed inclusive time.
 
+use super::stack::Frame;
 use super::Collector;
 
 /// What the probes themselves cost per activation, in the collector's unit (picoseconds in
@@ -108,7 +109,37 @@ impl Collector {
         let Some(frame) = self.stack.pop() else {
             return false;
         };
-        let raw_inclusive = now.saturating_sub(frame.start);
+        let stretch = now.saturating_sub(frame.start);
+        let closes_parent = frame.closes_parent;
+        let (inclusive, to_caller) = self.account(&frame, now);
+        if let Some(inclusive) = to_caller {
+            // A re-entered Go frame: its caller is parked, the scheduler's frame below it
+            // only saw this stretch of it.
+            if let Some(below) = self.stack.last_mut() {
+                below.children += stretch;
+            }
+            self.charge_parked_caller(&frame, inclusive);
+            return closes_parent;
+        }
+        match self.stack.last_mut() {
+            Some(parent) => {
+                parent.children += stretch;
+                parent.children_inclusive += inclusive;
+                parent.child_calls += 1;
+            }
+            None => {
+                self.root_inclusive += inclusive;
+                self.contexts.add_root(inclusive);
+            }
+        }
+        closes_parent
+    }
+
+    /// Charges a closing frame's self and inclusive time (stretches before its goroutine
+    /// was switched out included) to its function, edge and context; returns its inclusive
+    /// time, and again when it goes to a parked caller instead of the frame below.
+    pub(super) fn account(&mut self, frame: &Frame, now: u64) -> (i64, Option<i64>) {
+        let raw_inclusive = frame.elapsed + now.saturating_sub(frame.start);
         let o = self.overhead;
         // Self time is the frame's raw time less its callees' raw time and the probes'
         // estimated cost, never below zero; inclusive time is self time plus the callees'
@@ -123,31 +154,31 @@ impl Collector {
         self.carry = exact % self.quantum;
         let self_time = (exact - self.carry) as i64;
         let inclusive = self_time + frame.children_inclusive;
+        // A re-entered Go frame with an outer activation still switched out (recursion
+        // across a switch): that one's inclusive time holds this one's.
+        let outer = if frame.resumed {
+            self.parked_outer(frame)
+        } else {
+            Default::default()
+        };
         let f = &mut self.functions[frame.id as usize];
         f.self_time += self_time;
         f.min_self = f.min_self.min(self_time as u64);
         f.max_self = f.max_self.max(self_time as u64);
         f.active -= 1;
-        if f.active == 0 {
+        if f.active == 0 && !outer.function {
             f.inclusive += inclusive;
         }
         let e = &mut self.edges[frame.edge as usize];
         e.active -= 1;
-        if e.active == 0 {
+        if e.active == 0 && !outer.edge {
             e.inclusive += inclusive;
         }
-        self.contexts.close(frame.node, self_time, inclusive);
-        match self.stack.last_mut() {
-            Some(parent) => {
-                parent.children += raw_inclusive;
-                parent.children_inclusive += inclusive;
-                parent.child_calls += 1;
-            }
-            None => {
-                self.root_inclusive += inclusive;
-                self.contexts.add_root(inclusive);
-            }
+        if outer.node {
+            self.contexts.close_inner(frame.node, self_time);
+        } else {
+            self.contexts.close(frame.node, self_time, inclusive);
         }
-        frame.closes_parent
+        (inclusive, outer.caller.then_some(inclusive))
     }
 }
