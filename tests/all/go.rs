@@ -182,3 +182,89 @@ fn calls_are_exact_across_goroutine_switches_in_every_mode() {
         }
     }
 }
+
+/// The first file named `name` under `dir`.
+fn find_file(dir: &std::path::Path, name: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(found) = find_file(&path, name) {
+                return Some(found);
+            }
+        } else if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// The line of go_calls.go holding `text`.
+fn line_of(text: &str) -> u32 {
+    let source = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench/programs/src/go_calls.go"),
+    )
+    .unwrap();
+    source
+        .lines()
+        .position(|l| l.contains(text))
+        .unwrap_or_else(|| panic!("no {text:?} in go_calls.go")) as u32
+        + 1
+}
+
+#[test]
+fn coverage_lines_from_go_s_line_table_as_the_program_runs_them() {
+    for module in go_modules() {
+        let s = Scratch::new();
+        let path = module.to_str().unwrap();
+        let o = s.run(&["run", "-q", "--coverage", "-o", "c.wprof", path]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        report_to(&s, "c.wprof", "lcov", "c.info");
+        let info = std::fs::read_to_string(s.path("c.info")).unwrap();
+        let record = info
+            .split("end_of_record")
+            .find(|r| r.contains("SF:gocalls/main.go"))
+            .unwrap_or_else(|| panic!("no gocalls/main.go in\n{info}"));
+        let da = |line: u32| -> u64 {
+            let prefix = format!("DA:{line},");
+            let row = record
+                .lines()
+                .find(|l| l.starts_with(&prefix))
+                .unwrap_or_else(|| panic!("no line {line} in\n{record}"));
+            row[prefix.len()..].parse().unwrap()
+        };
+        let at = module.display();
+        // By construction: 8 workers, 25 steps each, every step switched out twice.
+        assert_eq!(da(line_of("c.n += k")), 200, "{at}");
+        assert_eq!(da(line_of("ch <- c.add(k)")), 200, "{at}");
+        assert_eq!(da(line_of("for i := 0; i < 25; i++")), 8 * 26, "{at}");
+        assert_eq!(da(line_of("step(ch, c, i+1)")), 200, "{at}");
+        assert_eq!(da(line_of("for w := 0; w < 8; w++")), 9, "{at}");
+        assert_eq!(da(line_of("(&counter{n: 7}).boom()")), 0, "{at}");
+        assert!(
+            record.contains("FNDA:200,main.(*counter).add\n"),
+            "{record}"
+        );
+        assert!(record.contains("FNDA:8,main.worker\n"), "{record}");
+
+        // genhtml reads it, with the source where the table says it is.
+        if let Some(genhtml) = tool("genhtml", "reading --format lcov") {
+            std::fs::create_dir_all(s.path("gocalls")).unwrap();
+            std::fs::copy(
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench/programs/src/go_calls.go"),
+                s.path("gocalls/main.go"),
+            )
+            .unwrap();
+            let out = Command::new(genhtml)
+                .current_dir(s.dir.path())
+                .args(["--ignore-errors", "source", "-o", "html", "c.info"])
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            // genhtml names the page after the source's path, less the common prefix.
+            let page = find_file(&s.path("html"), "main.go.gcov.html")
+                .unwrap_or_else(|| panic!("no page of main.go: {}", stdout(&out)));
+            let page = std::fs::read_to_string(page).unwrap();
+            assert!(page.contains("c.n += k"), "the page shows the source");
+        }
+    }
+}

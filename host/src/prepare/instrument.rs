@@ -588,6 +588,7 @@ fn blocks_of(manifest: &Manifest) -> Option<crate::profile::coverage::Coverage> 
                 starts: f.blocks.iter().map(|&(start, _)| start).collect(),
                 counts: vec![0; f.blocks.len()],
                 kinds,
+                calls: None,
             })
         })
         .collect::<Option<Vec<_>>>()?;

@@ -27,6 +27,10 @@ pub struct FunctionCoverage {
     pub starts: Vec<u32>,
     /// How many times each block ran (parallel to `starts`).
     pub counts: Vec<u64>,
+    /// How many times the function was called, when the run counted calls (its first
+    /// block also runs when a Go goroutine re-enters the function).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u64>,
     /// While a run fills `counts`: how each block's count is known (which have counters);
     /// not in the profile.
     #[serde(skip)]
@@ -34,9 +38,11 @@ pub struct FunctionCoverage {
 }
 
 impl FunctionCoverage {
-    /// How many times the function was entered: its first block's count.
+    /// How many times the function was called: the calls counted, else its first block's
+    /// count.
     pub fn entries(&self) -> u64 {
-        self.counts.first().copied().unwrap_or(0)
+        self.calls
+            .unwrap_or_else(|| self.counts.first().copied().unwrap_or(0))
     }
 
     /// Blocks that ran at least once.
@@ -89,6 +95,7 @@ impl Coverage {
                     for (mine, theirs) in f.counts.iter_mut().zip(&theirs.counts) {
                         *mine = mine.saturating_add(*theirs);
                     }
+                    f.calls = f.calls.zip(theirs.calls).map(|(a, b)| a.saturating_add(b));
                 }
                 None => {
                     mine.insert(theirs.id, theirs.clone());
@@ -112,6 +119,7 @@ mod tests {
             starts: vec![1, 10, 25][..counts.len()].to_vec(),
             counts,
             kinds: Vec::new(),
+            calls: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! Coverage reports of a profile made with `wprof run --coverage`: a text table of every
 //! probed function's blocks (`--format coverage`), and lcov's tracefile (`--format lcov`,
-//! read by `genhtml`), whose lines come from the module's DWARF: a line ran as often as the
-//! most frequent block holding code of that line.
+//! read by `genhtml`), whose lines come from the module's DWARF (a Go module's from Go's
+//! own line table): a line ran as often as the most frequent block holding code of that
+//! line.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -77,6 +78,18 @@ pub fn profile_lines(
     else {
         return Ok(None);
     };
+    // A Go module has no DWARF: its lines come from Go's own table.
+    match super::go_lines::go_lines(&bytes) {
+        Ok(Some(go)) => {
+            let lines = |start, end| Ok(go.lines(start, end));
+            return line_coverage_by(coverage, lines, path.parent()).map(Some);
+        }
+        Ok(None) => {}
+        Err(why) => {
+            eprintln!("wprof: warning: a Go module, but {why}; no source lines");
+            return Ok(None);
+        }
+    }
     let lines = source::module_dwarf(&bytes).and_then(|dwarf| match dwarf {
         Some(dwarf) => line_coverage(coverage, &dwarf, path.parent()).map(Some),
         None => Ok(None),
@@ -101,11 +114,20 @@ pub fn line_coverage(
     dwarf: &ModuleDwarf<'_>,
     module_dir: Option<&Path>,
 ) -> anyhow::Result<LineCoverage> {
+    line_coverage_by(coverage, |start, end| dwarf.lines(start, end), module_dir)
+}
+
+/// [`line_coverage`] with the lines of the module's bytes `start..end` from `lines`.
+fn line_coverage_by(
+    coverage: &Coverage,
+    lines: impl Fn(u32, u32) -> anyhow::Result<Vec<(String, u32)>>,
+    module_dir: Option<&Path>,
+) -> anyhow::Result<LineCoverage> {
     let mut out = LineCoverage::default();
     for f in &coverage.functions {
         let mut first: Option<(String, u32)> = None;
         for ((start, end), count) in f.ranges() {
-            for (file, line) in dwarf.lines(start, end)? {
+            for (file, line) in lines(start, end)? {
                 if first.is_none() {
                     first = Some((file.clone(), line));
                 }
@@ -279,6 +301,7 @@ mod tests {
                     starts: vec![1, 10, 20],
                     counts: vec![1, 0, 1],
                     kinds: Vec::new(),
+                    calls: None,
                 },
                 FunctionCoverage {
                     id: 2,
@@ -287,6 +310,7 @@ mod tests {
                     starts: vec![1],
                     counts: vec![0],
                     kinds: Vec::new(),
+                    calls: None,
                 },
             ],
         }

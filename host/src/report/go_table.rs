@@ -84,6 +84,8 @@ pub fn is_go(bytes: &[u8]) -> bool {
 struct GoModule<'a> {
     imported: u32,
     defined: u32,
+    /// Each defined function's body, as file offsets.
+    bodies: Vec<std::ops::Range<usize>>,
     /// Active segments of memory 0 at constant addresses: `(address, bytes)`, sorted.
     segments: Vec<(u32, &'a [u8])>,
 }
@@ -96,6 +98,7 @@ fn scan(bytes: &[u8]) -> wasmparser::Result<Option<GoModule<'_>>> {
     let mut module = GoModule {
         imported: 0,
         defined: 0,
+        bodies: Vec::new(),
         segments: Vec::new(),
     };
     for payload in wasmparser::Parser::new(0).parse_all(bytes) {
@@ -111,6 +114,7 @@ fn scan(bytes: &[u8]) -> wasmparser::Result<Option<GoModule<'_>>> {
                 }
             }
             wasmparser::Payload::FunctionSection(reader) => module.defined = reader.count(),
+            wasmparser::Payload::CodeSectionEntry(body) => module.bodies.push(body.range()),
             wasmparser::Payload::DataSection(reader) => {
                 for data in reader {
                     let data = data?;
@@ -222,10 +226,129 @@ impl Table<'_> {
     }
 }
 
+/// One function's record in the table.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Record {
+    /// Its function id in the module.
+    pub(super) id: u32,
+    name: u32,
+    /// Offsets of its file and line tables among the pc-value tables (0: none).
+    pub(super) pcfile: u32,
+    pub(super) pcln: u32,
+    /// Its compilation unit's first file in the unit table (`u32::MAX`: none).
+    unit: u32,
+    /// The line of its `func`.
+    line: u32,
+}
+
+/// A Go module's table, decoded enough to answer names, files and lines.
+pub(super) struct Decoded {
+    /// The table's bytes (from its header to the end of the data).
+    image: Vec<u8>,
+    names: usize,
+    units: usize,
+    files: usize,
+    values: usize,
+    /// Every function of the table, in its order.
+    pub(super) records: Vec<Record>,
+}
+
+impl Decoded {
+    fn table(&self) -> Table<'_> {
+        Table(&self.image)
+    }
+
+    /// File `index` of compilation unit `unit`.
+    pub(super) fn file(&self, unit: u32, index: i64) -> Result<String, String> {
+        let table = self.table();
+        let index = usize::try_from(index).map_err(|_| format!("file index {index}"))?;
+        let slot = self.units + 4 * (unit as usize + index);
+        Ok(table
+            .str_at(self.files + table.u32_at(slot)? as usize)?
+            .to_string())
+    }
+
+    /// The pc-value table at `offset`: `(end, value)` rows, `value` holding from the
+    /// previous row's end (from 0) to `end`, both counted from the function's entry.
+    pub(super) fn rows(&self, offset: u32) -> Result<Vec<(u32, i64)>, String> {
+        let bytes = self
+            .image
+            .get(self.values + offset as usize..)
+            .unwrap_or(&[]);
+        let mut reader = wasmparser::BinaryReader::new(bytes, 0);
+        let bad = |_| format!("the pc-value table at {offset} cannot be read");
+        let (mut value, mut pc, mut rows) = (-1i64, 0u32, Vec::new());
+        loop {
+            let raw = reader.read_var_u64().map_err(bad)?;
+            if raw == 0 && !rows.is_empty() {
+                return Ok(rows);
+            }
+            value += (raw >> 1) as i64 ^ -((raw & 1) as i64);
+            pc = pc.saturating_add(reader.read_var_u32().map_err(bad)?);
+            rows.push((pc, value));
+            if rows.len() > 1 << 20 {
+                return Err(format!("the pc-value table at {offset} does not end"));
+            }
+        }
+    }
+
+    /// The unit of a record, if it has one.
+    pub(super) fn unit(record: &Record) -> Option<u32> {
+        (record.unit != u32::MAX).then_some(record.unit)
+    }
+
+    fn function(&self, record: &Record) -> Result<GoFunction, String> {
+        let name = self
+            .table()
+            .str_at(self.names + record.name as usize)?
+            .to_string();
+        let file = match (record.pcfile, Self::unit(record)) {
+            (0, _) | (_, None) => None,
+            (pcfile, Some(unit)) => {
+                let first = self.table().first_value(self.values + pcfile as usize)?;
+                Some(self.file(unit, first)?)
+            }
+        };
+        Ok(GoFunction {
+            name,
+            file,
+            line: if (record.line as i32) > 0 {
+                record.line
+            } else {
+                0
+            },
+        })
+    }
+}
+
 fn decode(module: &GoModule<'_>) -> Result<HashMap<u32, GoFunction>, String> {
-    let (image, header) = table_image(module)?;
-    let image = &image[header..];
-    let table = Table(image);
+    let decoded = decode_table(module)?;
+    decoded
+        .records
+        .iter()
+        .map(|r| Ok((r.id, decoded.function(r)?)))
+        .collect()
+}
+
+/// The table of a Go module, each defined function's body (file offsets) and the number
+/// of imported functions (`None`: not a Go module).
+pub(super) type DecodedModule = (Decoded, Vec<std::ops::Range<usize>>, u32);
+
+/// See [`DecodedModule`].
+pub(super) fn decoded(bytes: &[u8]) -> Result<Option<DecodedModule>, String> {
+    let module = match scan(bytes) {
+        Ok(Some(m)) => m,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(format!("the module cannot be read: {e}")),
+    };
+    let decoded = decode_table(&module)?;
+    Ok(Some((decoded, module.bodies, module.imported)))
+}
+
+fn decode_table(module: &GoModule<'_>) -> Result<Decoded, String> {
+    let (mut image, header) = table_image(module)?;
+    image.drain(..header);
+    let table = Table(&image);
     let word = |k: usize| table.word_at(8 + 8 * k);
     let (count, names, units, files, values, functab) =
         (word(0)?, word(3)?, word(4)?, word(5)?, word(6)?, word(7)?);
@@ -235,7 +358,7 @@ fn decode(module: &GoModule<'_>) -> Result<HashMap<u32, GoFunction>, String> {
             module.defined
         ));
     }
-    let mut out = HashMap::with_capacity(count);
+    let mut records = Vec::with_capacity(count);
     for k in 0..count {
         let entry = table.u32_at(functab + 8 * k)?;
         let record = functab + table.u32_at(functab + 8 * k + 4)? as usize;
@@ -257,30 +380,23 @@ fn decode(module: &GoModule<'_>) -> Result<HashMap<u32, GoFunction>, String> {
                 "function {k}'s entry {entry:#x} is not a wasm function"
             ));
         };
-        let name = table.str_at(names + field(1)? as usize)?.to_string();
-        let (pcfile, unit) = (field(5)?, field(8)?);
-        let file = if pcfile == 0 || unit == u32::MAX {
-            None
-        } else {
-            let file_index = table.first_value(values + pcfile as usize)?;
-            let slot = units + 4 * (unit as usize + usize::try_from(file_index).unwrap_or(0));
-            Some(
-                table
-                    .str_at(files + table.u32_at(slot)? as usize)?
-                    .to_string(),
-            )
-        };
-        let line = field(9)?;
-        out.insert(
-            module.imported + index,
-            GoFunction {
-                name,
-                file,
-                line: if (line as i32) > 0 { line } else { 0 },
-            },
-        );
+        records.push(Record {
+            id: module.imported + index,
+            name: field(1)?,
+            pcfile: field(5)?,
+            pcln: field(6)?,
+            unit: field(8)?,
+            line: field(9)?,
+        });
     }
-    Ok(out)
+    Ok(Decoded {
+        image,
+        names,
+        units,
+        files,
+        values,
+        records,
+    })
 }
 
 #[cfg(test)]

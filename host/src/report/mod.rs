@@ -11,6 +11,7 @@ pub mod coverage;
 pub mod firefox;
 pub mod flamegraph;
 pub mod folded;
+pub mod go_lines;
 pub mod go_table;
 pub mod hot_paths;
 pub mod html;

@@ -91,6 +91,7 @@ mod tests {
             starts: (0..kinds.len() as u32).collect(),
             counts: Vec::new(),
             kinds,
+            calls: None,
         };
         let map = Coverage {
             functions: vec![
