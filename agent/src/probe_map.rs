@@ -170,8 +170,9 @@ impl ContextArena {
     /// last goroutine stopped in and takes the new goroutine's; an entry with `PC_B` != 0,
     /// or with 0 just after `morestack` stopped the goroutine, is a re-entry, and finds
     /// its node among the ancestors (through [`Self::PARENT`]) of that node, or of the
-    /// node its resumed callee left when it returned, without counting a call. Every exit,
-    /// returning or unwinding, leaves its parent as the node the goroutine is in.
+    /// node its resumed callee left when it returned, without counting a call. Every exit
+    /// that returns leaves its parent as the node the goroutine is in; an unwinding one
+    /// leaves the node where the goroutine stopped.
     pub fn go_table(functions: u32) -> u32 {
         (Self::switches(functions) + functions + 7) & !7
     }

@@ -29,6 +29,7 @@ const HELPERS: &[&str] = &[
     "display",
     "environment",
     "exit",
+    "go_symbols",
     "injection",
     "logging",
     "settings",

@@ -17,7 +17,7 @@
 //!   configuration file watched); uses `run` and `config`.
 //!
 //! Beside them, helpers every room may use and that use no room: [`exit`], [`settings`],
-//! [`demangle`], [`logging`], [`display`], [`stats`] and [`timings`].
+//! [`demangle`], [`go_symbols`], [`logging`], [`display`], [`stats`] and [`timings`].
 
 pub mod commands;
 pub mod config;
@@ -32,6 +32,7 @@ pub mod demangle;
 pub mod display;
 pub mod environment;
 pub mod exit;
+pub mod go_symbols;
 pub mod injection;
 pub mod logging;
 pub mod settings;

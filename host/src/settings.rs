@@ -235,17 +235,19 @@ impl FunctionFilter {
     }
 
     /// The ids of the defined functions (ids from `first_defined` on, `names` holding every
-    /// function's name in id order) this filter leaves without probes.
+    /// function's name in id order, `shown` the name wprof shows where it differs: see
+    /// [`crate::go_symbols::shown_names`]) this filter leaves without probes.
     pub fn excluded(
         &self,
         names: &[String],
+        shown: &[Option<String>],
         first_defined: u32,
     ) -> std::collections::BTreeSet<u32> {
         (first_defined..names.len() as u32)
             .filter(|&id| {
                 let name = &names[id as usize];
-                let demangled = crate::demangle::demangle(name);
-                let matches = |p: &FunctionPattern| p.matches(id, name, demangled.as_deref());
+                let other = shown.get(id as usize).and_then(Option::as_deref);
+                let matches = |p: &FunctionPattern| p.matches(id, name, other);
                 let kept = self.only.is_empty() || self.only.iter().any(matches);
                 !kept || self.exclude.iter().any(matches)
             })
@@ -357,12 +359,15 @@ mod tests {
         let names: Vec<String> = ["fd_write", "main", "_Z3fooi", "bar_fast", "bar_slow"]
             .map(String::from)
             .to_vec();
+        let shown = |names: &[String]| -> Vec<Option<String>> {
+            names.iter().map(|n| crate::demangle::demangle(n)).collect()
+        };
         let f = FunctionFilter::parse_list("bar_*, foo*, !bar_slow").unwrap();
         assert_eq!(f.describe(), "bar_*,foo*,!bar_slow");
         // `foo*` matches `_Z3fooi` demangled (`foo(int)`); the import is never excluded.
-        assert_eq!(f.excluded(&names, 1), [1, 4].into());
+        assert_eq!(f.excluded(&names, &shown(&names), 1), [1, 4].into());
         let f = FunctionFilter::parse_list("!/^bar/,!#1").unwrap();
-        assert_eq!(f.excluded(&names, 1), [1, 3, 4].into());
+        assert_eq!(f.excluded(&names, &shown(&names), 1), [1, 3, 4].into());
         assert!(FunctionFilter::parse_list("")
             .unwrap()
             .selection()

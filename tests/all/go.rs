@@ -179,6 +179,20 @@ fn calls_are_exact_across_goroutine_switches_in_every_mode() {
                 0,
                 "{at}"
             );
+
+            // Go's names select functions; those left without probes switch goroutines
+            // unseen, and the probed ones still count exactly.
+            let only = ["run", "-q", "--mode", mode, "--only", "main.(*counter).*"];
+            let o = s.run(&[&only[..], &["-o", "only.wprof", path]].concat());
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+            let p = s.profile("only.wprof");
+            assert_eq!(calls(&p, "main.__counter_.add"), 200, "--only, {at}");
+            assert_eq!(calls(&p, "main.__counter_.bump"), 200, "--only, {at}");
+            let probed = p["functions"].as_array().unwrap();
+            assert!(
+                !probed.iter().any(|f| f["name"] == "main.step"),
+                "--only, {at}"
+            );
         }
     }
 }

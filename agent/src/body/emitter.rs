@@ -232,8 +232,8 @@ impl Emitter<'_> {
             self.stop_timer();
             // The function's own count goes in before its frame closes.
             self.flush();
-            if let (Some(go), Some(_)) = (arena.go, locals.go) {
-                self.go_leave(arena, go, locals.node);
+            if let (Some(go), Some(go_locals)) = (arena.go, locals.go) {
+                self.go_leave(arena, go, go_locals, locals.node);
             }
             if let Some(came) = locals.came {
                 // Live probes: the slot its caller set, for the caller's next calls (the

@@ -219,12 +219,25 @@ impl Emitter<'_> {
         self.instrs(&[Instruction::LocalGet(node), Instruction::GlobalSet(go.last)]);
     }
 
-    /// At every exit, returning or unwinding: the goroutine is back in the parent.
-    pub(super) fn go_leave(&mut self, arena: InlineIndices, go: GoIndices, node: u32) {
+    /// At an exit that returns (a resumable function's result, on the stack and kept
+    /// there, is 0): the goroutine is back in the parent. An unwinding exit leaves the
+    /// goroutine's node where it stopped, for the next probe that sees another goroutine
+    /// run to file (its callees that switched may have no probes).
+    pub(super) fn go_leave(&mut self, arena: InlineIndices, go: GoIndices, l: GoLocals, node: u32) {
+        if l.resumable {
+            self.instrs(&[
+                Instruction::LocalTee(l.scratch),
+                Instruction::I32Eqz,
+                Instruction::If(BlockType::Empty),
+            ]);
+        }
         self.instrs(&[
             Instruction::LocalGet(node),
             Instruction::I32Load(Self::tree_i32(arena, ContextArena::PARENT)),
             Instruction::GlobalSet(go.last),
         ]);
+        if l.resumable {
+            self.instrs(&[Instruction::End, Instruction::LocalGet(l.scratch)]);
+        }
     }
 }

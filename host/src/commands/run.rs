@@ -254,7 +254,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     if settings.mode != ProbeMode::Cost {
         collector = collector.with_quantum(crate::run::collector::PS_PER_NS);
     }
-    if settings.mode == ProbeMode::Time && crate::report::go_table::is_go(&loaded.bytes) {
+    if settings.mode == ProbeMode::Time && crate::go_symbols::is_go(&loaded.bytes) {
         let morestack = prepared
             .functions
             .iter()
@@ -285,7 +285,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         compiled.image,
     );
     if settings.live {
-        probes = probes.with_live(live_hook(settings, &prepared));
+        probes = probes.with_live(live_hook(settings, &prepared, &loaded.bytes));
     }
     if let Some(map) = prepared.blocks.take() {
         probes = probes.with_coverage(map);
@@ -386,8 +386,9 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
 
 /// Live probes: the switches of every probed function, turned by `wprof ctl` through a
 /// socket in the cache directory and by edits of the configuration file.
-fn live_hook(settings: &RunSettings, prepared: &Prepared) -> runner::Live {
-    let names = prepared.functions.iter().map(|f| f.name.clone()).collect();
+fn live_hook(settings: &RunSettings, prepared: &Prepared, module: &[u8]) -> runner::Live {
+    let names: Vec<String> = prepared.functions.iter().map(|f| f.name.clone()).collect();
+    let shown = crate::go_symbols::shown_names(module, &names);
     let switchable = prepared
         .functions
         .iter()
@@ -405,7 +406,7 @@ fn live_hook(settings: &RunSettings, prepared: &Prepared) -> runner::Live {
         config: crate::config::location(),
         mode: settings.mode.name(),
     };
-    crate::live::hook(setup, names, switchable)
+    crate::live::hook(setup, names, shown, switchable)
 }
 
 /// Per function id, the offsets of its call instructions (the inline modes number call

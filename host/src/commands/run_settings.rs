@@ -320,7 +320,7 @@ pub struct ProbeArgs {
     pub coverage: bool,
 
     /// Probe only the functions matching PATTERN (repeatable): a glob on the name
-    /// (`sqlite3_*`; mangled names match demangled too), `/REGEX/`, or `#N`/`#N-M` ids.
+    /// (`sqlite3_*`; mangled names match demangled too, Go's by Go's own names), `/REGEX/`, or `#N`/`#N-M` ids.
     /// The others are part of their nearest probed caller: their time is its self time,
     /// calls to them are not counted (cost mode: their instructions are not counted).
     #[arg(long, value_name = "PATTERN")]

@@ -20,7 +20,8 @@ use crate::run::runner::Live;
 use crate::run::switches::Switchboard;
 use crate::settings::FunctionPattern;
 
-/// Function names and their demangled forms, to find the ids patterns match.
+/// Function names and the names wprof shows for them (Go's, demangled), to find the ids
+/// patterns match.
 #[derive(Debug)]
 pub struct Functions {
     names: Vec<String>,
@@ -28,10 +29,12 @@ pub struct Functions {
 }
 
 impl Functions {
-    /// `names` in id order.
-    pub fn new(names: Vec<String>) -> Self {
-        let demangled = names.iter().map(|n| crate::demangle::demangle(n)).collect();
-        Functions { names, demangled }
+    /// `names` in id order, and `shown` (see [`crate::go_symbols::shown_names`]).
+    pub fn new(names: Vec<String>, shown: Vec<Option<String>>) -> Self {
+        Functions {
+            names,
+            demangled: shown,
+        }
     }
 
     /// The ids of the functions `patterns` match (every function when `patterns` is empty).
@@ -80,10 +83,15 @@ pub struct LiveSetup {
     pub mode: &'static str,
 }
 
-/// The runner's hook for a live run of a module whose functions are named `names` and
-/// have switches where `switchable` says.
-pub fn hook(setup: LiveSetup, names: Vec<String>, switchable: Vec<bool>) -> Live {
-    let functions = Arc::new(Functions::new(names.clone()));
+/// The runner's hook for a live run of a module whose functions are named `names` (shown
+/// as `shown` where that differs) and have switches where `switchable` says.
+pub fn hook(
+    setup: LiveSetup,
+    names: Vec<String>,
+    shown: Vec<Option<String>>,
+    switchable: Vec<bool>,
+) -> Live {
+    let functions = Arc::new(Functions::new(names.clone(), shown));
     Live {
         names,
         switchable,

@@ -360,7 +360,8 @@ pub fn instrument(
     let mut excluded = std::collections::BTreeSet::new();
     if plan.selection.is_some() {
         let names = instrumenter.function_names();
-        excluded = filter.excluded(&names, instrumenter.imported_function_count());
+        let shown = crate::go_symbols::shown_names(&module.bytes, &names);
+        excluded = filter.excluded(&names, &shown, instrumenter.imported_function_count());
         instrumenter.exclude(excluded.clone());
     }
     let FunctionLookups {

@@ -15,7 +15,7 @@ use std::ops::Range;
 
 use wasmparser::{BinaryReader, FunctionBody, Operator};
 
-use super::go_table::{decoded, Decoded, Record};
+use crate::go_symbols::{decoded, Decoded, Record};
 
 /// A source line: file and line number.
 type Line = (String, u32);

@@ -12,7 +12,6 @@ pub mod firefox;
 pub mod flamegraph;
 pub mod folded;
 pub mod go_lines;
-pub mod go_table;
 pub mod hot_paths;
 pub mod html;
 pub mod json;

@@ -247,12 +247,12 @@ pub fn symbolize(
 /// records are renamed too. A Go table wprof cannot read is one warning, and the names
 /// stay the name section's.
 pub fn module_symbols(profile: &mut Profile, bytes: &[u8]) -> anyhow::Result<Symbols> {
-    match super::go_table::read(bytes) {
-        super::go_table::GoTable::Functions(go) => return Ok(go_symbols(profile, &go)),
-        super::go_table::GoTable::Unreadable(why) => {
+    match crate::go_symbols::read(bytes) {
+        crate::go_symbols::GoTable::Functions(go) => return Ok(go_symbols(profile, &go)),
+        crate::go_symbols::GoTable::Unreadable(why) => {
             eprintln!("wprof: warning: a Go module, but {why}; names are the name section's")
         }
-        super::go_table::GoTable::NotGo => {}
+        crate::go_symbols::GoTable::NotGo => {}
     }
     let raw_names = demangle_names(profile);
     Ok(Symbols {
@@ -264,8 +264,8 @@ pub fn module_symbols(profile: &mut Profile, bytes: &[u8]) -> anyhow::Result<Sym
 /// The names `profile`'s functions are shown by, in place of the module's: Go's own for a
 /// Go module (`bytes`), else demangled. For the run's summary, which needs no sources.
 pub fn rename(functions: &mut [FunctionRecord], bytes: &[u8]) {
-    let go = match super::go_table::read(bytes) {
-        super::go_table::GoTable::Functions(go) => go,
+    let go = match crate::go_symbols::read(bytes) {
+        crate::go_symbols::GoTable::Functions(go) => go,
         _ => HashMap::new(),
     };
     go_names(functions, &go);
@@ -275,7 +275,7 @@ pub fn rename(functions: &mut [FunctionRecord], bytes: &[u8]) {
 /// names of the functions renamed.
 fn go_names(
     functions: &mut [FunctionRecord],
-    go: &HashMap<u32, super::go_table::GoFunction>,
+    go: &HashMap<u32, crate::go_symbols::GoFunction>,
 ) -> HashMap<u32, String> {
     let mut raw_names = HashMap::new();
     for f in functions {
@@ -291,7 +291,7 @@ fn go_names(
 }
 
 /// Go's names in place of the name section's, and Go's files and lines.
-fn go_symbols(profile: &mut Profile, go: &HashMap<u32, super::go_table::GoFunction>) -> Symbols {
+fn go_symbols(profile: &mut Profile, go: &HashMap<u32, crate::go_symbols::GoFunction>) -> Symbols {
     let raw_names = go_names(&mut profile.functions, go);
     if let Some(coverage) = &mut profile.coverage {
         for f in &mut coverage.functions {

@@ -66,6 +66,24 @@ pub fn read(bytes: &[u8]) -> GoTable {
     }
 }
 
+/// For each of the module's functions (`names`, by id): the name wprof shows when it is
+/// not the module's own, Go's for a Go module, else the demangled one. Patterns
+/// (`--only`, `--exclude`, live switching) match either.
+pub fn shown_names(bytes: &[u8], names: &[String]) -> Vec<Option<String>> {
+    let go = match read(bytes) {
+        GoTable::Functions(go) => go,
+        _ => HashMap::new(),
+    };
+    names
+        .iter()
+        .enumerate()
+        .map(|(id, name)| match go.get(&(id as u32)) {
+            Some(g) => (g.name != *name).then(|| g.name.clone()),
+            None => crate::demangle::demangle(name),
+        })
+        .collect()
+}
+
 /// Whether `bytes` is a Go module: its first section is Go's `go:buildid` (read without
 /// going further).
 pub fn is_go(bytes: &[u8]) -> bool {
