@@ -364,7 +364,11 @@ impl Reencode for Renumber<'_> {
         _section: wasmparser::CodeSectionReader<'_>,
     ) -> ReencodeResult {
         if let Some(arena) = self.probes.arena() {
-            code.function(&crate::finder::node_finder(arena.memory, arena.end));
+            code.function(&crate::finder::node_finder(
+                arena.memory,
+                arena.end,
+                arena.go.map(|go| go.last),
+            ));
         }
         let counters = self.probes.arena().map_or(0, |arena| arena.counters);
         let mut next_counter = counters;

@@ -10,8 +10,9 @@ use crate::ContextArena as A;
 /// `(func (param $slot i32) (param $id1 i32) (param $slots i32) (result i32))`: the node
 /// of function `$id1 - 1` reached through slot address `$slot`, whose function has
 /// `$slots` call sites; with bit 0 set when the host times it (see
-/// [`crate::ContextArena::TIMED`]).
-pub(crate) fn node_finder(memory: u32, end_global: u32) -> Function {
+/// [`crate::ContextArena::TIMED`]). In a Go module a new node's parent is the node in the
+/// global `go_last`.
+pub(crate) fn node_finder(memory: u32, end_global: u32, go_last: Option<u32>) -> Function {
     const SLOT: u32 = 0;
     const ID1: u32 = 1;
     const SLOTS: u32 = 2;
@@ -109,6 +110,12 @@ pub(crate) fn node_finder(memory: u32, end_global: u32) -> Function {
         LocalGet(SLOTS),
         I32Store(i32_at(A::SLOT_COUNT)),
     ];
+    // A Go module: the new node's parent is the node its goroutine is in (an older node:
+    // walking up always ends; see `ContextArena::go_table`).
+    let mut allocate = allocate;
+    if let Some(last) = go_last {
+        allocate.extend([LocalGet(NODE), GlobalGet(last), I32Store(i32_at(A::PARENT))]);
+    }
     // Past the limit: the function's one overflow node, never linked into a chain.
     emit(&[
         GlobalGet(end_global),

@@ -180,7 +180,8 @@ impl Emitter<'_> {
                 match (arena.go, locals.go) {
                     (Some(go), Some(go_locals)) => {
                         if go_locals.resumable {
-                            // A re-entry finds its node; a call, as everywhere.
+                            // A re-entry finds its node; a call, as everywhere (a new
+                            // node's parent is set by the finder).
                             self.go_reentry(arena, go, go_locals, locals.node, id);
                             self.instrs(&[
                                 Instruction::LocalGet(locals.node),
@@ -188,11 +189,9 @@ impl Emitter<'_> {
                                 Instruction::If(BlockType::Empty),
                             ]);
                             self.find_and_count(arena, locals.node, id, slots, true);
-                            self.go_called(arena, go, locals.node);
                             self.instr(Instruction::End);
                         } else {
                             self.find_and_count(arena, locals.node, id, slots, true);
-                            self.go_called(arena, go, locals.node);
                         }
                         self.go_now_in(go, locals.node);
                     }

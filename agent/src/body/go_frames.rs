@@ -114,11 +114,18 @@ impl Emitter<'_> {
         self.instrs(&[
             Instruction::I32Const(0),
             Instruction::LocalSet(node),
-            // Another goroutine runs now?
+            // A call in the goroutine that ran last (PC_B 0, same g) is the fast path:
+            // one test.
             Instruction::GlobalGet(go.running),
             Instruction::I32WrapI64,
             Instruction::GlobalGet(go.g),
             Instruction::I32Ne,
+            Instruction::LocalTee(l.scratch),
+            Instruction::LocalGet(0),
+            Instruction::I32Or,
+            Instruction::If(BlockType::Empty),
+            // Another goroutine runs now?
+            Instruction::LocalGet(l.scratch),
             Instruction::If(BlockType::Empty),
             // File where the last one stopped ...
             Instruction::GlobalGet(go.g),
@@ -168,13 +175,10 @@ impl Emitter<'_> {
             Instruction::End,
             Instruction::End,
             Instruction::Else,
-            // Same goroutine: a re-entry (PC_B != 0) goes on in the frame its resumed
+            // Same goroutine, PC_B != 0: a re-entry goes on in the frame its resumed
             // callee returned to.
-            Instruction::LocalGet(0),
-            Instruction::If(BlockType::Empty),
             Instruction::GlobalGet(go.last),
             Instruction::LocalSet(node),
-            Instruction::End,
             Instruction::End,
             // The nearest of that node and its ancestors that is this function's, or 0.
             Instruction::Block(BlockType::Empty),
@@ -195,21 +199,6 @@ impl Emitter<'_> {
             Instruction::Br(0),
             Instruction::End,
             Instruction::End,
-        ]);
-    }
-
-    /// After a call's node was found: a new node's parent is the frame the goroutine was
-    /// in. Written once, when the node is new, so a parent is always older than its child
-    /// and walking up always ends.
-    pub(super) fn go_called(&mut self, arena: InlineIndices, go: GoIndices, node: u32) {
-        self.instrs(&[
-            Instruction::LocalGet(node),
-            Instruction::I32Load(Self::tree_i32(arena, ContextArena::PARENT)),
-            Instruction::I32Eqz,
-            Instruction::If(BlockType::Empty),
-            Instruction::LocalGet(node),
-            Instruction::GlobalGet(go.last),
-            Instruction::I32Store(Self::tree_i32(arena, ContextArena::PARENT)),
             Instruction::End,
         ]);
     }
