@@ -55,6 +55,7 @@
 
 mod assemble;
 mod body;
+mod context_arena;
 mod error;
 mod finder;
 mod layout;
@@ -63,13 +64,13 @@ mod probe_code;
 mod probe_map;
 
 pub use body::{BlockCount, InstrumentedBody};
+pub use context_arena::ContextArena;
 pub use error::AgentError;
 pub use layout::{FunctionKind, FunctionSummary};
 pub use plan::{ProbeMode, ProbePlan, Selection};
 pub use probe_code::{ProbeCode, SECTION as PROBE_CODE_SECTION};
 pub use probe_map::{
-    ContextArena, FunctionProbes, GoTimeFlags, InstrumentedModule, ProbeImports, ProbeMap,
-    SwitchTable,
+    FunctionProbes, GoTimeFlags, InstrumentedModule, ProbeImports, ProbeMap, SwitchTable,
 };
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
