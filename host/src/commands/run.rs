@@ -349,14 +349,13 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             },
         )
     });
-    let profile = Profile {
+    let mut profile = Profile {
         live: outcome.live.clone(),
         adaptive: outcome.adaptive.clone(),
         injections: outcome.injections.clone(),
         coverage: outcome.coverage.clone(),
         ..profile
     };
-    let mut profile = profile;
     if let Some(coverage) = &mut profile.coverage {
         // The calls the run counted: a Go function's first block also runs at re-entries.
         let calls: HashMap<u32, u64> = profile.functions.iter().map(|f| (f.id, f.calls)).collect();

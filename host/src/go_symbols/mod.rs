@@ -55,20 +55,35 @@ pub enum GoTable {
 
 /// Whether `bytes` is a Go module, and if so its functions.
 pub fn read(bytes: &[u8]) -> GoTable {
-    let module = match scan(bytes) {
-        Ok(Some(m)) => m,
-        Ok(None) => return GoTable::NotGo,
-        Err(e) => return GoTable::Unreadable(format!("the module cannot be read: {e}")),
-    };
-    match decode(&module) {
-        Ok(functions) => GoTable::Functions(functions),
+    let functions = decoded(bytes).and_then(|decoded| {
+        decoded
+            .map(|(table, _, _)| {
+                table
+                    .records
+                    .iter()
+                    .map(|r| Ok((r.id, table.function(r)?)))
+                    .collect::<Result<HashMap<_, _>, String>>()
+            })
+            .transpose()
+    });
+    match functions {
+        Ok(Some(functions)) => GoTable::Functions(functions),
+        Ok(None) => GoTable::NotGo,
         Err(why) => GoTable::Unreadable(why),
     }
 }
 
-/// For each of the module's functions (`names`, by id): the name wprof shows when it is
-/// not the module's own, Go's for a Go module, else the demangled one. Patterns
-/// (`--only`, `--exclude`, live switching) match either.
+/// The name wprof shows for function `id`, named `name` in the module, when it is not
+/// that one: Go's (`go`, from [`read`]), else the demangled one.
+pub fn shown_name(go: &HashMap<u32, GoFunction>, id: u32, name: &str) -> Option<String> {
+    match go.get(&id) {
+        Some(g) => (g.name != name).then(|| g.name.clone()),
+        None => crate::demangle::demangle(name),
+    }
+}
+
+/// For each of the module's functions (`names`, by id): [`shown_name`]. Patterns
+/// (`--only`, `--exclude`, live switching) match either name.
 pub fn shown_names(bytes: &[u8], names: &[String]) -> Vec<Option<String>> {
     let go = match read(bytes) {
         GoTable::Functions(go) => go,
@@ -77,10 +92,7 @@ pub fn shown_names(bytes: &[u8], names: &[String]) -> Vec<Option<String>> {
     names
         .iter()
         .enumerate()
-        .map(|(id, name)| match go.get(&(id as u32)) {
-            Some(g) => (g.name != *name).then(|| g.name.clone()),
-            None => crate::demangle::demangle(name),
-        })
+        .map(|(id, name)| shown_name(&go, id as u32, name))
         .collect()
 }
 
@@ -231,17 +243,6 @@ impl Table<'_> {
             .ok_or_else(|| format!("the name at offset {at} has no end"))?;
         std::str::from_utf8(&rest[..len]).map_err(|_| format!("the name at {at} is not UTF-8"))
     }
-
-    /// The first value of the pc-value table at `at`: its first entry's value delta
-    /// (zig-zag LEB128) from the initial -1.
-    fn first_value(&self, at: usize) -> Result<i64, String> {
-        let mut reader = wasmparser::BinaryReader::new(self.0.get(at..).unwrap_or(&[]), 0);
-        let raw = reader
-            .read_var_u64()
-            .map_err(|_| format!("the pc-value table at {at} cannot be read"))?;
-        let delta = (raw >> 1) as i64 ^ -((raw & 1) as i64);
-        Ok(delta - 1)
-    }
 }
 
 /// One function's record in the table.
@@ -322,10 +323,10 @@ impl Decoded {
             .to_string();
         let file = match (record.pcfile, Self::unit(record)) {
             (0, _) | (_, None) => None,
-            (pcfile, Some(unit)) => {
-                let first = self.table().first_value(self.values + pcfile as usize)?;
-                Some(self.file(unit, first)?)
-            }
+            (pcfile, Some(unit)) => match self.rows(pcfile)?.first() {
+                Some(&(_, first)) => Some(self.file(unit, first)?),
+                None => None,
+            },
         };
         Ok(GoFunction {
             name,
@@ -337,15 +338,6 @@ impl Decoded {
             },
         })
     }
-}
-
-fn decode(module: &GoModule<'_>) -> Result<HashMap<u32, GoFunction>, String> {
-    let decoded = decode_table(module)?;
-    decoded
-        .records
-        .iter()
-        .map(|r| Ok((r.id, decoded.function(r)?)))
-        .collect()
 }
 
 /// The table of a Go module, each defined function's body (file offsets) and the number

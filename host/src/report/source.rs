@@ -279,11 +279,7 @@ fn go_names(
 ) -> HashMap<u32, String> {
     let mut raw_names = HashMap::new();
     for f in functions {
-        let shown = match go.get(&f.id) {
-            Some(g) => (g.name != f.name).then(|| g.name.clone()),
-            None => demangle(&f.name),
-        };
-        if let Some(shown) = shown {
+        if let Some(shown) = crate::go_symbols::shown_name(go, f.id, &f.name) {
             raw_names.insert(f.id, std::mem::replace(&mut f.name, shown));
         }
     }

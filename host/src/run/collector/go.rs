@@ -148,12 +148,11 @@ impl Collector {
         true
     }
 
-    /// The run ended: goroutines still switched out end now.
-    pub(super) fn go_finish(&mut self) {
+    /// The run ended: goroutines still switched out end `now`.
+    pub(super) fn go_finish(&mut self, now: u64) {
         let Some(go) = &self.go else { return };
         let mut gs: Vec<u32> = go.parked.keys().copied().collect();
         gs.sort_unstable();
-        let now = self.last;
         for g in gs {
             while let Some(frame) = self.take_parked(g) {
                 self.close_parked(frame, now);

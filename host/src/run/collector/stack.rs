@@ -232,6 +232,6 @@ impl Collector {
         while !self.stack.is_empty() {
             self.close_top(now);
         }
-        self.go_finish();
+        self.go_finish(now);
     }
 }
