@@ -1,6 +1,6 @@
 //! What `--inject` asks for: `TARGET=ACTION[@N]` specs parsed and checked, WASI errnos by
 //! name or number, values by result type, and what a profile records of an injection.
-//! [`crate::run::inject`] puts them in place.
+//! [`crate::run::host_calls`] puts them in place.
 
 use serde::{Deserialize, Serialize};
 use wasmtime::{Val, ValType};

@@ -208,43 +208,6 @@ fn flamegraph_is_an_svg_with_every_costly_function() {
     assert_eq!(svg.as_bytes(), &again[..]);
 }
 
-/// `go tool pprof -top` rows: name -> (flat, cum).
-fn pprof_top(s: &Scratch, file: &str, extra: &[&str]) -> Option<BTreeMap<String, (u64, u64)>> {
-    let go = tool("go", "reading --format pprof with `go tool pprof`")?;
-    let mut cmd = Command::new(go);
-    cmd.current_dir(s.dir.path())
-        .args([
-            "tool",
-            "pprof",
-            "-top",
-            "-nodecount=1000",
-            "-nodefraction=0",
-            "-edgefraction=0",
-        ])
-        .args(extra)
-        .arg(file)
-        .env("HOME", s.dir.path())
-        .env("PPROF_TMPDIR", s.dir.path());
-    let o = cmd.output().unwrap();
-    assert!(o.status.success(), "go tool pprof failed: {}", stderr(&o));
-    let text = stdout(&o);
-    let mut rows = BTreeMap::new();
-    for line in text
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("flat"))
-        .skip(1)
-    {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.len() < 6 {
-            continue;
-        }
-        let n = |s: &str| s.parse::<u64>().unwrap_or_else(|_| panic!("{line}"));
-        rows.insert(fields[5..].join(" "), (n(fields[0]), n(fields[3])));
-    }
-    assert!(!rows.is_empty(), "{text}");
-    Some(rows)
-}
-
 #[test]
 fn pprof_is_read_by_go_tool_pprof() {
     let s = Scratch::new();

@@ -15,6 +15,7 @@ mod diff;
 mod formats;
 mod fuzz;
 mod go;
+mod host_time;
 mod html;
 mod inject;
 mod live;

@@ -65,3 +65,54 @@ pub fn node_modules(package: &str, why: &str) -> Option<PathBuf> {
     }
     Some(dir)
 }
+
+/// `go tool pprof -top` rows: name -> (flat, cum), in the profile's unit (or the one `-unit`
+/// asks for, shown whole).
+pub fn pprof_top(
+    s: &crate::support::Scratch,
+    file: &str,
+    extra: &[&str],
+) -> Option<std::collections::BTreeMap<String, (u64, u64)>> {
+    let go = tool("go", "reading --format pprof with `go tool pprof`")?;
+    let mut cmd = std::process::Command::new(go);
+    cmd.current_dir(s.dir.path())
+        .args([
+            "tool",
+            "pprof",
+            "-top",
+            "-nodecount=1000",
+            "-nodefraction=0",
+            "-edgefraction=0",
+        ])
+        .args(extra)
+        .arg(file)
+        .env("HOME", s.dir.path())
+        .env("PPROF_TMPDIR", s.dir.path());
+    let o = cmd.output().unwrap();
+    assert!(
+        o.status.success(),
+        "go tool pprof failed: {}",
+        crate::support::stderr(&o)
+    );
+    let text = crate::support::stdout(&o);
+    let mut rows = std::collections::BTreeMap::new();
+    for line in text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+    {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 6 {
+            continue;
+        }
+        // A unit, when asked for (`-unit=ns`: `51234722ns`), follows the number.
+        let n = |s: &str| {
+            s.trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                .parse::<u64>()
+                .unwrap_or_else(|_| panic!("{line}"))
+        };
+        rows.insert(fields[5..].join(" "), (n(fields[0]), n(fields[3])));
+    }
+    assert!(!rows.is_empty(), "{text}");
+    Some(rows)
+}

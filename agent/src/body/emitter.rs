@@ -347,7 +347,7 @@ impl Emitter<'_> {
                 // The caller's count goes in first: an import may end the program.
                 self.flush();
                 self.find_and_count(arena, locals.import_node, import, 0, false);
-                self.set_current(locals.import_node);
+                self.name_import(locals.import_node);
             }
             None => self.probe(self.probes.enter(), import),
         }

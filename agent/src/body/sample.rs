@@ -9,7 +9,22 @@ use crate::ContextArena;
 impl Emitter<'_> {
     /// Sample mode: the current-node cell holds `local`.
     pub(super) fn set_current(&mut self, local: u32) {
-        let Some((arena, _)) = self.inline.filter(|(arena, _)| arena.sampled) else {
+        if self.inline.is_some_and(|(arena, _)| arena.sampled) {
+            self.store_current(local);
+        }
+    }
+
+    /// Every inline mode, before a call to an import: the current-node cell holds the
+    /// import's node (in `local`), so that the host names the context of the call it
+    /// measures (cost mode leaves the cell alone otherwise).
+    pub(super) fn name_import(&mut self, local: u32) {
+        if self.inline.is_some() {
+            self.store_current(local);
+        }
+    }
+
+    fn store_current(&mut self, local: u32) {
+        let Some((arena, _)) = self.inline else {
             return;
         };
         self.instrs(&[

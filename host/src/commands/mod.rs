@@ -14,6 +14,7 @@ pub mod instrument;
 pub mod report;
 pub mod run;
 pub mod run_settings;
+pub mod run_summary;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 

@@ -8,12 +8,12 @@ use wasmtime::Module;
 use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::commands::run_settings::SettingsArgs;
+use crate::commands::run_summary;
 use crate::exit::Failure;
 use crate::prepare::instrument::{self, warn, CacheSession, Prepared};
 use crate::prepare::loader::{self, LoadedModule};
 use crate::profile::{Ending, ModuleRef, Profile};
 use crate::progress::Progress;
-use crate::report::text;
 use crate::run::collector::Collector;
 use crate::run::runner::{self, Stdio};
 use crate::settings::{self, DirMapping, RunSettings};
@@ -354,6 +354,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         adaptive: outcome.adaptive.clone(),
         injections: outcome.injections.clone(),
         coverage: outcome.coverage.clone(),
+        host_calls: outcome.host_calls.clone(),
         ..profile
     };
     if let Some(coverage) = &mut profile.coverage {
@@ -378,7 +379,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         }
     };
     if !settings.quiet {
-        print_summary(&profile, &loaded.bytes, &prepared, settings, written);
+        run_summary::print(&profile, &loaded.bytes, &prepared, settings, written);
     }
     Ok(outcome.exit_code)
 }
@@ -461,114 +462,7 @@ fn finish_unprofiled(outcome: runner::RunOutcome, quiet: bool) -> i32 {
         eprintln!("Error: {report}");
     }
     if !quiet {
-        eprint!("{}", injection_lines(&outcome.injections));
+        eprint!("{}", run_summary::injection_lines(&outcome.injections));
     }
     outcome.exit_code
-}
-
-/// One summary line per `--inject`: what was injected, how often, of how many calls.
-fn injection_lines(injections: &[crate::injection::InjectionRecord]) -> String {
-    injections
-        .iter()
-        .map(|i| {
-            let when = match i.call {
-                Some(n) => format!("call {n} only"),
-                None => "every call".to_owned(),
-            };
-            format!(
-                "wprof: injected {} into {} ({when}): {} of {} calls\n",
-                i.action, i.target, i.injected, i.calls
-            )
-        })
-        .collect()
-}
-
-fn print_summary(
-    profile: &Profile,
-    module: &[u8],
-    prepared: &Prepared,
-    settings: &RunSettings,
-    written: bool,
-) {
-    let stats = &prepared.stats;
-    let calls: u64 = profile.functions.iter().map(|f| f.calls).sum();
-    let mut out = String::new();
-    out.push_str(&format!(
-        "\nwprof: {} {} in {}; {} calls, {} functions ran\n",
-        profile.module.path,
-        match &profile.trap {
-            Some(t) => format!("trapped ({t})"),
-            None => format!("exited with code {}", profile.exit_code),
-        },
-        crate::display::format_amount(profile.total, &profile.unit),
-        calls,
-        profile.functions.len(),
-    ));
-    out.push_str(&format!(
-        "wprof: {} functions: {} instrumented now, {} from the cache{}\n",
-        stats.functions_total,
-        stats.functions_instrumented,
-        stats.functions_from_cache,
-        if stats.module_from_cache {
-            " (whole module cached)"
-        } else {
-            ""
-        }
-    ));
-    if let Some(s) = &profile.sampling {
-        out.push_str(&format!(
-            "wprof: time sampled every {}: {} ticks located by program counter, {} readings; {} in wprof's probes left out\n",
-            crate::display::format_ns(s.period_ns),
-            s.answered,
-            s.readings,
-            crate::display::format_ns(s.probe_ns)
-        ));
-    }
-    out.push_str(&injection_lines(&profile.injections));
-    if let Some(coverage) = &profile.coverage {
-        out.push_str(&format!(
-            "wprof: {} (`wprof report --format coverage` lists them; `--format lcov` for genhtml)\n",
-            crate::report::coverage::summary(coverage)
-        ));
-    }
-    if let Some(line) = text::untimed_summary(profile) {
-        out.push_str(&format!("wprof: {line}\n"));
-    }
-    if let Some(o) = &profile.probe_overhead {
-        out.push_str(&format!("wprof: {}\n", text::overhead_summary(o)));
-    }
-    if let Some(live) = &profile.live {
-        for line in text::live_summary(live).lines() {
-            out.push_str("wprof: ");
-            out.push_str(line.trim_start());
-            out.push('\n');
-        }
-    }
-    if let Some(adaptive) = &profile.adaptive {
-        out.push_str(&format!(
-            "wprof: {} (`wprof report` shows them)\n",
-            crate::report::hot_paths::summary(adaptive)
-        ));
-    }
-    // The names the reports show: Go's own, or demangled.
-    let mut top: Vec<_> = text::by_self_time(profile)
-        .into_iter()
-        .take(10)
-        .cloned()
-        .collect();
-    crate::report::source::rename(&mut top, module);
-    let top: Vec<_> = top.iter().collect();
-    for line in text::flat_table(profile, &top).lines() {
-        out.push_str("  ");
-        out.push_str(line);
-        out.push('\n');
-    }
-    if written {
-        out.push_str(&format!(
-            "wprof: profile written to {} (see `wprof report {}`)\n",
-            settings.profile_path.display(),
-            settings.profile_path.display()
-        ));
-    }
-    eprint!("{out}");
 }

@@ -138,6 +138,7 @@ mod tests {
             adaptive: None,
             injections: Vec::new(),
             coverage: None,
+            host_calls: Vec::new(),
         };
         p.functions = (0..2000)
             .map(|id| FunctionRecord {
@@ -168,6 +169,7 @@ mod tests {
                 calls: u64::from(id % 1000) + 1,
                 self_time: u64::from(id) * 77 % 100_000,
                 inclusive: u64::from(id) * 991 % 1_000_000,
+                host: None,
             })
             .collect();
         p

@@ -110,12 +110,14 @@ mod tests {
                 calls: 1,
                 self_time: 6,
                 inclusive: 10,
+                host: None,
             }],
             sampling: None,
             live: None,
             adaptive: None,
             injections: Vec::new(),
             coverage: None,
+            host_calls: Vec::new(),
         }
     }
 

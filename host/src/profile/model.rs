@@ -73,6 +73,65 @@ pub struct ContextRecord {
     pub self_time: u64,
     /// Inclusive time in this context (outermost activations).
     pub inclusive: u64,
+    /// An import's context: the host's time during its calls from here, measured around
+    /// each call (see [`HostFigures`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostFigures>,
+}
+
+/// What the host did during calls to one of the functions it provides (WASI), measured
+/// around each call by wprof's wrapper of the function: exact, whatever the mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostFigures {
+    /// Calls measured.
+    pub calls: u64,
+    /// Wall-clock time in the host, in nanoseconds. Cost mode, whose profiles hold no
+    /// time, measures none: 0, and absent from the file.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wall_ns: u64,
+    /// The program thread's on-CPU time in the host, in nanoseconds: `wall_ns - cpu_ns`
+    /// is time the thread spent off the CPU (blocked in I/O, sleeping, or waiting for it).
+    /// Absent where `wall_ns` is.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpu_ns: u64,
+    /// The I/O functions (`fd_read`, `fd_write`, `fd_pread`, `fd_pwrite`, `sock_recv`,
+    /// `sock_send`): bytes read or written, as the host reported them to the program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl HostFigures {
+    /// Adds `other`'s figures.
+    pub fn add(&mut self, other: &HostFigures) {
+        self.calls += other.calls;
+        self.wall_ns += other.wall_ns;
+        self.cpu_ns += other.cpu_ns;
+        if let Some(b) = other.bytes {
+            *self.bytes.get_or_insert(0) += b;
+        }
+    }
+
+    /// Time the thread was off the CPU during the calls.
+    pub fn off_cpu_ns(&self) -> u64 {
+        self.wall_ns.saturating_sub(self.cpu_ns)
+    }
+}
+
+/// One host function the program imported, and everything the host did in its calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCallRecord {
+    /// The import's function id.
+    pub function: u32,
+    /// `module::field`.
+    pub name: String,
+    /// Every call, whether or not a probe saw it (a call through a table, or from a
+    /// function without probes, counts here and in no context).
+    #[serde(flatten)]
+    pub figures: HostFigures,
 }
 
 /// The probe overhead subtracted, in nanoseconds.
@@ -191,6 +250,10 @@ pub struct Profile {
     /// ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<super::coverage::Coverage>,
+    /// The host functions the program called (WASI), with the host's wall and on-CPU time
+    /// and the bytes moved, by import; per calling context in `contexts`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_calls: Vec<HostCallRecord>,
 }
 
 /// Adaptive mode: from each hot spot (a context where samples found the most self time) the

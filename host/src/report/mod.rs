@@ -12,6 +12,7 @@ pub mod firefox;
 pub mod flamegraph;
 pub mod folded;
 pub mod go_lines;
+pub mod host_time;
 pub mod hot_paths;
 pub mod html;
 pub mod json;
@@ -263,6 +264,8 @@ pub struct Stack {
     pub self_time: u64,
     /// Inclusive time (or cost) in this context.
     pub inclusive: u64,
+    /// An import's context: what the host did in its calls.
+    pub host: Option<crate::profile::HostFigures>,
 }
 
 /// Every context of the profile as a stack, in the profile's order (parents before
@@ -284,6 +287,7 @@ pub fn stacks(profile: &Profile) -> Vec<Stack> {
             calls: c.calls,
             self_time: c.self_time,
             inclusive: c.inclusive,
+            host: c.host,
         });
         paths.push(path);
     }
@@ -337,6 +341,7 @@ pub(crate) mod tests {
             calls,
             self_time,
             inclusive,
+            host: None,
         };
         Profile {
             format_version: crate::profile::FORMAT_VERSION,
@@ -377,6 +382,7 @@ pub(crate) mod tests {
             adaptive: None,
             injections: Vec::new(),
             coverage: None,
+            host_calls: Vec::new(),
             excluded_ns: None,
             unprobed: Vec::new(),
             untimed: Vec::new(),

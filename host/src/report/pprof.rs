@@ -5,7 +5,10 @@
 //! self cost in instructions). pprof's *flat* column is then each function's self time and
 //! its *cum* column the inclusive time: recursion is collapsed in the contexts, so a
 //! function appears once per stack and is never counted twice. The cost is the default
-//! sample type; `-sample_index=calls` shows calls.
+//! sample type; `-sample_index=calls` shows calls. A profile with host calls has more
+//! sample types, non-zero in imports' contexts: `host_wall` and `host_cpu` (nanoseconds in
+//! the host, wall and the program thread's on-CPU; not in cost mode, which times nothing)
+//! and `host_bytes` (bytes the I/O functions moved).
 //!
 //! The messages are written here with prost's derive, following the field numbers of
 //! `profile.proto` in github.com/google/pprof.
@@ -231,17 +234,44 @@ pub fn build(profile: &Profile, symbols: &Symbols) -> PprofProfile {
             }],
         });
     }
+    // With host calls: what the host did in an import's context (its times where the mode
+    // measures time).
+    let host_types: &[(&str, &str)] = match (profile.host_calls.is_empty(), profile.unit == "ns") {
+        (true, _) => &[],
+        (false, true) => &[
+            ("host_wall", "nanoseconds"),
+            ("host_cpu", "nanoseconds"),
+            ("host_bytes", "bytes"),
+        ],
+        (false, false) => &[("host_bytes", "bytes")],
+    };
+    let mut sample_type = vec![calls_type, cost_type.clone()];
+    for (ty, unit) in host_types {
+        sample_type.push(ValueType {
+            r#type: strings.intern(ty),
+            unit: strings.intern(unit),
+        });
+    }
     let sample = stacks(profile)
         .into_iter()
-        .filter(|s| s.calls > 0 || s.self_time > 0)
-        .map(|s| Sample {
-            location_id: s
-                .functions
-                .iter()
-                .rev()
-                .map(|&id| u64::from(id) + 1)
-                .collect(),
-            value: vec![s.calls as i64, s.self_time as i64],
+        .filter(|s| s.calls > 0 || s.self_time > 0 || s.host.is_some())
+        .map(|s| {
+            let mut value = vec![s.calls as i64, s.self_time as i64];
+            let h = s.host.unwrap_or_default();
+            value.extend(host_types.iter().map(|(ty, _)| match *ty {
+                "host_wall" => h.wall_ns as i64,
+                "host_cpu" => h.cpu_ns as i64,
+                _ => h.bytes.unwrap_or(0) as i64,
+            }));
+            Sample {
+                location_id: s
+                    .functions
+                    .iter()
+                    .rev()
+                    .map(|&id| u64::from(id) + 1)
+                    .collect(),
+                value,
+            }
         })
         .collect();
     let comment = vec![strings.intern(&format!(
@@ -250,8 +280,8 @@ pub fn build(profile: &Profile, symbols: &Symbols) -> PprofProfile {
     ))];
     let default_sample_type = cost_type.r#type;
     PprofProfile {
-        period_type: Some(cost_type.clone()),
-        sample_type: vec![calls_type, cost_type],
+        period_type: Some(cost_type),
+        sample_type,
         sample,
         mapping: vec![mapping],
         location,

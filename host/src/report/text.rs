@@ -207,8 +207,55 @@ pub fn render(profile: &Profile, options: &Options) -> String {
             );
         }
         more_edges(&mut out, "callee", more_callees, f.inclusive);
+        if f.kind == "import" {
+            host_by_caller(&mut out, profile, f.id, &name);
+        }
+    }
+    if let Some(table) = crate::report::host_time::table(profile) {
+        let _ = writeln!(out);
+        out.push_str(&table);
     }
     out
+}
+
+/// An import's host figures by calling context, each named by its last callers
+/// (`... > emit_a > write > __wasi_fd_write`).
+fn host_by_caller<'a>(
+    out: &mut String,
+    profile: &'a Profile,
+    import: u32,
+    name: &dyn Fn(Option<u32>) -> &'a str,
+) {
+    const CALLERS: usize = 3;
+    let mut contexts: Vec<_> = profile
+        .contexts
+        .iter()
+        .filter(|c| c.function == import)
+        .filter_map(|c| Some((c, c.host?)))
+        .collect();
+    contexts.sort_by_key(|(_, h)| std::cmp::Reverse(h.wall_ns));
+    for (c, h) in contexts.iter().take(MAX_EDGES) {
+        let mut callers = Vec::new();
+        let mut at = c.parent.and_then(|p| profile.contexts.get(p as usize));
+        while let Some(caller) = at {
+            if callers.len() == CALLERS {
+                callers.push("...");
+                break;
+            }
+            callers.push(name(Some(caller.function)));
+            at = caller.parent.and_then(|p| profile.contexts.get(p as usize));
+        }
+        if callers.is_empty() {
+            callers.push(name(None));
+        }
+        callers.reverse();
+        let _ = writeln!(out, "    host, from {}", callers.join(" > "));
+        let _ = writeln!(
+            out,
+            "        {}",
+            crate::report::host_time::context_line(profile, h)
+        );
+    }
 }
 
 /// Callers (and callees) shown per function: all with `--top 0`, else the

@@ -11,6 +11,7 @@ use crate::run::adaptive::live_tree::LiveTree;
 use crate::run::adaptive::stopwatch::{Stopwatch, TimerCost};
 use crate::run::adaptive::timers::Timers;
 use crate::run::collector::Collector;
+use crate::run::host_meter::HostAccount;
 use crate::run::probe_log::ProbeLog;
 
 /// What the store holds: WASI's state and, when the module is instrumented, the probe log
@@ -22,6 +23,8 @@ pub struct HostState {
     pub(crate) log: Option<ProbeLog>,
     /// Adaptive mode: times the activations the timers select.
     pub(crate) stopwatch: Option<Stopwatch>,
+    /// The host's figures of the program's calls to WASI (see [`crate::run::host_calls`]).
+    pub(crate) host: Option<HostAccount>,
 }
 
 impl std::fmt::Debug for HostState {
@@ -53,6 +56,7 @@ pub(crate) fn bare_store(engine: &Engine, collector: Option<Collector>) -> Store
             collector: None,
             log: collector.map(ProbeLog::start),
             stopwatch: None,
+            host: None,
         },
     )
 }

@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use wprof_agent::ContextArena as A;
 
+use crate::profile::HostFigures;
 use crate::run::collector::Collector;
 
 /// One calling context the module counted.
@@ -158,12 +159,15 @@ impl InlineTree {
 
     /// Replays the tree into `collector`: each node entered once with all its calls, its
     /// self time given by `self_time` (in the collector's unit). With `sites` (function
-    /// id -> the offsets of its call instructions), edges are split by call site.
+    /// id -> the offsets of its call instructions), edges are split by call site. With
+    /// `host` (node address -> what the host did in the calls to an import from that
+    /// node), each import's context gets its figures.
     pub fn replay(
         &self,
         collector: &mut Collector,
         self_time: impl Fn(&InlineNode) -> u64,
         sites: Option<&HashMap<u32, Vec<u32>>>,
+        host: Option<&HashMap<u32, HostFigures>>,
     ) {
         enum Step {
             Enter { node: usize, caller: u32, site: u32 },
@@ -195,6 +199,9 @@ impl InlineTree {
                         collector.site(offset);
                     }
                     collector.enter_counted_at(n.function, n.calls, now);
+                    if let Some(figures) = host.and_then(|h| h.get(&n.address)) {
+                        collector.add_host(n.function, figures);
+                    }
                     steps.push(Step::Exit(node));
                     steps.extend(n.children.iter().rev().map(|&(site, child)| Step::Enter {
                         node: child,
@@ -265,7 +272,7 @@ mod tests {
         assert_eq!(tree.nodes.len(), 6);
         assert_eq!(tree.damaged, 0);
         let mut c = Collector::new(4);
-        tree.replay(&mut c, |n| n.self_cost, None);
+        tree.replay(&mut c, |n| n.self_cost, None, None);
         c.finish_at(c.last());
         let f = c.functions();
         assert_eq!(f[1].calls, 3);
@@ -299,7 +306,7 @@ mod tests {
         assert_eq!(tree.overflow_calls(), 7);
         let sites = HashMap::from([(0, vec![0x10, 0x1c])]);
         let mut c = Collector::new(2);
-        tree.replay(&mut c, |n| n.self_cost, Some(&sites));
+        tree.replay(&mut c, |n| n.self_cost, Some(&sites), None);
         assert_eq!(c.functions()[1].calls, 14);
         let by_site: Vec<_> = c
             .edges()

@@ -10,7 +10,9 @@
 //! to where the program is, asking its thread ([`interrupt`]) for the program counter, which
 //! [`code_map`] names, [`address_map`] places in the module's bytes (a probe's, or the
 //! original's) and [`attribution`] places in the tree. With live probes, [`switches`] turns
-//! the module's switches from any thread and logs when. In adaptive mode, [`adaptive`] times
+//! the module's switches from any thread and logs when. [`host_calls`] wraps the WASI
+//! functions the module imports: the host's time and bytes per call ([`host_meter`]), and
+//! `--inject`. In adaptive mode, [`adaptive`] times
 //! the activations its walker selects along the hot paths, on top of sample mode.
 //! [`to_profile`] turns a finished run into its profile.
 //!
@@ -27,8 +29,9 @@ pub mod code_map;
 pub mod collector;
 pub mod coverage;
 pub mod engine;
+pub mod host_calls;
+pub mod host_meter;
 pub mod host_state;
-pub mod inject;
 pub mod inline_tree;
 pub mod interrupt;
 pub mod probe_log;

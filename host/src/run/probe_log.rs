@@ -14,8 +14,10 @@
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::thread::JoinHandle;
 
+use crate::profile::HostFigures;
 use crate::run::clock::Clock;
 use crate::run::collector::Collector;
+use crate::run::host_meter::HostCall;
 
 /// The test hook behind `wprof bench --accuracy`'s time-mode floor: with it set, a run's
 /// time-mode probes read the clock and do nothing else (`called`, which reads none, does
@@ -40,6 +42,11 @@ enum Kind {
     Site,
     Called,
     GoSwitch,
+    /// A call to an import measured by its wrapper: the wall time (ns) and the import's
+    /// id; the token's low bit says whether bytes follow. Always followed by a `HostCpu`.
+    HostWall,
+    /// The on-CPU time (ns) and bytes of the `HostWall` before it.
+    HostCpu,
 }
 
 /// 16 bytes: picoseconds (pauses excluded), an argument, and the kind with, for an
@@ -73,13 +80,16 @@ impl Event {
             4 => Kind::Unwind,
             5 => Kind::Site,
             6 => Kind::Called,
-            _ => Kind::GoSwitch,
+            7 => Kind::GoSwitch,
+            8 => Kind::HostWall,
+            _ => Kind::HostCpu,
         }
     }
 }
 
 fn apply(collector: &mut Collector, events: &[Event]) {
-    for &e in events {
+    let mut events = events.iter().copied();
+    while let Some(e) = events.next() {
         match e.kind() {
             Kind::Enter => collector.enter_at(e.arg, e.time),
             Kind::Exit => collector.exit_at(e.arg, e.time),
@@ -89,6 +99,20 @@ fn apply(collector: &mut Collector, events: &[Event]) {
             Kind::Site => collector.site(e.arg),
             Kind::Called => collector.called_at(e.arg, e.time),
             Kind::GoSwitch => collector.go_switch(e.arg),
+            Kind::HostWall => {
+                // Pushed together, never split between buffers.
+                if let Some(cpu) = events.next() {
+                    let figures = HostFigures {
+                        calls: 1,
+                        wall_ns: e.time,
+                        cpu_ns: cpu.time,
+                        bytes: (e.kind_token >> 8 & 1 == 1).then_some(u64::from(cpu.arg)),
+                    };
+                    collector.add_host(e.arg, &figures);
+                }
+            }
+            // Read with its `HostWall`.
+            Kind::HostCpu => {}
         }
     }
 }
@@ -290,6 +314,19 @@ impl ProbeLog {
     /// Probe: the next call is made from `offset` in the caller's body.
     pub fn site(&mut self, offset: u32) {
         self.record(Kind::Site, offset, 0);
+    }
+
+    /// A call to import `id`, measured by its wrapper (see [`crate::run::host_calls`]): its
+    /// figures go to the import's frame, and the wrapper's own `overhead_ps` is excluded
+    /// from every later reading.
+    pub fn host(&mut self, id: u32, call: &HostCall, overhead_ps: u64) {
+        if self.buffer.len() + 2 > CAPACITY {
+            self.hand_over();
+        }
+        let io = u32::from(call.bytes.is_some());
+        self.push(call.wall_ns, Kind::HostWall, id, io);
+        self.push(call.cpu_ns, Kind::HostCpu, call.bytes.unwrap_or(0), 0);
+        self.paused += overhead_ps;
     }
 
     /// Go modules: goroutine `g` runs from the next event on (no clock read).

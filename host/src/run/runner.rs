@@ -15,6 +15,8 @@ use crate::run::adaptive::walker::Walker;
 use crate::run::adaptive::AdaptiveSettings;
 use crate::run::attribution::Attribution;
 use crate::run::collector::{Collector, PS_PER_NS};
+use crate::run::host_calls::{HostCalls, InjectedTrap};
+use crate::run::host_meter::HostAccount;
 use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
 use crate::run::sampler::Samples;
@@ -52,6 +54,8 @@ pub struct RunOutcome {
     pub adaptive: Option<crate::profile::AdaptiveRecord>,
     /// What `--inject` did.
     pub injections: Vec<crate::injection::InjectionRecord>,
+    /// The host's figures per WASI function called (profiled runs only).
+    pub host_calls: Vec<crate::profile::HostCallRecord>,
     /// Coverage: every probed function's block counts.
     pub coverage: Option<crate::profile::coverage::Coverage>,
     /// How long instantiating, running and collecting took.
@@ -96,6 +100,7 @@ fn replay_tree(
 ) -> Option<(InlineTree, Option<Attribution>)> {
     let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
     let (data, state) = memory.data_and_store_mut(&mut *store);
+    let host = state.host.as_ref().map(|h| h.by_node());
     let collector = state.collector.as_mut()?;
     let tree = InlineTree::read(data, collector.functions().len() as u32);
     if tree.damaged > 0 {
@@ -126,11 +131,12 @@ fn replay_tree(
                 collector,
                 |n| attribution.time.get(&n.address).copied().unwrap_or(0),
                 sites.as_ref(),
+                host,
             );
             Some(attribution)
         }
         None => {
-            tree.replay(collector, |n| n.self_cost, sites.as_ref());
+            tree.replay(collector, |n| n.self_cost, sites.as_ref(), host);
             None
         }
     };
@@ -291,14 +297,28 @@ pub fn run(
         collector,
         log,
         stopwatch: None,
+        host: None,
     };
     let mut store = Store::new(engine, state);
-    let injections =
-        crate::run::inject::arm(&mut linker, &mut store, module, &settings.injections)?;
+    // Profiled runs measure the host's calls; `WPROF=0` wraps only what `--inject` names.
+    let host_calls = HostCalls::install(
+        &mut linker,
+        &mut store,
+        module,
+        &settings.injections,
+        mode.is_some(),
+        mode != Some(ProbeMode::Cost),
+    )?;
+    if mode.is_some() {
+        store.data_mut().host = Some(HostAccount::new(imported_functions(module), None));
+    }
     let mut timings = Timings::new();
     let instantiated = timings.time("instantiate", || linker.instantiate(&mut store, module));
     if let Ok(instance) = &instantiated {
-        crate::run::inject::connect(&mut store, instance, &injections);
+        let arena = instance.get_memory(&mut store, ContextArena::MEMORY);
+        if let (Some(account), Some(arena)) = (store.data_mut().host.as_mut(), arena) {
+            account.set_arena(arena);
+        }
     }
     let mut attribution = None;
     let mut live_record = None;
@@ -418,7 +438,7 @@ pub fn run(
                     1
                 };
                 let message = match (
-                    e.downcast_ref::<crate::run::inject::InjectedTrap>(),
+                    e.downcast_ref::<InjectedTrap>(),
                     e.downcast_ref::<wasmtime::Trap>(),
                 ) {
                     (Some(injected), _) => injected.to_string(),
@@ -433,6 +453,11 @@ pub fn run(
     // Frames left open (a trap, proc_exit) close at the end: now (time mode), or the last
     // count (the inline modes).
     let state = store.into_data();
+    let host_records = state
+        .host
+        .as_ref()
+        .map(|account| host_calls.records(account))
+        .unwrap_or_default();
     let collector = timings.time("collect", || match state.log {
         Some(log) => Some(log.finish().0),
         None => state.collector.map(|mut c| {
@@ -454,7 +479,8 @@ pub fn run(
         collector,
         live: live_record,
         adaptive: adaptive_record,
-        injections: injections.iter().map(|i| i.record()).collect(),
+        injections: host_calls.injections(),
+        host_calls: host_records,
         coverage,
         timings,
     })
@@ -470,6 +496,11 @@ fn read_coverage(
     crate::run::coverage::read(store, instance, map)
         .map_err(|e| eprintln!("wprof: warning: coverage not recorded: {e}"))
         .ok()
+}
+
+/// How many functions `module` imports (their ids come first).
+fn imported_functions(module: &Module) -> u32 {
+    module.imports().filter(|i| i.ty().func().is_some()).count() as u32
 }
 
 fn first_line(s: &str) -> String {

@@ -76,6 +76,7 @@ pub fn profile_of_run(
             calls: n.calls,
             self_time: clamp(n.self_time),
             inclusive: clamp(n.inclusive),
+            host: collector.host_at(i as u32),
         })
         .collect();
     let unprobed = functions
@@ -129,5 +130,6 @@ pub fn profile_of_run(
         adaptive: None,
         injections: Vec::new(),
         coverage: None,
+        host_calls: Vec::new(),
     }
 }

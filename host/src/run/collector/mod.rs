@@ -28,6 +28,7 @@
 use std::collections::HashMap;
 
 use crate::profile::context_tree::ContextTree;
+use crate::profile::HostFigures;
 
 /// The caller of the outermost frames.
 pub const ROOT: u32 = u32::MAX;
@@ -75,6 +76,9 @@ pub struct Collector {
     call_site_offsets: Option<HashMap<u32, Vec<u32>>>,
     /// A Go module in time mode: goroutines' frames switched out (see [`go`]).
     go: Option<Box<go::GoState>>,
+    /// The host's figures of the imports' contexts, by context node (see
+    /// [`Collector::add_host`]).
+    host: HashMap<u32, HostFigures>,
 }
 
 impl Collector {
@@ -97,6 +101,7 @@ impl Collector {
             excluded: 0,
             call_site_offsets: None,
             go: None,
+            host: HashMap::new(),
         }
     }
 
@@ -139,6 +144,20 @@ impl Collector {
     /// The overhead being subtracted.
     pub fn overhead(&self) -> ProbeOverhead {
         self.overhead
+    }
+
+    /// Adds what the host did during calls to import `id` to the context of the frame on
+    /// top, if it is that import's (a call the probes bracketed); else the figures belong
+    /// to no context (the import's own totals, kept by its wrapper, still hold them).
+    pub fn add_host(&mut self, id: u32, figures: &HostFigures) {
+        if let Some(top) = self.stack.last().filter(|f| f.id == id) {
+            self.host.entry(top.node).or_default().add(figures);
+        }
+    }
+
+    /// The host's figures of context `node`, if it is an import's that ran.
+    pub fn host_at(&self, node: u32) -> Option<HostFigures> {
+        self.host.get(&node).copied()
     }
 
     /// The latest time (or cost) a probe reported.

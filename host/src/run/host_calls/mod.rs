@@ -1,0 +1,339 @@
+//! wprof's side of the host functions a module imports (WASI's). When the module is
+//! profiled, each one it imports is replaced in the linker by a wrapper that measures the
+//! call: wall time by wprof's clock, the program thread's on-CPU time by the kernel's
+//! per-thread clock (so time blocked in I/O or asleep shows as the difference), and for the
+//! I/O functions the bytes moved, as the host reported them to the program. A wrapper also
+//! injects the faults `--inject` asks for ([`inject`]); otherwise it calls the real
+//! function, through a trampoline that gives it the program's memory ([`trampoline`]).
+//!
+//! Where the figures go: every call counts in its import's totals (the profile's
+//! `host_calls`); a call the probes bracketed also counts in the import's calling context,
+//! which time mode's probe log and the inline modes' tree both name (see
+//! [`HostAccount`] and [`crate::run::probe_log::ProbeLog::host`]). In time mode the
+//! wrapper's own work is excluded from every time, as a hand-over of the probe log is.
+//!
+//! What it costs, per call to the host: a call through the trampoline and two readings of
+//! wprof's clock, and for the functions that can wait two readings of the thread's CPU
+//! clock (system calls, about 0.2 µs each here; [`never_waits`] lists the functions spared
+//! them); nothing inside the module. `WPROF=0` links the real functions alone.
+
+mod inject;
+mod trampoline;
+
+use std::mem::MaybeUninit;
+use std::sync::{Arc, OnceLock};
+
+use wasmtime::{Caller, Extern, Func, Linker, Memory, Module, Store, ValRaw};
+
+use crate::exit::Failure;
+use crate::injection::{Injection, InjectionRecord};
+use crate::profile::HostCallRecord;
+use crate::run::host_state::HostState;
+
+use crate::run::host_meter::{self, HostAccount, HostCall, Meter};
+pub use inject::InjectedTrap;
+use inject::Injector;
+
+/// The modules WASI preview 1 functions are imported from.
+const WASI_MODULES: [&str; 2] = ["wasi_snapshot_preview1", "wasi_unstable"];
+
+/// For WASI's I/O functions, the parameter pointing at the `u32` where the host writes the
+/// bytes it moved (`nread`, `nwritten`, `ro_datalen`, `so_datalen`).
+fn bytes_parameter(name: &str) -> Option<usize> {
+    match name {
+        "fd_read" | "fd_write" => Some(3),
+        "fd_pread" | "fd_pwrite" | "sock_recv" | "sock_send" => Some(4),
+        _ => None,
+    }
+}
+
+/// WASI's functions that never wait (no I/O, no sleep, no other thread): their calls are
+/// taken as on CPU throughout, and the thread's CPU clock, a system call, is not read for
+/// them (it would cost several times what a clock or an argument read costs).
+fn never_waits(name: &str) -> bool {
+    matches!(
+        name,
+        "args_get"
+            | "args_sizes_get"
+            | "environ_get"
+            | "environ_sizes_get"
+            | "clock_res_get"
+            | "clock_time_get"
+            | "random_get"
+            | "fd_prestat_get"
+            | "fd_prestat_dir_name"
+            | "fd_fdstat_get"
+            | "fd_fdstat_set_flags"
+            | "fd_seek"
+            | "fd_tell"
+            | "proc_exit"
+            | "proc_raise"
+    )
+}
+
+/// One import replaced by a wrapper.
+#[derive(Debug)]
+struct Wrapped {
+    /// Its function id.
+    id: u32,
+    /// `module::name`.
+    target: String,
+    injectors: Vec<Arc<Injector>>,
+}
+
+/// The wrappers of one run.
+#[derive(Debug)]
+pub struct HostCalls {
+    wrapped: Vec<Wrapped>,
+}
+
+/// The way to the real functions, shared by a run's wrappers and made at the first call
+/// (the program may call WASI from its start function, before its instance is returned).
+#[derive(Debug, Default)]
+struct Route {
+    /// The real functions, in the order of the wrappers.
+    reals: OnceLock<Vec<Func>>,
+    /// The program's memory, and per real function the trampoline's function that calls
+    /// it; `None` where no trampoline could be made.
+    connected: OnceLock<Option<(Memory, Vec<Func>)>>,
+}
+
+impl Route {
+    /// The function that reaches real function `k` with the program's memory: the
+    /// trampoline's, made now if this is the first call; `real` itself without one.
+    fn to(&self, k: usize, real: Func, caller: &mut Caller<'_, HostState>) -> Func {
+        let connected = self.connected.get_or_init(|| {
+            let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+                return None;
+            };
+            let vias = trampoline::connect(&mut *caller, memory, self.reals.get()?);
+            if vias.is_none() {
+                tracing::warn!("no trampoline: WASI's calls run without the program's memory");
+            }
+            Some((memory, vias?))
+        });
+        connected
+            .as_ref()
+            .and_then(|(_, vias)| vias.get(k).copied())
+            .unwrap_or(real)
+    }
+
+    /// The program's memory, once connected.
+    fn memory(&self) -> Option<Memory> {
+        self.connected.get()?.as_ref().map(|(m, _)| *m)
+    }
+}
+
+impl HostCalls {
+    /// Replaces in `linker`, before the program is instantiated: with `measure`, every
+    /// function `module` imports from WASI that the linker provides (counting its calls and
+    /// bytes, and with `timed` its wall and CPU time too); and every import
+    /// `injections` name (which the module must import and the linker provide, the action
+    /// fitting its type). Several injections into one function are asked in the order
+    /// given; the first that injects into a call ends it, so the others do not count it.
+    pub fn install(
+        linker: &mut Linker<HostState>,
+        store: &mut Store<HostState>,
+        module: &Module,
+        injections: &[Injection],
+        measure: bool,
+        timed: bool,
+    ) -> Result<HostCalls, Failure> {
+        let route = Arc::new(Route::default());
+        let mut wrapped: Vec<Wrapped> = Vec::new();
+        let mut reals = Vec::new();
+        let mut used = vec![false; injections.len()];
+        let function_imports = module.imports().filter_map(|i| {
+            let ty = i.ty().func()?.clone();
+            Some((i, ty))
+        });
+        for (id, (import, ty)) in function_imports.enumerate() {
+            let (from, name) = (import.module(), import.name());
+            let target = format!("{from}::{name}");
+            let mut injectors = Vec::new();
+            for (k, injection) in injections.iter().enumerate() {
+                if injection.module == from && injection.name == name {
+                    used[k] = true;
+                    let injector = Injector::new(injection, k, &ty).map_err(|why| {
+                        Failure::input(format!("--inject {}: {why}", injection.spec))
+                    })?;
+                    injectors.push(Arc::new(injector));
+                }
+            }
+            let measured = measure && WASI_MODULES.contains(&from);
+            if !measured && injectors.is_empty() {
+                continue;
+            }
+            let Ok(Extern::Func(real)) = linker.get(&mut *store, from, name) else {
+                if let Some(injector) = injectors.first() {
+                    return Err(Failure::input(format!(
+                        "--inject {}: wprof provides no function {target} to inject into",
+                        injector.record().spec
+                    )));
+                }
+                // Not provided: instantiating says so, as without wprof.
+                continue;
+            };
+            let wrapper = Wrapper {
+                id: id as u32,
+                real,
+                k: reals.len(),
+                route: route.clone(),
+                injectors: injectors.clone(),
+                measured,
+                timed,
+                cpu: !never_waits(name),
+                bytes_at: bytes_parameter(name).filter(|_| measured),
+                params: ty.params().len(),
+            };
+            linker.allow_shadowing(true);
+            // SAFETY: the wrapper reads its parameters and writes its results as `ty`, the
+            // import's own type, says (see `Wrapper::call`).
+            let defined = unsafe {
+                linker
+                    .func_new_unchecked(from, name, ty, move |caller, args| {
+                        wrapper.call(caller, args)
+                    })
+                    .map(|_| ())
+            };
+            linker.allow_shadowing(false);
+            defined.map_err(|e| Failure::input(format!("cannot link {target}: {e}")))?;
+            reals.push(real);
+            wrapped.push(Wrapped {
+                id: id as u32,
+                target,
+                injectors,
+            });
+        }
+        if let Some(k) = used.iter().position(|&u| !u) {
+            let injection = &injections[k];
+            return Err(Failure::input(format!(
+                "--inject {}: the module imports no function {}",
+                injection.spec,
+                injection.target()
+            )));
+        }
+        let _ = route.reals.set(reals);
+        Ok(HostCalls { wrapped })
+    }
+
+    /// What `--inject` did.
+    pub fn injections(&self) -> Vec<InjectionRecord> {
+        let mut records: Vec<(usize, InjectionRecord)> = Vec::new();
+        for w in &self.wrapped {
+            records.extend(w.injectors.iter().map(|i| (i.order(), i.record())));
+        }
+        records.sort_by_key(|(order, _)| *order);
+        records.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Every wrapped import the program called, with its figures from `account`.
+    pub fn records(&self, account: &HostAccount) -> Vec<HostCallRecord> {
+        self.wrapped
+            .iter()
+            .filter_map(|w| {
+                let figures = *account.totals().get(w.id as usize)?;
+                (figures.calls > 0).then(|| HostCallRecord {
+                    function: w.id,
+                    name: w.target.clone(),
+                    figures,
+                })
+            })
+            .collect()
+    }
+}
+
+/// What one wrapper holds.
+struct Wrapper {
+    id: u32,
+    real: Func,
+    /// Its place among the run's wrappers (and real functions).
+    k: usize,
+    route: Arc<Route>,
+    injectors: Vec<Arc<Injector>>,
+    measured: bool,
+    /// Whether calls are timed (not in cost mode, whose profiles hold no time).
+    timed: bool,
+    /// Whether the thread's CPU clock is read (see [`never_waits`]).
+    cpu: bool,
+    /// The parameter pointing at the bytes moved, for a measured I/O function.
+    bytes_at: Option<usize>,
+    params: usize,
+}
+
+impl Wrapper {
+    /// A call from the program: `args` holds the parameters, and takes the results.
+    fn call(
+        &self,
+        mut caller: Caller<'_, HostState>,
+        args: &mut [MaybeUninit<ValRaw>],
+    ) -> wasmtime::Result<()> {
+        for injector in &self.injectors {
+            if let Some(result) = injector.call() {
+                args[0].write(result?);
+                return Ok(());
+            }
+        }
+        // Result slots past the parameters start out unwritten.
+        for slot in args.iter_mut().skip(self.params) {
+            slot.write(ValRaw::i32(0));
+        }
+        // SAFETY: every slot is written (the parameters by the caller, the rest above), and
+        // `ValRaw` has the layout of `MaybeUninit<ValRaw>`.
+        let args: &mut [ValRaw] = unsafe { &mut *(std::ptr::from_mut(args) as *mut [ValRaw]) };
+        let function = self.route.to(self.k, self.real, &mut caller);
+        if !self.measured {
+            // SAFETY: `function` has the import's type, which `args` is laid out for.
+            return unsafe { function.call_unchecked(&mut caller, args) };
+        }
+        let out = self.bytes_at.map(|i| args[i].get_u32());
+        let meter = Meter::new();
+        let entered = if self.timed { meter.now_ps() } else { 0 };
+        let started = self.timed.then(|| meter.start(self.cpu));
+        // SAFETY: as above.
+        let result = unsafe { function.call_unchecked(&mut caller, args) };
+        let bytes = out.map(|at| match result {
+            // errno 0: the count was written.
+            Ok(()) if args[0].get_i32() == 0 => self.read_u32(&caller, at),
+            _ => 0,
+        });
+        let call = match started {
+            Some(started) => meter.finish(started, bytes),
+            None => HostCall {
+                wall_ns: 0,
+                cpu_ns: 0,
+                bytes,
+            },
+        };
+        let node = caller
+            .data()
+            .host
+            .as_ref()
+            .and_then(HostAccount::arena)
+            .and_then(|arena| host_meter::import_node(arena.data(&caller), self.id));
+        let overhead_ps = if self.timed {
+            meter
+                .now_ps()
+                .saturating_sub(entered)
+                .saturating_sub(call.wall_ns * 1000)
+        } else {
+            0
+        };
+        let state = caller.data_mut();
+        if let Some(account) = state.host.as_mut() {
+            account.record(self.id, &call, node);
+        }
+        if let Some(log) = state.log.as_mut() {
+            log.host(self.id, &call, overhead_ps);
+        }
+        result
+    }
+
+    /// The `u32` at `at` in the program's memory (0 where out of bounds or unknown).
+    fn read_u32(&self, caller: &Caller<'_, HostState>, at: u32) -> u32 {
+        self.route
+            .memory()
+            .and_then(|m| m.data(caller).get(at as usize..at as usize + 4))
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+}

@@ -1,0 +1,131 @@
+//! The way from a wrapper back to the real host function. WASI's functions read and write
+//! the program's memory through the export `memory` of the instance that called them; a
+//! host function calling another directly has no calling instance. So the wrappers call
+//! the real functions through a small module instantiated beside the program, which
+//! exports the program's memory and, for each real function, a function that calls it.
+
+use wasm_encoder::{
+    CodeSection, EntityType, ExportKind, ExportSection, Function, FunctionSection, ImportSection,
+    Instruction, MemoryType, Module, TypeSection, ValType,
+};
+use wasmtime::{AsContextMut, Extern, Func, FuncType, Instance, Memory};
+
+use crate::run::host_state::HostState;
+
+/// The import module of the real functions, and of the program's memory.
+const REAL: &str = "real";
+
+/// The export through which the trampoline calls real function `i`.
+fn call_name(i: usize) -> String {
+    format!("call{i}")
+}
+
+/// The number type of `ty`, if it is one (WASI's functions take and return numbers
+/// only).
+fn number(ty: wasmtime::ValType) -> Option<ValType> {
+    match ty {
+        wasmtime::ValType::I32 => Some(ValType::I32),
+        wasmtime::ValType::I64 => Some(ValType::I64),
+        wasmtime::ValType::F32 => Some(ValType::F32),
+        wasmtime::ValType::F64 => Some(ValType::F64),
+        _ => None,
+    }
+}
+
+/// The trampoline module's bytes for functions of types `types`, beside a memory with 64-bit
+/// addresses or not and pages of `2^page_size_log2` bytes; `None` where a type is not made
+/// of numbers.
+pub fn module_bytes(types: &[FuncType], memory64: bool, page_size_log2: u8) -> Option<Vec<u8>> {
+    let mut type_section = TypeSection::new();
+    let mut imports = ImportSection::new();
+    let mut functions = FunctionSection::new();
+    let mut exports = ExportSection::new();
+    let mut code = CodeSection::new();
+    imports.import(
+        REAL,
+        "memory",
+        EntityType::Memory(MemoryType {
+            minimum: 0,
+            maximum: None,
+            memory64,
+            shared: false,
+            page_size_log2: (page_size_log2 != 16).then_some(u32::from(page_size_log2)),
+        }),
+    );
+    exports.export("memory", ExportKind::Memory, 0);
+    let count = types.len() as u32;
+    for (i, ty) in types.iter().enumerate() {
+        let params = ty.params().map(number).collect::<Option<Vec<_>>>()?;
+        let results = ty.results().map(number).collect::<Option<Vec<_>>>()?;
+        type_section.ty().function(params.clone(), results);
+        imports.import(REAL, &format!("f{i}"), EntityType::Function(i as u32));
+        functions.function(i as u32);
+        exports.export(&call_name(i), ExportKind::Func, count + i as u32);
+        let mut body = Function::new([]);
+        for p in 0..params.len() as u32 {
+            body.instruction(&Instruction::LocalGet(p));
+        }
+        body.instruction(&Instruction::Call(i as u32));
+        body.instruction(&Instruction::End);
+        code.function(&body);
+    }
+    let mut module = Module::new();
+    module
+        .section(&type_section)
+        .section(&imports)
+        .section(&functions)
+        .section(&exports)
+        .section(&code);
+    Some(module.finish())
+}
+
+/// Instantiates the trampoline for `reals` beside `memory` (from inside a call to the
+/// host: `store` is the caller's); returns, per real function, the function the wrapper
+/// calls instead. `None` (and the wrappers call the real
+/// functions directly) where it cannot be made.
+pub fn connect(
+    mut store: impl AsContextMut<Data = HostState>,
+    memory: Memory,
+    reals: &[Func],
+) -> Option<Vec<Func>> {
+    let mut store = store.as_context_mut();
+    let types: Vec<FuncType> = reals.iter().map(|f| f.ty(&store)).collect();
+    let ty = memory.ty(&store);
+    if ty.is_shared() {
+        return None;
+    }
+    let bytes = module_bytes(&types, ty.is_64(), ty.page_size_log2())?;
+    let module = wasmtime::Module::new(store.engine(), &bytes)
+        .map_err(|e| tracing::warn!("cannot compile the host calls' trampoline: {e}"))
+        .ok()?;
+    let mut imports: Vec<Extern> = vec![memory.into()];
+    imports.extend(reals.iter().map(|&f| Extern::Func(f)));
+    let instance = Instance::new(&mut store, &module, &imports)
+        .map_err(|e| tracing::warn!("cannot instantiate the host calls' trampoline: {e}"))
+        .ok()?;
+    (0..reals.len())
+        .map(|i| instance.get_func(&mut store, &call_name(i)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::ValType as V;
+
+    #[test]
+    fn the_module_is_valid_for_every_number_type() {
+        let engine = wasmtime::Engine::default();
+        let types = [
+            FuncType::new(&engine, [V::I32, V::I64, V::I32], [V::I32]),
+            FuncType::new(&engine, [], [V::I32]),
+            FuncType::new(&engine, [V::F32, V::F64], []),
+        ];
+        for memory64 in [false, true] {
+            let bytes = module_bytes(&types, memory64, 16).unwrap();
+            wasmparser::Validator::new().validate_all(&bytes).unwrap();
+        }
+        let reference = FuncType::new(&engine, [V::EXTERNREF], []);
+        assert!(module_bytes(&[reference], false, 16).is_none());
+    }
+}

@@ -1,0 +1,220 @@
+//! Host time: every profiled run measures the program's calls to WASI (wall time, the
+//! thread's on-CPU time, bytes moved), per import and per calling context, in every mode;
+//! the text report, the summary and pprof (read by `go tool pprof`) show it.
+
+use serde_json::Value;
+
+use crate::support::*;
+use crate::tools::pprof_top;
+
+/// The input `host_io.wasm` reads: 12,345 bytes, so 4 reads with data and one at the end.
+const INPUT: usize = 12_345;
+
+fn run_host_io(s: &Scratch, mode: &str, profile: &str) -> std::process::Output {
+    let input = s.path("input.bin");
+    std::fs::write(&input, vec![b'x'; INPUT]).unwrap();
+    s.wprof(&["run", "--mode", mode, "-o", profile])
+        .arg(sample("host_io.wasm"))
+        .stdin(std::fs::File::open(&input).unwrap())
+        .output()
+        .unwrap()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The profile's `host_calls` record of WASI function `name`.
+fn host<'a>(p: &'a Value, name: &str) -> &'a Value {
+    let full = format!("wasi_snapshot_preview1::{name}");
+    p["host_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == full.as_str())
+        .unwrap_or_else(|| panic!("no host calls to {name}: {}", p["host_calls"]))
+}
+
+/// The host figures of `import`'s contexts, by the name of the function that called it
+/// there's caller (`write` is called from `emit_a`, then calls the import through
+/// `__wasi_fd_write`): the function `up` levels above the import.
+fn contexts_of(p: &Value, import: &str, up: usize) -> Vec<(String, Value)> {
+    let names: std::collections::HashMap<u64, &str> = p["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (u(&f["id"]), f["name"].as_str().unwrap()))
+        .collect();
+    let contexts = p["contexts"].as_array().unwrap();
+    let id = p["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == format!("wasi_snapshot_preview1::{import}").as_str())
+        .map(|f| u(&f["id"]))
+        .unwrap();
+    contexts
+        .iter()
+        .filter(|c| u(&c["function"]) == id)
+        .map(|c| {
+            let mut at = c;
+            for _ in 0..up {
+                at = &contexts[u(&at["parent"]) as usize];
+            }
+            (names[&u(&at["function"])].to_string(), c["host"].clone())
+        })
+        .collect()
+}
+
+#[test]
+fn every_mode_measures_the_host_calls_as_constructed() {
+    let s = Scratch::new();
+    for mode in ["time", "sample", "cost", "adaptive"] {
+        let file = format!("{mode}.wprof");
+        let out = run_host_io(&s, mode, &file);
+        assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert_eq!(text.len(), 8000, "{mode}");
+        assert!(text.starts_with(&"a".repeat(6000)) && text.ends_with(&"b".repeat(2000)));
+        let p = s.profile(&file);
+
+        let read = host(&p, "fd_read");
+        assert_eq!(u(&read["calls"]), 5, "{mode}: {read}");
+        assert_eq!(u(&read["bytes"]), INPUT as u64, "{mode}");
+        let write = host(&p, "fd_write");
+        assert_eq!(
+            (u(&write["calls"]), u(&write["bytes"])),
+            (10, 8000),
+            "{mode}"
+        );
+        // Neither moves bytes nor is it an I/O function.
+        let sleep = host(&p, "poll_oneoff");
+        assert_eq!(u(&sleep["calls"]), 1, "{mode}");
+        assert!(sleep.get("bytes").is_none(), "{mode}: {sleep}");
+        if mode == "cost" {
+            // Cost profiles hold no time, and stay the same from run to run.
+            for h in p["host_calls"].as_array().unwrap() {
+                assert!(
+                    h.get("wall_ns").is_none() && h.get("cpu_ns").is_none(),
+                    "{h}"
+                );
+            }
+        } else {
+            // 50 ms asleep: never less wall time, and the thread was off the CPU for most
+            // of it, however busy the machine.
+            assert!(u(&sleep["wall_ns"]) >= 50_000_000, "{mode}: {sleep}");
+            assert!(u(&sleep["cpu_ns"]) < 25_000_000, "{mode}: {sleep}");
+            for h in p["host_calls"].as_array().unwrap() {
+                assert!(u(&h["cpu_ns"]) <= u(&h["wall_ns"]), "{mode}: {h}");
+            }
+        }
+
+        // Per context: the writes from emit_a and from emit_b apart, and they add up.
+        let mut writes = contexts_of(&p, "fd_write", 3);
+        writes.sort_by(|a, b| a.0.cmp(&b.0));
+        let figures: Vec<(&str, u64, u64)> = writes
+            .iter()
+            .map(|(caller, h)| (caller.as_str(), u(&h["calls"]), u(&h["bytes"])))
+            .collect();
+        assert_eq!(
+            figures,
+            vec![("emit_a", 6, 6000), ("emit_b", 4, 2000)],
+            "{mode}"
+        );
+        let naps = contexts_of(&p, "poll_oneoff", 0);
+        assert_eq!(naps.len(), 1, "{mode}");
+        if mode != "cost" {
+            let wall: u64 = writes.iter().map(|(_, h)| u(&h["wall_ns"])).sum();
+            assert_eq!(wall, u(&write["wall_ns"]), "{mode}");
+            assert_eq!(naps[0].1["wall_ns"], sleep["wall_ns"], "{mode}");
+        }
+    }
+}
+
+#[test]
+fn the_summary_and_the_text_report_show_the_host_time() {
+    let s = Scratch::new();
+    let out = run_host_io(&s, "sample", "h.wprof");
+    let summary = stderr(&out);
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("wprof: host: "))
+        .unwrap_or_else(|| panic!("no host line: {summary}"));
+    assert!(
+        line.contains("calls to WASI") && line.contains("off CPU"),
+        "{line}"
+    );
+    assert!(line.contains("most in poll_oneoff"), "{line}");
+
+    let report = s.run(&["report", "h.wprof", "--top", "0"]);
+    let text = stdout(&report);
+    let table: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Host calls"))
+        .skip(2)
+        .collect();
+    assert!(
+        table[0].ends_with("wasi_snapshot_preview1::poll_oneoff"),
+        "{text}"
+    );
+    let read = table
+        .iter()
+        .find(|l| l.ends_with("::fd_read"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(read.contains("12.1 KiB"), "{read}");
+    // The import's section names the host time by caller.
+    let lines: Vec<&str> = text.lines().collect();
+    let from_b = lines
+        .iter()
+        .position(|l| l.trim() == "host, from ... > emit_b > write > __wasi_fd_write")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(lines[from_b + 1].contains("2.0 KiB moved"), "{text}");
+}
+
+#[test]
+fn pprof_carries_the_host_figures_as_sample_types() {
+    let s = Scratch::new();
+    run_host_io(&s, "sample", "h.wprof");
+    let p = s.profile("h.wprof");
+    let o = s.run(&["report", "h.wprof", "--format", "pprof", "-o", "h.pb.gz"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Some(bytes) = pprof_top(&s, "h.pb.gz", &["-sample_index=host_bytes", "-unit=B"]) else {
+        return;
+    };
+    assert_eq!(bytes["wasi_snapshot_preview1::fd_read"].0, INPUT as u64);
+    assert_eq!(bytes["wasi_snapshot_preview1::fd_write"].0, 8000);
+    // emit_a's cumulative bytes are its writes'.
+    assert_eq!(bytes["emit_a"].1, 6000);
+    let wall = pprof_top(&s, "h.pb.gz", &["-sample_index=host_wall", "-unit=ns"]).unwrap();
+    assert_eq!(
+        wall["wasi_snapshot_preview1::poll_oneoff"].0,
+        u(&host(&p, "poll_oneoff")["wall_ns"])
+    );
+}
+
+#[test]
+fn an_injection_passes_the_other_calls_to_wasi_with_the_programs_memory() {
+    // Every call but the one injected runs the real function, which reads the program's
+    // memory: the output is whole.
+    let s = Scratch::new();
+    for off in [false, true] {
+        let input = s.path("input.bin");
+        std::fs::write(&input, vec![b'x'; INPUT]).unwrap();
+        let mut cmd = s.wprof(&[
+            "run",
+            "-o",
+            "i.wprof",
+            "--inject",
+            "wasi:fd_write=errno:EIO@10",
+        ]);
+        cmd.arg(sample("host_io.wasm"))
+            .stdin(std::fs::File::open(&input).unwrap());
+        if off {
+            cmd.env("WPROF", "0");
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        // The tenth write (emit_b's last 500 bytes) was not made.
+        assert_eq!(stdout(&out).len(), 7500, "off: {off}");
+    }
+}
