@@ -245,57 +245,6 @@ fn pprof_is_not_written_to_a_terminal_but_pipes_are_fine() {
     assert_eq!(&o.stdout[..2], &[0x1f, 0x8b]);
 }
 
-/// `callgrind_annotate` rows: function name -> cost (self, or inclusive with
-/// `--inclusive=yes`).
-fn annotate(s: &Scratch, file: &str, inclusive: bool) -> Option<BTreeMap<String, u64>> {
-    let tool = tool("callgrind_annotate", "reading --format callgrind")?;
-    let o = Command::new(tool)
-        .current_dir(s.dir.path())
-        .arg(format!(
-            "--inclusive={}",
-            if inclusive { "yes" } else { "no" }
-        ))
-        .arg("--threshold=100")
-        .arg("--auto=no")
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "callgrind_annotate failed: {}",
-        stderr(&o)
-    );
-    let text = stdout(&o);
-    // Rows look like `1,234 (12.34%)  file:function` (older versions: `1,234  file:function`).
-    let mut rows = BTreeMap::new();
-    let table = text
-        .split("file:function")
-        .nth(1)
-        .unwrap_or_else(|| panic!("{text}"));
-    for line in table.lines() {
-        let line = line.trim();
-        let Some((number, rest)) = line.split_once(' ') else {
-            continue;
-        };
-        let Ok(cost) = number.replace(',', "").parse::<u64>() else {
-            continue;
-        };
-        let rest = rest.trim_start();
-        let rest = if rest.starts_with('(') {
-            rest.split_once(')').unwrap().1.trim_start()
-        } else {
-            rest
-        };
-        let Some((_, function)) = rest.split_once(':') else {
-            continue;
-        };
-        let function = function.split(" [").next().unwrap().trim();
-        rows.insert(function.to_string(), cost);
-    }
-    assert!(!rows.is_empty(), "{text}");
-    Some(rows)
-}
-
 #[test]
 fn callgrind_is_read_by_callgrind_annotate() {
     let s = Scratch::new();
@@ -305,10 +254,10 @@ fn callgrind_is_read_by_callgrind_annotate() {
     // Call lines: `calls=` is the edge's exact count.
     let start = text.find("fn=(").unwrap();
     assert!(text[start..].contains("calls="));
-    let Some(self_rows) = annotate(&s, "callgrind.out.c", false) else {
+    let Some(self_rows) = annotate(&s, &[], "callgrind.out.c", false) else {
         return;
     };
-    let incl_rows = annotate(&s, "callgrind.out.c", true).unwrap();
+    let incl_rows = annotate(&s, &[], "callgrind.out.c", true).unwrap();
     for f in p["functions"].as_array().unwrap() {
         let name = f["name"].as_str().unwrap();
         if u(&f["inclusive"]) == 0 {
@@ -345,7 +294,7 @@ fn callgrind_counts_recursion_once() {
     let s = Scratch::new();
     let p = cost_profile(&s, "fib.wasm", &[], "f.wprof");
     report_to(&s, "f.wprof", "callgrind", "callgrind.out.f");
-    let Some(incl) = annotate(&s, "callgrind.out.f", true) else {
+    let Some(incl) = annotate(&s, &[], "callgrind.out.f", true) else {
         return;
     };
     // fib calls itself 242784 times; its inclusive cost is still counted once.

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::support::*;
-use crate::tools::pprof_top;
+use crate::tools::{annotate, pprof_top};
 
 /// The input `host_io.wasm` reads: 12,345 bytes, so 4 reads with data and one at the end.
 const INPUT: usize = 12_345;
@@ -217,4 +217,54 @@ fn an_injection_passes_the_other_calls_to_wasi_with_the_programs_memory() {
         // The tenth write (emit_b's last 500 bytes) was not made.
         assert_eq!(stdout(&out).len(), 7500, "off: {off}");
     }
+}
+
+#[test]
+fn callgrind_and_html_carry_the_host_figures() {
+    let s = Scratch::new();
+    run_host_io(&s, "time", "h.wprof");
+    let p = s.profile("h.wprof");
+    let o = s.run(&[
+        "report",
+        "h.wprof",
+        "--format",
+        "callgrind",
+        "-o",
+        "callgrind.out.h",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(s.path("callgrind.out.h")).unwrap();
+    assert!(
+        text.contains("events: ns HostWall HostCpu HostBytes\n"),
+        "{text}"
+    );
+    if let Some(bytes) = annotate(&s, &["--show=HostBytes"], "callgrind.out.h", false) {
+        assert_eq!(bytes["wasi_snapshot_preview1::fd_read"], INPUT as u64);
+        assert_eq!(bytes["wasi_snapshot_preview1::fd_write"], 8000);
+        // Inclusive: what a function's calls made the host move.
+        let inclusive = annotate(&s, &["--show=HostBytes"], "callgrind.out.h", true).unwrap();
+        assert_eq!(inclusive["emit_b"], 2000);
+        assert_eq!(inclusive["slurp"], INPUT as u64);
+        let wall = annotate(&s, &["--show=HostWall"], "callgrind.out.h", false).unwrap();
+        assert_eq!(
+            wall["wasi_snapshot_preview1::poll_oneoff"],
+            u(&host(&p, "poll_oneoff")["wall_ns"])
+        );
+    }
+
+    let o = s.run(&["report", "h.wprof", "--format", "html", "-o", "h.html"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let html = std::fs::read_to_string(s.path("h.html")).unwrap();
+    let table = &html[html.find(r#"<table id="host-calls">"#).expect("host table")..];
+    let rows: Vec<&str> = table[..table.find("</table>").unwrap()]
+        .split("<tr>")
+        .skip(2)
+        .collect();
+    assert_eq!(rows.len(), p["host_calls"].as_array().unwrap().len());
+    assert!(rows[0].contains("poll_oneoff"), "{}", rows[0]);
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("fd_read") && r.contains("<td>12.1 KiB</td>")),
+        "{table}"
+    );
 }

@@ -116,3 +116,60 @@ pub fn pprof_top(
     assert!(!rows.is_empty(), "{text}");
     Some(rows)
 }
+
+/// `callgrind_annotate` rows: function name -> cost (self, or inclusive with
+/// `--inclusive=yes`), of the first event shown (`extra` may choose it: `--show=HostBytes`).
+pub fn annotate(
+    s: &crate::support::Scratch,
+    extra: &[&str],
+    file: &str,
+    inclusive: bool,
+) -> Option<std::collections::BTreeMap<String, u64>> {
+    let tool = tool("callgrind_annotate", "reading --format callgrind")?;
+    let o = std::process::Command::new(tool)
+        .current_dir(s.dir.path())
+        .arg(format!(
+            "--inclusive={}",
+            if inclusive { "yes" } else { "no" }
+        ))
+        .arg("--threshold=100")
+        .arg("--auto=no")
+        .args(extra)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "callgrind_annotate failed: {}",
+        crate::support::stderr(&o)
+    );
+    let text = crate::support::stdout(&o);
+    // Rows look like `1,234 (12.34%)  file:function` (older versions: `1,234  file:function`).
+    let mut rows = std::collections::BTreeMap::new();
+    let table = text
+        .split("file:function")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    for line in table.lines() {
+        let line = line.trim();
+        let Some((number, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let Ok(cost) = number.replace(',', "").parse::<u64>() else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let rest = if rest.starts_with('(') {
+            rest.split_once(')').unwrap().1.trim_start()
+        } else {
+            rest
+        };
+        let Some((_, function)) = rest.split_once(':') else {
+            continue;
+        };
+        let function = function.split(" [").next().unwrap().trim();
+        rows.insert(function.to_string(), cost);
+    }
+    assert!(!rows.is_empty(), "{text}");
+    Some(rows)
+}

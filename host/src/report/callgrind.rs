@@ -1,7 +1,10 @@
 //! `--format callgrind`: the Callgrind profile format, for `callgrind_annotate` and
 //! KCachegrind.
 //!
-//! One cost event: `Instr` (executed wasm instructions) in cost mode, `ns` in time mode.
+//! One cost event: `Instr` (executed wasm instructions) in cost mode, `ns` in time mode;
+//! with host calls, more: `HostWall` and `HostCpu` (nanoseconds in WASI's functions, wall
+//! and the program thread's on-CPU; not in cost mode) and `HostBytes` (bytes the I/O
+//! functions moved), an import's own and, on call lines, its callers' inclusive.
 //! Each function's block holds its self cost, then one call line per callee: `calls=` the
 //! exact number of calls along that edge, and on the next line the callee's inclusive cost
 //! caused by this caller. That cost comes from the calling-context tree: the callee's
@@ -16,7 +19,7 @@ use std::fmt::Write;
 
 use super::source::Symbols;
 use super::stacks;
-use crate::profile::Profile;
+use crate::profile::{HostFigures, Profile};
 
 /// Subtree cost of every context: its self cost plus its descendants'.
 pub fn subtree_costs(profile: &Profile) -> Vec<u64> {
@@ -32,6 +35,51 @@ pub fn subtree_costs(profile: &Profile) -> Vec<u64> {
     cost
 }
 
+/// The host events of a profile: name, description, and the value of a context's figures.
+type HostEvent = (&'static str, &'static str, fn(&HostFigures) -> u64);
+
+fn host_events(profile: &Profile) -> &'static [HostEvent] {
+    const TIMED: &[HostEvent] = &[
+        (
+            "HostWall",
+            "Wall time in WASI's functions (nanoseconds)",
+            |h| h.wall_ns,
+        ),
+        (
+            "HostCpu",
+            "On-CPU time in WASI's functions (nanoseconds)",
+            |h| h.cpu_ns,
+        ),
+        ("HostBytes", "Bytes WASI's I/O functions moved", |h| {
+            h.bytes.unwrap_or(0)
+        }),
+    ];
+    match (profile.host_calls.is_empty(), profile.unit == "ns") {
+        (true, _) => &[],
+        (false, true) => TIMED,
+        (false, false) => &TIMED[2..],
+    }
+}
+
+/// Every context's host figures, its descendants' added (what the calls along each path
+/// made the host do).
+fn subtree_host(profile: &Profile) -> Vec<HostFigures> {
+    let mut host: Vec<HostFigures> = profile
+        .contexts
+        .iter()
+        .map(|c| c.host.unwrap_or_default())
+        .collect();
+    for (i, c) in profile.contexts.iter().enumerate().rev() {
+        if let Some(p) = c.parent {
+            if (p as usize) < i {
+                let child = host[i];
+                host[p as usize].add(&child);
+            }
+        }
+    }
+    host
+}
+
 /// The callgrind text.
 pub fn render(profile: &Profile, symbols: &Symbols) -> String {
     let (event, long) = if profile.unit == "ns" {
@@ -39,9 +87,24 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> String {
     } else {
         ("Instr", "Executed wasm instructions")
     };
+    let host_events = host_events(profile);
+    let host_values = |h: &HostFigures| -> String {
+        host_events
+            .iter()
+            .map(|(_, _, value)| format!(" {}", value(h)))
+            .collect()
+    };
     let subtree = subtree_costs(profile);
-    // caller -> callee -> (calls, inclusive cost)
-    let mut calls: BTreeMap<u32, BTreeMap<u32, (u64, u64)>> = BTreeMap::new();
+    let subtree_host = subtree_host(profile);
+    // An import's own host figures, over its contexts.
+    let mut own_host: HashMap<u32, HostFigures> = HashMap::new();
+    for c in profile.contexts.iter() {
+        if let Some(h) = &c.host {
+            own_host.entry(c.function).or_default().add(h);
+        }
+    }
+    // caller -> callee -> (calls, inclusive cost, inclusive host figures)
+    let mut calls: BTreeMap<u32, BTreeMap<u32, (u64, u64, HostFigures)>> = BTreeMap::new();
     for e in &profile.edges {
         if let Some(caller) = e.caller {
             calls
@@ -54,12 +117,9 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> String {
     }
     for s in stacks(profile) {
         if let [.., caller, callee] = s.functions[..] {
-            calls
-                .entry(caller)
-                .or_default()
-                .entry(callee)
-                .or_default()
-                .1 += subtree[s.node as usize];
+            let call = calls.entry(caller).or_default().entry(callee).or_default();
+            call.1 += subtree[s.node as usize];
+            call.2.add(&subtree_host[s.node as usize]);
         }
     }
 
@@ -71,9 +131,24 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> String {
     let _ = writeln!(out, "part: 1");
     let _ = writeln!(out, "positions: line");
     let _ = writeln!(out, "event: {event} : {long}");
-    let _ = writeln!(out, "events: {event}");
-    let _ = writeln!(out, "summary: {}", profile.total);
-    let _ = writeln!(out, "totals: {}", profile.total);
+    let mut events = event.to_string();
+    for (name, description, _) in host_events {
+        let _ = writeln!(out, "event: {name} : {description}");
+        events.push(' ');
+        events.push_str(name);
+    }
+    let _ = writeln!(out, "events: {events}");
+    let mut host_total = HostFigures::default();
+    for h in &profile.host_calls {
+        host_total.add(&h.figures);
+    }
+    let _ = writeln!(
+        out,
+        "summary: {}{}",
+        profile.total,
+        host_values(&host_total)
+    );
+    let _ = writeln!(out, "totals: {}{}", profile.total, host_values(&host_total));
     let _ = writeln!(out);
     let _ = writeln!(out, "ob=(1) {}", profile.module.path);
     // Files and functions are named once, `fl=(n) name`, then referred to as `fl=(n)`.
@@ -107,12 +182,13 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> String {
         let _ = writeln!(out);
         file(&mut out, "fl", f.id);
         name(&mut out, "fn", f.id);
-        let _ = writeln!(out, "{} {}", line(f.id), f.self_time);
-        for (&callee, &(n, cost)) in calls.get(&f.id).into_iter().flatten() {
+        let own = own_host.get(&f.id).copied().unwrap_or_default();
+        let _ = writeln!(out, "{} {}{}", line(f.id), f.self_time, host_values(&own));
+        for (&callee, (n, cost, host)) in calls.get(&f.id).into_iter().flatten() {
             file(&mut out, "cfi", callee);
             name(&mut out, "cfn", callee);
             let _ = writeln!(out, "calls={n} {}", line(callee));
-            let _ = writeln!(out, "{} {cost}", line(f.id));
+            let _ = writeln!(out, "{} {cost}{}", line(f.id), host_values(host));
         }
     }
     out

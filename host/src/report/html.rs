@@ -2,7 +2,8 @@
 //! script and the data are inside) with four views, switched by the URL's fragment:
 //!
 //! - `#table`: the flat profile, sortable by any column and filtered by a regex
-//!   (`#table?sort=calls:desc&filter=^lz_` preselects both);
+//!   (`#table?sort=calls:desc&filter=^lz_` preselects both), and under it the host calls
+//!   (wall, on-CPU and off-CPU time in WASI's functions, bytes moved);
 //! - `#f<id>`: one page per function with its numbers and its callers and callees, each a
 //!   link to that function's page (the browser's back button goes back);
 //! - `#graph/<id>?min=<pct>`: a layered call graph from a root function (any function can be
@@ -43,6 +44,10 @@ struct Page<'a> {
     /// Lines under the summary: functions left without probes, live switching.
     notes: Vec<String>,
     functions: Vec<FunctionRow>,
+    /// What the host did in the program's calls to WASI, by import.
+    host: Vec<HostRow>,
+    /// The host's times were measured (every mode but cost).
+    host_timed: bool,
     data: String,
     css: &'a str,
     js: &'a str,
@@ -65,6 +70,18 @@ struct FunctionRow {
     incl_pct: String,
     min_text: String,
     max_text: String,
+}
+
+/// One row of the host calls' table, as the page shows it.
+#[derive(Serialize)]
+struct HostRow {
+    id: u32,
+    name: String,
+    calls: u64,
+    wall: String,
+    cpu: String,
+    off_cpu: String,
+    bytes: String,
 }
 
 /// The data the script draws from: short keys, arrays for the big tables.
@@ -201,6 +218,22 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
         },
         notes: notes(profile),
         functions,
+        host: super::host_time::by_wall_time(profile)
+            .into_iter()
+            .map(|h| HostRow {
+                id: h.function,
+                name: h.name.clone(),
+                calls: h.figures.calls,
+                wall: crate::display::format_ns(h.figures.wall_ns),
+                cpu: crate::display::format_ns(h.figures.cpu_ns),
+                off_cpu: crate::display::format_ns(h.figures.off_cpu_ns()),
+                bytes: h
+                    .figures
+                    .bytes
+                    .map_or_else(|| "-".to_string(), crate::display::format_size),
+            })
+            .collect(),
+        host_timed: unit == "ns",
         data,
         css: STYLE,
         js: SCRIPT,

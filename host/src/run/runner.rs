@@ -315,6 +315,7 @@ pub fn run(
     let mut timings = Timings::new();
     let instantiated = timings.time("instantiate", || linker.instantiate(&mut store, module));
     if let Ok(instance) = &instantiated {
+        host_calls.connect(&mut store, instance);
         let arena = instance.get_memory(&mut store, ContextArena::MEMORY);
         if let (Some(account), Some(arena)) = (store.data_mut().host.as_mut(), arena) {
             account.set_arena(arena);

@@ -23,7 +23,9 @@ mod trampoline;
 use std::mem::MaybeUninit;
 use std::sync::{Arc, OnceLock};
 
-use wasmtime::{Caller, Extern, Func, Linker, Memory, Module, Store, ValRaw};
+use wasmtime::{
+    AsContextMut, Caller, Extern, Func, Instance, Linker, Memory, Module, Store, ValRaw,
+};
 
 use crate::exit::Failure;
 use crate::injection::{Injection, InjectionRecord};
@@ -85,6 +87,8 @@ struct Wrapped {
 #[derive(Debug)]
 pub struct HostCalls {
     wrapped: Vec<Wrapped>,
+    /// Their way to the real functions (none without wrappers).
+    route: Option<Arc<Route>>,
 }
 
 /// The way to the real functions, shared by a run's wrappers and made at the first call
@@ -99,21 +103,29 @@ struct Route {
 }
 
 impl Route {
-    /// The function that reaches real function `k` with the program's memory: the
-    /// trampoline's, made now if this is the first call; `real` itself without one.
-    fn to(&self, k: usize, real: Func, caller: &mut Caller<'_, HostState>) -> Func {
-        let connected = self.connected.get_or_init(|| {
-            let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
-                return None;
-            };
-            let vias = trampoline::connect(&mut *caller, memory, self.reals.get()?);
+    /// Connects to the program's `memory` (see [`trampoline`]); `store` is the program's.
+    fn connect(&self, store: impl AsContextMut<Data = HostState>, memory: Memory) {
+        self.connected.get_or_init(|| {
+            let vias = trampoline::connect(store, memory, self.reals.get()?);
             if vias.is_none() {
                 tracing::warn!("no trampoline: WASI's calls run without the program's memory");
             }
             Some((memory, vias?))
         });
-        connected
-            .as_ref()
+    }
+
+    /// The function that reaches real function `k` with the program's memory: the
+    /// trampoline's (made now if the program calls before it is instantiated, from its
+    /// start function); `real` itself without one.
+    fn to(&self, k: usize, real: Func, caller: &mut Caller<'_, HostState>) -> Func {
+        if self.connected.get().is_none() {
+            if let Some(Extern::Memory(memory)) = caller.get_export("memory") {
+                self.connect(&mut *caller, memory);
+            }
+        }
+        self.connected
+            .get()
+            .and_then(Option::as_ref)
             .and_then(|(_, vias)| vias.get(k).copied())
             .unwrap_or(real)
     }
@@ -214,7 +226,21 @@ impl HostCalls {
             )));
         }
         let _ = route.reals.set(reals);
-        Ok(HostCalls { wrapped })
+        let route = (!wrapped.is_empty()).then_some(route);
+        Ok(HostCalls { wrapped, route })
+    }
+
+    /// After the program is instantiated: makes the trampoline to the real functions (see
+    /// [`trampoline`]), unless the start function's calls made it. Without one (the
+    /// program exports no unshared `memory`, or a type is not made of numbers), calls go to
+    /// the real functions directly, as they do for functions that use no memory.
+    pub fn connect(&self, store: &mut Store<HostState>, program: &Instance) {
+        if let (Some(route), Some(memory)) = (
+            self.route.as_ref(),
+            program.get_memory(&mut *store, "memory"),
+        ) {
+            route.connect(store, memory);
+        }
     }
 
     /// What `--inject` did.
@@ -281,14 +307,20 @@ impl Wrapper {
         // SAFETY: every slot is written (the parameters by the caller, the rest above), and
         // `ValRaw` has the layout of `MaybeUninit<ValRaw>`.
         let args: &mut [ValRaw] = unsafe { &mut *(std::ptr::from_mut(args) as *mut [ValRaw]) };
+        let meter = Meter::new();
+        // From here on, wprof's own work (the first call may make the trampoline) is left
+        // out of time mode's times.
+        let entered = if self.measured && self.timed {
+            meter.now_ps()
+        } else {
+            0
+        };
         let function = self.route.to(self.k, self.real, &mut caller);
         if !self.measured {
             // SAFETY: `function` has the import's type, which `args` is laid out for.
             return unsafe { function.call_unchecked(&mut caller, args) };
         }
         let out = self.bytes_at.map(|i| args[i].get_u32());
-        let meter = Meter::new();
-        let entered = if self.timed { meter.now_ps() } else { 0 };
         let started = self.timed.then(|| meter.start(self.cpu));
         // SAFETY: as above.
         let result = unsafe { function.call_unchecked(&mut caller, args) };
