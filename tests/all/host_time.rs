@@ -268,3 +268,23 @@ fn callgrind_and_html_carry_the_host_figures() {
         "{table}"
     );
 }
+
+#[test]
+fn a_program_calling_the_host_often_is_counted_exactly() {
+    let s = Scratch::new();
+    let out = s
+        .wprof(&["run", "-q", "--mode", "sample", "-o", "w.wprof"])
+        .arg(sample("wasi_storm.wasm"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).len(), 320_000);
+    let p = s.profile("w.wprof");
+    assert_eq!(u(&host(&p, "clock_time_get")["calls"]), 200_000);
+    let write = host(&p, "fd_write");
+    assert_eq!((u(&write["calls"]), u(&write["bytes"])), (20_000, 320_000));
+    let ticks = contexts_of(&p, "clock_time_get", 3);
+    assert_eq!(ticks.len(), 1);
+    assert_eq!(ticks[0].0, "tick");
+    assert_eq!(u(&ticks[0].1["calls"]), 200_000);
+}

@@ -79,6 +79,12 @@ Examples:
   wprof run --dir data::/data -o app.wprof app.wasm
   WPROF=0 wprof run app.wasm
 
+Time in the host: every profiled run measures each call to WASI (wall time, the program
+thread's on-CPU time, so that wall - CPU is time blocked or waiting, and the bytes fd_read,
+fd_write, fd_pread, fd_pwrite, sock_recv and sock_send moved), per import and per calling
+context: the summary's `host:` line, `wprof report`'s host calls table, pprof's host_*
+sample types. Cost mode counts calls and bytes only.
+
 Go modules (GOOS=wasip1): every mode counts calls exactly across goroutine switches and
 keeps the work resumed after a switch under its real caller.
 

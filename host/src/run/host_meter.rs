@@ -3,8 +3,7 @@
 //! kept (per import, and per calling context in the inline modes). The wrappers that
 //! measure are [`crate::run::host_calls`]'s.
 
-use std::collections::HashMap;
-
+use rustc_hash::FxHashMap;
 use wasmtime::Memory;
 use wprof_agent::ContextArena;
 
@@ -145,7 +144,7 @@ pub struct HostAccount {
     /// Per function id (imports come first in a module's index space).
     totals: Vec<HostFigures>,
     /// Inline modes: per node address of the module's tree.
-    by_node: HashMap<u32, HostFigures>,
+    by_node: FxHashMap<u32, HostFigures>,
     /// Inline modes: the tree's memory, where the probes leave the import's node.
     arena: Option<Memory>,
 }
@@ -163,7 +162,7 @@ impl HostAccount {
     pub fn new(imports: u32, arena: Option<Memory>) -> Self {
         Self {
             totals: vec![HostFigures::default(); imports as usize],
-            by_node: HashMap::new(),
+            by_node: FxHashMap::default(),
             arena,
         }
     }
@@ -191,7 +190,7 @@ impl HostAccount {
     }
 
     /// The figures per node address of the module's tree.
-    pub fn by_node(&self) -> &HashMap<u32, HostFigures> {
+    pub fn by_node(&self) -> &FxHashMap<u32, HostFigures> {
         &self.by_node
     }
 }

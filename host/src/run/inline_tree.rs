@@ -167,7 +167,7 @@ impl InlineTree {
         collector: &mut Collector,
         self_time: impl Fn(&InlineNode) -> u64,
         sites: Option<&HashMap<u32, Vec<u32>>>,
-        host: Option<&HashMap<u32, HostFigures>>,
+        host: Option<&rustc_hash::FxHashMap<u32, HostFigures>>,
     ) {
         enum Step {
             Enter { node: usize, caller: u32, site: u32 },

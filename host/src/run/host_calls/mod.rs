@@ -308,13 +308,10 @@ impl Wrapper {
         // `ValRaw` has the layout of `MaybeUninit<ValRaw>`.
         let args: &mut [ValRaw] = unsafe { &mut *(std::ptr::from_mut(args) as *mut [ValRaw]) };
         let meter = Meter::new();
-        // From here on, wprof's own work (the first call may make the trampoline) is left
-        // out of time mode's times.
-        let entered = if self.measured && self.timed {
-            meter.now_ps()
-        } else {
-            0
-        };
+        // Time mode: from here on, wprof's own work (the first call may make the
+        // trampoline) is left out of the times; it costs two more clock readings.
+        let entered =
+            (self.measured && self.timed && caller.data().log.is_some()).then(|| meter.now_ps());
         let function = self.route.to(self.k, self.real, &mut caller);
         if !self.measured {
             // SAFETY: `function` has the import's type, which `args` is laid out for.
@@ -343,14 +340,12 @@ impl Wrapper {
             .as_ref()
             .and_then(HostAccount::arena)
             .and_then(|arena| host_meter::import_node(arena.data(&caller), self.id));
-        let overhead_ps = if self.timed {
+        let overhead_ps = entered.map_or(0, |entered| {
             meter
                 .now_ps()
                 .saturating_sub(entered)
                 .saturating_sub(call.wall_ns * 1000)
-        } else {
-            0
-        };
+        });
         let state = caller.data_mut();
         if let Some(account) = state.host.as_mut() {
             account.record(self.id, &call, node);
