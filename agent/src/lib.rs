@@ -63,7 +63,7 @@ mod plan;
 mod probe_code;
 mod probe_map;
 
-pub use body::{BlockCount, InstrumentedBody};
+pub use body::{instruction_weight, BlockCount, InstrumentedBody};
 pub use context_arena::ContextArena;
 pub use error::AgentError;
 pub use layout::{FunctionKind, FunctionSummary};

@@ -54,6 +54,7 @@ use scan::{catch_labels, ends_basic_block, is_call, scan};
 
 pub(crate) use coverage::patch as patch_counter;
 pub use coverage::BlockCount;
+pub use scan::instruction_weight;
 
 /// One instrumented function body, independent of where it lands in a module.
 #[derive(Debug, Clone, PartialEq, Eq)]

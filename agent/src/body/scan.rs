@@ -48,8 +48,9 @@ fn is_exception_handling(op: &Operator<'_>) -> bool {
     )
 }
 
-/// Instructions that count in cost mode: all but `end`.
-fn instruction_weight(op: &Operator<'_>) -> u64 {
+/// What one execution of `op` adds to cost mode's count: 1 for every instruction but
+/// `end`, which adds 0. (`wprof annotate` counts a line's instructions by the same rule.)
+pub fn instruction_weight(op: &Operator<'_>) -> u64 {
     u64::from(!matches!(op, Operator::End))
 }
 

@@ -5,6 +5,7 @@
 //! This room may use every other room: it is where flags become settings and the rooms
 //! below are called in order (prepare → run → profile → report).
 
+pub mod annotate;
 pub mod bench;
 pub mod cache;
 pub mod config;
@@ -18,6 +19,7 @@ pub mod run_summary;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use self::annotate::AnnotateCommand;
 use self::bench::BenchCommand;
 use self::cache::CacheCommand;
 use self::config::ConfigCommand;
@@ -87,6 +89,7 @@ pub(crate) fn environment_help() -> String {
 enum Command {
     Run(RunCommand),
     Report(ReportCommand),
+    Annotate(AnnotateCommand),
     Diff(DiffCommand),
     Bench(BenchCommand),
     Cache(CacheCommand),
@@ -139,6 +142,7 @@ pub fn main() -> i32 {
     let result = match &cli.command {
         Command::Run(cmd) => cmd.execute(),
         Command::Report(cmd) => cmd.execute(),
+        Command::Annotate(cmd) => cmd.execute(),
         Command::Diff(cmd) => cmd.execute(),
         Command::Bench(cmd) => cmd.execute(),
         Command::Cache(cmd) => cmd.execute(),

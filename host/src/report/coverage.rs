@@ -152,7 +152,7 @@ fn line_coverage_by(
 }
 
 /// `file` if it exists, else the file of that name in `dir` if that one does, else `file`.
-fn resolve(file: &str, dir: Option<&Path>) -> String {
+pub(crate) fn resolve(file: &str, dir: Option<&Path>) -> String {
     if Path::new(file).exists() {
         return file.to_string();
     }

@@ -6,6 +6,7 @@
 //! May use: `profile` only. A report is a function of the profile (and, for source lines,
 //! the module's own bytes): nothing here runs, prepares or caches anything.
 
+pub mod annotate;
 pub mod callgrind;
 pub mod coverage;
 pub mod firefox;

@@ -1,0 +1,135 @@
+//! `wprof annotate`: source lines with their counts, from a profile with block counts.
+
+use std::path::PathBuf;
+
+use crate::exit::Failure;
+use crate::profile::Profile;
+use crate::report::{annotate, source};
+
+/// Show functions' source lines with how often each ran and the wasm instructions it
+/// executed (a profile of `wprof run --coverage`).
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct AnnotateCommand {
+    /// The profile, made by `wprof run --coverage` (sample, cost or adaptive mode).
+    #[arg(value_name = "PROFILE")]
+    profile: PathBuf,
+
+    /// The functions to annotate: a name as the reports show it, or a regular expression
+    /// matching names [default: the functions that executed the most instructions, see
+    /// --top].
+    #[arg(value_name = "FUNCTION")]
+    function: Option<String>,
+
+    /// Without FUNCTION: how many functions, those that executed the most instructions.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    top: usize,
+
+    /// The profiled module, for its DWARF. By default wprof looks at the path recorded in
+    /// the profile, then beside the profile; a module whose blake3 differs from the
+    /// profile's is not used.
+    #[arg(long, value_name = "MODULE.wasm")]
+    module: Option<PathBuf>,
+}
+
+const AFTER_HELP: &str = "\
+Each line of a function's source file shows how many times it ran (the count of the most
+frequent basic block holding code of it, as lcov counts a line) and how many wasm
+instructions of it ran. The counts are exact: the module counted every block. The source is
+read from the path DWARF gives, else from a file of that name beside the module; without
+it, the lines are shown by number; without DWARF, each basic block with its instructions.
+
+Examples:
+  wprof run --coverage app.wasm && wprof annotate app.wprof
+  wprof annotate app.wprof compress_block
+  wprof annotate app.wprof '^lz_' --module build/app.wasm
+
+Exit status:
+  0 on success; 2 if the profile cannot be read, holds no block counts, or no function
+  matches";
+
+impl AnnotateCommand {
+    /// Prints the annotation; returns the exit code.
+    pub fn execute(&self) -> Result<i32, Failure> {
+        let mut profile = Profile::read(&self.profile)?;
+        if profile.coverage.is_none() {
+            return Err(Failure::input(format!(
+                "{} holds no block counts: make it with `wprof run --coverage` (sample, cost \
+                 or adaptive mode)",
+                self.profile.display()
+            )));
+        }
+        let found = source::profiled_module(&profile, &self.profile, self.module.as_deref())
+            .map_err(Failure::input)?;
+        let Some((path, bytes)) = found else {
+            return Err(Failure::input(format!(
+                "the module of {} is not found (its blake3 {}): give it with --module",
+                self.profile.display(),
+                &profile.module.blake3[..16.min(profile.module.blake3.len())]
+            )));
+        };
+        // The names the reports show.
+        source::module_symbols(&mut profile, &bytes)
+            .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+        let dwarf = source::module_dwarf(&bytes).map_err(|e| {
+            Failure::input(format!("cannot read the DWARF of {}: {e}", path.display()))
+        })?;
+        let coverage = profile.coverage.as_ref().expect("checked above");
+        let shown = |id: u32, raw: &str| {
+            profile
+                .function(id)
+                .map_or_else(|| raw.to_string(), |f| f.name.clone())
+        };
+        let mut annotated = Vec::new();
+        for f in &coverage.functions {
+            let lines = annotate::function_lines(&bytes, f, dwarf.as_ref()).map_err(|e| {
+                Failure::input(format!("cannot read {} in {}: {e}", f.name, path.display()))
+            })?;
+            annotated.push((shown(f.id, &f.name), f.entries(), lines));
+        }
+        let chosen: Vec<usize> = match &self.function {
+            Some(wanted) => {
+                let exact: Vec<usize> = (0..annotated.len())
+                    .filter(|&i| annotated[i].0 == *wanted)
+                    .collect();
+                if !exact.is_empty() {
+                    exact
+                } else {
+                    let re = regex::Regex::new(wanted).map_err(|e| {
+                        Failure::input(format!("`{wanted}` is no function and no regex: {e}"))
+                    })?;
+                    (0..annotated.len())
+                        .filter(|&i| re.is_match(&annotated[i].0))
+                        .collect()
+                }
+            }
+            None => {
+                let mut order: Vec<usize> = (0..annotated.len())
+                    .filter(|&i| annotated[i].2.instructions > 0)
+                    .collect();
+                order.sort_by_key(|&i| std::cmp::Reverse(annotated[i].2.instructions));
+                order.truncate(self.top.max(1));
+                order
+            }
+        };
+        if chosen.is_empty() {
+            return Err(Failure::input(format!(
+                "no function of {} matches `{}`",
+                self.profile.display(),
+                self.function.as_deref().unwrap_or_default()
+            )));
+        }
+        let total: u64 = annotated.iter().map(|a| a.2.instructions).sum();
+        let mut out = format!(
+            "wprof annotate: {} ({} wasm instructions ran in the functions with block counts)\n",
+            profile.module.path, total
+        );
+        for i in chosen {
+            let (name, calls, lines) = &annotated[i];
+            out.push('\n');
+            out.push_str(&annotate::render(name, *calls, lines, path.parent()));
+        }
+        print!("{out}");
+        Ok(0)
+    }
+}

@@ -1,0 +1,110 @@
+//! `wprof annotate`: source lines with exact counts and instructions, from a `--coverage`
+//! profile and the module's DWARF.
+
+use crate::support::*;
+
+/// `(runs, instructions)` of the row whose source text is `text`, in an annotation.
+fn row(annotation: &str, text: &str) -> (u64, u64) {
+    let line = annotation
+        .lines()
+        .find(|l| l.split_once(" | ").is_some_and(|(_, t)| t.trim() == text))
+        .unwrap_or_else(|| panic!("no line `{text}` in:\n{annotation}"));
+    let numbers: Vec<u64> = line
+        .split(" | ")
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    (numbers[0], numbers[1])
+}
+
+fn annotate(s: &Scratch, args: &[&str]) -> String {
+    let mut all = vec!["annotate"];
+    all.extend_from_slice(args);
+    let out = s.run(&all);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    stdout(&out)
+}
+
+#[test]
+fn lines_carry_the_counts_known_by_construction() {
+    let s = Scratch::new();
+    for mode in ["cost", "sample"] {
+        let file = format!("{mode}.wprof");
+        let out = s
+            .wprof(&["run", "-q", "--coverage", "--mode", mode, "-o", &file])
+            .arg(sample("wasi_storm.wasm"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let main = annotate(&s, &[&file, "__original_main"]);
+        assert!(main.starts_with("wprof annotate: "), "{main}");
+        assert_eq!(row(&main, "tick();").0, 200_000, "{mode}");
+        assert_eq!(row(&main, "line(i);").0, 20_000, "{mode}");
+        let tick = annotate(&s, &[&file, "tick"]);
+        assert_eq!(row(&tick, "clock_gettime(CLOCK_MONOTONIC, &t);").0, 200_000);
+        assert!(tick.contains("tick: 200000 calls"), "{tick}");
+    }
+}
+
+#[test]
+fn a_functions_lines_add_up_to_its_cost() {
+    let s = Scratch::new();
+    let out = s
+        .wprof(&["run", "-q", "--coverage", "--mode", "cost", "-o", "c.wprof"])
+        .arg(sample("compress.wasm"))
+        .arg("1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("c.wprof");
+    // Every function with block counts (a regex matching all of them).
+    let all = annotate(&s, &["c.wprof", "."]);
+    let mut checked = 0;
+    for f in p["functions"].as_array().unwrap() {
+        if f["kind"] != "local" {
+            continue;
+        }
+        let name = f["name"].as_str().unwrap();
+        let header = format!(
+            "{name}: {} calls, {} wasm instructions ran",
+            f["calls"], f["self"]
+        );
+        assert!(all.contains(&header), "{header} not in:\n{all}");
+        checked += 1;
+    }
+    assert!(checked > 5, "{checked}");
+}
+
+#[test]
+fn a_profile_without_block_counts_or_a_name_that_matches_nothing_is_one_line() {
+    let s = Scratch::new();
+    let out = s
+        .wprof(&["run", "-q", "--mode", "cost", "-o", "plain.wprof"])
+        .arg(sample("fib.wasm"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let o = s.run(&["annotate", "plain.wprof"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("wprof run --coverage"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    let out = s
+        .wprof(&["run", "-q", "--coverage", "--mode", "cost", "-o", "c.wprof"])
+        .arg(sample("fib.wasm"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let o = s.run(&["annotate", "c.wprof", "no_such_function"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no function"), "{}", stderr(&o));
+    // Without DWARF (a WAT sample): the blocks and their instructions.
+    let text = stdout(&s.run(&["annotate", "c.wprof", "fib"]));
+    assert!(text.contains("no DWARF: by basic block"), "{text}");
+    assert!(text.contains("Call"), "{text}");
+}
