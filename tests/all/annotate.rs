@@ -108,3 +108,71 @@ fn a_profile_without_block_counts_or_a_name_that_matches_nothing_is_one_line() {
     assert!(text.contains("no DWARF: by basic block"), "{text}");
     assert!(text.contains("Call"), "{text}");
 }
+
+/// The first number on the line of `text` whose source is `source` (`1,234` or `1234`).
+fn cost_beside(text: &str, source: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.trim_end().ends_with(source))
+        .unwrap_or_else(|| panic!("no `{source}` in:\n{text}"));
+    line.split_whitespace()
+        .next()
+        .and_then(|n| n.replace(',', "").parse().ok())
+        .unwrap_or_else(|| panic!("no number on `{line}`"))
+}
+
+#[test]
+fn callgrind_and_pprof_carry_the_same_line_costs_to_their_tools() {
+    let s = Scratch::new();
+    let out = s
+        .wprof(&["run", "-q", "--coverage", "--mode", "cost", "-o", "c.wprof"])
+        .arg(sample("wasi_storm.wasm"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let main = annotate(&s, &["c.wprof", "__original_main"]);
+    let (_, wanted) = row(&main, "line(i);");
+    assert!(wanted > 0, "{main}");
+
+    let o = s.run(&[
+        "report",
+        "c.wprof",
+        "--format",
+        "callgrind",
+        "-o",
+        "callgrind.out.c",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    if let Some(tool) = crate::tools::tool("callgrind_annotate", "reading --format callgrind") {
+        let o = std::process::Command::new(tool)
+            .current_dir(s.dir.path())
+            .args(["--auto=yes", "callgrind.out.c"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(cost_beside(&stdout(&o), "line(i);"), wanted);
+    }
+
+    let o = s.run(&["report", "c.wprof", "--format", "pprof", "-o", "c.pb.gz"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    if let Some(go) = crate::tools::tool("go", "reading --format pprof with `go tool pprof`") {
+        let o = std::process::Command::new(go)
+            .current_dir(s.dir.path())
+            .args(["tool", "pprof", "-list", "^__original_main$", "c.pb.gz"])
+            .env("HOME", s.dir.path())
+            .env("PPROF_TMPDIR", s.dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(cost_beside(&stdout(&o), "line(i);"), wanted);
+        // By function, the totals stay the profile's.
+        let top = crate::tools::pprof_top(&s, "c.pb.gz", &[]).unwrap();
+        let p = s.profile("c.wprof");
+        for f in p["functions"].as_array().unwrap() {
+            let name = f["name"].as_str().unwrap();
+            if let Some(row) = top.get(name) {
+                assert_eq!(row.0, f["self"].as_u64().unwrap(), "{name}");
+            }
+        }
+    }
+}

@@ -137,11 +137,22 @@ impl ReportCommand {
         let first = &self.profiles[0];
         let mut profile = self.read_merged()?;
         // JSON is the profile itself; every other format shows demangled names and sources.
-        let symbols = if self.format == Format::Json {
+        let mut symbols = if self.format == Format::Json {
             Default::default()
         } else {
             source::symbolize(&mut profile, first, self.module.as_deref())?
         };
+        // Per-line costs, for the formats that carry them.
+        if matches!(self.format, Format::Callgrind | Format::Pprof)
+            && profile.mode == "cost"
+            && profile.coverage.is_some()
+        {
+            if let Ok(Some((_, bytes))) =
+                source::profiled_module(&profile, first, self.module.as_deref())
+            {
+                symbols.lines = report::annotate::line_costs(&profile, &bytes)?;
+            }
+        }
         let lines = if self.format.is_coverage() {
             report::coverage::profile_lines(&profile, first, self.module.as_deref())?
         } else {

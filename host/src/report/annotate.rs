@@ -14,7 +14,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use crate::profile::coverage::FunctionCoverage;
-use crate::report::source::ModuleDwarf;
+use crate::report::source::{LineCosts, ModuleDwarf};
 
 /// A source line's figures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -111,6 +111,39 @@ pub fn function_lines(
             if let Some(b) = out.blocks.last_mut() {
                 b.instructions.push((offset, format!("{op:?}")));
             }
+        }
+    }
+    Ok(out)
+}
+
+/// Every function of a cost-mode profile with block counts, by line: what callgrind and
+/// pprof carry as per-line costs (a cost-mode function's lines add up to its self cost
+/// exactly; other modes' times are not split by line). Empty without block counts, in
+/// another mode, or without DWARF.
+pub fn line_costs(
+    profile: &crate::profile::Profile,
+    module: &[u8],
+) -> anyhow::Result<std::collections::HashMap<u32, LineCosts>> {
+    let mut out = std::collections::HashMap::new();
+    let Some(coverage) = profile.coverage.as_ref().filter(|_| profile.mode == "cost") else {
+        return Ok(out);
+    };
+    let Some(dwarf) = crate::report::source::module_dwarf(module)? else {
+        return Ok(out);
+    };
+    for f in &coverage.functions {
+        let lines = function_lines(module, f, Some(&dwarf))?;
+        if !lines.lines.is_empty() {
+            let costs = LineCosts {
+                lines: lines
+                    .lines
+                    .into_iter()
+                    .filter(|(_, c)| c.instructions > 0)
+                    .map(|(at, c)| (at, c.instructions))
+                    .collect(),
+                unlined: lines.unlined,
+            };
+            out.insert(f.id, costs);
         }
     }
     Ok(out)

@@ -1,7 +1,9 @@
 //! `--format callgrind`: the Callgrind profile format, for `callgrind_annotate` and
 //! KCachegrind.
 //!
-//! One cost event: `Instr` (executed wasm instructions) in cost mode, `ns` in time mode;
+//! One cost event: `Instr` (executed wasm instructions) in cost mode, `ns` in time mode
+//! (a cost-mode profile with block counts, `--coverage`, has each function's instructions
+//! line by line, for `callgrind_annotate --auto=yes`);
 //! with host calls, more: `HostWall` and `HostCpu` (nanoseconds in WASI's functions, wall
 //! and the program thread's on-CPU; not in cost mode) and `HostBytes` (bytes the I/O
 //! functions moved), an import's own and, on call lines, its callers' inclusive.
@@ -81,7 +83,7 @@ fn subtree_host(profile: &Profile) -> Vec<HostFigures> {
 }
 
 /// The callgrind text.
-pub fn render(profile: &Profile, symbols: &Symbols) -> String {
+pub fn render<'a>(profile: &'a Profile, symbols: &'a Symbols) -> String {
     let (event, long) = if profile.unit == "ns" {
         ("ns", "Time (nanoseconds)")
     } else {
@@ -155,8 +157,7 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> String {
     // Without a known source file: `???`, as valgrind writes it (a `.wasm` path would make
     // callgrind_annotate try to annotate the binary as source).
     let mut files: HashMap<&str, usize> = HashMap::new();
-    let mut file = |out: &mut String, key: &str, id: u32| {
-        let path = symbols.sources.get(&id).map_or("???", |s| s.file.as_str());
+    let mut file_named = |out: &mut String, key: &str, path: &'a str| {
         let next = files.len() + 1;
         match files.entry(path) {
             std::collections::hash_map::Entry::Occupied(e) => {
@@ -178,14 +179,39 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> String {
         }
     };
     let line = |id: u32| symbols.sources.get(&id).map_or(0, |s| s.line);
+    let path_of = |id: u32| symbols.sources.get(&id).map_or("???", |s| s.file.as_str());
     for f in &profile.functions {
         let _ = writeln!(out);
-        file(&mut out, "fl", f.id);
+        let main = path_of(f.id);
+        file_named(&mut out, "fl", main);
         name(&mut out, "fn", f.id);
-        let own = own_host.get(&f.id).copied().unwrap_or_default();
-        let _ = writeln!(out, "{} {}{}", line(f.id), f.self_time, host_values(&own));
+        match symbols.lines.get(&f.id) {
+            // Cost mode with block counts: the self cost line by line (code inlined from
+            // another file under `fi=`), and what has no line at line 0.
+            Some(lines) => {
+                let mut current = main;
+                for ((path, n), cost) in &lines.lines {
+                    if path.as_str() != current {
+                        let key = if path.as_str() == main { "fe" } else { "fi" };
+                        file_named(&mut out, key, path);
+                        current = path;
+                    }
+                    let _ = writeln!(out, "{n} {cost}");
+                }
+                if current != main {
+                    file_named(&mut out, "fe", main);
+                }
+                if lines.unlined > 0 {
+                    let _ = writeln!(out, "0 {}", lines.unlined);
+                }
+            }
+            None => {
+                let own = own_host.get(&f.id).copied().unwrap_or_default();
+                let _ = writeln!(out, "{} {}{}", line(f.id), f.self_time, host_values(&own));
+            }
+        }
         for (&callee, (n, cost, host)) in calls.get(&f.id).into_iter().flatten() {
-            file(&mut out, "cfi", callee);
+            file_named(&mut out, "cfi", path_of(callee));
             name(&mut out, "cfn", callee);
             let _ = writeln!(out, "calls={n} {}", line(callee));
             let _ = writeln!(out, "{} {cost}{}", line(f.id), host_values(host));

@@ -1,7 +1,9 @@
 //! `--format pprof`: the profile as pprof's `profile.proto`, gzip'd, for `go tool pprof`.
 //!
-//! One sample per context of the calling-context tree: its stack (leaf first), with two
-//! values, `calls` (activations in that context) and the self time in nanoseconds (or the
+//! One sample per context of the calling-context tree (a cost-mode profile with block
+//! counts: one per context and source line of its function, the context's self cost split
+//! over its function's lines in their proportions, so that `go tool pprof -lines` shows
+//! each line's exact instructions): its stack (leaf first), with two values, `calls` (activations in that context) and the self time in nanoseconds (or the
 //! self cost in instructions). pprof's *flat* column is then each function's self time and
 //! its *cum* column the inclusive time: recursion is collapsed in the contexts, so a
 //! function appears once per stack and is never counted twice. The cost is the default
@@ -252,28 +254,46 @@ pub fn build(profile: &Profile, symbols: &Symbols) -> PprofProfile {
             unit: strings.intern(unit),
         });
     }
-    let sample = stacks(profile)
+    // Cost mode with block counts: a location per source line of each function, the
+    // leaf's self cost split over them (see `line_locations`).
+    let by_line = line_locations(profile, symbols, &mut strings, &mut function, &mut location);
+    let mut sample = Vec::new();
+    for s in stacks(profile)
         .into_iter()
         .filter(|s| s.calls > 0 || s.self_time > 0 || s.host.is_some())
-        .map(|s| {
-            let mut value = vec![s.calls as i64, s.self_time as i64];
-            let h = s.host.unwrap_or_default();
-            value.extend(host_types.iter().map(|(ty, _)| match *ty {
+    {
+        let h = s.host.unwrap_or_default();
+        let host: Vec<i64> = host_types
+            .iter()
+            .map(|(ty, _)| match *ty {
                 "host_wall" => h.wall_ns as i64,
                 "host_cpu" => h.cpu_ns as i64,
                 _ => h.bytes.unwrap_or(0) as i64,
-            }));
-            Sample {
-                location_id: s
-                    .functions
-                    .iter()
-                    .rev()
-                    .map(|&id| u64::from(id) + 1)
-                    .collect(),
-                value,
-            }
-        })
-        .collect();
+            })
+            .collect();
+        let callers: Vec<u64> = s
+            .functions
+            .iter()
+            .rev()
+            .skip(1)
+            .map(|&id| u64::from(id) + 1)
+            .collect();
+        let leaf = *s.functions.last().expect("a context has a function");
+        // The leaf's self cost by line, or whole at the function's location.
+        let shares = match by_line.get(&leaf) {
+            Some(lines) => split(s.self_time, lines),
+            None => vec![(u64::from(leaf) + 1, s.self_time)],
+        };
+        for (k, (at, cost)) in shares.into_iter().enumerate() {
+            // Calls and the host's figures once per context.
+            let first = k == 0;
+            let mut value = vec![if first { s.calls as i64 } else { 0 }, cost as i64];
+            value.extend(host.iter().map(|&v| if first { v } else { 0 }));
+            let mut location_id = vec![at];
+            location_id.extend(&callers);
+            sample.push(Sample { location_id, value });
+        }
+    }
     let comment = vec![strings.intern(&format!(
         "{} profile by {} of {} ({} mode)",
         profile.unit, profile.tool, profile.module.path, profile.mode
@@ -292,6 +312,94 @@ pub fn build(profile: &Profile, symbols: &Symbols) -> PprofProfile {
         comment,
         default_sample_type,
     }
+}
+
+/// Per function with per-line costs ([`Symbols::lines`]): its line locations, each with
+/// the function's instructions on that line (and the function's own location for what has
+/// no line). Code inlined from another file gets a function of that name in that file.
+fn line_locations(
+    profile: &Profile,
+    symbols: &Symbols,
+    strings: &mut Strings,
+    functions: &mut Vec<Function>,
+    locations: &mut Vec<Location>,
+) -> HashMap<u32, Vec<(u64, u64)>> {
+    let mut out = HashMap::new();
+    let mut next_function = functions.iter().map(|f| f.id).max().unwrap_or(0) + 1;
+    let mut next_location = locations.iter().map(|l| l.id).max().unwrap_or(0) + 1;
+    for f in &profile.functions {
+        let Some(lines) = symbols.lines.get(&f.id) else {
+            continue;
+        };
+        let main = symbols.sources.get(&f.id).map(|s| s.file.as_str());
+        let mut in_file: HashMap<&str, u64> = HashMap::new();
+        let mut shares = Vec::new();
+        for ((file, n), cost) in &lines.lines {
+            let function_id = if Some(file.as_str()) == main {
+                u64::from(f.id) + 1
+            } else {
+                *in_file.entry(file.as_str()).or_insert_with(|| {
+                    let id = next_function;
+                    next_function += 1;
+                    let name = strings.intern(&f.name);
+                    functions.push(Function {
+                        id,
+                        name,
+                        system_name: name,
+                        filename: strings.intern(file),
+                        start_line: 0,
+                    });
+                    id
+                })
+            };
+            let id = next_location;
+            next_location += 1;
+            locations.push(Location {
+                id,
+                mapping_id: 1,
+                address: u64::from(f.id),
+                line: vec![Line {
+                    function_id,
+                    line: i64::from(*n),
+                }],
+            });
+            shares.push((id, *cost));
+        }
+        if lines.unlined > 0 {
+            shares.push((u64::from(f.id) + 1, lines.unlined));
+        }
+        if !shares.is_empty() {
+            out.insert(f.id, shares);
+        }
+    }
+    out
+}
+
+/// `cost` split over `shares` (location, weight) in proportion to the weights, in whole
+/// units that add up to `cost` (the remainder goes to the heaviest). A function's
+/// contexts each split this way add up, line by line, to the function's own counts.
+fn split(cost: u64, shares: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let total: u64 = shares.iter().map(|s| s.1).sum();
+    if total == 0 {
+        return shares
+            .first()
+            .map(|s| vec![(s.0, cost)])
+            .unwrap_or_default();
+    }
+    let mut out: Vec<(u64, u64)> = shares
+        .iter()
+        .map(|&(at, w)| {
+            (
+                at,
+                (u128::from(cost) * u128::from(w) / u128::from(total)) as u64,
+            )
+        })
+        .collect();
+    let given: u64 = out.iter().map(|s| s.1).sum();
+    if let Some(heaviest) = (0..shares.len()).max_by_key(|&i| shares[i].1) {
+        out[heaviest].1 += cost - given;
+    }
+    out
 }
 
 /// The gzip'd protobuf bytes.

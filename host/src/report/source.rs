@@ -41,6 +41,18 @@ pub struct Symbols {
     pub raw_names: HashMap<u32, String>,
     /// Source locations found in the DWARF.
     pub sources: HashMap<u32, Source>,
+    /// Cost-mode profiles with block counts (`--coverage`): each function's instructions
+    /// by source line (made by `report::annotate`), for the formats that carry lines.
+    pub lines: HashMap<u32, LineCosts>,
+}
+
+/// A function's instructions that ran, by source line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LineCosts {
+    /// By file and line, in that order; lines where nothing ran are left out.
+    pub lines: Vec<((String, u32), u64)>,
+    /// Instructions of no line.
+    pub unlined: u64,
 }
 
 pub use crate::demangle::demangle;
@@ -224,6 +236,7 @@ pub fn symbolize(
         return Ok(Symbols {
             raw_names: demangle_names(profile),
             sources: HashMap::new(),
+            lines: HashMap::new(),
         });
     };
     match module_symbols(profile, &bytes) {
@@ -236,6 +249,7 @@ pub fn symbolize(
             Ok(Symbols {
                 raw_names: demangle_names(profile),
                 sources: HashMap::new(),
+                lines: HashMap::new(),
             })
         }
     }
@@ -258,6 +272,7 @@ pub fn module_symbols(profile: &mut Profile, bytes: &[u8]) -> anyhow::Result<Sym
     Ok(Symbols {
         raw_names,
         sources: sources_from_module(bytes)?,
+        lines: HashMap::new(),
     })
 }
 
@@ -303,7 +318,11 @@ fn go_symbols(profile: &mut Profile, go: &HashMap<u32, crate::go_symbols::GoFunc
             Some((id, Source { file, line: g.line }))
         })
         .collect();
-    Symbols { raw_names, sources }
+    Symbols {
+        raw_names,
+        sources,
+        lines: HashMap::new(),
+    }
 }
 
 #[cfg(test)]
