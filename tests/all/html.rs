@@ -356,3 +356,41 @@ fn a_report_of_thousands_of_long_named_functions_stays_small_and_renders() {
     assert!((2..=40).contains(&nodes), "{nodes} nodes");
     assert_eq!(outside(&dom), "0");
 }
+
+#[test]
+fn a_function_page_shows_its_source_with_each_lines_instructions() {
+    let s = Scratch::new();
+    let out = s
+        .wprof(&["run", "-q", "--coverage", "--mode", "cost", "-o", "c.wprof"])
+        .arg(sample("wasi_storm.wasm"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("c.wprof");
+    // What `wprof annotate` says of the line.
+    let annotation = stdout(&s.run(&["annotate", "c.wprof", "__original_main"]));
+    let wanted: u64 = annotation
+        .lines()
+        .find(|l| {
+            l.split_once(" | ")
+                .is_some_and(|(_, t)| t.trim() == "line(i);")
+        })
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{annotation}"));
+    report_to(&s, "c.wprof", "html", "report.html");
+    let Some(browser) = Browser::new() else {
+        return;
+    };
+    let main = id_of(&p, "__original_main");
+    let dom = browser.dom(&s.path("report.html"), &format!("f{main}"));
+    let page = section(&dom, &format!("view-f{main}"));
+    assert!(page.contains(r#"<table class="source">"#), "{page}");
+    let row = page
+        .split("<tr")
+        .find(|r| r.contains(r#"<td class="code">"#) && r.contains("line(i);"))
+        .unwrap_or_else(|| panic!("{page}"));
+    let cell = Regex::new(r#"^ class="ran"><td>(\d+)</td>"#).unwrap();
+    let found = cell.captures(row).unwrap_or_else(|| panic!("{row}"));
+    assert_eq!(found[1].parse::<u64>().unwrap(), wanted);
+}

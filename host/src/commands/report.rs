@@ -143,14 +143,16 @@ impl ReportCommand {
             source::symbolize(&mut profile, first, self.module.as_deref())?
         };
         // Per-line costs, for the formats that carry them.
-        if matches!(self.format, Format::Callgrind | Format::Pprof)
-            && profile.mode == "cost"
+        if matches!(
+            self.format,
+            Format::Callgrind | Format::Pprof | Format::Html
+        ) && profile.mode == "cost"
             && profile.coverage.is_some()
         {
-            if let Ok(Some((_, bytes))) =
+            if let Ok(Some((path, bytes))) =
                 source::profiled_module(&profile, first, self.module.as_deref())
             {
-                symbols.lines = report::annotate::line_costs(&profile, &bytes)?;
+                symbols.lines = report::annotate::line_costs(&profile, &bytes, path.parent())?;
             }
         }
         let lines = if self.format.is_coverage() {

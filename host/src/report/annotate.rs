@@ -116,13 +116,15 @@ pub fn function_lines(
     Ok(out)
 }
 
-/// Every function of a cost-mode profile with block counts, by line: what callgrind and
-/// pprof carry as per-line costs (a cost-mode function's lines add up to its self cost
-/// exactly; other modes' times are not split by line). Empty without block counts, in
-/// another mode, or without DWARF.
+/// Every function of a cost-mode profile with block counts, by line: what callgrind,
+/// pprof and the HTML report carry as per-line costs (a cost-mode function's lines add up
+/// to its self cost exactly; other modes' times are not split by line), with its main
+/// file's text (looked for as DWARF names it, else in `module_dir`). Empty without block
+/// counts, in another mode, or without DWARF.
 pub fn line_costs(
     profile: &crate::profile::Profile,
     module: &[u8],
+    module_dir: Option<&Path>,
 ) -> anyhow::Result<std::collections::HashMap<u32, LineCosts>> {
     let mut out = std::collections::HashMap::new();
     let Some(coverage) = profile.coverage.as_ref().filter(|_| profile.mode == "cost") else {
@@ -131,22 +133,64 @@ pub fn line_costs(
     let Some(dwarf) = crate::report::source::module_dwarf(module)? else {
         return Ok(out);
     };
+    let mut texts: std::collections::HashMap<String, Option<Vec<String>>> =
+        std::collections::HashMap::new();
     for f in &coverage.functions {
         let lines = function_lines(module, f, Some(&dwarf))?;
-        if !lines.lines.is_empty() {
-            let costs = LineCosts {
-                lines: lines
-                    .lines
-                    .into_iter()
-                    .filter(|(_, c)| c.instructions > 0)
-                    .map(|(at, c)| (at, c.instructions))
-                    .collect(),
-                unlined: lines.unlined,
-            };
-            out.insert(f.id, costs);
+        if lines.lines.is_empty() {
+            continue;
         }
+        let main = main_file(&lines);
+        let numbers: Vec<u32> = lines
+            .lines
+            .keys()
+            .filter(|(file, _)| *file == main)
+            .map(|(_, n)| *n)
+            .collect();
+        let text = texts.entry(main.clone()).or_insert_with(|| {
+            let path = crate::report::coverage::resolve(&main, module_dir);
+            std::fs::read_to_string(path)
+                .ok()
+                .map(|t| t.lines().map(str::to_string).collect())
+        });
+        let source = match (text, numbers.first(), numbers.last()) {
+            (Some(text), Some(&first), Some(&last)) => (first..=last)
+                .map(|n| {
+                    let line = text.get(n as usize - 1).cloned().unwrap_or_default();
+                    (n, line)
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let costs = LineCosts {
+            lines: lines
+                .lines
+                .into_iter()
+                .filter(|(_, c)| c.instructions > 0)
+                .map(|(at, c)| (at, c.instructions))
+                .collect(),
+            unlined: lines.unlined,
+            main_file: main,
+            source,
+        };
+        out.insert(f.id, costs);
     }
     Ok(out)
+}
+
+/// The file where most of a function's instructions are (ties: the first in order).
+fn main_file(f: &FunctionLines) -> String {
+    let mut by_file: BTreeMap<&str, u64> = BTreeMap::new();
+    for ((file, _), cost) in &f.lines {
+        *by_file.entry(file).or_default() += cost.instructions + 1;
+    }
+    let mut best: Option<(&str, u64)> = None;
+    for (file, n) in by_file {
+        if best.is_none_or(|(_, m)| n > m) {
+            best = Some((file, n));
+        }
+    }
+    best.map(|(f, _)| f.to_string()).unwrap_or_default()
 }
 
 /// The text of one annotated function: `name` (as shown), called `calls` times; its
@@ -178,16 +222,7 @@ pub fn render(name: &str, calls: u64, f: &FunctionLines, module_dir: Option<&Pat
         }
         return out;
     }
-    // The main file: where most instructions ran (ties: the first).
-    let mut by_file: BTreeMap<&str, u64> = BTreeMap::new();
-    for ((file, _), cost) in &f.lines {
-        *by_file.entry(file).or_default() += cost.instructions + 1;
-    }
-    let main = by_file
-        .iter()
-        .max_by_key(|(_, &n)| n)
-        .map(|(f, _)| (*f).to_string())
-        .unwrap_or_default();
+    let main = main_file(f);
     let numbers: Vec<u32> = f
         .lines
         .keys()

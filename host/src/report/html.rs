@@ -5,7 +5,8 @@
 //!   (`#table?sort=calls:desc&filter=^lz_` preselects both), and under it the host calls
 //!   (wall, on-CPU and off-CPU time in WASI's functions, bytes moved);
 //! - `#f<id>`: one page per function with its numbers and its callers and callees, each a
-//!   link to that function's page (the browser's back button goes back);
+//!   link to that function's page (the browser's back button goes back), and, for a
+//!   cost-mode profile with block counts, its source with each line's instructions;
 //! - `#graph/<id>?min=<pct>`: a layered call graph from a root function (any function can be
 //!   the root), showing at first about the 30 functions with the largest inclusive cost;
 //!   "more"/"fewer" or the minimum inclusive % change that; each arc is as wide as the
@@ -114,6 +115,13 @@ struct DataFunction<'a> {
     raw: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     imp: bool,
+    /// A cost-mode profile with block counts: the function's source, `[line, instructions,
+    /// text]` from its first line to its last (the page shows it annotated).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ann: Vec<(u32, u64, &'a str)>,
+    /// The file of `ann`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<&'a str>,
 }
 
 /// The HTML text.
@@ -174,6 +182,12 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
                 src: symbols.sources.get(&f.id).map(|s| s.short()),
                 raw: symbols.raw_names.get(&f.id).map(String::as_str),
                 imp: f.kind == "import",
+                ann: annotated_source(symbols, f.id),
+                file: symbols
+                    .lines
+                    .get(&f.id)
+                    .filter(|l| !l.source.is_empty())
+                    .map(|l| l.main_file.as_str()),
             })
             .collect(),
         edges: edges
@@ -247,6 +261,24 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
         .render(minijinja::Value::from(minijinja::value::Serde(&page)))
         .context("failed to render the HTML report")?;
     Ok(html)
+}
+
+/// Function `id`'s source lines with their instructions, when the profile has them.
+fn annotated_source(symbols: &Symbols, id: u32) -> Vec<(u32, u64, &str)> {
+    let Some(lines) = symbols.lines.get(&id) else {
+        return Vec::new();
+    };
+    let cost: std::collections::HashMap<u32, u64> = lines
+        .lines
+        .iter()
+        .filter(|((file, _), _)| *file == lines.main_file)
+        .map(|((_, n), c)| (*n, *c))
+        .collect();
+    lines
+        .source
+        .iter()
+        .map(|(n, text)| (*n, cost.get(n).copied().unwrap_or(0), text.as_str()))
+        .collect()
 }
 
 /// What the header says besides the summary.

@@ -53,6 +53,11 @@ pub struct LineCosts {
     pub lines: Vec<((String, u32), u64)>,
     /// Instructions of no line.
     pub unlined: u64,
+    /// The file most of its instructions are in.
+    pub main_file: String,
+    /// That file's text from the function's first line to its last, by line number, when
+    /// the file was found.
+    pub source: Vec<(u32, String)>,
 }
 
 pub use crate::demangle::demangle;

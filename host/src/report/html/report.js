@@ -338,6 +338,21 @@
     const head = el("thead", {}, el("tr", {}, ...[kind, "calls", "inclusive", "share"].map((h) => el("th", {}, h))));
     return el("table", { class: "links " + kind + "s" }, head, body);
   }
+  // A function's source lines, each with the wasm instructions of it that ran.
+  function annotated(f) {
+    const body = el("tbody");
+    const most = Math.max(1, ...f.ann.map((l) => l[1]));
+    for (const [line, cost, text] of f.ann) {
+      const bar = el("span", { class: "bar", style: "width:" + Math.round((cost / most) * 80) + "px" });
+      body.append(
+        el("tr", { class: cost > 0 ? "ran" : "" },
+          el("td", {}, cost > 0 ? String(cost) : ""), el("td", {}, cost > 0 ? bar : ""),
+          el("td", { class: "line" }, String(line)), el("td", { class: "code" }, text))
+      );
+    }
+    const head = el("thead", {}, el("tr", {}, ...["instructions", "", "line", f.file].map((h) => el("th", {}, h))));
+    return el("table", { class: "source" }, head, body);
+  }
   function functionPage(id) {
     const existing = $("view-f" + id);
     if (existing) return existing;
@@ -364,6 +379,7 @@
     if (f.raw) page.append(el("p", { class: "src" }, "symbol: " + f.raw));
     page.append(numbers, el("h3", {}, "Called by"), links("caller", callersOf.get(id), f.incl),
       el("h3", {}, "Calls"), links("callee", calleesOf.get(id), f.incl));
+    if (f.ann) page.append(el("h3", {}, "Source"), annotated(f));
     $("view-graph").before(page);
     return page;
   }
