@@ -4,7 +4,7 @@
 use crate::support::*;
 
 /// `(runs, instructions)` of the row whose source text is `text`, in an annotation.
-fn row(annotation: &str, text: &str) -> (u64, u64) {
+pub fn row(annotation: &str, text: &str) -> (u64, u64) {
     let line = annotation
         .lines()
         .find(|l| l.split_once(" | ").is_some_and(|(_, t)| t.trim() == text))
@@ -19,7 +19,8 @@ fn row(annotation: &str, text: &str) -> (u64, u64) {
     (numbers[0], numbers[1])
 }
 
-fn annotate(s: &Scratch, args: &[&str]) -> String {
+/// `wprof annotate ARGS`' output (it must succeed).
+pub fn annotate(s: &Scratch, args: &[&str]) -> String {
     let mut all = vec!["annotate"];
     all.extend_from_slice(args);
     let out = s.run(&all);
@@ -27,17 +28,23 @@ fn annotate(s: &Scratch, args: &[&str]) -> String {
     stdout(&out)
 }
 
+/// Runs bundled sample `module` (with `args`) with block counts in `mode`, profile to `file`.
+pub fn coverage_run(s: &Scratch, mode: &str, file: &str, module: &str, args: &[&str]) {
+    let out = s
+        .wprof(&["run", "-q", "--coverage", "--mode", mode, "-o", file])
+        .arg(sample(module))
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
 #[test]
 fn lines_carry_the_counts_known_by_construction() {
     let s = Scratch::new();
     for mode in ["cost", "sample"] {
         let file = format!("{mode}.wprof");
-        let out = s
-            .wprof(&["run", "-q", "--coverage", "--mode", mode, "-o", &file])
-            .arg(sample("wasi_storm.wasm"))
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        coverage_run(&s, mode, &file, "wasi_storm.wasm", &[]);
         let main = annotate(&s, &[&file, "__original_main"]);
         assert!(main.starts_with("wprof annotate: "), "{main}");
         assert_eq!(row(&main, "tick();").0, 200_000, "{mode}");
@@ -51,13 +58,7 @@ fn lines_carry_the_counts_known_by_construction() {
 #[test]
 fn a_functions_lines_add_up_to_its_cost() {
     let s = Scratch::new();
-    let out = s
-        .wprof(&["run", "-q", "--coverage", "--mode", "cost", "-o", "c.wprof"])
-        .arg(sample("compress.wasm"))
-        .arg("1")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    coverage_run(&s, "cost", "c.wprof", "compress.wasm", &["1"]);
     let p = s.profile("c.wprof");
     // Every function with block counts (a regex matching all of them).
     let all = annotate(&s, &["c.wprof", "."]);
@@ -94,12 +95,7 @@ fn a_profile_without_block_counts_or_a_name_that_matches_nothing_is_one_line() {
         stderr(&o)
     );
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
-    let out = s
-        .wprof(&["run", "-q", "--coverage", "--mode", "cost", "-o", "c.wprof"])
-        .arg(sample("fib.wasm"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    coverage_run(&s, "cost", "c.wprof", "fib.wasm", &[]);
     let o = s.run(&["annotate", "c.wprof", "no_such_function"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no function"), "{}", stderr(&o));
@@ -124,12 +120,7 @@ fn cost_beside(text: &str, source: &str) -> u64 {
 #[test]
 fn callgrind_and_pprof_carry_the_same_line_costs_to_their_tools() {
     let s = Scratch::new();
-    let out = s
-        .wprof(&["run", "-q", "--coverage", "--mode", "cost", "-o", "c.wprof"])
-        .arg(sample("wasi_storm.wasm"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    coverage_run(&s, "cost", "c.wprof", "wasi_storm.wasm", &[]);
     let main = annotate(&s, &["c.wprof", "__original_main"]);
     let (_, wanted) = row(&main, "line(i);");
     assert!(wanted > 0, "{main}");

@@ -360,24 +360,11 @@ fn a_report_of_thousands_of_long_named_functions_stays_small_and_renders() {
 #[test]
 fn a_function_page_shows_its_source_with_each_lines_instructions() {
     let s = Scratch::new();
-    let out = s
-        .wprof(&["run", "-q", "--coverage", "--mode", "cost", "-o", "c.wprof"])
-        .arg(sample("wasi_storm.wasm"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    crate::annotate::coverage_run(&s, "cost", "c.wprof", "wasi_storm.wasm", &[]);
     let p = s.profile("c.wprof");
     // What `wprof annotate` says of the line.
-    let annotation = stdout(&s.run(&["annotate", "c.wprof", "__original_main"]));
-    let wanted: u64 = annotation
-        .lines()
-        .find(|l| {
-            l.split_once(" | ")
-                .is_some_and(|(_, t)| t.trim() == "line(i);")
-        })
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{annotation}"));
+    let annotation = crate::annotate::annotate(&s, &["c.wprof", "__original_main"]);
+    let (_, wanted) = crate::annotate::row(&annotation, "line(i);");
     report_to(&s, "c.wprof", "html", "report.html");
     let Some(browser) = Browser::new() else {
         return;
