@@ -45,8 +45,9 @@ impl ContextArena {
     /// Export name of the `i32` global holding the first free byte of the tree's memory.
     pub const END: &'static str = "wprof:contexts_end";
     /// Sample mode: the address of the `u32` holding the address of the node running now
-    /// (an import's node while the import runs; in cost mode too, where the cell is
-    /// written before calls to imports only), inside the empty node at address 0. A
+    /// (an import's node while the import runs; in cost mode too, where the cell holds an
+    /// import's node during the calls the probes bracket and 0 otherwise), inside the empty
+    /// node at address 0. A
     /// function without probes stores the address of the slot it was reached through
     /// instead (inside its caller's node), and so does, at exit, a function with live
     /// probes (its caller runs again).

@@ -288,3 +288,45 @@ fn a_program_calling_the_host_often_is_counted_exactly() {
     assert_eq!(ticks[0].0, "tick");
     assert_eq!(u(&ticks[0].1["calls"]), 200_000);
 }
+
+/// Writes one byte directly from `$direct`, then one through a table from `$indirect`.
+const DIRECT_AND_INDIRECT: &str = r#"
+(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (table 1 funcref)
+  (elem (i32.const 0) $fd_write)
+  (type $write (func (param i32 i32 i32 i32) (result i32)))
+  (data (i32.const 0) "\10\00\00\00\01\00\00\00")
+  (data (i32.const 16) "x")
+  (func $direct
+    (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8))))
+  (func $indirect
+    (drop (call_indirect (type $write)
+      (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8) (i32.const 0))))
+  (func (export "_start") (call $direct) (call $indirect)))"#;
+
+#[test]
+fn a_call_through_a_table_counts_for_the_import_and_no_context() {
+    let s = Scratch::new();
+    let module = s.wat_module("both.wasm", DIRECT_AND_INDIRECT);
+    for mode in ["time", "sample", "cost", "adaptive"] {
+        let file = format!("{mode}.wprof");
+        let out = s
+            .wprof(&["run", "-q", "--mode", mode, "-o", &file])
+            .arg(&module)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "xx");
+        let p = s.profile(&file);
+        let write = host(&p, "fd_write");
+        assert_eq!((u(&write["calls"]), u(&write["bytes"])), (2, 2), "{mode}");
+        // The direct call's context has its one call; the other is in none.
+        let placed: Vec<(String, u64)> = contexts_of(&p, "fd_write", 1)
+            .into_iter()
+            .map(|(caller, h)| (caller, u(&h["calls"])))
+            .collect();
+        assert_eq!(placed, vec![("direct".to_string(), 1)], "{mode}");
+    }
+}

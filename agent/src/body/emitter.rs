@@ -355,7 +355,10 @@ impl Emitter<'_> {
 
     fn after_import(&mut self, import: u32) {
         match self.inline {
-            Some(_) => self.resume(),
+            Some(_) => {
+                self.resume();
+                self.import_returned();
+            }
             None => self.probe(self.probes.exit(), import),
         }
     }

@@ -23,6 +23,20 @@ impl Emitter<'_> {
         }
     }
 
+    /// Cost mode, after a call to an import: the current-node cell is emptied, so that a
+    /// call the probes do not bracket (through a table, or from a function without probes)
+    /// is not taken for this one. (Sample mode puts the caller's node back instead.)
+    pub(super) fn import_returned(&mut self) {
+        let Some((arena, _)) = self.inline.filter(|(arena, _)| !arena.sampled) else {
+            return;
+        };
+        self.instrs(&[
+            Instruction::I32Const(0),
+            Instruction::I32Const(0),
+            Instruction::I32Store(Self::tree_i32(arena, ContextArena::CURRENT)),
+        ]);
+    }
+
     fn store_current(&mut self, local: u32) {
         let Some((arena, _)) = self.inline else {
             return;
