@@ -69,8 +69,7 @@ impl AnnotateCommand {
             )));
         };
         // The names the reports show.
-        source::module_symbols(&mut profile, &bytes)
-            .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+        source::rename(&mut profile.functions, &bytes);
         let dwarf = source::module_dwarf(&bytes).map_err(|e| {
             Failure::input(format!("cannot read the DWARF of {}: {e}", path.display()))
         })?;

@@ -137,23 +137,19 @@ impl ReportCommand {
         let first = &self.profiles[0];
         let mut profile = self.read_merged()?;
         // JSON is the profile itself; every other format shows demangled names and sources.
-        let mut symbols = if self.format == Format::Json {
+        let (mut symbols, found) = if self.format == Format::Json {
             Default::default()
         } else {
             source::symbolize(&mut profile, first, self.module.as_deref())?
         };
-        // Per-line costs, for the formats that carry them.
-        if matches!(
+        // Per-line costs (a cost-mode profile with block counts), for the formats that carry
+        // them.
+        let carries_lines = matches!(
             self.format,
             Format::Callgrind | Format::Pprof | Format::Html
-        ) && profile.mode == "cost"
-            && profile.coverage.is_some()
-        {
-            if let Ok(Some((path, bytes))) =
-                source::profiled_module(&profile, first, self.module.as_deref())
-            {
-                symbols.lines = report::annotate::line_costs(&profile, &bytes, path.parent())?;
-            }
+        );
+        if let Some((path, bytes)) = found.as_ref().filter(|_| carries_lines) {
+            symbols.lines = report::annotate::line_costs(&profile, bytes, path.parent())?;
         }
         let lines = if self.format.is_coverage() {
             report::coverage::profile_lines(&profile, first, self.module.as_deref())?

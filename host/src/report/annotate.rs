@@ -140,21 +140,15 @@ pub fn line_costs(
         if lines.lines.is_empty() {
             continue;
         }
-        let main = main_file(&lines);
-        let numbers: Vec<u32> = lines
-            .lines
-            .keys()
-            .filter(|(file, _)| *file == main)
-            .map(|(_, n)| *n)
-            .collect();
+        let (main, span) = main_file(&lines);
         let text = texts.entry(main.clone()).or_insert_with(|| {
             let path = crate::report::coverage::resolve(&main, module_dir);
             std::fs::read_to_string(path)
                 .ok()
                 .map(|t| t.lines().map(str::to_string).collect())
         });
-        let source = match (text, numbers.first(), numbers.last()) {
-            (Some(text), Some(&first), Some(&last)) => (first..=last)
+        let source = match text {
+            Some(text) => span
                 .map(|n| {
                     let line = text.get(n as usize - 1).cloned().unwrap_or_default();
                     (n, line)
@@ -178,8 +172,9 @@ pub fn line_costs(
     Ok(out)
 }
 
-/// The file where most of a function's instructions are (ties: the first in order).
-fn main_file(f: &FunctionLines) -> String {
+/// The file where most of a function's instructions are (ties: the first in order), and
+/// the span of its lines there, first to last.
+fn main_file(f: &FunctionLines) -> (String, std::ops::RangeInclusive<u32>) {
     let mut by_file: BTreeMap<&str, u64> = BTreeMap::new();
     for ((file, _), cost) in &f.lines {
         *by_file.entry(file).or_default() += cost.instructions + 1;
@@ -190,7 +185,15 @@ fn main_file(f: &FunctionLines) -> String {
             best = Some((file, n));
         }
     }
-    best.map(|(f, _)| f.to_string()).unwrap_or_default()
+    let main = best.map(|(f, _)| f.to_string()).unwrap_or_default();
+    let mut numbers = f
+        .lines
+        .keys()
+        .filter(|(file, _)| *file == main)
+        .map(|(_, n)| *n);
+    let first = numbers.next().unwrap_or(0);
+    let last = numbers.next_back().unwrap_or(first);
+    (main, first..=last)
 }
 
 /// The text of one annotated function: `name` (as shown), called `calls` times; its
@@ -222,17 +225,7 @@ pub fn render(name: &str, calls: u64, f: &FunctionLines, module_dir: Option<&Pat
         }
         return out;
     }
-    let main = main_file(f);
-    let numbers: Vec<u32> = f
-        .lines
-        .keys()
-        .filter(|(file, _)| *file == main)
-        .map(|(_, n)| *n)
-        .collect();
-    let (first, last) = (
-        numbers.first().copied().unwrap_or(0),
-        numbers.last().copied().unwrap_or(0),
-    );
+    let (main, span) = main_file(f);
     let path = crate::report::coverage::resolve(&main, module_dir);
     let source = std::fs::read_to_string(&path).ok();
     let _ = writeln!(
@@ -249,7 +242,7 @@ pub fn render(name: &str, calls: u64, f: &FunctionLines, module_dir: Option<&Pat
     let text: Vec<&str> = source
         .as_deref()
         .map_or_else(Vec::new, |s| s.lines().collect());
-    for n in first..=last {
+    for n in span {
         let cost = f.lines.get(&(main.clone(), n));
         if source.is_none() && cost.is_none() {
             continue;

@@ -79,7 +79,7 @@ fn find_module(
     profile: &Profile,
     profile_path: &Path,
     explicit: Option<&Path>,
-) -> Result<Option<(PathBuf, Vec<u8>)>, String> {
+) -> Result<Option<FoundModule>, String> {
     let recorded = Path::new(&profile.module.path);
     let candidates: Vec<PathBuf> = match explicit {
         Some(p) => vec![p.to_path_buf()],
@@ -224,40 +224,44 @@ pub fn profiled_module(
     profile: &Profile,
     profile_path: &Path,
     explicit: Option<&Path>,
-) -> Result<Option<(PathBuf, Vec<u8>)>, String> {
+) -> Result<Option<FoundModule>, String> {
     find_module(profile, profile_path, explicit)
 }
 
-/// Demangles `profile`'s names and finds its functions' sources. A module that cannot be
+/// A profiled module found on disk: its path and bytes.
+pub type FoundModule = (PathBuf, Vec<u8>);
+
+/// Demangles `profile`'s names and finds its functions' sources; returns them with the
+/// module found (its path and bytes), for whatever else needs it. A module that cannot be
 /// found (or has changed) only means no sources; an explicit `module` that cannot be used
 /// is an error.
 pub fn symbolize(
     profile: &mut Profile,
     profile_path: &Path,
     module: Option<&Path>,
-) -> anyhow::Result<Symbols> {
+) -> anyhow::Result<(Symbols, Option<FoundModule>)> {
     let found = find_module(profile, profile_path, module).map_err(anyhow::Error::msg)?;
     let Some((path, bytes)) = found else {
-        return Ok(Symbols {
+        let symbols = Symbols {
             raw_names: demangle_names(profile),
-            sources: HashMap::new(),
-            lines: HashMap::new(),
-        });
+            ..Default::default()
+        };
+        return Ok((symbols, None));
     };
-    match module_symbols(profile, &bytes) {
-        Ok(symbols) => Ok(symbols),
+    let symbols = match module_symbols(profile, &bytes) {
+        Ok(symbols) => symbols,
         Err(e) if module.is_some() => {
-            Err(e.context(format!("cannot read the DWARF of {}", path.display())))
+            return Err(e.context(format!("cannot read the DWARF of {}", path.display())))
         }
         Err(e) => {
             tracing::debug!("no source lines from {}: {e:#}", path.display());
-            Ok(Symbols {
+            Symbols {
                 raw_names: demangle_names(profile),
-                sources: HashMap::new(),
-                lines: HashMap::new(),
-            })
+                ..Default::default()
+            }
         }
-    }
+    };
+    Ok((symbols, Some((path, bytes))))
 }
 
 /// The names and sources of `profile`'s functions from the profiled module's `bytes`:

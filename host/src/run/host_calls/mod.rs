@@ -116,8 +116,8 @@ impl Route {
 
     /// The function that reaches real function `k` with the program's memory: the
     /// trampoline's (made now if the program calls before it is instantiated, from its
-    /// start function); `real` itself without one.
-    fn to(&self, k: usize, real: Func, caller: &mut Caller<'_, HostState>) -> Func {
+    /// start function); the real function itself without one.
+    fn to(&self, k: usize, caller: &mut Caller<'_, HostState>) -> Func {
         if self.connected.get().is_none() {
             if let Some(Extern::Memory(memory)) = caller.get_export("memory") {
                 self.connect(&mut *caller, memory);
@@ -126,8 +126,10 @@ impl Route {
         self.connected
             .get()
             .and_then(Option::as_ref)
-            .and_then(|(_, vias)| vias.get(k).copied())
-            .unwrap_or(real)
+            .and_then(|(_, vias)| vias.get(k))
+            .or_else(|| self.reals.get()?.get(k))
+            .copied()
+            .expect("every wrapper's real function is in the route")
     }
 
     /// The program's memory, once connected.
@@ -188,7 +190,6 @@ impl HostCalls {
             };
             let wrapper = Wrapper {
                 id: id as u32,
-                real,
                 k: reals.len(),
                 route: route.clone(),
                 injectors: injectors.clone(),
@@ -272,8 +273,7 @@ impl HostCalls {
 /// What one wrapper holds.
 struct Wrapper {
     id: u32,
-    real: Func,
-    /// Its place among the run's wrappers (and real functions).
+    /// Its place among the run's wrappers (and real functions, see [`Route`]).
     k: usize,
     route: Arc<Route>,
     injectors: Vec<Arc<Injector>>,
@@ -312,7 +312,7 @@ impl Wrapper {
         // trampoline) is left out of the times; it costs two more clock readings.
         let entered =
             (self.measured && self.timed && caller.data().log.is_some()).then(|| meter.now_ps());
-        let function = self.route.to(self.k, self.real, &mut caller);
+        let function = self.route.to(self.k, &mut caller);
         if !self.measured {
             // SAFETY: `function` has the import's type, which `args` is laid out for.
             return unsafe { function.call_unchecked(&mut caller, args) };
