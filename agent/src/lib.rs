@@ -67,7 +67,7 @@ pub use body::{instruction_weight, BlockCount, InstrumentedBody};
 pub use context_arena::ContextArena;
 pub use error::AgentError;
 pub use layout::{FunctionKind, FunctionSummary};
-pub use plan::{ProbeMode, ProbePlan, Selection};
+pub use plan::{AllocRole, Allocators, ProbeMode, ProbePlan, Selection};
 pub use probe_code::{ProbeCode, SECTION as PROBE_CODE_SECTION};
 pub use probe_map::{
     FunctionProbes, GoTimeFlags, InstrumentedModule, ProbeImports, ProbeMap, SwitchTable,
@@ -75,7 +75,7 @@ pub use probe_map::{
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 26;
+pub const AGENT_FORMAT_VERSION: u32 = 27;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];
@@ -132,6 +132,43 @@ impl<'a> Instrumenter<'a> {
         self.plan.selection = Some(std::sync::Arc::new(selection));
     }
 
+    /// Makes the defined functions of `roles` allocators (see [`Allocators`]), the plan's
+    /// [`Allocators::spec`] kept; returns the ids of those whose signature does not fit
+    /// their role (left out, with the reason) and those that are not defined functions.
+    pub fn profile_allocations(
+        &mut self,
+        roles: std::collections::BTreeMap<u32, AllocRole>,
+    ) -> Vec<(u32, AgentError)> {
+        let spec = self.plan.allocators.as_ref().map_or([0; 32], |a| a.spec);
+        let imported = self.imported_function_count();
+        let mut rejected = Vec::new();
+        let mut kept = std::collections::BTreeMap::new();
+        for (id, role) in roles {
+            let Some(func) = id
+                .checked_sub(imported)
+                .and_then(|d| self.layout.defined_funcs.get(d as usize))
+            else {
+                rejected.push((
+                    id,
+                    AgentError::Unsupported {
+                        what: "an allocator that is not a defined function".to_string(),
+                        offset: 0,
+                    },
+                ));
+                continue;
+            };
+            let sig = self.layout.signature(func.type_index);
+            match body::alloc_locals(role, &sig.params, &sig.results, func.body.start) {
+                Ok(_) => {
+                    kept.insert(id, role);
+                }
+                Err(e) => rejected.push((id, e)),
+            }
+        }
+        self.plan.allocators = Some(std::sync::Arc::new(Allocators { spec, roles: kept }));
+        rejected
+    }
+
     /// Number of imported functions (their ids come first).
     pub fn imported_function_count(&self) -> u32 {
         self.layout.imported_funcs.len() as u32
@@ -149,14 +186,19 @@ impl<'a> Instrumenter<'a> {
         let mut h = blake3::Hasher::new();
         h.update(b"wprof-agent function v1\0");
         h.update(&AGENT_FORMAT_VERSION.to_le_bytes());
-        h.update(&self.plan.digest());
+        h.update(&self.plan.body_digest());
+        let id = self.layout.function_id(defined);
+        if let Some(role) = self.plan.allocators.as_ref().and_then(|a| a.key_bytes(id)) {
+            h.update(b"\0allocator\0");
+            h.update(&role);
+        }
         if let Some(selection) = &self.selection_digest {
             // Whether this body has probes, and (time mode) whether the functions it
             // tail-calls do: the set as a whole, so that one rule covers both.
             h.update(selection);
         }
         h.update(&self.probes.context_bytes());
-        h.update(&self.layout.function_id(defined).to_le_bytes());
+        h.update(&id.to_le_bytes());
         h.update(&self.probes.wrapper_block_bytes(func.type_index));
         // The locals the probes add are numbered after the parameters.
         let params = self.layout.signature(func.type_index).params.len() as u32;

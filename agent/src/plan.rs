@@ -78,6 +78,9 @@ pub struct ProbePlan {
     /// [`crate::ContextArena::COVERAGE_DUMP`]), and each body records where its blocks
     /// start ([`crate::InstrumentedBody::blocks`]). Time mode ignores it.
     pub coverage: bool,
+    /// Allocation profiling: the module's allocator functions, each of which reports
+    /// every block it hands out or takes back (see [`Allocators`]).
+    pub allocators: Option<std::sync::Arc<Allocators>>,
 }
 
 /// Defined functions left without probes: each is part of its nearest probed caller.
@@ -111,9 +114,152 @@ impl Selection {
     }
 }
 
+/// What an allocator function does, and which of its parameters say it. Parameter
+/// numbers count from 0; each names an `i32` or `i64` parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AllocRole {
+    /// Returns a new block of `size` bytes (`malloc`, `operator new`, `aligned_alloc`'s
+    /// second parameter, `__rust_alloc`).
+    Alloc {
+        /// The parameter holding the size.
+        size: u8,
+    },
+    /// Returns a new block of `count * size` bytes (`calloc`).
+    Calloc {
+        /// The parameter holding the number of elements.
+        count: u8,
+        /// The parameter holding an element's size.
+        size: u8,
+    },
+    /// Moves the block at `ptr` to a new block of `size` bytes, which it returns
+    /// (`realloc`, `__rust_realloc`): the old block is freed unless the result is 0.
+    Realloc {
+        /// The parameter holding the old block's address.
+        ptr: u8,
+        /// The parameter holding the new size.
+        size: u8,
+    },
+    /// Takes back the block at `ptr` (`free`, `operator delete`, `__rust_dealloc`).
+    Free {
+        /// The parameter holding the block's address.
+        ptr: u8,
+    },
+    /// Stores the address of a new block of `size` bytes at the address in `out` of
+    /// memory 0 and returns 0 when it succeeds (`posix_memalign`).
+    AllocAt {
+        /// The parameter holding where the new block's address goes.
+        out: u8,
+        /// The parameter holding the size.
+        size: u8,
+    },
+}
+
+impl AllocRole {
+    /// The `kind` argument of the allocation probe (see [`crate::ProbeImports::ALLOC`]).
+    pub fn code(self) -> u32 {
+        match self {
+            AllocRole::Alloc { .. } => 0,
+            AllocRole::Calloc { .. } => 1,
+            AllocRole::Realloc { .. } => 2,
+            AllocRole::Free { .. } => 3,
+            AllocRole::AllocAt { .. } => 4,
+        }
+    }
+
+    /// The role of probe argument `kind`, if any (its parameters unknown: 0).
+    pub fn from_code(kind: u32) -> Option<AllocRole> {
+        Some(match kind {
+            0 => AllocRole::Alloc { size: 0 },
+            1 => AllocRole::Calloc { count: 0, size: 0 },
+            2 => AllocRole::Realloc { ptr: 0, size: 0 },
+            3 => AllocRole::Free { ptr: 0 },
+            4 => AllocRole::AllocAt { out: 0, size: 0 },
+            _ => return None,
+        })
+    }
+
+    /// The two parameters the probe passes, as its `a` and `b` arguments (`None`: 0).
+    pub fn arguments(self) -> (Option<u8>, Option<u8>) {
+        match self {
+            AllocRole::Alloc { size } => (None, Some(size)),
+            AllocRole::Calloc { count, size } => (Some(count), Some(size)),
+            AllocRole::Realloc { ptr, size } => (Some(ptr), Some(size)),
+            AllocRole::Free { ptr } => (Some(ptr), None),
+            AllocRole::AllocAt { out, size } => (Some(out), Some(size)),
+        }
+    }
+
+    /// Whether the function's result is the probe's `result` argument (every role but
+    /// [`AllocRole::Free`]).
+    pub fn uses_result(self) -> bool {
+        !matches!(self, AllocRole::Free { .. })
+    }
+
+    fn encode(self) -> [u8; 3] {
+        let (a, b) = self.arguments();
+        [
+            self.code() as u8,
+            a.map_or(0xff, |a| a),
+            b.map_or(0xff, |b| b),
+        ]
+    }
+}
+
+/// The allocator functions of a module (allocation profiling).
+///
+/// Each gets, before every way out of it (its returns, falling off its end, and its tail
+/// calls), one call to
+/// `wprof.alloc(id, kind, a, b, result, node)`: its function id, its role's
+/// [`AllocRole::code`], the role's two parameters as they were at entry (kept in locals
+/// the probe adds; [`AllocRole::arguments`]), its result (0 for a free) and in the inline
+/// modes the address of its calling-context node (0 in time mode, where the host's shadow
+/// stack knows it). Sizes, addresses and the result are zero-extended to `i64`. A role
+/// whose report holds the result makes the function's tail calls ordinary calls followed
+/// by a return, so that it reports after its callee (a function whose tail calls include
+/// calls to itself does not report: that would grow the stack without bound); a
+/// [`AllocRole::Free`] reports before its tail calls. A function left without probes (see
+/// [`Selection`]) or switched off (see [`ProbePlan::live`]) does not report.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Allocators {
+    /// A digest of how the set was chosen (the host's rules): with the module's digest, it
+    /// names the set without computing it (a module manifest's key).
+    pub spec: crate::Digest,
+    /// The allocator functions by id, with their roles.
+    pub roles: std::collections::BTreeMap<u32, AllocRole>,
+}
+
+impl Allocators {
+    /// What a body's key holds of function `id`'s role (nothing for a function that has
+    /// none, so that its body is shared with plans that profile no allocations).
+    pub(crate) fn key_bytes(&self, id: u32) -> Option<[u8; 3]> {
+        self.roles.get(&id).map(|role| role.encode())
+    }
+}
+
 impl ProbePlan {
-    /// A digest of the plan, for cache keys (a selection by its [`Selection::spec`]).
+    /// A digest of the plan, for cache keys (a selection by its [`Selection::spec`],
+    /// allocators by their [`Allocators::spec`]).
     pub fn digest(&self) -> crate::Digest {
+        let mut h = self.hasher();
+        if let Some(allocators) = &self.allocators {
+            h.update(b"\0allocators\0");
+            h.update(&allocators.spec);
+        }
+        *h.finalize().as_bytes()
+    }
+
+    /// A digest of what every body's instrumentation depends on: the plan without its
+    /// allocators (a body's key adds its own role, see [`Allocators`]).
+    pub fn body_digest(&self) -> crate::Digest {
+        *self.hasher().finalize().as_bytes()
+    }
+
+    /// The role of function `id`, if it is one of the plan's allocators.
+    pub fn alloc_role(&self, id: u32) -> Option<AllocRole> {
+        self.allocators.as_ref()?.roles.get(&id).copied()
+    }
+
+    fn hasher(&self) -> blake3::Hasher {
         let mut h = blake3::Hasher::new();
         h.update(b"wprof-agent plan v1\0");
         h.update(self.mode.name().as_bytes());
@@ -132,7 +278,7 @@ impl ProbePlan {
         if self.counts_blocks() {
             h.update(b"\0coverage");
         }
-        *h.finalize().as_bytes()
+        h
     }
 
     /// Whether some functions are counted, not timed (see [`ProbePlan::short_max`]).

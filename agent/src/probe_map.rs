@@ -40,10 +40,13 @@ impl ProbeImports {
     /// `called(id)`: function `id` was called and is counted, not timed (time mode: a short
     /// function, see [`crate::ProbePlan::short_max`]); it has no exit probe.
     pub const CALLED: &'static str = "called";
+    /// `alloc(id, kind, a, b, result, node)`: allocator function `id` is about to return
+    /// (allocation profiling, see [`crate::Allocators`]); `(i32, i32, i64, i64, i64, i32)`.
+    pub const ALLOC: &'static str = "alloc";
     /// How many probe functions are imported.
-    pub const COUNT: u32 = 7;
+    pub const COUNT: u32 = 8;
     /// All probe import names, in the order they are appended to the import section.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         Self::ENTER,
         Self::EXIT,
         Self::TAIL,
@@ -51,6 +54,7 @@ impl ProbeImports {
         Self::UNWIND,
         Self::SITE,
         Self::CALLED,
+        Self::ALLOC,
     ];
 
     /// How far the module's defined functions move in the instrumented module: past the
@@ -135,7 +139,7 @@ pub(crate) struct ProbeLayout {
     pub has_code: bool,
     /// Types of the original module; appended types follow them.
     pub original_types: u32,
-    /// Function types to append, as (params, results): the three probe types (see
+    /// Function types to append, as (params, results): the four probe types (see
     /// [`ProbeLayout::import_type`] and [`ProbeLayout::child_type`]), then block types of
     /// multi-value wrappers.
     pub appended_types: Vec<(Vec<wasmparser::ValType>, Vec<wasmparser::ValType>)>,
@@ -153,7 +157,7 @@ pub(crate) struct ProbeLayout {
 
 impl ProbeLayout {
     pub fn plan(layout: &ModuleLayout<'_>, plan: &crate::ProbePlan) -> Result<Self, AgentError> {
-        use wasmparser::ValType::I32;
+        use wasmparser::ValType::{I32, I64};
         if plan.live && plan.mode == crate::ProbeMode::Adaptive {
             return Err(AgentError::Unsupported {
                 what: "live probes in adaptive mode (not supported yet)".to_string(),
@@ -179,6 +183,7 @@ impl ProbeLayout {
                 (vec![I32], vec![]),
                 (vec![I32], vec![I32]),
                 (vec![I32, I32, I32], vec![I32]),
+                (vec![I32, I32, I64, I64, I64, I32], vec![]),
             ],
             wrapper_blocks: HashMap::new(),
             go: layout.go && plan.mode.counts_inline(),
@@ -219,6 +224,7 @@ impl ProbeLayout {
         self.original_types
             + match name {
                 ProbeImports::ENTER_CATCHING => 1,
+                ProbeImports::ALLOC => 3,
                 _ => 0,
             }
     }
@@ -242,6 +248,10 @@ impl ProbeLayout {
 
     pub fn called(&self) -> u32 {
         self.imported_funcs + 6
+    }
+
+    pub fn alloc(&self) -> u32 {
+        self.imported_funcs + 7
     }
 
     pub fn enter(&self) -> u32 {
@@ -338,6 +348,7 @@ impl ProbeLayout {
             self.unwind(),
             self.site(),
             self.called(),
+            self.alloc(),
             self.original_types,
             self.child_type(),
             self.original_memories,

@@ -619,3 +619,91 @@ fn keys_follow_the_number_of_functions_only_where_bodies_do() {
     };
     assert_ne!(key(&one, &live), key(&two, &live));
 }
+
+#[test]
+fn allocators_report_before_every_exit_in_every_mode() {
+    use crate::{AllocRole, Allocators, ProbeMode};
+    let wasm = wat::parse_str(
+        r#"(module
+          (global $top (mut i32) (i32.const 1024))
+          (func $inner (param i32) (result i32) (local.get 0))
+          (func $malloc (param i32) (result i32)
+            (local i32)
+            (local.set 1 (global.get $top))
+            (global.set $top (i32.add (global.get $top) (local.get 0)))
+            (local.set 0 (i32.const 99))
+            (if (i32.eqz (local.get 1)) (then (return (i32.const 0))))
+            (return_call $inner (local.get 1)))
+          (func $free (param i32))
+          (func $calloc (param i64 i64) (result i64) (i64.mul (local.get 0) (local.get 1)))
+          (func $bad (param f32) (result i32) (i32.const 0))
+        )"#,
+    )
+    .unwrap();
+    let roles: std::collections::BTreeMap<u32, AllocRole> = [
+        (1, AllocRole::Alloc { size: 0 }),
+        (2, AllocRole::Free { ptr: 0 }),
+        (3, AllocRole::Calloc { count: 0, size: 1 }),
+        (4, AllocRole::Alloc { size: 0 }),
+        (9, AllocRole::Free { ptr: 0 }),
+    ]
+    .into();
+    for mode in ProbeMode::ALL {
+        let plan = ProbePlan {
+            mode,
+            allocators: Some(std::sync::Arc::new(Allocators {
+                spec: [7; 32],
+                roles: Default::default(),
+            })),
+            ..ProbePlan::default()
+        };
+        let mut instrumenter = Instrumenter::new(&wasm, &plan).unwrap();
+        let plain_key = instrumenter.function_key(1);
+        let rejected: Vec<u32> = instrumenter
+            .profile_allocations(roles.clone())
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        // A float parameter cannot be a size; 9 is no function.
+        assert_eq!(rejected, [4, 9], "{mode:?}");
+        // Only the allocators' keys change; the others' bodies are shared.
+        assert_ne!(instrumenter.function_key(1), plain_key);
+        assert_eq!(
+            instrumenter.function_key(0),
+            Instrumenter::new(
+                &wasm,
+                &ProbePlan {
+                    mode,
+                    ..ProbePlan::default()
+                }
+            )
+            .unwrap()
+            .function_key(0)
+        );
+        let bodies: Vec<_> = (0..instrumenter.defined_function_count())
+            .map(|i| instrumenter.instrument_function(i).unwrap())
+            .collect();
+        let out = instrumenter.assemble(&bodies).unwrap();
+        validate(&out.bytes);
+        let t = text(&out.bytes);
+        let bodies: Vec<&str> = t.split("--\n").collect();
+        let finder = usize::from(mode.counts_inline());
+        let alloc = format!("Call {{ function_index: {} }}", 7);
+        // $inner and $bad report nothing; $malloc at its return, its tail call (now a
+        // call) and its end; $free and $calloc at their ends.
+        assert_eq!(bodies[finder].matches(&alloc).count(), 0, "{mode:?}");
+        assert_eq!(bodies[finder + 1].matches(&alloc).count(), 3, "{mode:?}");
+        assert!(!bodies[finder + 1].contains("ReturnCall"), "{mode:?}");
+        assert_eq!(bodies[finder + 2].matches(&alloc).count(), 1, "{mode:?}");
+        assert_eq!(bodies[finder + 3].matches(&alloc).count(), 1, "{mode:?}");
+        assert_eq!(bodies[finder + 4].matches(&alloc).count(), 0, "{mode:?}");
+        // The id, the kind, no `a`, the size kept at entry: malloc is function 1, kind 0.
+        assert!(
+            bodies[finder + 1].contains(
+                "I32Const { value: 1 }\nI32Const { value: 0 }\nI64Const { value: 0 }\nLocalGet"
+            ),
+            "{mode:?}: {}",
+            bodies[finder + 1]
+        );
+    }
+}

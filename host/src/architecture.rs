@@ -25,6 +25,7 @@ const ROOMS: &[(&str, &[&str])] = &[
 
 /// Helpers at the crate's root: every room may use them; they use no room.
 const HELPERS: &[&str] = &[
+    "allocators",
     "demangle",
     "display",
     "environment",
@@ -32,6 +33,7 @@ const HELPERS: &[&str] = &[
     "go_symbols",
     "injection",
     "logging",
+    "patterns",
     "settings",
     "progress",
     "stats",

@@ -66,6 +66,11 @@ pub const VARIABLES: &[Variable] = &[
                   `wprof report --format coverage|lcov`)",
     },
     Variable {
+        name: "WPROF_ALLOCS",
+        meaning: "1|0: like --allocs (every block the module's allocator hands out,\n\
+                  by calling context, and those live at exit)",
+    },
+    Variable {
         name: "WPROF_SHORT_MAX",
         meaning: "time mode: functions of straight-line code of at most N instructions\n\
                   are counted, not timed (like --short-max; default {short_max}; 0: time all)",

@@ -17,7 +17,7 @@
 //!   configuration file watched); uses `run` and `config`.
 //!
 //! Beside them, helpers every room may use and that use no room: [`exit`], [`settings`],
-//! [`demangle`], [`go_symbols`], [`logging`], [`display`], [`stats`] and [`timings`].
+//! [`demangle`], [`allocators`], [`go_symbols`], [`logging`], [`patterns`], [`display`], [`stats`] and [`timings`].
 
 pub mod commands;
 pub mod config;
@@ -28,6 +28,7 @@ pub mod progress;
 pub mod report;
 pub mod run;
 
+pub mod allocators;
 pub mod demangle;
 pub mod display;
 pub mod environment;
@@ -35,6 +36,7 @@ pub mod exit;
 pub mod go_symbols;
 pub mod injection;
 pub mod logging;
+pub mod patterns;
 pub mod settings;
 pub mod stats;
 pub mod timings;

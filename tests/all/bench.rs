@@ -52,7 +52,7 @@ fn bench_runs_in_quick_mode_and_reports_every_figure() {
         let all: Vec<&str> = wprof_agent::ProbeMode::ALL
             .iter()
             .map(|m| m.name())
-            .chain(["live off", "coverage"])
+            .chain(["live off", "coverage", "allocs"])
             .collect();
         assert_eq!(modes, all, "{row}");
 

@@ -1,6 +1,7 @@
 //! Integration tests: the real `wprof` binary on real modules.
 
 mod adaptive;
+mod allocs;
 mod annotate;
 mod attribution;
 mod bad_input;

@@ -63,6 +63,8 @@ pub(super) struct Emitter<'p> {
     pub(super) blocks: Option<super::coverage::BlockMap>,
     /// Time mode, a Go function with Go's signature (see [`super::go_frames`]).
     pub(super) go_time: Option<super::go_frames::GoTimeLocals>,
+    /// An allocator (allocation profiling, see [`crate::Allocators`]).
+    pub(super) alloc: Option<super::allocs::AllocLocals>,
 }
 
 impl Emitter<'_> {

@@ -21,6 +21,9 @@
 //!   `i64` global before its first instruction; the body records where its blocks start
 //!   ([`InstrumentedBody::blocks`]) and where each increment is, for the assembler to number
 //!   the globals ([`InstrumentedBody::counter_sites`]);
+//! - an allocator ([`crate::Allocators`]) keeps the parameters its role reports at entry
+//!   and calls `wprof.alloc` before its exit probes; its tail calls become calls followed
+//!   by a return, so that it reports after its callee;
 //! - in sample mode, the node running now is stored in the current-node cell at entry,
 //!   around calls to imports and wherever a catch lands; the body records which of its bytes
 //!   are probes ([`InstrumentedBody::probe_code`]), which the assembled module carries in
@@ -32,6 +35,7 @@
 //! `cost.rs`, `coverage.rs`, `sample.rs` and `timer.rs` (adaptive mode) the instructions of each kind of
 //! probe.
 
+mod allocs;
 mod cost;
 mod counted;
 mod coverage;
@@ -52,6 +56,7 @@ use crate::{AgentError, ProbePlan};
 use emitter::{Emitter, InlineLocals, SelfTailLocals};
 use scan::{catch_labels, ends_basic_block, is_call, scan};
 
+pub(crate) use allocs::extra_locals as alloc_locals;
 pub(crate) use coverage::patch as patch_counter;
 pub use coverage::BlockCount;
 pub use scan::instruction_weight;
@@ -232,7 +237,13 @@ pub(crate) fn instrument_body(
     let mut ops = body.get_operators_reader()?;
     let code_start = ops.original_position();
     let mut facts = scan(ops.clone(), plan.call_sites, id)?;
-    let counted = counted::is_counted(plan, &facts, id);
+    // An allocator is timed: its report goes to its own frame. One that returns its
+    // result by a tail call to itself (a loop of them) does not report: making those calls
+    // would grow the stack without bound.
+    let role = plan
+        .alloc_role(id)
+        .filter(|role| !(plan.excludes(id) || role.uses_result() && facts.self_tail));
+    let counted = role.is_none() && counted::is_counted(plan, &facts, id);
     let excluded = plan.excludes(id) || counted;
 
     let mut e = Emitter {
@@ -247,6 +258,7 @@ pub(crate) fn instrument_body(
         counted,
         blocks: None,
         go_time: None,
+        alloc: None,
     };
     // New locals: the frame token (time mode, functions that catch); the node, an
     // import's node and, in cost mode, the delta (the inline modes). An excluded function
@@ -290,6 +302,21 @@ pub(crate) fn instrument_body(
         extra.push(I32);
         extra.len() as u32 - 1
     });
+    // An allocator: the parameters it reports and its result.
+    let signature = layout.signature(func.type_index);
+    let alloc_at = match role {
+        Some(role) => {
+            let at = extra.len() as u32;
+            extra.extend(allocs::extra_locals(
+                role,
+                &signature.params,
+                &signature.results,
+                base,
+            )?);
+            Some((role, at))
+        }
+        None => None,
+    };
     let first_new = if extra.is_empty() {
         e.out.extend_from_slice(&layout.bytes[base..code_start]);
         0
@@ -343,6 +370,15 @@ pub(crate) fn instrument_body(
         });
     }
     e.enter(id, facts.slot_count, token);
+    if let Some((role, at)) = alloc_at {
+        e.alloc = Some(allocs::AllocLocals::at(
+            id,
+            role,
+            first_new + at,
+            &signature.results,
+        ));
+        e.alloc_entry(&signature.params);
+    }
     if arena.is_some() && probes.coverage && !excluded {
         e.blocks = Some(Default::default());
     }
@@ -412,6 +448,7 @@ pub(crate) fn instrument_body(
                 if wrapper_catches {
                     e.landing(token);
                 }
+                e.alloc_report();
                 e.exit(id);
                 // The function's own end (its return) is the original's.
                 e.original_instr(Instruction::End);
@@ -430,8 +467,45 @@ pub(crate) fn instrument_body(
                 e.landing(token);
             }
             Operator::Return => {
+                e.alloc_report();
                 e.exit(id);
                 e.original(original);
+            }
+            // An allocator whose report holds its result reports after its callee: its
+            // tail calls become calls. (A `free` reports before its tail calls.)
+            Operator::ReturnCall { function_index } if e.alloc_needs_result() => {
+                if *function_index < probes.imported_funcs {
+                    e.probed_import_call(*function_index);
+                } else {
+                    e.flush_before_call();
+                    e.original_instr(Instruction::Call(probes.renumber(*function_index)));
+                    e.after_call();
+                }
+                e.alloc_report();
+                e.exit(id);
+                e.original_instr(Instruction::Return);
+            }
+            Operator::ReturnCallIndirect {
+                type_index,
+                table_index,
+            } if e.alloc_needs_result() => {
+                e.flush_before_call();
+                e.original_instr(Instruction::CallIndirect {
+                    type_index: *type_index,
+                    table_index: *table_index,
+                });
+                e.after_call();
+                e.alloc_report();
+                e.exit(id);
+                e.original_instr(Instruction::Return);
+            }
+            Operator::ReturnCallRef { type_index } if e.alloc_needs_result() => {
+                e.flush_before_call();
+                e.original_instr(Instruction::CallRef(*type_index));
+                e.after_call();
+                e.alloc_report();
+                e.exit(id);
+                e.original_instr(Instruction::Return);
             }
             Operator::Call { function_index } if *function_index < probes.imported_funcs => {
                 e.probed_import_call(*function_index);
@@ -458,10 +532,12 @@ pub(crate) fn instrument_body(
                 // The import is not instrumented, so it cannot close the caller's frame:
                 // make it an ordinary call followed by a return.
                 e.probed_import_call(*function_index);
+                e.alloc_report();
                 e.exit(id);
                 e.original_instr(Instruction::Return);
             }
             Operator::ReturnCall { function_index } => {
+                e.alloc_report();
                 if *function_index == id {
                     e.self_tail_call();
                 }
@@ -469,6 +545,7 @@ pub(crate) fn instrument_body(
                 e.original_instr(Instruction::ReturnCall(probes.renumber(*function_index)));
             }
             Operator::ReturnCallIndirect { .. } | Operator::ReturnCallRef { .. } => {
+                e.alloc_report();
                 e.tail(id);
                 e.original(original);
             }

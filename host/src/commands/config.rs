@@ -37,6 +37,11 @@ level. Relative paths in the file are relative to its directory.
   output = \"profiles/app.wprof\"
   call_sites = false
   coverage = false              # count basic blocks (wprof report --format coverage|lcov)
+  allocs = false                # profile allocations (wprof run --allocs)
+  allocators = [\"malloc=my_alloc\", \"free=my_free\"]   # ROLE=FUNCTION, instead of
+                                # the known names; ROLE: malloc calloc realloc free
+                                # aligned_alloc posix_memalign rust_alloc rust_realloc
+                                # rust_dealloc (the signature of the function so named)
   short_max = 40                # time mode: short functions are counted, not timed
   sample_period_us = 100
   adaptive_calls = 1000         # adaptive mode: timed activations per step
@@ -107,6 +112,12 @@ fn table(c: &RunConfig) -> String {
             &c.call_sites.source,
         ),
         ("coverage", on_off(c.coverage.value), &c.coverage.source),
+        ("allocs", on_off(c.allocs.value), &c.allocs.source),
+        (
+            "allocators",
+            c.allocators.value.clone(),
+            &c.allocators.source,
+        ),
         (
             "short_max",
             c.short_max.value.to_string(),

@@ -96,7 +96,10 @@ impl InstrumentCommand {
             &loaded,
             path,
             &probes.plan(),
-            &probes.filter.0,
+            &instrument::FunctionRules {
+                filter: &probes.filter.0,
+                allocators: &probes.allocators.0,
+            },
             &mut cache,
             &progress,
         )

@@ -119,6 +119,8 @@ impl RunCommand {
             sample_period: std::time::Duration::from_micros(resolved.sample_period_us.value),
             timings: self.timings,
             filter: resolved.function_filter,
+            allocs: resolved.allocs.value,
+            allocators: resolved.allocator_rules,
             live: resolved.live.value,
             off: resolved.off_patterns,
             adaptive,
@@ -191,6 +193,9 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         live: settings.live,
         short_max: settings.short_max,
         coverage: settings.coverage,
+        allocators: settings
+            .allocs
+            .then(|| std::sync::Arc::new(settings.allocators.plan())),
     };
     // A panic in the agent or the cache is caught: one warning, the program runs as it is.
     let prepared = timings.time("instrument", || {
@@ -205,7 +210,10 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
                 &loaded,
                 &settings.module,
                 &plan,
-                &settings.filter,
+                &instrument::FunctionRules {
+                    filter: &settings.filter,
+                    allocators: &settings.allocators,
+                },
                 &mut cache,
                 &progress,
             ) {
@@ -296,6 +304,9 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     if let Some(map) = prepared.blocks.take() {
         probes = probes.with_coverage(map);
     }
+    if settings.allocs {
+        probes = probes.with_allocators(std::mem::take(&mut prepared.allocators));
+    }
     if settings.mode == ProbeMode::Adaptive && settings.subtract_overhead {
         match timings.time("calibrate", || {
             crate::run::adaptive::calibrate::measure(&engine)
@@ -361,6 +372,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         injections: outcome.injections.clone(),
         coverage: outcome.coverage.clone(),
         host_calls: outcome.host_calls.clone(),
+        allocations: outcome.allocations.clone(),
         ..profile
     };
     if let Some(coverage) = &mut profile.coverage {
@@ -426,6 +438,7 @@ fn call_site_offsets(module: &[u8], settings: &RunSettings) -> HashMap<u32, Vec<
         live: false,
         short_max: 0,
         coverage: false,
+        allocators: None,
     };
     let Ok(instrumenter) = wprof_agent::Instrumenter::new(module, &plan) else {
         return HashMap::new();

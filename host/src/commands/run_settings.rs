@@ -98,6 +98,10 @@ pub struct RunConfig {
     pub call_sites: Resolved<bool>,
     /// Basic blocks counted.
     pub coverage: Resolved<bool>,
+    /// Allocation profiling.
+    pub allocs: Resolved<bool>,
+    /// Which functions are the allocator (`known`, or the configuration's specs).
+    pub allocators: Resolved<String>,
     /// Time mode's bound on short functions, counted but not timed.
     pub short_max: Resolved<u64>,
     /// Sample mode's period.
@@ -128,6 +132,9 @@ pub struct RunConfig {
     /// The same, parsed.
     #[serde(skip)]
     pub injections: Vec<crate::injection::Injection>,
+    /// [`RunConfig::allocators`], parsed.
+    #[serde(skip)]
+    pub allocator_rules: crate::allocators::AllocatorRules,
 }
 
 impl RunConfig {
@@ -171,6 +178,8 @@ impl SettingsArgs {
             mode,
             call_sites,
             coverage,
+            allocs,
+            allocators,
             filter: (function_filter, filter_source),
             live,
             off: (off_patterns, off_source),
@@ -276,6 +285,12 @@ impl SettingsArgs {
             output: output.into(),
             call_sites: call_sites.into(),
             coverage: coverage.into(),
+            allocs: allocs.into(),
+            allocators: Resolved {
+                value: allocators.0.describe(),
+                source: allocators.1.to_string(),
+            },
+            allocator_rules: allocators.0,
             short_max: short_max.into(),
             sample_period_us: sample_period_us.into(),
             adaptive_calls: adaptive_calls.into(),
@@ -318,6 +333,16 @@ pub struct ProbeArgs {
     /// 1.46x).
     #[arg(long, env = "WPROF_COVERAGE", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub coverage: bool,
+
+    /// Profile allocations: every block the module's allocator hands out or takes back,
+    /// with its size, in the calling context that asked for it: bytes and objects
+    /// allocated, and still live at exit, per context (pprof `alloc_space`,
+    /// `alloc_objects`, `inuse_space`, `inuse_objects`; the text and HTML reports). The
+    /// allocator is found by name (C's `malloc` family, else C++'s `operator new` and
+    /// `delete`, Rust's `__rust_alloc` family), or named by the configuration file's
+    /// `allocators = ["malloc=my_alloc", "free=my_free"]`. In every mode.
+    #[arg(long, env = "WPROF_ALLOCS", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub allocs: bool,
 
     /// Probe only the functions matching PATTERN (repeatable): a glob on the name
     /// (`sqlite3_*`; mangled names match demangled too, Go's by Go's own names), `/REGEX/`, or `#N`/`#N-M` ids.
@@ -364,6 +389,10 @@ pub struct ResolvedProbes {
     pub call_sites: (bool, Source),
     /// Basic blocks counted.
     pub coverage: (bool, Source),
+    /// Allocation profiling.
+    pub allocs: (bool, Source),
+    /// Which functions are the allocator.
+    pub allocators: (crate::allocators::AllocatorRules, Source),
     /// Which functions get probes.
     pub filter: (settings::FunctionFilter, Source),
     /// The probes sit behind switches.
@@ -385,6 +414,10 @@ impl ResolvedProbes {
             live: self.live.0,
             short_max: u32::try_from(self.short_max.0).unwrap_or(u32::MAX),
             coverage: self.coverage.0,
+            allocators: self
+                .allocs
+                .0
+                .then(|| std::sync::Arc::new(self.allocators.0.plan())),
         }
     }
 }
@@ -424,6 +457,16 @@ impl ProbeArgs {
                 coverage.1, mode.1
             )));
         }
+        let allocs = config::resolve(
+            given.with("allocs", self.allocs),
+            "WPROF_ALLOCS",
+            file.and_then(|f| f.knob(section, |k| k.allocs.as_ref())),
+            self.allocs,
+        );
+        let allocators = file
+            .and_then(|f| f.knob(section, |k| k.allocators.as_ref()))
+            .map(|(specs, source)| (crate::allocators::AllocatorRules::Named(specs), source))
+            .unwrap_or((crate::allocators::AllocatorRules::Known, Source::Default));
         let off = if !self.off.is_empty() {
             let patterns = self
                 .off
@@ -464,6 +507,8 @@ impl ProbeArgs {
             mode,
             call_sites,
             coverage,
+            allocs,
+            allocators,
             filter: self.filter(file, section)?,
             live,
             off,

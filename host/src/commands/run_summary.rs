@@ -69,6 +69,9 @@ pub fn print(
     if let Some(line) = crate::report::host_time::summary_line(profile) {
         out.push_str(&format!("wprof: {line}\n"));
     }
+    if let Some(line) = crate::report::allocations::summary_line(profile) {
+        out.push_str(&format!("wprof: {line}\n"));
+    }
     if let Some(coverage) = &profile.coverage {
         out.push_str(&format!(
             "wprof: {} (`wprof report --format coverage` lists them; `--format lcov` for genhtml)\n",

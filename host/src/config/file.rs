@@ -41,6 +41,11 @@ pub struct Knobs {
     pub short_max: Option<At<u64>>,
     /// `inject`: faults to inject into imported functions (see [`crate::injection`]).
     pub inject: Option<At<Vec<crate::injection::Injection>>>,
+    /// `allocs`: allocation profiling.
+    pub allocs: Option<At<bool>>,
+    /// `allocators`: the allocator functions, `ROLE=PATTERN` each (see
+    /// [`crate::allocators`]).
+    pub allocators: Option<At<Vec<crate::allocators::AllocatorSpec>>>,
 }
 
 /// A value and the line of the file it was written on.
@@ -111,6 +116,8 @@ struct RawFile {
     adaptive_timers: Option<Spanned<i64>>,
     short_max: Option<Spanned<i64>>,
     inject: Patterns,
+    allocs: Option<Spanned<bool>>,
+    allocators: Patterns,
     cache: Option<RawCache>,
     #[serde(default)]
     module: Vec<Spanned<RawModule>>,
@@ -145,6 +152,8 @@ struct RawModule {
     adaptive_timers: Option<Spanned<i64>>,
     short_max: Option<Spanned<i64>>,
     inject: Patterns,
+    allocs: Option<Spanned<bool>>,
+    allocators: Patterns,
 }
 
 /// The settings of the top level or of a section, as written.
@@ -163,6 +172,8 @@ struct RawKnobs {
     adaptive_timers: Option<Spanned<i64>>,
     short_max: Option<Spanned<i64>>,
     inject: Patterns,
+    allocs: Option<Spanned<bool>>,
+    allocators: Patterns,
 }
 
 /// An `include`, `exclude` or `off` list as written.
@@ -234,6 +245,8 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
             adaptive_timers,
             short_max,
             inject,
+            allocs,
+            allocators,
         } = raw;
         let bounded = |value: Option<Spanned<i64>>, key: &str, range: Range<i64>| match value {
             None => Ok(None),
@@ -323,7 +336,23 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
                 line: at(list.span()),
             }),
         };
+        let allocators = match allocators {
+            None => None,
+            Some(list) => Some(At {
+                value: list
+                    .get_ref()
+                    .iter()
+                    .map(|spec| {
+                        crate::allocators::AllocatorSpec::parse(spec)
+                            .map_err(|e| problem(list.span(), "allocators", &e))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                line: at(list.span()),
+            }),
+        };
         Ok(Knobs {
+            allocs: flag(allocs),
+            allocators,
             adaptive_calls,
             adaptive_timers,
             short_max,
@@ -359,6 +388,8 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         adaptive_timers: raw.adaptive_timers,
         short_max: raw.short_max,
         inject: raw.inject,
+        allocs: raw.allocs,
+        allocators: raw.allocators,
     })?;
     let (mut cache_dir, mut cache_max_size) = (None, None);
     if let Some(cache) = raw.cache {
@@ -442,6 +473,8 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
                 adaptive_timers: m.adaptive_timers,
                 short_max: m.short_max,
                 inject: m.inject,
+                allocs: m.allocs,
+                allocators: m.allocators,
             })?,
             line: line_of(text, header.start),
         });

@@ -30,7 +30,7 @@ pub fn decode_module(stored: &[u8], key: &[u8; 32]) -> Option<Vec<u8>> {
 }
 
 /// The current manifest schema.
-pub const MANIFEST_VERSION: u32 = 5;
+pub const MANIFEST_VERSION: u32 = 6;
 
 /// One instrumented function body as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,6 +184,9 @@ pub struct ManifestFunction {
     /// how its count is known ([`wprof_agent::BlockCount::code`]; see
     /// [`wprof_agent::InstrumentedBody::blocks`]); empty otherwise.
     pub blocks: Vec<(u32, u8)>,
+    /// Allocation profiling: the function is an allocator, of this kind
+    /// ([`crate::allocators::kind_name`]).
+    pub allocator: Option<String>,
 }
 
 /// What an instrumented module is made of.
@@ -293,6 +296,7 @@ mod tests {
                     original_body: None,
                     instrumented_body: None,
                     blocks: vec![],
+                    allocator: None,
                 },
                 ManifestFunction {
                     id: 1,
@@ -302,6 +306,7 @@ mod tests {
                     original_body: Some((40, 60)),
                     instrumented_body: Some((40, 95)),
                     blocks: vec![(2, 0), (7, 1), (11, 2)],
+                    allocator: Some("alloc".into()),
                 },
             ],
             probe_code: Some("00ff".into()),
@@ -393,6 +398,7 @@ mod tests {
             live: false,
             short_max: 0,
             coverage: false,
+            allocators: None,
         };
         let instrumenter = wprof_agent::Instrumenter::new(&wasm, &plan).unwrap();
         let (mut encoded, mut fixed) = (0, 0);

@@ -77,7 +77,8 @@ pub fn new_engine_caching() -> anyhow::Result<wasmtime::Engine> {
     crate::run::engine::engine(config)
 }
 
-/// The lineage of the module at `path` instrumented for the plan of digest `plan`: the key
+/// The lineage of the module at `path` instrumented for plans of body digest `plan` (see
+/// [`wprof_agent::ProbePlan::body_digest`]: allocation profiling on or off share it): the key
 /// of its packs (compiled functions, and instrumented bodies). The versions of one program
 /// share its file name, wherever it is built (a CI job's fresh directory included); two
 /// programs of one name share packs, which only costs reuse, never correctness, since

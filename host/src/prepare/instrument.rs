@@ -217,6 +217,8 @@ pub struct Prepared {
     pub probe_code: Option<ProbeCode>,
     /// Coverage: the block map of every function with counters.
     pub blocks: Option<crate::profile::coverage::Coverage>,
+    /// Allocation profiling: the allocator functions (no calls yet).
+    pub allocators: Vec<crate::profile::AllocatorRecord>,
 }
 
 #[derive(Debug, Clone)]
@@ -312,18 +314,43 @@ pub fn function_lookups(
     }
 }
 
+/// What chooses functions by their names, when a module is instrumented.
+#[derive(Debug, Clone, Copy)]
+pub struct FunctionRules<'a> {
+    /// With a selection in the plan (see [`FunctionFilter::selection`]): the functions
+    /// left without probes.
+    pub filter: &'a FunctionFilter,
+    /// With allocators in the plan: the allocator functions.
+    pub allocators: &'a crate::allocators::AllocatorRules,
+}
+
+impl FunctionRules<'static> {
+    /// Every function probed; the allocators wprof knows by name.
+    pub fn all() -> Self {
+        static FILTER: FunctionFilter = FunctionFilter {
+            only: Vec::new(),
+            exclude: Vec::new(),
+        };
+        static KNOWN: crate::allocators::AllocatorRules = crate::allocators::AllocatorRules::Known;
+        FunctionRules {
+            filter: &FILTER,
+            allocators: &KNOWN,
+        }
+    }
+}
+
 /// Produces the instrumented module for `module`, using and filling `cache`.
 pub fn prepare(
     module: &LoadedModule,
     path: &Path,
     plan: &ProbePlan,
-    filter: &FunctionFilter,
+    rules: &FunctionRules<'_>,
     cache: &mut CacheSession,
     progress: &Progress,
 ) -> Result<Prepared, wprof_agent::AgentError> {
     match from_cache(module, path, plan, cache) {
         Some(hit) => Ok(hit),
-        None => instrument(module, path, plan, filter, cache, progress),
+        None => instrument(module, path, plan, rules, cache, progress),
     }
 }
 
@@ -342,27 +369,51 @@ pub fn from_cache(
 
 /// Instruments `module` for `plan`, function by function, taking the bodies the cache
 /// holds and storing the rest, the module and its manifest. The caller has looked for the
-/// whole module in the cache ([`from_cache`]) and validated `module`. With a selection in
-/// `plan` (see [`FunctionFilter::selection`]), `filter` chooses the functions left without
-/// probes, by the module's names.
+/// whole module in the cache ([`from_cache`]) and validated `module`. `rules` choose the
+/// functions the plan's selection leaves without probes, and its allocators, by the
+/// module's names.
 pub fn instrument(
     module: &LoadedModule,
     path: &Path,
     plan: &ProbePlan,
-    filter: &FunctionFilter,
+    rules: &FunctionRules<'_>,
     cache: &mut CacheSession,
     progress: &Progress,
 ) -> Result<Prepared, wprof_agent::AgentError> {
     let manifest_key = manifest_key(&module.digest, plan);
-    let lineage = crate::prepare::compiled::lineage(path, &plan.digest());
+    let lineage = crate::prepare::compiled::lineage(path, &plan.body_digest());
 
     let mut instrumenter = Instrumenter::new(&module.bytes, plan)?;
     let mut excluded = std::collections::BTreeSet::new();
-    if plan.selection.is_some() {
+    let mut allocators = std::collections::BTreeMap::new();
+    if plan.selection.is_some() || plan.allocators.is_some() {
         let names = instrumenter.function_names();
         let shown = crate::go_symbols::shown_names(&module.bytes, &names);
-        excluded = filter.excluded(&names, &shown, instrumenter.imported_function_count());
-        instrumenter.exclude(excluded.clone());
+        let first_defined = instrumenter.imported_function_count();
+        if plan.selection.is_some() {
+            excluded = rules.filter.excluded(&names, &shown, first_defined);
+            instrumenter.exclude(excluded.clone());
+        }
+        if plan.allocators.is_some() {
+            let roles = rules.allocators.roles(&names, &shown, first_defined);
+            let name = |id: u32| names.get(id as usize).map_or("?", String::as_str);
+            let (left_out, roles): (std::collections::BTreeMap<_, _>, _) =
+                roles.into_iter().partition(|(id, _)| excluded.contains(id));
+            for id in left_out.keys() {
+                eprintln!(
+                    "wprof: warning: the allocator {} has no probes (--only/--exclude), so its blocks are not profiled",
+                    name(*id)
+                );
+            }
+            allocators = roles.clone();
+            for (id, why) in instrumenter.profile_allocations(roles) {
+                eprintln!(
+                    "wprof: warning: {} is not profiled as an allocator: {why}",
+                    name(id)
+                );
+                allocators.remove(&id);
+            }
+        }
     }
     let FunctionLookups {
         summaries,
@@ -435,6 +486,9 @@ pub fn instrument(
                     .iter()
                     .map(|&(start, how)| (start, how.code()))
                     .collect(),
+                allocator: allocators
+                    .get(&f.id)
+                    .map(|&role| crate::allocators::kind_name(role).to_string()),
             })
             .collect(),
     };
@@ -474,6 +528,7 @@ pub fn instrument(
         module: InstrumentedBytes::Expanded(out.bytes),
         digest: instrumented_digest,
         blocks: blocks_of(&manifest),
+        allocators: allocators_of(&manifest),
         functions: functions_of(&manifest),
         stats,
     })
@@ -596,6 +651,21 @@ fn blocks_of(manifest: &Manifest) -> Option<crate::profile::coverage::Coverage> 
     Some(crate::profile::coverage::Coverage { functions })
 }
 
+fn allocators_of(manifest: &Manifest) -> Vec<crate::profile::AllocatorRecord> {
+    manifest
+        .functions
+        .iter()
+        .filter_map(|f| {
+            Some(crate::profile::AllocatorRecord {
+                function: f.id,
+                name: f.name.clone(),
+                kind: f.allocator.clone()?,
+                calls: 0,
+            })
+        })
+        .collect()
+}
+
 fn functions_of(manifest: &Manifest) -> Vec<FunctionInfo> {
     manifest
         .functions
@@ -631,11 +701,12 @@ fn from_manifest(
         .filter(|f| f.kind != "import")
         .count() as u32;
     Some(Prepared {
-        lineage: crate::prepare::compiled::lineage(path, &plan.digest()),
+        lineage: crate::prepare::compiled::lineage(path, &plan.body_digest()),
         module: InstrumentedBytes::Stored(stored, Default::default()),
         probe_code,
         digest: module_key,
         blocks: blocks_of(&manifest),
+        allocators: allocators_of(&manifest),
         functions: functions_of(&manifest),
         stats: InstrumentationStats {
             functions_total: defined,

@@ -139,6 +139,7 @@ mod tests {
             injections: Vec::new(),
             coverage: None,
             host_calls: Vec::new(),
+            allocations: None,
         };
         p.functions = (0..2000)
             .map(|id| FunctionRecord {
@@ -170,6 +171,7 @@ mod tests {
                 self_time: u64::from(id) * 77 % 100_000,
                 inclusive: u64::from(id) * 991 % 1_000_000,
                 host: None,
+                allocs: None,
             })
             .collect();
         p

@@ -111,6 +111,7 @@ mod tests {
                 self_time: 6,
                 inclusive: 10,
                 host: None,
+                allocs: None,
             }],
             sampling: None,
             live: None,
@@ -118,6 +119,7 @@ mod tests {
             injections: Vec::new(),
             coverage: None,
             host_calls: Vec::new(),
+            allocations: None,
         }
     }
 

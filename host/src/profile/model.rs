@@ -77,6 +77,63 @@ pub struct ContextRecord {
     /// each call (see [`HostFigures`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<HostFigures>,
+    /// An allocator's context (`--allocs`): the blocks it handed out when called from
+    /// here (see [`AllocFigures`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocs: Option<AllocFigures>,
+}
+
+/// The blocks an allocator handed out in one context, or in a whole run: exact, every
+/// block counted once, by the context that asked for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocFigures {
+    /// Bytes asked for (a block's size as the program asked, not what the allocator
+    /// rounded it to).
+    pub bytes: u64,
+    /// Blocks handed out.
+    pub objects: u64,
+    /// Of those, bytes not taken back when the program ended.
+    pub live_bytes: u64,
+    /// Of those, blocks not taken back when the program ended.
+    pub live_objects: u64,
+}
+
+impl AllocFigures {
+    /// Adds `other`'s figures.
+    pub fn add(&mut self, other: &AllocFigures) {
+        self.bytes += other.bytes;
+        self.objects += other.objects;
+        self.live_bytes += other.live_bytes;
+        self.live_objects += other.live_objects;
+    }
+}
+
+/// Allocation profiling (`--allocs`): the allocator functions and the run's totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationsRecord {
+    /// The functions profiled as the allocator (empty: none was found).
+    pub allocators: Vec<AllocatorRecord>,
+    /// Every block of the run (per context in `contexts`).
+    #[serde(flatten)]
+    pub totals: AllocFigures,
+    /// Blocks taken back that wprof never saw handed out (by an allocator it does not
+    /// know, or while its probes were off).
+    pub unknown_frees: u64,
+    /// Calls that handed out nothing (the allocator returned 0).
+    pub failed: u64,
+}
+
+/// One allocator function.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocatorRecord {
+    /// Its function id.
+    pub function: u32,
+    /// Its name.
+    pub name: String,
+    /// What it does: `alloc`, `calloc`, `realloc`, `free` or `alloc_at`.
+    pub kind: String,
+    /// Calls it reported.
+    pub calls: u64,
 }
 
 /// What the host did during calls to one of the functions it provides (WASI), measured
@@ -254,6 +311,10 @@ pub struct Profile {
     /// and the bytes moved, by import; per calling context in `contexts`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_calls: Vec<HostCallRecord>,
+    /// Allocation profiling (`--allocs`): the allocator and the run's totals; per calling
+    /// context in `contexts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocations: Option<AllocationsRecord>,
 }
 
 /// Adaptive mode: from each hot spot (a context where samples found the most self time) the

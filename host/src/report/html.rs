@@ -49,9 +49,24 @@ struct Page<'a> {
     host: Vec<HostRow>,
     /// The host's times were measured (every mode but cost).
     host_timed: bool,
+    /// Allocation profiling: the allocator's contexts, most bytes first.
+    allocs: Vec<AllocRow>,
+    /// Allocation profiling: the run's totals and the allocator (one line).
+    allocs_summary: Option<String>,
     data: String,
     css: &'a str,
     js: &'a str,
+}
+
+#[derive(Serialize)]
+struct AllocRow {
+    /// The function that called the allocator, for the link.
+    caller: Option<u32>,
+    path: String,
+    bytes: String,
+    objects: u64,
+    live_bytes: String,
+    live_objects: u64,
 }
 
 #[derive(Serialize)]
@@ -248,6 +263,18 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
             })
             .collect(),
         host_timed: unit == "ns",
+        allocs: super::allocations::rows(profile)
+            .into_iter()
+            .map(|r| AllocRow {
+                caller: r.caller,
+                path: r.path.join(" > "),
+                bytes: crate::display::format_size(r.figures.bytes),
+                objects: r.figures.objects,
+                live_bytes: crate::display::format_size(r.figures.live_bytes),
+                live_objects: r.figures.live_objects,
+            })
+            .collect(),
+        allocs_summary: super::allocations::summary_line(profile),
         data,
         css: STYLE,
         js: SCRIPT,

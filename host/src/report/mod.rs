@@ -6,6 +6,7 @@
 //! May use: `profile` only. A report is a function of the profile (and, for source lines,
 //! the module's own bytes): nothing here runs, prepares or caches anything.
 
+pub mod allocations;
 pub mod annotate;
 pub mod callgrind;
 pub mod coverage;
@@ -267,6 +268,8 @@ pub struct Stack {
     pub inclusive: u64,
     /// An import's context: what the host did in its calls.
     pub host: Option<crate::profile::HostFigures>,
+    /// An allocator's context: the blocks it handed out.
+    pub allocs: Option<crate::profile::AllocFigures>,
 }
 
 /// Every context of the profile as a stack, in the profile's order (parents before
@@ -289,6 +292,7 @@ pub fn stacks(profile: &Profile) -> Vec<Stack> {
             self_time: c.self_time,
             inclusive: c.inclusive,
             host: c.host,
+            allocs: c.allocs,
         });
         paths.push(path);
     }
@@ -343,6 +347,7 @@ pub(crate) mod tests {
             self_time,
             inclusive,
             host: None,
+            allocs: None,
         };
         Profile {
             format_version: crate::profile::FORMAT_VERSION,
@@ -384,6 +389,7 @@ pub(crate) mod tests {
             injections: Vec::new(),
             coverage: None,
             host_calls: Vec::new(),
+            allocations: None,
             excluded_ns: None,
             unprobed: Vec::new(),
             untimed: Vec::new(),

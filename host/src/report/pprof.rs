@@ -10,7 +10,10 @@
 //! sample type; `-sample_index=calls` shows calls. A profile with host calls has more
 //! sample types, non-zero in imports' contexts: `host_wall` and `host_cpu` (nanoseconds in
 //! the host, wall and the program thread's on-CPU; not in cost mode, which times nothing)
-//! and `host_bytes` (bytes the I/O functions moved).
+//! and `host_bytes` (bytes the I/O functions moved). A profile with allocations
+//! (`--allocs`) has the four of Go's heap profiles, non-zero in allocators' contexts:
+//! `alloc_objects` and `alloc_space` (blocks and bytes handed out), `inuse_objects` and
+//! `inuse_space` (those still live when the program ended).
 //!
 //! The messages are written here with prost's derive, following the field numbers of
 //! `profile.proto` in github.com/google/pprof.
@@ -247,8 +250,19 @@ pub fn build(profile: &Profile, symbols: &Symbols) -> PprofProfile {
         ],
         (false, false) => &[("host_bytes", "bytes")],
     };
+    // With allocations: an allocator's blocks in its context, as Go's heap profiles.
+    let alloc_types: &[(&str, &str)] = match profile.allocations {
+        Some(_) => &[
+            ("alloc_objects", "count"),
+            ("alloc_space", "bytes"),
+            ("inuse_objects", "count"),
+            ("inuse_space", "bytes"),
+        ],
+        None => &[],
+    };
+    let extra_types: Vec<(&str, &str)> = host_types.iter().chain(alloc_types).copied().collect();
     let mut sample_type = vec![calls_type, cost_type.clone()];
-    for (ty, unit) in host_types {
+    for (ty, unit) in &extra_types {
         sample_type.push(ValueType {
             r#type: strings.intern(ty),
             unit: strings.intern(unit),
@@ -260,16 +274,21 @@ pub fn build(profile: &Profile, symbols: &Symbols) -> PprofProfile {
     let mut sample = Vec::new();
     for s in stacks(profile)
         .into_iter()
-        .filter(|s| s.calls > 0 || s.self_time > 0 || s.host.is_some())
+        .filter(|s| s.calls > 0 || s.self_time > 0 || s.host.is_some() || s.allocs.is_some())
     {
         let h = s.host.unwrap_or_default();
-        let host: Vec<i64> = host_types
+        let a = s.allocs.unwrap_or_default();
+        let extra: Vec<i64> = extra_types
             .iter()
             .map(|(ty, _)| match *ty {
-                "host_wall" => h.wall_ns as i64,
-                "host_cpu" => h.cpu_ns as i64,
-                _ => h.bytes.unwrap_or(0) as i64,
-            })
+                "host_wall" => h.wall_ns,
+                "host_cpu" => h.cpu_ns,
+                "host_bytes" => h.bytes.unwrap_or(0),
+                "alloc_objects" => a.objects,
+                "alloc_space" => a.bytes,
+                "inuse_objects" => a.live_objects,
+                _ => a.live_bytes,
+            } as i64)
             .collect();
         let callers: Vec<u64> = s
             .functions
@@ -285,10 +304,10 @@ pub fn build(profile: &Profile, symbols: &Symbols) -> PprofProfile {
             None => vec![(u64::from(leaf) + 1, s.self_time)],
         };
         for (k, (at, cost)) in shares.into_iter().enumerate() {
-            // Calls and the host's figures once per context.
+            // Calls, the host's figures and the blocks once per context.
             let first = k == 0;
             let mut value = vec![if first { s.calls as i64 } else { 0 }, cost as i64];
-            value.extend(host.iter().map(|&v| if first { v } else { 0 }));
+            value.extend(extra.iter().map(|&v| if first { v } else { 0 }));
             let mut location_id = vec![at];
             location_id.extend(&callers);
             sample.push(Sample { location_id, value });

@@ -215,6 +215,10 @@ pub fn render(profile: &Profile, options: &Options) -> String {
         let _ = writeln!(out);
         out.push_str(&table);
     }
+    if let Some(table) = crate::report::allocations::table(profile) {
+        let _ = writeln!(out);
+        out.push_str(&table);
+    }
     out
 }
 

@@ -53,6 +53,7 @@ pub fn measure(
                 live: false,
                 short_max,
                 coverage: false,
+                allocators: None,
             },
         )?;
         Module::new(engine, &instrumented.bytes).map_err(|e| anyhow::anyhow!("{e}"))

@@ -10,6 +10,7 @@ use wprof_agent::{ContextArena, ProbeMode};
 use crate::run::adaptive::live_tree::LiveTree;
 use crate::run::adaptive::stopwatch::{Stopwatch, TimerCost};
 use crate::run::adaptive::timers::Timers;
+use crate::run::allocs::{AllocTracker, Change, Owner};
 use crate::run::collector::Collector;
 use crate::run::host_meter::HostAccount;
 use crate::run::probe_log::ProbeLog;
@@ -25,6 +26,8 @@ pub struct HostState {
     pub(crate) stopwatch: Option<Stopwatch>,
     /// The host's figures of the program's calls to WASI (see [`crate::run::host_calls`]).
     pub(crate) host: Option<HostAccount>,
+    /// Allocation profiling: the blocks the allocator reported.
+    pub(crate) allocs: Option<AllocTracker>,
 }
 
 impl std::fmt::Debug for HostState {
@@ -57,6 +60,7 @@ pub(crate) fn bare_store(engine: &Engine, collector: Option<Collector>) -> Store
             log: collector.map(ProbeLog::start),
             stopwatch: None,
             host: None,
+            allocs: None,
         },
     )
 }
@@ -71,6 +75,7 @@ pub(crate) fn define_probes(
     mode: ProbeMode,
 ) -> wasmtime::Result<()> {
     use wprof_agent::{GoTimeFlags, ProbeImports as P};
+    linker.func_wrap(P::MODULE, P::ALLOC, alloc_probe)?;
     fn log<'a>(caller: &'a mut Caller<'_, HostState>) -> &'a mut ProbeLog {
         caller
             .data_mut()
@@ -183,6 +188,55 @@ pub(crate) fn define_probes(
         }
     }
     Ok(())
+}
+
+/// `wprof.alloc(id, kind, a, b, result, node)`: an allocator's report (see
+/// [`crate::run::allocs`]), in every mode.
+fn alloc_probe(
+    mut caller: Caller<'_, HostState>,
+    id: i32,
+    kind: i32,
+    a: i64,
+    b: i64,
+    result: i64,
+    node: i32,
+) {
+    if caller.data().allocs.is_none() {
+        return;
+    }
+    let started = caller.data().log.as_ref().map(ProbeLog::now_ps);
+    let stored = |out: u64| -> u64 {
+        // `posix_memalign`'s address, in the program's memory.
+        let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else {
+            return 0;
+        };
+        let wide = memory.ty(&caller).is_64();
+        let data = memory.data(&caller);
+        let width = if wide { 8 } else { 4 };
+        let Some(bytes) = usize::try_from(out)
+            .ok()
+            .and_then(|at| data.get(at..at.checked_add(width)?))
+        else {
+            return 0;
+        };
+        let mut word = [0u8; 8];
+        word[..width].copy_from_slice(bytes);
+        u64::from_le_bytes(word)
+    };
+    let change = Change::of(kind as u32, a as u64, b as u64, result as u64, stored);
+    let state = caller.data_mut();
+    let owner = match started {
+        Some(_) => Owner::Numbered,
+        // Node addresses are 8-aligned; adaptive mode may set bit 0.
+        None => Owner::Node(node as u32 & !7),
+    };
+    let Some(tracker) = state.allocs.as_mut() else {
+        return;
+    };
+    let logged = tracker.record(id as u32, change, owner);
+    if let (Some(log), Some(started)) = (state.log.as_mut(), started) {
+        log.allocs(logged.freed, logged.allocated, started);
+    }
 }
 
 /// Inline modes: points the module's slot global at the root, so that the export called

@@ -161,13 +161,15 @@ impl InlineTree {
     /// self time given by `self_time` (in the collector's unit). With `sites` (function
     /// id -> the offsets of its call instructions), edges are split by call site. With
     /// `host` (node address -> what the host did in the calls to an import from that
-    /// node), each import's context gets its figures.
+    /// node), each import's context gets its figures; with `allocs` (node address -> the
+    /// blocks an allocator handed out from that node), each allocator's context.
     pub fn replay(
         &self,
         collector: &mut Collector,
         self_time: impl Fn(&InlineNode) -> u64,
         sites: Option<&HashMap<u32, Vec<u32>>>,
         host: Option<&rustc_hash::FxHashMap<u32, HostFigures>>,
+        allocs: Option<&rustc_hash::FxHashMap<u32, crate::profile::AllocFigures>>,
     ) {
         enum Step {
             Enter { node: usize, caller: u32, site: u32 },
@@ -201,6 +203,9 @@ impl InlineTree {
                     collector.enter_counted_at(n.function, n.calls, now);
                     if let Some(figures) = host.and_then(|h| h.get(&n.address)) {
                         collector.add_host(n.function, figures);
+                    }
+                    if let Some(figures) = allocs.and_then(|a| a.get(&n.address)) {
+                        collector.add_allocs(figures);
                     }
                     steps.push(Step::Exit(node));
                     steps.extend(n.children.iter().rev().map(|&(site, child)| Step::Enter {
@@ -272,7 +277,7 @@ mod tests {
         assert_eq!(tree.nodes.len(), 6);
         assert_eq!(tree.damaged, 0);
         let mut c = Collector::new(4);
-        tree.replay(&mut c, |n| n.self_cost, None, None);
+        tree.replay(&mut c, |n| n.self_cost, None, None, None);
         c.finish_at(c.last());
         let f = c.functions();
         assert_eq!(f[1].calls, 3);
@@ -306,7 +311,7 @@ mod tests {
         assert_eq!(tree.overflow_calls(), 7);
         let sites = HashMap::from([(0, vec![0x10, 0x1c])]);
         let mut c = Collector::new(2);
-        tree.replay(&mut c, |n| n.self_cost, Some(&sites), None);
+        tree.replay(&mut c, |n| n.self_cost, Some(&sites), None, None);
         assert_eq!(c.functions()[1].calls, 14);
         let by_site: Vec<_> = c
             .edges()

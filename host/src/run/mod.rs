@@ -12,7 +12,8 @@
 //! original's) and [`attribution`] places in the tree. With live probes, [`switches`] turns
 //! the module's switches from any thread and logs when. [`host_calls`] wraps the WASI
 //! functions the module imports: the host's time and bytes per call ([`host_meter`]), and
-//! `--inject`. In adaptive mode, [`adaptive`] times
+//! `--inject`. With `--allocs`, [`allocs`] keeps the blocks the module's allocator reports.
+//! In adaptive mode, [`adaptive`] times
 //! the activations its walker selects along the hot paths, on top of sample mode.
 //! [`to_profile`] turns a finished run into its profile.
 //!
@@ -21,6 +22,7 @@
 
 pub mod adaptive;
 pub mod address_map;
+pub mod allocs;
 pub mod attribution;
 pub mod backtrace;
 pub mod calibrate;

@@ -47,6 +47,11 @@ enum Kind {
     HostWall,
     /// The on-CPU time (ns) and bytes of the `HostWall` before it.
     HostCpu,
+    /// The frame on top handed out a block: its size (in the time field); it takes the
+    /// next number (see `collector::allocs`).
+    Allocated,
+    /// The block of this number (in the time field) was taken back.
+    Freed,
 }
 
 /// 16 bytes: picoseconds (pauses excluded), an argument, and the kind with, for an
@@ -82,7 +87,9 @@ impl Event {
             6 => Kind::Called,
             7 => Kind::GoSwitch,
             8 => Kind::HostWall,
-            _ => Kind::HostCpu,
+            9 => Kind::HostCpu,
+            10 => Kind::Allocated,
+            _ => Kind::Freed,
         }
     }
 }
@@ -113,6 +120,8 @@ fn apply(collector: &mut Collector, events: &[Event]) {
             }
             // Read with its `HostWall`.
             Kind::HostCpu => {}
+            Kind::Allocated => collector.allocated(e.time),
+            Kind::Freed => collector.freed(e.time),
         }
     }
 }
@@ -314,6 +323,29 @@ impl ProbeLog {
     /// Probe: the next call is made from `offset` in the caller's body.
     pub fn site(&mut self, offset: u32) {
         self.record(Kind::Site, offset, 0);
+    }
+
+    /// An allocator's report (see [`crate::run::allocs`]): a block of number `freed` taken
+    /// back, then one of size `allocated` handed out by the frame on top. The time since
+    /// `started_ps` (a [`ProbeLog::now_ps`] reading: the report's own work) is excluded
+    /// from every later reading.
+    pub fn allocs(&mut self, freed: Option<u64>, allocated: Option<u64>, started_ps: u64) {
+        if self.buffer.len() + 2 > CAPACITY {
+            self.hand_over();
+        }
+        if let Some(number) = freed {
+            self.push(number, Kind::Freed, 0, 0);
+        }
+        if let Some(size) = allocated {
+            self.push(size, Kind::Allocated, 0, 0);
+        }
+        self.paused += self.now().saturating_sub(started_ps);
+    }
+
+    /// The clock's reading, pauses excluded (for [`ProbeLog::allocs`]).
+    #[inline]
+    pub fn now_ps(&self) -> u64 {
+        self.now()
     }
 
     /// A call to import `id`, measured by its wrapper (see [`crate::run::host_calls`]): its

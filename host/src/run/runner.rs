@@ -58,6 +58,8 @@ pub struct RunOutcome {
     pub host_calls: Vec<crate::profile::HostCallRecord>,
     /// Coverage: every probed function's block counts.
     pub coverage: Option<crate::profile::coverage::Coverage>,
+    /// Allocation profiling: the allocator and the run's totals.
+    pub allocations: Option<crate::profile::AllocationsRecord>,
     /// How long instantiating, running and collecting took.
     pub timings: Timings,
 }
@@ -101,6 +103,7 @@ fn replay_tree(
     let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
     let (data, state) = memory.data_and_store_mut(&mut *store);
     let host = state.host.as_ref().map(|h| h.by_node());
+    let allocs = state.allocs.as_ref().map(|t| t.by_node());
     let collector = state.collector.as_mut()?;
     let tree = InlineTree::read(data, collector.functions().len() as u32);
     if tree.damaged > 0 {
@@ -132,11 +135,18 @@ fn replay_tree(
                 |n| attribution.time.get(&n.address).copied().unwrap_or(0),
                 sites.as_ref(),
                 host,
+                allocs.as_ref(),
             );
             Some(attribution)
         }
         None => {
-            tree.replay(collector, |n| n.self_cost, sites.as_ref(), host);
+            tree.replay(
+                collector,
+                |n| n.self_cost,
+                sites.as_ref(),
+                host,
+                allocs.as_ref(),
+            );
             None
         }
     };
@@ -158,6 +168,8 @@ pub struct Probes {
     pub timer_cost: Option<TimerCost>,
     /// Coverage: the module's block map, filled with its counts when the program ends.
     pub blocks: Option<crate::profile::coverage::Coverage>,
+    /// Allocation profiling: the module's allocator functions.
+    pub allocators: Option<Vec<crate::profile::AllocatorRecord>>,
 }
 
 /// Live probes (see [`crate::run::switches`]): which functions have switches, and who
@@ -200,7 +212,14 @@ impl Probes {
             live: None,
             timer_cost: None,
             blocks: None,
+            allocators: None,
         }
+    }
+
+    /// With allocation profiling, the module's allocator being `allocators`.
+    pub fn with_allocators(mut self, allocators: Vec<crate::profile::AllocatorRecord>) -> Self {
+        self.allocators = Some(allocators);
+        self
     }
 
     /// With block counters, laid out as `map` says.
@@ -278,6 +297,10 @@ pub fn run(
     let live = probes.as_mut().and_then(|p| p.live.take());
     let timer_cost = probes.as_ref().and_then(|p| p.timer_cost);
     let blocks = probes.as_mut().and_then(|p| p.blocks.take());
+    let allocs = probes
+        .as_mut()
+        .and_then(|p| p.allocators.take())
+        .map(crate::run::allocs::AllocTracker::new);
     let mut coverage = None;
     if let Some(mode) = mode {
         define_probes(&mut linker, mode)
@@ -298,6 +321,7 @@ pub fn run(
         log,
         stopwatch: None,
         host: None,
+        allocs,
     };
     let mut store = Store::new(engine, state);
     // Profiled runs measure the host's calls; `WPROF=0` wraps only what `--inject` names.
@@ -460,12 +484,17 @@ pub fn run(
         .map(|account| host_calls.records(account))
         .unwrap_or_default();
     let collector = timings.time("collect", || match state.log {
-        Some(log) => Some(log.finish().0),
+        Some(log) => {
+            let mut collector = log.finish().0;
+            collector.settle_allocs();
+            Some(collector)
+        }
         None => state.collector.map(|mut c| {
             c.finish_at(c.last());
             c
         }),
     });
+    let allocations = state.allocs.as_ref().map(|t| t.record_of_run());
     Ok(RunOutcome {
         exit_code,
         trap,
@@ -483,6 +512,7 @@ pub fn run(
         injections: host_calls.injections(),
         host_calls: host_records,
         coverage,
+        allocations,
         timings,
     })
 }

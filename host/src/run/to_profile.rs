@@ -77,6 +77,7 @@ pub fn profile_of_run(
             self_time: clamp(n.self_time),
             inclusive: clamp(n.inclusive),
             host: collector.host_at(i as u32),
+            allocs: collector.allocs_at(i as u32),
         })
         .collect();
     let unprobed = functions
@@ -131,5 +132,6 @@ pub fn profile_of_run(
         injections: Vec::new(),
         coverage: None,
         host_calls: Vec::new(),
+        allocations: None,
     }
 }

@@ -59,6 +59,8 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         subtract_overhead: false,
         call_sites: false,
         coverage: false,
+        allocs: false,
+        allocators: Default::default(),
         short_max: crate::commands::run_settings::DEFAULT_SHORT_MAX as u32,
         filter: Default::default(),
         live: false,
@@ -77,12 +79,37 @@ pub const LIVE_OFF: &str = "live off";
 /// The name of the variant with block counters (sample mode with `--coverage`).
 pub const COVERAGE: &str = "coverage";
 
+/// The name of the variant with allocation profiling (sample mode with `--allocs`).
+pub const ALLOCS: &str = "allocs";
+
+/// What a mode is measured with besides its probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    /// The mode as it is.
+    Plain,
+    /// Live probes, every switch turned off before the program starts.
+    LiveOff,
+    /// Block counters (`--coverage`).
+    Coverage,
+    /// Allocation profiling (`--allocs`), the allocator found by name.
+    Allocs,
+}
+
+impl Variant {
+    /// Its column's name.
+    fn name(self, mode: ProbeMode) -> &'static str {
+        match self {
+            Variant::Plain => mode.name(),
+            Variant::LiveOff => LIVE_OFF,
+            Variant::Coverage => COVERAGE,
+            Variant::Allocs => ALLOCS,
+        }
+    }
+}
+
 struct Instrumented {
     mode: ProbeMode,
-    /// Live probes, every switch turned off before the program starts.
-    live_off: bool,
-    /// Block counters (`--coverage`).
-    coverage: bool,
+    variant: Variant,
     prepared: Prepared,
     module: Module,
     settings: RunSettings,
@@ -94,22 +121,24 @@ impl Instrumented {
         loaded: &LoadedModule,
         path: &Path,
         mode: ProbeMode,
-        live_off: bool,
-        coverage: bool,
+        variant: Variant,
     ) -> Result<Self, Failure> {
+        let rules = instrument::FunctionRules::all();
         let plan = ProbePlan {
             mode,
             call_sites: false,
             selection: None,
-            live: live_off,
+            live: variant == Variant::LiveOff,
             short_max: crate::commands::run_settings::DEFAULT_SHORT_MAX as u32,
-            coverage,
+            coverage: variant == Variant::Coverage,
+            allocators: (variant == Variant::Allocs)
+                .then(|| std::sync::Arc::new(rules.allocators.plan())),
         };
         let prepared = instrument::prepare(
             loaded,
             path,
             &plan,
-            &Default::default(),
+            &rules,
             &mut CacheSession::none(),
             &crate::progress::Progress::none(),
         )
@@ -126,8 +155,7 @@ impl Instrumented {
         let module = compile(engine, bytes, path)?;
         Ok(Self {
             mode,
-            live_off,
-            coverage,
+            variant,
             prepared,
             module,
             settings: settings(path, mode),
@@ -139,7 +167,7 @@ impl Instrumented {
         let collector = Collector::new(self.prepared.functions.len()).with_overhead(overhead);
         let mut probes =
             runner::Probes::new(collector, self.mode, self.prepared.probe_code.clone(), None);
-        if self.live_off {
+        if self.variant == Variant::LiveOff {
             let functions = &self.prepared.functions;
             probes = probes.with_live(runner::Live {
                 names: functions.iter().map(|f| f.name.clone()).collect(),
@@ -151,8 +179,12 @@ impl Instrumented {
                 }),
             });
         }
-        if let Some(map) = self.prepared.blocks.clone().filter(|_| self.coverage) {
+        let blocks = self.prepared.blocks.clone();
+        if let Some(map) = blocks.filter(|_| self.variant == Variant::Coverage) {
             probes = probes.with_coverage(map);
+        }
+        if self.variant == Variant::Allocs {
+            probes = probes.with_allocators(self.prepared.allocators.clone());
         }
         let outcome = runner::run(
             engine,
@@ -179,17 +211,15 @@ pub fn measure(
 ) -> Result<Overhead, Failure> {
     let original_module = compile(engine, &loaded.bytes, path)?;
     let plain = settings(path, ProbeMode::Time);
-    // Every mode, then sample mode with every switch off, then with block counters.
+    // Every mode, then sample mode with every switch off, with block counters, and with
+    // allocation profiling.
     let instrumented = ProbeMode::ALL
         .iter()
-        .map(|&mode| (mode, false, false))
-        .chain([
-            (ProbeMode::Sample, true, false),
-            (ProbeMode::Sample, false, true),
-        ])
-        .map(|(mode, live_off, coverage)| {
-            Instrumented::new(engine, loaded, path, mode, live_off, coverage)
-        })
+        .map(|&mode| (mode, Variant::Plain))
+        .chain(
+            [Variant::LiveOff, Variant::Coverage, Variant::Allocs].map(|v| (ProbeMode::Sample, v)),
+        )
+        .map(|(mode, variant)| Instrumented::new(engine, loaded, path, mode, variant))
         .collect::<Result<Vec<_>, _>>()?;
 
     let mut original = Vec::new();
@@ -208,11 +238,7 @@ pub fn measure(
         .map(|(m, times)| {
             let t = median(times);
             ModeBench {
-                mode: match (m.live_off, m.coverage) {
-                    (true, _) => LIVE_OFF,
-                    (_, true) => COVERAGE,
-                    _ => m.mode.name(),
-                },
+                mode: m.variant.name(m.mode),
                 instrumented: t,
                 ratio: t as f64 / original.max(1) as f64,
             }
@@ -221,7 +247,7 @@ pub fn measure(
 
     let timed = instrumented
         .iter()
-        .find(|m| m.mode == ProbeMode::Time && !m.live_off && !m.coverage)
+        .find(|m| m.mode == ProbeMode::Time && m.variant == Variant::Plain)
         .expect("ProbeMode::ALL has the time mode");
     let accuracy = accuracy(engine, timed, runs, checks, overhead)?;
     Ok(Overhead {

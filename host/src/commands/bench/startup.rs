@@ -116,7 +116,7 @@ pub fn measure(
         warm.push(start(engine, path, &dir)?);
         // The cache the cold start filled holds every function: all lookups hit.
         let mut cache = CacheSession::open(Some(&dir));
-        let lineage = crate::prepare::compiled::lineage(path, &plan.digest());
+        let lineage = crate::prepare::compiled::lineage(path, &plan.body_digest());
         let t = Instant::now();
         let found = instrument::function_lookups(&instrumenter, &mut cache, &lineage);
         lookups.push(nanos(t));

@@ -31,9 +31,10 @@ pub(super) fn table(report: &BenchReport, runs: u32) -> String {
         "median of {runs} run(s), runs interleaved\n\n\
          `_start` wall time in this process (one engine, compilation excluded); \
          ratio = instrumented / original; `{}`: sample mode with --live, every switch off; \
-         `{}`: sample mode with --coverage",
+         `{}`: sample mode with --coverage; `{}`: sample mode with --allocs",
         super::overhead::LIVE_OFF,
-        super::overhead::COVERAGE
+        super::overhead::COVERAGE,
+        super::overhead::ALLOCS
     );
     let _ = write!(out, "{:<20} {:>10}", "module", "original");
     let names = ProbeMode::ALL
@@ -42,6 +43,7 @@ pub(super) fn table(report: &BenchReport, runs: u32) -> String {
         .chain([
             super::overhead::LIVE_OFF.to_string(),
             super::overhead::COVERAGE.to_string(),
+            super::overhead::ALLOCS.to_string(),
         ]);
     for name in names {
         let _ = write!(out, " {:>12} {:>7}", name, "ratio");

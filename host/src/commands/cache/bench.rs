@@ -152,7 +152,7 @@ pub(crate) fn start(engine: &Engine, path: &Path, dir: &Path) -> Result<u64, Fai
         &loaded,
         path,
         &ProbePlan::default(),
-        &Default::default(),
+        &crate::prepare::instrument::FunctionRules::all(),
         &mut cache,
         &crate::progress::Progress::none(),
     )

@@ -197,9 +197,10 @@ fn offset_map(
         live: false,
         short_max: m.manifest.short_max,
         coverage: m.manifest.coverage,
+        allocators: None,
     };
     // The lineage's pack holds the bodies of the module's latest version.
-    let lineage = compiled::lineage(Path::new(&m.manifest.path), &plan.digest());
+    let lineage = compiled::lineage(Path::new(&m.manifest.path), &plan.body_digest());
     let from_entry = f
         .key
         .and_then(|k| match cache.peek(Kind::Function, &lineage) {

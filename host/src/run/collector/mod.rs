@@ -39,6 +39,7 @@ const NO_TOKEN: u32 = u32::MAX;
 /// Time mode's collector unit is the picosecond.
 pub const PS_PER_NS: u64 = 1000;
 
+mod allocs;
 mod go;
 mod stack;
 mod totals;
@@ -79,6 +80,8 @@ pub struct Collector {
     /// The host's figures of the imports' contexts, by context node (see
     /// [`Collector::add_host`]).
     host: HashMap<u32, HostFigures>,
+    /// Allocation profiling (see [`allocs`]).
+    allocs: allocs::AllocContexts,
 }
 
 impl Collector {
@@ -102,6 +105,7 @@ impl Collector {
             call_site_offsets: None,
             go: None,
             host: HashMap::new(),
+            allocs: Default::default(),
         }
     }
 
