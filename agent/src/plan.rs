@@ -195,13 +195,29 @@ impl AllocRole {
         !matches!(self, AllocRole::Free { .. })
     }
 
-    fn encode(self) -> [u8; 3] {
+    /// Three bytes that say the role whole (its code and its parameters), as a body's key
+    /// and a manifest hold it.
+    pub fn to_bytes(self) -> [u8; 3] {
         let (a, b) = self.arguments();
         [
             self.code() as u8,
             a.map_or(0xff, |a| a),
             b.map_or(0xff, |b| b),
         ]
+    }
+
+    /// The role of [`AllocRole::to_bytes`]'s bytes, if they are one's.
+    pub fn from_bytes(bytes: [u8; 3]) -> Option<AllocRole> {
+        let [code, a, b] = bytes;
+        let role = match (AllocRole::from_code(u32::from(code))?, a, b) {
+            (AllocRole::Alloc { .. }, 0xff, size) => AllocRole::Alloc { size },
+            (AllocRole::Calloc { .. }, count, size) => AllocRole::Calloc { count, size },
+            (AllocRole::Realloc { .. }, ptr, size) => AllocRole::Realloc { ptr, size },
+            (AllocRole::Free { .. }, ptr, 0xff) => AllocRole::Free { ptr },
+            (AllocRole::AllocAt { .. }, out, size) => AllocRole::AllocAt { out, size },
+            _ => return None,
+        };
+        (role.to_bytes() == bytes).then_some(role)
     }
 }
 
@@ -232,7 +248,7 @@ impl Allocators {
     /// What a body's key holds of function `id`'s role (nothing for a function that has
     /// none, so that its body is shared with plans that profile no allocations).
     pub(crate) fn key_bytes(&self, id: u32) -> Option<[u8; 3]> {
-        self.roles.get(&id).map(|role| role.encode())
+        self.roles.get(&id).map(|role| role.to_bytes())
     }
 }
 
@@ -355,6 +371,18 @@ mod tests {
             ..sample.clone()
         };
         assert_ne!(covered.digest(), sample.digest());
+        // Roles round-trip through their bytes.
+        for role in [
+            AllocRole::Alloc { size: 1 },
+            AllocRole::Calloc { count: 0, size: 1 },
+            AllocRole::Realloc { ptr: 0, size: 3 },
+            AllocRole::Free { ptr: 0 },
+            AllocRole::AllocAt { out: 0, size: 2 },
+        ] {
+            assert_eq!(AllocRole::from_bytes(role.to_bytes()), Some(role));
+        }
+        assert_eq!(AllocRole::from_bytes([3, 0, 1]), None);
+        assert_eq!(AllocRole::from_bytes([9, 0, 0]), None);
         let time_covered = ProbePlan {
             coverage: true,
             ..ProbePlan::default()

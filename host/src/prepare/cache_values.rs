@@ -184,9 +184,9 @@ pub struct ManifestFunction {
     /// how its count is known ([`wprof_agent::BlockCount::code`]; see
     /// [`wprof_agent::InstrumentedBody::blocks`]); empty otherwise.
     pub blocks: Vec<(u32, u8)>,
-    /// Allocation profiling: the function is an allocator, of this kind
-    /// ([`crate::allocators::kind_name`]).
-    pub allocator: Option<String>,
+    /// Allocation profiling: the function is an allocator of this role
+    /// ([`wprof_agent::AllocRole::to_bytes`]).
+    pub allocator: Option<[u8; 3]>,
 }
 
 /// What an instrumented module is made of.
@@ -306,7 +306,7 @@ mod tests {
                     original_body: Some((40, 60)),
                     instrumented_body: Some((40, 95)),
                     blocks: vec![(2, 0), (7, 1), (11, 2)],
-                    allocator: Some("alloc".into()),
+                    allocator: Some([0, 0xff, 0]),
                 },
             ],
             probe_code: Some("00ff".into()),

@@ -486,9 +486,7 @@ pub fn instrument(
                     .iter()
                     .map(|&(start, how)| (start, how.code()))
                     .collect(),
-                allocator: allocators
-                    .get(&f.id)
-                    .map(|&role| crate::allocators::kind_name(role).to_string()),
+                allocator: allocators.get(&f.id).map(|role| role.to_bytes()),
             })
             .collect(),
     };
@@ -656,10 +654,11 @@ fn allocators_of(manifest: &Manifest) -> Vec<crate::profile::AllocatorRecord> {
         .functions
         .iter()
         .filter_map(|f| {
+            let role = wprof_agent::AllocRole::from_bytes(f.allocator?)?;
             Some(crate::profile::AllocatorRecord {
                 function: f.id,
                 name: f.name.clone(),
-                kind: f.allocator.clone()?,
+                kind: crate::allocators::kind_name(role).to_string(),
                 calls: 0,
             })
         })

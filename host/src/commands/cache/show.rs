@@ -197,7 +197,16 @@ fn offset_map(
         live: false,
         short_max: m.manifest.short_max,
         coverage: m.manifest.coverage,
-        allocators: None,
+        // The allocators' roles (a body depends on its own role only).
+        allocators: Some(std::sync::Arc::new(wprof_agent::Allocators {
+            spec: [0; 32],
+            roles: m
+                .manifest
+                .functions
+                .iter()
+                .filter_map(|f| Some((f.id, wprof_agent::AllocRole::from_bytes(f.allocator?)?)))
+                .collect(),
+        })),
     };
     // The lineage's pack holds the bodies of the module's latest version.
     let lineage = compiled::lineage(Path::new(&m.manifest.path), &plan.body_digest());
