@@ -322,34 +322,16 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
                 line: at(list.span()),
             }),
         };
-        let inject = match inject {
-            None => None,
-            Some(list) => Some(At {
-                value: list
-                    .get_ref()
-                    .iter()
-                    .map(|spec| {
-                        crate::injection::Injection::parse(spec)
-                            .map_err(|e| problem(list.span(), "inject", &format!("{spec}: {e}")))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-                line: at(list.span()),
-            }),
-        };
-        let allocators = match allocators {
-            None => None,
-            Some(list) => Some(At {
-                value: list
-                    .get_ref()
-                    .iter()
-                    .map(|spec| {
-                        crate::allocators::AllocatorSpec::parse(spec)
-                            .map_err(|e| problem(list.span(), "allocators", &e))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-                line: at(list.span()),
-            }),
-        };
+        let inject = parsed_list(inject, "inject", text, &problem, |spec| {
+            crate::injection::Injection::parse(spec).map_err(|e| format!("{spec}: {e}"))
+        })?;
+        let allocators = parsed_list(
+            allocators,
+            "allocators",
+            text,
+            &problem,
+            crate::allocators::AllocatorSpec::parse,
+        )?;
         Ok(Knobs {
             allocs: flag(allocs),
             allocators,
@@ -486,6 +468,29 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         cache_max_size,
         modules,
     })
+}
+
+/// A list of specs (`inject`, `allocators`), each parsed by `parse`, whose error names the
+/// spec; a bad one is a problem at the list's line.
+fn parsed_list<T>(
+    list: Option<Spanned<Vec<String>>>,
+    key: &str,
+    text: &str,
+    problem: &impl Fn(Range<usize>, &str, &str) -> Failure,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<At<Vec<T>>>, Failure> {
+    let Some(list) = list else {
+        return Ok(None);
+    };
+    let value = list
+        .get_ref()
+        .iter()
+        .map(|spec| parse(spec).map_err(|e| problem(list.span(), key, &e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(At {
+        value,
+        line: line_of(text, list.span().start),
+    }))
 }
 
 fn non_empty_path(
