@@ -67,7 +67,7 @@ pub use body::{instruction_weight, BlockCount, InstrumentedBody};
 pub use context_arena::ContextArena;
 pub use error::AgentError;
 pub use layout::{FunctionKind, FunctionSummary};
-pub use plan::{AllocRole, Allocators, ProbeMode, ProbePlan, Selection};
+pub use plan::{AllocRole, Allocators, InjectedValue, Injections, ProbeMode, ProbePlan, Selection};
 pub use probe_code::{ProbeCode, SECTION as PROBE_CODE_SECTION};
 pub use probe_map::{
     FunctionProbes, GoTimeFlags, InstrumentedModule, ProbeImports, ProbeMap, SwitchTable,
@@ -75,7 +75,7 @@ pub use probe_map::{
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 27;
+pub const AGENT_FORMAT_VERSION: u32 = 28;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];
@@ -169,6 +169,58 @@ impl<'a> Instrumenter<'a> {
         rejected
     }
 
+    /// Makes the defined functions of `targets` ones whose calls the host may inject into
+    /// (see [`Injections`]), the plan's [`Injections::spec`] kept; returns the ids of those
+    /// that cannot take their injection (not a defined function, or a value that is not the
+    /// function's one result), with the reason, and leaves them out.
+    pub fn inject(
+        &mut self,
+        targets: std::collections::BTreeMap<u32, Option<InjectedValue>>,
+    ) -> Vec<(u32, AgentError)> {
+        let spec = self.plan.injections.as_ref().map_or([0; 32], |i| i.spec);
+        let imported = self.imported_function_count();
+        let mut rejected = Vec::new();
+        let mut kept = std::collections::BTreeMap::new();
+        for (id, value) in targets {
+            let unfit = |what: &str| AgentError::Unsupported {
+                what: what.to_string(),
+                offset: 0,
+            };
+            let Some(func) = id
+                .checked_sub(imported)
+                .and_then(|d| self.layout.defined_funcs.get(d as usize))
+            else {
+                rejected.push((
+                    id,
+                    unfit("an injection into a function the module does not define"),
+                ));
+                continue;
+            };
+            let results = &self.layout.signature(func.type_index).results;
+            match value {
+                Some(v) if results.as_slice() != [v.val_type()] => rejected.push((
+                    id,
+                    unfit("a returned value that is not the function's one result"),
+                )),
+                _ => {
+                    kept.insert(id, value);
+                }
+            }
+        }
+        self.plan.injections = Some(std::sync::Arc::new(Injections {
+            spec,
+            targets: kept,
+        }));
+        rejected
+    }
+
+    /// The result types of function `id`, if the module defines it.
+    pub fn results(&self, id: u32) -> Option<Vec<wasmparser::ValType>> {
+        let defined = id.checked_sub(self.imported_function_count())?;
+        let func = self.layout.defined_funcs.get(defined as usize)?;
+        Some(self.layout.signature(func.type_index).results.clone())
+    }
+
     /// Number of imported functions (their ids come first).
     pub fn imported_function_count(&self) -> u32 {
         self.layout.imported_funcs.len() as u32
@@ -191,6 +243,10 @@ impl<'a> Instrumenter<'a> {
         if let Some(role) = self.plan.allocators.as_ref().and_then(|a| a.key_bytes(id)) {
             h.update(b"\0allocator\0");
             h.update(&role);
+        }
+        if let Some(injection) = self.plan.injections.as_ref().and_then(|i| i.key_bytes(id)) {
+            h.update(b"\0injected\0");
+            h.update(&injection);
         }
         if let Some(selection) = &self.selection_digest {
             // Whether this body has probes, and (time mode) whether the functions it

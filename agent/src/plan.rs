@@ -81,6 +81,77 @@ pub struct ProbePlan {
     /// Allocation profiling: the module's allocator functions, each of which reports
     /// every block it hands out or takes back (see [`Allocators`]).
     pub allocators: Option<std::sync::Arc<Allocators>>,
+    /// Fault injection: functions whose calls the host may make fail (see
+    /// [`Injections`]).
+    pub injections: Option<std::sync::Arc<Injections>>,
+}
+
+/// A value an injected call returns instead of running the function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum InjectedValue {
+    /// An `i32`.
+    I32(i32),
+    /// An `i64`.
+    I64(i64),
+    /// An `f32`, by its bits.
+    F32(u32),
+    /// An `f64`, by its bits.
+    F64(u64),
+}
+
+impl InjectedValue {
+    fn key_bytes(self) -> [u8; 9] {
+        let (tag, bits) = match self {
+            InjectedValue::I32(v) => (1, u64::from(v as u32)),
+            InjectedValue::I64(v) => (2, v as u64),
+            InjectedValue::F32(v) => (3, u64::from(v)),
+            InjectedValue::F64(v) => (4, v),
+        };
+        let mut out = [tag; 9];
+        out[1..].copy_from_slice(&bits.to_le_bytes());
+        out
+    }
+
+    /// Its type.
+    pub fn val_type(self) -> wasmparser::ValType {
+        match self {
+            InjectedValue::I32(_) => wasmparser::ValType::I32,
+            InjectedValue::I64(_) => wasmparser::ValType::I64,
+            InjectedValue::F32(_) => wasmparser::ValType::F32,
+            InjectedValue::F64(_) => wasmparser::ValType::F64,
+        }
+    }
+}
+
+/// The module's own functions that fault injection targets.
+///
+/// Each starts (after its entry probe) with a call to `wprof.inject(id) -> i32`: the host
+/// counts the call and either lets it run (0), ends the program with a trap (its own error),
+/// or, for a function with a value here, says 1: the function then returns that value at
+/// once, through its exit probe. A function switched off (see [`ProbePlan::live`]) does
+/// not ask.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Injections {
+    /// A digest of how the set was chosen (the host's specs): with the module's digest, it
+    /// names the set without computing it (a module manifest's key).
+    pub spec: crate::Digest,
+    /// The functions by id, each with the value an injected call returns (`None`: an
+    /// injected call traps).
+    pub targets: std::collections::BTreeMap<u32, Option<InjectedValue>>,
+}
+
+impl Injections {
+    /// What a body's key holds of function `id`'s injection (nothing for a function that
+    /// has none).
+    pub(crate) fn key_bytes(&self, id: u32) -> Option<[u8; 10]> {
+        let value = self.targets.get(&id)?;
+        let mut out = [0u8; 10];
+        out[0] = 1;
+        if let Some(v) = value {
+            out[1..].copy_from_slice(&v.key_bytes());
+        }
+        Some(out)
+    }
 }
 
 /// Defined functions left without probes: each is part of its nearest probed caller.
@@ -261,13 +332,24 @@ impl ProbePlan {
             h.update(b"\0allocators\0");
             h.update(&allocators.spec);
         }
+        if let Some(injections) = &self.injections {
+            h.update(b"\0injections\0");
+            h.update(&injections.spec);
+        }
         *h.finalize().as_bytes()
     }
 
     /// A digest of what every body's instrumentation depends on: the plan without its
-    /// allocators (a body's key adds its own role, see [`Allocators`]).
+    /// allocators and injections (a body's key adds its own role and injection, see
+    /// [`Allocators`] and [`Injections`]).
     pub fn body_digest(&self) -> crate::Digest {
         *self.hasher().finalize().as_bytes()
+    }
+
+    /// Whether calls of function `id` may be injected into, and the value an injected call
+    /// returns.
+    pub fn injection(&self, id: u32) -> Option<Option<InjectedValue>> {
+        self.injections.as_ref()?.targets.get(&id).copied()
     }
 
     /// The role of function `id`, if it is one of the plan's allocators.

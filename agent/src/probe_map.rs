@@ -43,10 +43,14 @@ impl ProbeImports {
     /// `alloc(id, kind, a, b, result, node)`: allocator function `id` is about to return
     /// (allocation profiling, see [`crate::Allocators`]); `(i32, i32, i64, i64, i64, i32)`.
     pub const ALLOC: &'static str = "alloc";
+    /// `inject(id) -> i32`: function `id` starts and may be injected into (fault
+    /// injection, see [`crate::Injections`]): 1 when this call returns the injected value
+    /// instead of running; the host traps for an injected trap.
+    pub const INJECT: &'static str = "inject";
     /// How many probe functions are imported.
-    pub const COUNT: u32 = 8;
+    pub const COUNT: u32 = 9;
     /// All probe import names, in the order they are appended to the import section.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         Self::ENTER,
         Self::EXIT,
         Self::TAIL,
@@ -55,6 +59,7 @@ impl ProbeImports {
         Self::SITE,
         Self::CALLED,
         Self::ALLOC,
+        Self::INJECT,
     ];
 
     /// How far the module's defined functions move in the instrumented module: past the
@@ -223,7 +228,7 @@ impl ProbeLayout {
     pub fn import_type(&self, name: &str) -> u32 {
         self.original_types
             + match name {
-                ProbeImports::ENTER_CATCHING => 1,
+                ProbeImports::ENTER_CATCHING | ProbeImports::INJECT => 1,
                 ProbeImports::ALLOC => 3,
                 _ => 0,
             }
@@ -252,6 +257,10 @@ impl ProbeLayout {
 
     pub fn alloc(&self) -> u32 {
         self.imported_funcs + 7
+    }
+
+    pub fn inject(&self) -> u32 {
+        self.imported_funcs + 8
     }
 
     pub fn enter(&self) -> u32 {
@@ -349,6 +358,7 @@ impl ProbeLayout {
             self.site(),
             self.called(),
             self.alloc(),
+            self.inject(),
             self.original_types,
             self.child_type(),
             self.original_memories,

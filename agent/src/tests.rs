@@ -707,3 +707,67 @@ fn allocators_report_before_every_exit_in_every_mode() {
         );
     }
 }
+
+#[test]
+fn injected_functions_ask_the_host_first_in_every_mode() {
+    use crate::{InjectedValue, Injections, ProbeMode};
+    let wasm = wat::parse_str(
+        r#"(module
+          (func $f (param i32) (result i32) (i32.add (local.get 0) (i32.const 1)))
+          (func $g (call $f (i32.const 2)) drop)
+          (func $h (result f64) (f64.const 1.5))
+        )"#,
+    )
+    .unwrap();
+    for mode in ProbeMode::ALL {
+        let plan = ProbePlan {
+            mode,
+            injections: Some(std::sync::Arc::new(Injections {
+                spec: [3; 32],
+                targets: Default::default(),
+            })),
+            ..ProbePlan::default()
+        };
+        let mut instrumenter = Instrumenter::new(&wasm, &plan).unwrap();
+        let plain = instrumenter.function_key(0);
+        let rejected: Vec<u32> = instrumenter
+            .inject(
+                [
+                    (0, Some(InjectedValue::I32(-5))),
+                    (1, None),
+                    (2, Some(InjectedValue::I32(1))),
+                    (7, None),
+                ]
+                .into(),
+            )
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        // $h returns an f64, not an i32; there is no function 7.
+        assert_eq!(rejected, [2, 7], "{mode:?}");
+        assert_ne!(instrumenter.function_key(0), plain);
+        assert_eq!(
+            instrumenter.results(2),
+            Some(vec![wasmparser::ValType::F64])
+        );
+        let bodies: Vec<_> = (0..instrumenter.defined_function_count())
+            .map(|i| instrumenter.instrument_function(i).unwrap())
+            .collect();
+        let out = instrumenter.assemble(&bodies).unwrap();
+        validate(&out.bytes);
+        let t = text(&out.bytes);
+        let bodies: Vec<&str> = t.split("--\n").collect();
+        let finder = usize::from(mode.counts_inline());
+        let ask = "Call { function_index: 8 }";
+        // $f returns -5 when told to; $g only asks (the host traps); $h does not ask.
+        let f = bodies[finder];
+        assert!(
+            f.contains(&format!(
+                "I32Const {{ value: 0 }}\n{ask}\nIf {{ blockty: Empty }}\nI32Const {{ value: -5 }}"
+            )),
+            "{mode:?}: {f}"
+        );
+        assert!(bodies[finder + 1].contains(&format!("I32Const {{ value: 1 }}\n{ask}\nDrop")));
+        assert!(!bodies[finder + 2].contains(ask), "{mode:?}");
+    }
+}

@@ -1,6 +1,7 @@
 //! What `--inject` asks for: `TARGET=ACTION[@N]` specs parsed and checked, WASI errnos by
 //! name or number, values by result type, and what a profile records of an injection.
-//! [`crate::run::host_calls`] puts them in place.
+//! [`crate::run::host_calls`] puts injections into imports in place; those into the
+//! module's own functions go to the agent (see [`wprof_agent::Injections`]).
 
 use serde::{Deserialize, Serialize};
 use wasmtime::{Val, ValType};
@@ -23,10 +24,14 @@ pub enum Action {
 pub struct Injection {
     /// The spec as given.
     pub spec: String,
-    /// The import's module.
+    /// The import's module (empty for a target that can only be one of the module's own
+    /// functions).
     pub module: String,
     /// The import's name.
     pub name: String,
+    /// The target as written (`wasi:` left out): the name of one of the module's own
+    /// functions, when no import is named so.
+    pub function: String,
     /// What to do.
     pub action: Action,
     /// Only the Nth call (counting from 1); `None`: every call.
@@ -61,12 +66,9 @@ impl Injection {
         } else if let Some((module, name)) = target.split_once("::") {
             (module, name)
         } else {
-            return Err(format!(
-                "`{target}`: name an imported function as `wasi:NAME` or `MODULE::NAME` \
-                 (the module's own functions cannot be injected into yet)"
-            ));
+            ("", target)
         };
-        if module.is_empty() || name.is_empty() {
+        if name.is_empty() || (module.is_empty() && target.contains("::")) {
             return Err(format!("`{target}`: empty module or function name"));
         }
         let (action, call) = match rest.rsplit_once('@') {
@@ -100,14 +102,25 @@ impl Injection {
             spec: spec.to_owned(),
             module: module.to_owned(),
             name: name.to_owned(),
+            function: target.strip_prefix("wasi:").unwrap_or(target).to_owned(),
             action,
             call,
         })
     }
 
-    /// `module::name`.
+    /// `module::name`, or the function's name.
     pub fn target(&self) -> String {
-        format!("{}::{}", self.module, self.name)
+        if self.module.is_empty() {
+            self.function.clone()
+        } else {
+            format!("{}::{}", self.module, self.name)
+        }
+    }
+
+    /// Whether it names an import of WASI's (`wasi:NAME`), which is never one of the
+    /// module's own functions.
+    pub fn is_wasi(&self) -> bool {
+        self.module == WASI && self.function == self.name
     }
 
     pub fn action_text(&self) -> String {
@@ -289,8 +302,8 @@ mod tests {
     fn bad_specs_say_what_is_wrong() {
         for (spec, says) in [
             ("wasi:fd_write", "TARGET=ACTION"),
-            ("main=trap", "MODULE::NAME"),
             ("wasi:=trap", "empty"),
+            ("::f=trap", "empty"),
             ("wasi:fd_write=errno:EWHAT", "not a WASI errno"),
             ("wasi:fd_write=errno:77", "not a WASI errno"),
             ("wasi:fd_write=explode", "the action is"),

@@ -1,5 +1,6 @@
 //! `wprof run --inject`: imported functions fail as asked, in every mode and with
-//! `WPROF=0`, and the profile and summary say so.
+//! `WPROF=0`; the module's own functions in every mode; and the profile and summary say
+//! so.
 
 use crate::support::*;
 
@@ -122,7 +123,15 @@ fn a_bad_injection_is_one_line_and_exit_2_before_anything_runs() {
     let s = Scratch::new();
     let module = s.wat_module("writer.wasm", WRITER);
     for (spec, says) in [
-        ("main=trap", "MODULE::NAME"),
+        (
+            "main=trap",
+            "the module has no function main (neither an import nor its own)",
+        ),
+        ("env::main=trap", "the module has no function env::main"),
+        (
+            "write=return:1.5",
+            "`1.5` is not a value of write's result type",
+        ),
         ("wasi:fd_write=errno:EWHAT", "not a WASI errno"),
         (
             "wasi:fd_read=trap",
@@ -194,4 +203,89 @@ fn injections_come_from_flags_the_variable_or_the_configuration_file() {
     assert_eq!(out.status.code(), Some(51), "{}", stderr(&out));
     assert_eq!(stdout(&out), "a\nb\n");
     assert_eq!(s.profile("file.wprof")["injections"][0]["call"], 3);
+}
+
+#[test]
+fn the_modules_own_functions_return_what_is_injected_or_trap_in_every_mode() {
+    let s = Scratch::new();
+    let module = s.wat_module("writer.wasm", WRITER);
+    for mode in ["time", "sample", "cost", "adaptive"] {
+        // `$write` returns 28 (EINVAL) on its second call without writing: the program
+        // writes `a` and `c` and exits with the errno it saw.
+        let file = format!("{mode}.wprof");
+        let out = s
+            .wprof(&[
+                "run",
+                "--mode",
+                mode,
+                "-o",
+                &file,
+                "--inject",
+                "write=errno:EINVAL@2",
+            ])
+            .arg(&module)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(28), "{mode}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "a\nc\n", "{mode}");
+        assert!(
+            stderr(&out)
+                .contains("wprof: injected errno:EINVAL into write (call 2 only): 1 of 3 calls"),
+            "{mode}: {}",
+            stderr(&out)
+        );
+        let p = s.profile(&file);
+        let record = &p["injections"][0];
+        assert_eq!(record["target"], "write", "{mode}");
+        assert_eq!(
+            (record["calls"].as_u64(), record["injected"].as_u64()),
+            (Some(3), Some(1))
+        );
+        // Every call is counted; the injected one never reached fd_write.
+        assert_eq!(calls(&p, "write"), 3, "{mode}");
+        assert_eq!(calls(&p, "wasi_snapshot_preview1::fd_write"), 2, "{mode}");
+    }
+    // A trap on the first call, with an import's injection beside it, in the order given.
+    let out = s
+        .wprof(&[
+            "run",
+            "-o",
+            "trap.wprof",
+            "--inject",
+            "wasi:proc_exit=trap",
+            "--inject",
+            "write=trap",
+        ])
+        .arg(&module)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(134), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("wprof injected a trap into write (call 1)"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "");
+    let p = s.profile("trap.wprof");
+    let targets: Vec<&str> = p["injections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(targets, ["wasi_snapshot_preview1::proc_exit", "write"]);
+    // Unprofiled, the original runs as it is: no function of its own can be injected into.
+    let out = s
+        .wprof(&["run", "--inject", "write=trap"])
+        .arg(&module)
+        .env("WPROF", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("only a profiled run can inject into"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "");
 }

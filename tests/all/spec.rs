@@ -307,6 +307,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             short_max: 40,
             coverage: false,
             allocators: None,
+            injections: None,
         },
         // Block counters (coverage) beside cost mode's counts.
         ProbePlan {
@@ -317,6 +318,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             short_max: 0,
             coverage: true,
             allocators: None,
+            injections: None,
         },
         // Every function whose signature allows it an allocator (see `instrument`).
         ProbePlan {
@@ -327,6 +329,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             short_max: 0,
             coverage: false,
             allocators: Some(Default::default()),
+            injections: None,
         },
         // With allocators, as above.
         ProbePlan {
@@ -337,6 +340,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             short_max: 0,
             coverage: false,
             allocators: Some(Default::default()),
+            injections: None,
         },
         // Live probes, every switch on: the branches around each probe.
         ProbePlan {
@@ -347,6 +351,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             short_max: 0,
             coverage: false,
             allocators: None,
+            injections: None,
         },
     ] {
         let mode = plan.mode;
@@ -445,7 +450,7 @@ fn probe_prelude() -> String {
                 " (func (export \"{name}\") (param i32 i32 i64 i64 i64 i32))"
             )
             .unwrap();
-        } else if name == ProbeImports::ENTER_CATCHING {
+        } else if name == ProbeImports::ENTER_CATCHING || name == ProbeImports::INJECT {
             write!(
                 m,
                 " (func (export \"{name}\") (param {params}) (result i32) i32.const 0)"

@@ -24,6 +24,9 @@
 //! - an allocator ([`crate::Allocators`]) keeps the parameters its role reports at entry
 //!   and calls `wprof.alloc` before its exit probes; its tail calls become calls followed
 //!   by a return, so that it reports after its callee;
+//! - a function fault injection targets ([`crate::Injections`]) asks `wprof.inject(id)`
+//!   after its entry probe whether this call runs, and returns the injected value (through
+//!   its exit probe) when told to;
 //! - in sample mode, the node running now is stored in the current-node cell at entry,
 //!   around calls to imports and wherever a catch lands; the body records which of its bytes
 //!   are probes ([`InstrumentedBody::probe_code`]), which the assembled module carries in
@@ -42,6 +45,7 @@ mod coverage;
 mod emitter;
 mod go_frames;
 mod host_calls;
+mod inject;
 mod inline_tree;
 mod sample;
 mod scan;
@@ -243,7 +247,9 @@ pub(crate) fn instrument_body(
     let role = plan
         .alloc_role(id)
         .filter(|role| !(plan.excludes(id) || role.uses_result() && facts.self_tail));
-    let counted = role.is_none() && counted::is_counted(plan, &facts, id);
+    // A function injected into asks the host at each call.
+    let injected = plan.injection(id);
+    let counted = role.is_none() && injected.is_none() && counted::is_counted(plan, &facts, id);
     let excluded = plan.excludes(id) || counted;
 
     let mut e = Emitter {
@@ -378,6 +384,9 @@ pub(crate) fn instrument_body(
             &signature.results,
         ));
         e.alloc_entry(&signature.params);
+    }
+    if let Some(value) = injected {
+        e.inject_check(id, value);
     }
     if arena.is_some() && probes.coverage && !excluded {
         e.blocks = Some(Default::default());

@@ -167,6 +167,20 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     // Validated only where nothing else does: compiling validates, and a module the cache
     // knows by its digest was validated before it was stored.
     let loaded = timings.time("load", || loader::read(&settings.module))?;
+    // `--inject` into imports stays with the host's wrappers; into the module's own
+    // functions, it goes to the agent.
+    let injections = crate::prepare::injections::split(&loaded.bytes, &settings.injections)?;
+    if let (false, Some(first)) = (settings.profiling, injections.functions.first()) {
+        return Err(Failure::input(format!(
+            "--inject {}: {} is one of the module's own functions, which only a profiled run \
+             can inject into (WPROF=0 runs the original as it is)",
+            first.injection.spec, first.name
+        )));
+    }
+    let settings = &RunSettings {
+        injections: injections.imports.clone(),
+        ..settings.clone()
+    };
     let shown = settings.module.display().to_string();
 
     let mut cache = timings.time("open cache", || {
@@ -196,6 +210,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         allocators: settings
             .allocs
             .then(|| std::sync::Arc::new(settings.allocators.plan())),
+        injections: injections.plan.clone().map(std::sync::Arc::new),
     };
     // A panic in the agent or the cache is caught: one warning, the program runs as it is.
     let prepared = timings.time("instrument", || {
@@ -306,6 +321,13 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     }
     if settings.allocs {
         probes = probes.with_allocators(std::mem::take(&mut prepared.allocators));
+    }
+    if !injections.functions.is_empty() {
+        let mut injected = crate::run::host_calls::FunctionInjectors::default();
+        for f in &injections.functions {
+            injected.add(f.id, &f.name, &f.injection, f.order);
+        }
+        probes = probes.with_injected(injected);
     }
     if settings.mode == ProbeMode::Adaptive && settings.subtract_overhead {
         match timings.time("calibrate", || {
@@ -439,6 +461,7 @@ fn call_site_offsets(module: &[u8], settings: &RunSettings) -> HashMap<u32, Vec<
         short_max: 0,
         coverage: false,
         allocators: None,
+        injections: None,
     };
     let Ok(instrumenter) = wprof_agent::Instrumenter::new(module, &plan) else {
         return HashMap::new();

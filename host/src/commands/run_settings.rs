@@ -45,11 +45,12 @@ pub struct SettingsArgs {
     #[arg(long, value_name = "K", default_value_t = crate::run::adaptive::AdaptiveSettings::default().timers.into(), env = "WPROF_ADAPTIVE_TIMERS", value_parser = clap::value_parser!(u64).range(config::file::ADAPTIVE_TIMERS.start as u64..config::file::ADAPTIVE_TIMERS.end as u64))]
     pub adaptive_timers: u64,
 
-    /// Make an imported function fail, to test the program's error paths (repeatable):
-    /// `TARGET=ACTION[@N]`, TARGET `wasi:NAME` (a WASI preview 1 function) or
-    /// `MODULE::NAME`, ACTION `trap`, `errno:NAME` (`errno:EIO`, `errno:29`) or
-    /// `return:VALUE`, `@N` the Nth call only (else every call). Other calls run as usual;
-    /// the profile and the summary say how often it was injected. Applies with `WPROF=0` too
+    /// Make a function fail, to test the program's error paths (repeatable):
+    /// `TARGET=ACTION[@N]`, TARGET `wasi:NAME` (a WASI preview 1 function), `MODULE::NAME`
+    /// (an import) or the name of one of the module's own functions (`malloc`, demangled
+    /// names too), ACTION `trap`, `errno:NAME` (`errno:EIO`, `errno:29`) or `return:VALUE`,
+    /// `@N` the Nth call only (else every call). Other calls run as usual; the profile and
+    /// the summary say how often it was injected. Into imports, applies with `WPROF=0` too
     #[arg(
         long = "inject",
         value_name = "TARGET=ACTION[@N]",
@@ -418,6 +419,8 @@ impl ResolvedProbes {
                 .allocs
                 .0
                 .then(|| std::sync::Arc::new(self.allocators.0.plan())),
+            // A run's own: they name the module's functions (see `prepare::injections`).
+            injections: None,
         }
     }
 }

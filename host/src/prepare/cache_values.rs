@@ -399,6 +399,7 @@ mod tests {
             short_max: 0,
             coverage: false,
             allocators: None,
+            injections: None,
         };
         let instrumenter = wprof_agent::Instrumenter::new(&wasm, &plan).unwrap();
         let (mut encoded, mut fixed) = (0, 0);

@@ -18,6 +18,7 @@ pub mod cache_model;
 pub mod cache_values;
 pub mod compiled;
 pub mod guard;
+pub mod injections;
 pub mod instrument;
 pub mod loader;
 pub mod pack;

@@ -54,6 +54,7 @@ pub fn measure(
                 short_max,
                 coverage: false,
                 allocators: None,
+                injections: None,
             },
         )?;
         Module::new(engine, &instrumented.bytes).map_err(|e| anyhow::anyhow!("{e}"))

@@ -125,11 +125,11 @@ mod tests {
         // One import, the probe imports, the finder, then the module's two functions.
         let map = CodeMap {
             text: 0,
-            ranges: vec![(100, 150, 9), (150, 200, 10), (260, 300, 11)],
+            ranges: vec![(100, 150, 10), (150, 200, 11), (260, 300, 12)],
             imports: 1,
             shift: ProbeImports::shift(ProbeMode::Sample),
         };
-        assert_eq!(map.shift, 9);
+        assert_eq!(map.shift, 10);
         assert_eq!(map.running(99), Running::Outside);
         assert_eq!(map.running(100), Running::Probe);
         assert_eq!(map.running(150), Running::Function(1));
@@ -150,6 +150,7 @@ mod tests {
             (import "wprof" "site" (func (param i32)))
             (import "wprof" "called" (func (param i32)))
             (import "wprof" "alloc" (func (param i32 i32 i64 i64 i64 i32)))
+            (import "wprof" "inject" (func (param i32) (result i32)))
             (func $finder)
             (func $a (result i32) i32.const 1)
             (func $b (result i32) i32.const 2))"#;

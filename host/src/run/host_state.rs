@@ -28,6 +28,8 @@ pub struct HostState {
     pub(crate) host: Option<HostAccount>,
     /// Allocation profiling: the blocks the allocator reported.
     pub(crate) allocs: Option<AllocTracker>,
+    /// Fault injection into the module's own functions.
+    pub(crate) injected: Option<crate::run::host_calls::FunctionInjectors>,
 }
 
 impl std::fmt::Debug for HostState {
@@ -61,6 +63,7 @@ pub(crate) fn bare_store(engine: &Engine, collector: Option<Collector>) -> Store
             stopwatch: None,
             host: None,
             allocs: None,
+            injected: None,
         },
     )
 }
@@ -76,6 +79,16 @@ pub(crate) fn define_probes(
 ) -> wasmtime::Result<()> {
     use wprof_agent::{GoTimeFlags, ProbeImports as P};
     linker.func_wrap(P::MODULE, P::ALLOC, alloc_probe)?;
+    linker.func_wrap(
+        P::MODULE,
+        P::INJECT,
+        |c: Caller<'_, HostState>, id: i32| -> wasmtime::Result<i32> {
+            match &c.data().injected {
+                Some(injected) => injected.ask(id as u32),
+                None => Ok(0),
+            }
+        },
+    )?;
     fn log<'a>(caller: &'a mut Caller<'_, HostState>) -> &'a mut ProbeLog {
         caller
             .data_mut()

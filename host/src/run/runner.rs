@@ -170,6 +170,8 @@ pub struct Probes {
     pub blocks: Option<crate::profile::coverage::Coverage>,
     /// Allocation profiling: the module's allocator functions.
     pub allocators: Option<Vec<crate::profile::AllocatorRecord>>,
+    /// Fault injection into the module's own functions.
+    pub injected: Option<crate::run::host_calls::FunctionInjectors>,
 }
 
 /// Live probes (see [`crate::run::switches`]): which functions have switches, and who
@@ -213,7 +215,14 @@ impl Probes {
             timer_cost: None,
             blocks: None,
             allocators: None,
+            injected: None,
         }
+    }
+
+    /// With injections into the module's own functions.
+    pub fn with_injected(mut self, injected: crate::run::host_calls::FunctionInjectors) -> Self {
+        self.injected = Some(injected);
+        self
     }
 
     /// With allocation profiling, the module's allocator being `allocators`.
@@ -301,6 +310,7 @@ pub fn run(
         .as_mut()
         .and_then(|p| p.allocators.take())
         .map(crate::run::allocs::AllocTracker::new);
+    let injected = probes.as_mut().and_then(|p| p.injected.take());
     let mut coverage = None;
     if let Some(mode) = mode {
         define_probes(&mut linker, mode)
@@ -322,6 +332,7 @@ pub fn run(
         stopwatch: None,
         host: None,
         allocs,
+        injected,
     };
     let mut store = Store::new(engine, state);
     // Profiled runs measure the host's calls; `WPROF=0` wraps only what `--inject` names.
@@ -509,7 +520,7 @@ pub fn run(
         collector,
         live: live_record,
         adaptive: adaptive_record,
-        injections: host_calls.injections(),
+        injections: host_calls.injections(state.injected.as_ref()),
         host_calls: host_records,
         coverage,
         allocations,

@@ -133,6 +133,7 @@ impl Instrumented {
             coverage: variant == Variant::Coverage,
             allocators: (variant == Variant::Allocs)
                 .then(|| std::sync::Arc::new(rules.allocators.plan())),
+            injections: None,
         };
         let prepared = instrument::prepare(
             loaded,

@@ -207,6 +207,7 @@ fn offset_map(
                 .filter_map(|f| Some((f.id, wprof_agent::AllocRole::from_bytes(f.allocator?)?)))
                 .collect(),
         })),
+        injections: None,
     };
     // The lineage's pack holds the bodies of the module's latest version.
     let lineage = compiled::lineage(Path::new(&m.manifest.path), &plan.body_digest());

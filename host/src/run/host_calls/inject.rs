@@ -30,6 +30,8 @@ impl std::error::Error for InjectedTrap {}
 #[derive(Debug)]
 pub struct Injector {
     injection: Injection,
+    /// What the records name: the import (`module::name`) or the module's own function.
+    target: String,
     /// Its place among the `--inject` specs.
     order: usize,
     /// The result an injected call returns; `None`: it traps.
@@ -52,11 +54,26 @@ impl Injector {
         });
         Ok(Self {
             injection: injection.clone(),
+            target: injection.target(),
             order,
             value,
             calls: AtomicU64::new(0),
             injected: AtomicU64::new(0),
         })
+    }
+
+    /// The injection, `order`th of the specs, into the module's own function `name`, whose
+    /// instrumented body holds the value an injected call returns, if any (see
+    /// [`wprof_agent::Injections`]): [`Injector::call`] then gives a placeholder.
+    pub fn for_function(injection: &Injection, order: usize, name: &str) -> Self {
+        Self {
+            injection: injection.clone(),
+            target: name.to_string(),
+            order,
+            value: (injection.action != Action::Trap).then(|| ValRaw::i32(0)),
+            calls: AtomicU64::new(0),
+            injected: AtomicU64::new(0),
+        }
     }
 
     /// Counts a call; `Some` when it is one to inject into: the result it returns instead
@@ -72,7 +89,7 @@ impl Injector {
             // A trap, as a wasm trap ends the program (exit 134), saying why.
             None => Err(wasmtime::Error::new(InjectedTrap(format!(
                 "wprof injected a trap into {} (call {call})",
-                self.injection.target()
+                self.target
             )))
             .context(wasmtime::Trap::UnreachableCodeReached)),
         })
@@ -87,12 +104,49 @@ impl Injector {
     pub fn record(&self) -> InjectionRecord {
         InjectionRecord {
             spec: self.injection.spec.clone(),
-            target: self.injection.target(),
+            target: self.target.clone(),
             action: self.injection.action_text(),
             call: self.injection.call,
             calls: self.calls.load(Ordering::Relaxed),
             injected: self.injected.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// The injections into the module's own functions, by function id (the agent's probe asks
+/// at each call: see [`wprof_agent::Injections`]).
+#[derive(Debug, Default)]
+pub struct FunctionInjectors {
+    by_id: rustc_hash::FxHashMap<u32, Injector>,
+}
+
+impl FunctionInjectors {
+    /// Injects `injection` (the `order`th spec) into function `id`, named `name`.
+    pub fn add(&mut self, id: u32, name: &str, injection: &Injection, order: usize) {
+        self.by_id
+            .insert(id, Injector::for_function(injection, order, name));
+    }
+
+    /// A call of function `id` starts: 0 to run it, 1 to return the injected value, or the
+    /// injected trap.
+    pub fn ask(&self, id: u32) -> Result<i32, wasmtime::Error> {
+        match self.by_id.get(&id).and_then(Injector::call) {
+            None => Ok(0),
+            Some(Ok(_)) => Ok(1),
+            Some(Err(trap)) => Err(trap),
+        }
+    }
+
+    /// What each did, with its place among the specs. A spec that matched several
+    /// functions has a record for each.
+    pub fn records(&self) -> Vec<(usize, InjectionRecord)> {
+        let mut out: Vec<(usize, InjectionRecord)> = self
+            .by_id
+            .values()
+            .map(|i| (i.order(), i.record()))
+            .collect();
+        out.sort_by(|a, b| (a.0, &a.1.target).cmp(&(b.0, &b.1.target)));
+        out
     }
 }
 

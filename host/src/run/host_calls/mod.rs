@@ -33,8 +33,8 @@ use crate::profile::HostCallRecord;
 use crate::run::host_state::HostState;
 
 use crate::run::host_meter::{self, HostAccount, HostCall, Meter};
-pub use inject::InjectedTrap;
 use inject::Injector;
+pub use inject::{FunctionInjectors, InjectedTrap};
 
 /// The modules WASI preview 1 functions are imported from.
 const WASI_MODULES: [&str; 2] = ["wasi_snapshot_preview1", "wasi_unstable"];
@@ -244,9 +244,12 @@ impl HostCalls {
         }
     }
 
-    /// What `--inject` did.
-    pub fn injections(&self) -> Vec<InjectionRecord> {
-        let mut records: Vec<(usize, InjectionRecord)> = Vec::new();
+    /// What `--inject` did, with what `functions` (the injections into the module's own
+    /// functions) did, in the order of the specs.
+    pub fn injections(&self, functions: Option<&FunctionInjectors>) -> Vec<InjectionRecord> {
+        let mut records: Vec<(usize, InjectionRecord)> = functions
+            .map(FunctionInjectors::records)
+            .unwrap_or_default();
         for w in &self.wrapped {
             records.extend(w.injectors.iter().map(|i| (i.order(), i.record())));
         }
