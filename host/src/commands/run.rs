@@ -323,7 +323,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         probes = probes.with_allocators(std::mem::take(&mut prepared.allocators));
     }
     if !injections.functions.is_empty() {
-        let mut injected = crate::run::host_calls::FunctionInjectors::default();
+        let mut injected = crate::run::host_calls::inject::FunctionInjectors::default();
         for f in &injections.functions {
             injected.add(f.id, &f.name, &f.injection, f.order);
         }

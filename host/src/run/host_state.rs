@@ -29,7 +29,7 @@ pub struct HostState {
     /// Allocation profiling: the blocks the allocator reported.
     pub(crate) allocs: Option<AllocTracker>,
     /// Fault injection into the module's own functions.
-    pub(crate) injected: Option<crate::run::host_calls::FunctionInjectors>,
+    pub(crate) injected: Option<crate::run::host_calls::inject::FunctionInjectors>,
 }
 
 impl std::fmt::Debug for HostState {

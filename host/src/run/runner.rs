@@ -171,7 +171,7 @@ pub struct Probes {
     /// Allocation profiling: the module's allocator functions.
     pub allocators: Option<Vec<crate::profile::AllocatorRecord>>,
     /// Fault injection into the module's own functions.
-    pub injected: Option<crate::run::host_calls::FunctionInjectors>,
+    pub injected: Option<crate::run::host_calls::inject::FunctionInjectors>,
 }
 
 /// Live probes (see [`crate::run::switches`]): which functions have switches, and who
@@ -220,7 +220,10 @@ impl Probes {
     }
 
     /// With injections into the module's own functions.
-    pub fn with_injected(mut self, injected: crate::run::host_calls::FunctionInjectors) -> Self {
+    pub fn with_injected(
+        mut self,
+        injected: crate::run::host_calls::inject::FunctionInjectors,
+    ) -> Self {
         self.injected = Some(injected);
         self
     }

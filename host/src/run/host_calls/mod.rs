@@ -17,7 +17,7 @@
 //! clock (system calls, about 0.2 µs each here; [`never_waits`] lists the functions spared
 //! them); nothing inside the module. `WPROF=0` links the real functions alone.
 
-mod inject;
+pub mod inject;
 mod trampoline;
 
 use std::mem::MaybeUninit;
