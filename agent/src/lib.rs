@@ -140,22 +140,15 @@ impl<'a> Instrumenter<'a> {
         roles: std::collections::BTreeMap<u32, AllocRole>,
     ) -> Vec<(u32, AgentError)> {
         let spec = self.plan.allocators.as_ref().map_or([0; 32], |a| a.spec);
-        let imported = self.imported_function_count();
         let mut rejected = Vec::new();
         let mut kept = std::collections::BTreeMap::new();
         for (id, role) in roles {
-            let Some(func) = id
-                .checked_sub(imported)
-                .and_then(|d| self.layout.defined_funcs.get(d as usize))
-            else {
-                rejected.push((
-                    id,
-                    AgentError::Unsupported {
-                        what: "an allocator that is not a defined function".to_string(),
-                        offset: 0,
-                    },
-                ));
-                continue;
+            let func = match self.defined(id, "an allocator") {
+                Ok(func) => func,
+                Err(e) => {
+                    rejected.push((id, e));
+                    continue;
+                }
             };
             let sig = self.layout.signature(func.type_index);
             match body::alloc_locals(role, &sig.params, &sig.results, func.body.start) {
@@ -178,29 +171,24 @@ impl<'a> Instrumenter<'a> {
         targets: std::collections::BTreeMap<u32, Option<InjectedValue>>,
     ) -> Vec<(u32, AgentError)> {
         let spec = self.plan.injections.as_ref().map_or([0; 32], |i| i.spec);
-        let imported = self.imported_function_count();
         let mut rejected = Vec::new();
         let mut kept = std::collections::BTreeMap::new();
         for (id, value) in targets {
-            let unfit = |what: &str| AgentError::Unsupported {
-                what: what.to_string(),
-                offset: 0,
-            };
-            let Some(func) = id
-                .checked_sub(imported)
-                .and_then(|d| self.layout.defined_funcs.get(d as usize))
-            else {
-                rejected.push((
-                    id,
-                    unfit("an injection into a function the module does not define"),
-                ));
-                continue;
+            let func = match self.defined(id, "an injection target") {
+                Ok(func) => func,
+                Err(e) => {
+                    rejected.push((id, e));
+                    continue;
+                }
             };
             let results = &self.layout.signature(func.type_index).results;
             match value {
                 Some(v) if results.as_slice() != [v.val_type()] => rejected.push((
                     id,
-                    unfit("a returned value that is not the function's one result"),
+                    AgentError::Unsupported {
+                        what: "a returned value that is not the function's one result".to_string(),
+                        offset: func.body.start,
+                    },
                 )),
                 _ => {
                     kept.insert(id, value);
@@ -212,6 +200,17 @@ impl<'a> Instrumenter<'a> {
             targets: kept,
         }));
         rejected
+    }
+
+    /// The function of id `id`, or why `what` cannot be it: it is not one the module
+    /// defines.
+    fn defined(&self, id: u32, what: &str) -> Result<&layout::DefinedFunc, AgentError> {
+        id.checked_sub(self.imported_function_count())
+            .and_then(|d| self.layout.defined_funcs.get(d as usize))
+            .ok_or_else(|| AgentError::Unsupported {
+                what: format!("{what} that is not a function the module defines (id {id})"),
+                offset: 0,
+            })
     }
 
     /// The result types of function `id`, if the module defines it.
