@@ -4,7 +4,8 @@
 //! is called in order with zero arguments; the results, traps, and then the exported
 //! memories and globals must be the same. A case where either side runs out of fuel or
 //! stack (the probes use some of both) is inconclusive and counted, not compared; an agent
-//! error is a typed refusal, counted. Damaged copies of each module go to the agent too: it
+//! error is a typed refusal, counted. Two plans add every hook besides the probes
+//! (allocators' reports, injection checks: see [`crate::hooks`]). Damaged copies of each module go to the agent too: it
 //! refuses or instruments them, and never panics. `WPROF_FUZZ_CASES=N` runs N cases
 //! (default 2,000), `WPROF_FUZZ_SEED=S` starts from another seed.
 
@@ -330,6 +331,12 @@ fn instrumented_modules_behave_as_the_originals() {
             short_max: 40,
             ..ProbePlan::default()
         }))
+        // Every hook besides the probes (see `crate::hooks`), in time and sample mode.
+        .chain([ProbeMode::Time, ProbeMode::Sample].map(|mode| ProbePlan {
+            mode,
+            allocators: Some(Default::default()),
+            ..ProbePlan::default()
+        }))
         .collect();
     std::thread::scope(|scope| {
         for _ in 0..2 {
@@ -377,11 +384,20 @@ fn instrumented_modules_behave_as_the_originals() {
                 }
                 for plan in &plans {
                     let mode = format!(
-                        "{}{}",
+                        "{}{}{}",
                         plan.mode.name(),
-                        if plan.live { " live" } else { "" }
+                        if plan.live { " live" } else { "" },
+                        if plan.allocators.is_some() {
+                            " hooks"
+                        } else {
+                            ""
+                        }
                     );
-                    let instrumented = match wprof_agent::instrument(&wasm, plan) {
+                    let instrumented = match plan.allocators {
+                        Some(_) => crate::hooks::instrument_with_hooks(&wasm, plan),
+                        None => wprof_agent::instrument(&wasm, plan),
+                    };
+                    let instrumented = match instrumented {
                         Ok(m) => m,
                         Err(e) => {
                             refused

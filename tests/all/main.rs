@@ -17,6 +17,7 @@ mod diff;
 mod formats;
 mod fuzz;
 mod go;
+mod hooks;
 mod host_time;
 mod html;
 mod inject;

@@ -320,7 +320,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             allocators: None,
             injections: None,
         },
-        // Every function whose signature allows it an allocator (see `instrument`).
+        // Every hook besides the probes (allocators, injection checks: see `crate::hooks`).
         ProbePlan {
             mode: ProbeMode::Sample,
             call_sites: false,
@@ -331,7 +331,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             allocators: Some(Default::default()),
             injections: None,
         },
-        // With allocators, as above.
+        // With every hook, as above.
         ProbePlan {
             mode: ProbeMode::Time,
             call_sites: true,
@@ -545,74 +545,16 @@ fn instrument_script(engine: &Engine, src: &str, plan: &ProbePlan) -> Result<Rew
 }
 
 /// The agent's output for `bytes`, with a panic turned into an error. With allocators in
-/// the plan, every defined function is one where its signature allows: `malloc`'s role
-/// where it takes and returns an integer and makes no tail call (an allocator's tail calls
-/// become calls, which the scripts' tail-call loops a million deep would not survive),
-/// else `free`'s where its first parameter is an integer.
+/// the plan, every hook besides (see [`crate::hooks`]).
 fn instrument(bytes: &[u8], plan: &ProbePlan) -> Result<wprof_agent::InstrumentedModule, String> {
-    use wprof_agent::AllocRole;
-    let with_allocators = || -> Result<_, wprof_agent::AgentError> {
-        let mut instrumenter = wprof_agent::Instrumenter::new(bytes, plan)?;
-        let first = instrumenter.imported_function_count();
-        let ids = first..first + instrumenter.defined_function_count();
-        let tail_calling = tail_calling(bytes);
-        let alloc = ids
-            .clone()
-            .filter(|id| !tail_calling.contains(&(id - first)))
-            .map(|id| (id, AllocRole::Alloc { size: 0 }))
-            .collect();
-        let mut not_alloc: std::collections::BTreeSet<u32> = instrumenter
-            .profile_allocations(alloc)
-            .into_iter()
-            .map(|(id, _)| id)
-            .collect();
-        not_alloc.extend(tail_calling.iter().map(|d| d + first));
-        let roles = ids
-            .map(|id| match not_alloc.contains(&id) {
-                true => (id, AllocRole::Free { ptr: 0 }),
-                false => (id, AllocRole::Alloc { size: 0 }),
-            })
-            .collect();
-        instrumenter.profile_allocations(roles);
-        let bodies = (0..instrumenter.defined_function_count())
-            .map(|i| instrumenter.instrument_function(i))
-            .collect::<Result<Vec<_>, _>>()?;
-        instrumenter.assemble(&bodies)
-    };
     match catch_unwind(|| match plan.allocators {
-        Some(_) => with_allocators(),
+        Some(_) => crate::hooks::instrument_with_hooks(bytes, plan),
         None => wprof_agent::instrument(bytes, plan),
     }) {
         Ok(Ok(module)) => Ok(module),
         Ok(Err(e)) => Err(e.to_string()),
         Err(panic) => Err(format!("the agent panicked: {}", panic_message(&*panic))),
     }
-}
-
-/// The defined functions (from 0) of `bytes` whose bodies make tail calls.
-fn tail_calling(bytes: &[u8]) -> std::collections::BTreeSet<u32> {
-    let mut out = std::collections::BTreeSet::new();
-    let mut defined = 0;
-    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
-        let Ok(wasmparser::Payload::CodeSectionEntry(body)) = payload else {
-            continue;
-        };
-        if let Ok(mut ops) = body.get_operators_reader() {
-            while let Ok(op) = ops.read() {
-                if matches!(
-                    op,
-                    wasmparser::Operator::ReturnCall { .. }
-                        | wasmparser::Operator::ReturnCallIndirect { .. }
-                        | wasmparser::Operator::ReturnCallRef { .. }
-                ) {
-                    out.insert(defined);
-                    break;
-                }
-            }
-        }
-        defined += 1;
-    }
-    out
 }
 
 /// `(module [definition] [$id] binary "...")` for `bytes`, followed by as many newlines as
