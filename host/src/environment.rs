@@ -66,6 +66,10 @@ pub const VARIABLES: &[Variable] = &[
                   `wprof report --format coverage|lcov`)",
     },
     Variable {
+        name: "WPROF_SERVE",
+        meaning: "like --serve ADDR (the running profile at http://ADDR/debug/pprof/profile)",
+    },
+    Variable {
         name: "WPROF_ALLOCS",
         meaning: "1|0: like --allocs (every block the module's allocator hands out,\n\
                   by calling context, and those live at exit)",

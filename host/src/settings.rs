@@ -168,6 +168,8 @@ pub struct RunSettings {
     pub adaptive: AdaptiveSettings,
     /// Faults to inject into imported functions (`--inject`).
     pub injections: Vec<crate::injection::Injection>,
+    /// `--serve`: the address of the pprof endpoint served while the program runs.
+    pub serve: Option<String>,
 }
 
 /// Adaptive mode: how the hot paths are walked (see `crate::run::adaptive`).

@@ -29,6 +29,7 @@ mod report;
 mod run;
 mod sample;
 mod selective;
+mod serve;
 mod short;
 mod spec;
 mod support;

@@ -44,6 +44,16 @@ pub struct RunCommand {
     #[arg(long)]
     no_cache: bool,
 
+    /// Serve the profile while the program runs, as Go programs do, at ADDR (`PORT` or
+    /// `:PORT`: the loopback interface; `HOST:PORT` as given):
+    /// `/debug/pprof/profile?seconds=N` answers after N seconds (default 30) with the
+    /// profile of those seconds, for `go tool pprof http://ADDR/debug/pprof/profile` and
+    /// continuous-profiling agents; with --allocs, `/debug/pprof/allocs` the blocks so far.
+    /// In the inline modes (sample, cost, adaptive); the program and its profile file are
+    /// as without it.
+    #[arg(long, value_name = "ADDR", env = "WPROF_SERVE")]
+    serve: Option<String>,
+
     /// Print no summary on stderr, and no progress bar while a first run of a large module is
     /// instrumented and compiled (the bar shows only on a terminal, after a second).
     #[arg(short, long)]
@@ -125,6 +135,7 @@ impl RunCommand {
             off: resolved.off_patterns,
             adaptive,
             injections: resolved.injections,
+            serve: self.serve.clone(),
         })
     }
 
@@ -180,6 +191,23 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     let settings = &RunSettings {
         injections: injections.imports.clone(),
         ..settings.clone()
+    };
+    // `--serve` listens before anything runs: a bad address is one line.
+    let server = match (&settings.serve, settings.profiling) {
+        (Some(_), true) if !settings.mode.counts_inline() => {
+            return Err(Failure::input(format!(
+                "--serve needs an inline mode (sample, cost or adaptive), not {} mode",
+                settings.mode.name()
+            )))
+        }
+        (Some(spec), true) => Some(crate::commands::serve::PprofServer::bind(spec)?),
+        (Some(_), false) => {
+            warn(format_args!(
+                "--serve: profiling is off (WPROF=0); nothing is served"
+            ));
+            None
+        }
+        (None, _) => None,
     };
     let shown = settings.module.display().to_string();
 
@@ -321,6 +349,22 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     }
     if settings.allocs {
         probes = probes.with_allocators(std::mem::take(&mut prepared.allocators));
+    }
+    if let Some(server) = server {
+        if !settings.quiet {
+            eprintln!(
+                "wprof: serving the running profile at http://{}/debug/pprof/profile?seconds=N",
+                server.address()
+            );
+        }
+        probes = probes.with_serve(runner::Serve {
+            functions: prepared.functions.clone(),
+            module_ref: crate::profile::ModuleRef {
+                path: shown.clone(),
+                blake3: loaded.digest_hex(),
+            },
+            start: Box::new(move |source| server.start(source)),
+        });
     }
     if !injections.functions.is_empty() {
         let mut injected = crate::run::host_calls::inject::FunctionInjectors::default();

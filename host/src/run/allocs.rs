@@ -81,6 +81,26 @@ impl Change {
     }
 }
 
+/// A run's tracker: its own, or shared with `--serve`'s thread (behind a lock, taken only
+/// then).
+#[derive(Debug)]
+pub enum Allocs {
+    /// The program thread's alone.
+    Own(AllocTracker),
+    /// Shared with whoever serves the running profile.
+    Shared(std::sync::Arc<std::sync::Mutex<AllocTracker>>),
+}
+
+impl Allocs {
+    /// `f` with the tracker.
+    pub fn with<R>(&mut self, f: impl FnOnce(&mut AllocTracker) -> R) -> R {
+        match self {
+            Allocs::Own(t) => f(t),
+            Allocs::Shared(t) => f(&mut t.lock().unwrap_or_else(|e| e.into_inner())),
+        }
+    }
+}
+
 /// The blocks of one run.
 #[derive(Debug)]
 pub struct AllocTracker {

@@ -10,7 +10,7 @@ use wprof_agent::{ContextArena, ProbeMode};
 use crate::run::adaptive::live_tree::LiveTree;
 use crate::run::adaptive::stopwatch::{Stopwatch, TimerCost};
 use crate::run::adaptive::timers::Timers;
-use crate::run::allocs::{AllocTracker, Change, Owner};
+use crate::run::allocs::{Allocs, Change, Owner};
 use crate::run::collector::Collector;
 use crate::run::host_meter::HostAccount;
 use crate::run::probe_log::ProbeLog;
@@ -27,7 +27,7 @@ pub struct HostState {
     /// The host's figures of the program's calls to WASI (see [`crate::run::host_calls`]).
     pub(crate) host: Option<HostAccount>,
     /// Allocation profiling: the blocks the allocator reported.
-    pub(crate) allocs: Option<AllocTracker>,
+    pub(crate) allocs: Option<Allocs>,
     /// Fault injection into the module's own functions.
     pub(crate) injected: Option<crate::run::host_calls::inject::FunctionInjectors>,
 }
@@ -246,7 +246,7 @@ fn alloc_probe(
     let Some(tracker) = state.allocs.as_mut() else {
         return;
     };
-    let logged = tracker.record(id as u32, change, owner);
+    let logged = tracker.with(|t| t.record(id as u32, change, owner));
     if let (Some(log), Some(started)) = (state.log.as_mut(), started) {
         log.allocs(logged.freed, logged.allocated, started);
     }

@@ -191,7 +191,9 @@ impl InlineTree {
             match step {
                 Step::Enter { node, caller, site } => {
                     let n = &self.nodes[node];
-                    if n.calls == 0 {
+                    // A node without calls that has children is on the way to them (a
+                    // window's tree, see `keep_active`).
+                    if n.calls == 0 && n.children.is_empty() {
                         continue;
                     }
                     let offset = sites
@@ -221,6 +223,23 @@ impl InlineTree {
                 }
             }
         }
+    }
+
+    /// Leaves out the subtrees where nothing happened: no calls and no `self_time` in any
+    /// of their nodes (a window of a running program, whose long-running outer frames made
+    /// no calls in it but lead to those that did).
+    pub fn keep_active(&mut self, self_time: &impl Fn(&InlineNode) -> u64) {
+        // Children come after their parents.
+        let mut active = vec![false; self.nodes.len()];
+        for i in (0..self.nodes.len()).rev() {
+            let n = &self.nodes[i];
+            active[i] =
+                n.calls > 0 || self_time(n) > 0 || n.children.iter().any(|&(_, c)| active[c]);
+        }
+        for n in &mut self.nodes {
+            n.children.retain(|&(_, c)| active[c]);
+        }
+        self.overflow.retain(|&i| active[i]);
     }
 
     /// Calls counted in overflow nodes (their contexts were not kept).

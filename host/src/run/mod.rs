@@ -42,5 +42,6 @@ pub mod sampler;
 pub mod start;
 pub mod switches;
 pub mod to_profile;
+pub mod window;
 
 pub use to_profile::profile_of_run;

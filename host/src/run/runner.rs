@@ -103,7 +103,7 @@ fn replay_tree(
     let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
     let (data, state) = memory.data_and_store_mut(&mut *store);
     let host = state.host.as_ref().map(|h| h.by_node());
-    let allocs = state.allocs.as_ref().map(|t| t.by_node());
+    let allocs = state.allocs.as_mut().map(|t| t.with(|t| t.by_node()));
     let collector = state.collector.as_mut()?;
     let tree = InlineTree::read(data, collector.functions().len() as u32);
     if tree.damaged > 0 {
@@ -172,6 +172,28 @@ pub struct Probes {
     pub allocators: Option<Vec<crate::profile::AllocatorRecord>>,
     /// Fault injection into the module's own functions.
     pub injected: Option<crate::run::host_calls::inject::FunctionInjectors>,
+    /// `--serve`: who serves windows of the profile while the program runs.
+    pub serve: Option<Serve>,
+}
+
+/// `--serve` (the inline modes): who serves windows of the profile while the program runs
+/// (see [`crate::run::window`]).
+pub struct Serve {
+    /// Every function of the original module, in id order (the windows' names).
+    pub functions: Vec<crate::profile::FunctionInfo>,
+    /// The module, as profiles name it.
+    pub module_ref: crate::profile::ModuleRef,
+    /// Called with the window source before the program starts; what it returns is dropped
+    /// when the program ends, which must stop whatever reads windows.
+    pub start: Box<dyn FnOnce(crate::run::window::WindowSource) -> Box<dyn std::any::Any>>,
+}
+
+impl std::fmt::Debug for Serve {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serve")
+            .field("functions", &self.functions.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Live probes (see [`crate::run::switches`]): which functions have switches, and who
@@ -216,7 +238,14 @@ impl Probes {
             blocks: None,
             allocators: None,
             injected: None,
+            serve: None,
         }
+    }
+
+    /// With windows served while the program runs.
+    pub fn with_serve(mut self, serve: Serve) -> Self {
+        self.serve = Some(serve);
+        self
     }
 
     /// With injections into the module's own functions.
@@ -278,6 +307,20 @@ fn switchboard(
     })
 }
 
+/// The module's tree read while it runs, `None` where its memory could move.
+fn live_tree(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+) -> Option<crate::run::adaptive::live_tree::LiveTree> {
+    let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
+    if !never_moves(&memory.ty(&*store)) {
+        return None;
+    }
+    // SAFETY: the memory never moves, and the view is used only while the store lives
+    // (the windows stop before `run` goes on past the program).
+    Some(unsafe { crate::run::adaptive::live_tree::LiveTree::new(memory.data_ptr(&*store)) })
+}
+
 /// Adaptive mode: puts a stopwatch in the store that subtracts `cost`, and returns the
 /// walker that arms its timers; `None` where the tree's memory could move while the
 /// program runs.
@@ -309,11 +352,25 @@ pub fn run(
     let live = probes.as_mut().and_then(|p| p.live.take());
     let timer_cost = probes.as_ref().and_then(|p| p.timer_cost);
     let blocks = probes.as_mut().and_then(|p| p.blocks.take());
+    let injected = probes.as_mut().and_then(|p| p.injected.take());
+    let serve = probes.as_mut().and_then(|p| p.serve.take());
+    // Shared with `--serve`'s thread when it serves allocation profiles.
+    let shared_allocs = Arc::new(std::sync::Mutex::new(
+        crate::run::allocs::AllocTracker::new(Vec::new()),
+    ));
     let allocs = probes
         .as_mut()
         .and_then(|p| p.allocators.take())
-        .map(crate::run::allocs::AllocTracker::new);
-    let injected = probes.as_mut().and_then(|p| p.injected.take());
+        .map(crate::run::allocs::AllocTracker::new)
+        .map(|tracker| match serve {
+            Some(_) => {
+                *shared_allocs.lock().unwrap_or_else(|e| e.into_inner()) = tracker;
+                crate::run::allocs::Allocs::Shared(shared_allocs.clone())
+            }
+            None => crate::run::allocs::Allocs::Own(tracker),
+        });
+    let served_allocs = matches!(allocs, Some(crate::run::allocs::Allocs::Shared(_)))
+        .then(|| shared_allocs.clone());
     let mut coverage = None;
     if let Some(mode) = mode {
         define_probes(&mut linker, mode)
@@ -397,6 +454,45 @@ pub fn run(
                 }
                 _ => None,
             };
+            // `--serve`: windows read the tree while the program runs, and ask the sampler
+            // for its readings.
+            let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let desk = mode
+                .filter(|m| m.samples())
+                .map(|_| Arc::new(crate::run::sampler::SampleDesk::default()));
+            let serving = match (serve, mode) {
+                (Some(serve), Some(mode)) if mode.counts_inline() => {
+                    match live_tree(&mut store, &instance) {
+                        Some(tree) => {
+                            let source = crate::run::window::WindowSource::new(
+                                tree,
+                                mode,
+                                serve.functions,
+                                serve.module_ref,
+                                desk.clone().map(|d| {
+                                    (
+                                        d,
+                                        module.clone(),
+                                        probe_bytes.as_ref().map(ProbeBytes::try_clone),
+                                        settings.sample_period,
+                                    )
+                                }),
+                                ended.clone(),
+                            )
+                            .with_allocs(served_allocs.clone());
+                            Some((serve.start)(source))
+                        }
+                        None => {
+                            eprintln!(
+                                "wprof: warning: --serve cannot read the module's tree while it \
+                                 runs on this host; nothing is served"
+                            );
+                            None
+                        }
+                    }
+                }
+                _ => None,
+            };
             let (result, samples, wall_time) = call_start(
                 &mut store,
                 &instance,
@@ -405,11 +501,15 @@ pub fn run(
                     mode,
                     bytes: probe_bytes.as_ref(),
                     switches: board.as_ref().map(|(b, _, _)| &**b),
+                    desk: desk.as_deref(),
                 },
                 settings,
                 walker.as_mut(),
                 &mut timings,
             )?;
+            // Windows stop before the tree's memory can go.
+            ended.store(true, std::sync::atomic::Ordering::Release);
+            drop(serving);
             let walks = walker.map(Walker::finish);
             let stopwatch = store.data_mut().stopwatch.take();
             timings.record(PROGRAM, std::time::Duration::from_nanos(wall_time));
@@ -508,7 +608,7 @@ pub fn run(
             c
         }),
     });
-    let allocations = state.allocs.as_ref().map(|t| t.record_of_run());
+    let allocations = state.allocs.map(|mut t| t.with(|t| t.record_of_run()));
     Ok(RunOutcome {
         exit_code,
         trap,

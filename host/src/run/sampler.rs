@@ -17,6 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 
 use wprof_agent::ContextArena;
@@ -94,6 +95,35 @@ impl CurrentCell {
     }
 }
 
+/// Where the sampler hands a copy of its readings to whoever asked (after its next
+/// reading).
+#[derive(Debug, Default)]
+pub struct SampleDesk {
+    wanted: AtomicBool,
+    reply: Mutex<Option<mpsc::SyncSender<Samples>>>,
+}
+
+impl SampleDesk {
+    /// The sampler, after each reading: hands `samples` over if someone asked.
+    pub fn offer(&self, samples: &Samples) {
+        if !self.wanted.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(reply) = self.reply.lock().ok().and_then(|mut r| r.take()) {
+            let _ = reply.try_send(samples.clone());
+        }
+    }
+
+    /// A copy of the sampler's readings, within `patience` (`None`: the sampler has
+    /// stopped).
+    pub(crate) fn ask(&self, patience: Duration) -> Option<Samples> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        *self.reply.lock().ok()? = Some(reply);
+        self.wanted.store(true, Ordering::Release);
+        answer.recv_timeout(patience).ok()
+    }
+}
+
 /// A reading: the current-node cell and, when the thread answered, what ran.
 pub type Reading = (u32, Option<Running>);
 
@@ -167,11 +197,25 @@ struct Owed {
     readings: u64,
 }
 
+/// When and how long the sampler reads (see [`sample`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Timing<'a> {
+    /// The clock it reads.
+    pub clock: &'a Clock,
+    /// The time between two readings.
+    pub period: Duration,
+    /// Set when the program has ended.
+    pub stop: &'a AtomicBool,
+    /// When the program started, on `clock`.
+    pub started: u64,
+}
+
 /// Reads where the program is every `period` until `stop` is set, then once more; the first
 /// interval starts at `started` (a [`Clock::now_ps`] reading taken when the program started,
 /// so that a sampling thread scheduled late loses no time). Whoever sets `stop` should unpark
 /// the sampling thread, which then takes its last reading at once instead of at the end of
-/// its period. `watch` learns of every located tick and every reading.
+/// its period. `watch` learns of every located tick and every reading; `desk` (`--serve`)
+/// gets a copy of the readings so far when someone asked.
 ///
 /// Each reading's interval goes, in equal parts, to the ticks of the program's thread since
 /// the previous reading (see [`crate::run::interrupt`]); with none, to the cell read then
@@ -180,12 +224,16 @@ struct Owed {
 pub fn sample(
     cell: CurrentCell,
     asking: Option<Asking<'_>>,
-    clock: &Clock,
-    period: Duration,
-    stop: &AtomicBool,
-    started: u64,
+    timing: Timing<'_>,
     mut watch: Option<&mut dyn Watch>,
+    desk: Option<&SampleDesk>,
 ) -> Samples {
+    let Timing {
+        clock,
+        period,
+        stop,
+        started,
+    } = timing;
     let mut samples = Samples::default();
     let mut last = started;
     let mut ticks = asking.map(|a| Ticks::new(a, cell));
@@ -205,6 +253,9 @@ pub fn sample(
         }
         if let Some(watch) = watch.as_deref_mut() {
             watch.tick(now);
+        }
+        if let Some(desk) = desk {
+            desk.offer(&samples);
         }
         if stopping {
             return samples;
@@ -340,10 +391,13 @@ mod tests {
                 sample(
                     reader,
                     None,
-                    clock,
-                    Duration::from_micros(50),
-                    stop,
-                    started,
+                    Timing {
+                        clock,
+                        period: Duration::from_micros(50),
+                        stop,
+                        started,
+                    },
+                    None,
                     None,
                 )
             });

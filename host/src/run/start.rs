@@ -44,6 +44,8 @@ pub(crate) struct StartProbes<'a> {
     pub(crate) bytes: Option<&'a ProbeBytes>,
     /// Live probes: the switches.
     pub(crate) switches: Option<&'a Switchboard>,
+    /// `--serve`: where the sampler hands copies of its readings.
+    pub(crate) desk: Option<&'a crate::run::sampler::SampleDesk>,
 }
 
 /// Adaptive mode: the walker, on the sampler's thread, and the clock the stopwatch reads.
@@ -64,6 +66,7 @@ pub(crate) fn call_start(
         mode,
         bytes: probe_bytes,
         switches,
+        desk,
     } = probes;
     let start = instance
         .get_typed_func::<(), ()>(&mut *store, "_start")
@@ -123,7 +126,18 @@ pub(crate) fn call_start(
                 let from = clock.now_ps();
                 let sampler = s.spawn(move || {
                     let watch = walker.map(|w| w as &mut dyn crate::run::sampler::Watch);
-                    crate::run::sampler::sample(cell, asking, clock, period, stop, from, watch)
+                    crate::run::sampler::sample(
+                        cell,
+                        asking,
+                        crate::run::sampler::Timing {
+                            clock,
+                            period,
+                            stop,
+                            started: from,
+                        },
+                        watch,
+                        desk,
+                    )
                 });
                 let result = start.call(&mut *store, ());
                 stop.store(true, Ordering::Release);
@@ -150,7 +164,7 @@ pub(crate) fn call_start(
 /// Which of `pcs` (sorted) are in wprof's probes rather than the original's instructions,
 /// by the module's address map (from its artifact file when there is one) and its
 /// probe-code section (none without the section).
-fn probe_pcs(
+pub(crate) fn probe_pcs(
     module: &Module,
     code: &CodeMap,
     probe_bytes: Option<&ProbeBytes>,
@@ -181,4 +195,15 @@ pub struct ProbeBytes {
     /// finds a sampled program counter's wasm offset quickly (see
     /// [`crate::run::address_map`]).
     pub image: Option<std::fs::File>,
+}
+
+impl ProbeBytes {
+    /// Another handle on the same bytes (the image file opened again); `None` without one
+    /// when it cannot be.
+    pub fn try_clone(&self) -> ProbeBytes {
+        ProbeBytes {
+            code: self.code.clone(),
+            image: self.image.as_ref().and_then(|f| f.try_clone().ok()),
+        }
+    }
 }

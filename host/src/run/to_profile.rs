@@ -35,7 +35,8 @@ pub fn profile_of_run(
         .functions()
         .iter()
         .enumerate()
-        .filter(|(_, t)| t.calls > 0)
+        // A window of a running program has functions that ran without being called in it.
+        .filter(|(_, t)| t.calls > 0 || t.inclusive != 0)
         .map(|(id, t)| {
             let (name, kind) = name_of(id as u32);
             FunctionRecord {

@@ -69,6 +69,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         sample_period: crate::run::sampler::DEFAULT_PERIOD,
         timings: None,
         injections: Vec::new(),
+        serve: None,
     }
 }
 
