@@ -17,6 +17,44 @@ pub fn init() {
                 .with_target(false)
                 .try_init();
         }
-        Err(e) => eprintln!("wprof: warning: ignoring WPROF_LOG={filter:?}: {e}"),
+        Err(e) => crate::say!("wprof: warning: ignoring WPROF_LOG={filter:?}: {e}"),
+    }
+}
+
+/// Writes a line of wprof's own to stderr, as `eprintln!` does, except that a stderr that
+/// is gone (a pipe whose reader has exited) loses the line instead of panicking: wprof's
+/// exit code must stay the program's. Use it through [`crate::say!`].
+pub fn say_line(args: std::fmt::Arguments<'_>, newline: bool) {
+    use std::io::Write;
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_fmt(args);
+    if newline {
+        let _ = stderr.write_all(b"\n");
+    }
+}
+
+/// `eprintln!` that never panics (see [`logging::say_line`](crate::logging::say_line)).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::logging::say_line(format_args!($($arg)*), true)
+    };
+}
+
+/// `eprint!` that never panics (see [`logging::say_line`](crate::logging::say_line)).
+#[macro_export]
+macro_rules! say_text {
+    ($($arg:tt)*) => {
+        $crate::logging::say_line(format_args!($($arg)*), false)
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_line_to_stderr_formats_as_eprintln() {
+        // Nothing to observe but that it formats and returns.
+        crate::say!("wprof: test line {}", 1);
+        crate::say_text!("");
     }
 }

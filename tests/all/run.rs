@@ -827,3 +827,21 @@ fn many_functions_are_instrumented_in_parallel_and_a_panic_in_any_is_caught() {
         assert_eq!(p["instrumentation"]["functions_total"], 401);
     }
 }
+
+#[test]
+fn a_stderr_whose_reader_has_gone_keeps_the_programs_exit_code() {
+    // wprof's summary goes to a pipe nobody reads any more: it is lost, the program's exit
+    // code is not (a panic would exit 101).
+    let s = Scratch::new();
+    for (module, code) in [("exit_code.wasm", 3), ("trap.wasm", 134)] {
+        let mut child = s
+            .wprof(&["run", "-o", "p.wprof"])
+            .arg(sample(module))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stderr.take());
+        assert_eq!(child.wait().unwrap().code(), Some(code), "{module}");
+    }
+}

@@ -87,7 +87,7 @@ impl CtlCommand {
                 Ok(0)
             }
             Ok(reply) => {
-                eprintln!("wprof: {pid}: {}", reply.message);
+                crate::say!("wprof: {pid}: {}", reply.message);
                 Ok(1)
             }
             Err(AskError::NoSuchRun(path)) => Err(Failure::input(format!(

@@ -154,7 +154,7 @@ impl InstrumentCommand {
         };
         for path in &modules {
             if let Err(e) = self.prepare(&engine, path) {
-                eprintln!("wprof: error: {e}");
+                crate::say!("wprof: error: {e}");
                 failed = true;
             }
         }
@@ -195,7 +195,7 @@ impl InstrumentCommand {
             self.prepare_watched(engine, &path);
         }
         if !self.quiet {
-            eprintln!(
+            crate::say!(
                 "wprof: watching {} for new and changed modules",
                 dir.display()
             );

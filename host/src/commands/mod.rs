@@ -123,7 +123,7 @@ pub fn main() -> i32 {
             | Command::Ctl(_)
     ) {
         if let Err(failure) = crate::config::install() {
-            eprintln!("wprof: error: {failure}");
+            crate::say!("wprof: error: {failure}");
             return failure.code;
         }
     }
@@ -154,7 +154,7 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("wprof: error: {failure}");
+            crate::say!("wprof: error: {failure}");
             failure.code
         }
     }

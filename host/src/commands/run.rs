@@ -158,8 +158,8 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
     let mut timings = Timings::new();
     let code = run_timed(settings, &mut timings);
     match settings.timings {
-        Some(crate::timings::Format::Text) => eprint!("{}", timings.render()),
-        Some(crate::timings::Format::Json) => eprintln!("{}", timings.to_json()),
+        Some(crate::timings::Format::Text) => crate::say_text!("{}", timings.render()),
+        Some(crate::timings::Format::Json) => crate::say!("{}", timings.to_json()),
         None => {}
     }
     code
@@ -352,7 +352,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     }
     if let Some(server) = server {
         if !settings.quiet {
-            eprintln!(
+            crate::say!(
                 "wprof: serving the running profile at http://{}/debug/pprof/profile?seconds=N",
                 server.address()
             );
@@ -405,7 +405,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             ),
             None => outcome.backtrace.clone(),
         };
-        eprintln!(
+        crate::say!(
             "Error: {}",
             crate::run::backtrace::report(&shown, &frames, message)
         );
@@ -545,10 +545,10 @@ fn compile_original(
 
 fn finish_unprofiled(outcome: runner::RunOutcome, quiet: bool) -> i32 {
     if let Some((_, report)) = &outcome.trap {
-        eprintln!("Error: {report}");
+        crate::say!("Error: {report}");
     }
     if !quiet {
-        eprint!("{}", run_summary::injection_lines(&outcome.injections));
+        crate::say_text!("{}", run_summary::injection_lines(&outcome.injections));
     }
     outcome.exit_code
 }

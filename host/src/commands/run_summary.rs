@@ -117,5 +117,5 @@ pub fn print(
             settings.profile_path.display()
         ));
     }
-    eprint!("{out}");
+    crate::say_text!("{out}");
 }

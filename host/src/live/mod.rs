@@ -103,7 +103,7 @@ pub fn hook(
             let control = setup.control_dir.as_ref().and_then(|dir| {
                 control::Server::start(dir, board.clone(), functions.clone(), &setup)
                     .map_err(|e| {
-                        eprintln!(
+                        crate::say!(
                             "wprof: warning: cannot open the control socket in {} ({e}); \
                              `wprof ctl` cannot reach this run",
                             dir.display()
@@ -114,7 +114,7 @@ pub fn hook(
             let watcher = setup.config.as_ref().and_then(|path| {
                 watch::Watcher::start(path, &setup.module, board.clone(), functions.clone())
                     .map_err(|e| {
-                        eprintln!(
+                        crate::say!(
                             "wprof: warning: cannot watch {} ({e}); editing it does not turn \
                              the switches",
                             path.display()

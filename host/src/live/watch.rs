@@ -99,7 +99,7 @@ impl Watcher {
                         }
                         Err(why) => {
                             if warned.as_ref() != Some(&why) {
-                                eprintln!("wprof: warning: {why}; the switches stay as they are");
+                                crate::say!("wprof: warning: {why}; the switches stay as they are");
                                 warned = Some(why);
                             }
                         }

@@ -36,7 +36,7 @@ pub const DEFAULT_MAX_SIZE: u64 = 5 << 30;
 
 /// Prints one warning line on stderr.
 pub fn warn(message: impl std::fmt::Display) {
-    eprintln!("wprof: warning: {message}");
+    crate::say!("wprof: warning: {message}");
 }
 
 /// The size cap kept automatically: `WPROF_CACHE_MAX_SIZE` (a size such as `500M`; `0`
@@ -400,14 +400,14 @@ pub fn instrument(
             let (left_out, roles): (std::collections::BTreeMap<_, _>, _) =
                 roles.into_iter().partition(|(id, _)| excluded.contains(id));
             for id in left_out.keys() {
-                eprintln!(
+                crate::say!(
                     "wprof: warning: the allocator {} has no probes (--only/--exclude), so its blocks are not profiled",
                     name(*id)
                 );
             }
             allocators = roles.clone();
             for (id, why) in instrumenter.profile_allocations(roles) {
-                eprintln!(
+                crate::say!(
                     "wprof: warning: {} is not profiled as an allocator: {why}",
                     name(id)
                 );

@@ -86,7 +86,7 @@ pub fn profile_lines(
         }
         Ok(None) => {}
         Err(why) => {
-            eprintln!("wprof: warning: a Go module, but {why}; no source lines");
+            crate::say!("wprof: warning: a Go module, but {why}; no source lines");
             return Ok(None);
         }
     }

@@ -273,7 +273,7 @@ pub fn module_symbols(profile: &mut Profile, bytes: &[u8]) -> anyhow::Result<Sym
     match crate::go_symbols::read(bytes) {
         crate::go_symbols::GoTable::Functions(go) => return Ok(go_symbols(profile, &go)),
         crate::go_symbols::GoTable::Unreadable(why) => {
-            eprintln!("wprof: warning: a Go module, but {why}; names are the name section's")
+            crate::say!("wprof: warning: a Go module, but {why}; names are the name section's")
         }
         crate::go_symbols::GoTable::NotGo => {}
     }

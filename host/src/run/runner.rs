@@ -113,7 +113,7 @@ fn replay_tree(
         );
     }
     if !tree.overflow.is_empty() {
-        eprintln!(
+        crate::say!(
             "wprof: warning: the program made more calling contexts than wprof keeps ({} MiB); \
              {} calls are counted without their context",
             ContextArena::LIMIT >> 20,
@@ -430,7 +430,7 @@ pub fn run(
                             Some((board, running, live.names))
                         }
                         None => {
-                            eprintln!(
+                            crate::say!(
                                 "wprof: warning: the probes' switches cannot be reached on this \
                                  host; every probe stays on"
                             );
@@ -445,7 +445,7 @@ pub fn run(
                     let cost = timer_cost.unwrap_or_default();
                     let walker = start_stopwatch(&mut store, &instance, settings.adaptive, cost);
                     if walker.is_none() {
-                        eprintln!(
+                        crate::say!(
                             "wprof: warning: adaptive mode cannot reach the module's timers on \
                              this host; times are sampled only"
                         );
@@ -483,7 +483,7 @@ pub fn run(
                             Some((serve.start)(source))
                         }
                         None => {
-                            eprintln!(
+                            crate::say!(
                                 "wprof: warning: --serve cannot read the module's tree while it \
                                  runs on this host; nothing is served"
                             );
@@ -639,7 +639,7 @@ fn read_coverage(
     map: crate::profile::coverage::Coverage,
 ) -> Option<crate::profile::coverage::Coverage> {
     crate::run::coverage::read(store, instance, map)
-        .map_err(|e| eprintln!("wprof: warning: coverage not recorded: {e}"))
+        .map_err(|e| crate::say!("wprof: warning: coverage not recorded: {e}"))
         .ok()
 }
 

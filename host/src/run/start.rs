@@ -83,7 +83,7 @@ pub(crate) fn call_start(
         Some(m) if m.samples() => {
             let cell = current_cell(store, instance);
             if cell.is_none() {
-                eprintln!(
+                crate::say!(
                     "wprof: warning: sample mode cannot read the running context on this \
                      host; calls are counted, times will be zero"
                 );
@@ -103,7 +103,7 @@ pub(crate) fn call_start(
                 crate::run::interrupt::Session::begin(cell.as_ptr(), settings.sample_period)
             };
             if session.is_none() {
-                eprintln!(
+                crate::say!(
                     "wprof: warning: sample mode cannot ask the program's thread where it is \
                      (SIGPROF is taken, no thread timer can be made, or this platform is not Linux \
                      on x86-64 or AArch64); \

@@ -298,7 +298,7 @@ impl BenchCommand {
         let mut modules = Vec::new();
         for path in self.modules()? {
             if !self.json {
-                eprintln!("wprof bench: {} ...", path.display());
+                crate::say!("wprof bench: {} ...", path.display());
             }
             let loaded = loader::load(&path, &engine)?;
             let o = overhead::measure(&engine, &loaded, &path, runs, &self.expect_ratio, overhead)?;
@@ -363,7 +363,7 @@ impl BenchCommand {
         let mut results = Vec::new();
         for program in &programs {
             if !self.json {
-                eprintln!("wprof bench --scale: {} ...", program.name);
+                crate::say!("wprof bench --scale: {} ...", program.name);
             }
             results.push(scale::measure(program, runs, wasmtime.as_ref())?);
         }
@@ -384,7 +384,7 @@ impl BenchCommand {
         let mut results = Vec::new();
         for program in &programs {
             if !self.json {
-                eprintln!("wprof bench --accuracy: {} ...", program.name);
+                crate::say!("wprof bench --accuracy: {} ...", program.name);
             }
             results.push(accuracy::measure(
                 &perf,

@@ -228,7 +228,7 @@ impl BenchCommand {
         let mut results = Vec::new();
         for path in self.modules()? {
             if !self.json {
-                eprintln!("wprof cache bench: {} ...", path.display());
+                crate::say!("wprof cache bench: {} ...", path.display());
             }
             results.push(bench_module(&engine, &path, self.runs)?);
         }

@@ -77,7 +77,7 @@ impl ExportCommand {
             std::fs::write(&self.output, &out).map_err(|e| {
                 Failure::input(format!("cannot write {}: {e}", self.output.display()))
             })?;
-            eprintln!(
+            crate::say!(
                 "wprof: {what} module #{} ({}) written to {}",
                 m.index,
                 m.path(),

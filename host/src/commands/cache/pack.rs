@@ -241,7 +241,7 @@ impl PackCommand {
         let bytes = std::fs::metadata(&self.output)
             .map(|m| m.len())
             .unwrap_or(0);
-        eprintln!(
+        crate::say!(
             "wprof: {} records packed into {} ({})",
             records.len(),
             self.output.display(),
@@ -276,7 +276,7 @@ impl UnpackCommand {
         }
         cache.flush().map_err(failed)?;
         drop(cache);
-        eprintln!(
+        crate::say!(
             "wprof: {added} entries unpacked into {} (bundle checked: {} records)",
             dir.display(),
             records.len()
