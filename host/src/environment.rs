@@ -66,6 +66,22 @@ pub const VARIABLES: &[Variable] = &[
                   `wprof report --format coverage|lcov`)",
     },
     Variable {
+        name: "WPROF_TRACE",
+        meaning: "1|true|yes|on (or 0|false|...): like --trace (a trace of the calls, time mode)",
+    },
+    Variable {
+        name: "WPROF_TRACE_OUT",
+        meaning: "like --trace-out FILE (where --trace writes the trace)",
+    },
+    Variable {
+        name: "WPROF_TRACE_BUFFER",
+        meaning: "like --trace-buffer N (the most calls a trace keeps)",
+    },
+    Variable {
+        name: "WPROF_TRACE_DEPTH",
+        meaning: "like --trace-depth N (a trace keeps calls at most N frames deep)",
+    },
+    Variable {
         name: "WPROF_SERVE",
         meaning: "like --serve ADDR (the running profile at http://ADDR/debug/pprof/profile)",
     },

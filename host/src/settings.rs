@@ -170,6 +170,22 @@ pub struct RunSettings {
     pub injections: Vec<crate::injection::Injection>,
     /// `--serve`: the address of the pprof endpoint served while the program runs.
     pub serve: Option<String>,
+    /// `--trace`: what the call trace keeps, and where it goes.
+    pub trace: Option<TraceSettings>,
+}
+
+/// `wprof run --trace` (time mode): a trace of the calls, written when the program ends
+/// (see `crate::commands::run_trace`).
+#[derive(Debug, Clone)]
+pub struct TraceSettings {
+    /// The trace file.
+    pub path: PathBuf,
+    /// The most calls kept: the latest to end.
+    pub buffer: usize,
+    /// Calls at most this many frames deep are kept (1: the outermost).
+    pub max_depth: u32,
+    /// When not empty, only the calls of functions matching one of these are kept.
+    pub only: Vec<FunctionPattern>,
 }
 
 /// Adaptive mode: how the hot paths are walked (see `crate::run::adaptive`).

@@ -48,11 +48,12 @@ fn bench_runs_in_quick_mode_and_reports_every_figure() {
                 m["mode"].as_str().unwrap()
             })
             .collect();
-        // Then sample mode with every switch off, and with block counters.
+        // Then sample mode with every switch off, with block counters and with allocation
+        // profiling, then time mode with a call trace.
         let all: Vec<&str> = wprof_agent::ProbeMode::ALL
             .iter()
             .map(|m| m.name())
-            .chain(["live off", "coverage", "allocs"])
+            .chain(["live off", "coverage", "allocs", "trace"])
             .collect();
         assert_eq!(modes, all, "{row}");
 

@@ -34,3 +34,4 @@ mod short;
 mod spec;
 mod support;
 mod tools;
+mod trace;

@@ -16,6 +16,7 @@ pub mod report;
 pub mod run;
 pub mod run_settings;
 pub mod run_summary;
+pub mod run_trace;
 pub mod serve;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

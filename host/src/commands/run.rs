@@ -9,6 +9,7 @@ use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::commands::run_settings::SettingsArgs;
 use crate::commands::run_summary;
+use crate::commands::run_trace::{self, TraceArgs};
 use crate::exit::Failure;
 use crate::prepare::instrument::{self, warn, CacheSession, Prepared};
 use crate::prepare::loader::{self, LoadedModule};
@@ -53,6 +54,9 @@ pub struct RunCommand {
     /// as without it.
     #[arg(long, value_name = "ADDR", env = "WPROF_SERVE")]
     serve: Option<String>,
+
+    #[command(flatten)]
+    trace: TraceArgs,
 
     /// Print no summary on stderr, and no progress bar while a first run of a large module is
     /// instrumented and compiled (the bar shows only on a terminal, after a second).
@@ -106,6 +110,7 @@ impl RunCommand {
     /// Resolves flags over environment over the configuration file over defaults.
     pub fn settings(&self) -> Result<RunSettings, Failure> {
         let resolved = self.settings.resolve(Some(&self.module), self.no_cache)?;
+        let (trace, mode) = self.trace.resolve(&resolved, &self.settings.given)?;
         let adaptive = resolved.adaptive();
         let env = self
             .envs
@@ -119,7 +124,7 @@ impl RunCommand {
             env,
             profiling: resolved.profiling.value,
             profile_path: resolved.output.value.clone(),
-            mode: resolved.probe_mode(),
+            mode,
             cache_dir: resolved.cache_dir.value,
             quiet: self.quiet,
             subtract_overhead: !self.keep_overhead,
@@ -136,6 +141,7 @@ impl RunCommand {
             adaptive,
             injections: resolved.injections,
             serve: self.serve.clone(),
+            trace,
         })
     }
 
@@ -209,6 +215,11 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         }
         (None, _) => None,
     };
+    if settings.trace.is_some() && !settings.profiling {
+        warn(format_args!(
+            "--trace: profiling is off (WPROF=0); no trace is written"
+        ));
+    }
     let shown = settings.module.display().to_string();
 
     let mut cache = timings.time("open cache", || {
@@ -319,6 +330,15 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             .map(|f| f.id);
         collector = collector.with_go(morestack);
     }
+    if let Some(trace) = &settings.trace {
+        let names: Vec<String> = prepared.functions.iter().map(|f| f.name.clone()).collect();
+        let shown = crate::go_symbols::shown_names(&loaded.bytes, &names);
+        collector = collector.with_trace(crate::run::collector::Tracer::new(
+            trace.buffer,
+            trace.max_depth,
+            run_trace::selected(trace, &names, &shown),
+        ));
+    }
     if settings.call_sites && settings.mode.counts_inline() {
         collector = collector.with_call_site_offsets(call_site_offsets(&loaded.bytes, settings));
     }
@@ -386,13 +406,14 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             )),
         }
     }
-    let outcome = runner::run(
+    let mut outcome = runner::run(
         &engine,
         &compiled.module,
         settings,
         Stdio::Inherit,
         Some(probes),
     )?;
+    let trace = outcome.collector.as_mut().and_then(Collector::take_trace);
     timings.extend(&outcome.timings);
     if let Some((message, _)) = &outcome.trap {
         // Tell the backtrace in terms of the original module, as `wasmtime run` would.
@@ -464,6 +485,15 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     };
     if !settings.quiet {
         run_summary::print(&profile, &loaded.bytes, &prepared, settings, written);
+    }
+    if let (Some(trace), Some(to)) = (&trace, &settings.trace) {
+        match timings.time("trace", || {
+            run_trace::write(trace, to, &profile, &loaded.bytes)
+        }) {
+            Ok(line) if !settings.quiet => crate::say!("{line}"),
+            Ok(_) => {}
+            Err(e) => warn(format_args!("{e}; no trace written")),
+        }
     }
     Ok(outcome.exit_code)
 }

@@ -9,6 +9,7 @@ pub mod coverage;
 mod file;
 mod invariants;
 mod model;
+pub mod trace;
 
 pub use file::write_bytes;
 pub use model::*;

@@ -70,6 +70,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         timings: None,
         injections: Vec::new(),
         serve: None,
+        trace: None,
     }
 }
 
@@ -83,6 +84,9 @@ pub const COVERAGE: &str = "coverage";
 /// The name of the variant with allocation profiling (sample mode with `--allocs`).
 pub const ALLOCS: &str = "allocs";
 
+/// The name of the variant with a call trace (time mode with `--trace`, every call kept).
+pub const TRACE: &str = "trace";
+
 /// What a mode is measured with besides its probes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Variant {
@@ -94,6 +98,8 @@ enum Variant {
     Coverage,
     /// Allocation profiling (`--allocs`), the allocator found by name.
     Allocs,
+    /// A call trace (`--trace`) whose ring keeps a million calls.
+    Trace,
 }
 
 impl Variant {
@@ -104,6 +110,7 @@ impl Variant {
             Variant::LiveOff => LIVE_OFF,
             Variant::Coverage => COVERAGE,
             Variant::Allocs => ALLOCS,
+            Variant::Trace => TRACE,
         }
     }
 }
@@ -166,7 +173,14 @@ impl Instrumented {
 
     /// Runs `_start` with a fresh collector; returns the collector and the wall time.
     fn run(&self, engine: &Engine, overhead: ProbeOverhead) -> Result<(Collector, u64), Failure> {
-        let collector = Collector::new(self.prepared.functions.len()).with_overhead(overhead);
+        let mut collector = Collector::new(self.prepared.functions.len()).with_overhead(overhead);
+        if self.variant == Variant::Trace {
+            collector = collector.with_trace(crate::run::collector::Tracer::new(
+                crate::commands::run_trace::DEFAULT_BUFFER as usize,
+                u32::MAX,
+                None,
+            ));
+        }
         let mut probes =
             runner::Probes::new(collector, self.mode, self.prepared.probe_code.clone(), None);
         if self.variant == Variant::LiveOff {
@@ -214,13 +228,14 @@ pub fn measure(
     let original_module = compile(engine, &loaded.bytes, path)?;
     let plain = settings(path, ProbeMode::Time);
     // Every mode, then sample mode with every switch off, with block counters, and with
-    // allocation profiling.
+    // allocation profiling, and time mode with a call trace.
     let instrumented = ProbeMode::ALL
         .iter()
         .map(|&mode| (mode, Variant::Plain))
         .chain(
             [Variant::LiveOff, Variant::Coverage, Variant::Allocs].map(|v| (ProbeMode::Sample, v)),
         )
+        .chain([(ProbeMode::Time, Variant::Trace)])
         .map(|(mode, variant)| Instrumented::new(engine, loaded, path, mode, variant))
         .collect::<Result<Vec<_>, _>>()?;
 

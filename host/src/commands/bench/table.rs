@@ -31,10 +31,12 @@ pub(super) fn table(report: &BenchReport, runs: u32) -> String {
         "median of {runs} run(s), runs interleaved\n\n\
          `_start` wall time in this process (one engine, compilation excluded); \
          ratio = instrumented / original; `{}`: sample mode with --live, every switch off; \
-         `{}`: sample mode with --coverage; `{}`: sample mode with --allocs",
+         `{}`: sample mode with --coverage; `{}`: sample mode with --allocs; \
+         `{}`: time mode with --trace (the file's writing excluded)",
         super::overhead::LIVE_OFF,
         super::overhead::COVERAGE,
-        super::overhead::ALLOCS
+        super::overhead::ALLOCS,
+        super::overhead::TRACE
     );
     let _ = write!(out, "{:<20} {:>10}", "module", "original");
     let names = ProbeMode::ALL
@@ -44,6 +46,7 @@ pub(super) fn table(report: &BenchReport, runs: u32) -> String {
             super::overhead::LIVE_OFF.to_string(),
             super::overhead::COVERAGE.to_string(),
             super::overhead::ALLOCS.to_string(),
+            super::overhead::TRACE.to_string(),
         ]);
     for name in names {
         let _ = write!(out, " {:>12} {:>7}", name, "ratio");

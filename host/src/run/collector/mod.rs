@@ -43,9 +43,11 @@ mod allocs;
 mod go;
 mod stack;
 mod totals;
+mod trace;
 
 use stack::Frame;
 pub use totals::{EdgeTotals, FunctionTotals, ProbeOverhead};
+pub use trace::Tracer;
 
 /// The runtime state behind the probes of one run.
 #[derive(Debug)]
@@ -82,6 +84,8 @@ pub struct Collector {
     host: HashMap<u32, HostFigures>,
     /// Allocation profiling (see [`allocs`]).
     allocs: allocs::AllocContexts,
+    /// Time mode with `--trace`: the calls as they end (see [`trace`]).
+    trace: Option<Box<Tracer>>,
 }
 
 impl Collector {
@@ -106,6 +110,7 @@ impl Collector {
             go: None,
             host: HashMap::new(),
             allocs: Default::default(),
+            trace: None,
         }
     }
 

@@ -36,6 +36,8 @@ pub(super) struct Frame {
     pub(super) resumed: bool,
     /// Go modules: how many of its goroutine's frames are outside it.
     pub(super) depth: u32,
+    /// With a call trace: when it started on the trace's clock (see [`super::trace`]).
+    pub(super) trace_start: u64,
 }
 
 impl Collector {
@@ -109,6 +111,7 @@ impl Collector {
         // through a table) is stale: never give it to an outermost entry.
         let site = self.pending_site.take().filter(|_| caller != ROOT);
         let edge = self.edge(caller, id, site);
+        let trace_start = self.trace_entered(now);
         let f = &mut self.functions[id as usize];
         f.calls += calls;
         f.active += 1;
@@ -131,6 +134,7 @@ impl Collector {
             elapsed: 0,
             resumed: false,
             depth,
+            trace_start,
         });
     }
 
@@ -200,6 +204,7 @@ impl Collector {
         let f = &mut self.functions[id as usize];
         f.calls += 1;
         f.untimed_calls += 1;
+        self.trace_called();
         if tail {
             self.last = now;
             while self.close_top(now) {}

@@ -139,6 +139,7 @@ impl Collector {
     /// was switched out included) to its function, edge and context; returns its inclusive
     /// time, and again when it goes to a parked caller instead of the frame below.
     pub(super) fn account(&mut self, frame: &Frame, now: u64) -> (i64, Option<i64>) {
+        self.trace_closed(frame, now);
         let raw_inclusive = frame.elapsed + now.saturating_sub(frame.start);
         let o = self.overhead;
         // Self time is the frame's raw time less its callees' raw time and the probes'
