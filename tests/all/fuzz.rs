@@ -1,67 +1,15 @@
-//! Differential testing of the agent on generated modules: wasm-smith makes modules (every
-//! proposal wprof's engine runs, exports everywhere, no imports), and each is run as it is
-//! and instrumented in every mode, with the same engine configuration and fuel. Every export
-//! is called in order with zero arguments; the results, traps, and then the exported
-//! memories and globals must be the same. A case where either side runs out of fuel or
-//! stack (the probes use some of both) is inconclusive and counted, not compared; an agent
-//! error is a typed refusal, counted. Two plans add every hook besides the probes
-//! (allocators' reports, injection checks: see [`crate::hooks`]). Damaged copies of each module go to the agent too: it
-//! refuses or instruments them, and never panics. `WPROF_FUZZ_CASES=N` runs N cases
-//! (default 2,000), `WPROF_FUZZ_SEED=S` starts from another seed.
+//! Differential testing of the agent on generated modules (the check is
+//! [`crate::differential`]): a fixed sequence of seeds, each made into bytes, each bytes a
+//! module that must behave the same instrumented in every mode as it does as it is.
+//! `WPROF_FUZZ_CASES=N` runs N cases (default 2,000), `WPROF_FUZZ_SEED=S` starts from another
+//! seed. The cargo-fuzz targets in `fuzz/` run the same check on coverage-guided bytes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use wasmtime::{Engine, Extern, Instance, Linker, Module, Store, Trap, Val, ValType};
-use wprof_agent::{ProbeMode, ProbePlan};
+use wasmtime::Module;
 
-/// What happened to one call (or the instantiation), comparable across the two runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Outcome {
-    Returned(Vec<String>),
-    Trapped(String),
-    /// Out of fuel or stack: the comparison stops here.
-    Inconclusive,
-}
-
-/// Everything observable of one run: each call's outcome, then the exported state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Observed {
-    calls: Vec<(String, Outcome)>,
-    state: Vec<(String, String)>,
-}
-
-const FUEL: u64 = 200_000;
-
-fn engine() -> Engine {
-    let mut config = wprof::run::engine::config();
-    // The rewrite's semantics do not depend on Cranelift's optimizations; compiling without
-    // them makes a case about three times faster.
-    config
-        .consume_fuel(true)
-        .cranelift_opt_level(wasmtime::OptLevel::None);
-    Engine::new(&config).unwrap()
-}
-
-fn smith_config() -> wasm_smith::Config {
-    wasm_smith::Config {
-        max_imports: 0,
-        min_funcs: 1,
-        max_funcs: 25,
-        export_everything: true,
-        canonicalize_nans: true,
-        // wprof's engine runs no shared memories.
-        threads_enabled: false,
-        shared_everything_threads_enabled: false,
-        wide_arithmetic_enabled: true,
-        // Small memories and tables (each run hashes every memory), two memories at most.
-        max_memories: 2,
-        max_memory32_bytes: 1 << 20,
-        max_memory64_bytes: 1 << 20,
-        max_table_elements: 1_000,
-        ..Default::default()
-    }
-}
+use crate::differential::{observe, Checker, FUEL};
 
 /// Deterministic bytes for case `seed` (xorshift).
 fn bytes_for(seed: u64) -> Vec<u8> {
@@ -77,212 +25,6 @@ fn bytes_for(seed: u64) -> Vec<u8> {
         .collect()
 }
 
-/// Copies of `wasm` with a byte flipped, a byte cut off the end and a section's size
-/// changed: what a damaged file or a buggy producer gives the agent.
-fn damaged_copies(wasm: &[u8], case: u64) -> Vec<Vec<u8>> {
-    let at = |k: u64| (case.wrapping_mul(2_654_435_761).wrapping_add(k) as usize) % wasm.len();
-    let mut flipped = wasm.to_vec();
-    flipped[at(1)] ^= 1 << (case % 8);
-    let mut grown = wasm.to_vec();
-    // Past the header: the first section's size byte.
-    if grown.len() > 9 {
-        grown[9] = grown[9].wrapping_add(1 + (case % 3) as u8);
-    }
-    vec![flipped, wasm[..wasm.len() - 1].to_vec(), grown]
-}
-
-fn zero(ty: &ValType) -> Option<Val> {
-    Some(match ty {
-        ValType::I32 => Val::I32(0),
-        ValType::I64 => Val::I64(0),
-        ValType::F32 => Val::F32(0),
-        ValType::F64 => Val::F64(0),
-        ValType::V128 => Val::V128(0u128.into()),
-        ValType::Ref(r) if r.is_nullable() => Val::null_ref(r.heap_type()),
-        ValType::Ref(_) => return None,
-    })
-}
-
-fn show(v: &Val) -> String {
-    match v {
-        Val::I32(x) => format!("i32 {x}"),
-        Val::I64(x) => format!("i64 {x}"),
-        Val::F32(x) => format!("f32 {x:#x}"),
-        Val::F64(x) => format!("f64 {x:#x}"),
-        Val::V128(x) => format!("v128 {:#x}", x.as_u128()),
-        other => format!("ref null={}", other.ref_().is_none_or(|r| r.is_null())),
-    }
-}
-
-fn outcome(e: &wasmtime::Error) -> Outcome {
-    match e.downcast_ref::<Trap>() {
-        Some(Trap::OutOfFuel | Trap::StackOverflow) => Outcome::Inconclusive,
-        Some(trap) => Outcome::Trapped(format!("{trap:?}")),
-        // Not a trap (an exception escaping the export, a host error): its first line.
-        None => Outcome::Trapped(e.to_string().lines().next().unwrap_or_default().into()),
-    }
-}
-
-/// Runs `module` (probe imports, if any, are no-ops) and observes it; `exports` are the
-/// original's (the instrumented module exports more).
-fn observe(engine: &Engine, module: &Module, exports: &[String], fuel: u64) -> Observed {
-    observe_switching(engine, module, exports, fuel, Turning::Nothing)
-}
-
-/// What [`observe_switching`] turns before each call to an export.
-#[derive(Debug, Clone, Copy)]
-enum Turning {
-    Nothing,
-    /// A live module's switches (see `wprof_agent::SwitchTable`): function `id`'s probes
-    /// are off when bit `(id + call) % 64` of `pattern` is set; the table of `functions`
-    /// bytes is at `base`.
-    Switches {
-        pattern: u64,
-        base: u32,
-        functions: u32,
-    },
-    /// An adaptive module's timers (see `wprof_agent::ContextArena::TIMER`): every other
-    /// node of its tree (of `functions` functions), by `pattern`, gets a timer set; the
-    /// host's `enter_catching` answers with a token, so that timed activations run both
-    /// ends of their timer.
-    Timers {
-        pattern: u64,
-        functions: u32,
-    },
-}
-
-/// [`observe`], turning what `turning` says before each call to an export.
-fn observe_switching(
-    engine: &Engine,
-    module: &Module,
-    exports: &[String],
-    fuel: u64,
-    turning: Turning,
-) -> Observed {
-    // Growth is bounded too (fuel counts instructions, not the bytes a `memory.fill` or a
-    // `table.grow` touches): past the limits, growing fails the same way on both sides.
-    let limits = wasmtime::StoreLimitsBuilder::new()
-        .memory_size(16 << 20)
-        .table_elements(10_000)
-        .build();
-    let mut store = Store::new(engine, limits);
-    store.limiter(|limits| limits);
-    let mut linker = Linker::new(engine);
-    for import in module.imports() {
-        if let wasmtime::ExternType::Func(ty) = import.ty() {
-            let results: Vec<ValType> = ty.results().collect();
-            let token = import.module() == wprof_agent::ProbeImports::MODULE
-                && import.name() == wprof_agent::ProbeImports::ENTER_CATCHING;
-            linker
-                .func_new(import.module(), import.name(), ty, move |_, _, out| {
-                    for (slot, ty) in out.iter_mut().zip(&results) {
-                        *slot = if token {
-                            Val::I32(1)
-                        } else {
-                            zero(ty).unwrap_or(Val::I32(0))
-                        };
-                    }
-                    Ok(())
-                })
-                .unwrap();
-        }
-    }
-    let mut observed = Observed {
-        calls: Vec::new(),
-        state: Vec::new(),
-    };
-    store.set_fuel(fuel).unwrap();
-    let instance: Instance = match linker.instantiate(&mut store, module) {
-        Ok(i) => i,
-        Err(e) => {
-            observed.calls.push(("<instantiate>".into(), outcome(&e)));
-            return observed;
-        }
-    };
-    for name in exports {
-        let Some(Extern::Func(f)) = instance.get_export(&mut store, name) else {
-            continue;
-        };
-        let call = observed.calls.len() as u32;
-        match turning {
-            Turning::Nothing => {}
-            Turning::Switches {
-                pattern,
-                base,
-                functions,
-            } => {
-                if let Some(Extern::Memory(m)) =
-                    instance.get_export(&mut store, wprof_agent::SwitchTable::MEMORY)
-                {
-                    let data = m.data_mut(&mut store);
-                    for id in 0..functions {
-                        let at = (base + id) as usize;
-                        if at < data.len() {
-                            data[at] = u8::from(pattern >> ((id + call) % 64) & 1 == 1);
-                        }
-                    }
-                }
-            }
-            Turning::Timers { pattern, functions } => {
-                if let Some(Extern::Memory(m)) =
-                    instance.get_export(&mut store, wprof_agent::ContextArena::MEMORY)
-                {
-                    let data = m.data_mut(&mut store);
-                    let tree = wprof::run::inline_tree::InlineTree::read(&data[..], functions);
-                    for (i, node) in tree.nodes.iter().enumerate().skip(1) {
-                        let on = pattern >> ((i as u32 + call) % 64) & 1 == 1;
-                        let bit = wprof_agent::ContextArena::TIMED;
-                        let at = (node.address + wprof_agent::ContextArena::FUNCTION) as usize;
-                        if let Some(field) = data.get_mut(at..at + 4) {
-                            let id1 = u32::from_le_bytes(field.try_into().unwrap()) & !bit;
-                            let value = if on { id1 | bit } else { id1 };
-                            field.copy_from_slice(&value.to_le_bytes());
-                        }
-                    }
-                }
-            }
-        }
-        let ty = f.ty(&store);
-        let Some(args) = ty.params().map(|t| zero(&t)).collect::<Option<Vec<_>>>() else {
-            continue;
-        };
-        let mut results: Vec<Val> = ty
-            .results()
-            .map(|t| zero(&t).unwrap_or(Val::I32(0)))
-            .collect();
-        store.set_fuel(fuel).unwrap();
-        let o = match f.call(&mut store, &args, &mut results) {
-            Ok(()) => Outcome::Returned(results.iter().map(show).collect()),
-            Err(e) => outcome(&e),
-        };
-        let stop = o == Outcome::Inconclusive;
-        observed.calls.push((name.clone(), o));
-        if stop {
-            return observed;
-        }
-    }
-    for name in exports {
-        match instance.get_export(&mut store, name) {
-            Some(Extern::Memory(m)) => {
-                let digest = blake3::hash(m.data(&store));
-                observed
-                    .state
-                    .push((name.clone(), digest.to_hex().to_string()));
-            }
-            Some(Extern::Global(g)) => {
-                let v = g.get(&mut store);
-                observed.state.push((name.clone(), show(&v)));
-            }
-            _ => {}
-        }
-    }
-    observed
-}
-
-fn inconclusive(o: &Observed) -> bool {
-    o.calls.iter().any(|(_, c)| *c == Outcome::Inconclusive)
-}
-
 #[test]
 fn instrumented_modules_behave_as_the_originals() {
     let cases: u64 = std::env::var("WPROF_FUZZ_CASES")
@@ -293,51 +35,24 @@ fn instrumented_modules_behave_as_the_originals() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
-    let engine = engine();
+    let checker = Checker::new();
+    let engine = checker.engine();
     // The comparison sees a difference when there is one.
     let one = |n: i32| {
         let wat = format!(
             r#"(module (global (export "g") (mut i32) (i32.const 0))
             (func (export "f") (result i32) (global.set 0 (i32.const {n})) (i32.const {n})))"#
         );
-        let m = Module::new(&engine, wat::parse_str(&wat).unwrap()).unwrap();
-        observe(&engine, &m, &["g".into(), "f".into()], FUEL)
+        let m = Module::new(engine, wat::parse_str(&wat).unwrap()).unwrap();
+        observe(engine, &m, &["g".into(), "f".into()], FUEL)
     };
     assert_eq!(one(1), one(1));
     assert_ne!(one(1), one(2));
-    let config = smith_config();
     let next = AtomicU64::new(0);
     let compared = AtomicU64::new(0);
     let skipped = AtomicU64::new(0);
     let refused = Mutex::new(Vec::new());
     let divergences = Mutex::new(Vec::new());
-    // Every mode (adaptive mode with timers set at random between calls), then every mode
-    // that has live probes with them (switched at random between calls).
-    let plans: Vec<ProbePlan> = [false, true]
-        .into_iter()
-        .flat_map(|live| {
-            ProbeMode::ALL.map(|mode| ProbePlan {
-                mode,
-                live,
-                ..ProbePlan::default()
-            })
-        })
-        .filter(|p| !(p.live && p.mode == ProbeMode::Adaptive))
-        // Time mode with short functions counted, not timed (wprof run's default bound),
-        // with and without switches.
-        .chain([false, true].map(|live| ProbePlan {
-            mode: ProbeMode::Time,
-            live,
-            short_max: 40,
-            ..ProbePlan::default()
-        }))
-        // Every hook besides the probes (see `crate::hooks`), in time and sample mode.
-        .chain([ProbeMode::Time, ProbeMode::Sample].map(|mode| ProbePlan {
-            mode,
-            allocators: Some(Default::default()),
-            ..ProbePlan::default()
-        }))
-        .collect();
     std::thread::scope(|scope| {
         for _ in 0..2 {
             scope.spawn(|| loop {
@@ -346,103 +61,15 @@ fn instrumented_modules_behave_as_the_originals() {
                     break;
                 }
                 let bytes = bytes_for(seed.wrapping_add(case));
-                let mut u = arbitrary::Unstructured::new(&bytes);
-                let Ok(generated) = wasm_smith::Module::new(config.clone(), &mut u) else {
+                let pattern = seed.wrapping_add(case).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                let label = format!("case {case} (seed {})", seed.wrapping_add(case));
+                let report = checker.check(case, &label, &bytes, pattern);
+                if report.skipped {
                     skipped.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                };
-                let wasm = generated.to_bytes();
-                // Damaged input: the agent refuses it with a typed error or instruments it,
-                // and never panics.
-                for damaged in damaged_copies(&wasm, case) {
-                    let quiet = std::panic::catch_unwind(|| {
-                        ProbeMode::ALL.map(|mode| {
-                            let plan = ProbePlan {
-                                mode,
-                                ..ProbePlan::default()
-                            };
-                            wprof_agent::instrument(&damaged, &plan).is_ok()
-                        })
-                    });
-                    if quiet.is_err() {
-                        divergences
-                            .lock()
-                            .unwrap()
-                            .push(format!("case {case}: the agent panicked on damaged input"));
-                    }
                 }
-                let Ok(original) = Module::new(&engine, &wasm) else {
-                    skipped.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                };
-                let exports: Vec<String> =
-                    original.exports().map(|e| e.name().to_string()).collect();
-                let reference = observe(&engine, &original, &exports, FUEL);
-                if inconclusive(&reference) {
-                    skipped.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-                for plan in &plans {
-                    let mode = format!(
-                        "{}{}{}",
-                        plan.mode.name(),
-                        if plan.live { " live" } else { "" },
-                        if plan.allocators.is_some() {
-                            " hooks"
-                        } else {
-                            ""
-                        }
-                    );
-                    let instrumented = match plan.allocators {
-                        Some(_) => crate::hooks::instrument_with_hooks(&wasm, plan),
-                        None => wprof_agent::instrument(&wasm, plan),
-                    };
-                    let instrumented = match instrumented {
-                        Ok(m) => m,
-                        Err(e) => {
-                            refused
-                                .lock()
-                                .unwrap()
-                                .push(format!("case {case} {mode}: {e}"));
-                            continue;
-                        }
-                    };
-                    let module = match Module::new(&engine, &instrumented.bytes) {
-                        Ok(m) => m,
-                        Err(e) => {
-                            divergences.lock().unwrap().push(format!(
-                                "case {case} {mode}: the instrumented module does not compile: {e}"
-                            ));
-                            continue;
-                        }
-                    };
-                    let functions = instrumented.probe_map.functions.len() as u32;
-                    let pattern = seed.wrapping_add(case).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                    let turning = if plan.live {
-                        Turning::Switches {
-                            pattern,
-                            base: wprof_agent::SwitchTable::base(plan.mode, functions),
-                            functions,
-                        }
-                    } else if plan.mode == ProbeMode::Adaptive {
-                        Turning::Timers { pattern, functions }
-                    } else {
-                        Turning::Nothing
-                    };
-                    let got = observe_switching(&engine, &module, &exports, 50 * FUEL, turning);
-                    if inconclusive(&got) {
-                        continue;
-                    }
-                    compared.fetch_add(1, Ordering::Relaxed);
-                    if got != reference {
-                        divergences.lock().unwrap().push(format!(
-                            "case {case} (seed {}) {mode}: {:?}\n  vs original {:?}",
-                            seed.wrapping_add(case),
-                            got,
-                            reference
-                        ));
-                    }
-                }
+                compared.fetch_add(report.compared, Ordering::Relaxed);
+                refused.lock().unwrap().extend(report.refused);
+                divergences.lock().unwrap().extend(report.divergences);
             });
         }
     });

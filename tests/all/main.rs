@@ -14,6 +14,7 @@ mod config;
 mod cost;
 mod coverage;
 mod diff;
+mod differential;
 mod formats;
 mod fuzz;
 mod go;
