@@ -61,7 +61,8 @@ fn calls_of(trace: &Value) -> Vec<(String, String, f64, f64)> {
         .map(|e| {
             (
                 e["name"].as_str().unwrap().to_string(),
-                e["cat"].as_str().unwrap().to_string(),
+                // Only imports carry a category.
+                e["cat"].as_str().unwrap_or("function").to_string(),
                 e["ts"].as_f64().unwrap(),
                 e["dur"].as_f64().unwrap(),
             )

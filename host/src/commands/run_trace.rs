@@ -39,8 +39,8 @@ pub struct TraceArgs {
     pub trace_out: Option<PathBuf>,
 
     /// The most calls the trace keeps (per thread): when more end, the oldest go, and the
-    /// summary and the file say how many (24 bytes a call while the program runs, ~110 in
-    /// the file).
+    /// summary and the file say how many (24 bytes a call while the program runs; in the
+    /// file about 70 bytes and the function's name).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_BUFFER, env = "WPROF_TRACE_BUFFER", value_parser = clap::value_parser!(u64).range(1..=MAX_BUFFER))]
     pub trace_buffer: u64,
 
@@ -200,12 +200,13 @@ pub fn write(
         _ if !go => "main".to_string(),
         g => format!("goroutine g={g:#x}"),
     };
-    let mut bytes = Vec::with_capacity(trace.len() * 110 + 4096);
-    crate::profile::trace::write_chrome_json(&mut bytes, &header, trace, track, |id| {
-        names.get(&id).copied().unwrap_or(("?", false))
+    // Straight to the file (through a buffer): a million calls are ~100 MB of JSON.
+    crate::profile::write_with(&settings.path, |out| {
+        crate::profile::trace::write_chrome_json(out, &header, trace, track, |id| {
+            names.get(&id).copied().unwrap_or(("?", false))
+        })
     })
-    .map_err(|e| format!("cannot write the trace: {e}"))?;
-    crate::profile::write_bytes(&bytes, &settings.path).map_err(|e| format!("{e:#}"))?;
+    .map_err(|e| format!("{e:#}"))?;
     let mut line = format!(
         "wprof: trace: {} calls written to {} (open it in Perfetto or chrome://tracing)",
         trace.len(),

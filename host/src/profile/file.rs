@@ -71,6 +71,16 @@ impl Profile {
 /// Writes `bytes` to `path` through a temporary file in the same directory, renamed into
 /// place.
 pub fn write_bytes(bytes: &[u8], path: &Path) -> anyhow::Result<()> {
+    write_with(path, |w| w.write_all(bytes))
+}
+
+/// Writes what `write` writes to `path`, buffered, through a temporary file in the same
+/// directory, renamed into place once whole: a reader never sees half a file, and a failed
+/// write leaves an earlier file as it was.
+pub fn write_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -79,9 +89,15 @@ pub fn write_bytes(bytes: &[u8], path: &Path) -> anyhow::Result<()> {
     // `output`) is made when missing.
     std::fs::create_dir_all(dir)
         .with_context(|| format!("failed to create the directory {}", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+    let tmp = tempfile::NamedTempFile::new_in(dir)
         .with_context(|| format!("failed to create a file in {}", dir.display()))?;
-    tmp.write_all(bytes)
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, tmp);
+    write(&mut out)
+        .and_then(|()| out.flush())
+        .with_context(|| format!("failed to write in {}", dir.display()))?;
+    let tmp = out
+        .into_inner()
+        .map_err(|e| e.into_error())
         .with_context(|| format!("failed to write in {}", dir.display()))?;
     tmp.persist(path)
         .with_context(|| format!("failed to write {}", path.display()))?;

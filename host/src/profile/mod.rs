@@ -11,5 +11,5 @@ mod invariants;
 mod model;
 pub mod trace;
 
-pub use file::write_bytes;
+pub use file::{write_bytes, write_with};
 pub use model::*;
