@@ -845,3 +845,44 @@ fn a_stderr_whose_reader_has_gone_keeps_the_programs_exit_code() {
         assert_eq!(child.wait().unwrap().code(), Some(code), "{module}");
     }
 }
+
+/// `-o /dev/null` and other files that are not regular files (here a FIFO, so that the test
+/// never risks the machine's /dev/null): written as they are, never replaced by a regular
+/// file (a temporary file renamed over `/dev/null` used to do that when run as root).
+#[test]
+fn a_profile_or_trace_to_a_pipe_is_written_into_it_not_over_it() {
+    use std::os::unix::fs::FileTypeExt;
+    let s = Scratch::new();
+    for (what, args) in [
+        ("profile", &["-o", "fifo"][..]),
+        (
+            "trace",
+            &["-o", "p.wprof", "--trace", "--trace-out", "fifo"][..],
+        ),
+    ] {
+        let fifo = s.path("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|st| st.success()) {
+            eprintln!("skipped: mkfifo failed");
+            return;
+        }
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        let fib = sample("fib.wasm");
+        let out = s.run(&[&["run"], args, &[fib.to_str().unwrap()]].concat());
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("warning"),
+            "{what}: {}",
+            stderr(&out)
+        );
+        // Checked first: a pipe replaced leaves its reader waiting for ever.
+        let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+        assert!(kind.is_fifo(), "{what}: the pipe was replaced: {kind:?}");
+        let bytes = reader.join().unwrap();
+        assert!(!bytes.is_empty(), "{what}: nothing came through the pipe");
+        std::fs::remove_file(&fifo).unwrap();
+    }
+}

@@ -76,11 +76,24 @@ pub fn write_bytes(bytes: &[u8], path: &Path) -> anyhow::Result<()> {
 
 /// Writes what `write` writes to `path`, buffered, through a temporary file in the same
 /// directory, renamed into place once whole: a reader never sees half a file, and a failed
-/// write leaves an earlier file as it was.
+/// write leaves an earlier file as it was. A path that is not a regular file (a device, a
+/// pipe) is written directly.
 pub fn write_with(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> anyhow::Result<()> {
+    // A device, a pipe or a socket (`-o /dev/null`, `/dev/stdout`, a FIFO) is written as it
+    // is: renaming a file over it would put a regular file in its place (as root, in /dev).
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .with_context(|| format!("failed to open {}", path.display()))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        return write(&mut out)
+            .and_then(|()| out.flush())
+            .with_context(|| format!("failed to write {}", path.display()));
+    }
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
