@@ -48,6 +48,12 @@ fn traced(s: &Scratch, args: &[&str], envs: &[(&str, &str)]) -> std::process::Ou
 
 fn read_trace(s: &Scratch, name: &str) -> Value {
     let bytes = std::fs::read(s.path(name)).unwrap();
+    if name.ends_with(".gz") {
+        let mut json = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut json)
+            .unwrap();
+        return serde_json::from_slice(&json).unwrap();
+    }
     serde_json::from_slice(&bytes).unwrap()
 }
 
@@ -263,6 +269,14 @@ fn depth_and_function_filters() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let only = counts(&calls_of(&read_trace(&s, "only.json")));
+    // A name ending in .gz: the same trace, gzipped.
+    let out = traced(
+        &s,
+        &["--trace", "--short-max", "0", "--trace-out", "t.json.gz"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(counts(&calls_of(&read_trace(&s, "t.json.gz")))["inner"], 12);
     assert_eq!(
         only.into_iter().collect::<Vec<_>>(),
         [("inner".to_string(), 12)]

@@ -34,7 +34,8 @@ pub struct TraceArgs {
     pub trace: bool,
 
     /// Where to write the trace [default: the profile's path with `.trace.json` in place of
-    /// `.wprof`].
+    /// `.wprof`]; a name ending in `.gz` is compressed with gzip (Perfetto, DevTools and
+    /// chrome://tracing open it as it is).
     #[arg(long, value_name = "FILE", env = "WPROF_TRACE_OUT")]
     pub trace_out: Option<PathBuf>,
 
@@ -200,11 +201,21 @@ pub fn write(
         _ if !go => "main".to_string(),
         g => format!("goroutine g={g:#x}"),
     };
-    // Straight to the file (through a buffer): a million calls are ~100 MB of JSON.
+    // Straight to the file (through a buffer): a million calls are ~100 MB of JSON, which
+    // a name ending in `.gz` compresses (Perfetto and DevTools open it as it is).
+    let gzip = settings
+        .path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
     crate::profile::write_with(&settings.path, |out| {
-        crate::profile::trace::write_chrome_json(out, &header, trace, track, |id| {
-            names.get(&id).copied().unwrap_or(("?", false))
-        })
+        let name_of = |id| names.get(&id).copied().unwrap_or(("?", false));
+        if gzip {
+            let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
+            crate::profile::trace::write_chrome_json(&mut gz, &header, trace, track, name_of)?;
+            gz.finish().map(drop)
+        } else {
+            crate::profile::trace::write_chrome_json(out, &header, trace, track, name_of)
+        }
     })
     .map_err(|e| format!("{e:#}"))?;
     let mut line = format!(
