@@ -332,6 +332,18 @@ fn refusals_and_profiling_off() {
         assert_eq!(stdout(&out), "", "the program did not run");
         assert!(!s.path("p.wprof").exists() && !s.path("p.trace.json").exists());
     }
+    // A trace that cannot be written: one warning; the program's output, its exit code and
+    // the profile are as without --trace.
+    std::fs::write(s.path("blocker"), b"a file, not a directory").unwrap();
+    let out = traced(&s, &["--trace", "--trace-out", "blocker/t.json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "ok\n");
+    let said = stderr(&out);
+    let warnings: Vec<&str> = said.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{}", stderr(&out));
+    assert!(warnings[0].contains("no trace written"), "{warnings:?}");
+    assert_eq!(profile_calls(&s.profile("p.wprof"), "inner"), 12);
+    std::fs::remove_file(s.path("p.wprof")).unwrap();
     // Profiling off: the program runs, one warning, no trace.
     let out = traced(&s, &["--trace"], &[("WPROF", "0")]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
