@@ -119,6 +119,19 @@ fn check_command(bytes: &[u8]) -> Result<(), String> {
                     if import.module == wprof_agent::ProbeImports::MODULE {
                         return Err("is already instrumented by wprof (it imports from `wprof`); run the original module".to_string());
                     }
+                    // wasi-threads: a shared memory and `wasi::thread-spawn` (a program built
+                    // with `-pthread` for wasm32-wasip1-threads), named as such.
+                    let shared = matches!(import.ty, TypeRef::Memory(m) if m.shared);
+                    if shared || (import.module == "wasi" && import.name == "thread-spawn") {
+                        return Err(format!(
+                            "uses wasi-threads (it imports {}), which wprof does not run yet",
+                            if shared {
+                                format!("the shared memory `{}::{}`", import.module, import.name)
+                            } else {
+                                "`wasi::thread-spawn`".to_string()
+                            }
+                        ));
+                    }
                     if import.module != WASI_P1 {
                         return Err(format!(
                             "is not a WASI command: it imports `{}::{}`, and wprof provides only `{WASI_P1}`",
