@@ -331,12 +331,10 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         collector = collector.with_go(morestack);
     }
     if let Some(trace) = &settings.trace {
-        let names: Vec<String> = prepared.functions.iter().map(|f| f.name.clone()).collect();
-        let shown = crate::go_symbols::shown_names(&loaded.bytes, &names);
         collector = collector.with_trace(crate::run::collector::Tracer::new(
             trace.buffer,
             trace.max_depth,
-            run_trace::selected(trace, &names, &shown),
+            run_trace::selected(trace, &prepared.functions, &loaded.bytes),
         ));
     }
     if settings.call_sites && settings.mode.counts_inline() {

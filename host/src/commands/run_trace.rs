@@ -127,33 +127,38 @@ pub fn trace_path_beside(profile: &Path) -> PathBuf {
 }
 
 /// Per function id, whether `--trace-only` keeps its calls (`None`: every function's).
-/// `names` are the module's names, `shown` the names the reports show where they differ
-/// (Go's own).
+/// Names are matched as the module gives them, demangled, and as Go's table gives them
+/// (read from `module` only when there are patterns to match).
 pub fn selected(
     settings: &TraceSettings,
-    names: &[String],
-    shown: &[Option<String>],
+    functions: &[crate::profile::FunctionInfo],
+    module: &[u8],
 ) -> Option<Vec<bool>> {
     if settings.only.is_empty() {
         return None;
     }
-    Some(
-        names
-            .iter()
-            .enumerate()
-            .map(|(id, name)| {
-                let other = shown
-                    .get(id)
-                    .cloned()
-                    .flatten()
-                    .or_else(|| crate::demangle::demangle(name));
-                settings
-                    .only
-                    .iter()
-                    .any(|p| p.matches(id as u32, name, other.as_deref()))
-            })
-            .collect(),
-    )
+    let names: Vec<String> = functions.iter().map(|f| f.name.clone()).collect();
+    let shown = crate::go_symbols::shown_names(module, &names);
+    Some(select(settings, &names, &shown))
+}
+
+/// [`selected`] given the module's names and the names shown where they differ.
+fn select(settings: &TraceSettings, names: &[String], shown: &[Option<String>]) -> Vec<bool> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(id, name)| {
+            let other = shown
+                .get(id)
+                .cloned()
+                .flatten()
+                .or_else(|| crate::demangle::demangle(name));
+            settings
+                .only
+                .iter()
+                .any(|p| p.matches(id as u32, name, other.as_deref()))
+        })
+        .collect()
 }
 
 /// Writes the run's trace beside its profile (aside, then renamed: an earlier trace is
@@ -268,7 +273,7 @@ mod tests {
             "_ZN3fib2goE".to_string(),
         ];
         assert_eq!(
-            selected(&settings, &names, &[None, None, None]),
+            Some(select(&settings, &names, &[None, None, None])),
             Some(vec![false, true, true])
         );
     }
