@@ -62,7 +62,14 @@ if [ "${#c_sources[@]}" -gt 0 ]; then
     for src in "${c_sources[@]}"; do
         out="${src%.c}.wasm"
         echo "cc   $(basename "$src") -> $(basename "$out")"
-        "$python" -m ziglang cc --target=wasm32-wasi -O2 -g -o "$out" "$src"
+        extra=()
+        case "$(basename "$src" .c)" in
+            # wasi-threads: atomics, a shared memory imported and exported, small stacks.
+            threads) extra=(-mcpu=generic+atomics+bulk_memory -Wl,--shared-memory
+                -Wl,--import-memory -Wl,--export-memory -Wl,--max-memory=4194304
+                -Wl,-z,stack-size=65536) ;;
+        esac
+        "$python" -m ziglang cc --target=wasm32-wasi -O2 -g "${extra[@]}" -o "$out" "$src"
     done
 fi
 

@@ -38,18 +38,6 @@ fn each_bad_input_is_one_line_and_exit_code_2() {
         r#"(module (import "env" "g" (func)) (func (export "_start")))"#,
     );
     assert_refused(&s, "env.wasm", "env::g");
-    // A threaded program (as `-pthread` builds for wasm32-wasip1-threads make them).
-    s.wat_module(
-        "threads.wasm",
-        r#"(module (import "env" "memory" (memory 1 1 shared))
-             (import "wasi" "thread-spawn" (func (param i32) (result i32)))
-             (func (export "_start")))"#,
-    );
-    assert_refused(
-        &s,
-        "threads.wasm",
-        "uses wasi-threads (it imports the shared memory `env::memory`), which wprof does not run yet",
-    );
     std::fs::write(
         s.path("bad.wat"),
         "(module (func (export \"_start\") i32.add2))",

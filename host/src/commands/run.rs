@@ -460,6 +460,38 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         allocations: outcome.allocations.clone(),
         ..profile
     };
+    if let Some((threads, unfinished)) = outcome.threads.take() {
+        // Each spawned thread as if alone, then all of them in one profile.
+        let mut others = Vec::new();
+        for thread in threads {
+            if let (Some(mine), Some(theirs)) = (profile.coverage.as_mut(), &thread.coverage) {
+                if let Err(e) = mine.merge(theirs) {
+                    warn(format_args!(
+                        "thread {}'s coverage not merged: {e}",
+                        thread.tid
+                    ));
+                }
+            }
+            let Some(collector) = &thread.collector else {
+                continue;
+            };
+            let own = crate::run::profile_of_run(
+                profile.module.clone(),
+                &prepared.functions,
+                prepared.stats,
+                settings.mode,
+                collector,
+                Ending {
+                    exit_code: 0,
+                    trap: None,
+                    wall_time: thread.wall_time,
+                    sampling: None,
+                },
+            );
+            others.push((thread.tid, own));
+        }
+        crate::profile::threads::merge(&mut profile, others, unfinished);
+    }
     if let Some(coverage) = &mut profile.coverage {
         // The calls the run counted: a Go function's first block also runs at re-entries.
         let calls: HashMap<u32, u64> = profile.functions.iter().map(|f| (f.id, f.calls)).collect();

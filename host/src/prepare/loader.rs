@@ -92,7 +92,8 @@ fn one_line(s: &str) -> String {
 }
 
 /// Checks the shape of a WASI command: an exported `_start` of type `[] -> []`, and
-/// imports from WASI preview 1 only.
+/// imports from WASI preview 1 only (and, for a threaded program, wasi-threads' shared
+/// memory and `wasi::thread-spawn`).
 fn check_command(bytes: &[u8]) -> Result<(), String> {
     use wasmparser::{Payload, TypeRef};
     let mut func_types: Vec<u32> = Vec::new();
@@ -120,17 +121,13 @@ fn check_command(bytes: &[u8]) -> Result<(), String> {
                         return Err("is already instrumented by wprof (it imports from `wprof`); run the original module".to_string());
                     }
                     // wasi-threads: a shared memory and `wasi::thread-spawn` (a program built
-                    // with `-pthread` for wasm32-wasip1-threads), named as such.
+                    // with `-pthread` for wasm32-wasip1-threads; see `crate::run::threads`).
                     let shared = matches!(import.ty, TypeRef::Memory(m) if m.shared);
                     if shared || (import.module == "wasi" && import.name == "thread-spawn") {
-                        return Err(format!(
-                            "uses wasi-threads (it imports {}), which wprof does not run yet",
-                            if shared {
-                                format!("the shared memory `{}::{}`", import.module, import.name)
-                            } else {
-                                "`wasi::thread-spawn`".to_string()
-                            }
-                        ));
+                        if let TypeRef::Func(t) | TypeRef::FuncExact(t) = import.ty {
+                            func_types.push(t);
+                        }
+                        continue;
                     }
                     if import.module != WASI_P1 {
                         return Err(format!(

@@ -169,6 +169,7 @@ mod tests {
             coverage: None,
             host_calls: Vec::new(),
             allocations: None,
+            threads: None,
         };
         p.functions = (0..2000)
             .map(|id| FunctionRecord {
@@ -201,6 +202,7 @@ mod tests {
                 inclusive: u64::from(id) * 991 % 1_000_000,
                 host: None,
                 allocs: None,
+                thread: None,
             })
             .collect();
         p

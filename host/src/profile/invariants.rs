@@ -62,10 +62,11 @@ impl Profile {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::profile::*;
 
-    fn profile() -> Profile {
+    /// A small consistent time-mode profile: `f0` (self 6) calls `f1` (self 4) once.
+    pub(crate) fn profile() -> Profile {
         let f = |id, self_time, inclusive| FunctionRecord {
             id,
             name: format!("f{id}"),
@@ -112,6 +113,7 @@ mod tests {
                 inclusive: 10,
                 host: None,
                 allocs: None,
+                thread: None,
             }],
             sampling: None,
             live: None,
@@ -120,6 +122,7 @@ mod tests {
             coverage: None,
             host_calls: Vec::new(),
             allocations: None,
+            threads: None,
         }
     }
 

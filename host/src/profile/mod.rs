@@ -9,6 +9,7 @@ pub mod coverage;
 mod file;
 mod invariants;
 mod model;
+pub mod threads;
 pub mod trace;
 
 pub use file::{write_bytes, write_with};

@@ -81,6 +81,34 @@ pub struct ContextRecord {
     /// here (see [`AllocFigures`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocs: Option<AllocFigures>,
+    /// A program that spawned threads: the thread this context ran on (0: the program's
+    /// first thread; others by the id `wasi::thread-spawn` gave them). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<u32>,
+}
+
+/// A program that spawned threads (wasi-threads): each thread's calling-context tree is in
+/// `contexts`, its nodes marked with the thread; functions and edges add up every thread.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadsRecord {
+    /// The threads whose trees are in the profile, the first thread first.
+    pub threads: Vec<ThreadRecord>,
+    /// Threads still running when the program ended: not in the profile.
+    pub unfinished: u32,
+}
+
+/// One thread of the program.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadRecord {
+    /// 0 for the program's first thread; the id `wasi::thread-spawn` returned for others.
+    pub id: u32,
+    /// Activations on this thread.
+    pub calls: u64,
+    /// Its total (self time, or instructions, of every function it ran).
+    pub total: u64,
+    /// Wall time from its start to its end, in nanoseconds (not in cost mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_time: Option<u64>,
 }
 
 /// The blocks an allocator handed out in one context, or in a whole run: exact, every
@@ -315,6 +343,9 @@ pub struct Profile {
     /// context in `contexts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocations: Option<AllocationsRecord>,
+    /// A program that spawned threads: its threads (see [`ThreadsRecord`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<ThreadsRecord>,
 }
 
 /// Adaptive mode: from each hot spot (a context where samples found the most self time) the

@@ -348,6 +348,7 @@ pub(crate) mod tests {
             inclusive,
             host: None,
             allocs: None,
+            thread: None,
         };
         Profile {
             format_version: crate::profile::FORMAT_VERSION,
@@ -390,6 +391,7 @@ pub(crate) mod tests {
             coverage: None,
             host_calls: Vec::new(),
             allocations: None,
+            threads: None,
             excluded_ns: None,
             unprobed: Vec::new(),
             untimed: Vec::new(),

@@ -53,7 +53,8 @@ pub fn config() -> wasmtime::Config {
         .wasm_exceptions(true)
         .wasm_extended_const(true)
         .wasm_memory64(true)
-        .wasm_wide_arithmetic(true);
+        .wasm_wide_arithmetic(true)
+        .shared_memory(true);
     if PERF_MAP.load(Ordering::Relaxed) {
         config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }

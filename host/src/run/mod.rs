@@ -41,6 +41,7 @@ pub mod runner;
 pub mod sampler;
 pub mod start;
 pub mod switches;
+pub mod threads;
 pub mod to_profile;
 pub mod window;
 

@@ -23,6 +23,7 @@ use crate::run::sampler::Samples;
 pub use crate::run::start::ProbeBytes;
 use crate::run::start::{call_start, StartProbes};
 use crate::run::switches::Switchboard;
+use crate::run::threads::{ThreadRun, Threads};
 use crate::settings::RunSettings;
 use crate::timings::{Timings, PROGRAM};
 
@@ -62,6 +63,9 @@ pub struct RunOutcome {
     pub allocations: Option<crate::profile::AllocationsRecord>,
     /// How long instantiating, running and collecting took.
     pub timings: Timings,
+    /// A program that spawned threads: the spawned threads that ended, and how many were
+    /// still running when the program ended (see [`crate::run::threads`]).
+    pub threads: Option<(Vec<ThreadRun>, u32)>,
 }
 
 /// Where the program's stdio goes.
@@ -73,7 +77,7 @@ pub enum Stdio {
     Discard,
 }
 
-fn wasi_context(settings: &RunSettings, stdio: Stdio) -> Result<WasiP1Ctx, Failure> {
+pub(crate) fn wasi_context(settings: &RunSettings, stdio: Stdio) -> Result<WasiP1Ctx, Failure> {
     let mut builder = WasiCtxBuilder::new();
     if stdio == Stdio::Inherit {
         builder.inherit_stdio();
@@ -95,7 +99,7 @@ fn wasi_context(settings: &RunSettings, stdio: Stdio) -> Result<WasiP1Ctx, Failu
 /// Inline modes: replays the module's tree into the collector, with each context's self
 /// cost (cost mode) or sampled time (sample and adaptive mode, where the samples'
 /// attribution is returned); and the tree.
-fn replay_tree(
+pub(crate) fn replay_tree(
     store: &mut Store<HostState>,
     instance: &wasmtime::Instance,
     samples: Option<&Samples>,
@@ -376,6 +380,11 @@ pub fn run(
         define_probes(&mut linker, mode)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
     }
+    let threaded = crate::run::threads::is_threaded(module);
+    let template = probes
+        .as_ref()
+        .filter(|_| threaded)
+        .map(|p| p.collector.fresh_copy());
     let (collector, log) = match probes {
         Some(Probes {
             collector,
@@ -407,6 +416,22 @@ pub fn run(
     if mode.is_some() {
         store.data_mut().host = Some(HostAccount::new(imported_functions(module), None));
     }
+    let threads = match threaded {
+        true => {
+            let threads = Threads::new(
+                engine,
+                module,
+                settings,
+                stdio,
+                mode,
+                template,
+                blocks.clone(),
+            )?;
+            threads.link(&mut linker, &store)?;
+            Some(threads)
+        }
+        false => None,
+    };
     let mut timings = Timings::new();
     let instantiated = timings.time("instantiate", || linker.instantiate(&mut store, module));
     if let Ok(instance) = &instantiated {
@@ -628,6 +653,7 @@ pub fn run(
         coverage,
         allocations,
         timings,
+        threads: threads.map(|t| t.take_ended()),
     })
 }
 

@@ -51,6 +51,55 @@ pub(crate) struct StartProbes<'a> {
 /// Adaptive mode: the walker, on the sampler's thread, and the clock the stopwatch reads.
 pub(crate) type Walking<'a> = Option<&'a mut Walker>;
 
+/// Where a thread of the program starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// The program's first thread: the command's `_start`.
+    Start,
+    /// A thread the program spawned (wasi-threads): `wasi_thread_start(tid, arg)`. Its
+    /// warnings are left to the first thread's.
+    Thread { tid: i32, arg: i32 },
+}
+
+/// The entry function, called.
+enum EntryFunc {
+    Start(wasmtime::TypedFunc<(), ()>),
+    Thread(wasmtime::TypedFunc<(i32, i32), ()>, i32, i32),
+}
+
+impl EntryFunc {
+    fn of(
+        store: &mut Store<HostState>,
+        instance: &wasmtime::Instance,
+        entry: Entry,
+        settings: &RunSettings,
+    ) -> Result<Self, Failure> {
+        let shown = settings.module.display();
+        match entry {
+            Entry::Start => instance
+                .get_typed_func::<(), ()>(&mut *store, "_start")
+                .map(EntryFunc::Start)
+                .map_err(|e| Failure::input(format!("{shown} has no usable `_start`: {e}"))),
+            Entry::Thread { tid, arg } => instance
+                .get_typed_func::<(i32, i32), ()>(&mut *store, crate::run::threads::THREAD_START)
+                .map(|f| EntryFunc::Thread(f, tid, arg))
+                .map_err(|e| {
+                    Failure::input(format!(
+                        "{shown} spawns threads but has no usable `{}`: {e}",
+                        crate::run::threads::THREAD_START
+                    ))
+                }),
+        }
+    }
+
+    fn call(&self, store: &mut Store<HostState>) -> wasmtime::Result<()> {
+        match self {
+            EntryFunc::Start(f) => f.call(store, ()),
+            EntryFunc::Thread(f, tid, arg) => f.call(store, (*tid, *arg)),
+        }
+    }
+}
+
 /// Calls the instance's `_start` (sampling it in sample mode): its result, the samples and
 /// its wall time in nanoseconds.
 pub(crate) fn call_start(
@@ -62,27 +111,46 @@ pub(crate) fn call_start(
     walker: Walking<'_>,
     timings: &mut Timings,
 ) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
+    call_entry(
+        store,
+        instance,
+        module,
+        Entry::Start,
+        probes,
+        settings,
+        walker,
+        timings,
+    )
+}
+
+/// Calls the thread's `entry` (sampling it in sample mode): its result, the samples and
+/// its wall time in nanoseconds.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn call_entry(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+    module: &Module,
+    entry: Entry,
+    probes: StartProbes<'_>,
+    settings: &RunSettings,
+    walker: Walking<'_>,
+    timings: &mut Timings,
+) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
     let StartProbes {
         mode,
         bytes: probe_bytes,
         switches,
         desk,
     } = probes;
-    let start = instance
-        .get_typed_func::<(), ()>(&mut *store, "_start")
-        .map_err(|e| {
-            Failure::input(format!(
-                "{} has no usable `_start`: {e}",
-                settings.module.display()
-            ))
-        })?;
+    let first = entry == Entry::Start;
+    let start = EntryFunc::of(store, instance, entry, settings)?;
     if mode.is_some_and(ProbeMode::counts_inline) {
         reset_slot(store, instance);
     }
     let cell = match mode {
         Some(m) if m.samples() => {
             let cell = current_cell(store, instance);
-            if cell.is_none() {
+            if cell.is_none() && first {
                 crate::say!(
                     "wprof: warning: sample mode cannot read the running context on this \
                      host; calls are counted, times will be zero"
@@ -102,7 +170,7 @@ pub(crate) fn call_start(
             let session = unsafe {
                 crate::run::interrupt::Session::begin(cell.as_ptr(), settings.sample_period)
             };
-            if session.is_none() {
+            if session.is_none() && first {
                 crate::say!(
                     "wprof: warning: sample mode cannot ask the program's thread where it is \
                      (SIGPROF is taken, no thread timer can be made, or this platform is not Linux \
@@ -139,7 +207,7 @@ pub(crate) fn call_start(
                         desk,
                     )
                 });
-                let result = start.call(&mut *store, ());
+                let result = start.call(&mut *store);
                 stop.store(true, Ordering::Release);
                 sampler.thread().unpark();
                 (result, sampler.join().ok())
@@ -154,7 +222,7 @@ pub(crate) fn call_start(
             (result, samples, wall_time)
         }
         None => {
-            let result = start.call(&mut *store, ());
+            let result = start.call(&mut *store);
             (result, None, started.elapsed())
         }
     };

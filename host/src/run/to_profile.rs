@@ -79,6 +79,7 @@ pub fn profile_of_run(
             inclusive: clamp(n.inclusive),
             host: collector.host_at(i as u32),
             allocs: collector.allocs_at(i as u32),
+            thread: None,
         })
         .collect();
     let unprobed = functions
@@ -134,5 +135,6 @@ pub fn profile_of_run(
         coverage: None,
         host_calls: Vec::new(),
         allocations: None,
+        threads: None,
     }
 }

@@ -114,6 +114,17 @@ impl Collector {
         }
     }
 
+    /// An empty collector configured as this one (its quantum, probe overhead and call
+    /// site offsets), for another thread of the same program; without a trace and Go's
+    /// goroutine state, which only the first thread keeps.
+    pub fn fresh_copy(&self) -> Self {
+        let mut copy = Collector::new(self.functions.len());
+        copy.quantum = self.quantum;
+        copy.overhead = self.overhead;
+        copy.call_site_offsets = self.call_site_offsets.clone();
+        copy
+    }
+
     /// Inline modes: splits edges by call site, `offsets` giving each function's call
     /// instruction offsets in order.
     pub fn with_call_site_offsets(mut self, offsets: HashMap<u32, Vec<u32>>) -> Self {

@@ -23,9 +23,7 @@ mod trampoline;
 use std::mem::MaybeUninit;
 use std::sync::{Arc, OnceLock};
 
-use wasmtime::{
-    AsContextMut, Caller, Extern, Func, Instance, Linker, Memory, Module, Store, ValRaw,
-};
+use wasmtime::{AsContextMut, Caller, Extern, Func, Instance, Linker, Module, Store, ValRaw};
 
 use crate::exit::Failure;
 use crate::injection::{Injection, InjectionRecord};
@@ -99,14 +97,15 @@ struct Route {
     reals: OnceLock<Vec<Func>>,
     /// The program's memory, and per real function the trampoline's function that calls
     /// it; `None` where no trampoline could be made.
-    connected: OnceLock<Option<(Memory, Vec<Func>)>>,
+    connected: OnceLock<Option<(Extern, Vec<Func>)>>,
 }
 
 impl Route {
-    /// Connects to the program's `memory` (see [`trampoline`]); `store` is the program's.
-    fn connect(&self, store: impl AsContextMut<Data = HostState>, memory: Memory) {
+    /// Connects to the program's `memory`, a memory or a shared memory (see
+    /// [`trampoline`]); `store` is the program's.
+    fn connect(&self, store: impl AsContextMut<Data = HostState>, memory: Extern) {
         self.connected.get_or_init(|| {
-            let vias = trampoline::connect(store, memory, self.reals.get()?);
+            let vias = trampoline::connect(store, memory.clone(), self.reals.get()?);
             if vias.is_none() {
                 tracing::warn!("no trampoline: WASI's calls run without the program's memory");
             }
@@ -119,7 +118,7 @@ impl Route {
     /// start function); the real function itself without one.
     fn to(&self, k: usize, caller: &mut Caller<'_, HostState>) -> Func {
         if self.connected.get().is_none() {
-            if let Some(Extern::Memory(memory)) = caller.get_export("memory") {
+            if let Some(memory) = caller.get_export("memory").filter(is_memory) {
                 self.connect(&mut *caller, memory);
             }
         }
@@ -133,9 +132,14 @@ impl Route {
     }
 
     /// The program's memory, once connected.
-    fn memory(&self) -> Option<Memory> {
-        self.connected.get()?.as_ref().map(|(m, _)| *m)
+    fn memory(&self) -> Option<&Extern> {
+        self.connected.get()?.as_ref().map(|(m, _)| m)
     }
+}
+
+/// Whether `export` is a memory, shared or not.
+fn is_memory(export: &Extern) -> bool {
+    matches!(export, Extern::Memory(_) | Extern::SharedMemory(_))
 }
 
 impl HostCalls {
@@ -238,7 +242,7 @@ impl HostCalls {
     pub fn connect(&self, store: &mut Store<HostState>, program: &Instance) {
         if let (Some(route), Some(memory)) = (
             self.route.as_ref(),
-            program.get_memory(&mut *store, "memory"),
+            program.get_export(&mut *store, "memory").filter(is_memory),
         ) {
             route.connect(store, memory);
         }
@@ -361,9 +365,19 @@ impl Wrapper {
 
     /// The `u32` at `at` in the program's memory (0 where out of bounds or unknown).
     fn read_u32(&self, caller: &Caller<'_, HostState>, at: u32) -> u32 {
-        self.route
-            .memory()
-            .and_then(|m| m.data(caller).get(at as usize..at as usize + 4))
-            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        let at = at as usize;
+        let word = match self.route.memory() {
+            Some(Extern::Memory(m)) => m
+                .data(caller)
+                .get(at..at + 4)
+                .map(|b| [b[0], b[1], b[2], b[3]]),
+            Some(Extern::SharedMemory(m)) => m.data().get(at..at + 4).map(|cells| {
+                // SAFETY: reading bytes other threads may write, as the program's own
+                // racy loads would: the word may be torn, never out of bounds.
+                [0, 1, 2, 3].map(|i| unsafe { *cells[i].get() })
+            }),
+            _ => None,
+        };
+        word.map_or(0, u32::from_le_bytes)
     }
 }

@@ -8,7 +8,7 @@ use wasm_encoder::{
     CodeSection, EntityType, ExportKind, ExportSection, Function, FunctionSection, ImportSection,
     Instruction, MemoryType, Module, TypeSection, ValType,
 };
-use wasmtime::{AsContextMut, Extern, Func, FuncType, Instance, Memory};
+use wasmtime::{AsContextMut, Extern, Func, FuncType, Instance};
 
 use crate::run::host_state::HostState;
 
@@ -32,10 +32,48 @@ fn number(ty: wasmtime::ValType) -> Option<ValType> {
     }
 }
 
-/// The trampoline module's bytes for functions of types `types`, beside a memory with 64-bit
-/// addresses or not and pages of `2^page_size_log2` bytes; `None` where a type is not made
-/// of numbers.
-pub fn module_bytes(types: &[FuncType], memory64: bool, page_size_log2: u8) -> Option<Vec<u8>> {
+/// The memory the trampoline imports: the program's, with 64-bit addresses or not, pages of
+/// `2^page_size_log2` bytes, and shared (wasi-threads) with its maximum in pages, or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryShape {
+    pub memory64: bool,
+    pub page_size_log2: u8,
+    pub shared_maximum: Option<u64>,
+}
+
+impl MemoryShape {
+    /// The shape of `memory` (a memory or a shared memory); `None` for anything else.
+    fn of(store: impl wasmtime::AsContext, memory: &Extern) -> Option<Self> {
+        match memory {
+            Extern::Memory(m) => {
+                let ty = m.ty(&store);
+                Some(MemoryShape {
+                    memory64: ty.is_64(),
+                    page_size_log2: ty.page_size_log2(),
+                    shared_maximum: None,
+                })
+            }
+            Extern::SharedMemory(m) => {
+                let ty = m.ty();
+                Some(MemoryShape {
+                    memory64: ty.is_64(),
+                    page_size_log2: ty.page_size_log2(),
+                    shared_maximum: Some(ty.maximum()?),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The trampoline module's bytes for functions of types `types`, beside a memory of shape
+/// `memory`; `None` where a type is not made of numbers.
+pub fn module_bytes(types: &[FuncType], memory: MemoryShape) -> Option<Vec<u8>> {
+    let MemoryShape {
+        memory64,
+        page_size_log2,
+        shared_maximum,
+    } = memory;
     let mut type_section = TypeSection::new();
     let mut imports = ImportSection::new();
     let mut functions = FunctionSection::new();
@@ -46,9 +84,9 @@ pub fn module_bytes(types: &[FuncType], memory64: bool, page_size_log2: u8) -> O
         "memory",
         EntityType::Memory(MemoryType {
             minimum: 0,
-            maximum: None,
+            maximum: shared_maximum,
             memory64,
-            shared: false,
+            shared: shared_maximum.is_some(),
             page_size_log2: (page_size_log2 != 16).then_some(u32::from(page_size_log2)),
         }),
     );
@@ -79,26 +117,23 @@ pub fn module_bytes(types: &[FuncType], memory64: bool, page_size_log2: u8) -> O
     Some(module.finish())
 }
 
-/// Instantiates the trampoline for `reals` beside `memory` (from inside a call to the
-/// host: `store` is the caller's); returns, per real function, the function the wrapper
-/// calls instead. `None` (and the wrappers call the real
+/// Instantiates the trampoline for `reals` beside `memory` (the program's memory or shared
+/// memory; from inside a call to the host: `store` is the caller's); returns, per real
+/// function, the function the wrapper calls instead. `None` (and the wrappers call the real
 /// functions directly) where it cannot be made.
 pub fn connect(
     mut store: impl AsContextMut<Data = HostState>,
-    memory: Memory,
+    memory: Extern,
     reals: &[Func],
 ) -> Option<Vec<Func>> {
     let mut store = store.as_context_mut();
     let types: Vec<FuncType> = reals.iter().map(|f| f.ty(&store)).collect();
-    let ty = memory.ty(&store);
-    if ty.is_shared() {
-        return None;
-    }
-    let bytes = module_bytes(&types, ty.is_64(), ty.page_size_log2())?;
+    let shape = MemoryShape::of(&store, &memory)?;
+    let bytes = module_bytes(&types, shape)?;
     let module = wasmtime::Module::new(store.engine(), &bytes)
         .map_err(|e| tracing::warn!("cannot compile the host calls' trampoline: {e}"))
         .ok()?;
-    let mut imports: Vec<Extern> = vec![memory.into()];
+    let mut imports: Vec<Extern> = vec![memory];
     imports.extend(reals.iter().map(|&f| Extern::Func(f)));
     let instance = Instance::new(&mut store, &module, &imports)
         .map_err(|e| tracing::warn!("cannot instantiate the host calls' trampoline: {e}"))
@@ -122,10 +157,22 @@ mod tests {
             FuncType::new(&engine, [V::F32, V::F64], []),
         ];
         for memory64 in [false, true] {
-            let bytes = module_bytes(&types, memory64, 16).unwrap();
-            wasmparser::Validator::new().validate_all(&bytes).unwrap();
+            for shared_maximum in [None, Some(16)] {
+                let shape = MemoryShape {
+                    memory64,
+                    page_size_log2: 16,
+                    shared_maximum,
+                };
+                let bytes = module_bytes(&types, shape).unwrap();
+                wasmparser::Validator::new().validate_all(&bytes).unwrap();
+            }
         }
         let reference = FuncType::new(&engine, [V::EXTERNREF], []);
-        assert!(module_bytes(&[reference], false, 16).is_none());
+        let plain = MemoryShape {
+            memory64: false,
+            page_size_log2: 16,
+            shared_maximum: None,
+        };
+        assert!(module_bytes(&[reference], plain).is_none());
     }
 }

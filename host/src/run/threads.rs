@@ -1,0 +1,347 @@
+//! Programs that spawn threads (wasi-threads): a module that imports a shared memory, and
+//! `wasi::thread-spawn` to start a thread at its export `wasi_thread_start(tid, arg)`.
+//!
+//! Each spawned thread runs on a thread of its own, in a store of its own, with a new
+//! instance of the same compiled module over the one shared memory, as wasi-threads
+//! prescribes. The instance's globals and the memory the agent adds are the thread's own,
+//! so each thread counts into its own calling-context tree and, in time mode, logs into its
+//! own collector; the runner merges them when the program ends (see
+//! [`crate::profile::threads`]). A thread's WASI context is made from the same settings as
+//! the first thread's (arguments, environment, stdio, `--dir`): descriptors it opens are
+//! its own.
+//!
+//! Sample mode samples a spawned thread by its calling-context cell, without its program
+//! counter: the process has one timer signal, the first thread's. Host-call figures,
+//! `--inject` into WASI, `--allocs`, `--trace`, live switching, `--serve` and adaptive mode
+//! see the first thread only.
+//!
+//! A spawned thread that traps or calls `proc_exit` ends the whole program, as under
+//! wasi-threads: wprof prints what `wasmtime run` would and exits with the program's code,
+//! with one warning that no profile was written.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use wasmtime::{Engine, InstancePre, Linker, Module, SharedMemory, Store};
+use wprof_agent::ProbeMode;
+
+use crate::exit::Failure;
+use crate::profile::coverage::Coverage;
+use crate::run::collector::Collector;
+use crate::run::host_state::{define_probes, reset_slot, HostState};
+use crate::run::probe_log::ProbeLog;
+use crate::run::runner::Stdio;
+use crate::run::start::{call_entry, Entry, StartProbes};
+use crate::settings::RunSettings;
+use crate::timings::Timings;
+
+/// The export a spawned thread starts at.
+pub const THREAD_START: &str = "wasi_thread_start";
+/// The import that spawns a thread.
+const SPAWN: (&str, &str) = ("wasi", "thread-spawn");
+/// The largest thread id wasi-threads allows.
+const MAX_TID: u32 = 0x1FFF_FFFF;
+
+/// Whether `module` is a threaded program: it imports a shared memory.
+pub fn is_threaded(module: &Module) -> bool {
+    module
+        .imports()
+        .any(|i| matches!(i.ty(), wasmtime::ExternType::Memory(m) if m.is_shared()))
+}
+
+/// One spawned thread that ran to its end.
+#[derive(Debug)]
+pub struct ThreadRun {
+    /// The id `thread-spawn` gave it.
+    pub tid: u32,
+    /// Its collector, every frame closed (instrumented runs).
+    pub collector: Option<Collector>,
+    /// Its wall time in nanoseconds.
+    pub wall_time: u64,
+    /// Coverage: its block counts.
+    pub coverage: Option<Coverage>,
+}
+
+/// What the threads of one run share: how to start one, and the ones that ended.
+pub struct Threads {
+    engine: Engine,
+    module: Module,
+    settings: RunSettings,
+    stdio: Stdio,
+    mode: Option<ProbeMode>,
+    /// An empty collector configured for this run, copied for each thread.
+    template: Mutex<Option<Collector>>,
+    /// Coverage: the block map, filled by each thread.
+    blocks: Option<Coverage>,
+    memories: Vec<(String, String, SharedMemory)>,
+    /// The module linked for spawned threads (set once, before the program starts).
+    pre: OnceLock<InstancePre<HostState>>,
+    next: AtomicU32,
+    running: AtomicU32,
+    ended: Mutex<Vec<ThreadRun>>,
+}
+
+impl std::fmt::Debug for Threads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Threads")
+            .field("running", &self.running)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Threads {
+    /// The threads of a run of `module` (threaded: see [`is_threaded`]): creates its shared
+    /// memories and links the module for the threads it will spawn.
+    pub(crate) fn new(
+        engine: &Engine,
+        module: &Module,
+        settings: &RunSettings,
+        stdio: Stdio,
+        mode: Option<ProbeMode>,
+        template: Option<Collector>,
+        blocks: Option<Coverage>,
+    ) -> Result<Arc<Threads>, Failure> {
+        let mut memories = Vec::new();
+        for import in module.imports() {
+            if let wasmtime::ExternType::Memory(ty) = import.ty() {
+                if ty.is_shared() {
+                    let memory = SharedMemory::new(engine, ty).map_err(|e| {
+                        Failure::input(format!("cannot create the shared memory: {e}"))
+                    })?;
+                    memories.push((
+                        import.module().to_string(),
+                        import.name().to_string(),
+                        memory,
+                    ));
+                }
+            }
+        }
+        let threads = Arc::new(Threads {
+            engine: engine.clone(),
+            module: module.clone(),
+            settings: settings.clone(),
+            stdio,
+            mode,
+            template: Mutex::new(template),
+            blocks,
+            memories,
+            pre: OnceLock::new(),
+            next: AtomicU32::new(1),
+            running: AtomicU32::new(0),
+            ended: Mutex::new(Vec::new()),
+        });
+        let mut linker: Linker<HostState> = Linker::new(engine);
+        wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut HostState| &mut s.wasi)
+            .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
+        if let Some(mode) = mode {
+            define_probes(&mut linker, mode)
+                .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
+        }
+        let store = Store::new(engine, threads.state(None)?);
+        threads.link(&mut linker, &store)?;
+        let pre = linker
+            .instantiate_pre(module)
+            .map_err(|e| Failure::input(format!("cannot link a thread's instance: {e}")))?;
+        let _ = threads.pre.set(pre);
+        Ok(threads)
+    }
+
+    /// Defines the shared memories and `thread-spawn` in `linker` (the first thread's, or
+    /// the spawned threads').
+    pub(crate) fn link(
+        self: &Arc<Self>,
+        linker: &mut Linker<HostState>,
+        store: &Store<HostState>,
+    ) -> Result<(), Failure> {
+        let failed = |e: wasmtime::Error| Failure::input(format!("cannot link threads: {e}"));
+        for (module, name, memory) in &self.memories {
+            linker
+                .define(store, module, name, memory.clone())
+                .map_err(failed)?;
+        }
+        // The spawned threads' linker holds this closure, which holds the threads: a cycle
+        // that lives as long as the process, like the threads themselves.
+        let threads = self.clone();
+        linker
+            .func_wrap(SPAWN.0, SPAWN.1, move |arg: i32| -> i32 {
+                threads.spawn(arg)
+            })
+            .map_err(failed)?;
+        Ok(())
+    }
+
+    /// A new thread's store state: its WASI context, and its own collector.
+    fn state(&self, template: Option<Collector>) -> Result<HostState, Failure> {
+        let (collector, log) = match (self.mode, template) {
+            (Some(ProbeMode::Time), Some(c)) => (None, Some(ProbeLog::start(c))),
+            (_, c) => (c, None),
+        };
+        Ok(HostState {
+            wasi: crate::run::runner::wasi_context(&self.settings, self.stdio)?,
+            collector,
+            log,
+            stopwatch: None,
+            host: None,
+            allocs: None,
+            injected: None,
+        })
+    }
+
+    /// `thread-spawn`: starts a thread at `wasi_thread_start(tid, arg)`; its id, or a
+    /// negative number when none can be started.
+    fn spawn(self: &Arc<Self>, arg: i32) -> i32 {
+        let tid = self.next.fetch_add(1, Ordering::Relaxed);
+        if tid > MAX_TID {
+            return -1;
+        }
+        let threads = self.clone();
+        self.running.fetch_add(1, Ordering::AcqRel);
+        let started = std::thread::Builder::new()
+            .name(format!("wasm thread {tid}"))
+            .spawn(move || threads.run(tid, arg));
+        match started {
+            Ok(_) => tid as i32,
+            Err(e) => {
+                self.running.fetch_sub(1, Ordering::AcqRel);
+                tracing::warn!(%e, "cannot start a thread");
+                -1
+            }
+        }
+    }
+
+    /// Runs the spawned thread `tid` to its end.
+    fn run(&self, tid: u32, arg: i32) {
+        match self.run_thread(tid, arg) {
+            Ok(run) => {
+                self.ended
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(run);
+                self.running.fetch_sub(1, Ordering::AcqRel);
+            }
+            Err(ending) => ending.end_program(tid, &self.settings),
+        }
+    }
+
+    fn run_thread(&self, tid: u32, arg: i32) -> Result<ThreadRun, ThreadEnding> {
+        let template = self
+            .template
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(Collector::fresh_copy);
+        let state = self.state(template).map_err(ThreadEnding::Wprof)?;
+        let mut store = Store::new(&self.engine, state);
+        let Some(pre) = self.pre.get() else {
+            return Err(ThreadEnding::Wprof(Failure::input(
+                "a thread was spawned before threads were linked",
+            )));
+        };
+        let instance = pre.instantiate(&mut store).map_err(ThreadEnding::Program)?;
+        if self.mode.is_some_and(ProbeMode::counts_inline) {
+            reset_slot(&mut store, &instance);
+        }
+        let mut timings = Timings::new();
+        let (result, samples, wall_time) = call_entry(
+            &mut store,
+            &instance,
+            &self.module,
+            Entry::Thread {
+                tid: tid as i32,
+                arg,
+            },
+            StartProbes {
+                mode: self.mode,
+                bytes: None,
+                switches: None,
+                desk: None,
+            },
+            &self.settings,
+            None,
+            &mut timings,
+        )
+        .map_err(ThreadEnding::Wprof)?;
+        result.map_err(ThreadEnding::Program)?;
+        let mut coverage = None;
+        if self.mode.is_some_and(ProbeMode::counts_inline) {
+            crate::run::runner::replay_tree(&mut store, &instance, samples.as_ref());
+            coverage = self
+                .blocks
+                .clone()
+                .and_then(|map| crate::run::coverage::read(&mut store, &instance, map).ok());
+        }
+        let state = store.into_data();
+        let collector = match state.log {
+            Some(log) => Some(log.finish().0),
+            None => state.collector.map(|mut c| {
+                c.finish_at(c.last());
+                c
+            }),
+        };
+        Ok(ThreadRun {
+            tid,
+            collector,
+            wall_time,
+            coverage,
+        })
+    }
+
+    /// The spawned threads that ended, and how many are still running.
+    pub fn take_ended(&self) -> (Vec<ThreadRun>, u32) {
+        let mut ended = std::mem::take(&mut *self.ended.lock().unwrap_or_else(|e| e.into_inner()));
+        ended.sort_by_key(|t| t.tid);
+        (ended, self.running.load(Ordering::Acquire))
+    }
+}
+
+/// How a spawned thread ended the program.
+enum ThreadEnding {
+    /// A trap, `proc_exit` or a host error.
+    Program(wasmtime::Error),
+    /// wprof could not run the thread.
+    Wprof(Failure),
+}
+
+impl ThreadEnding {
+    /// Ends the process as the thread ended the program.
+    fn end_program(self, tid: u32, settings: &RunSettings) -> ! {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        let shown = settings.module.display();
+        let code = match self {
+            ThreadEnding::Program(e) => {
+                if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
+                    crate::say!(
+                        "wprof: warning: thread {tid} of {shown} ended the program (exit code {}); \
+                         no profile written",
+                        exit.0
+                    );
+                    exit.0
+                } else {
+                    let trap = e.downcast_ref::<wasmtime::Trap>().is_some();
+                    crate::say!(
+                        "Error: thread {tid} of {shown} failed: {}",
+                        e.root_cause()
+                            .to_string()
+                            .lines()
+                            .next()
+                            .unwrap_or_default()
+                    );
+                    crate::say!(
+                        "wprof: warning: thread {tid} ended the program; no profile written"
+                    );
+                    if trap {
+                        crate::exit::TRAP
+                    } else {
+                        1
+                    }
+                }
+            }
+            ThreadEnding::Wprof(failure) => {
+                crate::say!("wprof: error: thread {tid} of {shown}: {failure}");
+                crate::exit::USAGE_OR_INPUT
+            }
+        };
+        std::process::exit(code)
+    }
+}
