@@ -34,5 +34,6 @@ mod serve;
 mod short;
 mod spec;
 mod support;
+mod threads;
 mod tools;
 mod trace;

@@ -57,7 +57,11 @@ pub fn print(
         }
     ));
     if let Some(threads) = &profile.threads {
-        out.push_str(&threads_line(threads, &profile.unit));
+        out.push_str("wprof: ");
+        out.push_str(&crate::report::text::threads_summary(
+            threads,
+            &profile.unit,
+        ));
     }
     if let Some(s) = &profile.sampling {
         out.push_str(&format!(
@@ -121,39 +125,4 @@ pub fn print(
         ));
     }
     crate::say_text!("{out}");
-}
-
-/// A threaded program's line: each thread's calls and total (the first few), and the
-/// threads that were still running.
-fn threads_line(threads: &crate::profile::ThreadsRecord, unit: &str) -> String {
-    const SHOWN: usize = 8;
-    let mut parts: Vec<String> = threads
-        .threads
-        .iter()
-        .take(SHOWN)
-        .map(|t| {
-            format!(
-                "#{} {} calls, {}",
-                t.id,
-                t.calls,
-                crate::display::format_amount(t.total, unit)
-            )
-        })
-        .collect();
-    if threads.threads.len() > SHOWN {
-        parts.push(format!("{} more", threads.threads.len() - SHOWN));
-    }
-    let mut line = format!(
-        "wprof: {} threads (#0 the first, the others spawned): {}",
-        threads.threads.len(),
-        parts.join("; ")
-    );
-    if threads.unfinished > 0 {
-        line.push_str(&format!(
-            "; {} still running when the program ended, not in the profile",
-            threads.unfinished
-        ));
-    }
-    line.push('\n');
-    line
 }

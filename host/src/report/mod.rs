@@ -270,6 +270,8 @@ pub struct Stack {
     pub host: Option<crate::profile::HostFigures>,
     /// An allocator's context: the blocks it handed out.
     pub allocs: Option<crate::profile::AllocFigures>,
+    /// A threaded program: the thread the context ran on.
+    pub thread: Option<u32>,
 }
 
 /// Every context of the profile as a stack, in the profile's order (parents before
@@ -293,6 +295,7 @@ pub fn stacks(profile: &Profile) -> Vec<Stack> {
             inclusive: c.inclusive,
             host: c.host,
             allocs: c.allocs,
+            thread: c.thread,
         });
         paths.push(path);
     }

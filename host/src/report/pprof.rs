@@ -13,7 +13,11 @@
 //! and `host_bytes` (bytes the I/O functions moved). A profile with allocations
 //! (`--allocs`) has the four of Go's heap profiles, non-zero in allocators' contexts:
 //! `alloc_objects` and `alloc_space` (blocks and bytes handed out), `inuse_objects` and
-//! `inuse_space` (those still live when the program ended).
+//! `inuse_space` (those still live when the program ended). A threaded program's samples
+//! carry the label `thread` (`0` the program's first thread, others by the id
+//! `thread-spawn` gave them): `go tool pprof -tags` lists the threads and
+//! `-tagfocus=thread=^2$` shows one (a regular expression: a bare number
+//! would be taken for a numeric label's range).
 //!
 //! The messages are written here with prost's derive, following the field numbers of
 //! `profile.proto` in github.com/google/pprof.
@@ -86,6 +90,18 @@ pub struct Sample {
     /// One value per sample type.
     #[prost(int64, repeated, packed = "true", tag = "2")]
     pub value: Vec<i64>,
+    /// Labels (a threaded program's `thread`).
+    #[prost(message, repeated, tag = "3")]
+    pub label: Vec<Label>,
+}
+
+/// `Label`: a key and a string value (string table indices).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Label {
+    #[prost(int64, tag = "1")]
+    pub key: i64,
+    #[prost(int64, tag = "2")]
+    pub str: i64,
 }
 
 /// `Mapping`: the module.
@@ -271,6 +287,7 @@ pub fn build(profile: &Profile, symbols: &Symbols) -> PprofProfile {
     // Cost mode with block counts: a location per source line of each function, the
     // leaf's self cost split over them (see `line_locations`).
     let by_line = line_locations(profile, symbols, &mut strings, &mut function, &mut location);
+    let thread_key = profile.threads.is_some().then(|| strings.intern("thread"));
     let mut sample = Vec::new();
     for s in stacks(profile)
         .into_iter()
@@ -298,6 +315,15 @@ pub fn build(profile: &Profile, symbols: &Symbols) -> PprofProfile {
             .map(|&id| u64::from(id) + 1)
             .collect();
         let leaf = *s.functions.last().expect("a context has a function");
+        let label: Vec<Label> = s
+            .thread
+            .zip(thread_key)
+            .map(|(t, key)| Label {
+                key,
+                str: strings.intern(&t.to_string()),
+            })
+            .into_iter()
+            .collect();
         // The leaf's self cost by line, or whole at the function's location.
         let shares = match by_line.get(&leaf) {
             Some(lines) => split(s.self_time, lines),
@@ -310,7 +336,11 @@ pub fn build(profile: &Profile, symbols: &Symbols) -> PprofProfile {
             value.extend(extra.iter().map(|&v| if first { v } else { 0 }));
             let mut location_id = vec![at];
             location_id.extend(&callers);
-            sample.push(Sample { location_id, value });
+            sample.push(Sample {
+                location_id,
+                value,
+                label: label.clone(),
+            });
         }
     }
     let comment = vec![strings.intern(&format!(

@@ -1,5 +1,6 @@
 //! `--format speedscope`: speedscope's file format (its published
-//! `file-format-schema.json`), one "sampled" profile whose samples are the stacks of the
+//! `file-format-schema.json`), one "sampled" profile (a threaded program: one per thread)
+//! whose samples are the stacks of the
 //! calling-context tree, weighted by their self time (or cost). Recursion is collapsed in
 //! the contexts, as in [`super::folded`].
 
@@ -27,39 +28,58 @@ pub fn render(profile: &Profile, symbols: &Symbols) -> anyhow::Result<String> {
             None => json!({ "name": f.name, "file": profile.module.path }),
         })
         .collect();
-    let (samples, weights): (Vec<Vec<usize>>, Vec<u64>) = stacks(profile)
-        .into_iter()
-        .filter(|s| s.self_time > 0)
-        .filter_map(|s| {
-            let frames: Option<Vec<usize>> = s
-                .functions
-                .iter()
-                .map(|id| index.get(id).copied())
-                .collect();
-            Some((frames?, s.self_time))
-        })
-        .unzip();
-    let total: u64 = weights.iter().sum();
     let unit = if profile.unit == "ns" {
         "nanoseconds"
     } else {
         "none"
     };
+    // One profile, or one per thread of a threaded program.
+    let threads: Vec<Option<u32>> = match &profile.threads {
+        Some(t) => t.threads.iter().map(|t| Some(t.id)).collect(),
+        None => vec![None],
+    };
+    let all = stacks(profile);
+    let profiles: Vec<_> = threads
+        .iter()
+        .map(|&thread| {
+            let (samples, weights): (Vec<Vec<usize>>, Vec<u64>) = all
+                .iter()
+                .filter(|s| s.self_time > 0 && s.thread == thread)
+                .filter_map(|s| {
+                    let frames: Option<Vec<usize>> = s
+                        .functions
+                        .iter()
+                        .map(|id| index.get(id).copied())
+                        .collect();
+                    Some((frames?, s.self_time))
+                })
+                .unzip();
+            let total: u64 = weights.iter().sum();
+            let name = match thread {
+                Some(id) => format!(
+                    "{} thread #{id} ({} mode)",
+                    profile.module.path, profile.mode
+                ),
+                None => format!("{} ({} mode)", profile.module.path, profile.mode),
+            };
+            json!({
+                "type": "sampled",
+                "name": name,
+                "unit": unit,
+                "startValue": 0,
+                "endValue": total,
+                "samples": samples,
+                "weights": weights,
+            })
+        })
+        .collect();
     let file = json!({
         "$schema": "https://www.speedscope.app/file-format-schema.json",
         "exporter": profile.tool,
         "name": format!("{} ({})", profile.module.path, profile.unit),
         "activeProfileIndex": 0,
         "shared": { "frames": frames },
-        "profiles": [{
-            "type": "sampled",
-            "name": format!("{} ({} mode)", profile.module.path, profile.mode),
-            "unit": unit,
-            "startValue": 0,
-            "endValue": total,
-            "samples": samples,
-            "weights": weights,
-        }],
+        "profiles": profiles,
     });
     let mut out = serde_json::to_string(&file)?;
     out.push('\n');

@@ -67,6 +67,9 @@ pub fn render(profile: &Profile, options: &Options) -> String {
         profile.functions.len(),
         profile.functions.iter().map(|f| f.calls).sum::<u64>(),
     );
+    if let Some(threads) = &profile.threads {
+        out.push_str(&threads_summary(threads, &profile.unit));
+    }
     if let Some(s) = &profile.sampling {
         let _ = writeln!(
             out,
@@ -286,6 +289,42 @@ fn more_edges(out: &mut String, what: &str, left_out: &[&EdgeRecord], inclusive:
         left_out.len(),
         percent(rest, inclusive)
     );
+}
+
+/// A threaded program's threads: each one's calls and total (the first few), and the
+/// threads that were still running when it ended.
+pub fn threads_summary(threads: &crate::profile::ThreadsRecord, unit: &str) -> String {
+    const SHOWN: usize = 8;
+    let mut parts: Vec<String> = threads
+        .threads
+        .iter()
+        .take(SHOWN)
+        .map(|t| {
+            format!(
+                "#{} {} calls, {}",
+                t.id,
+                t.calls,
+                format_amount(t.total, unit)
+            )
+        })
+        .collect();
+    if threads.threads.len() > SHOWN {
+        parts.push(format!("{} more", threads.threads.len() - SHOWN));
+    }
+    let mut line = format!(
+        "{} threads (#0 the first, the others spawned): {}",
+        threads.threads.len(),
+        parts.join("; ")
+    );
+    if threads.unfinished > 0 {
+        let _ = write!(
+            line,
+            "; {} still running when the program ended, not in the profile",
+            threads.unfinished
+        );
+    }
+    line.push('\n');
+    line
 }
 
 /// Live probes: the changes, and for each function that was ever off, how long it was on

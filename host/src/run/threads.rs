@@ -20,7 +20,8 @@
 //! with one warning that no profile was written.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Duration;
 
 use wasmtime::{Engine, InstancePre, Linker, Module, SharedMemory, Store};
 use wprof_agent::ProbeMode;
@@ -77,14 +78,31 @@ pub struct Threads {
     /// The module linked for spawned threads (set once, before the program starts).
     pre: OnceLock<InstancePre<HostState>>,
     next: AtomicU32,
-    running: AtomicU32,
-    ended: Mutex<Vec<ThreadRun>>,
+    /// Where the spawned threads are, told to [`Threads::take_ended`] through `changed`.
+    progress: Mutex<Progress>,
+    changed: Condvar,
 }
+
+/// Where the spawned threads are.
+#[derive(Debug, Default)]
+struct Progress {
+    /// Started and still running wasm.
+    in_wasm: u32,
+    /// Done with wasm, their profile being collected.
+    collecting: u32,
+    /// Done.
+    ended: Vec<ThreadRun>,
+}
+
+/// How long the end of the program waits for spawned threads still in wasm: a thread the
+/// program joined has returned from its last C function but may still be in the last
+/// instructions of `wasi_thread_start` when the first thread ends.
+const GRACE: Duration = Duration::from_millis(20);
 
 impl std::fmt::Debug for Threads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Threads")
-            .field("running", &self.running)
+            .field("progress", &self.progress)
             .finish_non_exhaustive()
     }
 }
@@ -127,8 +145,8 @@ impl Threads {
             memories,
             pre: OnceLock::new(),
             next: AtomicU32::new(1),
-            running: AtomicU32::new(0),
-            ended: Mutex::new(Vec::new()),
+            progress: Mutex::new(Progress::default()),
+            changed: Condvar::new(),
         });
         let mut linker: Linker<HostState> = Linker::new(engine);
         wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut HostState| &mut s.wasi)
@@ -195,14 +213,14 @@ impl Threads {
             return -1;
         }
         let threads = self.clone();
-        self.running.fetch_add(1, Ordering::AcqRel);
+        self.update(|p| p.in_wasm += 1);
         let started = std::thread::Builder::new()
             .name(format!("wasm thread {tid}"))
             .spawn(move || threads.run(tid, arg));
         match started {
             Ok(_) => tid as i32,
             Err(e) => {
-                self.running.fetch_sub(1, Ordering::AcqRel);
+                self.update(|p| p.in_wasm -= 1);
                 tracing::warn!(%e, "cannot start a thread");
                 -1
             }
@@ -211,19 +229,37 @@ impl Threads {
 
     /// Runs the spawned thread `tid` to its end.
     fn run(&self, tid: u32, arg: i32) {
-        match self.run_thread(tid, arg) {
-            Ok(run) => {
-                self.ended
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(run);
-                self.running.fetch_sub(1, Ordering::AcqRel);
-            }
-            Err(ending) => ending.end_program(tid, &self.settings),
+        let wasm_done = std::cell::Cell::new(false);
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.run_thread(tid, arg, &wasm_done)
+        }));
+        match ran {
+            Ok(Ok(run)) => self.update(|p| {
+                p.collecting -= 1;
+                p.ended.push(run);
+            }),
+            Ok(Err(ending)) => ending.end_program(tid, &self.settings),
+            // A defect of wprof's (reported by the panic hook): the thread is left out, and
+            // the end of the program does not wait for it.
+            Err(_) => self.update(|p| match wasm_done.get() {
+                true => p.collecting -= 1,
+                false => p.in_wasm -= 1,
+            }),
         }
     }
 
-    fn run_thread(&self, tid: u32, arg: i32) -> Result<ThreadRun, ThreadEnding> {
+    /// Changes the threads' progress and tells whoever waits.
+    fn update(&self, change: impl FnOnce(&mut Progress)) {
+        change(&mut self.progress.lock().unwrap_or_else(|e| e.into_inner()));
+        self.changed.notify_all();
+    }
+
+    fn run_thread(
+        &self,
+        tid: u32,
+        arg: i32,
+        wasm_done: &std::cell::Cell<bool>,
+    ) -> Result<ThreadRun, ThreadEnding> {
         let template = self
             .template
             .lock()
@@ -262,6 +298,11 @@ impl Threads {
         )
         .map_err(ThreadEnding::Wprof)?;
         result.map_err(ThreadEnding::Program)?;
+        self.update(|p| {
+            p.in_wasm -= 1;
+            p.collecting += 1;
+        });
+        wasm_done.set(true);
         let mut coverage = None;
         if self.mode.is_some_and(ProbeMode::counts_inline) {
             crate::run::runner::replay_tree(&mut store, &instance, samples.as_ref());
@@ -286,11 +327,22 @@ impl Threads {
         })
     }
 
-    /// The spawned threads that ended, and how many are still running.
+    /// Once the program's first thread has ended: the spawned threads that ended, and how
+    /// many are still running. Waits up to [`GRACE`] for threads still in wasm, then for
+    /// the profiles of those done with it.
     pub fn take_ended(&self) -> (Vec<ThreadRun>, u32) {
-        let mut ended = std::mem::take(&mut *self.ended.lock().unwrap_or_else(|e| e.into_inner()));
+        let progress = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        let (progress, _) = self
+            .changed
+            .wait_timeout_while(progress, GRACE, |p| p.in_wasm > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        let mut progress = self
+            .changed
+            .wait_while(progress, |p| p.collecting > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        let mut ended = std::mem::take(&mut progress.ended);
         ended.sort_by_key(|t| t.tid);
-        (ended, self.running.load(Ordering::Acquire))
+        (ended, progress.in_wasm)
     }
 }
 

@@ -1,0 +1,201 @@
+//! Threaded programs (wasi-threads) through the binary: `samples/threads.wasm` spawns three
+//! threads whose calls are known by construction (thread k calls `leaf` 1000·k times, the
+//! first thread 500 times), so every mode's profile is checked exactly, thread by thread;
+//! a thread that traps or exits ends the program with its code; the reports that know
+//! threads (pprof's `thread` label, Firefox's threads, speedscope's profiles) are read back.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::support::{sample, stderr, stdout, Scratch};
+
+const OUTPUT: &str = "total 21371750\n";
+
+/// Per thread, the calls of the function named `name` (from the contexts).
+fn calls_by_thread(profile: &Value, name: &str) -> BTreeMap<u64, u64> {
+    let id = profile["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap_or_else(|| panic!("no function {name}"))["id"]
+        .clone();
+    let mut out = BTreeMap::new();
+    for c in profile["contexts"].as_array().unwrap() {
+        if c["function"] == id {
+            let thread = c["thread"].as_u64().expect("every context has its thread");
+            *out.entry(thread).or_default() += c["calls"].as_u64().unwrap();
+        }
+    }
+    out
+}
+
+fn run(s: &Scratch, mode: &str, out: &str, args: &[&str]) -> std::process::Output {
+    let path = sample("threads.wasm");
+    let mut all = vec![
+        "run",
+        "-q",
+        "--mode",
+        mode,
+        "-o",
+        out,
+        path.to_str().unwrap(),
+    ];
+    if !args.is_empty() {
+        all.push("--");
+        all.extend(args);
+    }
+    s.run(&all)
+}
+
+#[test]
+fn every_mode_counts_each_thread_exactly() {
+    let s = Scratch::new();
+    for mode in ["sample", "time", "cost", "adaptive"] {
+        let name = format!("{mode}.wprof");
+        let out = run(&s, mode, &name, &[]);
+        assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+        assert_eq!(stdout(&out), OUTPUT, "{mode}");
+        let p = s.profile(&name);
+        let threads: Vec<u64> = p["threads"]["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_u64().unwrap())
+            .collect();
+        assert_eq!(threads, [0, 1, 2, 3], "{mode}");
+        assert_eq!(p["threads"]["unfinished"], 0, "{mode}");
+        let expected = |pairs: &[(u64, u64)]| pairs.iter().copied().collect::<BTreeMap<_, _>>();
+        assert_eq!(
+            calls_by_thread(&p, "leaf"),
+            expected(&[(0, 500), (1, 1000), (2, 2000), (3, 3000)]),
+            "{mode}"
+        );
+        assert_eq!(
+            calls_by_thread(&p, "work"),
+            expected(&[(0, 1), (1, 1), (2, 1), (3, 1)]),
+            "{mode}"
+        );
+        assert_eq!(
+            calls_by_thread(&p, "thread_main"),
+            expected(&[(1, 1), (2, 1), (3, 1)]),
+            "{mode}"
+        );
+        assert_eq!(crate::support::calls(&p, "leaf"), 6500, "{mode}");
+        assert_eq!(crate::support::calls(&p, "wasi::thread-spawn"), 3, "{mode}");
+        // The threads add up to the profile.
+        let total: u64 = p["threads"]["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["total"].as_u64().unwrap())
+            .sum();
+        assert_eq!(total, p["total"].as_u64().unwrap(), "{mode}");
+        let profile = wprof::profile::Profile::read(&s.path(&name)).unwrap();
+        assert_eq!(profile.violations(), Vec::<String>::new(), "{mode}");
+    }
+}
+
+#[test]
+fn profiling_off_runs_threads_too() {
+    let s = Scratch::new();
+    let out = s
+        .wprof(&["run", sample("threads.wasm").to_str().unwrap()])
+        .env("WPROF", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), OUTPUT);
+    assert!(!s.path("threads.wprof").exists());
+}
+
+#[test]
+fn a_thread_that_traps_or_exits_ends_the_program() {
+    let s = Scratch::new();
+    std::fs::write(s.path("earlier.wprof"), "precious").unwrap();
+    for (arg, code) in [("trap", 134), ("exit", 7)] {
+        let out = run(&s, "sample", "earlier.wprof", &[arg]);
+        assert_eq!(out.status.code(), Some(code), "{arg}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("thread 2"), "{arg}: {err}");
+        assert!(err.contains("no profile written"), "{arg}: {err}");
+        assert!(!err.contains("panicked"), "{arg}: {err}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(s.path("earlier.wprof")).unwrap(),
+        "precious"
+    );
+}
+
+#[test]
+fn reports_show_each_thread() {
+    let s = Scratch::new();
+    let out = run(&s, "cost", "t.wprof", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&s.run(&["report", "t.wprof"]));
+    assert!(
+        text.contains("4 threads (#0 the first, the others spawned): #0 "),
+        "{text}"
+    );
+
+    // Firefox: one thread per thread of the program, each with samples.
+    let fx = s.run(&["report", "t.wprof", "--format", "firefox", "-o", "t.json"]);
+    assert!(fx.status.success(), "{}", stderr(&fx));
+    let v: Value = serde_json::from_slice(&std::fs::read(s.path("t.json")).unwrap()).unwrap();
+    let threads = v["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 4);
+    for t in threads {
+        assert!(
+            t["samples"]["length"].as_u64().unwrap() > 0,
+            "{}",
+            t["name"]
+        );
+    }
+
+    // speedscope: one profile per thread.
+    let sp = s.run(&[
+        "report",
+        "t.wprof",
+        "--format",
+        "speedscope",
+        "-o",
+        "t.speedscope.json",
+    ]);
+    assert!(sp.status.success(), "{}", stderr(&sp));
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(s.path("t.speedscope.json")).unwrap()).unwrap();
+    assert_eq!(v["profiles"].as_array().unwrap().len(), 4);
+
+    // pprof: the `thread` label, read by `go tool pprof`.
+    let pb = s.run(&["report", "t.wprof", "--format", "pprof", "-o", "t.pb.gz"]);
+    assert!(pb.status.success(), "{}", stderr(&pb));
+    let Some(go) = crate::tools::tool("go", "reading pprof's thread labels") else {
+        return;
+    };
+    let o = std::process::Command::new(&go)
+        .current_dir(s.dir.path())
+        .args(["tool", "pprof", "-tags", "t.pb.gz"])
+        .env("HOME", s.dir.path())
+        .env("PPROF_TMPDIR", s.dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tags = stdout(&o);
+    assert!(tags.contains("thread"), "{tags}");
+    for t in ["0", "1", "2", "3"] {
+        assert!(
+            tags.lines()
+                .any(|l| l.trim_end().ends_with(&format!(" {t}"))),
+            "no thread {t}: {tags}"
+        );
+    }
+    // One thread alone: thread 3's leaf calls, 3000 of them.
+    let rows = crate::tools::pprof_top(
+        &s,
+        "t.pb.gz",
+        &["-sample_index=calls", "-tagfocus=thread=^3$"],
+    )
+    .unwrap();
+    assert_eq!(rows.get("leaf").map(|r| r.0), Some(3000), "{rows:?}");
+}
