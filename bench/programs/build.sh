@@ -169,6 +169,17 @@ compile "$out/sqlite.wasm" "sqlite.wasm" "$src/sqlite_bench.c" "$obj/sqlite3.o" 
     "${zig_cc[@]}" -I"$sqlite_dir" "$src/sqlite_bench.c" "$obj/sqlite3.o" \
     -lwasi-emulated-mman -lwasi-emulated-process-clocks -lwasi-emulated-getpid -o @OUT@
 
+# zstd with its worker pool on wasi-threads: the same library and driver, threaded through
+# src/wasi_pthread.c (zig's libc has no threads); a shared memory, imported and exported.
+compile "$out/zstd_mt.wasm" "zstd_mt.wasm (zstd 1.5.7, 3 worker threads)" \
+    "$src/zstd_bench.c" "$src/wasi_pthread.c" "$src/wasi_pthread.h" -- \
+    "${zig_cc[@]}" -mcpu=generic+atomics+bulk_memory -DZSTD_DISABLE_ASM -DZSTD_MULTITHREAD \
+    -DZSTD_BENCH_WORKERS=3 -include "$src/wasi_pthread.h" -I"$zstd_dir" \
+    "$zstd_dir"/common/*.c "$zstd_dir"/compress/*.c "$zstd_dir"/decompress/*.c \
+    "$src/zstd_bench.c" "$src/wasi_pthread.c" \
+    -Wl,--shared-memory -Wl,--import-memory -Wl,--export-memory -Wl,--max-memory=536870912 \
+    -o @OUT@
+
 # zstd: the library (single-threaded, no x86 assembly) and the driver.
 compile "$out/zstd.wasm" "zstd.wasm (zstd 1.5.7, zstd-sys $ZSTD_SYS_VERSION)" "$src/zstd_bench.c" -- \
     "${zig_cc[@]}" -DZSTD_DISABLE_ASM -I"$zstd_dir" \
@@ -282,7 +293,7 @@ from wasm_info import info
 
 DATA = "data::/data"
 def program(name, kind, wasm, description, source, expect, args=(), dirs=(),
-            stream="stdout", startup_only=False):
+            stream="stdout", startup_only=False, threads=False):
     if small and kind == "large":
         return None
     facts = info(os.path.join(out, wasm))
@@ -299,6 +310,7 @@ def program(name, kind, wasm, description, source, expect, args=(), dirs=(),
         "dirs": dirs,
         "stdin": None,
         "wasmtime_flags": ["-W", "exceptions=y"] if facts["tags"] else [],
+        "threads": threads,
         "expect": expect,
         "expect_stream": stream,
         "startup_only": startup_only,
@@ -332,6 +344,11 @@ programs = [
             "1-9 (one-shot and streaming), decompressed and compared",
             f"crates.io zstd-sys {v['ZSTD_SYS_VERSION']} + src/zstd_bench.c",
             "checksum baa6bf17c364b464"),
+    program("zstd_mt", "threads", "zstd_mt.wasm",
+            "zstd 1.5.7 with 3 worker threads (wasi-threads): the zstd workload, every "
+            "compression on zstd's worker pool",
+            f"crates.io zstd-sys {v['ZSTD_SYS_VERSION']} + src/zstd_bench.c, src/wasi_pthread.c",
+            "checksum ac504741710e1c7d", threads=True),
     program("tiny_calls", "c++", "tiny_calls.wasm",
             "C++: virtual calls, std::sort with a comparator, std::map, std::unordered_map, "
             "non-inlined helpers; tens of millions of calls",

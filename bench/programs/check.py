@@ -67,6 +67,11 @@ def main():
     for p in programs:
         if only and p["name"] not in only:
             continue
+        if p.get("threads"):
+            # The wasmtime CLI no longer runs wasi-threads programs (`-S threads`).
+            print(f"| {p['name']} | {p['kind']} | {p['bytes'] / 1e6:.1f} MB | {p['functions']} "
+                  "| - | - | skipped: threaded, not run by the wasmtime CLI |", flush=True)
+            continue
         cmd = command(opts.wasmtime, base, p)
         run_once(cmd, base, p)  # warm-up: compiles into wasmtime's cache
         times, cpus = [], []

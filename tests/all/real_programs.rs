@@ -86,6 +86,25 @@ fn every_mode_keeps_its_promises(name: &str) {
             broken.len(),
             broken[0]
         );
+        if program.threads {
+            // zstd's workers: every spawned thread's tree is in the profile.
+            let threads = profile
+                .threads
+                .as_ref()
+                .expect("a threaded program's threads");
+            assert!(threads.threads.len() >= 4, "{name}: {threads:?}");
+            assert_eq!(threads.unfinished, 0, "{name}: {threads:?}");
+            let on_workers: u64 = profile
+                .contexts
+                .iter()
+                .filter(|c| c.thread.is_some_and(|t| t > 0))
+                .map(|c| c.calls)
+                .sum();
+            assert!(
+                on_workers > 0,
+                "{name} in {mode} mode: nothing on the workers"
+            );
+        }
         if mode == "sample" && name == "fib" {
             // A call storm spends much of its instrumented time (about half) in the probes
             // of a two-line function: ticks land there, and that time is left out, so the
@@ -120,6 +139,11 @@ fn sqlite_keeps_every_promise_in_every_mode() {
 #[test]
 fn zstd_keeps_every_promise_in_every_mode() {
     every_mode_keeps_its_promises("zstd");
+}
+
+#[test]
+fn threaded_zstd_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("zstd_mt");
 }
 
 #[test]

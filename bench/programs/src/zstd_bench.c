@@ -1,7 +1,9 @@
 /* A zstd workload: generates ~6 MB of log-like text and a block of structured binary
    records, compresses them at several levels with the one-shot and the streaming APIs,
    decompresses every result and checks it against the original, and prints a checksum of
-   the compressed bytes. */
+   the compressed bytes. Built with -DZSTD_BENCH_WORKERS=N (and ZSTD_MULTITHREAD), every
+   compression runs on N worker threads (zstd's output depends on whether it uses workers,
+   not on how many). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +78,16 @@ static uint64_t one_shot(const void *src, size_t n, int level, uint64_t acc) {
     size_t cap = ZSTD_compressBound(n);
     unsigned char *dst = malloc(cap);
     unsigned char *back = malloc(n);
+#ifdef ZSTD_BENCH_WORKERS
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+    size_t workers = ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, ZSTD_BENCH_WORKERS);
+    if (ZSTD_isError(workers)) die("nbWorkers", workers);
+    size_t c = ZSTD_compress2(cctx, dst, cap, src, n);
+    ZSTD_freeCCtx(cctx);
+#else
     size_t c = ZSTD_compress(dst, cap, src, n, level);
+#endif
     if (ZSTD_isError(c)) die("compress", c);
     size_t d = ZSTD_decompress(back, n, dst, c);
     if (ZSTD_isError(d)) die("decompress", d);
@@ -97,6 +108,9 @@ static uint64_t streaming(const unsigned char *src, size_t n, int level, uint64_
     ZSTD_CCtx *cctx = ZSTD_createCCtx();
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+#ifdef ZSTD_BENCH_WORKERS
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, ZSTD_BENCH_WORKERS);
+#endif
     size_t cap = ZSTD_compressBound(n) + 1024, used = 0;
     unsigned char *dst = malloc(cap);
     for (size_t off = 0; off < n; off += 65536) {

@@ -91,6 +91,25 @@ fn one_line(s: &str) -> String {
     s.lines().map(str::trim).collect::<Vec<_>>().join(" ")
 }
 
+/// Whether `bytes` (a module) imports a shared memory: a threaded program (wasi-threads),
+/// which the wasmtime CLI no longer runs.
+pub fn is_threaded(bytes: &[u8]) -> bool {
+    use wasmparser::{Payload, TypeRef};
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload {
+            Ok(Payload::ImportSection(reader)) => {
+                return reader
+                    .into_imports()
+                    .flatten()
+                    .any(|i| matches!(i.ty, TypeRef::Memory(m) if m.shared));
+            }
+            Ok(Payload::CodeSectionStart { .. }) | Err(_) => return false,
+            Ok(_) => {}
+        }
+    }
+    false
+}
+
 /// Checks the shape of a WASI command: an exported `_start` of type `[] -> []`, and
 /// imports from WASI preview 1 only (and, for a threaded program, wasi-threads' shared
 /// memory and `wasi::thread-spawn`).

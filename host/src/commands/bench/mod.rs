@@ -302,7 +302,9 @@ impl BenchCommand {
             }
             let loaded = loader::load(&path, &engine)?;
             let o = overhead::measure(&engine, &loaded, &path, runs, &self.expect_ratio, overhead)?;
-            let process = process::measure(&path, runs, cli.as_ref())?;
+            // The CLI runs no threaded program.
+            let threaded = loader::is_threaded(&loaded.bytes);
+            let process = process::measure(&path, runs, cli.as_ref().filter(|_| !threaded))?;
             let startup = startup::measure(&caching, &loaded, &path, runs)?;
             modules.push(ModuleBench {
                 module: path.display().to_string(),
@@ -365,7 +367,9 @@ impl BenchCommand {
             if !self.json {
                 crate::say!("wprof bench --scale: {} ...", program.name);
             }
-            results.push(scale::measure(program, runs, wasmtime.as_ref())?);
+            // The CLI runs no threaded program.
+            let cli = wasmtime.as_ref().filter(|_| !program.threads);
+            results.push(scale::measure(program, runs, cli)?);
         }
         self.print(&results, || scale::table(&results, runs));
         Ok(0)
@@ -390,7 +394,8 @@ impl BenchCommand {
                 &perf,
                 program,
                 runs,
-                wasmtime.as_ref(),
+                // The CLI runs no threaded program.
+                wasmtime.as_ref().filter(|_| !program.threads),
                 &self.selection_args(),
             )?);
         }

@@ -38,6 +38,10 @@ pub struct Program {
     /// What `wasmtime run` needs besides the module and its folders (`-W exceptions=y`).
     #[serde(default)]
     pub wasmtime_flags: Vec<String>,
+    /// The program spawns threads (wasi-threads), which the wasmtime CLI no longer runs:
+    /// it is measured against `WPROF=0` only.
+    #[serde(default)]
+    pub threads: bool,
 }
 
 impl Program {
