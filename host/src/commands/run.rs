@@ -102,6 +102,12 @@ sample types. Cost mode counts calls and bytes only.
 Go modules (GOOS=wasip1): every mode counts calls exactly across goroutine switches and
 keeps the work resumed after a switch under its real caller.
 
+Threaded programs (wasi-threads: a shared memory and wasi::thread-spawn, as wasm32-wasip1-
+threads builds them): every thread runs and is profiled, each with its own calling-context
+tree, merged into one profile with a thread column (the summary's `threads` line, pprof's
+`thread` label, a Firefox thread and a speedscope profile per thread). A thread that traps
+or calls proc_exit ends the program, with its exit code and no profile.
+
 Exit status:
   the program's own exit code (134 if it trapped, as under `wasmtime run`);
   2 if wprof could not run it (bad flag, unreadable or invalid module, not a WASI command)";

@@ -527,6 +527,7 @@ pub fn run(
                     bytes: probe_bytes.as_ref(),
                     switches: board.as_ref().map(|(b, _, _)| &**b),
                     desk: desk.as_deref(),
+                    cpu_time: threaded,
                 },
                 settings,
                 walker.as_mut(),

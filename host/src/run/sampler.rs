@@ -208,6 +208,39 @@ pub struct Timing<'a> {
     pub stop: &'a AtomicBool,
     /// When the program started, on `clock`.
     pub started: u64,
+    /// A threaded program: the program thread's CPU-time clock and its reading when the
+    /// program started. Each reading then charges the CPU time the thread used since the
+    /// previous one instead of the time that passed, so that a thread waiting for another
+    /// (in `memory.atomic.wait`, or in the host) is charged nothing, as `perf` sees it.
+    pub cpu: Option<(ThreadCpuClock, u64)>,
+}
+
+/// The CPU time of one thread, readable from another thread (Linux's per-thread CPU-time
+/// clock).
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadCpuClock(libc::clockid_t);
+
+impl ThreadCpuClock {
+    /// The calling thread's clock; `None` where there is none.
+    pub fn of_this_thread() -> Option<Self> {
+        let mut id: libc::clockid_t = 0;
+        // SAFETY: `pthread_self` names a live thread (this one); `id` is written on success.
+        let ok = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) } == 0;
+        ok.then_some(ThreadCpuClock(id))
+    }
+
+    /// The thread's CPU time in picoseconds; `None` once it cannot be read.
+    pub fn now_ps(&self) -> Option<u64> {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid timespec to write.
+        if unsafe { libc::clock_gettime(self.0, &mut ts) } != 0 {
+            return None;
+        }
+        Some(ts.tv_sec as u64 * 1_000_000_000_000 + ts.tv_nsec as u64 * 1000)
+    }
 }
 
 /// Reads where the program is every `period` until `stop` is set, then once more; the first
@@ -233,9 +266,11 @@ pub fn sample(
         period,
         stop,
         started,
+        cpu,
     } = timing;
     let mut samples = Samples::default();
     let mut last = started;
+    let mut last_cpu = cpu.map_or(0, |(_, at)| at);
     let mut ticks = asking.map(|a| Ticks::new(a, cell));
     loop {
         let stopping = stop.load(Ordering::Acquire);
@@ -243,8 +278,13 @@ pub fn sample(
             std::thread::park_timeout(period);
         }
         let now = clock.now_ps();
-        let interval = now.saturating_sub(last);
+        let mut interval = now.saturating_sub(last);
         last = now;
+        if let Some((thread, _)) = cpu {
+            let now_cpu = thread.now_ps().unwrap_or(last_cpu);
+            interval = now_cpu.saturating_sub(last_cpu);
+            last_cpu = now_cpu;
+        }
         samples.readings += 1;
         let node = cell.read();
         match ticks.as_mut() {

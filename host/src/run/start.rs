@@ -46,6 +46,9 @@ pub(crate) struct StartProbes<'a> {
     pub(crate) switches: Option<&'a Switchboard>,
     /// `--serve`: where the sampler hands copies of its readings.
     pub(crate) desk: Option<&'a crate::run::sampler::SampleDesk>,
+    /// A threaded program: sample mode charges the thread's CPU time (see
+    /// [`crate::run::sampler::Timing::cpu`]).
+    pub(crate) cpu_time: bool,
 }
 
 /// Adaptive mode: the walker, on the sampler's thread, and the clock the stopwatch reads.
@@ -141,6 +144,7 @@ pub(crate) fn call_entry(
         bytes: probe_bytes,
         switches,
         desk,
+        cpu_time,
     } = probes;
     let first = entry == Entry::Start;
     let start = EntryFunc::of(store, instance, entry, settings)?;
@@ -189,6 +193,10 @@ pub(crate) fn call_entry(
                     code,
                     switches,
                 });
+            let cpu = cpu_time
+                .then(crate::run::sampler::ThreadCpuClock::of_this_thread)
+                .flatten()
+                .and_then(|c| Some((c, c.now_ps()?)));
             let (result, mut samples) = std::thread::scope(|s| {
                 let (clock, stop, period) = (&clock, &stop, settings.sample_period);
                 let from = clock.now_ps();
@@ -202,6 +210,7 @@ pub(crate) fn call_entry(
                             period,
                             stop,
                             started: from,
+                            cpu,
                         },
                         watch,
                         desk,

@@ -291,6 +291,7 @@ impl Threads {
                 bytes: None,
                 switches: None,
                 desk: None,
+                cpu_time: true,
             },
             &self.settings,
             None,
