@@ -436,6 +436,7 @@ mod tests {
                         period: Duration::from_micros(50),
                         stop,
                         started,
+                        cpu: None,
                     },
                     None,
                     None,
@@ -459,5 +460,48 @@ mod tests {
             .all(|k| [(7, None), (9, None)].contains(k)));
         assert!(samples.readings >= 1);
         assert_eq!(samples.answered, 0);
+    }
+
+    #[test]
+    fn with_the_cpu_clock_a_waiting_thread_is_charged_nothing() {
+        let memory: Box<[AtomicU32; 16]> = Box::new([const { AtomicU32::new(0) }; 16]);
+        let cell = &memory[ContextArena::CURRENT as usize / 4];
+        cell.store(7, Ordering::Relaxed);
+        let clock = Clock::new();
+        let stop = AtomicBool::new(false);
+        let started = clock.now_ps();
+        let thread = ThreadCpuClock::of_this_thread().expect("Linux has thread CPU clocks");
+        let cpu = Some((thread, thread.now_ps().unwrap()));
+        let samples = std::thread::scope(|s| {
+            // SAFETY: the box outlives the scope and is never moved.
+            let reader = unsafe { CurrentCell::new(memory.as_ptr().cast()) };
+            let (clock, stop) = (&clock, &stop);
+            let sampler = s.spawn(move || {
+                let timing = Timing {
+                    clock,
+                    period: Duration::from_micros(100),
+                    stop,
+                    started,
+                    cpu,
+                };
+                sample(reader, None, timing, None, None)
+            });
+            // Waiting as node 7, then working as node 9.
+            std::thread::sleep(Duration::from_millis(20));
+            cell.store(9, Ordering::Relaxed);
+            let spin = std::time::Instant::now();
+            let mut x = 0u64;
+            while spin.elapsed() < Duration::from_millis(20) {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+            }
+            stop.store(true, Ordering::Release);
+            sampler.thread().unpark();
+            sampler.join().unwrap()
+        });
+        let waited = samples.time.get(&(7, None)).copied().unwrap_or(0);
+        let worked = samples.time.get(&(9, None)).copied().unwrap_or(0);
+        assert!(waited < worked, "waiting {waited} ps, working {worked} ps");
+        let used = thread.now_ps().unwrap() - cpu.unwrap().1;
+        assert!(waited + worked <= used, "{waited} + {worked} > {used}");
     }
 }
