@@ -471,7 +471,8 @@ mod tests {
         let stop = AtomicBool::new(false);
         let started = clock.now_ps();
         let thread = ThreadCpuClock::of_this_thread().expect("Linux has thread CPU clocks");
-        let cpu = Some((thread, thread.now_ps().unwrap()));
+        let cpu_at_start = thread.now_ps().unwrap();
+        let cpu = Some((thread, cpu_at_start));
         let samples = std::thread::scope(|s| {
             // SAFETY: the box outlives the scope and is never moved.
             let reader = unsafe { CurrentCell::new(memory.as_ptr().cast()) };
@@ -501,7 +502,7 @@ mod tests {
         let waited = samples.time.get(&(7, None)).copied().unwrap_or(0);
         let worked = samples.time.get(&(9, None)).copied().unwrap_or(0);
         assert!(waited < worked, "waiting {waited} ps, working {worked} ps");
-        let used = thread.now_ps().unwrap() - cpu.unwrap().1;
+        let used = thread.now_ps().unwrap() - cpu_at_start;
         assert!(waited + worked <= used, "{waited} + {worked} > {used}");
     }
 }
