@@ -3,10 +3,11 @@
 //! [`engine`] is the wasmtime configuration every module is compiled and run with;
 //! [`runner`] runs a WASI command (exit codes, traps, [`backtrace`]s in original offsets),
 //! with a store whose state and probe imports are [`host_state`]'s, calling `_start` through
-//! [`start`].
+//! [`start`], each thread of the program with its WASI context from [`wasi_ctx`]; a threaded
+//! program's spawned threads run through [`threads`].
 //! Time mode's probes log events ([`probe_log`], read with [`clock`]) that a thread replays
 //! into the [`collector`], less the probe cost [`calibrate`] measured; the inline modes count
-//! in module memory, read back by [`inline_tree`]; in sample mode [`sampler`] charges time
+//! in module memory, read back by [`inline_tree`] and replayed by [`replay`]; in sample mode [`sampler`] charges time
 //! to where the program is, asking its thread ([`interrupt`]) for the program counter, which
 //! [`code_map`] names, [`address_map`] places in the module's bytes (a probe's, or the
 //! original's) and [`attribution`] places in the tree. With live probes, [`switches`] turns
@@ -37,12 +38,14 @@ pub mod host_state;
 pub mod inline_tree;
 pub mod interrupt;
 pub mod probe_log;
+pub mod replay;
 pub mod runner;
 pub mod sampler;
 pub mod start;
 pub mod switches;
 pub mod threads;
 pub mod to_profile;
+pub mod wasi_ctx;
 pub mod window;
 
 pub use to_profile::profile_of_run;

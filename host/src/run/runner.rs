@@ -5,25 +5,23 @@ use std::io::Write;
 use std::sync::Arc;
 
 use wasmtime::{Engine, Linker, Module, Store};
-use wasmtime_wasi::p1::WasiP1Ctx;
-use wasmtime_wasi::WasiCtxBuilder;
 use wprof_agent::{ContextArena, ProbeCode, ProbeMode, SwitchTable};
 
 use crate::exit::Failure;
 use crate::run::adaptive::stopwatch::TimerCost;
 use crate::run::adaptive::walker::Walker;
 use crate::run::adaptive::AdaptiveSettings;
-use crate::run::attribution::Attribution;
 use crate::run::collector::{Collector, PS_PER_NS};
 use crate::run::host_calls::{HostCalls, InjectedTrap};
 use crate::run::host_meter::HostAccount;
-use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
-use crate::run::sampler::Samples;
+use crate::run::replay::replay_tree;
 pub use crate::run::start::ProbeBytes;
 use crate::run::start::{call_start, StartProbes};
 use crate::run::switches::Switchboard;
 use crate::run::threads::{ThreadRun, Threads};
+use crate::run::wasi_ctx::wasi_context;
+pub use crate::run::wasi_ctx::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::{Timings, PROGRAM};
 
@@ -66,95 +64,6 @@ pub struct RunOutcome {
     /// A program that spawned threads: the spawned threads that ended, and how many were
     /// still running when the program ended (see [`crate::run::threads`]).
     pub threads: Option<(Vec<ThreadRun>, u32)>,
-}
-
-/// Where the program's stdio goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stdio {
-    /// This process's stdin, stdout and stderr (what `wprof run` does).
-    Inherit,
-    /// Empty stdin; output discarded (benchmarks).
-    Discard,
-}
-
-pub(crate) fn wasi_context(settings: &RunSettings, stdio: Stdio) -> Result<WasiP1Ctx, Failure> {
-    let mut builder = WasiCtxBuilder::new();
-    if stdio == Stdio::Inherit {
-        builder.inherit_stdio();
-    }
-    let mut argv = vec![settings.module.display().to_string()];
-    argv.extend(settings.args.iter().cloned());
-    builder.args(&argv);
-    builder.envs(&settings.env);
-    for dir in &settings.dirs {
-        builder
-            .preopened_dir(&dir.host, &dir.guest, wasmtime_wasi::FsPerms::ReadWrite)
-            .map_err(|e| {
-                Failure::input(format!("cannot open --dir {}: {e}", dir.host.display()))
-            })?;
-    }
-    Ok(builder.build_p1())
-}
-
-/// Inline modes: replays the module's tree into the collector, with each context's self
-/// cost (cost mode) or sampled time (sample and adaptive mode, where the samples'
-/// attribution is returned); and the tree.
-pub(crate) fn replay_tree(
-    store: &mut Store<HostState>,
-    instance: &wasmtime::Instance,
-    samples: Option<&Samples>,
-) -> Option<(InlineTree, Option<Attribution>)> {
-    let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
-    let (data, state) = memory.data_and_store_mut(&mut *store);
-    let host = state.host.as_ref().map(|h| h.by_node());
-    let allocs = state.allocs.as_mut().map(|t| t.with(|t| t.by_node()));
-    let collector = state.collector.as_mut()?;
-    let tree = InlineTree::read(data, collector.functions().len() as u32);
-    if tree.damaged > 0 {
-        tracing::warn!(
-            links = tree.damaged,
-            "the module's context tree has bad links"
-        );
-    }
-    if !tree.overflow.is_empty() {
-        crate::say!(
-            "wprof: warning: the program made more calling contexts than wprof keeps ({} MiB); \
-             {} calls are counted without their context",
-            ContextArena::LIMIT >> 20,
-            tree.overflow_calls()
-        );
-    }
-    let sites = collector.take_call_site_offsets();
-    let attribution = match samples {
-        Some(samples) => {
-            let attribution = crate::run::attribution::attribute(&tree, samples);
-            tracing::info!(
-                probe_ps = attribution.probe_ps,
-                moved_ps = attribution.moved_ps,
-                unmatched_ps = attribution.unmatched_ps,
-                "samples attributed"
-            );
-            tree.replay(
-                collector,
-                |n| attribution.time.get(&n.address).copied().unwrap_or(0),
-                sites.as_ref(),
-                host,
-                allocs.as_ref(),
-            );
-            Some(attribution)
-        }
-        None => {
-            tree.replay(
-                collector,
-                |n| n.self_cost,
-                sites.as_ref(),
-                host,
-                allocs.as_ref(),
-            );
-            None
-        }
-    };
-    Some((tree, attribution))
 }
 
 /// What an instrumented module's run needs besides the module.

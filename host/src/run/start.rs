@@ -54,6 +54,9 @@ pub(crate) struct StartProbes<'a> {
 /// Adaptive mode: the walker, on the sampler's thread, and the clock the stopwatch reads.
 pub(crate) type Walking<'a> = Option<&'a mut Walker>;
 
+/// The export a spawned thread (wasi-threads) starts at.
+pub const THREAD_START: &str = "wasi_thread_start";
+
 /// Where a thread of the program starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Entry {
@@ -84,12 +87,12 @@ impl EntryFunc {
                 .map(EntryFunc::Start)
                 .map_err(|e| Failure::input(format!("{shown} has no usable `_start`: {e}"))),
             Entry::Thread { tid, arg } => instance
-                .get_typed_func::<(i32, i32), ()>(&mut *store, crate::run::threads::THREAD_START)
+                .get_typed_func::<(i32, i32), ()>(&mut *store, THREAD_START)
                 .map(|f| EntryFunc::Thread(f, tid, arg))
                 .map_err(|e| {
                     Failure::input(format!(
                         "{shown} spawns threads but has no usable `{}`: {e}",
-                        crate::run::threads::THREAD_START
+                        THREAD_START
                     ))
                 }),
         }

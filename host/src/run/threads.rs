@@ -31,13 +31,11 @@ use crate::profile::coverage::Coverage;
 use crate::run::collector::Collector;
 use crate::run::host_state::{define_probes, reset_slot, HostState};
 use crate::run::probe_log::ProbeLog;
-use crate::run::runner::Stdio;
 use crate::run::start::{call_entry, Entry, StartProbes};
+use crate::run::wasi_ctx::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
 
-/// The export a spawned thread starts at.
-pub const THREAD_START: &str = "wasi_thread_start";
 /// The import that spawns a thread.
 const SPAWN: (&str, &str) = ("wasi", "thread-spawn");
 /// The largest thread id wasi-threads allows.
@@ -195,7 +193,7 @@ impl Threads {
             (_, c) => (c, None),
         };
         Ok(HostState {
-            wasi: crate::run::runner::wasi_context(&self.settings, self.stdio)?,
+            wasi: crate::run::wasi_ctx::wasi_context(&self.settings, self.stdio)?,
             collector,
             log,
             stopwatch: None,
@@ -306,7 +304,7 @@ impl Threads {
         wasm_done.set(true);
         let mut coverage = None;
         if self.mode.is_some_and(ProbeMode::counts_inline) {
-            crate::run::runner::replay_tree(&mut store, &instance, samples.as_ref());
+            crate::run::replay::replay_tree(&mut store, &instance, samples.as_ref());
             coverage = self
                 .blocks
                 .clone()

@@ -1,0 +1,38 @@
+//! The WASI context a thread of the program runs with: its arguments, environment,
+//! preopened directories and stdio, from the run's settings (the program's first thread and
+//! every thread it spawns get one each).
+
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::WasiCtxBuilder;
+
+use crate::exit::Failure;
+use crate::settings::RunSettings;
+
+/// Where the program's stdio goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stdio {
+    /// This process's stdin, stdout and stderr (what `wprof run` does).
+    Inherit,
+    /// Empty stdin; output discarded (benchmarks).
+    Discard,
+}
+
+/// A WASI context for a thread of the program `settings` runs.
+pub(crate) fn wasi_context(settings: &RunSettings, stdio: Stdio) -> Result<WasiP1Ctx, Failure> {
+    let mut builder = WasiCtxBuilder::new();
+    if stdio == Stdio::Inherit {
+        builder.inherit_stdio();
+    }
+    let mut argv = vec![settings.module.display().to_string()];
+    argv.extend(settings.args.iter().cloned());
+    builder.args(&argv);
+    builder.envs(&settings.env);
+    for dir in &settings.dirs {
+        builder
+            .preopened_dir(&dir.host, &dir.guest, wasmtime_wasi::FsPerms::ReadWrite)
+            .map_err(|e| {
+                Failure::input(format!("cannot open --dir {}: {e}", dir.host.display()))
+            })?;
+    }
+    Ok(builder.build_p1())
+}
