@@ -280,16 +280,30 @@ pub fn sample(
         let now = clock.now_ps();
         let mut interval = now.saturating_sub(last);
         last = now;
+        // With the CPU clock: the thread used under a quarter of the time that passed, so
+        // it mostly waited.
+        let mut waiting = false;
         if let Some((thread, _)) = cpu {
             let now_cpu = thread.now_ps().unwrap_or(last_cpu);
-            interval = now_cpu.saturating_sub(last_cpu);
+            let used = now_cpu.saturating_sub(last_cpu);
+            waiting = used.saturating_mul(4) < interval;
+            interval = used;
             last_cpu = now_cpu;
         }
         samples.readings += 1;
         let node = cell.read();
         match ticks.as_mut() {
             None => *samples.time.entry((node, None)).or_default() += interval,
-            Some(t) => t.reading(&mut samples, node, interval, stopping, watch.as_deref_mut()),
+            Some(t) => t.reading(
+                &mut samples,
+                ReadingAt {
+                    node,
+                    interval,
+                    waiting,
+                    stopping,
+                },
+                watch.as_deref_mut(),
+            ),
         }
         if let Some(watch) = watch.as_deref_mut() {
             watch.tick(now);
@@ -335,11 +349,15 @@ impl<'a> Ticks<'a> {
     fn reading<'w>(
         &mut self,
         samples: &mut Samples,
-        node: u32,
-        interval: u64,
-        stopping: bool,
+        reading: ReadingAt,
         watch: Option<&mut (dyn Watch + 'w)>,
     ) {
+        let ReadingAt {
+            node,
+            interval,
+            waiting,
+            stopping,
+        } = reading;
         let target = self.asking.target;
         let last = target.ticks();
         self.found.clear();
@@ -366,8 +384,9 @@ impl<'a> Ticks<'a> {
             }
             *samples.time.entry((node, None)).or_default() += interval;
         }
-        // While the host waits, the timer would only wake it.
-        if in_module {
+        // While the host waits, or the thread (its CPU clock says), the timer would only
+        // wake it.
+        if in_module && !waiting {
             self.outside = 0;
             if self.paused {
                 target.resume();
@@ -381,6 +400,18 @@ impl<'a> Ticks<'a> {
             }
         }
     }
+}
+
+/// One reading of the sampler.
+struct ReadingAt {
+    /// The node the cell named.
+    node: u32,
+    /// The time to charge: since the previous reading, or the CPU time the thread used.
+    interval: u64,
+    /// The thread used little of the CPU since the previous reading (a threaded program).
+    waiting: bool,
+    /// The program has ended: the last reading.
+    stopping: bool,
 }
 
 /// Charges `ps` picoseconds to `found`, the ticks of one interval, in equal parts.

@@ -10,8 +10,9 @@
 //! the first thread's (arguments, environment, stdio, `--dir`): descriptors it opens are
 //! its own.
 //!
-//! Sample mode samples a spawned thread by its calling-context cell, without its program
-//! counter: the process has one timer signal, the first thread's. Host-call figures,
+//! Sample mode samples each thread as it does a one-thread program: a timer of the thread's
+//! own interrupts it (see [`crate::run::interrupt`]), and its time is its CPU time. Host-call
+//! figures,
 //! `--inject` into WASI, `--allocs`, `--trace`, live switching, `--serve` and adaptive mode
 //! see the first thread only.
 //!
@@ -31,7 +32,7 @@ use crate::profile::coverage::Coverage;
 use crate::run::collector::Collector;
 use crate::run::host_state::{define_probes, reset_slot, HostState};
 use crate::run::probe_log::ProbeLog;
-use crate::run::start::{call_entry, Entry, StartProbes};
+use crate::run::start::{call_entry, Entry, ProbeBytes, StartProbes};
 use crate::run::wasi_ctx::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
@@ -72,6 +73,8 @@ pub struct Threads {
     template: Mutex<Option<Collector>>,
     /// Coverage: the block map, filled by each thread.
     blocks: Option<Coverage>,
+    /// Sample mode: where the probes' own instructions are.
+    probe_bytes: Option<ProbeBytes>,
     memories: Vec<(String, String, SharedMemory)>,
     /// The module linked for spawned threads (set once, before the program starts).
     pre: OnceLock<InstancePre<HostState>>,
@@ -108,6 +111,7 @@ impl std::fmt::Debug for Threads {
 impl Threads {
     /// The threads of a run of `module` (threaded: see [`is_threaded`]): creates its shared
     /// memories and links the module for the threads it will spawn.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         engine: &Engine,
         module: &Module,
@@ -116,6 +120,7 @@ impl Threads {
         mode: Option<ProbeMode>,
         template: Option<Collector>,
         blocks: Option<Coverage>,
+        probe_bytes: Option<ProbeBytes>,
     ) -> Result<Arc<Threads>, Failure> {
         let mut memories = Vec::new();
         for import in module.imports() {
@@ -140,6 +145,7 @@ impl Threads {
             mode,
             template: Mutex::new(template),
             blocks,
+            probe_bytes,
             memories,
             pre: OnceLock::new(),
             next: AtomicU32::new(1),
@@ -286,7 +292,7 @@ impl Threads {
             },
             StartProbes {
                 mode: self.mode,
-                bytes: None,
+                bytes: self.probe_bytes.as_ref(),
                 switches: None,
                 desk: None,
                 cpu_time: true,
