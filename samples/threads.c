@@ -8,7 +8,8 @@
 // stdout: "total 21371750".
 //
 // `threads trap` makes the second spawned thread trap, and `threads exit` makes it call
-// proc_exit(7): either ends the whole program, as wasi-threads says.
+// proc_exit(7): either ends the whole program, as wasi-threads says. `threads block` spawns
+// a fourth thread that waits forever, still blocked when the program ends.
 //
 // Built without a threaded libc: the memory is shared and imported (and exported, for
 // WASI), and `wasi_thread_start` (below, in assembly) gives each thread its own stack
@@ -28,11 +29,12 @@ struct start {
     uint32_t stack_top; // read first by wasi_thread_start
     uint32_t n;
     uint32_t index;
-    uint32_t fail; // 0, 1: trap, 2: proc_exit(7)
+    uint32_t fail; // 0, 1: trap, 2: proc_exit(7), 3: wait forever
 };
 
-static _Alignas(16) char stacks[THREADS][STACK];
-static struct start starts[THREADS];
+static _Alignas(16) char stacks[THREADS + 1][STACK];
+static struct start starts[THREADS + 1];
+static uint32_t never;
 static uint32_t done;
 static uint64_t sums[THREADS];
 
@@ -48,6 +50,9 @@ __attribute__((noinline)) void thread_main(int32_t tid, struct start *arg) {
     (void)tid;
     if (arg->fail == 1) __builtin_trap();
     if (arg->fail == 2) _Exit(7);
+    if (arg->fail == 3) {
+        for (;;) __builtin_wasm_memory_atomic_wait32((int32_t *)&never, 0, -1);
+    }
     sums[arg->index] = work(arg->n);
     __atomic_fetch_add(&done, 1, __ATOMIC_SEQ_CST);
     __builtin_wasm_memory_atomic_notify((int32_t *)&done, 1);
@@ -83,6 +88,11 @@ int main(int argc, char **argv) {
             printf("cannot spawn a thread\n");
             return 1;
         }
+    }
+    if (argc > 1 && strcmp(argv[1], "block") == 0) {
+        starts[THREADS].stack_top = (uint32_t)(uintptr_t)(stacks[THREADS] + STACK);
+        starts[THREADS].fail = 3;
+        if (thread_spawn(&starts[THREADS]) < 0) return 1;
     }
     uint32_t seen;
     while ((seen = __atomic_load_n(&done, __ATOMIC_SEQ_CST)) < THREADS)

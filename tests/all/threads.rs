@@ -129,6 +129,24 @@ fn a_thread_that_traps_or_exits_ends_the_program() {
 }
 
 #[test]
+fn a_thread_blocked_at_the_end_is_left_out_and_counted() {
+    let s = Scratch::new();
+    // A fourth thread waits forever; the program ends without it.
+    let out = run(&s, "sample", "b.wprof", &["block"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), OUTPUT);
+    let p = s.profile("b.wprof");
+    assert_eq!(p["threads"]["unfinished"], 1, "{}", p["threads"]);
+    assert_eq!(p["threads"]["threads"].as_array().unwrap().len(), 4);
+    assert_eq!(crate::support::calls(&p, "leaf"), 6500);
+    let text = stdout(&s.run(&["report", "b.wprof"]));
+    assert!(
+        text.contains("1 still running when the program ended, not in the profile"),
+        "{text}"
+    );
+}
+
+#[test]
 fn reports_show_each_thread() {
     let s = Scratch::new();
     let out = run(&s, "cost", "t.wprof", &[]);

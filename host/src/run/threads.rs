@@ -89,16 +89,24 @@ pub struct Threads {
 struct Progress {
     /// Started and still running wasm.
     in_wasm: u32,
+    /// Those threads' ids in the operating system, by the id `thread-spawn` gave them.
+    os_threads: std::collections::HashMap<u32, i32>,
     /// Done with wasm, their profile being collected.
     collecting: u32,
     /// Done.
     ended: Vec<ThreadRun>,
 }
 
-/// How long the end of the program waits for spawned threads still in wasm: a thread the
-/// program joined has returned from its last C function but may still be in the last
-/// instructions of `wasi_thread_start` when the first thread ends.
-const GRACE: Duration = Duration::from_millis(20);
+/// How long at most the end of the program waits for spawned threads still in wasm that are
+/// not asleep: a thread the program joined has returned from its last C function but may
+/// still be in the last instructions of `wasi_thread_start` (or waiting for a core) when
+/// the first thread ends.
+const PATIENCE: Duration = Duration::from_millis(500);
+
+/// How often the end of the program looks whether the threads still in wasm sleep; after
+/// three looks in a row that find all of them asleep (blocked for good: waiting for work
+/// that will not come), it waits no longer.
+const LOOK: Duration = Duration::from_millis(2);
 
 impl std::fmt::Debug for Threads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -247,7 +255,10 @@ impl Threads {
             // the end of the program does not wait for it.
             Err(_) => self.update(|p| match wasm_done.get() {
                 true => p.collecting -= 1,
-                false => p.in_wasm -= 1,
+                false => {
+                    p.in_wasm -= 1;
+                    p.os_threads.remove(&tid);
+                }
             }),
         }
     }
@@ -264,6 +275,11 @@ impl Threads {
         arg: i32,
         wasm_done: &std::cell::Cell<bool>,
     ) -> Result<ThreadRun, ThreadEnding> {
+        // SAFETY: gettid has no preconditions.
+        let os_thread = unsafe { libc::gettid() };
+        self.update(|p| {
+            p.os_threads.insert(tid, os_thread);
+        });
         let template = self
             .template
             .lock()
@@ -305,6 +321,7 @@ impl Threads {
         result.map_err(ThreadEnding::Program)?;
         self.update(|p| {
             p.in_wasm -= 1;
+            p.os_threads.remove(&tid);
             p.collecting += 1;
         });
         wasm_done.set(true);
@@ -333,14 +350,24 @@ impl Threads {
     }
 
     /// Once the program's first thread has ended: the spawned threads that ended, and how
-    /// many are still running. Waits up to [`GRACE`] for threads still in wasm, then for
-    /// the profiles of those done with it.
+    /// many are still running. Waits for threads still in wasm until they are all asleep
+    /// (see [`LOOK`]) or for [`PATIENCE`], then for the profiles of those done with wasm.
     pub fn take_ended(&self) -> (Vec<ThreadRun>, u32) {
-        let progress = self.progress.lock().unwrap_or_else(|e| e.into_inner());
-        let (progress, _) = self
-            .changed
-            .wait_timeout_while(progress, GRACE, |p| p.in_wasm > 0)
-            .unwrap_or_else(|e| e.into_inner());
+        let started = std::time::Instant::now();
+        let mut progress = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        let mut asleep = 0;
+        while progress.in_wasm > 0 && started.elapsed() < PATIENCE {
+            let all_asleep = progress.os_threads.values().all(|&t| sleeps(t));
+            asleep = if all_asleep { asleep + 1 } else { 0 };
+            if asleep >= 3 {
+                break;
+            }
+            progress = self
+                .changed
+                .wait_timeout(progress, LOOK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
         let mut progress = self
             .changed
             .wait_while(progress, |p| p.collecting > 0)
@@ -401,4 +428,20 @@ impl ThreadEnding {
         };
         std::process::exit(code)
     }
+}
+
+/// Whether the thread `os_thread` of this process sleeps (blocked: state `S` in
+/// `/proc/self/task/TID/stat`). Elsewhere than on Linux, every thread is taken to sleep.
+fn sleeps(os_thread: i32) -> bool {
+    if !cfg!(target_os = "linux") {
+        return true;
+    }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/self/task/{os_thread}/stat")) else {
+        // Gone: nothing to wait for.
+        return true;
+    };
+    // `TID (NAME) STATE ...`: the name may hold spaces and parentheses.
+    stat.rfind(')')
+        .and_then(|end| stat[end + 1..].trim_start().chars().next())
+        .is_some_and(|state| state == 'S')
 }
