@@ -23,55 +23,30 @@
 //! thread that enters wasm, so a program deep in recursion cannot overflow its stack), and
 //! stays installed: a late signal finds no session and returns.
 //!
-//! Each session (one per thread of the program: a threaded program has several at once)
-//! owns one of [`CHANNELS`] static channels, whose number its timer's signal carries to the
-//! handler. When all are taken, [`Session::begin`] says `None` and that thread's sampler
-//! falls back to reading the cell alone, as on a platform other than Linux on x86-64 or
-//! AArch64, or when something else already handles `SIGPROF`.
+//! One run at a time per process can be sampled this way ([`Session::begin`] says `None`
+//! to the others, which then fall back to reading the cell alone), as on a platform other
+//! than Linux on x86-64 or AArch64, or when something else already handles `SIGPROF`.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-/// How many threads can be interrupted at once.
-pub const CHANNELS: usize = 64;
-
-/// What the handler and the sampler of one session share.
-struct Channel {
-    /// Whether a session owns it.
-    taken: AtomicBool,
-    /// The cell the handler reads (null outside a session).
-    cell: AtomicPtr<u32>,
-    /// The number of the last tick recorded (ticks count from 1; only the handler writes it).
-    ticks: AtomicU64,
-    /// Ticks by number modulo their count.
-    slots: [Slot; SLOTS_KEPT],
-    /// Whether the handler arms the timer for the next tick (false while paused or ending).
-    rearm: AtomicBool,
-    /// The session's timer, for the handler to arm.
-    timer: AtomicUsize,
-    /// The mean time between ticks, in nanoseconds.
-    period_ns: AtomicU64,
-    /// The state of the generator of the time to the next tick (xorshift64).
-    random: AtomicU64,
-}
-
-impl Channel {
-    const fn new() -> Self {
-        Channel {
-            taken: AtomicBool::new(false),
-            cell: AtomicPtr::new(std::ptr::null_mut()),
-            ticks: AtomicU64::new(0),
-            slots: [const { Slot::new() }; SLOTS_KEPT],
-            rearm: AtomicBool::new(false),
-            timer: AtomicUsize::new(0),
-            period_ns: AtomicU64::new(0),
-            random: AtomicU64::new(0x9e37_79b9_7f4a_7c15),
-        }
-    }
-}
-
-/// The channels, by number.
-static CHANNEL: [Channel; CHANNELS] = [const { Channel::new() }; CHANNELS];
+/// The cell the handler reads (null outside a session).
+static CELL: AtomicPtr<u32> = AtomicPtr::new(std::ptr::null_mut());
+/// The number of the last tick recorded (ticks count from 1; only the handler writes it).
+static TICKS: AtomicU64 = AtomicU64::new(0);
+/// Ticks by number modulo their count.
+static SLOTS: [Slot; SLOTS_KEPT] = [const { Slot::new() }; SLOTS_KEPT];
+/// Held by the one session that owns the handler's statics.
+static OWNER: Mutex<()> = Mutex::new(());
+/// Whether the handler arms the timer for the next tick (false while paused or ending).
+static REARM: AtomicBool = AtomicBool::new(false);
+/// The session's timer, for the handler to arm.
+static TIMER: AtomicUsize = AtomicUsize::new(0);
+/// The mean time between ticks, in nanoseconds.
+static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
+/// The state of the generator of the time to the next tick (xorshift64).
+static RANDOM: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
 
 /// How many ticks are kept: the sampler must read a tick before this many more come
 /// (6.4 ms at the default period; older ones are lost and their time goes to the others).
@@ -108,70 +83,48 @@ impl Slot {
 #[derive(Debug)]
 pub struct Session {
     target: Target,
-    _not_send: std::marker::PhantomData<*const ()>,
+    _owner: MutexGuard<'static, ()>,
 }
 
 /// What the sampler thread needs to read the ticks and pause the timer.
 #[derive(Debug, Clone, Copy)]
 pub struct Target {
     timer: timer::ThreadTimer,
-    /// The session's channel's number.
-    channel: usize,
-}
-
-impl Target {
-    fn channel(&self) -> &'static Channel {
-        &CHANNEL[self.channel]
-    }
 }
 
 impl Session {
     /// Installs the handler if needed and arms a timer that interrupts the calling thread
     /// every `period` on average, with `cell` the address of the current-node cell. `None` where
-    /// interrupting is unsupported or the timer cannot be made, or while [`CHANNELS`] other
-    /// sessions of this process are alive.
+    /// interrupting is unsupported or the timer cannot be made, or while another session
+    /// of this process is alive.
     ///
     /// # Safety
     ///
     /// `cell` must stay valid for 4-byte atomic loads until the session is dropped.
     pub unsafe fn begin(cell: *const u32, period: Duration) -> Option<Session> {
+        let owner = OWNER.try_lock().ok()?;
         if !handler::install() {
             return None;
         }
-        let number = CHANNEL.iter().position(|c| {
-            c.taken
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        })?;
-        let channel = &CHANNEL[number];
-        channel.ticks.store(0, Ordering::Relaxed);
-        for slot in &channel.slots {
+        TICKS.store(0, Ordering::Relaxed);
+        for slot in &SLOTS {
             slot.tick.store(0, Ordering::Relaxed);
         }
-        let Some(timer) = timer::ThreadTimer::create(period, number) else {
-            channel.taken.store(false, Ordering::Release);
-            return None;
-        };
+        let timer = timer::ThreadTimer::create(period)?;
         // Everything the handler reads is in place before the first tick can come.
-        channel.timer.store(timer.id(), Ordering::Relaxed);
-        channel
-            .period_ns
-            .store(period.as_nanos() as u64, Ordering::Relaxed);
-        channel.cell.store(cell.cast_mut(), Ordering::Release);
-        channel.rearm.store(true, Ordering::Release);
+        TIMER.store(timer.id(), Ordering::Relaxed);
+        PERIOD_NS.store(period.as_nanos() as u64, Ordering::Relaxed);
+        CELL.store(cell.cast_mut(), Ordering::Release);
+        REARM.store(true, Ordering::Release);
         if !timer.set(Some(period)) {
-            channel.rearm.store(false, Ordering::Release);
-            channel.cell.store(std::ptr::null_mut(), Ordering::Release);
+            REARM.store(false, Ordering::Release);
+            CELL.store(std::ptr::null_mut(), Ordering::Release);
             timer.delete();
-            channel.taken.store(false, Ordering::Release);
             return None;
         }
         Some(Session {
-            target: Target {
-                timer,
-                channel: number,
-            },
-            _not_send: std::marker::PhantomData,
+            target: Target { timer },
+            _owner: owner,
         })
     }
 
@@ -183,18 +136,16 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let channel = self.target.channel();
-        channel.rearm.store(false, Ordering::Release);
+        REARM.store(false, Ordering::Release);
         self.target.timer.delete();
-        channel.cell.store(std::ptr::null_mut(), Ordering::Release);
-        channel.taken.store(false, Ordering::Release);
+        CELL.store(std::ptr::null_mut(), Ordering::Release);
     }
 }
 
 impl Target {
     /// The number of the last tick (0: none yet).
     pub fn ticks(&self) -> u64 {
-        self.channel().ticks.load(Ordering::Acquire)
+        TICKS.load(Ordering::Acquire)
     }
 
     /// Where the thread was at tick `tick`, unless a later tick took its slot.
@@ -202,7 +153,7 @@ impl Target {
         if tick == 0 {
             return None;
         }
-        let slot = &self.channel().slots[tick as usize % SLOTS_KEPT];
+        let slot = &SLOTS[tick as usize % SLOTS_KEPT];
         if slot.tick.load(Ordering::Acquire) != tick {
             return None;
         }
@@ -217,7 +168,7 @@ impl Target {
     /// Stops the timer while ticks are not wanted (the program waits in the host: a tick
     /// would only wake it).
     pub fn pause(&self) {
-        self.channel().rearm.store(false, Ordering::Release);
+        REARM.store(false, Ordering::Release);
         // A handler running now may still arm one more tick, whose handler then stops.
         self.timer.set(None);
     }
@@ -226,23 +177,20 @@ impl Target {
     /// thread that asks, so its first tick may come from another core, late; the later ones
     /// are re-armed on the target's own.
     pub fn resume(&self) {
-        self.channel().rearm.store(true, Ordering::Release);
+        REARM.store(true, Ordering::Release);
         self.timer.set(Some(self.timer.period()));
     }
 }
 
-/// Records a tick of channel `number`: what the handler does.
-fn record(number: usize, pc: usize) {
-    let Some(channel) = CHANNEL.get(number) else {
-        return;
-    };
-    let cell = channel.cell.load(Ordering::Acquire);
+/// Records a tick: what the handler does.
+fn record(pc: usize) {
+    let cell = CELL.load(Ordering::Acquire);
     if cell.is_null() {
         return;
     }
     // Only this handler, on the one target thread, writes the count.
-    let tick = channel.ticks.load(Ordering::Relaxed) + 1;
-    let slot = &channel.slots[tick as usize % SLOTS_KEPT];
+    let tick = TICKS.load(Ordering::Relaxed) + 1;
+    let slot = &SLOTS[tick as usize % SLOTS_KEPT];
     // SAFETY: non-null only during a session, whose creator promised the cell is valid;
     // the session is dropped on this very thread, never while this handler runs.
     let value = unsafe { AtomicU32::from_ptr(cell).load(Ordering::Relaxed) };
@@ -251,26 +199,23 @@ fn record(number: usize, pc: usize) {
     slot.pc.store(pc, Ordering::Relaxed);
     slot.cell.store(value, Ordering::Relaxed);
     slot.tick.store(tick, Ordering::Release);
-    channel.ticks.store(tick, Ordering::Release);
-    if channel.rearm.load(Ordering::Acquire) {
+    TICKS.store(tick, Ordering::Release);
+    if REARM.load(Ordering::Acquire) {
         // A refusal leaves the timer idle: the sampler then charges by the cell alone.
-        let _ = timer::ThreadTimer::arm_once(
-            channel.timer.load(Ordering::Relaxed),
-            next_delay(channel),
-        );
+        let _ = timer::ThreadTimer::arm_once(TIMER.load(Ordering::Relaxed), next_delay());
     }
 }
 
 /// The time to the next tick: uniform between half and one and a half periods, so that
 /// ticks never keep step with a program that repeats itself at the period (a strictly
 /// periodic timer sampled one loop's every activation at the same point, or none of them).
-fn next_delay(channel: &Channel) -> u64 {
-    let mut x = channel.random.load(Ordering::Relaxed);
+fn next_delay() -> u64 {
+    let mut x = RANDOM.load(Ordering::Relaxed);
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    channel.random.store(x, Ordering::Relaxed);
-    let period = channel.period_ns.load(Ordering::Relaxed).max(2);
+    RANDOM.store(x, Ordering::Relaxed);
+    let period = PERIOD_NS.load(Ordering::Relaxed).max(2);
     period / 2 + x % period
 }
 
@@ -282,8 +227,8 @@ mod timer {
     use std::time::Duration;
 
     /// A POSIX timer on the monotonic clock whose expiries send `SIGPROF` to the thread
-    /// that made it, carrying its session's channel number. Armed for one tick at a time,
-    /// by that thread (its handler), so the kernel keeps it on the core the thread runs on.
+    /// that made it. Armed for one tick at a time, by that thread (its handler), so the
+    /// kernel keeps it on the core the thread runs on.
     #[derive(Debug, Clone, Copy)]
     pub struct ThreadTimer {
         /// The kernel's timer id (a `timer_t`, kept as a number: it is not a pointer into
@@ -293,9 +238,8 @@ mod timer {
     }
 
     impl ThreadTimer {
-        /// Makes the calling thread's timer for channel `channel`, not armed yet; `None` if
-        /// the system refuses.
-        pub fn create(period: Duration, channel: usize) -> Option<ThreadTimer> {
+        /// Makes the calling thread's timer, not armed yet; `None` if the system refuses.
+        pub fn create(period: Duration) -> Option<ThreadTimer> {
             if period.is_zero() {
                 return None;
             }
@@ -306,8 +250,6 @@ mod timer {
                 event.sigev_notify = libc::SIGEV_THREAD_ID;
                 event.sigev_signo = libc::SIGPROF;
                 event.sigev_notify_thread_id = libc::gettid();
-                // The channel's number + 1 (0: a signal of no session's).
-                event.sigev_value.sival_ptr = (channel + 1) as *mut libc::c_void;
                 let mut id: libc::timer_t = std::ptr::null_mut();
                 if libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut id) != 0 {
                     return None;
@@ -380,7 +322,7 @@ mod timer {
     pub struct ThreadTimer;
 
     impl ThreadTimer {
-        pub fn create(_: Duration, _: usize) -> Option<ThreadTimer> {
+        pub fn create(_: Duration) -> Option<ThreadTimer> {
             None
         }
         pub fn period(self) -> Duration {
@@ -428,24 +370,13 @@ mod handler {
         })
     }
 
-    extern "C" fn on_signal(
-        _: libc::c_int,
-        info: *mut libc::siginfo_t,
-        context: *mut libc::c_void,
-    ) {
-        if context.is_null() || info.is_null() {
+    extern "C" fn on_signal(_: libc::c_int, _: *mut libc::siginfo_t, context: *mut libc::c_void) {
+        if context.is_null() {
             return;
         }
-        // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler; a timer's
-        // signal carries the value its sigevent had (another sender's is not a channel's
-        // number + 1 in range, or it is a session's tick one early).
-        let value = unsafe { (*info).si_value().sival_ptr } as usize;
-        let Some(number) = value.checked_sub(1) else {
-            return;
-        };
-        // SAFETY: as above, for the ucontext_t.
+        // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
         let pc = unsafe { program_counter(&*context.cast::<libc::ucontext_t>()) };
-        super::record(number, pc);
+        super::record(pc);
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -542,31 +473,5 @@ mod tests {
         drop(session);
         assert!(after_pause <= paused, "{after_pause} ticks after {paused}");
         assert!(resumed >= after_pause + 2);
-    }
-
-    #[test]
-    fn threads_are_interrupted_each_by_its_own_timer() {
-        let cells = [AtomicU32::new(11), AtomicU32::new(22), AtomicU32::new(33)];
-        std::thread::scope(|s| {
-            let threads: Vec<_> = cells
-                .iter()
-                .map(|cell| {
-                    s.spawn(move || {
-                        let session = session(cell, Duration::from_micros(300))?;
-                        let target = session.target();
-                        let last = spin_for(target, 3);
-                        let seen = target.at(last).map(|w| w.cell);
-                        drop(session);
-                        Some((last, seen))
-                    })
-                })
-                .collect();
-            for (thread, cell) in threads.into_iter().zip([11, 22, 33]) {
-                if let Some((last, seen)) = thread.join().unwrap() {
-                    assert!(last >= 3, "{last} ticks");
-                    assert_eq!(seen, Some(cell));
-                }
-            }
-        });
     }
 }

@@ -10,9 +10,9 @@
 //! the first thread's (arguments, environment, stdio, `--dir`): descriptors it opens are
 //! its own.
 //!
-//! Sample mode samples each thread as it does a one-thread program: a timer of the thread's
-//! own interrupts it (see [`crate::run::interrupt`]), and its time is its CPU time. Host-call
-//! figures,
+//! Sample mode samples a spawned thread by its calling-context cell, without its program
+//! counter (the process has one timer signal, the first thread's); each thread's time is
+//! its CPU time. Host-call figures,
 //! `--inject` into WASI, `--allocs`, `--trace`, live switching, `--serve` and adaptive mode
 //! see the first thread only.
 //!
