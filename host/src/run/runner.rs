@@ -335,7 +335,6 @@ pub fn run(
                 mode,
                 template,
                 blocks.clone(),
-                probe_bytes.as_ref().map(ProbeBytes::try_clone),
             )?;
             threads.link(&mut linker, &store)?;
             Some(threads)

@@ -32,7 +32,7 @@ use crate::profile::coverage::Coverage;
 use crate::run::collector::Collector;
 use crate::run::host_state::{define_probes, reset_slot, HostState};
 use crate::run::probe_log::ProbeLog;
-use crate::run::start::{call_entry, Entry, ProbeBytes, StartProbes};
+use crate::run::start::{call_entry, Entry, StartProbes};
 use crate::run::wasi_ctx::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
@@ -73,8 +73,6 @@ pub struct Threads {
     template: Mutex<Option<Collector>>,
     /// Coverage: the block map, filled by each thread.
     blocks: Option<Coverage>,
-    /// Sample mode: where the probes' own instructions are.
-    probe_bytes: Option<ProbeBytes>,
     memories: Vec<(String, String, SharedMemory)>,
     /// The module linked for spawned threads (set once, before the program starts).
     pre: OnceLock<InstancePre<HostState>>,
@@ -119,7 +117,6 @@ impl std::fmt::Debug for Threads {
 impl Threads {
     /// The threads of a run of `module` (threaded: see [`is_threaded`]): creates its shared
     /// memories and links the module for the threads it will spawn.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         engine: &Engine,
         module: &Module,
@@ -128,7 +125,6 @@ impl Threads {
         mode: Option<ProbeMode>,
         template: Option<Collector>,
         blocks: Option<Coverage>,
-        probe_bytes: Option<ProbeBytes>,
     ) -> Result<Arc<Threads>, Failure> {
         let mut memories = Vec::new();
         for import in module.imports() {
@@ -153,7 +149,6 @@ impl Threads {
             mode,
             template: Mutex::new(template),
             blocks,
-            probe_bytes,
             memories,
             pre: OnceLock::new(),
             next: AtomicU32::new(1),
@@ -308,7 +303,9 @@ impl Threads {
             },
             StartProbes {
                 mode: self.mode,
-                bytes: self.probe_bytes.as_ref(),
+                // No program counters here (the process's one timer is the first
+                // thread's), so no probe bytes to leave out.
+                bytes: None,
                 switches: None,
                 desk: None,
                 cpu_time: true,
