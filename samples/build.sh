@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Rebuilds every sample in this folder: X.c -> X.wasm and X.wat -> X.wasm.
+# Rebuilds every sample in this folder: X.c -> X.wasm and X.wat -> X.wasm
+# (component.c -> a WASI 0.2 command component, through the componentize example).
 #
 #   samples/build.sh            build all
 #   samples/build.sh c          only the C samples
@@ -70,6 +71,11 @@ if [ "${#c_sources[@]}" -gt 0 ]; then
                 -Wl,-z,stack-size=65536) ;;
         esac
         "$python" -m ziglang cc --target=wasm32-wasi -O2 -g "${extra[@]}" -o "$out" "$src"
+        case "$(basename "$src" .c)" in
+            # A WASI 0.2 command component: the module and the preview 1 adapter.
+            component) echo "     $(basename "$out") -> component"
+                (cd "$root" && cargo run -q -p wprof --example componentize -- "$out" "$out") ;;
+        esac
     done
 fi
 

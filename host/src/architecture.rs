@@ -26,6 +26,7 @@ const ROOMS: &[(&str, &[&str])] = &[
 /// Helpers at the crate's root: every room may use them; they use no room.
 const HELPERS: &[&str] = &[
     "allocators",
+    "components",
     "demangle",
     "display",
     "environment",

@@ -29,6 +29,7 @@ pub mod report;
 pub mod run;
 
 pub mod allocators;
+pub mod components;
 pub mod demangle;
 pub mod display;
 pub mod environment;

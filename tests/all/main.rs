@@ -10,6 +10,7 @@ mod cache_fill;
 mod cache_inspect;
 mod cache_maint;
 mod cache_safety;
+mod components;
 mod config;
 mod cost;
 mod coverage;

@@ -99,6 +99,7 @@ impl InstrumentCommand {
             &instrument::FunctionRules {
                 filter: &probes.filter.0,
                 allocators: &probes.allocators.0,
+                left_out: None,
             },
             &mut cache,
             &progress,

@@ -14,6 +14,7 @@ pub mod diff;
 pub mod instrument;
 pub mod report;
 pub mod run;
+pub mod run_component;
 pub mod run_settings;
 pub mod run_summary;
 pub mod run_trace;

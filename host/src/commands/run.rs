@@ -189,7 +189,12 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     })?;
     // Validated only where nothing else does: compiling validates, and a module the cache
     // knows by its digest was validated before it was stored.
-    let loaded = timings.time("load", || loader::read(&settings.module))?;
+    let loaded = match timings.time("load", || loader::read_program(&settings.module))? {
+        loader::Program::Module(loaded) => loaded,
+        loader::Program::Component(bytes) => {
+            return crate::commands::run_component::run(settings, &engine, bytes, timings)
+        }
+    };
     // `--inject` into imports stays with the host's wrappers; into the module's own
     // functions, it goes to the agent.
     let injections = crate::prepare::injections::split(&loaded.bytes, &settings.injections)?;
@@ -273,6 +278,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
                 &instrument::FunctionRules {
                     filter: &settings.filter,
                     allocators: &settings.allocators,
+                    left_out: None,
                 },
                 &mut cache,
                 &progress,

@@ -31,7 +31,41 @@ pub fn print(
     settings: &RunSettings,
     written: bool,
 ) {
-    let stats = &prepared.stats;
+    print_with(
+        profile,
+        Some(module),
+        &prepared.stats,
+        None,
+        settings,
+        written,
+    );
+}
+
+/// [`print`] for a component: `modules` are its instrumented core modules' names.
+pub fn print_component(
+    profile: &Profile,
+    stats: &crate::profile::InstrumentationStats,
+    modules: &[String],
+    settings: &RunSettings,
+    written: bool,
+) {
+    let line = format!(
+        "wprof: a component: {} core module{} instrumented ({})\n",
+        modules.len(),
+        if modules.len() == 1 { "" } else { "s" },
+        modules.join(", ")
+    );
+    print_with(profile, None, stats, Some(line), settings, written);
+}
+
+fn print_with(
+    profile: &Profile,
+    module: Option<&[u8]>,
+    stats: &crate::profile::InstrumentationStats,
+    component: Option<String>,
+    settings: &RunSettings,
+    written: bool,
+) {
     let calls: u64 = profile.functions.iter().map(|f| f.calls).sum();
     let mut out = String::new();
     out.push_str(&format!(
@@ -56,6 +90,9 @@ pub fn print(
             ""
         }
     ));
+    if let Some(line) = component {
+        out.push_str(&line);
+    }
     if let Some(threads) = &profile.threads {
         out.push_str("wprof: ");
         out.push_str(&crate::report::text::threads_summary(
@@ -110,7 +147,9 @@ pub fn print(
         .take(10)
         .cloned()
         .collect();
-    crate::report::source::rename(&mut top, module);
+    if let Some(module) = module {
+        crate::report::source::rename(&mut top, module);
+    }
     let top: Vec<_> = top.iter().collect();
     for line in text::flat_table(profile, &top).lines() {
         out.push_str("  ");

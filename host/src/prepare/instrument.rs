@@ -322,6 +322,10 @@ pub struct FunctionRules<'a> {
     pub filter: &'a FunctionFilter,
     /// With allocators in the plan: the allocator functions.
     pub allocators: &'a crate::allocators::AllocatorRules,
+    /// With a selection in the plan: more functions left without probes, whatever the
+    /// filter says (a component's allocation callbacks in time mode, see
+    /// [`crate::prepare::component::callbacks`]).
+    pub left_out: Option<&'a std::collections::BTreeSet<u32>>,
 }
 
 impl FunctionRules<'static> {
@@ -335,6 +339,7 @@ impl FunctionRules<'static> {
         FunctionRules {
             filter: &FILTER,
             allocators: &KNOWN,
+            left_out: None,
         }
     }
 }
@@ -392,6 +397,7 @@ pub fn instrument(
         let first_defined = instrumenter.imported_function_count();
         if plan.selection.is_some() {
             excluded = rules.filter.excluded(&names, &shown, first_defined);
+            excluded.extend(rules.left_out.into_iter().flatten().copied());
             instrumenter.exclude(excluded.clone());
         }
         if plan.allocators.is_some() {

@@ -36,6 +36,28 @@ pub fn load(path: &Path, engine: &wasmtime::Engine) -> Result<LoadedModule, Fail
 /// code: for callers that validate only when nothing earlier did (a module the cache knows
 /// by its digest was validated when it was stored; compiling validates too).
 pub fn read(path: &Path) -> Result<LoadedModule, Failure> {
+    match read_program(path)? {
+        Program::Module(module) => Ok(module),
+        Program::Component(_) => Err(Failure::input(format!(
+            "{} is a WebAssembly component; only `wprof run` takes components, the other \
+             commands take core modules",
+            path.display()
+        ))),
+    }
+}
+
+/// A program wprof can run, as read from disk.
+#[derive(Debug, Clone)]
+pub enum Program {
+    /// A WASI preview 1 command module.
+    Module(LoadedModule),
+    /// A component's bytes (checked by [`crate::prepare::component::ComponentLayout`]).
+    Component(Vec<u8>),
+}
+
+/// Reads `path`: a WASI preview 1 command module (checked as [`read`] does) or a component
+/// (only read).
+pub fn read_program(path: &Path) -> Result<Program, Failure> {
     let shown = path.display();
     let raw =
         std::fs::read(path).map_err(|e| Failure::input(format!("cannot read {shown}: {e}")))?;
@@ -54,9 +76,7 @@ pub fn read(path: &Path) -> Result<LoadedModule, Failure> {
         )));
     };
     if wasmparser::Parser::is_component(&bytes) {
-        return Err(Failure::input(format!(
-            "{shown} is a WebAssembly component; wprof runs core modules (WASI preview 1 commands) only"
-        )));
+        return Ok(Program::Component(bytes));
     }
     check_command(&bytes).map_err(|why| Failure::input(format!("{shown} {why}")))?;
     // On every core: a 69 MB module takes 70 ms on one.
@@ -64,7 +84,7 @@ pub fn read(path: &Path) -> Result<LoadedModule, Failure> {
         .update_rayon(&bytes)
         .finalize()
         .as_bytes();
-    Ok(LoadedModule { bytes, digest })
+    Ok(Program::Module(LoadedModule { bytes, digest }))
 }
 
 /// Checks that the engine accepts `module` (read from `path`): one [`Failure`] naming the

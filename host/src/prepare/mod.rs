@@ -17,6 +17,7 @@ pub mod artifacts;
 pub mod cache_model;
 pub mod cache_values;
 pub mod compiled;
+pub mod component;
 pub mod guard;
 pub mod injections;
 pub mod instrument;

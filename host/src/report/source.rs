@@ -192,15 +192,35 @@ pub fn module_dwarf(bytes: &[u8]) -> anyhow::Result<Option<ModuleDwarf<'_>>> {
     }))
 }
 
-/// The source of every defined function that has DWARF line information.
+/// The source of every defined function that has DWARF line information; in a component,
+/// of every function of its core modules, in the ids of its profile (see
+/// [`crate::components::function_count`]).
 pub fn sources_from_module(bytes: &[u8]) -> anyhow::Result<HashMap<u32, Source>> {
+    if wasmparser::Parser::is_component(bytes) {
+        let layout = crate::components::ComponentLayout::read(bytes).map_err(anyhow::Error::msg)?;
+        let mut out = HashMap::new();
+        let mut offset = 0;
+        for module in &layout.modules {
+            let core = &bytes[module.range.clone()];
+            for (id, source) in sources_from_module(core)? {
+                out.insert(offset + id, source);
+            }
+            offset += crate::components::function_count(core).map_err(anyhow::Error::msg)?;
+        }
+        return Ok(out);
+    }
     let Some(dwarf) = module_dwarf(bytes)? else {
         return Ok(HashMap::new());
     };
     let mut out = HashMap::new();
     for (i, range) in dwarf.bodies.iter().enumerate() {
-        let start = (range.start - dwarf.code_start) as u64;
-        let end = (range.end - dwarf.code_start) as u64;
+        let (Some(start), Some(end)) = (
+            range.start.checked_sub(dwarf.code_start),
+            range.end.checked_sub(dwarf.code_start),
+        ) else {
+            continue;
+        };
+        let (start, end) = (start as u64, end as u64);
         let found = dwarf
             .context
             .find_location_range(start, end)?
@@ -347,6 +367,9 @@ mod tests {
         assert_eq!(demangle("_Z3fooi").as_deref(), Some("foo(int)"));
         assert_eq!(demangle("find_match"), None);
         assert_eq!(demangle("wasi_snapshot_preview1::fd_write"), None);
+        // A component's functions keep their module.
+        assert_eq!(demangle("main!_Z3fooi").as_deref(), Some("main!foo(int)"));
+        assert_eq!(demangle("main!leaf"), None);
     }
 
     #[test]

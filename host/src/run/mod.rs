@@ -30,6 +30,7 @@ pub mod calibrate;
 pub mod clock;
 pub mod code_map;
 pub mod collector;
+pub mod component;
 pub mod coverage;
 pub mod engine;
 pub mod host_calls;

@@ -19,6 +19,15 @@ pub enum Stdio {
 
 /// A WASI context for a thread of the program `settings` runs.
 pub(crate) fn wasi_context(settings: &RunSettings, stdio: Stdio) -> Result<WasiP1Ctx, Failure> {
+    Ok(wasi_builder(settings, stdio)?.build_p1())
+}
+
+/// The WASI settings of the program `settings` runs: built for preview 1 by
+/// [`wasi_context`], for a component (WASI 0.2) by [`crate::run::component`].
+pub(crate) fn wasi_builder(
+    settings: &RunSettings,
+    stdio: Stdio,
+) -> Result<WasiCtxBuilder, Failure> {
     let mut builder = WasiCtxBuilder::new();
     if stdio == Stdio::Inherit {
         builder.inherit_stdio();
@@ -34,5 +43,5 @@ pub(crate) fn wasi_context(settings: &RunSettings, stdio: Stdio) -> Result<WasiP
                 Failure::input(format!("cannot open --dir {}: {e}", dir.host.display()))
             })?;
     }
-    Ok(builder.build_p1())
+    Ok(builder)
 }

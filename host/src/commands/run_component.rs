@@ -1,0 +1,308 @@
+//! `wprof run` on a WASI 0.2 command component: each top-level core module instrumented
+//! through the cache by its own bytes, the component rewritten around them (see
+//! [`crate::prepare::component`]), run under WASI 0.2, and one profile over every module,
+//! its functions named `module!function` when there are several.
+
+use wasmtime::component::Component;
+use wprof_agent::{ProbeMode, ProbePlan};
+
+use crate::components::{qualified_name, ComponentLayout};
+use crate::exit::Failure;
+use crate::prepare::component::callbacks::callback_closure;
+use crate::prepare::component::rewrite::{self, Replacement};
+use crate::prepare::instrument::{self, warn, CacheSession};
+use crate::prepare::loader::LoadedModule;
+use crate::profile::{Ending, FunctionInfo, InstrumentationStats, ModuleRef};
+use crate::progress::Progress;
+use crate::run::collector::Collector;
+use crate::run::component::{ComponentOutcome, ComponentProbes, ModuleProbes};
+use crate::run::wasi_ctx::Stdio;
+use crate::settings::RunSettings;
+use crate::timings::Timings;
+
+/// Options of `wprof run` that components do not take yet: the first one set, by name.
+fn unsupported(settings: &RunSettings) -> Option<&'static str> {
+    [
+        (!settings.injections.is_empty(), "--inject"),
+        (settings.serve.is_some(), "--serve"),
+        (settings.live, "--live"),
+        (settings.trace.is_some(), "--trace"),
+        (settings.allocs, "--allocs"),
+        (settings.coverage, "--coverage"),
+    ]
+    .into_iter()
+    .find_map(|(set, name)| set.then_some(name))
+}
+
+/// Runs the component `bytes` (read from `settings.module`): the program's exit code.
+pub(crate) fn run(
+    settings: &RunSettings,
+    engine: &wasmtime::Engine,
+    bytes: Vec<u8>,
+    timings: &mut Timings,
+) -> Result<i32, Failure> {
+    let shown = settings.module.display().to_string();
+    let layout = ComponentLayout::read(&bytes)
+        .map_err(|e| Failure::input(format!("{shown} is not a valid component: {e}")))?;
+    if !layout.is_command() {
+        return Err(Failure::input(format!(
+            "{shown} is a component that is not a WASI command: it exports no {}.x",
+            crate::components::CLI_RUN
+        )));
+    }
+    if let (true, Some(option)) = (settings.profiling, unsupported(settings)) {
+        return Err(Failure::input(format!(
+            "{option} does not work on components yet ({shown} is one)"
+        )));
+    }
+    let digest = *blake3::hash(&bytes).as_bytes();
+    let mut cache = timings.time("open cache", || {
+        CacheSession::open(settings.cache_dir.as_deref())
+    });
+    let progress = Progress::on_terminal(settings.quiet);
+    let prepared = match settings.profiling {
+        true => timings.time("instrument", || {
+            crate::prepare::guard::quietly(|| {
+                prepare(settings, &bytes, &layout, &mut cache, &progress)
+            })
+            .unwrap_or_else(|why| Err(format!("wprof failed: {why}")))
+            .map_err(|why| {
+                warn(format_args!(
+                    "cannot instrument {shown} ({why}); running it without profiling"
+                ))
+            })
+            .ok()
+        }),
+        false => None,
+    };
+    progress.step("compiling", None);
+    let compile = |bytes: &[u8]| {
+        Component::new(engine, bytes).map_err(|e| {
+            Failure::input(format!(
+                "cannot compile {shown}: {}",
+                e.to_string().lines().next().unwrap_or_default()
+            ))
+        })
+    };
+    let compiled = match prepared {
+        Some(p) => match timings.time("compile", || compile(&p.component)) {
+            Ok(component) => Some((p, component)),
+            Err(e) => {
+                warn(format_args!(
+                    "the instrumented {shown} does not compile ({}); running it without profiling",
+                    e.message
+                ));
+                None
+            }
+        },
+        None => None,
+    };
+    let Some((prepared, component)) = compiled else {
+        let component = timings.time("compile", || compile(&bytes))?;
+        progress.finish();
+        let outcome =
+            crate::run::component::run(engine, &component, settings, Stdio::Inherit, None)?;
+        return Ok(finish(&outcome));
+    };
+    progress.finish();
+    let mut collector = Collector::new(prepared.functions.len());
+    if settings.mode != ProbeMode::Cost {
+        collector = collector.with_quantum(crate::run::collector::PS_PER_NS);
+    }
+    if settings.mode == ProbeMode::Time && settings.subtract_overhead {
+        match timings.time("calibrate", || {
+            crate::run::calibrate::measure(engine, settings.call_sites, settings.short_max > 0)
+        }) {
+            Ok(overhead) => collector = collector.with_overhead(overhead),
+            Err(e) => warn(format_args!(
+                "cannot measure the probe overhead ({e}); times include it"
+            )),
+        }
+    }
+    let probes = ComponentProbes {
+        mode: settings.mode,
+        collector,
+        modules: prepared.modules.clone(),
+    };
+    let outcome =
+        crate::run::component::run(engine, &component, settings, Stdio::Inherit, Some(probes))?;
+    if let Some((_, report)) = &outcome.trap {
+        crate::say!("Error: {report}");
+    }
+    let collector = outcome
+        .collector
+        .as_ref()
+        .expect("instrumented runs have a collector");
+    let profile = timings.time("profile", || {
+        crate::run::profile_of_run(
+            ModuleRef {
+                path: shown.clone(),
+                blake3: wprof_cache::hex(&digest),
+            },
+            &prepared.functions,
+            prepared.stats,
+            settings.mode,
+            collector,
+            Ending {
+                exit_code: outcome.exit_code,
+                trap: outcome.trap.as_ref().map(|(m, _)| m.clone()),
+                wall_time: outcome.wall_time,
+                sampling: None,
+            },
+        )
+    });
+    let written = timings
+        .time("encode", || profile.encode())
+        .and_then(|bytes| {
+            timings.time("write", || {
+                crate::profile::write_bytes(&bytes, &settings.profile_path)
+            })
+        });
+    let written = match written {
+        Ok(()) => true,
+        Err(e) => {
+            warn(format_args!("{e:#}; no profile written"));
+            false
+        }
+    };
+    if !settings.quiet {
+        crate::commands::run_summary::print_component(
+            &profile,
+            &prepared.stats,
+            &prepared.module_names,
+            settings,
+            written,
+        );
+    }
+    Ok(outcome.exit_code)
+}
+
+/// The component's core modules instrumented, the component rewritten around them.
+struct PreparedComponent {
+    /// The rewritten component.
+    component: Vec<u8>,
+    /// Every function of every instrumented module, in the component's id space.
+    functions: Vec<FunctionInfo>,
+    /// The instrumented modules' probes, in probe-instance order.
+    modules: Vec<ModuleProbes>,
+    /// Summed over the modules.
+    stats: InstrumentationStats,
+    /// The instrumented modules' names, in order.
+    module_names: Vec<String>,
+}
+
+fn prepare(
+    settings: &RunSettings,
+    bytes: &[u8],
+    layout: &ComponentLayout,
+    cache: &mut CacheSession,
+    progress: &Progress,
+) -> Result<PreparedComponent, String> {
+    let plan = ProbePlan {
+        mode: settings.mode,
+        call_sites: settings.call_sites,
+        selection: settings.filter.selection().map(std::sync::Arc::new),
+        short_max: settings.short_max,
+        ..ProbePlan::default()
+    };
+    let several = layout.several_modules();
+    let mut functions = Vec::new();
+    let mut modules = Vec::new();
+    let mut replacements = Vec::new();
+    let mut stats = InstrumentationStats::default();
+    let mut module_names = Vec::new();
+    for module in &layout.modules {
+        let core = &bytes[module.range.clone()];
+        let loaded = LoadedModule {
+            bytes: core.to_vec(),
+            digest: *blake3::hash(core).as_bytes(),
+        };
+        let path =
+            std::path::PathBuf::from(format!("{}#{}", settings.module.display(), module.name));
+        // Time mode's probes and adaptive mode's timers call the host, which the
+        // canonical ABI's callbacks may not do.
+        let callbacks = match settings.mode {
+            ProbeMode::Time | ProbeMode::Adaptive => callback_closure(core)?,
+            _ => Default::default(),
+        };
+        let plan = match callbacks.is_empty() {
+            true => plan.clone(),
+            false => ProbePlan {
+                selection: Some(std::sync::Arc::new(callbacks_left_out(&plan))),
+                ..plan.clone()
+            },
+        };
+        let prepared = match instrument::from_cache(&loaded, &path, &plan, cache) {
+            Some(hit) => hit,
+            None => instrument::instrument(
+                &loaded,
+                &path,
+                &plan,
+                &instrument::FunctionRules {
+                    filter: &settings.filter,
+                    allocators: &settings.allocators,
+                    left_out: Some(&callbacks),
+                },
+                cache,
+                progress,
+            )
+            .map_err(|e| format!("module {}: {e}", module.name))?,
+        };
+        let instrumented = prepared
+            .bytes()
+            .ok_or_else(|| format!("module {}: its cached form is damaged", module.name))?
+            .to_vec();
+        let imports = crate::components::probe_imports(&instrumented)?;
+        let offset = functions.len() as u32;
+        functions.extend(prepared.functions.iter().map(|f| FunctionInfo {
+            id: offset + f.id,
+            name: qualified_name(&module.name, &f.name, several),
+            kind: f.kind.clone(),
+        }));
+        if !imports.is_empty() {
+            modules.push(ModuleProbes {
+                offset,
+                imports: imports.clone(),
+            });
+        }
+        stats.functions_total += prepared.stats.functions_total;
+        stats.functions_instrumented += prepared.stats.functions_instrumented;
+        stats.functions_from_cache += prepared.stats.functions_from_cache;
+        module_names.push(module.name.clone());
+        replacements.push(Replacement {
+            module_index: module.index,
+            bytes: instrumented,
+            probes: imports,
+        });
+    }
+    stats.module_from_cache = false;
+    let component = rewrite::rewrite(bytes, &replacements)?;
+    Ok(PreparedComponent {
+        component,
+        functions,
+        modules,
+        stats,
+        module_names,
+    })
+}
+
+/// The selection of a module with allocation callbacks: the user's, and the callbacks left
+/// out (a set the module's bytes decide, so the spec needs only say so).
+fn callbacks_left_out(plan: &ProbePlan) -> wprof_agent::Selection {
+    let mut h = blake3::Hasher::new();
+    h.update(b"wprof component callbacks left out v1\0");
+    if let Some(user) = &plan.selection {
+        h.update(&user.spec);
+    }
+    wprof_agent::Selection {
+        spec: *h.finalize().as_bytes(),
+        excluded: Default::default(),
+    }
+}
+
+fn finish(outcome: &ComponentOutcome) -> i32 {
+    if let Some((_, report)) = &outcome.trap {
+        crate::say!("Error: {report}");
+    }
+    outcome.exit_code
+}

@@ -1,0 +1,223 @@
+//! Running a WASI 0.2 command component (`wasi:cli/run`) as `wasmtime run` would: WASI 0.2
+//! from wasmtime-wasi, the same arguments, environment, preopened directories and stdio as
+//! a module's run, the exit code of `wasi:cli/exit` or of `run`'s result.
+//!
+//! In an instrumented run the component is the rewritten one (see
+//! [`crate::prepare::component::rewrite`]): the host defines each instrumented core
+//! module's probe instance, whose functions report under the module's ids moved to the
+//! component's id space (module `k`'s function `i` is `offset(k) + i`), so that one probe
+//! log sees calls cross from module to module as one calling-context tree.
+
+use std::io::Write;
+
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Engine, Store, StoreContextMut};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wprof_agent::{ProbeImports as P, ProbeMode};
+
+use crate::components::{probe_function_name, probe_instance_name, ProbeImport};
+use crate::exit::Failure;
+use crate::run::collector::Collector;
+use crate::run::probe_log::ProbeLog;
+use crate::run::wasi_ctx::{wasi_builder, Stdio};
+use crate::settings::RunSettings;
+
+/// What a component's run keeps: WASI 0.2's context and resources, and time mode's log.
+pub struct ComponentState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    log: Option<ProbeLog>,
+}
+
+impl std::fmt::Debug for ComponentState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ComponentState").finish_non_exhaustive()
+    }
+}
+
+impl WasiView for ComponentState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// One instrumented core module of the component: where its ids start in the component's
+/// id space and the probe functions it imports.
+#[derive(Debug, Clone)]
+pub struct ModuleProbes {
+    /// The component id of the module's function 0.
+    pub offset: u32,
+    /// Its probe imports, as [`crate::components::probe_imports`] read them.
+    pub imports: Vec<ProbeImport>,
+}
+
+/// What an instrumented component's run needs besides the component.
+#[derive(Debug)]
+pub struct ComponentProbes {
+    /// The mode every module was instrumented for.
+    pub mode: ProbeMode,
+    /// Where the probes report, over the component's id space.
+    pub collector: Collector,
+    /// The instrumented modules, in the order of their probe instances.
+    pub modules: Vec<ModuleProbes>,
+}
+
+/// How a component's run ended.
+#[derive(Debug)]
+pub struct ComponentOutcome {
+    /// The program's exit code (0, `wasi:cli/exit`'s code, 1 when `run` returns an error,
+    /// [`crate::exit::TRAP`] after a trap).
+    pub exit_code: i32,
+    /// The trap or host error that ended it: a line, and the full report.
+    pub trap: Option<(String, String)>,
+    /// Wall time of `run` in nanoseconds.
+    pub wall_time: u64,
+    /// The collector, every frame closed (instrumented runs).
+    pub collector: Option<Collector>,
+}
+
+/// Runs `component`'s `wasi:cli/run`. With `probes`, its probe instances report to their
+/// collector.
+pub fn run(
+    engine: &Engine,
+    component: &Component,
+    settings: &RunSettings,
+    stdio: Stdio,
+    probes: Option<ComponentProbes>,
+) -> Result<ComponentOutcome, Failure> {
+    let shown = settings.module.display().to_string();
+    let mut linker: Linker<ComponentState> = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
+    let (log, modules) = match probes {
+        Some(p) => {
+            if p.mode != ProbeMode::Time {
+                return Err(Failure::input(format!(
+                    "{} mode does not run components yet; use --mode time",
+                    p.mode.name()
+                )));
+            }
+            (Some(ProbeLog::start(p.collector)), p.modules)
+        }
+        None => (None, Vec::new()),
+    };
+    for (k, module) in modules.iter().enumerate() {
+        define_probes(&mut linker, k, module)
+            .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
+    }
+    let wasi = wasi_builder(settings, stdio)?.build();
+    let mut store = Store::new(
+        engine,
+        ComponentState {
+            wasi,
+            table: ResourceTable::new(),
+            log,
+        },
+    );
+    let started = std::time::Instant::now();
+    let result =
+        wasmtime_wasi::p2::bindings::sync::Command::instantiate(&mut store, component, &linker)
+            .map_err(|e| {
+                Failure::input(format!(
+                    "cannot instantiate {shown}: {}",
+                    first_line(&e.to_string())
+                ))
+            })?
+            .wasi_cli_run()
+            .call_run(&mut store);
+    let wall_time = started.elapsed().as_nanos() as u64;
+    let _ = std::io::stdout().flush();
+    let (exit_code, trap) = match result {
+        Ok(Ok(())) => (0, None),
+        Ok(Err(())) => (1, None),
+        Err(e) => {
+            if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
+                (exit.0, None)
+            } else {
+                let code = if e.downcast_ref::<wasmtime::Trap>().is_some() {
+                    crate::exit::TRAP
+                } else {
+                    1
+                };
+                let message = match e.downcast_ref::<wasmtime::Trap>() {
+                    Some(trap) => trap.to_string(),
+                    None => first_line(&e.root_cause().to_string()),
+                };
+                let report = format!("{e:?}");
+                (code, Some((message, report)))
+            }
+        }
+    };
+    let collector = store.into_data().log.map(|log| {
+        let mut collector = log.finish().0;
+        collector.settle_allocs();
+        collector
+    });
+    Ok(ComponentOutcome {
+        exit_code,
+        trap,
+        wall_time,
+        collector,
+    })
+}
+
+/// Defines probe instance `k` (see [`probe_instance_name`]) for `module`: time mode's log
+/// entries, ids moved by the module's offset.
+fn define_probes(
+    linker: &mut Linker<ComponentState>,
+    k: usize,
+    module: &ModuleProbes,
+) -> wasmtime::Result<()> {
+    fn log<'a>(store: &'a mut StoreContextMut<'_, ComponentState>) -> &'a mut ProbeLog {
+        store
+            .data_mut()
+            .log
+            .as_mut()
+            .expect("time-mode probes are linked only with a probe log")
+    }
+    let mut instance = linker.instance(&probe_instance_name(k))?;
+    let offset = module.offset;
+    for probe in &module.imports {
+        let name = probe_function_name(&probe.name);
+        match probe.name.as_str() {
+            P::ENTER => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
+                log(&mut s).enter(offset + id);
+                Ok(())
+            })?,
+            P::EXIT => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
+                log(&mut s).exit(offset + id);
+                Ok(())
+            })?,
+            P::TAIL => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
+                log(&mut s).tail(offset + id);
+                Ok(())
+            })?,
+            P::CALLED => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
+                log(&mut s).called(offset + id);
+                Ok(())
+            })?,
+            P::ENTER_CATCHING => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
+                Ok((log(&mut s).enter_catching(offset + id),))
+            })?,
+            P::UNWIND => instance.func_wrap(&name, |mut s, (token,): (u32,)| {
+                log(&mut s).unwind(token);
+                Ok(())
+            })?,
+            P::SITE => instance.func_wrap(&name, |mut s, (site,): (u32,)| {
+                log(&mut s).site(site);
+                Ok(())
+            })?,
+            P::INJECT => instance.func_wrap(&name, |_, (_,): (u32,)| Ok((0u32,)))?,
+            P::ALLOC => instance.func_wrap(&name, |_, _: (u32, u32, u64, u64, u64, u32)| Ok(()))?,
+            other => wasmtime::bail!("unknown probe wprof::{other}"),
+        }
+    }
+    Ok(())
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_string()
+}

@@ -1,0 +1,144 @@
+//! WASI 0.2 command components through the binary: `samples/component.wasm` (the
+//! `component.c` module and the WASI preview 1 adapter, made by the `componentize`
+//! example) calls `middle` ROUNDS times and `leaf` 100 times per call, so profiles are
+//! checked exactly; it runs as the wasmtime CLI runs it (stdout, exit code, `--env`,
+//! `--dir`), profiled or not.
+
+use crate::support::{calls, sample, stderr, stdout, wasmtime_cli, Scratch};
+
+fn component() -> String {
+    sample("component.wasm").to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_component_runs_as_under_wasmtime_profiled_or_not() {
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.path("data")).unwrap();
+    std::fs::write(s.path("data/note.txt"), "from the host\nsecond\n").unwrap();
+    let program = component();
+    let args = ["7", "0", "/data/note.txt"];
+    let expected = "hi: 7 rounds, checksum 3216989998\nfirst line: from the host\n";
+    for (label, profiling) in [("off", "0"), ("time", "1")] {
+        let out = s
+            .wprof(
+                &[
+                    &["run", "-q", "--mode", "time", "-o", "c.wprof"][..],
+                    &[
+                        "--env",
+                        "GREETING=hi",
+                        "--dir",
+                        "data::/data",
+                        &program,
+                        "--",
+                    ],
+                    &args,
+                ]
+                .concat(),
+            )
+            .env("WPROF", profiling)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{label}: {}", stderr(&out));
+        assert_eq!(stdout(&out), expected, "{label}");
+    }
+    // A failing `main` exits with 1, as the component model's `wasi:cli/exit` says.
+    for profiling in ["0", "1"] {
+        let out = s
+            .wprof(&["run", "-q", "--mode", "time", &program, "--", "1", "3"])
+            .env("WPROF", profiling)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "WPROF={profiling}: {}",
+            stderr(&out)
+        );
+    }
+    if let Some(cli) = wasmtime_cli() {
+        let out = std::process::Command::new(cli)
+            .current_dir(s.path(""))
+            .args([
+                "run",
+                "--env",
+                "GREETING=hi",
+                "--dir",
+                "data::/data",
+                &program,
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(stdout(&out), expected, "the wasmtime CLI");
+        let out = std::process::Command::new(wasmtime_cli().unwrap())
+            .args(["run", &program, "1", "3"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "the wasmtime CLI's exit code");
+    }
+}
+
+#[test]
+fn time_mode_counts_every_core_module_exactly_and_the_cache_keeps_them() {
+    let s = Scratch::new();
+    let program = component();
+    let out = s.run(&["run", "--mode", "time", "-o", "c.wprof", &program, "25"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary = stderr(&out);
+    assert!(
+        summary.contains("a component: 4 core modules instrumented (main, wasi_snapshot_preview1,"),
+        "{summary}"
+    );
+    let p = s.profile("c.wprof");
+    assert_eq!(calls(&p, "main!middle"), 25);
+    assert_eq!(calls(&p, "main!leaf"), 2500);
+    assert_eq!(calls(&p, "main!main"), 1);
+    // The adapter's functions are there, under its own name.
+    assert!(p["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["name"] == "wasi_snapshot_preview1!fd_write" && f["calls"].as_u64() > Some(0)));
+    // One tree: main's import of fd_write calls the shim (wit-component's way through the
+    // cycle between main and the adapter), which calls the adapter's fd_write.
+    let id = |name: &str| crate::support::function(&p, name)["id"].clone();
+    let import = id("main!wasi_snapshot_preview1::fd_write");
+    let fd_write = id("wasi_snapshot_preview1!fd_write");
+    let edges = p["edges"].as_array().unwrap();
+    let through = edges
+        .iter()
+        .filter(|e| e["caller"] == import)
+        .map(|e| e["callee"].clone())
+        .collect::<Vec<_>>();
+    assert!(
+        through.iter().any(|shim| edges
+            .iter()
+            .any(|e| &e["caller"] == shim && e["callee"] == fd_write)),
+        "the adapter's fd_write is not reached from main's import of it"
+    );
+    // Again: every module's functions from the cache.
+    let out = s.run(&["run", "--mode", "time", "-o", "c2.wprof", &program, "25"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(" 0 instrumented now"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(calls(&s.profile("c2.wprof"), "main!leaf"), 2500);
+    // The reports read it.
+    let out = s.run(&["report", "c.wprof"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("main!middle"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_component_that_is_not_a_command_is_one_line_and_exit_2() {
+    let s = Scratch::new();
+    let path = s.wat_module("lib.wasm", "(component (core module))");
+    let out = s.run(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("not a WASI command"), "{err}");
+}
