@@ -142,3 +142,39 @@ fn a_component_that_is_not_a_command_is_one_line_and_exit_2() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("not a WASI command"), "{err}");
 }
+
+#[test]
+fn a_component_is_profiled_in_time_mode_and_another_mode_asked_for_is_one_warning() {
+    let s = Scratch::new();
+    let program = component();
+    // The default mode: time mode's, quietly.
+    let out = s.run(&["run", "-o", "default.wprof", &program, "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let p = s.profile("default.wprof");
+    assert_eq!(p["mode"], "time");
+    assert_eq!(calls(&p, "main!leaf"), 200);
+    for mode in ["sample", "cost", "adaptive"] {
+        let name = format!("{mode}.wprof");
+        let out = s.run(&["run", "--mode", mode, "-o", &name, &program, "2"]);
+        assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+        assert_eq!(
+            stdout(&out),
+            "hello: 2 rounds, checksum 1459720720\n",
+            "{mode}"
+        );
+        let warnings: Vec<_> = stderr(&out)
+            .lines()
+            .filter(|l| l.contains("warning"))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(warnings.len(), 1, "{mode}: {warnings:?}");
+        assert!(
+            warnings[0].contains(&format!("not {mode} mode")),
+            "{warnings:?}"
+        );
+        let p = s.profile(&name);
+        assert_eq!(p["mode"], "time", "{mode}");
+        assert_eq!(calls(&p, "main!middle"), 2, "{mode}");
+    }
+}

@@ -3,7 +3,6 @@
 //! [`crate::prepare::component`]), run under WASI 0.2, and one profile over every module,
 //! its functions named `module!function` when there are several.
 
-use wasmtime::component::Component;
 use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::components::{qualified_name, ComponentLayout};
@@ -55,6 +54,25 @@ pub(crate) fn run(
             "{option} does not work on components yet ({shown} is one)"
         )));
     }
+    // The inline modes keep their trees in memories a component does not show the host:
+    // components are profiled in time mode (with a warning when another mode was asked
+    // for; the default mode is time mode's for a component).
+    let settings = &match settings.profiling && settings.mode != ProbeMode::Time {
+        true => {
+            if settings.mode_chosen {
+                warn(format_args!(
+                    "{shown} is a component: it is profiled in time mode, not {} mode \
+                 (components are profiled in time mode only)",
+                    settings.mode.name()
+                ));
+            }
+            RunSettings {
+                mode: ProbeMode::Time,
+                ..settings.clone()
+            }
+        }
+        false => settings.clone(),
+    };
     let digest = *blake3::hash(&bytes).as_bytes();
     let mut cache = timings.time("open cache", || {
         CacheSession::open(settings.cache_dir.as_deref())
@@ -76,13 +94,15 @@ pub(crate) fn run(
         false => None,
     };
     progress.step("compiling", None);
-    let compile = |bytes: &[u8]| {
-        Component::new(engine, bytes).map_err(|e| {
-            Failure::input(format!(
-                "cannot compile {shown}: {}",
-                e.to_string().lines().next().unwrap_or_default()
-            ))
-        })
+    let mut compile = |bytes: &[u8]| {
+        crate::prepare::component::compile::compile(engine, bytes, &mut cache)
+            .map(|(component, _)| component)
+            .map_err(|e| {
+                Failure::input(format!(
+                    "cannot compile {shown}: {}",
+                    e.to_string().lines().next().unwrap_or_default()
+                ))
+            })
     };
     let compiled = match prepared {
         Some(p) => match timings.time("compile", || compile(&p.component)) {
@@ -219,12 +239,8 @@ fn prepare(
         };
         let path =
             std::path::PathBuf::from(format!("{}#{}", settings.module.display(), module.name));
-        // Time mode's probes and adaptive mode's timers call the host, which the
-        // canonical ABI's callbacks may not do.
-        let callbacks = match settings.mode {
-            ProbeMode::Time | ProbeMode::Adaptive => callback_closure(core)?,
-            _ => Default::default(),
-        };
+        // Time mode's probes call the host, which the canonical ABI's callbacks may not do.
+        let callbacks = callback_closure(core)?;
         let plan = match callbacks.is_empty() {
             true => plan.clone(),
             false => ProbePlan {

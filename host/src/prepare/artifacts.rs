@@ -131,13 +131,7 @@ pub fn load(
     secret: &SecretKey,
 ) -> Result<Loaded, LoadError> {
     let shown = found.path.display().to_string();
-    let stored = std::fs::read(&found.path).map_err(|_| LoadError::Unreadable(shown.clone()))?;
-    if hex(&mac(secret, &found.key, &stored)) != found.mac {
-        return Err(LoadError::NotAuthentic(shown));
-    }
-    let image = artifact_image::expand(&stored)
-        .map_err(|e| LoadError::Refused(shown.clone(), e.to_string()))?;
-    drop(stored);
+    let image = verified_image(found, secret)?;
     let mapped = image
         .try_clone()
         .map_err(|_| LoadError::Unreadable(shown.clone()))?;
@@ -161,6 +155,41 @@ pub fn load(
     }
     .map_err(|e| LoadError::Refused(shown, first_line(&e.to_string())))?;
     Ok(Loaded { module, image })
+}
+
+/// The image of a found artifact if its MAC verifies under `secret`: wasmtime's serialized
+/// code, in an anonymous file of this process.
+fn verified_image(found: &FoundArtifact, secret: &SecretKey) -> Result<std::fs::File, LoadError> {
+    let shown = found.path.display().to_string();
+    let stored = std::fs::read(&found.path).map_err(|_| LoadError::Unreadable(shown.clone()))?;
+    if hex(&mac(secret, &found.key, &stored)) != found.mac {
+        return Err(LoadError::NotAuthentic(shown));
+    }
+    artifact_image::expand(&stored).map_err(|e| LoadError::Refused(shown, e.to_string()))
+}
+
+/// Loads a found artifact of a component if its MAC verifies under `secret`.
+pub fn load_component(
+    engine: &Engine,
+    found: &FoundArtifact,
+    secret: &SecretKey,
+) -> Result<wasmtime::component::Component, LoadError> {
+    let shown = found.path.display().to_string();
+    let image = verified_image(found, secret)?;
+    let mut bytes = vec![
+        0;
+        image
+            .metadata()
+            .map_err(|_| LoadError::Unreadable(shown.clone()))?
+            .len() as usize
+    ];
+    std::os::unix::fs::FileExt::read_exact_at(&image, &mut bytes, 0)
+        .map_err(|_| LoadError::Unreadable(shown.clone()))?;
+    // SAFETY: `bytes` are exactly those whose MAC under this user's secret key was just
+    // verified: what this user's wprof serialized with `Component::serialize` for an engine
+    // of this fingerprint (the key covers it).
+    unsafe { wasmtime::component::Component::deserialize(engine, &bytes) }
+        .map_err(|e| LoadError::Refused(shown, first_line(&e.to_string())))
 }
 
 /// Serializes `module` and stores it as the artifact of `instrumented_digest`.

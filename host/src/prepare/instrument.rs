@@ -155,7 +155,8 @@ impl CacheSession {
         }
     }
 
-    fn with<T>(&mut self, f: impl FnOnce(&Cache) -> Result<T, CacheError>) -> Option<T> {
+    /// Runs `f` on the cache, if there is one; a cache error disables the cache (one warning).
+    pub(crate) fn with<T>(&mut self, f: impl FnOnce(&Cache) -> Result<T, CacheError>) -> Option<T> {
         let result = f(self.cache.as_ref()?);
         match result {
             Ok(v) => Some(v),
@@ -164,6 +165,11 @@ impl CacheSession {
                 None
             }
         }
+    }
+
+    /// Notes that this session wrote to the cache (see [`CacheSession::release`]).
+    pub(crate) fn note_written(&mut self) {
+        self.wrote = true;
     }
 
     fn put(&mut self, kind: Kind, key: &[u8; 32], value: &[u8]) {
@@ -181,7 +187,7 @@ impl CacheSession {
 
     /// The user's secret key, loaded (or created) once; `None` (after one warning) if it
     /// cannot be had, and then compiled code is not cached.
-    fn secret(&mut self) -> Option<SecretKey> {
+    pub(crate) fn secret(&mut self) -> Option<SecretKey> {
         if self.failed {
             return None;
         }

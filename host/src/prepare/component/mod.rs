@@ -4,4 +4,5 @@
 //! What a component holds is read by [`crate::components`].
 
 pub mod callbacks;
+pub mod compile;
 pub mod rewrite;

@@ -1,0 +1,59 @@
+//! A component compiled through the cache: its compiled code is stored as an authenticated
+//! artifact under the digest of the bytes compiled (the original for `WPROF=0`, the
+//! rewritten component when profiled), as a module's is, so that a second run of the same
+//! component compiles nothing.
+
+use wasmtime::component::Component;
+use wasmtime::Engine;
+
+use crate::prepare::artifacts;
+use crate::prepare::instrument::CacheSession;
+
+/// `bytes` (a component) compiled, or loaded from the cache; whether it came from there.
+pub fn compile(
+    engine: &Engine,
+    bytes: &[u8],
+    cache: &mut CacheSession,
+) -> anyhow::Result<(Component, bool)> {
+    let digest = *blake3::hash(bytes).as_bytes();
+    let fingerprint = artifacts::engine_fingerprint(engine);
+    let secret = if cache.is_enabled() {
+        cache.secret()
+    } else {
+        None
+    };
+    if let Some(secret) = &secret {
+        let found = cache
+            .with(|c| artifacts::find(c, &digest, &fingerprint))
+            .flatten();
+        if let Some(found) = found {
+            match artifacts::load_component(engine, &found, secret) {
+                Ok(component) => {
+                    cache.release();
+                    return Ok((component, true));
+                }
+                // Expected for a copied cache: compile, and replace it below.
+                Err(e) => tracing::debug!("{e}; compiling"),
+            }
+        }
+    }
+    let component = Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(secret) = &secret {
+        match component.serialize() {
+            Ok(serialized) => {
+                cache.note_written();
+                cache.with(|c| {
+                    artifacts::store_bytes(c, &serialized, &digest, &fingerprint, secret).map_err(
+                        |e| wprof_cache::CacheError::Io {
+                            what: "store a compiled component".into(),
+                            source: std::io::Error::other(e.to_string()),
+                        },
+                    )
+                });
+            }
+            Err(e) => tracing::debug!("cannot serialize the compiled component: {e}"),
+        }
+    }
+    cache.release();
+    Ok((component, false))
+}
