@@ -178,3 +178,29 @@ fn a_component_is_profiled_in_time_mode_and_another_mode_asked_for_is_one_warnin
         assert_eq!(calls(&p, "main!middle"), 2, "{mode}");
     }
 }
+
+#[test]
+fn the_cache_lists_and_shows_each_core_module_of_a_component() {
+    let s = Scratch::new();
+    let program = component();
+    let out = s.run(&["run", "-q", "-o", "c.wprof", &program, "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = s.run(&["cache", "ls"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listing = stdout(&out);
+    for module in ["main", "wasi_snapshot_preview1"] {
+        assert!(
+            listing.contains(&format!("component.wasm#{module}")),
+            "{listing}"
+        );
+    }
+    let out = s.run(&["cache", "show", "component.wasm#main", "middle"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("probe: wprof.enter"),
+        "{}",
+        stdout(&out)
+    );
+    let out = s.run(&["cache", "verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

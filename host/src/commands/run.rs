@@ -20,7 +20,8 @@ use crate::run::runner::{self, Stdio};
 use crate::settings::{self, DirMapping, RunSettings};
 use crate::timings::Timings;
 
-/// Run a WASI (preview 1) command module with probes, then write its profile.
+/// Run a WASI command (a preview 1 module, or a WASI 0.2 component) with probes, then write
+/// its profile.
 #[derive(Debug, clap::Args)]
 #[command(after_help = run_after_help())]
 pub struct RunCommand {
@@ -107,6 +108,11 @@ threads builds them): every thread runs and is profiled, each with its own calli
 tree, merged into one profile with a thread column (the summary's `threads` line, pprof's
 `thread` label, a Firefox thread and a speedscope profile per thread). A thread that traps
 or calls proc_exit ends the program, with its exit code and no profile.
+
+Components (WASI 0.2 commands, exporting wasi:cli/run): run as `wasmtime run` runs them,
+every core module at the top level instrumented (through the cache, each by its own bytes)
+and profiled in one tree, functions named MODULE!function. Components are profiled in time
+mode (the default for them; another mode asked for is one warning).
 
 Exit status:
   the program's own exit code (134 if it trapped, as under `wasmtime run`);
