@@ -37,6 +37,9 @@ pub struct ComponentLayout {
     pub exports: Vec<String>,
     /// Core modules imported or aliased rather than defined.
     pub imported_modules: u32,
+    /// The module of each core instance the component instantiates, in order (the order
+    /// the engine instantiates them in, and makes their memories).
+    pub instantiations: Vec<u32>,
 }
 
 impl ComponentLayout {
@@ -46,6 +49,7 @@ impl ComponentLayout {
         let mut exports = Vec::new();
         let mut names: Vec<(u32, String)> = Vec::new();
         let mut imported_modules = 0u32;
+        let mut instantiations = Vec::new();
         let mut parser = Parser::new(0);
         let mut rest = bytes;
         loop {
@@ -84,6 +88,15 @@ impl ComponentLayout {
                         }
                     }
                 }
+                Payload::InstanceSection(reader) => {
+                    for instance in reader {
+                        if let wasmparser::Instance::Instantiate { module_index, .. } =
+                            instance.map_err(|e| e.to_string())?
+                        {
+                            instantiations.push(module_index);
+                        }
+                    }
+                }
                 Payload::ComponentExportSection(reader) => {
                     for export in reader {
                         exports.push(export.map_err(|e| e.to_string())?.name.name.to_string());
@@ -117,6 +130,7 @@ impl ComponentLayout {
             modules,
             exports,
             imported_modules,
+            instantiations,
         })
     }
 
@@ -145,6 +159,28 @@ pub fn qualified_name(module: &str, function: &str, several: bool) -> String {
     } else {
         function.to_string()
     }
+}
+
+/// The minimum size in bytes of each memory `module` (a core module) defines, in order.
+pub fn defined_memory_minimums(module: &[u8]) -> Result<Vec<usize>, String> {
+    for payload in Parser::new(0).parse_all(module) {
+        match payload.map_err(|e| e.to_string())? {
+            Payload::MemorySection(reader) => {
+                return reader
+                    .into_iter()
+                    .map(|m| {
+                        let m = m.map_err(|e| e.to_string())?;
+                        let page = 1u64 << m.page_size_log2.unwrap_or(16);
+                        usize::try_from(m.initial.saturating_mul(page))
+                            .map_err(|_| "a memory too large".to_string())
+                    })
+                    .collect();
+            }
+            Payload::CodeSectionStart { .. } => break,
+            _ => {}
+        }
+    }
+    Ok(Vec::new())
 }
 
 /// How many functions `module` (a core module) has, imported and defined: where the next
@@ -271,6 +307,7 @@ mod tests {
         assert_eq!(layout.modules[1].index, 1);
         assert!(layout.is_command());
         assert!(layout.several_modules());
+        assert_eq!(layout.instantiations, [0]);
         let first = &layout.modules[0];
         assert!(wasmparser::Parser::is_core_wasm(
             &bytes[first.range.clone()]

@@ -14,7 +14,7 @@ use crate::prepare::loader::LoadedModule;
 use crate::profile::{Ending, FunctionInfo, InstrumentationStats, ModuleRef};
 use crate::progress::Progress;
 use crate::run::collector::Collector;
-use crate::run::component::{ComponentOutcome, ComponentProbes, ModuleProbes};
+use crate::run::component::{ComponentOutcome, ComponentProbes, ExpectedMemory, ModuleProbes};
 use crate::run::wasi_ctx::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
@@ -54,24 +54,35 @@ pub(crate) fn run(
             "{option} does not work on components yet ({shown} is one)"
         )));
     }
-    // The inline modes keep their trees in memories a component does not show the host:
-    // components are profiled in time mode (with a warning when another mode was asked
-    // for; the default mode is time mode's for a component).
-    let settings = &match settings.profiling && settings.mode != ProbeMode::Time {
+    // Components are profiled in time or cost mode: sample mode's sampler and adaptive
+    // mode's walker do not know yet which of several modules runs. Time mode is the
+    // default for a component; another mode asked for is one warning.
+    let settings =
+        &match settings.profiling && !matches!(settings.mode, ProbeMode::Time | ProbeMode::Cost) {
+            true => {
+                if settings.mode_chosen {
+                    warn(format_args!(
+                        "{shown} is a component: it is profiled in time mode, not {} mode \
+                     (components are profiled in time or cost mode)",
+                        settings.mode.name()
+                    ));
+                }
+                RunSettings {
+                    mode: ProbeMode::Time,
+                    ..settings.clone()
+                }
+            }
+            false => settings.clone(),
+        };
+    // Cost mode reads each module's tree from its memory, which only an engine whose
+    // memories wprof makes can find (see `crate::run::component_memory`).
+    let own_engine;
+    let engine = match settings.profiling && settings.mode == ProbeMode::Cost {
         true => {
-            if settings.mode_chosen {
-                warn(format_args!(
-                    "{shown} is a component: it is profiled in time mode, not {} mode \
-                 (components are profiled in time mode only)",
-                    settings.mode.name()
-                ));
-            }
-            RunSettings {
-                mode: ProbeMode::Time,
-                ..settings.clone()
-            }
+            own_engine = crate::run::component_memory::engine().map_err(Failure::from)?;
+            &own_engine
         }
-        false => settings.clone(),
+        false => engine,
     };
     let digest = *blake3::hash(&bytes).as_bytes();
     let mut cache = timings.time("open cache", || {
@@ -143,16 +154,17 @@ pub(crate) fn run(
         mode: settings.mode,
         collector,
         modules: prepared.modules.clone(),
+        memories: prepared.memories.clone(),
     };
     let outcome =
         crate::run::component::run(engine, &component, settings, Stdio::Inherit, Some(probes))?;
     if let Some((_, report)) = &outcome.trap {
         crate::say!("Error: {report}");
     }
-    let collector = outcome
-        .collector
-        .as_ref()
-        .expect("instrumented runs have a collector");
+    let Some(collector) = outcome.collector.as_ref() else {
+        // Cost mode without its trees (warned about): the program's ending only.
+        return Ok(outcome.exit_code);
+    };
     let profile = timings.time("profile", || {
         crate::run::profile_of_run(
             ModuleRef {
@@ -209,6 +221,9 @@ struct PreparedComponent {
     stats: InstrumentationStats,
     /// The instrumented modules' names, in order.
     module_names: Vec<String>,
+    /// Cost mode: the memories the component's instantiation makes (see
+    /// [`crate::run::component::ExpectedMemory`]).
+    memories: Vec<ExpectedMemory>,
 }
 
 fn prepare(
@@ -218,11 +233,15 @@ fn prepare(
     cache: &mut CacheSession,
     progress: &Progress,
 ) -> Result<PreparedComponent, String> {
+    let inline = settings.mode.counts_inline();
     let plan = ProbePlan {
         mode: settings.mode,
         call_sites: settings.call_sites,
         selection: settings.filter.selection().map(std::sync::Arc::new),
         short_max: settings.short_max,
+        // The inline modes: a function puts back at exit the slot it was entered through,
+        // so that each entry into a module from another starts at the module's root.
+        live: inline,
         ..ProbePlan::default()
     };
     let several = layout.several_modules();
@@ -231,6 +250,7 @@ fn prepare(
     let mut replacements = Vec::new();
     let mut stats = InstrumentationStats::default();
     let mut module_names = Vec::new();
+    let mut minimums = std::collections::HashMap::new();
     for module in &layout.modules {
         let core = &bytes[module.range.clone()];
         let loaded = LoadedModule {
@@ -240,7 +260,10 @@ fn prepare(
         let path =
             std::path::PathBuf::from(format!("{}#{}", settings.module.display(), module.name));
         // Time mode's probes call the host, which the canonical ABI's callbacks may not do.
-        let callbacks = callback_closure(core)?;
+        let callbacks = match inline {
+            true => Default::default(),
+            false => callback_closure(core)?,
+        };
         let plan = match callbacks.is_empty() {
             true => plan.clone(),
             false => ProbePlan {
@@ -275,9 +298,17 @@ fn prepare(
             name: qualified_name(&module.name, &f.name, several),
             kind: f.kind.clone(),
         }));
+        minimums.insert(
+            module.index,
+            (
+                crate::components::defined_memory_minimums(&instrumented)?,
+                (!imports.is_empty()).then_some(modules.len()),
+            ),
+        );
         if !imports.is_empty() {
             modules.push(ModuleProbes {
                 offset,
+                functions: prepared.functions.len() as u32,
                 imports: imports.clone(),
             });
         }
@@ -293,12 +324,33 @@ fn prepare(
     }
     stats.module_from_cache = false;
     let component = rewrite::rewrite(bytes, &replacements)?;
+    // Each instantiation makes its module's memories in order; an instrumented module's
+    // tree memory is its last (the agent appends it). A module the component imports has
+    // memories no one here knows: nothing will match.
+    let mut memories = Vec::new();
+    for module in &layout.instantiations {
+        let Some((sizes, probed)) = minimums.get(module) else {
+            memories.push(ExpectedMemory {
+                minimum: usize::MAX,
+                tree_of: None,
+            });
+            continue;
+        };
+        for (i, &minimum) in sizes.iter().enumerate() {
+            let last = i + 1 == sizes.len();
+            memories.push(ExpectedMemory {
+                minimum,
+                tree_of: probed.filter(|_| inline && last),
+            });
+        }
+    }
     Ok(PreparedComponent {
         component,
         functions,
         modules,
         stats,
         module_names,
+        memories,
     })
 }
 

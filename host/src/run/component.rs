@@ -18,6 +18,8 @@ use wprof_agent::{ProbeImports as P, ProbeMode};
 use crate::components::{probe_function_name, probe_instance_name, ProbeImport};
 use crate::exit::Failure;
 use crate::run::collector::Collector;
+use crate::run::component_memory::MadeMemory;
+use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
 use crate::run::wasi_ctx::{wasi_builder, Stdio};
 use crate::settings::RunSettings;
@@ -50,6 +52,8 @@ impl WasiView for ComponentState {
 pub struct ModuleProbes {
     /// The component id of the module's function 0.
     pub offset: u32,
+    /// How many functions it has (imported and defined).
+    pub functions: u32,
     /// Its probe imports, as [`crate::components::probe_imports`] read them.
     pub imports: Vec<ProbeImport>,
 }
@@ -63,6 +67,19 @@ pub struct ComponentProbes {
     pub collector: Collector,
     /// The instrumented modules, in the order of their probe instances.
     pub modules: Vec<ModuleProbes>,
+    /// The inline modes: every memory the component's instantiation makes, in order (see
+    /// [`crate::run::component_memory`]), and which are the modules' tree memories.
+    pub memories: Vec<ExpectedMemory>,
+}
+
+/// A memory a component's instantiation makes: its minimum size, and whether it is the
+/// tree memory of an instrumented module (its index in [`ComponentProbes::modules`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpectedMemory {
+    /// Its minimum size in bytes.
+    pub minimum: usize,
+    /// The module whose tree memory it is, if it is one.
+    pub tree_of: Option<usize>,
 }
 
 /// How a component's run ended.
@@ -92,13 +109,16 @@ pub fn run(
     let mut linker: Linker<ComponentState> = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
         .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
-    let (log, modules) = match probes {
-        Some(p) => {
-            // Time mode's probes only: see `crate::commands::run_component`.
-            debug_assert_eq!(p.mode, ProbeMode::Time);
-            (Some(ProbeLog::start(p.collector)), p.modules)
-        }
-        None => (None, Vec::new()),
+    let (log, collector, modules, memories) = match probes {
+        Some(p) if p.mode == ProbeMode::Time => (
+            Some(ProbeLog::start(p.collector)),
+            None,
+            p.modules,
+            Vec::new(),
+        ),
+        // Cost mode (see `crate::commands::run_component` for the others).
+        Some(p) => (None, Some(p.collector), p.modules, p.memories),
+        None => (None, None, Vec::new(), Vec::new()),
     };
     for (k, module) in modules.iter().enumerate() {
         define_probes(&mut linker, k, module)
@@ -113,17 +133,30 @@ pub fn run(
             log,
         },
     );
-    let started = std::time::Instant::now();
-    let result =
+    let (command, made) = crate::run::component_memory::record(|| {
         wasmtime_wasi::p2::bindings::sync::Command::instantiate(&mut store, component, &linker)
-            .map_err(|e| {
-                Failure::input(format!(
-                    "cannot instantiate {shown}: {}",
-                    first_line(&e.to_string())
-                ))
-            })?
-            .wasi_cli_run()
-            .call_run(&mut store);
+    });
+    let command = command.map_err(|e| {
+        Failure::input(format!(
+            "cannot instantiate {shown}: {}",
+            first_line(&e.to_string())
+        ))
+    })?;
+    let trees = match collector.is_some() {
+        true => {
+            let trees = tree_memories(&memories, &made);
+            if trees.is_none() {
+                crate::say!(
+                    "wprof: warning: the instrumented modules' context trees are not where \
+                     {shown}'s instantiation should have made them; no profile is written"
+                );
+            }
+            trees
+        }
+        false => None,
+    };
+    let started = std::time::Instant::now();
+    let result = command.wasi_cli_run().call_run(&mut store);
     let wall_time = started.elapsed().as_nanos() as u64;
     let _ = std::io::stdout().flush();
     let (exit_code, trap) = match result {
@@ -147,17 +180,59 @@ pub fn run(
             }
         }
     };
-    let collector = store.into_data().log.map(|log| {
-        let mut collector = log.finish().0;
-        collector.settle_allocs();
-        collector
-    });
+    let collector = match (store.data_mut().log.take(), collector, trees) {
+        (Some(log), _, _) => {
+            let mut collector = log.finish().0;
+            collector.settle_allocs();
+            Some(collector)
+        }
+        (None, Some(mut collector), Some(trees)) => {
+            let mut tree = InlineTree::empty();
+            for (k, memory) in trees {
+                let size = memory.size.load(std::sync::atomic::Ordering::Acquire);
+                // SAFETY: the memory lives as long as the store, which is alive here, and
+                // nothing runs in it any more; `size` bytes from its base are accessible.
+                let bytes = unsafe { std::slice::from_raw_parts(memory.base as *const u8, size) };
+                let module = &modules[k];
+                tree.graft(InlineTree::read(bytes, module.functions), module.offset);
+            }
+            tree.replay(&mut collector, |n| n.self_cost, None, None, None);
+            collector.finish_at(collector.last());
+            Some(collector)
+        }
+        _ => None,
+    };
+    drop(store);
     Ok(ComponentOutcome {
         exit_code,
         trap,
         wall_time,
         collector,
     })
+}
+
+/// The tree memory of each instrumented module among the memories the instantiation `made`,
+/// as `(module, memory)`; `None` unless they are the ones `expected`, in number and sizes.
+fn tree_memories(
+    expected: &[ExpectedMemory],
+    made: &[MadeMemory],
+) -> Option<Vec<(usize, MadeMemory)>> {
+    if expected.len() != made.len()
+        || expected
+            .iter()
+            .zip(made)
+            .any(|(e, m)| e.minimum != m.minimum)
+    {
+        tracing::debug!(?expected, made = made.len(), "memories not as expected");
+        return None;
+    }
+    Some(
+        expected
+            .iter()
+            .zip(made)
+            .filter_map(|(e, m)| e.tree_of.map(|k| (k, m.clone())))
+            .collect(),
+    )
 }
 
 /// Defines probe instance `k` (see [`probe_instance_name`]) for `module`: time mode's log
@@ -167,12 +242,11 @@ fn define_probes(
     k: usize,
     module: &ModuleProbes,
 ) -> wasmtime::Result<()> {
-    fn log<'a>(store: &'a mut StoreContextMut<'_, ComponentState>) -> &'a mut ProbeLog {
-        store
-            .data_mut()
-            .log
-            .as_mut()
-            .expect("time-mode probes are linked only with a probe log")
+    /// Time mode's log; the inline modes import the probes but never call them.
+    fn with_log(store: &mut StoreContextMut<'_, ComponentState>, f: impl FnOnce(&mut ProbeLog)) {
+        if let Some(log) = store.data_mut().log.as_mut() {
+            f(log);
+        }
     }
     let mut instance = linker.instance(&probe_instance_name(k))?;
     let offset = module.offset;
@@ -180,30 +254,32 @@ fn define_probes(
         let name = probe_function_name(&probe.name);
         match probe.name.as_str() {
             P::ENTER => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                log(&mut s).enter(offset + id);
+                with_log(&mut s, |l| l.enter(offset + id));
                 Ok(())
             })?,
             P::EXIT => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                log(&mut s).exit(offset + id);
+                with_log(&mut s, |l| l.exit(offset + id));
                 Ok(())
             })?,
             P::TAIL => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                log(&mut s).tail(offset + id);
+                with_log(&mut s, |l| l.tail(offset + id));
                 Ok(())
             })?,
             P::CALLED => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                log(&mut s).called(offset + id);
+                with_log(&mut s, |l| l.called(offset + id));
                 Ok(())
             })?,
             P::ENTER_CATCHING => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                Ok((log(&mut s).enter_catching(offset + id),))
+                let mut token = 0;
+                with_log(&mut s, |l| token = l.enter_catching(offset + id));
+                Ok((token,))
             })?,
             P::UNWIND => instance.func_wrap(&name, |mut s, (token,): (u32,)| {
-                log(&mut s).unwind(token);
+                with_log(&mut s, |l| l.unwind(token));
                 Ok(())
             })?,
             P::SITE => instance.func_wrap(&name, |mut s, (site,): (u32,)| {
-                log(&mut s).site(site);
+                with_log(&mut s, |l| l.site(site));
                 Ok(())
             })?,
             P::INJECT => instance.func_wrap(&name, |_, (_,): (u32,)| Ok((0u32,)))?,

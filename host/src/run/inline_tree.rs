@@ -106,18 +106,7 @@ fn node_at<M: TreeBytes + ?Sized>(
 impl InlineTree {
     /// Reads the tree of a module with `functions` functions from its tree memory.
     pub fn read<M: TreeBytes + ?Sized>(memory: &M, functions: u32) -> Self {
-        let mut tree = InlineTree {
-            nodes: vec![InlineNode {
-                address: A::ROOT,
-                function: u32::MAX,
-                calls: 0,
-                self_cost: 0,
-                parent: 0,
-                children: Vec::new(),
-            }],
-            overflow: Vec::new(),
-            damaged: 0,
-        };
+        let mut tree = InlineTree::empty();
         let mut seen = HashSet::new();
         let mut pending = vec![(0usize, A::ROOT, 1u32)];
         while let Some((parent, address, slots)) = pending.pop() {
@@ -225,6 +214,49 @@ impl InlineTree {
         }
     }
 
+    /// Adds `other`'s contexts under this tree's root, its function ids moved up by
+    /// `id_offset` (a component's core module, whose ids start there in the component's
+    /// profile). Node addresses keep their module's: the merged tree is for replaying with
+    /// each node's own cost, not for looking nodes up by address.
+    pub fn graft(&mut self, other: InlineTree, id_offset: u32) {
+        let base = self.nodes.len() - 1;
+        let moved = |index: usize| if index == 0 { 0 } else { index + base };
+        for (site, child) in &other.nodes[0].children {
+            self.nodes[0].children.push((*site, moved(*child)));
+        }
+        self.overflow
+            .extend(other.overflow.iter().map(|&i| moved(i)));
+        self.damaged += other.damaged;
+        for node in other.nodes.into_iter().skip(1) {
+            self.nodes.push(InlineNode {
+                function: node.function + id_offset,
+                parent: moved(node.parent),
+                children: node
+                    .children
+                    .into_iter()
+                    .map(|(site, child)| (site, moved(child)))
+                    .collect(),
+                ..node
+            });
+        }
+    }
+
+    /// An empty tree: the root alone.
+    pub fn empty() -> Self {
+        InlineTree {
+            nodes: vec![InlineNode {
+                address: A::ROOT,
+                function: u32::MAX,
+                calls: 0,
+                self_cost: 0,
+                parent: 0,
+                children: Vec::new(),
+            }],
+            overflow: Vec::new(),
+            damaged: 0,
+        }
+    }
+
     /// Leaves out the subtrees where nothing happened: no calls and no `self_time` in any
     /// of their nodes (a window of a running program, whose long-running outer frames made
     /// no calls in it but lead to those that did).
@@ -275,6 +307,37 @@ mod tests {
         fn link(&mut self, parent: u32, site: u32, child: u32) {
             self.put32(parent + A::SLOTS + 4 * site, child);
         }
+    }
+
+    #[test]
+    fn grafted_trees_replay_as_one_with_their_ids_moved() {
+        // Module A: _start(0) -> f(1); module B (ids from 2 in the merged tree): g(0) -> h(1).
+        let mut a = Memory::new();
+        a.link(A::ROOT, 0, 1024);
+        a.node(1024, 0, 1, 5, 1);
+        a.link(1024, 0, 1100);
+        a.node(1100, 1, 3, 30, 0);
+        let mut b = Memory::new();
+        b.link(A::ROOT, 0, 1024);
+        b.node(1024, 0, 2, 7, 1);
+        b.link(1024, 0, 1100);
+        b.node(1100, 1, 4, 40, 0);
+        let mut tree = InlineTree::empty();
+        tree.graft(InlineTree::read(&a.0[..], 2), 0);
+        tree.graft(InlineTree::read(&b.0[..], 2), 2);
+        assert_eq!(tree.nodes.len(), 5);
+        let mut c = Collector::new(4);
+        tree.replay(&mut c, |n| n.self_cost, None, None, None);
+        c.finish_at(c.last());
+        let f = c.functions();
+        let calls: Vec<u64> = f.iter().map(|f| f.calls).collect();
+        assert_eq!(calls, [1, 3, 2, 4]);
+        assert_eq!((f[0].inclusive, f[2].inclusive), (35, 47));
+        assert_eq!(c.root_inclusive(), 82);
+        assert!(c
+            .edges()
+            .iter()
+            .any(|e| e.caller == 2 && e.callee == 3 && e.calls == 4));
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub mod clock;
 pub mod code_map;
 pub mod collector;
 pub mod component;
+pub mod component_memory;
 pub mod coverage;
 pub mod engine;
 pub mod host_calls;
