@@ -186,24 +186,34 @@ pub fn defined_memory_minimums(module: &[u8]) -> Result<Vec<usize>, String> {
 /// How many functions `module` (a core module) has, imported and defined: where the next
 /// module's ids start in a component's profile.
 pub fn function_count(module: &[u8]) -> Result<u32, String> {
+    functions(module).map(|(imported, defined)| imported + defined)
+}
+
+/// How many functions `module` (a core module) imports.
+pub fn imported_functions(module: &[u8]) -> Result<u32, String> {
+    functions(module).map(|(imported, _)| imported)
+}
+
+/// How many functions `module` imports, and how many it defines.
+fn functions(module: &[u8]) -> Result<(u32, u32), String> {
     use wasmparser::TypeRef;
-    let mut count = 0;
+    let (mut imported, mut defined) = (0, 0);
     for payload in Parser::new(0).parse_all(module) {
         match payload.map_err(|e| e.to_string())? {
             Payload::ImportSection(reader) => {
                 for import in reader.into_imports() {
                     let import = import.map_err(|e| e.to_string())?;
                     if matches!(import.ty, TypeRef::Func(_) | TypeRef::FuncExact(_)) {
-                        count += 1;
+                        imported += 1;
                     }
                 }
             }
-            Payload::FunctionSection(reader) => count += reader.count(),
+            Payload::FunctionSection(reader) => defined += reader.count(),
             Payload::CodeSectionStart { .. } => break,
             _ => {}
         }
     }
-    Ok(count)
+    Ok((imported, defined))
 }
 
 /// The name of the host instance that satisfies the `k`-th instrumented module's probes.

@@ -144,65 +144,44 @@ fn a_component_that_is_not_a_command_is_one_line_and_exit_2() {
 }
 
 #[test]
-fn a_component_is_profiled_in_time_mode_and_sample_or_adaptive_mode_asked_for_is_one_warning() {
+fn sample_mode_is_the_default_and_adaptive_mode_asked_for_is_sampled_with_one_warning() {
     let s = Scratch::new();
     let program = component();
-    // The default mode: time mode's, quietly.
-    let out = s.run(&["run", "-o", "default.wprof", &program, "2"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
-    let p = s.profile("default.wprof");
-    assert_eq!(p["mode"], "time");
-    assert_eq!(calls(&p, "main!leaf"), 200);
-    for mode in ["sample", "adaptive"] {
-        let name = format!("{mode}.wprof");
-        let out = s.run(&["run", "--mode", mode, "-o", &name, &program, "2"]);
-        assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
-        assert_eq!(
-            stdout(&out),
-            "hello: 2 rounds, checksum 1459720720\n",
-            "{mode}"
-        );
+    for (args, warned) in [(&[][..], false), (&["--mode", "adaptive"][..], true)] {
+        let out = s.run(&[&["run", "-o", "s.wprof"][..], args, &[&program, "200"]].concat());
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "hello: 200 rounds, checksum 1205077780\n");
         let warnings: Vec<_> = stderr(&out)
             .lines()
             .filter(|l| l.contains("warning"))
             .map(str::to_string)
             .collect();
-        assert_eq!(warnings.len(), 1, "{mode}: {warnings:?}");
-        assert!(
-            warnings[0].contains(&format!("not {mode} mode")),
-            "{warnings:?}"
+        assert_eq!(
+            warnings.len(),
+            usize::from(warned),
+            "{args:?}: {warnings:?}"
         );
-        let p = s.profile(&name);
-        assert_eq!(p["mode"], "time", "{mode}");
-        assert_eq!(calls(&p, "main!middle"), 2, "{mode}");
-    }
-}
-
-#[test]
-fn the_cache_lists_and_shows_each_core_module_of_a_component() {
-    let s = Scratch::new();
-    let program = component();
-    let out = s.run(&["run", "-q", "-o", "c.wprof", &program, "1"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = s.run(&["cache", "ls"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let listing = stdout(&out);
-    for module in ["main", "wasi_snapshot_preview1"] {
+        if warned {
+            assert!(warnings[0].contains("not adaptive mode"), "{warnings:?}");
+        }
+        let p = s.profile("s.wprof");
+        assert_eq!(p["mode"], "sample", "{args:?}");
+        assert_eq!(calls(&p, "main!middle"), 200);
+        assert_eq!(calls(&p, "main!leaf"), 20000);
+        assert!(calls(&p, "wasi_snapshot_preview1!fd_write") > 0);
+        let total: u64 = p["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["self"].as_u64().unwrap())
+            .sum();
+        assert_eq!(total, p["total"].as_u64().unwrap(), "Σ self = total");
         assert!(
-            listing.contains(&format!("component.wasm#{module}")),
-            "{listing}"
+            p["sampling"]["readings"].as_u64() > Some(0),
+            "{}",
+            p["sampling"]
         );
     }
-    let out = s.run(&["cache", "show", "component.wasm#main", "middle"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("probe: wprof.enter"),
-        "{}",
-        stdout(&out)
-    );
-    let out = s.run(&["cache", "verify"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
 #[test]

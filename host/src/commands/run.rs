@@ -111,8 +111,8 @@ or calls proc_exit ends the program, with its exit code and no profile.
 
 Components (WASI 0.2 commands, exporting wasi:cli/run): run as `wasmtime run` runs them,
 every core module at the top level instrumented (through the cache, each by its own bytes)
-and profiled in one tree, functions named MODULE!function. Components are profiled in time
-mode (the default for them; another mode asked for is one warning).
+and profiled, functions named MODULE!function: in sample and cost mode a tree per module, in
+time mode one tree across them. Adaptive mode asked for samples instead (one warning).
 
 Exit status:
   the program's own exit code (134 if it trapped, as under `wasmtime run`);

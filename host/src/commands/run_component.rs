@@ -54,30 +54,25 @@ pub(crate) fn run(
             "{option} does not work on components yet ({shown} is one)"
         )));
     }
-    // Components are profiled in time or cost mode: sample mode's sampler and adaptive
-    // mode's walker do not know yet which of several modules runs. Time mode is the
-    // default for a component; another mode asked for is one warning.
-    let settings =
-        &match settings.profiling && !matches!(settings.mode, ProbeMode::Time | ProbeMode::Cost) {
-            true => {
-                if settings.mode_chosen {
-                    warn(format_args!(
-                        "{shown} is a component: it is profiled in time mode, not {} mode \
-                     (components are profiled in time or cost mode)",
-                        settings.mode.name()
-                    ));
-                }
-                RunSettings {
-                    mode: ProbeMode::Time,
-                    ..settings.clone()
-                }
+    // Adaptive mode's walker does not follow a path from one core module into another yet:
+    // a component asked for it is sampled (one warning).
+    let settings = &match settings.profiling && settings.mode == ProbeMode::Adaptive {
+        true => {
+            warn(format_args!(
+                "{shown} is a component: it is profiled in sample mode, not adaptive mode \
+                 (components are profiled in sample, time or cost mode)"
+            ));
+            RunSettings {
+                mode: ProbeMode::Sample,
+                ..settings.clone()
             }
-            false => settings.clone(),
-        };
-    // Cost mode reads each module's tree from its memory, which only an engine whose
+        }
+        false => settings.clone(),
+    };
+    // The inline modes read each module's tree from its memory, which only an engine whose
     // memories wprof makes can find (see `crate::run::component_memory`).
     let own_engine;
-    let engine = match settings.profiling && settings.mode == ProbeMode::Cost {
+    let engine = match settings.profiling && settings.mode.counts_inline() {
         true => {
             own_engine = crate::run::component_memory::engine().map_err(Failure::from)?;
             &own_engine
@@ -179,7 +174,7 @@ pub(crate) fn run(
                 exit_code: outcome.exit_code,
                 trap: outcome.trap.as_ref().map(|(m, _)| m.clone()),
                 wall_time: outcome.wall_time,
-                sampling: None,
+                sampling: outcome.sampling,
             },
         )
     });
@@ -251,7 +246,7 @@ fn prepare(
     let mut stats = InstrumentationStats::default();
     let mut module_names = Vec::new();
     let mut minimums = std::collections::HashMap::new();
-    for module in &layout.modules {
+    for (position, module) in layout.modules.iter().enumerate() {
         let core = &bytes[module.range.clone()];
         let loaded = LoadedModule {
             bytes: core.to_vec(),
@@ -309,6 +304,8 @@ fn prepare(
             modules.push(ModuleProbes {
                 offset,
                 functions: prepared.functions.len() as u32,
+                imported_functions: crate::components::imported_functions(core)?,
+                position,
                 imports: imports.clone(),
             });
         }

@@ -52,6 +52,23 @@ impl CodeMap {
         }
     }
 
+    /// The map of an instrumented module of `mode` whose functions were found elsewhere (a
+    /// component's, see [`crate::run::component_code`]): `(start, end, instrumented function
+    /// index)`, and how many functions the original module imports.
+    pub fn from_ranges(
+        mut ranges: Vec<(usize, usize, u32)>,
+        imports: u32,
+        mode: ProbeMode,
+    ) -> Self {
+        ranges.sort_unstable();
+        CodeMap {
+            text: ranges.first().map_or(0, |r| r.0),
+            ranges,
+            imports,
+            shift: ProbeImports::shift(mode),
+        }
+    }
+
     /// Functions the original module imports: function ids below this are imports.
     pub fn imports(&self) -> u32 {
         self.imports

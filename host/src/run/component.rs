@@ -17,10 +17,13 @@ use wprof_agent::{ProbeImports as P, ProbeMode};
 
 use crate::components::{probe_function_name, probe_instance_name, ProbeImport};
 use crate::exit::Failure;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::run::collector::Collector;
 use crate::run::component_memory::MadeMemory;
 use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
+use crate::run::sampler::Samples;
 use crate::run::wasi_ctx::{wasi_builder, Stdio};
 use crate::settings::RunSettings;
 
@@ -54,6 +57,11 @@ pub struct ModuleProbes {
     pub offset: u32,
     /// How many functions it has (imported and defined).
     pub functions: u32,
+    /// How many functions the original module imports.
+    pub imported_functions: u32,
+    /// Its position among the component's core modules (the `M` of its compiled code's
+    /// symbols, see [`crate::run::component_code`]).
+    pub position: usize,
     /// Its probe imports, as [`crate::components::probe_imports`] read them.
     pub imports: Vec<ProbeImport>,
 }
@@ -94,6 +102,8 @@ pub struct ComponentOutcome {
     pub wall_time: u64,
     /// The collector, every frame closed (instrumented runs).
     pub collector: Option<Collector>,
+    /// Sample mode: how the time was sampled.
+    pub sampling: Option<crate::profile::SamplingRecord>,
 }
 
 /// Runs `component`'s `wasi:cli/run`. With `probes`, its probe instances report to their
@@ -116,7 +126,7 @@ pub fn run(
             p.modules,
             Vec::new(),
         ),
-        // Cost mode (see `crate::commands::run_component` for the others).
+        // The inline modes: cost and sample.
         Some(p) => (None, Some(p.collector), p.modules, p.memories),
         None => (None, None, Vec::new(), Vec::new()),
     };
@@ -155,8 +165,16 @@ pub fn run(
         }
         false => None,
     };
+    let sampled = settings.mode.samples() && trees.is_some();
     let started = std::time::Instant::now();
-    let result = command.wasi_cli_run().call_run(&mut store);
+    let (result, samples) = match (sampled, &trees) {
+        (true, Some(trees)) => {
+            let (result, samples) =
+                call_sampled(&mut store, &command, component, &modules, trees, settings);
+            (result, Some(samples))
+        }
+        _ => (command.wasi_cli_run().call_run(&mut store), None),
+    };
     let wall_time = started.elapsed().as_nanos() as u64;
     let _ = std::io::stdout().flush();
     let (exit_code, trap) = match result {
@@ -180,6 +198,7 @@ pub fn run(
             }
         }
     };
+    let mut probe_ps = 0;
     let collector = match (store.data_mut().log.take(), collector, trees) {
         (Some(log), _, _) => {
             let mut collector = log.finish().0;
@@ -194,7 +213,17 @@ pub fn run(
                 // nothing runs in it any more; `size` bytes from its base are accessible.
                 let bytes = unsafe { std::slice::from_raw_parts(memory.base as *const u8, size) };
                 let module = &modules[k];
-                tree.graft(InlineTree::read(bytes, module.functions), module.offset);
+                let mut own = InlineTree::read(bytes, module.functions);
+                if let Some(samples) = &samples {
+                    // Sample mode: each node's sampled time in place of its cost.
+                    let attribution =
+                        crate::run::attribution::attribute(&own, &samples[module.position]);
+                    probe_ps += attribution.probe_ps;
+                    for node in &mut own.nodes {
+                        node.self_cost = attribution.time.get(&node.address).copied().unwrap_or(0);
+                    }
+                }
+                tree.graft(own, module.offset);
             }
             tree.replay(&mut collector, |n| n.self_cost, None, None, None);
             collector.finish_at(collector.last());
@@ -208,6 +237,67 @@ pub fn run(
         trap,
         wall_time,
         collector,
+        sampling: samples.map(|samples| crate::profile::SamplingRecord {
+            period_ns: settings.sample_period.as_nanos() as u64,
+            readings: samples.iter().map(|s| s.readings).sum(),
+            answered: samples.iter().map(|s| s.answered).sum(),
+            probe_ns: probe_ps / crate::run::collector::PS_PER_NS,
+        }),
+    })
+}
+
+/// Sample mode: calls `run` with the program thread's timer asking where it is and a
+/// sampler thread charging the time (see [`crate::run::component_sampler`]): the result,
+/// and per core module (by position) its samples.
+fn call_sampled(
+    store: &mut Store<ComponentState>,
+    command: &wasmtime_wasi::p2::bindings::sync::Command,
+    component: &Component,
+    modules: &[ModuleProbes],
+    trees: &[(usize, MadeMemory)],
+    settings: &RunSettings,
+) -> (wasmtime::Result<Result<(), ()>>, Vec<Samples>) {
+    use crate::run::component_sampler::{sample, Cell};
+    let positions = modules
+        .iter()
+        .map(|m| m.position)
+        .max()
+        .map_or(0, |p| p + 1);
+    let mut cells = vec![Cell::none(); positions];
+    let mut imports = vec![0; positions];
+    for (k, memory) in trees {
+        let module = &modules[*k];
+        imports[module.position] = module.imported_functions;
+        // SAFETY: the tree memory holds the cell (its size was checked against the
+        // module's), and stays where it is while the store lives, past the sampler.
+        cells[module.position] = unsafe { Cell::new(memory.base) };
+    }
+    let code = crate::run::component_code::ComponentCode::of(component, &imports, settings.mode);
+    // SAFETY: `NO_CELL` is a static.
+    let session = unsafe {
+        crate::run::interrupt::Session::begin(
+            crate::run::component_sampler::NO_CELL.as_ptr(),
+            settings.sample_period,
+        )
+    };
+    if session.is_none() || code.is_none() {
+        crate::say!(
+            "wprof: warning: sample mode cannot ask the program's thread where it is; each \
+             reading goes to the component's first module"
+        );
+    }
+    let asking = session.as_ref().map(|s| s.target()).zip(code.as_ref());
+    let clock = crate::run::clock::Clock::new();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (cells, clock, stop, period) = (&cells, &clock, &stop, settings.sample_period);
+        let sampler = s.spawn(move || sample(cells, asking, clock, period, stop));
+        let result = command.wasi_cli_run().call_run(&mut *store);
+        stop.store(true, Ordering::Release);
+        sampler.thread().unpark();
+        let samples = sampler.join().unwrap_or_default();
+        drop(session);
+        (result, samples)
     })
 }
 

@@ -1,0 +1,148 @@
+//! Sample mode for a component: every period, where the program thread is, charged to the
+//! core module running there and to that module's current-node cell.
+//!
+//! A component has a tree (and a current-node cell) per instrumented core module, and
+//! several of them are on the stack at once (main calls the adapter, which calls the host),
+//! so a cell alone cannot say who runs. The program thread's own timer interrupts it (the
+//! same [`crate::run::interrupt`] session as a module's run) and the interrupted program
+//! counter says which module's code runs ([`ComponentCode`]); that module's cell, read
+//! now, says in which context. A tick in no module's code (the host, the engine's
+//! trampolines) goes to the module that last ran wasm, whose cell then holds the node of
+//! the import it called; without ticks (no timer on this host), to the first module.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use crate::run::clock::Clock;
+use crate::run::code_map::Running;
+use crate::run::component_code::ComponentCode;
+use crate::run::interrupt::Target;
+use crate::run::sampler::Samples;
+use wprof_agent::ContextArena;
+
+/// A cell that stays 0, for [`crate::run::interrupt::Session::begin`] (the component's
+/// sampler reads the running module's own cell instead).
+pub static NO_CELL: AtomicU32 = AtomicU32::new(0);
+
+/// A module's current-node cell, in its tree memory.
+#[derive(Debug, Clone, Copy)]
+pub struct Cell(*const u32);
+
+// SAFETY: the cell is only read, with atomic loads, while its memory lives (see `new`).
+unsafe impl Send for Cell {}
+// SAFETY: as above.
+unsafe impl Sync for Cell {}
+
+impl Cell {
+    /// The cell of the tree memory at `base`.
+    ///
+    /// # Safety
+    ///
+    /// The memory must hold at least [`ContextArena::CURRENT`] + 4 bytes and stay where it
+    /// is for as long as the cell is read.
+    pub unsafe fn new(base: usize) -> Self {
+        Cell((base + ContextArena::CURRENT as usize) as *const u32)
+    }
+
+    /// A cell that stays 0: a module without a tree.
+    pub fn none() -> Self {
+        Cell(NO_CELL.as_ptr())
+    }
+
+    fn read(self) -> u32 {
+        // SAFETY: valid for 4-byte atomic loads (see `new`); the program writes it with
+        // plain stores, which an atomic load of the same size reads whole.
+        unsafe { AtomicU32::from_ptr(self.0.cast_mut()).load(Ordering::Relaxed) }
+    }
+}
+
+/// Samples the program thread until `stop`: per module (index in `cells`), the time
+/// charged to each of its readings, in picoseconds.
+pub fn sample(
+    cells: &[Cell],
+    asking: Option<(Target, &ComponentCode)>,
+    clock: &Clock,
+    period: Duration,
+    stop: &AtomicBool,
+) -> Vec<Samples> {
+    let mut out: Vec<Samples> = vec![Samples::default(); cells.len()];
+    if cells.is_empty() {
+        return out;
+    }
+    let mut last = clock.now_ps();
+    let mut seen = asking.map_or(0, |(target, _)| target.ticks());
+    let mut running = 0usize;
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        if !stopping {
+            std::thread::park_timeout(period);
+        }
+        let now = clock.now_ps();
+        let elapsed = now.saturating_sub(last);
+        last = now;
+        // Where the ticks since the last reading found the thread.
+        let mut places: Vec<(usize, Option<Running>)> = Vec::new();
+        if let Some((target, code)) = asking {
+            let ticks = target.ticks();
+            for tick in seen + 1..=ticks {
+                let Some(at) = target.at(tick) else { continue };
+                match code.running(at.pc) {
+                    Some((module, what)) if module < cells.len() => {
+                        running = module;
+                        places.push((module, Some(what)));
+                    }
+                    _ => places.push((running, Some(Running::Outside))),
+                }
+            }
+            seen = ticks;
+        }
+        if places.is_empty() {
+            places.push((running, None));
+        } else {
+            out[running].answered += places.len() as u64;
+        }
+        let share = elapsed / places.len() as u64;
+        for (module, what) in places {
+            let cell = cells[module].read();
+            *out[module].time.entry((cell, what)).or_default() += share;
+        }
+        out[0].readings += 1;
+        if stopping {
+            return out;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_ticks_each_reading_goes_to_the_first_modules_cell() {
+        let memory = vec![0u32; 16];
+        let base = memory.as_ptr() as usize;
+        // SAFETY: 64 bytes, alive for the whole test.
+        let cells = [unsafe { Cell::new(base) }, unsafe { Cell::new(base) }];
+        // The cell (at byte 8) holds node 1024.
+        // SAFETY: in bounds; nothing else reads it now.
+        unsafe { AtomicU32::from_ptr((base + 8) as *mut u32).store(1024, Ordering::Relaxed) };
+        let stop = AtomicBool::new(false);
+        let clock = Clock::monotonic();
+        let samples = std::thread::scope(|s| {
+            let sampler = s.spawn(|| sample(&cells, None, &clock, Duration::from_millis(1), &stop));
+            std::thread::sleep(Duration::from_millis(20));
+            stop.store(true, Ordering::Release);
+            sampler.thread().unpark();
+            sampler.join().unwrap()
+        });
+        assert_eq!(samples.len(), 2);
+        assert!(samples[0].readings > 1);
+        assert!(samples[1].time.is_empty());
+        assert!(samples[0].time.values().sum::<u64>() > 0);
+        assert!(samples[0]
+            .time
+            .keys()
+            .all(|&(cell, what)| cell == 1024 && what.is_none()));
+        drop(memory);
+    }
+}
