@@ -184,6 +184,10 @@ fn every_sample_instruments_and_validates() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "wasm") {
             let wasm = std::fs::read(&path).unwrap();
+            if wasmparser::Parser::is_component(&wasm) {
+                // The host instruments a component's core modules one by one.
+                continue;
+            }
             let out = instrument(&wasm, &ProbePlan::default())
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             validate(&out.bytes);

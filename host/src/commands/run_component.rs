@@ -306,6 +306,7 @@ fn prepare(
                 functions: prepared.functions.len() as u32,
                 imported_functions: crate::components::imported_functions(core)?,
                 position,
+                probe_code: prepared.probe_code.clone(),
                 imports: imports.clone(),
             });
         }

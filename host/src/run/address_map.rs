@@ -40,7 +40,23 @@ impl ArtifactAddressMap {
         Some(ArtifactAddressMap { file, section })
     }
 
-    /// The module byte offset of the instruction at `text_offset` of the module's `.text`.
+    /// The map in a serialized module or component held in memory (copied).
+    pub fn of_bytes(bytes: &[u8]) -> Option<Self> {
+        let mut copy = memmap2::MmapMut::map_anon(bytes.len().max(1)).ok()?;
+        copy[..bytes.len()].copy_from_slice(bytes);
+        let file = copy.make_read_only().ok()?;
+        let section = {
+            let elf = object::File::parse(&file[..bytes.len()]).ok()?;
+            let section = elf.section_by_name(wasmtime_environ::obj::ELF_WASMTIME_ADDRMAP)?;
+            let (start, len) = section.file_range()?;
+            usize::try_from(start).ok()?..usize::try_from(start + len).ok()?
+        };
+        file.get(section.clone())?;
+        Some(ArtifactAddressMap { file, section })
+    }
+
+    /// The module byte offset of the instruction at `text_offset` of the module's `.text`
+    /// (in a component's, of the core module the instruction belongs to).
     pub fn file_offset(&self, text_offset: usize) -> Option<u32> {
         wasmtime_environ::lookup_file_pos(&self.file[self.section.clone()], text_offset)?
             .file_offset()

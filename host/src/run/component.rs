@@ -62,6 +62,8 @@ pub struct ModuleProbes {
     /// Its position among the component's core modules (the `M` of its compiled code's
     /// symbols, see [`crate::run::component_code`]).
     pub position: usize,
+    /// Sample mode: which of its bytes are probes.
+    pub probe_code: Option<wprof_agent::ProbeCode>,
     /// Its probe imports, as [`crate::components::probe_imports`] read them.
     pub imports: Vec<ProbeImport>,
 }
@@ -265,21 +267,26 @@ fn call_sampled(
         .map_or(0, |p| p + 1);
     let mut cells = vec![Cell::none(); positions];
     let mut imports = vec![0; positions];
+    let mut probe_code = vec![None; positions];
     for (k, memory) in trees {
         let module = &modules[*k];
         imports[module.position] = module.imported_functions;
+        probe_code[module.position] = module.probe_code.clone();
         // SAFETY: the tree memory holds the cell (its size was checked against the
         // module's), and stays where it is while the store lives, past the sampler.
         cells[module.position] = unsafe { Cell::new(memory.base) };
     }
-    let code = crate::run::component_code::ComponentCode::of(component, &imports, settings.mode);
-    // SAFETY: `NO_CELL` is a static.
-    let session = unsafe {
-        crate::run::interrupt::Session::begin(
-            crate::run::component_sampler::NO_CELL.as_ptr(),
-            settings.sample_period,
-        )
-    };
+    let code = crate::run::component_code::ComponentCode::of(
+        component,
+        &imports,
+        probe_code,
+        settings.mode,
+    );
+    let (first, more) = crate::run::component_sampler::cells_of(&cells);
+    // SAFETY: every cell is in a tree memory that stays where it is while the store lives,
+    // or is the static `NO_CELL`; the session ends before either goes.
+    let session =
+        unsafe { crate::run::interrupt::Session::begin_with(first, &more, settings.sample_period) };
     if session.is_none() || code.is_none() {
         crate::say!(
             "wprof: warning: sample mode cannot ask the program's thread where it is; each \

@@ -2,11 +2,16 @@
 //! address belongs to: the function symbols wasmtime writes into a compiled component
 //! (`wasm[M]::function[N]`, `M` the core module in the order the component defines them,
 //! `N` the function's index in it), read from its serialized image, placed where the
-//! component's image is loaded.
+//! component's image is loaded; and, in sample mode, whether an address is in wprof's
+//! probes (the image's address map gives the module byte, the module's `wprof.probe-code`
+//! section says whose it is), so that their time is left out as it is for a module.
 
 use object::{Object, ObjectSection, ObjectSymbol};
 use wprof_agent::ProbeMode;
 
+use wprof_agent::ProbeCode;
+
+use crate::run::address_map::ArtifactAddressMap;
 use crate::run::code_map::{CodeMap, Running};
 
 /// The compiled functions of a component's core modules, by address.
@@ -16,6 +21,13 @@ pub struct ComponentCode {
     ranges: Vec<(usize, usize, usize)>,
     /// Per module: its functions' ranges and what each is in the original module.
     modules: Vec<CodeMap>,
+    /// Per module: which of its bytes are wprof's probes (sample mode's
+    /// `wprof.probe-code` section), with the image's address map to find an address's byte.
+    probes: Vec<Option<ProbeCode>>,
+    /// The image's map from `.text` offsets to module byte offsets.
+    address_map: Option<ArtifactAddressMap>,
+    /// Where `.text` is loaded.
+    text: usize,
 }
 
 impl ComponentCode {
@@ -25,6 +37,7 @@ impl ComponentCode {
     pub fn of(
         component: &wasmtime::component::Component,
         imports: &[u32],
+        probes: Vec<Option<ProbeCode>>,
         mode: ProbeMode,
     ) -> Option<Self> {
         let image = component.serialize().ok()?;
@@ -50,7 +63,18 @@ impl ComponentCode {
             modules.push(CodeMap::from_ranges(functions, imports[k], mode));
         }
         ranges.sort_unstable();
-        Some(ComponentCode { ranges, modules })
+        let address_map = probes
+            .iter()
+            .any(Option::is_some)
+            .then(|| ArtifactAddressMap::of_bytes(&image))
+            .flatten();
+        Some(ComponentCode {
+            ranges,
+            modules,
+            probes,
+            address_map,
+            text: base,
+        })
     }
 
     /// The module and function running at `pc`; `None` outside every module's code (the
@@ -58,7 +82,19 @@ impl ComponentCode {
     pub fn running(&self, pc: usize) -> Option<(usize, Running)> {
         let after = self.ranges.partition_point(|&(start, _, _)| start <= pc);
         let (_, end, module) = self.ranges[after.checked_sub(1)?];
-        (pc < end).then(|| (module, self.modules[module].running(pc)))
+        if pc >= end {
+            return None;
+        }
+        let running = self.modules[module].running(pc);
+        let in_probe = || {
+            let probes = self.probes.get(module)?.as_ref()?;
+            let offset = self.address_map.as_ref()?.file_offset(pc - self.text)?;
+            Some(probes.contains(offset))
+        };
+        match running {
+            Running::Function(_) if in_probe() == Some(true) => Some((module, Running::Probe)),
+            _ => Some((module, running)),
+        }
     }
 }
 
@@ -102,7 +138,8 @@ mod tests {
         let component = wasmtime::component::Component::new(&engine, &bytes).unwrap();
         // Not instrumented: what each function is does not matter here, only which
         // module's it is.
-        let code = ComponentCode::of(&component, &[0, 0], ProbeMode::Time).unwrap();
+        let code =
+            ComponentCode::of(&component, &[0, 0], vec![None, None], ProbeMode::Time).unwrap();
         let mut found: Vec<(usize, Running)> = code
             .ranges
             .iter()

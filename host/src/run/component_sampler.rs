@@ -5,8 +5,8 @@
 //! several of them are on the stack at once (main calls the adapter, which calls the host),
 //! so a cell alone cannot say who runs. The program thread's own timer interrupts it (the
 //! same [`crate::run::interrupt`] session as a module's run) and the interrupted program
-//! counter says which module's code runs ([`ComponentCode`]); that module's cell, read
-//! now, says in which context. A tick in no module's code (the host, the engine's
+//! counter says which module's code runs ([`ComponentCode`]); that module's cell, read by
+//! the same interruption, says in which context. A tick in no module's code (the host, the engine's
 //! trampolines) goes to the module that last ran wasm, whose cell then holds the node of
 //! the import it called; without ticks (no timer on this host), to the first module.
 
@@ -56,6 +56,20 @@ impl Cell {
     }
 }
 
+/// The cells to begin the interrupt session with: the first, and the others, which each
+/// tick records too (up to [`crate::run::interrupt::MORE_CELLS`]; later ones are read by
+/// the sampler when it takes the tick).
+pub fn cells_of(cells: &[Cell]) -> (*const u32, Vec<*const u32>) {
+    let first = cells.first().map_or(NO_CELL.as_ptr().cast_const(), |c| c.0);
+    let more = cells
+        .iter()
+        .skip(1)
+        .take(crate::run::interrupt::MORE_CELLS)
+        .map(|c| c.0)
+        .collect();
+    (first, more)
+}
+
 /// Samples the program thread until `stop`: per module (index in `cells`), the time
 /// charged to each of its readings, in picoseconds.
 pub fn sample(
@@ -81,29 +95,33 @@ pub fn sample(
         let elapsed = now.saturating_sub(last);
         last = now;
         // Where the ticks since the last reading found the thread.
-        let mut places: Vec<(usize, Option<Running>)> = Vec::new();
+        let mut places: Vec<(usize, Option<u32>, Option<Running>)> = Vec::new();
         if let Some((target, code)) = asking {
             let ticks = target.ticks();
             for tick in seen + 1..=ticks {
                 let Some(at) = target.at(tick) else { continue };
-                match code.running(at.pc) {
-                    Some((module, what)) if module < cells.len() => {
-                        running = module;
-                        places.push((module, Some(what)));
-                    }
-                    _ => places.push((running, Some(Running::Outside))),
-                }
+                let (module, what) = match code.running(at.pc) {
+                    Some((module, what)) if module < cells.len() => (module, what),
+                    _ => (running, Running::Outside),
+                };
+                running = module;
+                // The module's cell as the tick found it (see `cells_of`), else now.
+                let cell = match module {
+                    0 => Some(at.cell),
+                    m => at.more.get(m - 1).copied(),
+                };
+                places.push((module, cell, Some(what)));
             }
             seen = ticks;
         }
         if places.is_empty() {
-            places.push((running, None));
+            places.push((running, None, None));
         } else {
             out[running].answered += places.len() as u64;
         }
         let share = elapsed / places.len() as u64;
-        for (module, what) in places {
-            let cell = cells[module].read();
+        for (module, cell, what) in places {
+            let cell = cell.unwrap_or_else(|| cells[module].read());
             *out[module].time.entry((cell, what)).or_default() += share;
         }
         out[0].readings += 1;

@@ -33,6 +33,12 @@ use std::time::Duration;
 
 /// The cell the handler reads (null outside a session).
 static CELL: AtomicPtr<u32> = AtomicPtr::new(std::ptr::null_mut());
+/// More cells the handler reads, up to the first null (a component's other core modules).
+static MORE: [AtomicPtr<u32>; MORE_CELLS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MORE_CELLS];
+
+/// How many cells besides the first a tick can record.
+pub const MORE_CELLS: usize = 7;
 /// The number of the last tick recorded (ticks count from 1; only the handler writes it).
 static TICKS: AtomicU64 = AtomicU64::new(0);
 /// Ticks by number modulo their count.
@@ -59,6 +65,8 @@ pub struct Where {
     pub pc: usize,
     /// The value of the current-node cell at that moment.
     pub cell: u32,
+    /// The values of the session's other cells at that moment (0 past the last).
+    pub more: [u32; MORE_CELLS],
 }
 
 struct Slot {
@@ -66,6 +74,7 @@ struct Slot {
     tick: AtomicU64,
     pc: AtomicUsize,
     cell: AtomicU32,
+    more: [AtomicU32; MORE_CELLS],
 }
 
 impl Slot {
@@ -74,6 +83,7 @@ impl Slot {
             tick: AtomicU64::new(0),
             pc: AtomicUsize::new(0),
             cell: AtomicU32::new(0),
+            more: [const { AtomicU32::new(0) }; MORE_CELLS],
         }
     }
 }
@@ -102,6 +112,21 @@ impl Session {
     ///
     /// `cell` must stay valid for 4-byte atomic loads until the session is dropped.
     pub unsafe fn begin(cell: *const u32, period: Duration) -> Option<Session> {
+        // SAFETY: as promised by the caller, and no more cells.
+        unsafe { Self::begin_with(cell, &[], period) }
+    }
+
+    /// [`Session::begin`] with more cells (at most [`MORE_CELLS`] are read; the rest are
+    /// not), each read at every tick as the first is.
+    ///
+    /// # Safety
+    ///
+    /// Every cell must stay valid for 4-byte atomic loads until the session is dropped.
+    pub unsafe fn begin_with(
+        cell: *const u32,
+        more: &[*const u32],
+        period: Duration,
+    ) -> Option<Session> {
         let owner = OWNER.try_lock().ok()?;
         if !handler::install() {
             return None;
@@ -114,11 +139,16 @@ impl Session {
         // Everything the handler reads is in place before the first tick can come.
         TIMER.store(timer.id(), Ordering::Relaxed);
         PERIOD_NS.store(period.as_nanos() as u64, Ordering::Relaxed);
+        for (i, slot) in MORE.iter().enumerate() {
+            let p = more.get(i).copied().unwrap_or(std::ptr::null());
+            slot.store(p.cast_mut(), Ordering::Release);
+        }
         CELL.store(cell.cast_mut(), Ordering::Release);
         REARM.store(true, Ordering::Release);
         if !timer.set(Some(period)) {
             REARM.store(false, Ordering::Release);
             CELL.store(std::ptr::null_mut(), Ordering::Release);
+            clear_more();
             timer.delete();
             return None;
         }
@@ -139,6 +169,13 @@ impl Drop for Session {
         REARM.store(false, Ordering::Release);
         self.target.timer.delete();
         CELL.store(std::ptr::null_mut(), Ordering::Release);
+        clear_more();
+    }
+}
+
+fn clear_more() {
+    for slot in &MORE {
+        slot.store(std::ptr::null_mut(), Ordering::Release);
     }
 }
 
@@ -160,6 +197,7 @@ impl Target {
         let found = Where {
             pc: slot.pc.load(Ordering::Relaxed),
             cell: slot.cell.load(Ordering::Relaxed),
+            more: std::array::from_fn(|i| slot.more[i].load(Ordering::Relaxed)),
         };
         std::sync::atomic::fence(Ordering::Acquire);
         (slot.tick.load(Ordering::Relaxed) == tick).then_some(found)
@@ -198,6 +236,15 @@ fn record(pc: usize) {
     std::sync::atomic::fence(Ordering::Release);
     slot.pc.store(pc, Ordering::Relaxed);
     slot.cell.store(value, Ordering::Relaxed);
+    for (i, more) in MORE.iter().enumerate() {
+        let more = more.load(Ordering::Acquire);
+        if more.is_null() {
+            break;
+        }
+        // SAFETY: as for the first cell.
+        let value = unsafe { AtomicU32::from_ptr(more).load(Ordering::Relaxed) };
+        slot.more[i].store(value, Ordering::Relaxed);
+    }
     slot.tick.store(tick, Ordering::Release);
     TICKS.store(tick, Ordering::Release);
     if REARM.load(Ordering::Acquire) {
