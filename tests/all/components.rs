@@ -225,3 +225,50 @@ fn cost_mode_counts_every_core_module_exactly_and_the_same_on_every_run() {
     }
     assert_eq!(selves[0], selves[1], "cost mode is deterministic");
 }
+
+#[test]
+fn a_component_with_one_core_module_changed_prepares_that_module_only() {
+    use wprof::prepare::component::rewrite::{rewrite, Replacement};
+    let s = Scratch::new();
+    let program = component();
+    for (run, cached) in [(1, "0 of them"), (2, "4 of them")] {
+        let out = s.run(&["run", "-o", "c.wprof", &program, "1"]);
+        assert_eq!(out.status.code(), Some(0), "run {run}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("{cached} whole from the cache")),
+            "run {run}: {}",
+            stderr(&out)
+        );
+    }
+    // The same component with its main module changed (a custom section added: its blake3
+    // changes, its functions do not).
+    let bytes = std::fs::read(&program).unwrap();
+    let layout = wprof::components::ComponentLayout::read(&bytes).unwrap();
+    let main = &layout.modules[0];
+    assert_eq!(main.name, "main");
+    let mut changed_main = bytes[main.range.clone()].to_vec();
+    changed_main.extend([0, 3, 1, b'x', 1]);
+    let changed = rewrite(
+        &bytes,
+        &[Replacement {
+            module_index: main.index,
+            bytes: changed_main,
+            probes: Vec::new(),
+        }],
+    )
+    .unwrap();
+    // Rebuilt where it was built: the same file name (a program's versions share the
+    // cache's packs by name).
+    std::fs::create_dir_all(s.path("rebuilt")).unwrap();
+    let path = s.path("rebuilt/component.wasm");
+    std::fs::write(&path, changed).unwrap();
+    let out = s.run(&["run", "-o", "changed.wprof", path.to_str().unwrap(), "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary = stderr(&out);
+    assert!(
+        summary.contains("3 of them whole from the cache"),
+        "{summary}"
+    );
+    assert!(summary.contains(": 0 instrumented now"), "{summary}");
+    assert_eq!(calls(&s.profile("changed.wprof"), "main!leaf"), 100);
+}

@@ -197,6 +197,7 @@ pub(crate) fn run(
             &profile,
             &prepared.stats,
             &prepared.module_names,
+            prepared.cached_modules,
             settings,
             written,
         );
@@ -216,6 +217,8 @@ struct PreparedComponent {
     stats: InstrumentationStats,
     /// The instrumented modules' names, in order.
     module_names: Vec<String>,
+    /// How many of them came whole from the cache.
+    cached_modules: u32,
     /// Cost mode: the memories the component's instantiation makes (see
     /// [`crate::run::component::ExpectedMemory`]).
     memories: Vec<ExpectedMemory>,
@@ -245,6 +248,7 @@ fn prepare(
     let mut replacements = Vec::new();
     let mut stats = InstrumentationStats::default();
     let mut module_names = Vec::new();
+    let mut cached_modules = 0u32;
     let mut minimums = std::collections::HashMap::new();
     for (position, module) in layout.modules.iter().enumerate() {
         let core = &bytes[module.range.clone()];
@@ -314,13 +318,14 @@ fn prepare(
         stats.functions_instrumented += prepared.stats.functions_instrumented;
         stats.functions_from_cache += prepared.stats.functions_from_cache;
         module_names.push(module.name.clone());
+        cached_modules += u32::from(prepared.stats.module_from_cache);
         replacements.push(Replacement {
             module_index: module.index,
             bytes: instrumented,
             probes: imports,
         });
     }
-    stats.module_from_cache = false;
+    stats.module_from_cache = cached_modules as usize == layout.modules.len();
     let component = rewrite::rewrite(bytes, &replacements)?;
     // Each instantiation makes its module's memories in order; an instrumented module's
     // tree memory is its last (the agent appends it). A module the component imports has
@@ -348,6 +353,7 @@ fn prepare(
         modules,
         stats,
         module_names,
+        cached_modules,
         memories,
     })
 }

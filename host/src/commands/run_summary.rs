@@ -41,16 +41,18 @@ pub fn print(
     );
 }
 
-/// [`print`] for a component: `modules` are its instrumented core modules' names.
+/// [`print`] for a component: `modules` are its instrumented core modules' names, `cached`
+/// how many of them came whole from the cache.
 pub fn print_component(
     profile: &Profile,
     stats: &crate::profile::InstrumentationStats,
     modules: &[String],
+    cached: u32,
     settings: &RunSettings,
     written: bool,
 ) {
     let line = format!(
-        "wprof: a component: {} core module{} instrumented ({})\n",
+        "wprof: a component: {} core module{} instrumented ({}), {cached} of them whole from the cache\n",
         modules.len(),
         if modules.len() == 1 { "" } else { "s" },
         modules.join(", ")

@@ -5,8 +5,12 @@
 //! In an instrumented run the component is the rewritten one (see
 //! [`crate::prepare::component::rewrite`]): the host defines each instrumented core
 //! module's probe instance, whose functions report under the module's ids moved to the
-//! component's id space (module `k`'s function `i` is `offset(k) + i`), so that one probe
-//! log sees calls cross from module to module as one calling-context tree.
+//! component's id space (module `k`'s function `i` is `offset(k) + i`), so that in time mode
+//! one probe log sees calls cross from module to module as one calling-context tree. In the
+//! inline modes (cost, sample) each module counts into its own tree, in a memory found among
+//! those the instantiation made ([`crate::run::component_memory`]); sample mode's ticks say
+//! which module runs ([`crate::run::component_code`], [`crate::run::component_sampler`]);
+//! at the end the trees are grafted into one, each module's a root of its own.
 
 use std::io::Write;
 
