@@ -228,7 +228,7 @@ fn cost_mode_counts_every_core_module_exactly_and_the_same_on_every_run() {
 
 #[test]
 fn a_component_with_one_core_module_changed_prepares_that_module_only() {
-    use wprof::prepare::component::rewrite::{rewrite, Replacement};
+    use wprof::components::rewrite::{rewrite, Replacement};
     let s = Scratch::new();
     let program = component();
     for (run, cached) in [(1, "0 of them"), (2, "4 of them")] {

@@ -5,10 +5,10 @@
 
 use wprof_agent::{ProbeMode, ProbePlan};
 
+use crate::components::rewrite::{self, Replacement};
 use crate::components::{qualified_name, ComponentLayout};
 use crate::exit::Failure;
 use crate::prepare::component::callbacks::callback_closure;
-use crate::prepare::component::rewrite::{self, Replacement};
 use crate::prepare::instrument::{self, warn, CacheSession};
 use crate::prepare::loader::LoadedModule;
 use crate::profile::{Ending, FunctionInfo, InstrumentationStats, ModuleRef};
@@ -137,7 +137,11 @@ pub(crate) fn run(
     }
     if settings.mode == ProbeMode::Time && settings.subtract_overhead {
         match timings.time("calibrate", || {
-            crate::run::calibrate::measure(engine, settings.call_sites, settings.short_max > 0)
+            crate::run::component_calibrate::measure(
+                engine,
+                settings.call_sites,
+                settings.short_max > 0,
+            )
         }) {
             Ok(overhead) => collector = collector.with_overhead(overhead),
             Err(e) => warn(format_args!(

@@ -3,7 +3,7 @@
 //! a module's run, the exit code of `wasi:cli/exit` or of `run`'s result.
 //!
 //! In an instrumented run the component is the rewritten one (see
-//! [`crate::prepare::component::rewrite`]): the host defines each instrumented core
+//! [`crate::components::rewrite`]): the host defines each instrumented core
 //! module's probe instance, whose functions report under the module's ids moved to the
 //! component's id space (module `k`'s function `i` is `offset(k) + i`), so that in time mode
 //! one probe log sees calls cross from module to module as one calling-context tree. In the
@@ -41,6 +41,22 @@ pub struct ComponentState {
 impl std::fmt::Debug for ComponentState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ComponentState").finish_non_exhaustive()
+    }
+}
+
+impl ComponentState {
+    /// A state with an empty WASI context, and time mode's log when given one.
+    pub(crate) fn bare(log: Option<ProbeLog>) -> Self {
+        ComponentState {
+            wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
+            table: ResourceTable::new(),
+            log,
+        }
+    }
+
+    /// Time mode's log, taken.
+    pub(crate) fn take_log(&mut self) -> Option<ProbeLog> {
+        self.log.take()
     }
 }
 
@@ -338,7 +354,7 @@ fn tree_memories(
 
 /// Defines probe instance `k` (see [`probe_instance_name`]) for `module`: time mode's log
 /// entries, ids moved by the module's offset.
-fn define_probes(
+pub(crate) fn define_probes(
     linker: &mut Linker<ComponentState>,
     k: usize,
     module: &ModuleProbes,

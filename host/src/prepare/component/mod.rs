@@ -1,8 +1,7 @@
 //! Preparing a WASI 0.2 command component: which of its core modules' functions must stay
-//! without host-calling probes ([`callbacks`]), and the rewrite that puts instrumented core
-//! modules in place of the originals and links their probes to the host ([`rewrite`]).
-//! What a component holds is read by [`crate::components`].
+//! without host-calling probes ([`callbacks`]), and its compiled code through the cache
+//! ([`compile`]). What a component holds, and the rewrite that puts instrumented core
+//! modules in its place, are [`crate::components`]'s.
 
 pub mod callbacks;
 pub mod compile;
-pub mod rewrite;

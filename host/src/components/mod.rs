@@ -2,12 +2,14 @@
 //! and their names, whether it is a WASI 0.2 command, the names a profile gives their
 //! functions, and how instrumented modules' probes are linked to the host (the names both
 //! the rewrite, [`crate::prepare::component`], and the run, [`crate::run::component`],
-//! use).
+//! use), and the rewrite that links them ([`rewrite`]).
 //!
 //! A component is taken apart only at its top level: the core modules defined there are
 //! the program (for a component made from a WASI preview 1 module, the module itself, the
 //! preview 1 adapter and wit-component's two small glue modules). Core modules inside
 //! nested components run as they are.
+
+pub mod rewrite;
 
 use std::ops::Range;
 

@@ -1,0 +1,163 @@
+//! Measuring what time mode's probes cost in a component, where they reach the host
+//! through the component model's lowered calls (dearer than a core module's host calls).
+//!
+//! The same measurement as [`crate::run::calibrate`]'s: its calibration module (a loop
+//! calling an empty function), here wrapped in a component that exports its `run`, runs
+//! as it is and instrumented (the component rewritten as a profiled run's is, its probes
+//! linked as a run links them), interleaved, several times; medians.
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, Store};
+use wprof_agent::{ProbeMode, ProbePlan};
+
+use crate::components::rewrite::{rewrite, Replacement};
+use crate::run::calibrate::{CALIBRATION, CALLS, REPEATS};
+use crate::run::collector::{Collector, ProbeOverhead, PS_PER_NS};
+use crate::run::component::{define_probes, ComponentState, ModuleProbes};
+use crate::run::probe_log::ProbeLog;
+use crate::stats::median;
+
+/// The calibration module in a component exporting `run: func(n: u32)`.
+fn wrapper(module: &[u8]) -> Vec<u8> {
+    use wasm_encoder::{
+        Alias, CanonicalFunctionSection, Component, ComponentAliasSection, ComponentExportKind,
+        ComponentExportSection, ComponentTypeSection, ComponentValType, ExportKind,
+        InstanceSection, ModuleArg, PrimitiveValType, RawSection,
+    };
+    let mut component = Component::new();
+    component.section(&RawSection {
+        id: wasm_encoder::ComponentSectionId::CoreModule as u8,
+        data: module,
+    });
+    let mut instances = InstanceSection::new();
+    instances.instantiate(0, Vec::<(&str, ModuleArg)>::new());
+    component.section(&instances);
+    let mut aliases = ComponentAliasSection::new();
+    aliases.alias(Alias::CoreInstanceExport {
+        instance: 0,
+        kind: ExportKind::Func,
+        name: "run",
+    });
+    component.section(&aliases);
+    let mut types = ComponentTypeSection::new();
+    types
+        .function()
+        .params([("n", ComponentValType::Primitive(PrimitiveValType::U32))])
+        .result(None);
+    component.section(&types);
+    let mut lifted = CanonicalFunctionSection::new();
+    lifted.lift(0, 0, []);
+    component.section(&lifted);
+    let mut exports = ComponentExportSection::new();
+    exports.export("run", ComponentExportKind::Func, 0, None);
+    component.section(&exports);
+    component.finish()
+}
+
+/// Measures time mode's probe overhead in a component on `engine`, in picoseconds (see
+/// [`crate::run::calibrate::measure`] for `call_sites` and `counts_short`).
+pub fn measure(
+    engine: &Engine,
+    call_sites: bool,
+    counts_short: bool,
+) -> anyhow::Result<ProbeOverhead> {
+    let original = wat::parse_str(CALIBRATION)?;
+    let build = |short_max: u32| -> anyhow::Result<(Component, ModuleProbes)> {
+        let instrumented = wprof_agent::instrument(
+            &original,
+            &ProbePlan {
+                mode: ProbeMode::Time,
+                call_sites,
+                short_max,
+                ..ProbePlan::default()
+            },
+        )?;
+        let probes =
+            crate::components::probe_imports(&instrumented.bytes).map_err(anyhow::Error::msg)?;
+        let bytes = rewrite(
+            &wrapper(&original),
+            &[Replacement {
+                module_index: 0,
+                bytes: instrumented.bytes,
+                probes: probes.clone(),
+            }],
+        )
+        .map_err(anyhow::Error::msg)?;
+        let component = Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let module = ModuleProbes {
+            offset: 0,
+            functions: 2,
+            imported_functions: 0,
+            position: 0,
+            probe_code: None,
+            imports: probes,
+        };
+        Ok((component, module))
+    };
+    let (instrumented, module) = build(0)?;
+    let counted = counts_short.then(|| build(u32::MAX)).transpose()?;
+    let original =
+        Component::new(engine, wrapper(&original)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let plain_linker = Linker::new(engine);
+    let mut probe_linker = Linker::new(engine);
+    define_probes(&mut probe_linker, 0, &module).map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    let time_run = |linker: &Linker<ComponentState>,
+                    component: &Component,
+                    collector: Option<Collector>|
+     -> anyhow::Result<(u64, Option<Collector>)> {
+        let mut store = Store::new(engine, ComponentState::bare(collector.map(ProbeLog::start)));
+        let instance = linker
+            .instantiate(&mut store, component)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let run = instance
+            .get_typed_func::<(u32,), ()>(&mut store, "run")
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let started = std::time::Instant::now();
+        run.call(&mut store, (CALLS,))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let elapsed = started.elapsed().as_nanos() as u64;
+        let collector = store.data_mut().take_log().map(|log| log.finish().0);
+        Ok((elapsed, collector))
+    };
+
+    let (mut plain, mut probed, mut inside) = (Vec::new(), Vec::new(), Vec::new());
+    let mut called = Vec::new();
+    for _ in 0..REPEATS {
+        plain.push(time_run(&plain_linker, &original, None)?.0);
+        if let Some((counted, _)) = &counted {
+            called.push(time_run(&probe_linker, counted, Some(Collector::new(2)))?.0);
+        }
+        let (t, collector) = time_run(&probe_linker, &instrumented, Some(Collector::new(2)))?;
+        probed.push(t);
+        let collector = collector.ok_or_else(|| anyhow::anyhow!("no collector came back"))?;
+        // Function 0 is the empty function; the collector counts picoseconds.
+        inside.push(collector.functions()[0].self_time.max(0) as u64 / u64::from(CALLS));
+    }
+    let inside = median(inside);
+    let plain = median(plain);
+    let per_call =
+        |runs: Vec<u64>| median(runs).saturating_sub(plain) * PS_PER_NS / u64::from(CALLS);
+    let probed = per_call(probed);
+    Ok(ProbeOverhead {
+        inside,
+        outside: probed.saturating_sub(inside),
+        called: if called.is_empty() {
+            0
+        } else {
+            per_call(called)
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_components_probes_are_measured_and_cost_more_than_nothing() {
+        let engine = crate::run::engine::new_engine().unwrap();
+        let o = super::measure(&engine, false, true).unwrap();
+        assert!(o.inside + o.outside > 0, "{o:?}");
+        assert!(o.inside + o.outside < 1_000_000_000, "{o:?}");
+        assert!(o.called > 0 && o.called < 1_000_000_000, "{o:?}");
+    }
+}
