@@ -127,7 +127,12 @@ impl<'a> Instrumenter<'a> {
     /// [`Selection::spec`] kept (see [`Selection`]).
     pub fn exclude(&mut self, excluded: std::collections::BTreeSet<u32>) {
         let spec = self.plan.selection.as_ref().map_or([0; 32], |s| s.spec);
-        let selection = Selection { spec, excluded };
+        let silent = self.plan.selection.as_ref().is_some_and(|s| s.silent);
+        let selection = Selection {
+            spec,
+            excluded,
+            silent,
+        };
         self.selection_digest = Some(selection.set_digest());
         self.plan.selection = Some(std::sync::Arc::new(selection));
     }

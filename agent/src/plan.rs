@@ -171,6 +171,10 @@ pub struct Selection {
     /// The ids (indices in the original module) of the defined functions left without
     /// probes.
     pub excluded: std::collections::BTreeSet<u32>,
+    /// The functions left without probes make no probe calls at all: their calls to
+    /// imports are not bracketed either (a component's functions that may run in a
+    /// canonical ABI callback, where any call out of the component traps).
+    pub silent: bool,
 }
 
 impl Selection {
@@ -180,6 +184,9 @@ impl Selection {
         h.update(b"wprof-agent excluded v1\0");
         for id in &self.excluded {
             h.update(&id.to_le_bytes());
+        }
+        if self.silent {
+            h.update(b"\0silent");
         }
         *h.finalize().as_bytes()
     }
@@ -395,6 +402,13 @@ impl ProbePlan {
             .as_ref()
             .is_some_and(|s| s.excluded.contains(&id))
     }
+
+    /// Whether function `id` is left without probes and silent (see [`Selection::silent`]).
+    pub fn silences(&self, id: u32) -> bool {
+        self.selection
+            .as_ref()
+            .is_some_and(|s| s.silent && s.excluded.contains(&id))
+    }
 }
 
 #[cfg(test)]
@@ -426,6 +440,7 @@ mod tests {
             selection: Some(std::sync::Arc::new(Selection {
                 spec: [1; 32],
                 excluded: [3].into(),
+                silent: false,
             })),
             ..ProbePlan::default()
         };

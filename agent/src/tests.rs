@@ -421,6 +421,7 @@ fn excluded_functions_are_transparent_in_every_mode() {
     let selection = std::sync::Arc::new(Selection {
         spec: [7; 32],
         excluded: [2].into(),
+        silent: false,
     });
     for mode in ProbeMode::ALL {
         let all = ProbePlan {

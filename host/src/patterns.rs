@@ -113,6 +113,7 @@ impl FunctionFilter {
             wprof_agent::Selection {
                 spec: *h.finalize().as_bytes(),
                 excluded: Default::default(),
+                silent: false,
             }
         })
     }

@@ -127,7 +127,7 @@ fn time_mode_counts_every_core_module_exactly_and_the_cache_keeps_them() {
     );
     assert_eq!(calls(&s.profile("c2.wprof"), "main!leaf"), 2500);
     // The reports read it.
-    let out = s.run(&["report", "c.wprof"]);
+    let out = s.run(&["report", "--top", "0", "c.wprof"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("main!middle"), "{}", stdout(&out));
 }

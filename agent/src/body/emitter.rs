@@ -54,6 +54,9 @@ pub(super) struct Emitter<'p> {
     /// modes, [`InlineLocals::node`] holds the slot it was reached through instead of a
     /// node.
     pub(super) excluded: bool,
+    /// Excluded and silent (see [`crate::Selection::silent`]): not even its calls to
+    /// imports are bracketed.
+    pub(super) silent: bool,
     /// Time mode: the function is counted, not timed (see
     /// [`crate::ProbePlan::short_max`]); it is also [`Emitter::excluded`], its entry
     /// calling `called(id)` and nothing else.
@@ -338,6 +341,10 @@ impl Emitter<'_> {
     /// A direct call to imported function `import` (its call site already announced),
     /// bracketed so it is its own node.
     pub(super) fn probed_import_call(&mut self, import: u32) {
+        if self.silent {
+            self.original_instr(Instruction::Call(import));
+            return;
+        }
         self.before_import(import);
         self.original_instr(Instruction::Call(import));
         self.after_import(import);

@@ -261,6 +261,7 @@ pub(crate) fn instrument_body(
         calls_emitted: 0,
         original_code: Vec::new(),
         excluded,
+        silent: plan.silences(id),
         counted,
         blocks: None,
         go_time: None,

@@ -90,6 +90,7 @@ mod tests {
             selection: Some(std::sync::Arc::new(Selection {
                 spec: [1; 32],
                 excluded: [1].into(),
+                silent: false,
             })),
             ..ProbePlan::default()
         };

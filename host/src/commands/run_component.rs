@@ -8,7 +8,7 @@ use wprof_agent::{ProbeMode, ProbePlan};
 use crate::components::rewrite::{self, Replacement};
 use crate::components::{qualified_name, ComponentLayout};
 use crate::exit::Failure;
-use crate::prepare::component::callbacks::callback_closure;
+use crate::prepare::component::callbacks::callback_closures;
 use crate::prepare::instrument::{self, warn, CacheSession};
 use crate::prepare::loader::LoadedModule;
 use crate::profile::{Ending, FunctionInfo, InstrumentationStats, ModuleRef};
@@ -254,6 +254,17 @@ fn prepare(
     let mut module_names = Vec::new();
     let mut cached_modules = 0u32;
     let mut minimums = std::collections::HashMap::new();
+    // Time mode's probes call the host, which the canonical ABI's callbacks may not do.
+    let callbacks = match inline {
+        true => vec![Default::default(); layout.modules.len()],
+        false => callback_closures(
+            &layout
+                .modules
+                .iter()
+                .map(|m| &bytes[m.range.clone()])
+                .collect::<Vec<_>>(),
+        )?,
+    };
     for (position, module) in layout.modules.iter().enumerate() {
         let core = &bytes[module.range.clone()];
         let loaded = LoadedModule {
@@ -262,15 +273,11 @@ fn prepare(
         };
         let path =
             std::path::PathBuf::from(format!("{}#{}", settings.module.display(), module.name));
-        // Time mode's probes call the host, which the canonical ABI's callbacks may not do.
-        let callbacks = match inline {
-            true => Default::default(),
-            false => callback_closure(core)?,
-        };
+        let callbacks = &callbacks[position];
         let plan = match callbacks.is_empty() {
             true => plan.clone(),
             false => ProbePlan {
-                selection: Some(std::sync::Arc::new(callbacks_left_out(&plan))),
+                selection: Some(std::sync::Arc::new(callbacks_left_out(&plan, callbacks))),
                 ..plan.clone()
             },
         };
@@ -283,7 +290,7 @@ fn prepare(
                 &instrument::FunctionRules {
                     filter: &settings.filter,
                     allocators: &settings.allocators,
-                    left_out: Some(&callbacks),
+                    left_out: Some(callbacks),
                 },
                 cache,
                 progress,
@@ -362,17 +369,24 @@ fn prepare(
     })
 }
 
-/// The selection of a module with allocation callbacks: the user's, and the callbacks left
-/// out (a set the module's bytes decide, so the spec needs only say so).
-fn callbacks_left_out(plan: &ProbePlan) -> wprof_agent::Selection {
+/// The selection of a module with functions callbacks may run: the user's, and those left
+/// out (the set is named in full: the component's other modules decide it too).
+fn callbacks_left_out(
+    plan: &ProbePlan,
+    left_out: &std::collections::BTreeSet<u32>,
+) -> wprof_agent::Selection {
     let mut h = blake3::Hasher::new();
-    h.update(b"wprof component callbacks left out v1\0");
+    h.update(b"wprof component callbacks left out, silent v3\0");
     if let Some(user) = &plan.selection {
         h.update(&user.spec);
+    }
+    for id in left_out {
+        h.update(&id.to_le_bytes());
     }
     wprof_agent::Selection {
         spec: *h.finalize().as_bytes(),
         excluded: Default::default(),
+        silent: true,
     }
 }
 

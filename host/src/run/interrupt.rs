@@ -38,7 +38,7 @@ static MORE: [AtomicPtr<u32>; MORE_CELLS] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; MORE_CELLS];
 
 /// How many cells besides the first a tick can record.
-pub const MORE_CELLS: usize = 7;
+pub const MORE_CELLS: usize = 31;
 /// The number of the last tick recorded (ticks count from 1; only the handler writes it).
 static TICKS: AtomicU64 = AtomicU64::new(0);
 /// Ticks by number modulo their count.

@@ -1,4 +1,4 @@
-//! The functions of a component's core module that run while the component may not call
+//! The functions of a component's core modules that run while the component may not call
 //! out: the canonical ABI's allocation callbacks (`realloc`, through which the host hands
 //! the component strings and lists) and post-return functions, and everything they call.
 //!
@@ -7,9 +7,13 @@
 //! left without probes (their time is their caller's). The callbacks are found by the
 //! names every component toolchain exports them under (`cabi_realloc`,
 //! `cabi_import_realloc`, `cabi_export_realloc`, `cabi_post_*`); what they call, through
-//! direct calls.
+//! direct calls within a module, through an import into every module that exports a
+//! function of the import's name (a dynamically linked component's `malloc` lives in its
+//! libc module), and through `call_indirect` into every function of the module's tables.
+//! Over-approximate on purpose: a function left out costs its probes; one left in stops
+//! the program.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use wasmparser::{Operator, Payload};
 
@@ -21,36 +25,74 @@ fn is_callback(export: &str) -> bool {
         || export.starts_with("cabi_post_")
 }
 
-/// The ids (function indices) of the defined functions of `module` reachable from its
-/// callbacks by direct calls, the callbacks included.
-pub fn callback_closure(module: &[u8]) -> Result<BTreeSet<u32>, String> {
-    let mut imported = 0u32;
-    let mut roots = Vec::new();
-    let mut calls: Vec<Vec<u32>> = Vec::new();
-    for payload in wasmparser::Parser::new(0).parse_all(module) {
-        match payload.map_err(|e| e.to_string())? {
-            Payload::ImportSection(reader) => {
-                for import in reader.into_imports() {
-                    let import = import.map_err(|e| e.to_string())?;
-                    if matches!(
-                        import.ty,
-                        wasmparser::TypeRef::Func(_) | wasmparser::TypeRef::FuncExact(_)
-                    ) {
-                        imported += 1;
+/// What the closure needs of one core module.
+#[derive(Debug, Default)]
+struct Calls {
+    /// Functions it imports: each one's field name, by index.
+    imports: Vec<String>,
+    /// Exported functions by name.
+    exports: HashMap<String, u32>,
+    /// Callback exports.
+    roots: Vec<u32>,
+    /// Per defined function: the functions it calls directly, and whether it calls
+    /// through a table.
+    calls: Vec<(Vec<u32>, bool)>,
+    /// Every function placed in a table by an element segment.
+    in_tables: Vec<u32>,
+}
+
+impl Calls {
+    fn read(module: &[u8]) -> Result<Self, String> {
+        let mut out = Calls::default();
+        for payload in wasmparser::Parser::new(0).parse_all(module) {
+            match payload.map_err(|e| e.to_string())? {
+                Payload::ImportSection(reader) => {
+                    for import in reader.into_imports() {
+                        let import = import.map_err(|e| e.to_string())?;
+                        if matches!(
+                            import.ty,
+                            wasmparser::TypeRef::Func(_) | wasmparser::TypeRef::FuncExact(_)
+                        ) {
+                            out.imports.push(import.name.to_string());
+                        }
                     }
                 }
-            }
-            Payload::ExportSection(reader) => {
-                for export in reader {
-                    let export = export.map_err(|e| e.to_string())?;
-                    if export.kind == wasmparser::ExternalKind::Func && is_callback(export.name) {
-                        roots.push(export.index);
+                Payload::ExportSection(reader) => {
+                    for export in reader {
+                        let export = export.map_err(|e| e.to_string())?;
+                        if export.kind == wasmparser::ExternalKind::Func {
+                            if is_callback(export.name) {
+                                out.roots.push(export.index);
+                            }
+                            out.exports.insert(export.name.to_string(), export.index);
+                        }
                     }
                 }
-            }
-            Payload::CodeSectionEntry(body) => {
-                let mut callees = Vec::new();
-                if !roots.is_empty() {
+                Payload::ElementSection(reader) => {
+                    for element in reader {
+                        let element = element.map_err(|e| e.to_string())?;
+                        match element.items {
+                            wasmparser::ElementItems::Functions(functions) => {
+                                for f in functions {
+                                    out.in_tables.push(f.map_err(|e| e.to_string())?);
+                                }
+                            }
+                            wasmparser::ElementItems::Expressions(_, exprs) => {
+                                for expr in exprs {
+                                    let expr = expr.map_err(|e| e.to_string())?;
+                                    for op in expr.get_operators_reader() {
+                                        if let Ok(Operator::RefFunc { function_index }) = op {
+                                            out.in_tables.push(function_index);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                Payload::CodeSectionEntry(body) => {
+                    let mut callees = Vec::new();
+                    let mut indirect = false;
                     let mut ops = body.get_operators_reader().map_err(|e| e.to_string())?;
                     while !ops.eof() {
                         match ops.read().map_err(|e| e.to_string())? {
@@ -58,26 +100,62 @@ pub fn callback_closure(module: &[u8]) -> Result<BTreeSet<u32>, String> {
                             | Operator::ReturnCall { function_index } => {
                                 callees.push(function_index)
                             }
+                            Operator::CallIndirect { .. }
+                            | Operator::ReturnCallIndirect { .. }
+                            | Operator::CallRef { .. }
+                            | Operator::ReturnCallRef { .. } => indirect = true,
                             _ => {}
                         }
                     }
+                    out.calls.push((callees, indirect));
                 }
-                calls.push(callees);
+                _ => {}
             }
-            _ => {}
         }
+        Ok(out)
     }
-    let mut reached = BTreeSet::new();
-    let mut stack = roots;
-    while let Some(f) = stack.pop() {
+}
+
+/// For each of `modules` (a component's core modules), the ids (function indices) of its
+/// defined functions that may run inside a canonical ABI callback, the callbacks included.
+pub fn callback_closures(modules: &[&[u8]]) -> Result<Vec<BTreeSet<u32>>, String> {
+    let read: Vec<Calls> = modules
+        .iter()
+        .map(|m| Calls::read(m))
+        .collect::<Result<_, _>>()?;
+    let mut reached: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); modules.len()];
+    let mut stack: Vec<(usize, u32)> = read
+        .iter()
+        .enumerate()
+        .flat_map(|(m, c)| c.roots.iter().map(move |&f| (m, f)))
+        .collect();
+    let mut tables_taken = vec![false; modules.len()];
+    let mut names_taken: BTreeSet<String> = BTreeSet::new();
+    while let Some((m, f)) = stack.pop() {
+        let module = &read[m];
+        let imported = module.imports.len() as u32;
         let Some(defined) = f.checked_sub(imported) else {
+            // An import: whatever another module exports under its name.
+            let name = &module.imports[f as usize];
+            if names_taken.insert(name.clone()) {
+                for (other, calls) in read.iter().enumerate() {
+                    if let Some(&g) = calls.exports.get(name) {
+                        stack.push((other, g));
+                    }
+                }
+            }
             continue;
         };
-        if !reached.insert(f) {
+        if !reached[m].insert(f) {
             continue;
         }
-        if let Some(callees) = calls.get(defined as usize) {
-            stack.extend(callees.iter().copied());
+        let Some((callees, indirect)) = module.calls.get(defined as usize) else {
+            continue;
+        };
+        stack.extend(callees.iter().map(|&g| (m, g)));
+        if *indirect && !tables_taken[m] {
+            tables_taken[m] = true;
+            stack.extend(module.in_tables.iter().map(|&g| (m, g)));
         }
     }
     Ok(reached)
@@ -103,14 +181,45 @@ mod tests {
                 (export "main" (func $main)))"#,
         )
         .unwrap();
-        let reached: Vec<u32> = callback_closure(&module).unwrap().into_iter().collect();
+        let reached: Vec<u32> = callback_closures(&[&module]).unwrap()[0]
+            .iter()
+            .copied()
+            .collect();
         // $malloc 1, $sbrk 2, $realloc 5, $post 6, $other2 7; not the import 0.
         assert_eq!(reached, [1, 2, 5, 6, 7]);
     }
 
     #[test]
+    fn imports_lead_into_the_modules_that_export_them_and_tables_are_followed() {
+        // Main's realloc calls libc's through an import; libc's calls through its table.
+        let main = wat::parse_str(
+            r#"(module
+                (import "env" "realloc" (func $realloc (param i32) (result i32)))
+                (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
+                    local.get 3 call $realloc)
+                (func (export "work")))"#,
+        )
+        .unwrap();
+        let libc = wat::parse_str(
+            r#"(module
+                (type $t (func (param i32) (result i32)))
+                (table 2 funcref)
+                (elem (i32.const 0) $grow $spare)
+                (func $realloc (export "realloc") (param i32) (result i32)
+                    local.get 0 i32.const 0 call_indirect (type $t))
+                (func $grow (param i32) (result i32) local.get 0)
+                (func $spare (param i32) (result i32) local.get 0)
+                (func $printf (export "printf")))"#,
+        )
+        .unwrap();
+        let reached = callback_closures(&[&main, &libc]).unwrap();
+        assert_eq!(reached[0].iter().copied().collect::<Vec<_>>(), [1]);
+        assert_eq!(reached[1].iter().copied().collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    #[test]
     fn a_module_without_callbacks_has_none() {
         let module = wat::parse_str("(module (func (export \"f\")))").unwrap();
-        assert!(callback_closure(&module).unwrap().is_empty());
+        assert!(callback_closures(&[&module]).unwrap()[0].is_empty());
     }
 }
