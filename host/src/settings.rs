@@ -141,9 +141,6 @@ pub struct RunSettings {
     pub quiet: bool,
     /// What the probes measure.
     pub mode: wprof_agent::ProbeMode,
-    /// Whether the mode was chosen (a flag, a variable, the configuration file) rather than
-    /// wprof's default.
-    pub mode_chosen: bool,
     /// Subtract the probe overhead measured at start-up (time mode).
     pub subtract_overhead: bool,
     /// Split edges by call site.

@@ -137,7 +137,6 @@ impl RunCommand {
             profiling: resolved.profiling.value,
             profile_path: resolved.output.value.clone(),
             mode,
-            mode_chosen: resolved.mode.source != crate::config::Source::Default.to_string(),
             cache_dir: resolved.cache_dir.value,
             quiet: self.quiet,
             subtract_overhead: !self.keep_overhead,

@@ -56,7 +56,6 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         cache_dir: None,
         quiet: true,
         mode,
-        mode_chosen: true,
         subtract_overhead: false,
         call_sites: false,
         coverage: false,
