@@ -98,12 +98,23 @@ pub fn measure(
         inside.push(collector.functions()[0].self_time.max(0) as u64 / u64::from(CALLS));
         // (the collector counts picoseconds)
     }
+    Ok(overhead(plain, probed, inside, called))
+}
+
+/// The overhead from the calibration's runs (nanoseconds each): plain, probed, the empty
+/// function's measured self time per call (picoseconds), and with short functions counted.
+pub(crate) fn overhead(
+    plain: Vec<u64>,
+    probed: Vec<u64>,
+    inside: Vec<u64>,
+    called: Vec<u64>,
+) -> ProbeOverhead {
     let inside = median(inside);
     let plain = median(plain);
     let per_call =
         |runs: Vec<u64>| median(runs).saturating_sub(plain) * PS_PER_NS / u64::from(CALLS);
     let probed = per_call(probed);
-    Ok(ProbeOverhead {
+    ProbeOverhead {
         inside,
         outside: probed.saturating_sub(inside),
         called: if called.is_empty() {
@@ -111,7 +122,7 @@ pub fn measure(
         } else {
             per_call(called)
         },
-    })
+    }
 }
 
 #[cfg(test)]

@@ -12,10 +12,9 @@ use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::components::rewrite::{rewrite, Replacement};
 use crate::run::calibrate::{CALIBRATION, CALLS, REPEATS};
-use crate::run::collector::{Collector, ProbeOverhead, PS_PER_NS};
+use crate::run::collector::{Collector, ProbeOverhead};
 use crate::run::component::{define_probes, ComponentState, ModuleProbes};
 use crate::run::probe_log::ProbeLog;
-use crate::stats::median;
 
 /// The calibration module in a component exporting `run: func(n: u32)`.
 fn wrapper(module: &[u8]) -> Vec<u8> {
@@ -134,20 +133,9 @@ pub fn measure(
         // Function 0 is the empty function; the collector counts picoseconds.
         inside.push(collector.functions()[0].self_time.max(0) as u64 / u64::from(CALLS));
     }
-    let inside = median(inside);
-    let plain = median(plain);
-    let per_call =
-        |runs: Vec<u64>| median(runs).saturating_sub(plain) * PS_PER_NS / u64::from(CALLS);
-    let probed = per_call(probed);
-    Ok(ProbeOverhead {
-        inside,
-        outside: probed.saturating_sub(inside),
-        called: if called.is_empty() {
-            0
-        } else {
-            per_call(called)
-        },
-    })
+    Ok(crate::run::calibrate::overhead(
+        plain, probed, inside, called,
+    ))
 }
 
 #[cfg(test)]
