@@ -279,3 +279,39 @@ fn traps_in_either_copy_of_a_live_function_name_the_original_offsets() {
         assert_eq!(backtrace(&["--off", "*", "--mode", mode]), plain, "{mode}");
     }
 }
+
+#[test]
+fn with_every_switch_off_sample_mode_stops_ticking() {
+    let s = Scratch::new();
+    let m = sample("interp.wasm");
+    let m = m.to_str().unwrap();
+    let on = s.run(&["run", "-q", "--live", "-o", "on.wprof", m]);
+    assert_eq!(on.status.code(), Some(0), "{}", stderr(&on));
+    let off = s.run(&["run", "--live", "--off", "*", "-o", "off.wprof", m]);
+    assert_eq!(off.status.code(), Some(0), "{}", stderr(&off));
+    // The program's output is the same.
+    assert_eq!(stdout(&on), stdout(&off));
+    let on = s.profile("on.wprof");
+    let off_profile = s.profile("off.wprof");
+    let ticks = |p: &Value| p["sampling"]["answered"].as_u64().unwrap();
+    // With switches on the timer interrupts the program every 200 µs; with every switch off
+    // it sleeps from the sampler's first reading on (a few ticks may come before it, more
+    // if the machine keeps the sampler from running).
+    assert!(ticks(&on) >= 100, "{}", on["sampling"]);
+    assert!(
+        ticks(&off_profile) * 10 <= ticks(&on),
+        "off: {}, on: {}",
+        off_profile["sampling"],
+        on["sampling"]
+    );
+    // The time with every switch off is said, and charged to nothing.
+    let off_ns = off_profile["sampling"]["off_ns"].as_u64().unwrap();
+    let wall = off_profile["wall_time"].as_u64().unwrap();
+    assert!(off_ns * 2 >= wall, "off {off_ns} of {wall} ns");
+    assert!(off_profile["total"].as_u64().unwrap() < wall - off_ns / 2);
+    assert!(
+        stderr(&off).contains("every live switch off for"),
+        "{}",
+        stderr(&off)
+    );
+}

@@ -110,6 +110,12 @@ fn print_with(
             s.readings,
             crate::display::format_ns(s.probe_ns)
         ));
+        if s.off_ns > 0 {
+            out.push_str(&format!(
+                "wprof: every live switch off for {}: not sampled\n",
+                crate::display::format_ns(s.off_ns)
+            ));
+        }
     }
     out.push_str(&injection_lines(&profile.injections));
     if let Some(line) = crate::report::host_time::summary_line(profile) {

@@ -475,6 +475,10 @@ pub struct SamplingRecord {
     /// never spends it.
     #[serde(default)]
     pub probe_ns: u64,
+    /// Live probes: time during which every switch was off, in nanoseconds. Not sampled
+    /// (the timer sleeps) and charged to no function.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub off_ns: u64,
 }
 
 impl Profile {

@@ -80,6 +80,13 @@ pub fn render(profile: &Profile, options: &Options) -> String {
             s.readings,
             crate::display::format_ns(s.probe_ns)
         );
+        if s.off_ns > 0 {
+            let _ = writeln!(
+                out,
+                "live probes: every switch off for {}, not sampled",
+                crate::display::format_ns(s.off_ns)
+            );
+        }
     }
     let excluded: Vec<&str> = profile.unprobed.iter().map(String::as_str).collect();
     if !excluded.is_empty() {

@@ -174,6 +174,7 @@ mod tests {
             located: HashMap::new(),
             readings: 9,
             answered: 8,
+            off_ps: 0,
         };
         let mut t = tree();
         t.nodes.push(node(600, 1, 1, 3));
@@ -204,6 +205,7 @@ mod tests {
             located: HashMap::new(),
             readings: 3,
             answered: 3,
+            off_ps: 0,
         };
         let a = attribute(&tree(), &samples);
         assert_eq!(a.time[&200], 12);
@@ -219,6 +221,7 @@ mod tests {
             located: HashMap::new(),
             readings: 1,
             answered: 1,
+            off_ps: 0,
         };
         let a = attribute(&tree(), &samples);
         assert_eq!(a.time[&200], 5);
@@ -235,6 +238,7 @@ mod tests {
             located: HashMap::new(),
             readings: 1,
             answered: 1,
+            off_ps: 0,
         };
         assert_eq!(attribute(&t, &samples).time[&500], 5);
     }

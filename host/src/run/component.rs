@@ -264,6 +264,7 @@ pub fn run(
             readings: samples.iter().map(|s| s.readings).sum(),
             answered: samples.iter().map(|s| s.answered).sum(),
             probe_ns: probe_ps / crate::run::collector::PS_PER_NS,
+            off_ns: 0,
         }),
     })
 }

@@ -554,6 +554,7 @@ pub fn run(
             readings: s.readings,
             answered: s.answered,
             probe_ns: attribution.as_ref().map_or(0, |a| a.probe_ps / PS_PER_NS),
+            off_ns: s.off_ps / PS_PER_NS,
         }),
         collector,
         live: live_record,

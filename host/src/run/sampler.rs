@@ -140,6 +140,10 @@ pub struct Samples {
     pub readings: u64,
     /// Ticks of the program's thread read, each with its program counter.
     pub answered: u64,
+    /// Picoseconds during which every live switch was off: charged to no context, and not
+    /// sampled (the timer sleeps, so that a program with every probe off runs as without
+    /// wprof).
+    pub off_ps: u64,
 }
 
 impl Samples {
@@ -368,7 +372,10 @@ impl<'a> Ticks<'a> {
             .cell
             .function_of(node)
             .is_some_and(|f| f >= self.asking.code.imports());
-        if !self.found.is_empty() {
+        let all_off = self.asking.switches.is_some_and(|b| b.all_off());
+        if self.found.is_empty() && all_off {
+            samples.off_ps += interval + std::mem::take(&mut self.owed).ps;
+        } else if !self.found.is_empty() {
             let ps = interval + std::mem::take(&mut self.owed).ps;
             charge(samples, self.asking, &self.found, ps, watch);
         } else if in_module && !stopping && self.owed.readings < PATIENCE {
@@ -385,8 +392,8 @@ impl<'a> Ticks<'a> {
             *samples.time.entry((node, None)).or_default() += interval;
         }
         // While the host waits, or the thread (its CPU clock says), the timer would only
-        // wake it.
-        if in_module && !waiting {
+        // wake it; while every switch is off, nothing is profiled.
+        if in_module && !waiting && !all_off {
             self.outside = 0;
             if self.paused {
                 target.resume();
@@ -394,7 +401,7 @@ impl<'a> Ticks<'a> {
             }
         } else {
             self.outside += 1;
-            if self.outside >= PAUSE_AFTER && !self.paused {
+            if (all_off || self.outside >= PAUSE_AFTER) && !self.paused {
                 target.pause();
                 self.paused = true;
             }

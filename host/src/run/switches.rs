@@ -7,7 +7,7 @@
 //! activation. Writes go through atomics to memory the compiled code reads without
 //! synchronisation; the worst a race can do is apply a change one activation late.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -22,6 +22,8 @@ pub struct Switchboard {
     functions: u32,
     /// Which functions can be switched (defined, not left out by the selection).
     switchable: Vec<bool>,
+    /// How many switchable functions have their probes on now (written under the lock).
+    on: AtomicU32,
     started: Instant,
     state: Mutex<State>,
 }
@@ -54,10 +56,12 @@ impl Switchboard {
     /// [`Switchboard::close`] is called.
     pub unsafe fn new(table: *mut u8, functions: u32, switchable: Vec<bool>) -> Self {
         let n = functions as usize;
+        let on = switchable.iter().filter(|&&s| s).count() as u32;
         Switchboard {
             table: table as usize,
             functions,
             switchable,
+            on: AtomicU32::new(on),
             started: Instant::now(),
             state: Mutex::new(State {
                 closed: false,
@@ -105,6 +109,11 @@ impl Switchboard {
             // vector of that length), which is valid while the board is open.
             let byte = unsafe { &*((self.table + id as usize) as *const AtomicU8) };
             byte.store(u8::from(!on), Ordering::Relaxed);
+            if on {
+                self.on.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.on.fetch_sub(1, Ordering::Relaxed);
+            }
         }
         if turned.changed == 0 {
             return turned;
@@ -129,6 +138,13 @@ impl Switchboard {
         // with it the sampling thread) has ended.
         let byte = unsafe { &*((self.table + id as usize) as *const AtomicU8) };
         byte.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether every function that has switchable probes has them off now (never for a
+    /// module with none), read without a lock: the sampler then stops ticking, since
+    /// nothing is being profiled.
+    pub fn all_off(&self) -> bool {
+        self.on.load(Ordering::Relaxed) == 0 && self.switchable.iter().any(|&s| s)
     }
 
     /// Whether function `id`'s probes are off now.
@@ -228,5 +244,26 @@ mod tests {
         let f2 = record.switched.iter().find(|s| s.name == "f2").unwrap();
         assert_eq!(f2.on.len(), 1);
         assert!(record.switched.iter().all(|s| s.name != "f0"));
+    }
+
+    #[test]
+    fn all_off_is_every_switchable_function_off() {
+        let mut table = vec![0u8; 3];
+        let board = unsafe { Switchboard::new(table.as_mut_ptr(), 3, vec![true, false, true]) };
+        assert!(!board.all_off());
+        board.turn(&[0, 1], false, "a", "ctl");
+        assert!(!board.all_off());
+        board.turn(&[2], false, "b", "ctl");
+        assert!(board.all_off());
+        // Turning one that is off again changes nothing.
+        board.turn(&[2], false, "b", "ctl");
+        assert!(board.all_off());
+        board.turn(&[0], true, "a", "ctl");
+        assert!(!board.all_off());
+        // A module with nothing to switch is never all off.
+        let mut none = vec![0u8; 1];
+        let board = unsafe { Switchboard::new(none.as_mut_ptr(), 1, vec![false]) };
+        board.turn(&[0], false, "*", "ctl");
+        assert!(!board.all_off());
     }
 }
