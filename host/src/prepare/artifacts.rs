@@ -192,7 +192,7 @@ pub fn load_component(
         .map_err(|e| LoadError::Refused(shown, first_line(&e.to_string())))
 }
 
-/// Serializes `module` and stores it as the artifact of `instrumented_digest`.
+/// Stores `module` as the artifact of `instrumented_digest`.
 pub fn store(
     cache: &Cache,
     module: &Module,
@@ -200,8 +200,13 @@ pub fn store(
     fingerprint: &[u8; 32],
     secret: &SecretKey,
 ) -> anyhow::Result<()> {
-    let bytes = module.serialize().map_err(|e| anyhow::anyhow!("{e}"))?;
-    store_bytes(cache, &bytes, instrumented_digest, fingerprint, secret)
+    store_bytes(
+        cache,
+        crate::run::image::module_image(module),
+        instrumented_digest,
+        fingerprint,
+        secret,
+    )
 }
 
 /// Stores already serialized bytes as the artifact of `instrumented_digest`.

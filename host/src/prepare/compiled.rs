@@ -8,7 +8,9 @@
 //! function the lineage's last compile used or made, zstd-compressed. A compile of a changed
 //! module reads its lineage's pack, reuses what matches, and replaces the pack with what it
 //! used and made: one file per lineage instead of one per function (a 69 MB module has 47k
-//! functions), and a pack never grows beyond one version's functions.
+//! functions), and a pack never grows beyond one version's functions. The next pack is
+//! written and compressed while the compile runs ([`crate::prepare::pack_stream`]), so the
+//! compile's functions are never held uncompressed.
 //!
 //! Since they are machine code, values are authenticated like compiled artifacts: each
 //! carries a MAC under the user's secret key over its key and bytes, and one that does not
@@ -20,14 +22,13 @@
 //! usable cache and key) use it. A run with `WPROF=0` never touches it.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::Context;
 use wprof_cache::{Cache, Kind};
 
-use crate::prepare::pack;
+use crate::prepare::pack_stream::{self, Records, Writer};
 use crate::prepare::secret::SecretKey;
 
 /// The process's store for compiled functions.
@@ -44,9 +45,9 @@ struct Attached {
     /// The pack's key.
     lineage: [u8; 32],
     /// The lineage's previous pack: sealed values (MAC, then code) by key.
-    earlier: HashMap<[u8; 32], Vec<u8>>,
-    /// What this compile used or made: the lineage's next pack.
-    kept: HashMap<[u8; 32], Vec<u8>>,
+    earlier: Records,
+    /// What this compile used or made: the lineage's next pack, as it is written.
+    next: Writer,
     counts: CompiledCounts,
 }
 
@@ -104,18 +105,19 @@ pub fn attach(dir: &Path, secret: &SecretKey, lineage: [u8; 32]) {
         }
     };
     let earlier = match cache.get(Kind::Compiled, &lineage) {
-        Ok(Some(stored)) => pack::unpack(PACK_MAGIC, &stored).unwrap_or_else(|| {
+        Ok(Some(stored)) => Records::read(PACK_MAGIC, &stored).unwrap_or_else(|| {
+            // An earlier version's format as well: its next pack replaces it.
             tracing::debug!("the compiled functions' pack is malformed: compiling anew");
-            HashMap::new()
+            Records::default()
         }),
-        _ => HashMap::new(),
+        _ => Records::default(),
     };
     *store().lock() = Some(Attached {
         cache: Arc::new(cache),
         secret: secret.clone(),
         lineage,
         earlier,
-        kept: HashMap::new(),
+        next: Writer::new(PACK_MAGIC),
         counts: CompiledCounts::default(),
     });
 }
@@ -126,8 +128,8 @@ pub fn detach() -> CompiledCounts {
     let Some(attached) = store().lock().take() else {
         return CompiledCounts::default();
     };
-    if attached.counts.compiled > 0 || attached.kept.len() != attached.earlier_len() {
-        match pack::pack(PACK_MAGIC, &attached.kept) {
+    if attached.counts.compiled > 0 || attached.next.len() != attached.earlier.len() {
+        match attached.next.finish() {
             Ok(bytes) => {
                 if let Err(e) = attached
                     .cache
@@ -142,19 +144,13 @@ pub fn detach() -> CompiledCounts {
     attached.counts
 }
 
-impl Attached {
-    /// How many values the previous pack held (those reused were moved to `kept`).
-    fn earlier_len(&self) -> usize {
-        self.earlier.len() + self.counts.reused as usize
-    }
-}
-
-/// What a pack of compiled functions starts with (see [`crate::prepare::pack`]).
-const PACK_MAGIC: &[u8; 8] = b"wpcpack2";
+/// What a pack of compiled functions starts with (see [`crate::prepare::pack_stream`]; 2 was
+/// a [`crate::prepare::pack`]).
+const PACK_MAGIC: &[u8; 8] = b"wpcpack3";
 
 /// Whether `stored` is a pack of compiled functions, each long enough to carry its MAC.
 pub fn is_pack(stored: &[u8]) -> bool {
-    pack::unpack(PACK_MAGIC, stored).is_some_and(|values| values.values().all(|v| v.len() >= 32))
+    Records::read(PACK_MAGIC, stored).is_some_and(|records| records.values().all(|v| v.len() >= 32))
 }
 
 fn key_of(cranelift_key: &[u8]) -> [u8; 32] {
@@ -172,6 +168,19 @@ impl CompiledFunctions {
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Attached>> {
         self.attached.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Compresses a chunk the next pack filled, on the compiling thread that filled it and
+    /// outside the lock, so the other compiling threads go on meanwhile.
+    fn frame(&self, full: Option<Vec<u8>>) {
+        let Some(chunk) = full else {
+            return;
+        };
+        let frame = pack_stream::frame(&chunk);
+        drop(chunk);
+        if let Some(attached) = self.lock().as_mut() {
+            attached.next.push_frame(frame);
+        }
+    }
 }
 
 impl wasmtime::CacheStore for CompiledFunctions {
@@ -179,10 +188,12 @@ impl wasmtime::CacheStore for CompiledFunctions {
         let key = key_of(key);
         let mut guard = self.lock();
         let attached = guard.as_mut()?;
-        let (sealed, from_earlier) = match attached.kept.get(&key) {
-            Some(sealed) => (sealed.clone(), false),
-            None => (attached.earlier.get(&key)?.clone(), true),
-        };
+        // A function this compile made is asked for again (two functions of one body):
+        // compiled again, since the pack holds it compressed; the pack keeps one.
+        if attached.next.contains(&key) {
+            return None;
+        }
+        let sealed = attached.earlier.get(&key)?;
         if sealed.len() < 32 {
             return None;
         }
@@ -192,12 +203,10 @@ impl wasmtime::CacheStore for CompiledFunctions {
             return None;
         }
         let code = code.to_vec();
-        if from_earlier {
-            if let Some(sealed) = attached.earlier.remove(&key) {
-                attached.kept.insert(key, sealed);
-            }
-            attached.counts.reused += 1;
-        }
+        let (_, full) = attached.next.add(key, sealed);
+        attached.counts.reused += 1;
+        drop(guard);
+        self.frame(full);
         Some(Cow::Owned(code))
     }
 
@@ -209,8 +218,10 @@ impl wasmtime::CacheStore for CompiledFunctions {
         };
         let mut sealed = mac(&attached.secret, &key, &value).to_vec();
         sealed.extend_from_slice(&value);
-        attached.kept.insert(key, sealed);
+        let (_, full) = attached.next.add(key, &sealed);
         attached.counts.compiled += 1;
+        drop(guard);
+        self.frame(full);
         true
     }
 }
@@ -220,8 +231,8 @@ mod tests {
     use super::*;
     use wasmtime::CacheStore;
 
-    fn unpack(stored: &[u8]) -> Option<pack::Values> {
-        pack::unpack(PACK_MAGIC, stored)
+    fn unpack(stored: &[u8]) -> Option<Records> {
+        Records::read(PACK_MAGIC, stored)
     }
 
     fn attached(cache: &Arc<Cache>, secret: &SecretKey, lineage: [u8; 32]) -> Attached {
@@ -235,7 +246,7 @@ mod tests {
             secret: secret.clone(),
             lineage,
             earlier,
-            kept: HashMap::new(),
+            next: Writer::new(PACK_MAGIC),
             counts: CompiledCounts::default(),
         }
     }
@@ -248,7 +259,7 @@ mod tests {
             .put(
                 Kind::Compiled,
                 &attached.lineage,
-                &pack::pack(PACK_MAGIC, &attached.kept).unwrap(),
+                &attached.next.finish().unwrap(),
             )
             .unwrap();
         attached.counts
@@ -266,7 +277,8 @@ mod tests {
         *store.lock() = Some(attached(&cache, &mine, lineage));
         assert!(store.insert(b"k", b"code".to_vec()));
         assert!(store.insert(b"j", b"more".to_vec()));
-        assert_eq!(store.get(b"k").as_deref(), Some(&b"code"[..]));
+        // Made by this compile: held compressed, so compiled again if asked for.
+        assert_eq!(store.get(b"k"), None);
         assert_eq!(store.get(b"other"), None);
         assert_eq!(
             detach_from(&store),
@@ -292,20 +304,27 @@ mod tests {
         assert_eq!(store.get(b"k"), None, "another user's key");
         store.lock().take();
         // A changed byte of the code fails the MAC.
-        let mut damaged = pack.clone();
-        for sealed in damaged.values_mut() {
-            let last = sealed.len() - 1;
-            sealed[last] ^= 1;
-        }
+        let mut damaged = Writer::new(PACK_MAGIC);
+        let sealed = pack.get(&key_of(b"k")).unwrap();
+        let mut changed = sealed.to_vec();
+        *changed.last_mut().unwrap() ^= 1;
+        damaged.add(key_of(b"k"), &changed);
         cache
-            .put(
-                Kind::Compiled,
-                &lineage,
-                &pack::pack(PACK_MAGIC, &damaged).unwrap(),
-            )
+            .put(Kind::Compiled, &lineage, &damaged.finish().unwrap())
             .unwrap();
         *store.lock() = Some(attached(&cache, &mine, lineage));
         assert_eq!(store.get(b"k"), None);
+    }
+
+    #[test]
+    fn a_pack_of_the_earlier_format_is_never_read_as_one() {
+        let values: crate::prepare::pack::Values = [([3; 32], vec![0; 64])].into();
+        let old = crate::prepare::pack::pack(b"wpcpack2", &values).unwrap();
+        assert!(unpack(&old).is_none());
+        assert!(!is_pack(&old));
+        let mut new = Writer::new(PACK_MAGIC);
+        new.add([3; 32], &[0; 64]);
+        assert!(is_pack(&new.finish().unwrap()));
     }
 
     #[test]

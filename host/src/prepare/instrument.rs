@@ -818,23 +818,18 @@ pub fn compile_bytes<'b>(
     let module = compiled.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::debug!("compiled");
     if let Some(secret) = &secret {
-        match module.serialize() {
-            Ok(bytes) => {
-                cache.wrote = true;
-                cache.with(|c| {
-                    artifacts::store_bytes(c, &bytes, digest, &fingerprint, secret).map_err(|e| {
-                        match e.downcast::<CacheError>() {
-                            Ok(e) => e,
-                            Err(e) => CacheError::Io {
-                                what: "store a compiled module".into(),
-                                source: std::io::Error::other(e.to_string()),
-                            },
-                        }
-                    })
-                });
-            }
-            Err(e) => tracing::debug!("cannot serialize the compiled module: {e}"),
-        }
+        cache.wrote = true;
+        cache.with(|c| {
+            artifacts::store(c, &module, digest, &fingerprint, secret).map_err(|e| match e
+                .downcast::<CacheError>()
+            {
+                Ok(e) => e,
+                Err(e) => CacheError::Io {
+                    what: "store a compiled module".into(),
+                    source: std::io::Error::other(e.to_string()),
+                },
+            })
+        });
     }
     cache.release();
     Ok(Compiled {

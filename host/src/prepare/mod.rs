@@ -23,5 +23,6 @@ pub mod injections;
 pub mod instrument;
 pub mod loader;
 pub mod pack;
+pub mod pack_stream;
 pub mod secret;
 pub mod zstd_frames;

@@ -40,8 +40,8 @@ impl ComponentCode {
         probes: Vec<Option<ProbeCode>>,
         mode: ProbeMode,
     ) -> Option<Self> {
-        let image = component.serialize().ok()?;
-        let elf = object::File::parse(&image[..]).ok()?;
+        let image = crate::run::image::component_image(component);
+        let elf = object::File::parse(image).ok()?;
         let text = elf.section_by_name(".text")?;
         let (text_offset, _) = text.file_range()?;
         let base = component.image_range().start as usize + text_offset as usize;
@@ -66,7 +66,7 @@ impl ComponentCode {
         let address_map = probes
             .iter()
             .any(Option::is_some)
-            .then(|| ArtifactAddressMap::of_bytes(&image))
+            .then(|| ArtifactAddressMap::of_bytes(image))
             .flatten();
         Some(ComponentCode {
             ranges,

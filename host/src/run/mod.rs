@@ -40,6 +40,7 @@ pub mod engine;
 pub mod host_calls;
 pub mod host_meter;
 pub mod host_state;
+pub mod image;
 pub mod inline_tree;
 pub mod interrupt;
 pub mod probe_log;

@@ -39,20 +39,16 @@ pub fn compile(
     }
     let component = Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some(secret) = &secret {
-        match component.serialize() {
-            Ok(serialized) => {
-                cache.note_written();
-                cache.with(|c| {
-                    artifacts::store_bytes(c, &serialized, &digest, &fingerprint, secret).map_err(
-                        |e| wprof_cache::CacheError::Io {
-                            what: "store a compiled component".into(),
-                            source: std::io::Error::other(e.to_string()),
-                        },
-                    )
-                });
-            }
-            Err(e) => tracing::debug!("cannot serialize the compiled component: {e}"),
-        }
+        let image = crate::run::image::component_image(&component);
+        cache.note_written();
+        cache.with(|c| {
+            artifacts::store_bytes(c, image, &digest, &fingerprint, secret).map_err(|e| {
+                wprof_cache::CacheError::Io {
+                    what: "store a compiled component".into(),
+                    source: std::io::Error::other(e.to_string()),
+                }
+            })
+        });
     }
     cache.release();
     Ok((component, false))
