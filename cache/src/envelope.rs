@@ -25,11 +25,19 @@ fn digest(kind: u8, key: &[u8], value: &[u8]) -> [u8; 32] {
 /// Wraps `value` for storage under `key`.
 pub(crate) fn seal(kind: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + value.len());
-    out.extend_from_slice(MAGIC);
-    out.push(VERSION);
-    out.push(kind);
-    out.extend_from_slice(&digest(kind, key, value));
+    out.extend_from_slice(&header(kind, key, value));
     out.extend_from_slice(value);
+    out
+}
+
+/// What [`seal`] puts before `value`: written followed by the value itself, a large value
+/// is stored without a sealed copy of it in memory.
+pub(crate) fn header(kind: u8, key: &[u8], value: &[u8]) -> [u8; HEADER] {
+    let mut out = [0u8; HEADER];
+    out[..3].copy_from_slice(MAGIC);
+    out[3] = VERSION;
+    out[4] = kind;
+    out[5..].copy_from_slice(&digest(kind, key, value));
     out
 }
 

@@ -53,6 +53,11 @@ fn temp_beside(path: &Path, what: &str) -> PathBuf {
 /// kernel has it either way); after a power loss a file may be short or damaged, which its
 /// recorded length and digest (and the host's MAC) reveal, so it is never used.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_parts(path, &[bytes])
+}
+
+/// [`write_atomic`] of the concatenation of `parts`, without making it.
+pub(crate) fn write_atomic_parts(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
     let mut options = fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -63,7 +68,9 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let temp = temp_beside(path, "");
     let result = (|| {
         let mut file = options.open(&temp)?;
-        file.write_all(bytes)?;
+        for part in parts {
+            file.write_all(part)?;
+        }
         drop(file);
         fs::rename(&temp, path)
     })();

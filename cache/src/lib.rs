@@ -239,12 +239,17 @@ impl Cache {
     }
 
     fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+        self.write_parts(path, &[bytes])
+    }
+
+    /// [`Cache::write`] of the concatenation of `parts`.
+    fn write_parts(&self, path: &Path, parts: &[&[u8]]) -> Result<(), CacheError> {
         let parent = path.parent().expect("cache files live in folders");
-        let result = files::write_atomic(path, bytes);
+        let result = files::write_atomic_parts(path, parts);
         match result {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 files::create_private_dir(parent).map_err(io("create", parent))?;
-                files::write_atomic(path, bytes).map_err(io("write", path))
+                files::write_atomic_parts(path, parts).map_err(io("write", path))
             }
             other => other.map_err(io("write", path)),
         }
