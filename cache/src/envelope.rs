@@ -14,12 +14,38 @@ const VERSION: u8 = 1;
 pub(crate) const HEADER: usize = MAGIC.len() + 2 + 32;
 
 fn digest(kind: u8, key: &[u8], value: &[u8]) -> [u8; 32] {
-    let mut h = blake3::Hasher::new();
-    h.update(b"wprof-cache value v1\0");
-    h.update(&[kind]);
-    h.update(key);
+    let mut h = Digester::new(kind, key);
     h.update(value);
-    *h.finalize().as_bytes()
+    h.digest()
+}
+
+/// The envelope of a value given in parts: [`Digester::header`] is [`header`] of their
+/// concatenation.
+pub(crate) struct Digester {
+    kind: u8,
+    hasher: blake3::Hasher,
+}
+
+impl Digester {
+    pub(crate) fn new(kind: u8, key: &[u8]) -> Self {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(b"wprof-cache value v1\0");
+        hasher.update(&[kind]);
+        hasher.update(key);
+        Digester { kind, hasher }
+    }
+
+    pub(crate) fn update(&mut self, part: &[u8]) {
+        self.hasher.update(part);
+    }
+
+    fn digest(&self) -> [u8; 32] {
+        *self.hasher.finalize().as_bytes()
+    }
+
+    pub(crate) fn header(&self) -> [u8; HEADER] {
+        header_of(self.kind, &self.digest())
+    }
 }
 
 /// Wraps `value` for storage under `key`.
@@ -33,11 +59,15 @@ pub(crate) fn seal(kind: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
 /// What [`seal`] puts before `value`: written followed by the value itself, a large value
 /// is stored without a sealed copy of it in memory.
 pub(crate) fn header(kind: u8, key: &[u8], value: &[u8]) -> [u8; HEADER] {
+    header_of(kind, &digest(kind, key, value))
+}
+
+fn header_of(kind: u8, digest: &[u8; 32]) -> [u8; HEADER] {
     let mut out = [0u8; HEADER];
     out[..3].copy_from_slice(MAGIC);
     out[3] = VERSION;
     out[4] = kind;
-    out[5..].copy_from_slice(&digest(kind, key, value));
+    out[5..].copy_from_slice(digest);
     out
 }
 

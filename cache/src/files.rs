@@ -48,6 +48,20 @@ fn temp_beside(path: &Path, what: &str) -> PathBuf {
     ))
 }
 
+/// A new private temporary file in `path`'s folder, to be renamed over `path` when whole.
+pub(crate) fn create_temp_beside(path: &Path) -> io::Result<(PathBuf, File)> {
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let temp = temp_beside(path, "");
+    let file = options.open(&temp)?;
+    Ok((temp, file))
+}
+
 /// Writes `bytes` to `path` atomically: a private temporary file in the same folder, then
 /// renamed over `path`. Not synced: a killed process leaves the whole file or none (the
 /// kernel has it either way); after a power loss a file may be short or damaged, which its
@@ -58,16 +72,9 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// [`write_atomic`] of the concatenation of `parts`, without making it.
 pub(crate) fn write_atomic_parts(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let temp = temp_beside(path, "");
+    let (temp, file) = create_temp_beside(path)?;
     let result = (|| {
-        let mut file = options.open(&temp)?;
+        let mut file = file;
         for part in parts {
             file.write_all(part)?;
         }

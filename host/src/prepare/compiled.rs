@@ -42,12 +42,11 @@ pub struct CompiledFunctions {
 struct Attached {
     cache: Arc<Cache>,
     secret: SecretKey,
-    /// The pack's key.
-    lineage: [u8; 32],
     /// The lineage's previous pack: sealed values (MAC, then code) by key.
     earlier: Records,
-    /// What this compile used or made: the lineage's next pack, as it is written.
-    next: Writer,
+    /// What this compile used or made: the lineage's next pack, written into the cache as it
+    /// comes (in place once the compile is over).
+    next: Writer<Sink>,
     counts: CompiledCounts,
 }
 
@@ -112,14 +111,35 @@ pub fn attach(dir: &Path, secret: &SecretKey, lineage: [u8; 32]) {
         }),
         _ => Records::default(),
     };
+    let next = match cache.put_in_parts(Kind::Compiled, &lineage) {
+        Ok(value) => Writer::new(PACK_MAGIC, Sink(value)),
+        Err(e) => {
+            tracing::debug!("compiled functions not cached: {e}");
+            return;
+        }
+    };
     *store().lock() = Some(Attached {
         cache: Arc::new(cache),
         secret: secret.clone(),
-        lineage,
         earlier,
-        next: Writer::new(PACK_MAGIC),
+        next,
         counts: CompiledCounts::default(),
     });
+}
+
+/// The cache value a pack is written to, as it comes.
+#[derive(Debug)]
+struct Sink(wprof_cache::ValueWriter);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, part: &[u8]) -> std::io::Result<usize> {
+        self.0.write(part).map_err(std::io::Error::other)?;
+        Ok(part.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Compiles from now on use no cache; the lineage's pack becomes what the compile since
@@ -128,17 +148,15 @@ pub fn detach() -> CompiledCounts {
     let Some(attached) = store().lock().take() else {
         return CompiledCounts::default();
     };
+    // Else the pack is the one stored already: the one written is dropped unfinished.
     if attached.counts.compiled > 0 || attached.next.len() != attached.earlier.len() {
-        match attached.next.finish() {
-            Ok(bytes) => {
-                if let Err(e) = attached
-                    .cache
-                    .put(Kind::Compiled, &attached.lineage, &bytes)
-                {
-                    tracing::debug!("compiled functions not stored: {e}");
-                }
-            }
-            Err(e) => tracing::debug!("compiled functions not packed: {e}"),
+        let stored = attached
+            .next
+            .finish()
+            .map_err(|e| e.to_string())
+            .and_then(|Sink(value)| value.finish(&attached.cache).map_err(|e| e.to_string()));
+        if let Err(e) = stored {
+            tracing::debug!("compiled functions not stored: {e}");
         }
     }
     attached.counts
@@ -244,9 +262,11 @@ mod tests {
         Attached {
             cache: cache.clone(),
             secret: secret.clone(),
-            lineage,
             earlier,
-            next: Writer::new(PACK_MAGIC),
+            next: Writer::new(
+                PACK_MAGIC,
+                Sink(cache.put_in_parts(Kind::Compiled, &lineage).unwrap()),
+            ),
             counts: CompiledCounts::default(),
         }
     }
@@ -254,14 +274,8 @@ mod tests {
     /// Detaches `store` as [`detach`] does for the process's store.
     fn detach_from(store: &CompiledFunctions) -> CompiledCounts {
         let attached = store.lock().take().unwrap();
-        attached
-            .cache
-            .put(
-                Kind::Compiled,
-                &attached.lineage,
-                &attached.next.finish().unwrap(),
-            )
-            .unwrap();
+        let Sink(value) = attached.next.finish().unwrap();
+        value.finish(&attached.cache).unwrap();
         attached.counts
     }
 
@@ -304,7 +318,7 @@ mod tests {
         assert_eq!(store.get(b"k"), None, "another user's key");
         store.lock().take();
         // A changed byte of the code fails the MAC.
-        let mut damaged = Writer::new(PACK_MAGIC);
+        let mut damaged = Writer::new(PACK_MAGIC, Vec::new());
         let sealed = pack.get(&key_of(b"k")).unwrap();
         let mut changed = sealed.to_vec();
         *changed.last_mut().unwrap() ^= 1;
@@ -322,7 +336,7 @@ mod tests {
         let old = crate::prepare::pack::pack(b"wpcpack2", &values).unwrap();
         assert!(unpack(&old).is_none());
         assert!(!is_pack(&old));
-        let mut new = Writer::new(PACK_MAGIC);
+        let mut new = Writer::new(PACK_MAGIC, Vec::new());
         new.add([3; 32], &[0; 64]);
         assert!(is_pack(&new.finish().unwrap()));
     }

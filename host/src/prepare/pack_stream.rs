@@ -9,10 +9,11 @@
 //! they cost that twice over, plus the compressed pack, at the cold start's peak of memory.
 //! Written this way only the compressed frames (122 MB) and one frame's worth of records are
 //! held. The cache's envelope checks the whole; [`Records::read`] rejects anything malformed
-//! rather than returning part of it.
+//! rather than returning part of it. The frames go straight to where the pack is stored (a
+//! value of the cache written in parts), so not even they are held.
 
 use std::collections::{HashMap, HashSet};
-use std::io;
+use std::io::{self, Write};
 use std::ops::Range;
 
 use crate::prepare::zstd_frames;
@@ -22,26 +23,25 @@ use crate::prepare::zstd_frames;
 /// writer sits behind: [`Writer::add`] hands the full chunk back, [`Writer::push_frame`]
 /// takes its frame).
 #[derive(Debug)]
-pub struct Writer {
+pub struct Writer<W: Write> {
     chunk: Vec<u8>,
-    frames: Vec<u8>,
+    /// Where the frames go.
+    out: W,
     keys: HashSet<[u8; 32]>,
     failed: bool,
 }
 
-impl Writer {
-    /// An empty pack of `magic` (what kind of pack it is, with its version).
-    pub fn new(magic: &[u8; 8]) -> Self {
-        let (frames, failed) = match frame(magic) {
-            Ok(frame) => (frame, false),
-            Err(_) => (Vec::new(), true),
-        };
-        Writer {
+impl<W: Write> Writer<W> {
+    /// An empty pack of `magic` (what kind of pack it is, with its version), written to `out`.
+    pub fn new(magic: &[u8; 8], out: W) -> Self {
+        let mut writer = Writer {
             chunk: Vec::new(),
-            frames,
+            out,
             keys: HashSet::new(),
-            failed,
-        }
+            failed: false,
+        };
+        writer.push_frame(frame(magic));
+        writer
     }
 
     /// Adds `value` under `key`, unless the pack has it already (false then). When that
@@ -78,24 +78,24 @@ impl Writer {
     /// A frame of records made from a chunk [`Writer::add`] handed back; a failed one spoils
     /// the pack (it would lack values it says it has).
     pub fn push_frame(&mut self, frame: io::Result<Vec<u8>>) {
-        match frame {
-            Ok(frame) => self.frames.extend_from_slice(&frame),
-            Err(_) => self.failed = true,
+        let written = frame.and_then(|frame| self.out.write_all(&frame));
+        if written.is_err() {
+            self.failed = true;
         }
     }
 
-    /// The pack, as stored; an error if a frame could not be made.
-    pub fn finish(mut self) -> io::Result<Vec<u8>> {
+    /// Where the whole pack went; an error if a frame could not be made or written.
+    pub fn finish(mut self) -> io::Result<W> {
         if !self.chunk.is_empty() {
             let last = frame(&self.chunk);
             self.push_frame(last);
         }
         if self.failed {
             return Err(io::Error::other(
-                "a frame of the pack could not be compressed",
+                "a frame of the pack could not be made or written",
             ));
         }
-        Ok(self.frames)
+        Ok(self.out)
     }
 }
 
@@ -158,7 +158,7 @@ mod tests {
     use super::*;
 
     fn written(values: &[([u8; 32], Vec<u8>)]) -> Vec<u8> {
-        let mut w = Writer::new(b"testpak3");
+        let mut w = Writer::new(b"testpak3", Vec::new());
         for (key, value) in values {
             let (_, full) = w.add(*key, value);
             if let Some(chunk) = full {
@@ -191,7 +191,7 @@ mod tests {
         // Empty, and a key added twice is kept once.
         let empty = Records::read(b"testpak3", &written(&[])).unwrap();
         assert!(empty.is_empty());
-        let mut w = Writer::new(b"testpak3");
+        let mut w = Writer::new(b"testpak3", Vec::new());
         assert!(w.add([1; 32], b"a").0);
         assert!(!w.add([1; 32], b"b").0);
         assert!(w.contains(&[1; 32]) && w.len() == 1);
@@ -201,7 +201,7 @@ mod tests {
 
     #[test]
     fn frames_in_any_order_after_the_magic_read_the_same() {
-        let mut w = Writer::new(b"testpak3");
+        let mut w = Writer::new(b"testpak3", Vec::new());
         let mut chunks = Vec::new();
         for i in 0..30u8 {
             if let (_, Some(chunk)) = w.add([i; 32], &vec![i; 200_000]) {
