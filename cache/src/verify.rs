@@ -10,7 +10,8 @@ use crate::stats::{self, Counters, COUNTERS_KEY};
 use crate::{envelope, files, hex, io, key_from_hex, now_ms, Cache, CacheError, Key, Kind, Usage};
 
 /// Leftovers of interrupted writes older than this are garbage (a live writer renames its
-/// temporary file within milliseconds).
+/// temporary file within milliseconds, or, writing a value in parts while a module compiles,
+/// adds to it every second or so).
 const STALE: Duration = Duration::from_secs(60);
 
 /// Something wrong found by [`Cache::verify`].

@@ -45,8 +45,9 @@ struct Attached {
     /// The lineage's previous pack: sealed values (MAC, then code) by key.
     earlier: Records,
     /// What this compile used or made: the lineage's next pack, written into the cache as it
-    /// comes (in place once the compile is over).
-    next: Writer<Sink>,
+    /// comes (in place once the compile is over); `None` where the cache cannot be written
+    /// (the earlier pack is still used).
+    next: Option<Writer<Sink>>,
     counts: CompiledCounts,
 }
 
@@ -112,10 +113,10 @@ pub fn attach(dir: &Path, secret: &SecretKey, lineage: [u8; 32]) {
         _ => Records::default(),
     };
     let next = match cache.put_in_parts(Kind::Compiled, &lineage) {
-        Ok(value) => Writer::new(PACK_MAGIC, Sink(value)),
+        Ok(value) => Some(Writer::new(PACK_MAGIC, Sink(value))),
         Err(e) => {
-            tracing::debug!("compiled functions not cached: {e}");
-            return;
+            tracing::debug!("compiled functions not stored: {e}");
+            None
         }
     };
     *store().lock() = Some(Attached {
@@ -148,10 +149,12 @@ pub fn detach() -> CompiledCounts {
     let Some(attached) = store().lock().take() else {
         return CompiledCounts::default();
     };
+    let Some(next) = attached.next else {
+        return attached.counts;
+    };
     // Else the pack is the one stored already: the one written is dropped unfinished.
-    if attached.counts.compiled > 0 || attached.next.len() != attached.earlier.len() {
-        let stored = attached
-            .next
+    if attached.counts.compiled > 0 || next.len() != attached.earlier.len() {
+        let stored = next
             .finish()
             .map_err(|e| e.to_string())
             .and_then(|Sink(value)| value.finish(&attached.cache).map_err(|e| e.to_string()));
@@ -196,7 +199,9 @@ impl CompiledFunctions {
         let frame = pack_stream::frame(&chunk);
         drop(chunk);
         if let Some(attached) = self.lock().as_mut() {
-            attached.next.push_frame(frame);
+            if let Some(next) = attached.next.as_mut() {
+                next.push_frame(frame);
+            }
         }
     }
 }
@@ -208,7 +213,7 @@ impl wasmtime::CacheStore for CompiledFunctions {
         let attached = guard.as_mut()?;
         // A function this compile made is asked for again (two functions of one body):
         // compiled again, since the pack holds it compressed; the pack keeps one.
-        if attached.next.contains(&key) {
+        if attached.next.as_ref().is_some_and(|n| n.contains(&key)) {
             return None;
         }
         let sealed = attached.earlier.get(&key)?;
@@ -221,7 +226,7 @@ impl wasmtime::CacheStore for CompiledFunctions {
             return None;
         }
         let code = code.to_vec();
-        let (_, full) = attached.next.add(key, sealed);
+        let full = attached.next.as_mut().and_then(|n| n.add(key, sealed).1);
         attached.counts.reused += 1;
         drop(guard);
         self.frame(full);
@@ -234,10 +239,13 @@ impl wasmtime::CacheStore for CompiledFunctions {
         let Some(attached) = guard.as_mut() else {
             return false;
         };
+        attached.counts.compiled += 1;
+        let Some(next) = attached.next.as_mut() else {
+            return false;
+        };
         let mut sealed = mac(&attached.secret, &key, &value).to_vec();
         sealed.extend_from_slice(&value);
-        let (_, full) = attached.next.add(key, &sealed);
-        attached.counts.compiled += 1;
+        let (_, full) = next.add(key, &sealed);
         drop(guard);
         self.frame(full);
         true
@@ -263,10 +271,10 @@ mod tests {
             cache: cache.clone(),
             secret: secret.clone(),
             earlier,
-            next: Writer::new(
+            next: Some(Writer::new(
                 PACK_MAGIC,
                 Sink(cache.put_in_parts(Kind::Compiled, &lineage).unwrap()),
-            ),
+            )),
             counts: CompiledCounts::default(),
         }
     }
@@ -274,7 +282,7 @@ mod tests {
     /// Detaches `store` as [`detach`] does for the process's store.
     fn detach_from(store: &CompiledFunctions) -> CompiledCounts {
         let attached = store.lock().take().unwrap();
-        let Sink(value) = attached.next.finish().unwrap();
+        let Sink(value) = attached.next.unwrap().finish().unwrap();
         value.finish(&attached.cache).unwrap();
         attached.counts
     }
@@ -328,6 +336,36 @@ mod tests {
             .unwrap();
         *store.lock() = Some(attached(&cache, &mine, lineage));
         assert_eq!(store.get(b"k"), None);
+    }
+
+    #[test]
+    fn a_cache_that_cannot_be_written_still_gives_what_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = SecretKey::load_or_create_at(&dir.path().join("k")).unwrap();
+        let cache = Arc::new(Cache::open(&dir.path().join("c")).unwrap());
+        let lineage = [9; 32];
+        let store = CompiledFunctions::default();
+        *store.lock() = Some(attached(&cache, &secret, lineage));
+        assert!(store.insert(b"k", b"code".to_vec()));
+        detach_from(&store);
+        // As `attach` leaves it when the next pack cannot be started.
+        let mut reading = attached(&cache, &secret, lineage);
+        reading.next = None;
+        *store.lock() = Some(reading);
+        assert_eq!(store.get(b"k").as_deref(), Some(&b"code"[..]));
+        assert!(!store.insert(b"new", b"more".to_vec()), "not stored");
+        let counts = store.lock().as_ref().unwrap().counts;
+        assert_eq!(
+            counts,
+            CompiledCounts {
+                reused: 1,
+                compiled: 1
+            }
+        );
+        store.lock().take();
+        // The pack is as it was.
+        let pack = unpack(&cache.get(Kind::Compiled, &lineage).unwrap().unwrap()).unwrap();
+        assert_eq!(pack.len(), 1);
     }
 
     #[test]
