@@ -21,6 +21,7 @@ fn digest(kind: u8, key: &[u8], value: &[u8]) -> [u8; 32] {
 
 /// The envelope of a value given in parts: [`Digester::header`] is [`header`] of their
 /// concatenation.
+#[derive(Debug)]
 pub(crate) struct Digester {
     kind: u8,
     hasher: blake3::Hasher,

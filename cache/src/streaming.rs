@@ -16,21 +16,13 @@ use crate::envelope::{Digester, HEADER};
 use crate::{files, io, stats, Cache, CacheError, Key, Kind};
 
 /// A value of the cache being written (see the module's documentation).
+#[derive(Debug)]
 pub struct ValueWriter {
     kind: Kind,
     path: PathBuf,
     temp: Option<PathBuf>,
     file: File,
     digester: Digester,
-}
-
-impl std::fmt::Debug for ValueWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ValueWriter")
-            .field("kind", &self.kind)
-            .field("path", &self.path)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Cache {

@@ -84,26 +84,55 @@ pub fn measure(
         Ok((elapsed, runner::take_collector(store)))
     };
 
+    repeat(counted.is_some(), |run| match run {
+        Run::Plain => time_run(&plain_linker, &original, None),
+        Run::Counted => time_run(
+            &probe_linker,
+            counted
+                .as_ref()
+                .ok_or_else(|| anyhow::anyhow!("no counted build"))?,
+            Some(Collector::new(2)),
+        ),
+        Run::Probed => time_run(&probe_linker, &instrumented, Some(Collector::new(2))),
+    })
+}
+
+/// Which build of the calibration program a run times.
+pub(crate) enum Run {
+    /// The original.
+    Plain,
+    /// Instrumented with short functions counted, not timed.
+    Counted,
+    /// Instrumented with every function timed; the run gives back its collector.
+    Probed,
+}
+
+/// Times the calibration [`REPEATS`] times, each time every build in turn (`Counted` only
+/// with `counted`), `run` timing one run of a build in nanoseconds, and derives the probes'
+/// overhead from the medians.
+pub(crate) fn repeat(
+    counted: bool,
+    mut run: impl FnMut(Run) -> anyhow::Result<(u64, Option<Collector>)>,
+) -> anyhow::Result<ProbeOverhead> {
     let (mut plain, mut probed, mut inside) = (Vec::new(), Vec::new(), Vec::new());
     let mut called = Vec::new();
     for _ in 0..REPEATS {
-        plain.push(time_run(&plain_linker, &original, None)?.0);
-        if let Some(counted) = &counted {
-            called.push(time_run(&probe_linker, counted, Some(Collector::new(2)))?.0);
+        plain.push(run(Run::Plain)?.0);
+        if counted {
+            called.push(run(Run::Counted)?.0);
         }
-        let (t, collector) = time_run(&probe_linker, &instrumented, Some(Collector::new(2)))?;
+        let (t, collector) = run(Run::Probed)?;
         probed.push(t);
-        let collector = collector.expect("the collector comes back");
-        // Function 0 is $leaf.
+        let collector = collector.ok_or_else(|| anyhow::anyhow!("no collector came back"))?;
+        // Function 0 is $leaf; the collector counts picoseconds.
         inside.push(collector.functions()[0].self_time.max(0) as u64 / u64::from(CALLS));
-        // (the collector counts picoseconds)
     }
     Ok(overhead(plain, probed, inside, called))
 }
 
 /// The overhead from the calibration's runs (nanoseconds each): plain, probed, the empty
 /// function's measured self time per call (picoseconds), and with short functions counted.
-pub(crate) fn overhead(
+fn overhead(
     plain: Vec<u64>,
     probed: Vec<u64>,
     inside: Vec<u64>,

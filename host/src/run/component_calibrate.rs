@@ -11,7 +11,7 @@ use wasmtime::{Engine, Store};
 use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::components::rewrite::{rewrite, Replacement};
-use crate::run::calibrate::{CALIBRATION, CALLS, REPEATS};
+use crate::run::calibrate::{repeat, Run, CALIBRATION, CALLS};
 use crate::run::collector::{Collector, ProbeOverhead};
 use crate::run::component::{define_probes, ComponentState, ModuleProbes};
 use crate::run::probe_log::ProbeLog;
@@ -120,22 +120,18 @@ pub fn measure(
         Ok((elapsed, collector))
     };
 
-    let (mut plain, mut probed, mut inside) = (Vec::new(), Vec::new(), Vec::new());
-    let mut called = Vec::new();
-    for _ in 0..REPEATS {
-        plain.push(time_run(&plain_linker, &original, None)?.0);
-        if let Some((counted, _)) = &counted {
-            called.push(time_run(&probe_linker, counted, Some(Collector::new(2)))?.0);
-        }
-        let (t, collector) = time_run(&probe_linker, &instrumented, Some(Collector::new(2)))?;
-        probed.push(t);
-        let collector = collector.ok_or_else(|| anyhow::anyhow!("no collector came back"))?;
-        // Function 0 is the empty function; the collector counts picoseconds.
-        inside.push(collector.functions()[0].self_time.max(0) as u64 / u64::from(CALLS));
-    }
-    Ok(crate::run::calibrate::overhead(
-        plain, probed, inside, called,
-    ))
+    repeat(counted.is_some(), |run| match run {
+        Run::Plain => time_run(&plain_linker, &original, None),
+        Run::Counted => time_run(
+            &probe_linker,
+            &counted
+                .as_ref()
+                .ok_or_else(|| anyhow::anyhow!("no counted build"))?
+                .0,
+            Some(Collector::new(2)),
+        ),
+        Run::Probed => time_run(&probe_linker, &instrumented, Some(Collector::new(2))),
+    })
 }
 
 #[cfg(test)]
