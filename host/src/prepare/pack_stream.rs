@@ -99,9 +99,10 @@ impl<W: Write> Writer<W> {
     }
 }
 
-/// `chunk` compressed as one frame that declares its size.
+/// `chunk` compressed as one frame that declares its size, on the calling thread (a
+/// compiling thread: the others are busy compiling).
 pub fn frame(chunk: &[u8]) -> io::Result<Vec<u8>> {
-    zstd_frames::compress(chunk)
+    zstd_frames::frame(chunk)
 }
 
 /// A pack read back: its bytes expanded once, and where each value is in them.

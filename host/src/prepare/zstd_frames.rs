@@ -27,8 +27,14 @@ const MAX_EXPANDED: u64 = 64 << 30;
 /// core. Empty input gives empty output.
 pub fn compress(bytes: &[u8]) -> io::Result<Vec<u8>> {
     let chunks: Vec<&[u8]> = bytes.chunks(FRAME_BYTES).collect();
-    let frames = on_every_core(chunks, |chunk| zstd::bulk::compress(chunk, LEVEL))?;
+    let frames = on_every_core(chunks, frame)?;
     Ok(frames.concat())
+}
+
+/// `bytes` compressed as one frame that declares its size, on the calling thread (for a
+/// caller that is already one of several working threads).
+pub fn frame(bytes: &[u8]) -> io::Result<Vec<u8>> {
+    zstd::bulk::compress(bytes, LEVEL)
 }
 
 /// One frame: where it is, and where its bytes go.
