@@ -105,6 +105,7 @@ impl InstrumentCommand {
             &progress,
         )
         .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
+        crate::prepare::heap::give_back_freed();
         progress.step("compiling", None);
         let compiled = instrument::compile(engine, &mut prepared, &mut cache);
         progress.finish();

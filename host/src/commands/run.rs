@@ -305,6 +305,8 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             Ok(None)
         })
     })?;
+    // What instrumenting freed is not reused by the compiling threads.
+    crate::prepare::heap::give_back_freed();
     // Compiled through the cache of compiled artifacts (see `instrument::compile`).
     progress.step("compiling", None);
     let compiled = timings.time("compile", || {

@@ -99,6 +99,8 @@ pub(crate) fn run(
         }),
         false => None,
     };
+    // What instrumenting freed is not reused by the compiling threads.
+    crate::prepare::heap::give_back_freed();
     progress.step("compiling", None);
     let mut compile = |bytes: &[u8]| {
         crate::prepare::component::compile::compile(engine, bytes, &mut cache)

@@ -19,6 +19,7 @@ pub mod cache_values;
 pub mod compiled;
 pub mod component;
 pub mod guard;
+pub mod heap;
 pub mod injections;
 pub mod instrument;
 pub mod loader;
