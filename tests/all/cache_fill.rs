@@ -307,3 +307,52 @@ fn a_cached_body_is_never_reused_under_another_signature() {
         }
     }
 }
+
+/// The phases `--timings=json` printed on stderr, by name, in order.
+fn phases(out: &std::process::Output) -> Vec<String> {
+    let line = stderr(out)
+        .lines()
+        .find(|l| l.starts_with('{') && l.contains("\"phases\""))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("no timings line: {}", stderr(out)));
+    let timings: Value = serde_json::from_str(&line).unwrap();
+    timings["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_cold_start_stores_its_compiled_code_while_the_program_runs() {
+    let s = Scratch::new();
+    let fib = sample("fib.wasm");
+    let fib = fib.to_str().unwrap();
+    for profiling in ["1", "0"] {
+        let run = |s: &Scratch| {
+            let out = s
+                .wprof(&["run", "-q", "--timings=json", fib])
+                .env("WPROF", profiling)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            phases(&out)
+        };
+        // Cold: the compiled code is written while the program runs, and waited for after.
+        let cold = run(&s);
+        let at = |name: &str, phases: &[String]| phases.iter().position(|p| p == name);
+        assert!(
+            at("store", &cold) > at("run", &cold) && at("run", &cold).is_some(),
+            "WPROF={profiling}: {cold:?}"
+        );
+        // Warm: it was stored, and nothing is left to store.
+        let warm = run(&s);
+        assert!(
+            at("compile", &warm).is_some() && at("store", &warm).is_none(),
+            "{warm:?}"
+        );
+    }
+    let i = &s.profile("fib.wprof")["instrumentation"];
+    assert_eq!(i["compiled_from_cache"], true);
+}

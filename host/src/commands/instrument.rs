@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::commands::run_settings::ProbeArgs;
 use crate::exit::Failure;
-use crate::prepare::instrument::{self, warn, CacheSession};
+use crate::prepare::instrument;
+use crate::prepare::session::{warn, CacheSession};
 
 /// Instrument and compile modules into the cache without running them (optionally watching
 /// a directory for rebuilt modules).

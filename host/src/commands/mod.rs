@@ -82,7 +82,7 @@ pub(crate) fn environment_help() -> String {
         ),
         (
             "default_cap",
-            format!("{}G", crate::prepare::instrument::DEFAULT_MAX_SIZE >> 30),
+            format!("{}G", crate::prepare::session::DEFAULT_MAX_SIZE >> 30),
         ),
         ("short_max", run_settings::DEFAULT_SHORT_MAX.to_string()),
     ])

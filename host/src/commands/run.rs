@@ -11,8 +11,9 @@ use crate::commands::run_settings::SettingsArgs;
 use crate::commands::run_summary;
 use crate::commands::run_trace::{self, TraceArgs};
 use crate::exit::Failure;
-use crate::prepare::instrument::{self, warn, CacheSession, Prepared};
+use crate::prepare::instrument::{self, Prepared};
 use crate::prepare::loader::{self, LoadedModule};
+use crate::prepare::session::{warn, CacheSession};
 use crate::profile::{Ending, ModuleRef, Profile};
 use crate::progress::Progress;
 use crate::run::collector::Collector;
@@ -65,7 +66,8 @@ pub struct RunCommand {
     quiet: bool,
 
     /// Print on stderr how long each of wprof's own phases took (open the cache, load,
-    /// instrument, compile, instantiate, run, locate, collect, encode, write), even with --quiet:
+    /// instrument, compile, instantiate, run, locate, collect, encode, write, and store: waiting
+    /// after a cold start for its compiled code, stored while the program runs), even with --quiet:
     /// a table, or with `--timings=json` one JSON line.
     #[arg(long, value_enum, env = "WPROF_TIMINGS", value_name = "FORMAT", num_args = 0..=1, require_equals = true, default_missing_value = "text")]
     timings: Option<crate::timings::Format>,
@@ -253,6 +255,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         progress.finish();
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
+        cache.wait_for_stores(timings);
         return Ok(finish_unprofiled(outcome, settings.quiet));
     }
 
@@ -334,6 +337,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         progress.finish();
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
+        cache.wait_for_stores(timings);
         return Ok(finish_unprofiled(outcome, settings.quiet));
     };
 
@@ -545,6 +549,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             Err(e) => warn(format_args!("{e}; no trace written")),
         }
     }
+    cache.wait_for_stores(timings);
     Ok(outcome.exit_code)
 }
 

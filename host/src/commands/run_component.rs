@@ -9,8 +9,9 @@ use crate::components::rewrite::{self, Replacement};
 use crate::components::{qualified_name, ComponentLayout};
 use crate::exit::Failure;
 use crate::prepare::component::callbacks::callback_closures;
-use crate::prepare::instrument::{self, warn, CacheSession};
+use crate::prepare::instrument;
 use crate::prepare::loader::LoadedModule;
+use crate::prepare::session::{warn, CacheSession};
 use crate::profile::{Ending, FunctionInfo, InstrumentationStats, ModuleRef};
 use crate::progress::Progress;
 use crate::run::collector::Collector;
@@ -208,6 +209,7 @@ pub(crate) fn run(
             written,
         );
     }
+    cache.wait_for_stores(timings);
     Ok(outcome.exit_code)
 }
 

@@ -243,13 +243,13 @@ impl SettingsArgs {
         };
         let cache_max_size = match std::env::var("WPROF_CACHE_MAX_SIZE") {
             Ok(_) => (
-                crate::prepare::instrument::auto_max_size().map_err(Failure::input)?,
+                crate::prepare::session::auto_max_size().map_err(Failure::input)?,
                 Source::Variable("WPROF_CACHE_MAX_SIZE"),
             ),
             Err(_) => file
                 .and_then(|f| f.cache_setting(|f| f.cache_max_size.as_ref()))
                 .unwrap_or((
-                    Some(crate::prepare::instrument::DEFAULT_MAX_SIZE),
+                    Some(crate::prepare::session::DEFAULT_MAX_SIZE),
                     Source::Default,
                 )),
         };

@@ -16,7 +16,7 @@ use wasmtime::{Engine, Module};
 use wprof_agent::{InstrumentedBody, Instrumenter, ProbeCode, ProbePlan, AGENT_FORMAT_VERSION};
 
 use crate::progress::Progress;
-use wprof_cache::{Cache, CacheError, Kind};
+use wprof_cache::{CacheError, Kind};
 
 use crate::prepare::artifacts;
 use crate::prepare::cache_values::{
@@ -24,185 +24,10 @@ use crate::prepare::cache_values::{
 };
 use crate::prepare::loader::LoadedModule;
 use crate::prepare::pack;
-use crate::prepare::secret::SecretKey;
+use crate::prepare::session::CacheSession;
 use crate::profile::{FunctionInfo, InstrumentationStats};
 use crate::settings::FunctionFilter;
 use wprof_cache::hex;
-
-/// The size cap applied after runs that stored something, by default: 5 GiB, which holds
-/// twenty 70 MB modules (about 230 MB each once instrumented, compiled and cached) or
-/// hundreds of small ones.
-pub const DEFAULT_MAX_SIZE: u64 = 5 << 30;
-
-/// Prints one warning line on stderr.
-pub fn warn(message: impl std::fmt::Display) {
-    crate::say!("wprof: warning: {message}");
-}
-
-/// The size cap kept automatically: `WPROF_CACHE_MAX_SIZE` (a size such as `500M`; `0`
-/// or `off` for none), else the configuration file's `[cache] max_size`, else
-/// [`DEFAULT_MAX_SIZE`]. `Err` for a value that is not a size.
-pub fn auto_max_size() -> Result<Option<u64>, String> {
-    match std::env::var("WPROF_CACHE_MAX_SIZE") {
-        Err(_) => {
-            Ok(crate::settings::configured_cache_max_size().unwrap_or(Some(DEFAULT_MAX_SIZE)))
-        }
-        Ok(v) if matches!(v.trim(), "0" | "off" | "none") => Ok(None),
-        Ok(v) => crate::display::parse_size(&v)
-            .map(Some)
-            .map_err(|e| format!("WPROF_CACHE_MAX_SIZE: {e}")),
-    }
-}
-
-/// A cache that turns its own failure into one warning and "no cache" from then on.
-#[derive(Debug)]
-pub struct CacheSession {
-    cache: Option<Cache>,
-    failed: bool,
-    wrote: bool,
-    secret: Option<Option<SecretKey>>,
-}
-
-impl CacheSession {
-    /// Opens the cache in `dir`; if that fails, warns once and goes on without one.
-    pub fn open(dir: Option<&Path>) -> Self {
-        let mut session = Self {
-            cache: None,
-            failed: dir.is_none(),
-            wrote: false,
-            secret: None,
-        };
-        if let Some(dir) = dir {
-            match Cache::open(dir) {
-                Ok(cache) => {
-                    tracing::debug!(dir = %dir.display(), "cache opened");
-                    if let Some(format) = cache.emptied_older_format() {
-                        warn(format_args!(
-                            "the cache in {} was an earlier wprof's ({format}) and has been \
-                             emptied; this run rebuilds what it needs",
-                            dir.display()
-                        ));
-                    }
-                    session.cache = Some(cache);
-                }
-                Err(e) => session.fail(format_args!("{e}; running without the cache")),
-            }
-        }
-        session
-    }
-
-    /// No cache at all.
-    pub fn none() -> Self {
-        Self::open(None)
-    }
-
-    /// The open cache, if any.
-    pub fn cache(&self) -> Option<&Cache> {
-        self.cache.as_ref()
-    }
-
-    /// Whether this session still uses a cache.
-    pub fn is_enabled(&self) -> bool {
-        !self.failed
-    }
-
-    fn fail(&mut self, message: std::fmt::Arguments<'_>) {
-        if !self.failed {
-            warn(message);
-        }
-        self.failed = true;
-        self.cache = None;
-    }
-
-    fn disable(&mut self, e: CacheError) {
-        self.fail(format_args!("{e}; going on without the cache"));
-    }
-
-    /// Ends a batch of work: applies the size cap if this session wrote anything, and
-    /// adds this session's counts to the cache's counters.
-    pub fn release(&mut self) {
-        let Some(cache) = self.cache.as_ref() else {
-            return;
-        };
-        if self.wrote {
-            self.wrote = false;
-            match auto_max_size() {
-                Ok(Some(cap)) => {
-                    // A cheap bound first: most runs never read the whole cache.
-                    if cache.size_on_disk().is_ok_and(|s| s > cap) {
-                        if let Err(e) = crate::prepare::cache_model::gc(cache, cap) {
-                            tracing::debug!("automatic gc failed: {e}");
-                        }
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => tracing::debug!("{e}; no automatic size cap"),
-            }
-        }
-        if let Err(e) = cache.flush() {
-            self.disable(e);
-        }
-    }
-
-    fn get(&mut self, kind: Kind, key: &[u8; 32]) -> Option<Vec<u8>> {
-        let result = self.cache.as_ref()?.get(kind, key);
-        match result {
-            Ok(v) => v,
-            Err(e) => {
-                self.disable(e);
-                None
-            }
-        }
-    }
-
-    /// Runs `f` on the cache, if there is one; a cache error disables the cache (one warning).
-    pub(crate) fn with<T>(&mut self, f: impl FnOnce(&Cache) -> Result<T, CacheError>) -> Option<T> {
-        let result = f(self.cache.as_ref()?);
-        match result {
-            Ok(v) => Some(v),
-            Err(e) => {
-                self.disable(e);
-                None
-            }
-        }
-    }
-
-    /// Notes that this session wrote to the cache (see [`CacheSession::release`]).
-    pub(crate) fn note_written(&mut self) {
-        self.wrote = true;
-    }
-
-    fn put(&mut self, kind: Kind, key: &[u8; 32], value: &[u8]) {
-        self.wrote = true;
-        self.with(|c| c.put(kind, key, value));
-    }
-
-    /// Puts a value that had to be encoded (compressed) first, unless encoding failed.
-    fn put_encoded(&mut self, kind: Kind, key: &[u8; 32], value: std::io::Result<Vec<u8>>) {
-        match value {
-            Ok(value) => self.put(kind, key, &value),
-            Err(e) => tracing::debug!("{} value not stored: {e}", kind.name()),
-        }
-    }
-
-    /// The user's secret key, loaded (or created) once; `None` (after one warning) if it
-    /// cannot be had, and then compiled code is not cached.
-    pub(crate) fn secret(&mut self) -> Option<SecretKey> {
-        if self.failed {
-            return None;
-        }
-        if self.secret.is_none() {
-            self.secret = Some(match SecretKey::load_or_create() {
-                Ok(k) => Some(k),
-                Err(e) => {
-                    warn(format_args!("{e:#}; compiled code is not cached"));
-                    None
-                }
-            });
-        }
-        self.secret.clone().flatten()
-    }
-}
 
 /// The instrumented module, ready to compile.
 #[derive(Debug, Clone)]
@@ -817,21 +642,23 @@ pub fn compile_bytes<'b>(
     let counts = crate::prepare::compiled::detach();
     let module = compiled.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::debug!("compiled");
-    if let Some(secret) = &secret {
-        cache.wrote = true;
-        cache.with(|c| {
-            artifacts::store(c, &module, digest, &fingerprint, secret).map_err(|e| match e
-                .downcast::<CacheError>()
-            {
-                Ok(e) => e,
-                Err(e) => CacheError::Io {
-                    what: "store a compiled module".into(),
-                    source: std::io::Error::other(e.to_string()),
-                },
+    // Stored while the program runs: the run waits for it at its end.
+    if let Some(secret) = secret {
+        let (module, digest) = (module.clone(), *digest);
+        cache.store_in_background("the compiled module", move |c| {
+            artifacts::store(c, &module, &digest, &fingerprint, &secret).map_err(|e| {
+                match e.downcast::<CacheError>() {
+                    Ok(e) => e,
+                    Err(e) => CacheError::Io {
+                        what: "store a compiled module".into(),
+                        source: std::io::Error::other(e.to_string()),
+                    },
+                }
             })
         });
+    } else {
+        cache.release();
     }
-    cache.release();
     Ok(Compiled {
         module,
         functions: Some(counts),

@@ -26,4 +26,5 @@ pub mod loader;
 pub mod pack;
 pub mod pack_stream;
 pub mod secret;
+pub mod session;
 pub mod zstd_frames;

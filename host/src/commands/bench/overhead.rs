@@ -11,8 +11,9 @@ use wprof_agent::{ProbeMode, ProbePlan};
 
 use super::{ExpectedRatio, RatioCheck};
 use crate::exit::Failure;
-use crate::prepare::instrument::{self, CacheSession, Prepared};
+use crate::prepare::instrument::{self, Prepared};
 use crate::prepare::loader::LoadedModule;
+use crate::prepare::session::CacheSession;
 use crate::run::collector::{Collector, ProbeOverhead};
 use crate::run::runner::{self, Stdio};
 use crate::settings::RunSettings;

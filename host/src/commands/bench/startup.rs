@@ -14,8 +14,9 @@ use wprof_agent::{Instrumenter, ProbePlan};
 
 use crate::commands::cache::bench::{code_bytes, one_function_changed, start};
 use crate::exit::Failure;
-use crate::prepare::instrument::{self, CacheSession};
+use crate::prepare::instrument;
 use crate::prepare::loader::LoadedModule;
+use crate::prepare::session::CacheSession;
 use crate::stats::median;
 
 /// One module's start-up figures (nanoseconds, medians; time mode, the default plan).

@@ -13,7 +13,8 @@ use wprof_agent::ProbePlan;
 use super::print_json;
 use crate::display::format_ns;
 use crate::exit::Failure;
-use crate::prepare::instrument::{self, CacheSession};
+use crate::prepare::instrument;
+use crate::prepare::session::CacheSession;
 use crate::stats::median;
 
 /// Measure start-up with the cache: cold, warm and one-function-changed, against plain

@@ -45,7 +45,7 @@ impl GcCommand {
         // file) keeps everything: nothing to evict.
         let cap = match self.max_size {
             Some(cap) => Some(cap),
-            None => crate::prepare::instrument::auto_max_size().map_err(Failure::input)?,
+            None => crate::prepare::session::auto_max_size().map_err(Failure::input)?,
         };
         let cache = self.dir.open_existing()?;
         let report = cache_model::gc(&cache, cap.unwrap_or(u64::MAX)).map_err(failed)?;

@@ -7,7 +7,7 @@ use wasmtime::component::Component;
 use wasmtime::Engine;
 
 use crate::prepare::artifacts;
-use crate::prepare::instrument::CacheSession;
+use crate::prepare::session::CacheSession;
 
 /// `bytes` (a component) compiled, or loaded from the cache; whether it came from there.
 pub fn compile(
@@ -38,18 +38,20 @@ pub fn compile(
         }
     }
     let component = Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if let Some(secret) = &secret {
-        let image = crate::run::image::component_image(&component);
-        cache.note_written();
-        cache.with(|c| {
-            artifacts::store_bytes(c, image, &digest, &fingerprint, secret).map_err(|e| {
+    // Stored while the program runs: the run waits for it at its end.
+    if let Some(secret) = secret {
+        let stored = component.clone();
+        cache.store_in_background("the compiled component", move |c| {
+            let image = crate::run::image::component_image(&stored);
+            artifacts::store_bytes(c, image, &digest, &fingerprint, &secret).map_err(|e| {
                 wprof_cache::CacheError::Io {
                     what: "store a compiled component".into(),
                     source: std::io::Error::other(e.to_string()),
                 }
             })
         });
+    } else {
+        cache.release();
     }
-    cache.release();
     Ok((component, false))
 }
