@@ -244,6 +244,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     let mut cache = timings.time("open cache", || {
         CacheSession::open(settings.cache_dir.as_deref())
     });
+    compile_trampolines_through(&cache, settings);
     // Cleared before the program runs (or when this returns early).
     let progress = Progress::on_terminal(settings.quiet);
     if !settings.profiling {
@@ -636,4 +637,25 @@ fn finish_unprofiled(outcome: runner::RunOutcome, quiet: bool) -> i32 {
         crate::say_text!("{}", run_summary::injection_lines(&outcome.injections));
     }
     outcome.exit_code
+}
+
+/// The host calls' trampoline (a small module made for the program's WASI imports, see
+/// [`crate::run::host_calls`]) is compiled once and then taken from the cache's compiled
+/// artifacts, as the program's own code is, when the run has a usable cache.
+fn compile_trampolines_through(cache: &CacheSession, settings: &RunSettings) {
+    let (true, true, Some(dir)) = (
+        settings.profiling,
+        cache.is_enabled(),
+        settings.cache_dir.clone(),
+    ) else {
+        return;
+    };
+    crate::run::host_calls::compile_with(Box::new(move |engine, bytes| {
+        let mut cache = CacheSession::open(Some(&dir));
+        let digest = *blake3::hash(bytes).as_bytes();
+        instrument::compile_bytes(engine, || Ok(bytes), &digest, &mut cache, None)
+            .map_err(|e| tracing::warn!("cannot compile the host calls' trampoline: {e}"))
+            .ok()
+            .map(|compiled| compiled.module)
+    }));
 }

@@ -20,6 +20,8 @@
 pub mod inject;
 mod trampoline;
 
+pub use trampoline::{compile_with, Compiler};
+
 use std::mem::MaybeUninit;
 use std::sync::{Arc, OnceLock};
 

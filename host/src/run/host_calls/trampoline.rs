@@ -117,6 +117,18 @@ pub fn module_bytes(types: &[FuncType], memory: MemoryShape) -> Option<Vec<u8>> 
     Some(module.finish())
 }
 
+/// How a trampoline's module is compiled, when not by `Module::new`: through wprof's cache
+/// of compiled code, which the command running the program knows and this layer does not
+/// (compiling it took a profiled warm start of a 2 MB program 6 ms on every run).
+pub type Compiler = dyn Fn(&wasmtime::Engine, &[u8]) -> Option<wasmtime::Module> + Send + Sync;
+
+static COMPILER: std::sync::OnceLock<Box<Compiler>> = std::sync::OnceLock::new();
+
+/// Compiles every trampoline of this process with `compile` (the first call wins).
+pub fn compile_with(compile: Box<Compiler>) {
+    let _ = COMPILER.set(compile);
+}
+
 /// Instantiates the trampoline for `reals` beside `memory` (the program's memory or shared
 /// memory; from inside a call to the host: `store` is the caller's); returns, per real
 /// function, the function the wrapper calls instead. `None` (and the wrappers call the real
@@ -130,9 +142,12 @@ pub fn connect(
     let types: Vec<FuncType> = reals.iter().map(|f| f.ty(&store)).collect();
     let shape = MemoryShape::of(&store, &memory)?;
     let bytes = module_bytes(&types, shape)?;
-    let module = wasmtime::Module::new(store.engine(), &bytes)
-        .map_err(|e| tracing::warn!("cannot compile the host calls' trampoline: {e}"))
-        .ok()?;
+    let module = match COMPILER.get() {
+        Some(compile) => compile(store.engine(), &bytes),
+        None => wasmtime::Module::new(store.engine(), &bytes)
+            .map_err(|e| tracing::warn!("cannot compile the host calls' trampoline: {e}"))
+            .ok(),
+    }?;
     let mut imports: Vec<Extern> = vec![memory];
     imports.extend(reals.iter().map(|&f| Extern::Func(f)));
     let instance = Instance::new(&mut store, &module, &imports)
