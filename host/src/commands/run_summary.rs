@@ -69,15 +69,28 @@ fn print_with(
     written: bool,
 ) {
     let calls: u64 = profile.functions.iter().map(|f| f.calls).sum();
+    let mut took = crate::display::format_amount(profile.total, &profile.unit);
+    // With every live switch off nothing is sampled: the profiled time alone would read as
+    // if the program took none.
+    if let Some(off) = profile
+        .sampling
+        .as_ref()
+        .map(|s| s.off_ns)
+        .filter(|&n| n > 0)
+    {
+        took = format!(
+            "{took} profiled (and {} more with every live switch off, not sampled)",
+            crate::display::format_ns(off)
+        );
+    }
     let mut out = String::new();
     out.push_str(&format!(
-        "\nwprof: {} {} in {}; {} calls, {} functions ran\n",
+        "\nwprof: {} {} in {took}; {} calls, {} functions ran\n",
         profile.module.path,
         match &profile.trap {
             Some(t) => format!("trapped ({t})"),
             None => format!("exited with code {}", profile.exit_code),
         },
-        crate::display::format_amount(profile.total, &profile.unit),
         calls,
         profile.functions.len(),
     ));
@@ -110,12 +123,6 @@ fn print_with(
             s.readings,
             crate::display::format_ns(s.probe_ns)
         ));
-        if s.off_ns > 0 {
-            out.push_str(&format!(
-                "wprof: every live switch off for {}: not sampled\n",
-                crate::display::format_ns(s.off_ns)
-            ));
-        }
     }
     out.push_str(&injection_lines(&profile.injections));
     if let Some(line) = crate::report::host_time::summary_line(profile) {
