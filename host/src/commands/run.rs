@@ -650,12 +650,10 @@ fn compile_trampolines_through(cache: &CacheSession, settings: &RunSettings) {
     ) else {
         return;
     };
-    crate::run::host_calls::compile_with(Box::new(move |engine, bytes| {
+    crate::run::host_calls::compile_with(move |engine, bytes| {
         let mut cache = CacheSession::open(Some(&dir));
         let digest = *blake3::hash(bytes).as_bytes();
         instrument::compile_bytes(engine, || Ok(bytes), &digest, &mut cache, None)
-            .map_err(|e| tracing::warn!("cannot compile the host calls' trampoline: {e}"))
-            .ok()
             .map(|compiled| compiled.module)
-    }));
+    });
 }

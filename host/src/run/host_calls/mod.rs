@@ -20,7 +20,7 @@
 pub mod inject;
 mod trampoline;
 
-pub use trampoline::{compile_with, Compiler};
+pub use trampoline::compile_with;
 
 use std::mem::MaybeUninit;
 use std::sync::{Arc, OnceLock};

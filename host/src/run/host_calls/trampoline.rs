@@ -120,13 +120,18 @@ pub fn module_bytes(types: &[FuncType], memory: MemoryShape) -> Option<Vec<u8>> 
 /// How a trampoline's module is compiled, when not by `Module::new`: through wprof's cache
 /// of compiled code, which the command running the program knows and this layer does not
 /// (compiling it took a profiled warm start of a 2 MB program 6 ms on every run).
-pub type Compiler = dyn Fn(&wasmtime::Engine, &[u8]) -> Option<wasmtime::Module> + Send + Sync;
+type Compiler = dyn Fn(&wasmtime::Engine, &[u8]) -> anyhow::Result<wasmtime::Module> + Send + Sync;
 
 static COMPILER: std::sync::OnceLock<Box<Compiler>> = std::sync::OnceLock::new();
 
 /// Compiles every trampoline of this process with `compile` (the first call wins).
-pub fn compile_with(compile: Box<Compiler>) {
-    let _ = COMPILER.set(compile);
+pub fn compile_with(
+    compile: impl Fn(&wasmtime::Engine, &[u8]) -> anyhow::Result<wasmtime::Module>
+        + Send
+        + Sync
+        + 'static,
+) {
+    let _ = COMPILER.set(Box::new(compile));
 }
 
 /// Instantiates the trampoline for `reals` beside `memory` (the program's memory or shared
@@ -144,10 +149,10 @@ pub fn connect(
     let bytes = module_bytes(&types, shape)?;
     let module = match COMPILER.get() {
         Some(compile) => compile(store.engine(), &bytes),
-        None => wasmtime::Module::new(store.engine(), &bytes)
-            .map_err(|e| tracing::warn!("cannot compile the host calls' trampoline: {e}"))
-            .ok(),
-    }?;
+        None => wasmtime::Module::new(store.engine(), &bytes).map_err(|e| anyhow::anyhow!("{e}")),
+    }
+    .map_err(|e| tracing::warn!("cannot compile the host calls' trampoline: {e}"))
+    .ok()?;
     let mut imports: Vec<Extern> = vec![memory];
     imports.extend(reals.iter().map(|&f| Extern::Func(f)));
     let instance = Instance::new(&mut store, &module, &imports)
