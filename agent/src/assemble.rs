@@ -19,6 +19,12 @@ type ReencodeResult = Result<(), wasm_encoder::reencode::Error<AgentError>>;
 struct Renumber<'a> {
     probes: &'a ProbeLayout,
     bodies: &'a [InstrumentedBody],
+    /// The type of each defined function (of its probed copy, with live probes).
+    types: Vec<u32>,
+    /// How many parameters each defined function takes.
+    params: Vec<u32>,
+    /// The original's function names, to name the probed copies after them.
+    names: Vec<(u32, String)>,
     /// Coverage: block counters in all (one `i64` global each).
     counters: u32,
     wrote_types: bool,
@@ -168,8 +174,9 @@ impl Renumber<'_> {
                 ProbeLayout::GO_G,
             );
         }
-        // After every function of the module, the probe imports and the node finder.
-        let first_dump = self.probes.functions + ProbeImports::COUNT + 1;
+        // After every function of the module, the probe imports, the node finder and any
+        // probed copies.
+        let first_dump = self.probes.indices().first_added();
         for chunk in 0..self.dump_functions() {
             exports.export(
                 &format!("{}{chunk}", ContextArena::COVERAGE_DUMP),
@@ -351,6 +358,11 @@ impl Reencode for Renumber<'_> {
             functions.function(self.probes.child_type());
         }
         utils::parse_function_section(self, functions, section)?;
+        if self.probes.indices().copies() > 0 {
+            for &ty in &self.types {
+                functions.function(ty);
+            }
+        }
         for _ in 0..self.dump_functions() {
             // `(param i32)`, as the probe imports' first type.
             functions.function(self.probes.original_types);
@@ -372,9 +384,27 @@ impl Reencode for Renumber<'_> {
         }
         let counters = self.probes.arena().map_or(0, |arena| arena.counters);
         let mut next_counter = counters;
-        for body in self.bodies {
+        let live = self.probes.indices().copies() > 0;
+        let mut copies = Vec::with_capacity(if live { self.bodies.len() } else { 0 });
+        for (defined, body) in self.bodies.iter().enumerate() {
+            let own = self
+                .probes
+                .renumber(self.probes.imported_funcs + defined as u32);
+            let params = self.params[defined];
+            let mut place = |bytes: &[u8]| match body.probed_at {
+                Some(at) => {
+                    code.raw(&bytes[..at as usize]);
+                    copies.push(bytes[at as usize..].to_vec());
+                }
+                None => {
+                    code.raw(bytes);
+                    if live {
+                        copies.push(forwarding_copy(own, params));
+                    }
+                }
+            };
             if body.counter_sites.is_empty() {
-                code.raw(&body.bytes);
+                place(&body.bytes);
                 continue;
             }
             let mut bytes = body.bytes.clone();
@@ -390,7 +420,10 @@ impl Reencode for Renumber<'_> {
                 }
                 next_counter += 1;
             }
-            code.raw(&bytes);
+            place(&bytes);
+        }
+        for copy in &copies {
+            code.raw(copy);
         }
         for chunk in 0..self.dump_functions() {
             code.function(&self.dump_function(chunk));
@@ -420,6 +453,22 @@ impl Reencode for Renumber<'_> {
         match section {
             // Label indices change with the wrapper block; drop their names.
             wasmparser::Name::Label(_) => Ok(()),
+            // Probed copies are named after their functions (in traps and perf maps).
+            wasmparser::Name::Function(map) => {
+                let mut out = wasm_encoder::NameMap::new();
+                for naming in map {
+                    let naming = naming?;
+                    out.append(self.function_index(naming.index)?, naming.name);
+                }
+                let indices = self.probes.indices();
+                for (id, name) in &self.names {
+                    if let Some(copy) = indices.probed_copy(*id) {
+                        out.append(copy, name);
+                    }
+                }
+                names.functions(&out);
+                Ok(())
+            }
             other => utils::parse_custom_name_subsection(self, names, other),
         }
     }
@@ -453,9 +502,28 @@ pub(crate) fn assemble(
             offset: 0,
         });
     }
+    let indices = probes.indices();
+    let names = if indices.copies() > 0 {
+        let mut names: Vec<(u32, String)> = layout
+            .names
+            .iter()
+            .map(|(&id, name)| (id, name.clone()))
+            .collect();
+        names.sort_unstable();
+        names
+    } else {
+        Vec::new()
+    };
     let mut renumber = Renumber {
         probes,
         bodies,
+        types: layout.defined_funcs.iter().map(|f| f.type_index).collect(),
+        params: layout
+            .defined_funcs
+            .iter()
+            .map(|f| layout.signature(f.type_index).params.len() as u32)
+            .collect(),
+        names,
         counters: counters as u32,
         wrote_types: false,
         wrote_imports: false,
@@ -482,9 +550,19 @@ pub(crate) fn assemble(
     if probes.arena().is_some() && !placed.is_empty() {
         // The node finder's body comes first, coverage's dump functions last.
         placed.remove(0);
-        placed.truncate(bodies.len());
     }
+    // The probed copies follow the module's functions.
+    let copies: Vec<std::ops::Range<usize>> = if indices.copies() > 0 {
+        placed
+            .get(bodies.len()..2 * bodies.len())
+            .unwrap_or_default()
+            .to_vec()
+    } else {
+        Vec::new()
+    };
+    placed.truncate(bodies.len());
     let mut probe_map = ProbeMap::default();
+    let mut placements = Vec::with_capacity(bodies.len());
     let imports = layout.imported_funcs.len() as u32;
     for id in 0..imports {
         probe_map.functions.push(FunctionProbes {
@@ -493,6 +571,7 @@ pub(crate) fn assemble(
             kind: crate::FunctionKind::Import,
             original_body: None,
             instrumented_body: None,
+            probed_body: None,
             offsets: Vec::new(),
             blocks: Vec::new(),
         });
@@ -505,25 +584,37 @@ pub(crate) fn assemble(
         .enumerate()
     {
         let id = imports + defined as u32;
-        let (old, new) = (func.body.start as u32, new_range.start as u32);
+        let old = func.body.start as u32;
+        let placement = Placement {
+            own: new_range.start as u32,
+            probed: body
+                .probed_at
+                .zip(copies.get(defined))
+                .map(|(at, copy)| (at, copy.start as u32)),
+        };
         probe_map.functions.push(FunctionProbes {
             id,
             name: layout.display_name(id),
             kind: crate::FunctionKind::Local,
             original_body: Some(old..func.body.end as u32),
-            instrumented_body: Some(new..new_range.end as u32),
+            instrumented_body: Some(new_range.start as u32..new_range.end as u32),
+            probed_body: placement
+                .probed
+                .and_then(|_| copies.get(defined))
+                .map(|r| r.start as u32..r.end as u32),
             offsets: body
                 .offsets
                 .iter()
-                .map(|&(o, n)| (old + o, new + n))
+                .map(|&(o, n)| (old + o, placement.at(n)))
                 .collect(),
             blocks: body.blocks.clone(),
         });
+        placements.push(placement);
     }
     let probe_code = probes
         .arena()
         .is_some_and(|a| a.sampled)
-        .then(|| append_probe_code(&mut bytes, &probe_map, bodies));
+        .then(|| append_probe_code(&mut bytes, &placements, bodies));
     Ok(InstrumentedModule {
         bytes,
         probe_map,
@@ -531,25 +622,66 @@ pub(crate) fn assemble(
     })
 }
 
+/// Where a body's bytes landed in the instrumented module.
+#[derive(Debug, Clone, Copy)]
+struct Placement {
+    /// Where the function's own body starts.
+    own: u32,
+    /// With live probes: where the probed copy starts in the body's bytes, and where it
+    /// landed.
+    probed: Option<(u32, u32)>,
+}
+
+impl Placement {
+    /// The module offset of the body's byte `at`.
+    fn at(&self, at: u32) -> u32 {
+        match self.probed {
+            Some((split, copy)) if at >= split => copy + (at - split),
+            _ => self.own + at,
+        }
+    }
+}
+
+/// The probed copy of a function without probes (left out, or counted in time mode): a
+/// probed caller that finds its switch on calls it (it cannot know that the callee has no
+/// probes when that follows from the callee's own body), and it passes the call on to the
+/// function's own body. `params` parameters, no locals.
+fn forwarding_copy(own: u32, params: u32) -> Vec<u8> {
+    let mut f = wasm_encoder::Function::new([]);
+    for local in 0..params {
+        f.instruction(&wasm_encoder::Instruction::LocalGet(local));
+    }
+    f.instruction(&wasm_encoder::Instruction::ReturnCall(own));
+    f.instruction(&wasm_encoder::Instruction::End);
+    let mut bytes = Vec::new();
+    wasm_encoder::Encode::encode(&f, &mut bytes);
+    // Without its size prefix, as the bodies are.
+    let mut reader = wasmparser::BinaryReader::new(&bytes, 0);
+    let size = reader
+        .read_var_u32()
+        .expect("an encoded function starts with its size");
+    bytes[reader.original_position()..][..size as usize].to_vec()
+}
+
 /// Appends the `wprof.probe-code` section (see [`crate::probe_code`]): at the end, so no
 /// body moves. What it says.
 fn append_probe_code(
     bytes: &mut Vec<u8>,
-    probe_map: &ProbeMap,
+    placements: &[Placement],
     bodies: &[InstrumentedBody],
 ) -> crate::probe_code::ProbeCode {
-    let placed = probe_map
-        .functions
+    // A range never spans the two bodies of a live function: each ends where its body does.
+    // The probed copies come after every function's own body: sorted here.
+    let mut ranges: Vec<(u32, u32)> = placements
         .iter()
-        .filter_map(|f| f.instrumented_body.as_ref());
-    let ranges = placed
         .zip(bodies)
-        .flat_map(|(at, body)| {
-            body.probe_code
-                .iter()
-                .map(move |&(start, end)| (at.start + start, at.start + end))
+        .flat_map(|(placement, body)| {
+            body.probe_code.iter().map(move |&(start, end)| {
+                (placement.at(start), placement.at(start) + (end - start))
+            })
         })
         .collect();
+    ranges.sort_unstable();
     let code = crate::probe_code::ProbeCode::new(ranges);
     let section = wasm_encoder::CustomSection {
         name: crate::probe_code::SECTION.into(),

@@ -70,12 +70,13 @@ pub use layout::{FunctionKind, FunctionSummary};
 pub use plan::{AllocRole, Allocators, InjectedValue, Injections, ProbeMode, ProbePlan, Selection};
 pub use probe_code::{ProbeCode, SECTION as PROBE_CODE_SECTION};
 pub use probe_map::{
-    FunctionProbes, GoTimeFlags, InstrumentedModule, ProbeImports, ProbeMap, SwitchTable,
+    FunctionIndices, FunctionProbes, GoTimeFlags, Indexed, InstrumentedModule, ProbeImports,
+    ProbeMap, SwitchTable,
 };
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 28;
+pub const AGENT_FORMAT_VERSION: u32 = 29;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];
@@ -223,6 +224,11 @@ impl<'a> Instrumenter<'a> {
         let defined = id.checked_sub(self.imported_function_count())?;
         let func = self.layout.defined_funcs.get(defined as usize)?;
         Some(self.layout.signature(func.type_index).results.clone())
+    }
+
+    /// How the instrumented module numbers its functions.
+    pub fn indices(&self) -> FunctionIndices {
+        self.probes.indices()
     }
 
     /// Number of imported functions (their ids come first).

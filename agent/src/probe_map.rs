@@ -74,13 +74,15 @@ impl ProbeImports {
 /// switch: one byte per function id, in a memory the module exports as
 /// [`SwitchTable::MEMORY`], at [`SwitchTable::base`] + id.
 ///
-/// `0` (the initial value) means the probes are on; any other value, off. A live function's
-/// body holds two copies of it: the original's instructions as they are (function indices
-/// renumbered) and the probed copy. Its first instructions read its byte and run one or
-/// the other: an activation is probed from its entry to its exit or not at all, whenever
-/// the byte changes, and with every switch off what is left of the probes is one load and
-/// one branch per call (a live module has about twice the code to compile, and the offset
-/// map of each body lists both copies). What it calls with probes on
+/// `0` (the initial value) means the probes are on; any other value, off. A live function
+/// has two bodies: its own, at its own index, reads its byte and either runs the
+/// original's instructions as they are (function indices renumbered) or tail-calls its
+/// probed copy, a function of the same type the agent appends (see [`FunctionIndices`]).
+/// An activation is probed from its entry to its exit or not at all, whenever the byte
+/// changes, and with every switch off what is left of the probes is one load and one
+/// branch per call, in a body that is the original's otherwise: the probed copy's locals,
+/// calls and registers do not weigh on it (a live module has about twice the code to
+/// compile, and the offset map of each function lists both bodies). What it calls with probes on
 /// hangs under its nearest caller whose probes were on: in the inline modes a function
 /// whose probes are on puts the slot global back at exit as it found it at entry (so that
 /// a caller without probes, which sets no slot, calls through its own caller's), and in
@@ -115,6 +117,82 @@ pub(crate) struct SwitchIndices {
     pub memory: u32,
     /// Function 0's byte.
     pub base: u32,
+}
+
+/// How an instrumented module numbers its functions: the original's imports, the probe
+/// imports, in the inline modes the node finder, the original's defined functions, with live
+/// probes the probed copy of each of them (see [`SwitchTable`]) in the same order, then
+/// functions the agent adds for coverage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FunctionIndices {
+    /// Functions the original module imports.
+    pub imports: u32,
+    /// Functions of the original module, imported and defined.
+    pub functions: u32,
+    /// What the probes measure.
+    pub mode: crate::ProbeMode,
+    /// Live probes: each defined function has a probed copy.
+    pub live: bool,
+}
+
+/// What a function of an instrumented module is (see [`FunctionIndices::what`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Indexed {
+    /// Function `id` of the original module: an import, or its own body.
+    Function(u32),
+    /// The probed copy of the original's function `id` (live probes).
+    ProbedCopy(u32),
+    /// A probe import, or a function the agent added.
+    Probe,
+}
+
+impl FunctionIndices {
+    /// The index of the original's function `id` in the instrumented module.
+    pub fn renumber(&self, id: u32) -> u32 {
+        if id < self.imports {
+            id
+        } else {
+            id + ProbeImports::shift(self.mode)
+        }
+    }
+
+    /// How many probed copies the module holds: one per defined function with live
+    /// probes, else none.
+    pub fn copies(&self) -> u32 {
+        if self.live {
+            self.functions - self.imports
+        } else {
+            0
+        }
+    }
+
+    /// The index of the probed copy of the original's defined function `id`.
+    pub fn probed_copy(&self, id: u32) -> Option<u32> {
+        (self.live && (self.imports..self.functions).contains(&id))
+            .then(|| self.functions + ProbeImports::shift(self.mode) + (id - self.imports))
+    }
+
+    /// The index of the first function the agent adds after the copies (coverage).
+    pub fn first_added(&self) -> u32 {
+        self.functions + ProbeImports::shift(self.mode) + self.copies()
+    }
+
+    /// What the instrumented module's function `index` is.
+    pub fn what(&self, index: u32) -> Indexed {
+        let shift = ProbeImports::shift(self.mode);
+        let defined = self.functions - self.imports;
+        if index < self.imports {
+            Indexed::Function(index)
+        } else if index < self.imports + shift {
+            Indexed::Probe
+        } else if index < self.functions + shift {
+            Indexed::Function(index - shift)
+        } else if index < self.functions + shift + self.copies() {
+            Indexed::ProbedCopy(index - shift - defined)
+        } else {
+            Indexed::Probe
+        }
+    }
 }
 
 /// Index assignments for the probes in one instrumented module.
@@ -334,6 +412,16 @@ impl ProbeLayout {
         self.arena().is_some() || self.switches().is_some()
     }
 
+    /// How the instrumented module numbers its functions.
+    pub fn indices(&self) -> FunctionIndices {
+        FunctionIndices {
+            imports: self.imported_funcs,
+            functions: self.functions,
+            mode: self.mode,
+            live: self.switches().is_some(),
+        }
+    }
+
     /// The new index of original function `id`.
     pub fn renumber(&self, id: u32) -> u32 {
         if id < self.imported_funcs {
@@ -493,10 +581,16 @@ pub struct FunctionProbes {
     pub kind: FunctionKind,
     /// Body byte range in the original module (defined functions only).
     pub original_body: Option<Range<u32>>,
-    /// Body byte range in the instrumented module (defined functions only).
+    /// Body byte range in the instrumented module (defined functions only); with live
+    /// probes, the function's own body: its switch's dispatch and the original's
+    /// instructions.
     pub instrumented_body: Option<Range<u32>>,
+    /// With live probes, the byte range of the function's probed copy (see
+    /// [`SwitchTable`]).
+    pub probed_body: Option<Range<u32>>,
     /// Original instruction offset -> instrumented instruction offset, both absolute file
-    /// offsets, one pair per original instruction, in order.
+    /// offsets, one pair per original instruction, in order (with live probes, those of the
+    /// function's own body, then those of its probed copy).
     pub offsets: Vec<(u32, u32)>,
     /// With [`crate::ProbePlan::coverage`]: where each basic block starts, as in
     /// [`crate::InstrumentedBody::blocks`] (empty otherwise).

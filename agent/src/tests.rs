@@ -309,7 +309,7 @@ fn inline_modes_validate_and_count_call_sites() {
 /// renumbered), and nothing of the original is marked.
 #[test]
 fn probe_code_section_marks_exactly_the_added_instructions() {
-    use crate::{ProbeCode, ProbeMode};
+    use crate::ProbeMode;
     let wasm = wat::parse_str(
         r#"(module
           (import "env" "host" (func $host (param i32)))
@@ -330,11 +330,24 @@ fn probe_code_section_marks_exactly_the_added_instructions() {
         )"#,
     )
     .unwrap();
-    let plan = ProbePlan {
-        mode: ProbeMode::Sample,
-        ..ProbePlan::default()
-    };
-    let out = instrument(&wasm, &plan).unwrap();
+    // Live probes: both bodies of each function hold the original's instructions and
+    // probes only.
+    for live in [false, true] {
+        let plan = ProbePlan {
+            mode: ProbeMode::Sample,
+            live,
+            ..ProbePlan::default()
+        };
+        let checked = probe_code_is_all_but_the_original(&wasm, &plan);
+        assert_eq!(checked, if live { 6 } else { 3 });
+    }
+}
+
+/// Checks that the non-probe code of every body of `wasm` instrumented by `plan` is the
+/// original's code: how many bodies it checked.
+fn probe_code_is_all_but_the_original(wasm: &[u8], plan: &ProbePlan) -> usize {
+    use crate::{ProbeCode, ProbeMode};
+    let out = instrument(wasm, plan).unwrap();
     validate(&out.bytes);
     let code = ProbeCode::of_module(&out.bytes).expect("sample mode writes the section");
     assert_eq!(
@@ -361,41 +374,184 @@ fn probe_code_section_marks_exactly_the_added_instructions() {
         .filter(|f| f.kind == FunctionKind::Local)
     {
         let original = f.original_body.clone().unwrap();
-        let instrumented = f.instrumented_body.clone().unwrap();
-        let code_start = |bytes: &[u8], range: std::ops::Range<u32>| {
-            let body = wasmparser::FunctionBody::new(wasmparser::BinaryReader::new(
-                &bytes[range.start as usize..range.end as usize],
-                range.start as usize,
-            ));
-            body.get_operators_reader().unwrap().original_position() as u32
-        };
-        let start = code_start(&out.bytes, instrumented.clone());
-        let kept: Vec<u8> = (start..instrumented.end)
-            .filter(|&at| !code.contains(at))
-            .map(|at| out.bytes[at as usize])
+        assert_eq!(f.probed_body.is_some(), plan.live, "function {}", f.name);
+        for instrumented in [f.instrumented_body.clone(), f.probed_body.clone()]
+            .into_iter()
+            .flatten()
+        {
+            let code_start = |bytes: &[u8], range: std::ops::Range<u32>| {
+                let body = wasmparser::FunctionBody::new(wasmparser::BinaryReader::new(
+                    &bytes[range.start as usize..range.end as usize],
+                    range.start as usize,
+                ));
+                body.get_operators_reader().unwrap().original_position() as u32
+            };
+            let start = code_start(&out.bytes, instrumented.clone());
+            let kept: Vec<u8> = (start..instrumented.end)
+                .filter(|&at| !code.contains(at))
+                .map(|at| out.bytes[at as usize])
+                .collect();
+            let expected: Vec<String> = ops(
+                &wasm[code_start(wasm, original.clone()) as usize..original.end as usize],
+                0,
+            )
+            .into_iter()
+            .map(|op| {
+                // Defined functions move past the probe imports and the node finder.
+                let renumbered = ["Call", "ReturnCall", "RefFunc"].iter().find_map(|name| {
+                    let rest = op.strip_prefix(&format!("{name} {{ function_index: "))?;
+                    let index: u32 = rest.strip_suffix(" }")?.parse().ok()?;
+                    Some(format!(
+                        "{name} {{ function_index: {} }}",
+                        if index < 1 { index } else { index + shift }
+                    ))
+                });
+                renumbered.unwrap_or(op)
+            })
             .collect();
-        let expected: Vec<String> = ops(
-            &wasm[code_start(&wasm, original.clone()) as usize..original.end as usize],
-            0,
-        )
-        .into_iter()
-        .map(|op| {
-            // Defined functions move past the probe imports and the node finder.
-            let renumbered = ["Call", "ReturnCall", "RefFunc"].iter().find_map(|name| {
-                let rest = op.strip_prefix(&format!("{name} {{ function_index: "))?;
-                let index: u32 = rest.strip_suffix(" }")?.parse().ok()?;
-                Some(format!(
-                    "{name} {{ function_index: {} }}",
-                    if index < 1 { index } else { index + shift }
-                ))
-            });
-            renumbered.unwrap_or(op)
-        })
-        .collect();
-        assert_eq!(ops(&kept, 0), expected, "function {}", f.name);
-        checked += 1;
+            assert_eq!(ops(&kept, 0), expected, "function {}", f.name);
+            checked += 1;
+        }
     }
-    assert_eq!(checked, 3);
+    checked
+}
+
+/// Live probes: a function's own body reads its switch and, on, tail-calls its probed copy
+/// with its arguments; nothing else of it is wprof's. The copies follow the module's
+/// functions in the same order, named after them, and are what the function indices say.
+#[test]
+fn a_live_function_dispatches_to_its_probed_copy() {
+    use crate::{FunctionIndices, Indexed, ProbeMode};
+    let wasm = wat::parse_str(
+        r#"(module
+          (import "env" "host" (func $host (param i32)))
+          (func $add (param i32 i64) (result i32) (i32.add (local.get 0) (i32.const 1)))
+          (func $main (export "_start") (call $host (call $add (i32.const 1) (i64.const 2))))
+        )"#,
+    )
+    .unwrap();
+    for mode in [ProbeMode::Time, ProbeMode::Sample, ProbeMode::Cost] {
+        let plan = ProbePlan {
+            mode,
+            live: true,
+            ..ProbePlan::default()
+        };
+        let instrumenter = Instrumenter::new(&wasm, &plan).unwrap();
+        let indices = instrumenter.indices();
+        let shift = ProbeImports::shift(mode);
+        assert_eq!(
+            indices,
+            FunctionIndices {
+                imports: 1,
+                functions: 3,
+                mode,
+                live: true
+            }
+        );
+        assert_eq!(indices.probed_copy(1), Some(3 + shift));
+        assert_eq!(indices.probed_copy(0), None);
+        assert_eq!(indices.what(1 + shift), Indexed::Function(1));
+        assert_eq!(indices.what(3 + shift), Indexed::ProbedCopy(1));
+        assert_eq!(indices.what(4 + shift), Indexed::ProbedCopy(2));
+        assert_eq!(indices.what(5 + shift), Indexed::Probe);
+        let out = instrument(&wasm, &plan).unwrap();
+        validate(&out.bytes);
+        let t = text(&out.bytes);
+        let bodies: Vec<&str> = t.split("--\n").collect();
+        // The node finder's body comes first in the inline modes.
+        let first = usize::from(mode.counts_inline());
+        let add = bodies[first];
+        let lines: Vec<&str> = add.lines().collect();
+        assert_eq!(
+            &lines[..6],
+            &[
+                "I32Const { value: 0 }",
+                lines[1],
+                "I32Eqz",
+                "If { blockty: Empty }",
+                "LocalGet { local_index: 0 }",
+                "LocalGet { local_index: 1 }",
+            ],
+            "{add}"
+        );
+        assert!(lines[1].starts_with("I32Load8U"), "{add}");
+        assert_eq!(
+            lines[6],
+            format!("ReturnCall {{ function_index: {} }}", 3 + shift)
+        );
+        assert_eq!(
+            &lines[7..],
+            &[
+                "End",
+                "LocalGet { local_index: 0 }",
+                "I32Const { value: 1 }",
+                "I32Add",
+                "End"
+            ],
+            "{add}"
+        );
+        // The copy of $add is the probed one: it reports (a call to a probe import in time
+        // mode, stores to the tree in the inline modes).
+        let copy = bodies[first + 2];
+        assert!(copy.contains("I32Add"), "{copy}");
+        assert!(copy.lines().count() > 6, "{copy}");
+        // Named after their functions.
+        let names: Vec<(u32, String)> = wasmparser::Parser::new(0)
+            .parse_all(&out.bytes)
+            .filter_map(|p| match p.unwrap() {
+                wasmparser::Payload::CustomSection(c) => match c.as_known() {
+                    wasmparser::KnownCustom::Name(names) => Some(names),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|sub| match sub.unwrap() {
+                wasmparser::Name::Function(map) => Some(map),
+                _ => None,
+            })
+            .flatten()
+            .map(|n| {
+                let n = n.unwrap();
+                (n.index, n.name.to_string())
+            })
+            .collect();
+        assert!(names.contains(&(3 + shift, "add".to_string())), "{names:?}");
+        assert!(
+            names.contains(&(4 + shift, "main".to_string())),
+            "{names:?}"
+        );
+        // $main's probed copy calls $add's probed copy or its own body, as $add's switch
+        // says.
+        let main_copy = bodies[first + 3];
+        let call_add = format!(
+            "If {{ blockty: FuncType(1) }}\nCall {{ function_index: {} }}\nElse\nCall {{ function_index: {} }}\nEnd",
+            3 + shift,
+            1 + shift
+        );
+        assert!(main_copy.contains(&call_add), "{main_copy}");
+    }
+    // Time mode counts $add, not times it: it has no switch of its own, and its copy passes
+    // the call on to its own body.
+    let plan = ProbePlan {
+        mode: ProbeMode::Time,
+        live: true,
+        short_max: 40,
+        ..ProbePlan::default()
+    };
+    let out = instrument(&wasm, &plan).unwrap();
+    validate(&out.bytes);
+    let t = text(&out.bytes);
+    let bodies: Vec<&str> = t.split("--\n").collect();
+    let shift = ProbeImports::shift(ProbeMode::Time);
+    assert!(!bodies[0].contains("ReturnCall"), "{}", bodies[0]);
+    assert_eq!(
+        bodies[2],
+        format!(
+            "LocalGet {{ local_index: 0 }}\nLocalGet {{ local_index: 1 }}\nReturnCall {{ function_index: {} }}\nEnd\n",
+            1 + shift
+        )
+    );
 }
 
 /// An excluded function keeps no probe of its own: no entry, exit or tail probe, no node

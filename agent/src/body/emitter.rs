@@ -329,6 +329,34 @@ impl Emitter<'_> {
         }
     }
 
+    /// A direct call to defined function `callee`, of type `type_index`. From a probed
+    /// body with live probes the callee's switch is read here: on, its probed copy is
+    /// called directly (not through its own body, whose dispatch would read the same byte
+    /// and tail-call it: a second prologue and stack check per call); off, its own body. A
+    /// callee left out of the selection has no switch: its own body.
+    pub(super) fn call_defined(&mut self, callee: u32, type_index: u32, callee_excluded: bool) {
+        let own = self.probes.renumber(callee);
+        let copy = match self.probes.switches() {
+            Some(_) if !self.excluded && !callee_excluded => {
+                self.probes.indices().probed_copy(callee)
+            }
+            _ => None,
+        };
+        let Some(copy) = copy else {
+            self.original_instr(Instruction::Call(own));
+            return;
+        };
+        self.read_switch(callee);
+        self.instrs(&[
+            Instruction::I32Eqz,
+            Instruction::If(BlockType::FunctionType(type_index)),
+            Instruction::Call(copy),
+            Instruction::Else,
+        ]);
+        self.original_instr(Instruction::Call(own));
+        self.instr(Instruction::End);
+    }
+
     /// After a call to one of the module's functions returned: an excluded function in
     /// sample mode says it runs again (a probed one need not: the sampler's program counter
     /// finds it among the cell's ancestors, which an excluded function is not).

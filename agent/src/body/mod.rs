@@ -68,12 +68,17 @@ pub use scan::instruction_weight;
 /// One instrumented function body, independent of where it lands in a module.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstrumentedBody {
-    /// The body's bytes (locals and code, without the size prefix).
+    /// The body's bytes (locals and code, without the size prefix). With live probes (see
+    /// [`crate::SwitchTable`]), two bodies one after the other: the function's own, then,
+    /// from [`InstrumentedBody::probed_at`], its probed copy's.
     pub bytes: Vec<u8>,
+    /// With live probes, where the probed copy's body starts in
+    /// [`InstrumentedBody::bytes`].
+    pub probed_at: Option<u32>,
     /// For each original instruction, in order: its offset from the start of the original
-    /// body, and the offset of its copy from the start of this body. With live probes the
-    /// body holds two copies (see [`crate::SwitchTable`]): the original's entries, then the
-    /// probed copy's; the instrumented offsets always increase.
+    /// body, and the offset of its copy from the start of [`InstrumentedBody::bytes`]. With
+    /// live probes, the function's own body's entries, then the probed copy's; the
+    /// instrumented offsets always increase.
     pub offsets: Vec<(u32, u32)>,
     /// The byte ranges of this body's code that are wprof's probes, not the original's
     /// instructions: sorted, from the start of this body. (The original's instructions are
@@ -156,28 +161,36 @@ pub(crate) fn call_sites(layout: &ModuleLayout<'_>, defined: u32) -> Result<Vec<
     Ok(sites)
 }
 
-/// Live probes (see [`crate::SwitchTable`]): the start of a body that holds two copies of
-/// the function. `block; switch == 0; br_if 0; block (results); ORIGINAL; end; return; end`:
-/// with the switch off, the original's instructions run as they are (function indices
-/// renumbered; a branch to the function's label lands on the inner block, which returns);
-/// on, control goes past the outer block to the probed copy that follows. The original's
-/// offsets go to `offsets` first.
+/// Live probes (see [`crate::SwitchTable`]): the function's own code, after its locals.
+/// `switch == 0; if; local.get 0..; return_call PROBED_COPY; end; ORIGINAL`: with the
+/// switch on, the probed copy takes the activation over (with the same arguments); off, the
+/// original's instructions run as they are (function indices renumbered), in a body that
+/// holds nothing else. The original's offsets go to `offsets`.
 #[allow(clippy::too_many_arguments)]
 fn dispatch(
     e: &mut Emitter<'_>,
     layout: &ModuleLayout<'_>,
     probes: &ProbeLayout,
     id: u32,
-    type_index: u32,
+    params: u32,
     self_tail: bool,
     mut ops: wasmparser::OperatorsReader<'_>,
     base: usize,
     offsets: &mut Vec<(u32, u32)>,
 ) -> Result<(), AgentError> {
-    use wasm_encoder::BlockType;
-    e.instr(Instruction::Block(BlockType::Empty));
+    let copy = probes
+        .indices()
+        .probed_copy(id)
+        .expect("every defined function of a live module has a probed copy");
     e.read_switch(id);
-    e.instrs(&[Instruction::I32Eqz, Instruction::BrIf(0)]);
+    e.instrs(&[
+        Instruction::I32Eqz,
+        Instruction::If(wasm_encoder::BlockType::Empty),
+    ]);
+    for local in 0..params {
+        e.instr(Instruction::LocalGet(local));
+    }
+    e.instrs(&[Instruction::ReturnCall(copy), Instruction::End]);
     if let (true, Some(arena)) = (self_tail, probes.arena()) {
         // A probed activation's tail call to itself announced itself: nobody else may
         // read that.
@@ -186,28 +199,11 @@ fn dispatch(
             Instruction::GlobalSet(arena.self_tail),
         ]);
     }
-    e.instr(Instruction::Block(probes.wrapper_block(type_index)));
-    let mut depth = 0u32;
     while !ops.eof() {
         let start = ops.original_position();
         let op = ops.read()?;
         let end = ops.original_position();
         offsets.push(((start - base) as u32, e.out.len() as u32));
-        match op {
-            Operator::Block { .. }
-            | Operator::Loop { .. }
-            | Operator::If { .. }
-            | Operator::Try { .. }
-            | Operator::TryTable { .. } => depth += 1,
-            Operator::End | Operator::Delegate { .. } if depth > 0 => depth -= 1,
-            Operator::End => {
-                // The function's own end closes the inner block.
-                e.original_instr(Instruction::End);
-                e.instrs(&[Instruction::Return, Instruction::End]);
-                return Ok(());
-            }
-            _ => {}
-        }
         match op {
             Operator::Call { function_index } => {
                 e.original_instr(Instruction::Call(probes.renumber(function_index)))
@@ -221,10 +217,7 @@ fn dispatch(
             _ => e.original(&layout.bytes[start..end]),
         }
     }
-    Err(AgentError::Unsupported {
-        what: "a function body without its final `end`".to_string(),
-        offset: base,
-    })
+    Ok(())
 }
 
 /// Rewrites the body of the `defined`-th defined function.
@@ -324,6 +317,28 @@ pub(crate) fn instrument_body(
         }
         None => None,
     };
+    let mut offsets = Vec::new();
+    // Live probes: the function's own body comes first (see `dispatch`), then its probed
+    // copy's, which the rest of this function writes.
+    let own_code = if live {
+        e.out.extend_from_slice(&layout.bytes[base..code_start]);
+        let begins = e.out.len() as u32;
+        dispatch(
+            &mut e,
+            layout,
+            probes,
+            id,
+            layout.signature(func.type_index).params.len() as u32,
+            facts.self_tail,
+            ops.clone(),
+            base,
+            &mut offsets,
+        )?;
+        Some(begins)
+    } else {
+        None
+    };
+    let probed_at = own_code.map(|_| e.out.len() as u32);
     let first_new = if extra.is_empty() {
         e.out.extend_from_slice(&layout.bytes[base..code_start]);
         0
@@ -336,22 +351,6 @@ pub(crate) fn instrument_body(
     };
     let token = (arena.is_none() && facts.catches && !excluded).then_some(first_new);
     let code_begins = e.out.len() as u32;
-    let mut offsets = Vec::new();
-    if live {
-        // The switch decides which copy runs: off, the original as it is; on, the probed
-        // copy below.
-        dispatch(
-            &mut e,
-            layout,
-            probes,
-            id,
-            func.type_index,
-            facts.self_tail,
-            ops.clone(),
-            base,
-            &mut offsets,
-        )?;
-    }
     if let Some(arena) = arena {
         let locals = InlineLocals {
             node: first_new,
@@ -525,7 +524,18 @@ pub(crate) fn instrument_body(
             // runs again (see the host's `run::attribution`).
             Operator::Call { function_index } => {
                 e.flush_before_call();
-                e.original_instr(Instruction::Call(probes.renumber(*function_index)));
+                let callee = layout
+                    .defined_funcs
+                    .get((*function_index - probes.imported_funcs) as usize)
+                    .ok_or_else(|| AgentError::Unsupported {
+                        what: format!("a call to function {function_index}, which is not defined"),
+                        offset: start,
+                    })?;
+                e.call_defined(
+                    *function_index,
+                    callee.type_index,
+                    plan.excludes(*function_index),
+                );
                 e.after_call();
             }
             Operator::CallIndirect { .. } | Operator::CallRef { .. } => {
@@ -575,10 +585,20 @@ pub(crate) fn instrument_body(
             offset: func.body.end,
         });
     }
-    let probe_code = complement(&e.original_code, code_begins, e.out.len() as u32);
+    let end = e.out.len() as u32;
+    let probe_code = match (own_code, probed_at) {
+        (Some(own_begins), Some(at)) => {
+            let split = e.original_code.partition_point(|&(start, _)| start < at);
+            let mut code = complement(&e.original_code[..split], own_begins, at);
+            code.extend(complement(&e.original_code[split..], code_begins, end));
+            code
+        }
+        _ => complement(&e.original_code, code_begins, end),
+    };
     let map = e.blocks.unwrap_or_default();
     Ok(InstrumentedBody {
         bytes: e.out,
+        probed_at,
         offsets,
         probe_code,
         blocks: map.blocks,

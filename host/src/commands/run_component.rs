@@ -322,8 +322,12 @@ fn prepare(
         if !imports.is_empty() {
             modules.push(ModuleProbes {
                 offset,
-                functions: prepared.functions.len() as u32,
-                imported_functions: crate::components::imported_functions(core)?,
+                indices: wprof_agent::FunctionIndices {
+                    imports: crate::components::imported_functions(core)?,
+                    functions: prepared.functions.len() as u32,
+                    mode: plan.mode,
+                    live: plan.live,
+                },
                 position,
                 probe_code: prepared.probe_code.clone(),
                 imports: imports.clone(),

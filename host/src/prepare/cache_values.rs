@@ -45,10 +45,11 @@ impl FunctionEntry {
         Self::encode_body(&self.body)
     }
 
-    /// An entry holding `body`, in LEB128 numbers: `len | body bytes | pairs | (original,
+    /// An entry holding `body`, in LEB128 numbers: `len | body bytes | probed | pairs | (original,
     /// instrumented)* | ranges | (start, length)* | blocks | start*` (the offset map, the
     /// probe code, then coverage's block map and counter sites, `blocks | start* | sites |
-    /// site* | kind*`, a kind a byte).
+    /// site* | kind*`, a kind a byte; `probed` is 0, or where a live function's probed
+    /// copy starts in the bytes plus one).
     /// Offsets increase (original ones start again once in a live body, stored as a wrapped
     /// distance), so each is stored as its distance from the one before (from the
     /// previous range's end for a range's start): one or two bytes where a fixed `u32`
@@ -59,6 +60,7 @@ impl FunctionEntry {
         );
         put(&mut out, body.bytes.len() as u32);
         out.extend_from_slice(&body.bytes);
+        put(&mut out, body.probed_at.map_or(0, |at| at + 1));
         put(&mut out, body.offsets.len() as u32);
         let (mut old_at, mut new_at) = (0u32, 0u32);
         for &(old, new) in &body.offsets {
@@ -96,6 +98,11 @@ impl FunctionEntry {
         let len = number(&mut rest)? as usize;
         let (body_bytes, after) = rest.split_at_checked(len)?;
         rest = after;
+        let probed_at = match number(&mut rest)? {
+            0 => None,
+            at if (at - 1) as usize <= len => Some(at - 1),
+            _ => return None,
+        };
         let count = number(&mut rest)? as usize;
         let mut offsets = Vec::with_capacity(count.min(rest.len()));
         let (mut old_at, mut new_at) = (0u32, 0u32);
@@ -151,6 +158,7 @@ impl FunctionEntry {
         Some(Self {
             body: wprof_agent::InstrumentedBody {
                 bytes: body_bytes.to_vec(),
+                probed_at,
                 offsets,
                 probe_code,
                 blocks,
@@ -347,6 +355,7 @@ mod tests {
         let entry = FunctionEntry {
             body: wprof_agent::InstrumentedBody {
                 bytes: vec![0, 0x41, 1, 0x0b],
+                probed_at: Some(2),
                 offsets: vec![(1, 5), (3, 9)],
                 probe_code: vec![(2, 5), (7, 9)],
                 blocks: vec![

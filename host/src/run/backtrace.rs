@@ -5,7 +5,7 @@
 //! probes; this module maps each frame back (index, name, original offset through the
 //! agent's offset map) so a trap under wprof reads like one under `wasmtime run`.
 
-use wprof_agent::{Instrumenter, ProbeImports, ProbePlan};
+use wprof_agent::{Indexed, Instrumenter, ProbeImports, ProbePlan};
 
 /// One frame of a wasm backtrace, innermost first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,8 +60,8 @@ pub fn report(module: &str, frames: &[Frame], message: &str) -> String {
 }
 
 /// Maps frames of the instrumented module back to `original`: probe frames dropped,
-/// indices unshifted, offsets through the offset map. Frames that cannot be mapped are
-/// kept as they are.
+/// indices unshifted (a live function's probed copy is the function), offsets through the
+/// offset map. Frames that cannot be mapped are kept as they are.
 pub fn to_original(
     frames: &[Frame],
     original: &[u8],
@@ -72,6 +72,8 @@ pub fn to_original(
         return frames.to_vec();
     };
     let imports = instrumenter.imported_function_count();
+    let defined_count = instrumenter.defined_function_count() as usize;
+    let indices = instrumenter.indices();
     let summaries = instrumenter.functions();
     // Probe imports and, in the inline modes, the agent's node finder (its body first)
     // come before the module's own functions.
@@ -87,19 +89,25 @@ pub fn to_original(
         .collect();
     frames
         .iter()
-        .filter(|f| !(imports..imports + shift).contains(&f.func_index))
+        .filter(|f| indices.what(f.func_index) != Indexed::Probe)
         .map(|f| {
             if f.func_index < imports {
                 return f.clone();
             }
-            let id = f.func_index - shift;
+            // The probed copies' bodies follow the functions' own.
+            let (id, copy) = match indices.what(f.func_index) {
+                Indexed::ProbedCopy(id) => (id, true),
+                _ => (f.func_index - shift, false),
+            };
             let defined = id - imports;
             let name = summaries.get(id as usize).map(|s| s.name.clone());
             let offset = f.module_offset.and_then(|at| {
-                let new_body = bodies.get(defined as usize)?;
+                let placed = defined as usize + if copy { defined_count } else { 0 };
+                let new_body = bodies.get(placed)?;
                 let old_body = summaries.get(id as usize)?.body.clone()?;
                 let rel = u32::try_from(at.checked_sub(new_body.start)?).ok()?;
                 let body = instrumenter.instrument_function(defined).ok()?;
+                let rel = if copy { body.probed_at? + rel } else { rel };
                 let &(old, _) = body.offsets.iter().rev().find(|&&(_, new)| new <= rel)?;
                 Some(old_body.start + old as usize)
             });

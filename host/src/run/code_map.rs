@@ -2,7 +2,7 @@
 //! functions' address ranges, taken from wasmtime once the module is loaded, and what each
 //! instrumented function is in the original (one of its functions, or one of wprof's).
 
-use wprof_agent::{ProbeImports, ProbeMode};
+use wprof_agent::{ContextArena, FunctionIndices, Indexed, ProbeImports, ProbeMode, SwitchTable};
 
 use crate::run::address_map::ArtifactAddressMap;
 
@@ -24,10 +24,8 @@ pub struct CodeMap {
     text: usize,
     /// (start, end, instrumented function index), sorted by start, not overlapping.
     ranges: Vec<(usize, usize, u32)>,
-    /// Functions the original module imports.
-    imports: u32,
-    /// Probe imports and functions the agent added before the module's own.
-    shift: u32,
+    /// How the instrumented module numbers its functions.
+    indices: FunctionIndices,
 }
 
 impl CodeMap {
@@ -40,38 +38,28 @@ impl CodeMap {
             .map(|f| (text + f.offset, text + f.offset + f.len, f.index.as_u32()))
             .collect();
         ranges.sort_unstable();
-        let imported = module
-            .imports()
-            .filter(|i| matches!(i.ty(), wasmtime::ExternType::Func(_)))
-            .count() as u32;
         CodeMap {
             text,
             ranges,
-            imports: imported.saturating_sub(ProbeImports::COUNT),
-            shift: ProbeImports::shift(mode),
+            indices: indices_of(module, mode),
         }
     }
 
-    /// The map of an instrumented module of `mode` whose functions were found elsewhere (a
+    /// The map of an instrumented module whose functions were found elsewhere (a
     /// component's, see [`crate::run::component_code`]): `(start, end, instrumented function
-    /// index)`, and how many functions the original module imports.
-    pub fn from_ranges(
-        mut ranges: Vec<(usize, usize, u32)>,
-        imports: u32,
-        mode: ProbeMode,
-    ) -> Self {
+    /// index)`, and how the module numbers its functions.
+    pub fn from_ranges(mut ranges: Vec<(usize, usize, u32)>, indices: FunctionIndices) -> Self {
         ranges.sort_unstable();
         CodeMap {
             text: ranges.first().map_or(0, |r| r.0),
             ranges,
-            imports,
-            shift: ProbeImports::shift(mode),
+            indices,
         }
     }
 
     /// Functions the original module imports: function ids below this are imports.
     pub fn imports(&self) -> u32 {
-        self.imports
+        self.indices.imports
     }
 
     /// What runs at `pc`.
@@ -121,15 +109,38 @@ impl CodeMap {
             .collect()
     }
 
-    /// What the instrumented module's function `index` is.
+    /// What the instrumented module's function `index` is: a probed copy runs its
+    /// function.
     fn classify(&self, index: u32) -> Running {
-        if index < self.imports {
-            Running::Function(index)
-        } else if index < self.imports + self.shift {
-            Running::Probe
-        } else {
-            Running::Function(index - self.shift)
+        match self.indices.what(index) {
+            Indexed::Function(id) | Indexed::ProbedCopy(id) => Running::Function(id),
+            Indexed::Probe => Running::Probe,
         }
+    }
+}
+
+/// How `module`, instrumented for `mode`, numbers its functions, read from the module
+/// itself: the probe imports follow the original's imports; a live module exports its
+/// switches and holds two bodies per defined function (see [`SwitchTable`]), besides the
+/// node finder of the inline modes and coverage's exported dump functions.
+fn indices_of(module: &wasmtime::Module, mode: ProbeMode) -> FunctionIndices {
+    let imported = module
+        .imports()
+        .filter(|i| matches!(i.ty(), wasmtime::ExternType::Func(_)))
+        .count() as u32;
+    let imports = imported.saturating_sub(ProbeImports::COUNT);
+    let live = module.exports().any(|e| e.name() == SwitchTable::MEMORY);
+    let added = module
+        .exports()
+        .filter(|e| e.name().starts_with(ContextArena::COVERAGE_DUMP))
+        .count() as u32
+        + u32::from(mode.counts_inline());
+    let defined = (module.functions().len() as u32).saturating_sub(added);
+    FunctionIndices {
+        imports,
+        functions: imports + if live { defined / 2 } else { defined },
+        mode,
+        live,
     }
 }
 
@@ -143,10 +154,14 @@ mod tests {
         let map = CodeMap {
             text: 0,
             ranges: vec![(100, 150, 10), (150, 200, 11), (260, 300, 12)],
-            imports: 1,
-            shift: ProbeImports::shift(ProbeMode::Sample),
+            indices: FunctionIndices {
+                imports: 1,
+                functions: 3,
+                mode: ProbeMode::Sample,
+                live: false,
+            },
         };
-        assert_eq!(map.shift, 10);
+        assert_eq!(ProbeImports::shift(ProbeMode::Sample), 10);
         assert_eq!(map.running(99), Running::Outside);
         assert_eq!(map.running(100), Running::Probe);
         assert_eq!(map.running(150), Running::Function(1));
@@ -200,6 +215,51 @@ mod tests {
                 b_body.contains(&(offset as usize)),
                 "{offset} outside {b_body:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_live_modules_probed_copies_run_their_functions() {
+        let original = wat::parse_str(
+            r#"(module
+                (import "env" "f" (func))
+                (func $a (result i32) i32.const 1)
+                (func $b (export "b") (result i32) call $a))"#,
+        )
+        .unwrap();
+        for (mode, coverage) in [
+            (ProbeMode::Sample, false),
+            (ProbeMode::Cost, true),
+            (ProbeMode::Time, false),
+        ] {
+            let plan = wprof_agent::ProbePlan {
+                mode,
+                live: true,
+                coverage,
+                ..Default::default()
+            };
+            let out = wprof_agent::instrument(&original, &plan).unwrap();
+            let engine = crate::run::engine::new_engine().unwrap();
+            let module = wasmtime::Module::new(&engine, &out.bytes).unwrap();
+            let map = CodeMap::of(&module, mode);
+            assert_eq!(
+                map.indices,
+                wprof_agent::Instrumenter::new(&original, &plan)
+                    .unwrap()
+                    .indices(),
+                "{mode:?}"
+            );
+            let mut found: Vec<Running> = map.ranges.iter().map(|r| map.running(r.0)).collect();
+            found.sort_by_key(|r| format!("{r:?}"));
+            let mut expected = vec![Running::Function(1), Running::Function(1)];
+            expected.extend([Running::Function(2), Running::Function(2)]);
+            // The node finder, and coverage's dump function.
+            expected.extend(std::iter::repeat_n(
+                Running::Probe,
+                usize::from(mode.counts_inline()) + usize::from(coverage),
+            ));
+            expected.sort_by_key(|r| format!("{r:?}"));
+            assert_eq!(found, expected, "{mode:?}");
         }
     }
 }

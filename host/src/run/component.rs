@@ -75,10 +75,9 @@ impl WasiView for ComponentState {
 pub struct ModuleProbes {
     /// The component id of the module's function 0.
     pub offset: u32,
-    /// How many functions it has (imported and defined).
-    pub functions: u32,
-    /// How many functions the original module imports.
-    pub imported_functions: u32,
+    /// How the instrumented module numbers its functions (how many it has, imported and
+    /// defined, and how many the original imports).
+    pub indices: wprof_agent::FunctionIndices,
     /// Its position among the component's core modules (the `M` of its compiled code's
     /// symbols, see [`crate::run::component_code`]).
     pub position: usize,
@@ -235,7 +234,7 @@ pub fn run(
                 // nothing runs in it any more; `size` bytes from its base are accessible.
                 let bytes = unsafe { std::slice::from_raw_parts(memory.base as *const u8, size) };
                 let module = &modules[k];
-                let mut own = InlineTree::read(bytes, module.functions);
+                let mut own = InlineTree::read(bytes, module.indices.functions);
                 if let Some(samples) = &samples {
                     // Sample mode: each node's sampled time in place of its cost.
                     let attribution =
@@ -287,11 +286,11 @@ fn call_sampled(
         .max()
         .map_or(0, |p| p + 1);
     let mut cells = vec![Cell::none(); positions];
-    let mut imports = vec![0; positions];
+    let mut indices = vec![None; positions];
     let mut probe_code = vec![None; positions];
     for (k, memory) in trees {
         let module = &modules[*k];
-        imports[module.position] = module.imported_functions;
+        indices[module.position] = Some(module.indices);
         probe_code[module.position] = module.probe_code.clone();
         // SAFETY: the tree memory holds the cell (its size was checked against the
         // module's), and stays where it is while the store lives, past the sampler.
@@ -299,7 +298,7 @@ fn call_sampled(
     }
     let code = crate::run::component_code::ComponentCode::of(
         component,
-        &imports,
+        &indices,
         probe_code,
         settings.mode,
     );

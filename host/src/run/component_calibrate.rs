@@ -85,8 +85,12 @@ pub fn measure(
         let component = Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
         let module = ModuleProbes {
             offset: 0,
-            functions: 2,
-            imported_functions: 0,
+            indices: wprof_agent::FunctionIndices {
+                imports: 0,
+                functions: 2,
+                mode: ProbeMode::Time,
+                live: false,
+            },
             position: 0,
             probe_code: None,
             imports: probes,

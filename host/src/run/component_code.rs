@@ -7,7 +7,7 @@
 //! section says whose it is), so that their time is left out as it is for a module.
 
 use object::{Object, ObjectSection, ObjectSymbol};
-use wprof_agent::ProbeMode;
+use wprof_agent::{FunctionIndices, ProbeMode};
 
 use wprof_agent::ProbeCode;
 
@@ -31,12 +31,12 @@ pub struct ComponentCode {
 }
 
 impl ComponentCode {
-    /// The map of `component` as loaded, for its first `modules` core modules, each given
-    /// as the number of functions its original imports (instrumented for `mode`). `None`
-    /// when the image cannot be read.
+    /// The map of `component` as loaded, for its first core modules, each given as how
+    /// it numbers its functions (`None`: a module without probes, whose indices are taken
+    /// as shifted by `mode`'s probe imports). `None` when the image cannot be read.
     pub fn of(
         component: &wasmtime::component::Component,
-        imports: &[u32],
+        indices: &[Option<FunctionIndices>],
         probes: Vec<Option<ProbeCode>>,
         mode: ProbeMode,
     ) -> Option<Self> {
@@ -45,7 +45,7 @@ impl ComponentCode {
         let text = elf.section_by_name(".text")?;
         let (text_offset, _) = text.file_range()?;
         let base = component.image_range().start as usize + text_offset as usize;
-        let mut per_module: Vec<Vec<(usize, usize, u32)>> = vec![Vec::new(); imports.len()];
+        let mut per_module: Vec<Vec<(usize, usize, u32)>> = vec![Vec::new(); indices.len()];
         for symbol in elf.symbols() {
             let Some((module, function)) = symbol.name().ok().and_then(parse_symbol) else {
                 continue;
@@ -60,7 +60,13 @@ impl ComponentCode {
         let mut modules = Vec::new();
         for (k, functions) in per_module.into_iter().enumerate() {
             ranges.extend(functions.iter().map(|&(s, e, _)| (s, e, k)));
-            modules.push(CodeMap::from_ranges(functions, imports[k], mode));
+            let indices = indices[k].unwrap_or(FunctionIndices {
+                imports: 0,
+                functions: u32::MAX / 2,
+                mode,
+                live: false,
+            });
+            modules.push(CodeMap::from_ranges(functions, indices));
         }
         ranges.sort_unstable();
         let address_map = probes
@@ -138,8 +144,8 @@ mod tests {
         let component = wasmtime::component::Component::new(&engine, &bytes).unwrap();
         // Not instrumented: what each function is does not matter here, only which
         // module's it is.
-        let code =
-            ComponentCode::of(&component, &[0, 0], vec![None, None], ProbeMode::Time).unwrap();
+        let code = ComponentCode::of(&component, &[None, None], vec![None, None], ProbeMode::Time)
+            .unwrap();
         let mut found: Vec<(usize, Running)> = code
             .ranges
             .iter()
