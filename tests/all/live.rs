@@ -308,6 +308,13 @@ fn with_every_switch_off_sample_mode_stops_ticking() {
     let off_ns = off_profile["sampling"]["off_ns"].as_u64().unwrap();
     let wall = off_profile["wall_time"].as_u64().unwrap();
     assert!(off_ns * 2 >= wall, "off {off_ns} of {wall} ns");
+    // Meanwhile the sampler reads every 5 ms, not every period: a reading per
+    // millisecond would be 5 times as many.
+    let readings = off_profile["sampling"]["readings"].as_u64().unwrap();
+    assert!(
+        readings * 1_000_000 <= wall + 20_000_000,
+        "{readings} readings in {wall} ns"
+    );
     assert!(off_profile["total"].as_u64().unwrap() < wall - off_ns / 2);
     assert!(
         stderr(&off).contains("more with every live switch off, not sampled"),

@@ -279,7 +279,12 @@ pub fn sample(
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if !stopping {
-            std::thread::park_timeout(period);
+            let idle = ticks.as_ref().is_some_and(Ticks::all_off);
+            std::thread::park_timeout(if idle {
+                period.max(ALL_OFF_NAP)
+            } else {
+                period
+            });
         }
         let now = clock.now_ps();
         let mut interval = now.saturating_sub(last);
@@ -321,6 +326,12 @@ pub fn sample(
     }
 }
 
+/// How long the sampler sleeps between readings while every live switch is off and the
+/// timer sleeps: nothing is being profiled, and waking 5,000 times a second takes a core
+/// from a program that has threads or shares the machine. A switch turned on is noticed
+/// within this (its time until then counts as off).
+const ALL_OFF_NAP: Duration = Duration::from_millis(5);
+
 /// The sampler's side of the program thread's ticks: which it has read, the time owed to
 /// the next ones, and whether the timer sleeps.
 struct Ticks<'a> {
@@ -347,6 +358,11 @@ impl<'a> Ticks<'a> {
             outside: 0,
             paused: false,
         }
+    }
+
+    /// Whether the timer sleeps because every live switch is off.
+    fn all_off(&self) -> bool {
+        self.paused && self.asking.switches.is_some_and(|b| b.all_off())
     }
 
     /// Charges a reading's `interval`, the cell then naming `node` (see [`sample`]).
