@@ -308,6 +308,36 @@ fn show_rebuilds_the_offset_map_when_bodies_were_evicted() {
 }
 
 #[test]
+fn show_pairs_both_bodies_of_a_live_function_with_the_original() {
+    // With the bodies cached, and rebuilt from the original once they are gone.
+    let s = Scratch::new();
+    std::fs::copy(sample("fib.wasm"), s.path("fib.wasm")).unwrap();
+    run_ok(&s, &["run", "-q", "--live", "-o", "fib.wprof", "fib.wasm"]);
+    let check = |s: &Scratch| {
+        let shown = stdout(&run_ok(s, &["cache", "show", "fib.wasm", "fib"]));
+        assert!(shown.lines().next().unwrap().contains("live"), "{shown}");
+        assert!(shown.contains("-> instrumented body"), "{shown}");
+        assert!(shown.contains("-> probed copy"), "{shown}");
+        // Every original instruction is found in the function's own body and again in its
+        // probed copy.
+        assert_eq!(
+            shown.matches("17 original instructions mapped").count(),
+            2,
+            "{shown}"
+        );
+        assert!(shown.contains("return_call"), "{shown}");
+    };
+    check(&s);
+    {
+        let cache = Cache::open(&s.cache_dir()).unwrap();
+        for key in cache.keys(Kind::Function).unwrap() {
+            cache.remove(Kind::Function, &key).unwrap();
+        }
+    }
+    check(&s);
+}
+
+#[test]
 fn inspection_never_creates_a_cache() {
     let s = Scratch::new();
     for sub in ["ls", "stats", "verify"] {

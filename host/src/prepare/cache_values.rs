@@ -30,7 +30,7 @@ pub fn decode_module(stored: &[u8], key: &[u8; 32]) -> Option<Vec<u8>> {
 }
 
 /// The current manifest schema.
-pub const MANIFEST_VERSION: u32 = 6;
+pub const MANIFEST_VERSION: u32 = 7;
 
 /// One instrumented function body as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,8 +186,10 @@ pub struct ManifestFunction {
     pub key: Option<[u8; 32]>,
     /// Body byte range in the original module.
     pub original_body: Option<(u32, u32)>,
-    /// Body byte range in the instrumented module.
+    /// Body byte range in the instrumented module (with live probes, the function's own).
     pub instrumented_body: Option<(u32, u32)>,
+    /// Live probes: the byte range of the function's probed copy.
+    pub probed_body: Option<(u32, u32)>,
     /// Coverage: where each basic block starts, from the start of the original body, and
     /// how its count is known ([`wprof_agent::BlockCount::code`]; see
     /// [`wprof_agent::InstrumentedBody::blocks`]); empty otherwise.
@@ -221,6 +223,9 @@ pub struct Manifest {
     pub short_max: u32,
     /// Basic blocks are counted (see [`wprof_agent::ProbePlan::coverage`]).
     pub coverage: bool,
+    /// Live probes: each function's probes behind its switch, in a probed copy (see
+    /// [`wprof_agent::SwitchTable`]).
+    pub live: bool,
     /// The path the module was loaded from when the manifest was written.
     pub path: String,
     /// Every function, in id order.
@@ -231,7 +236,7 @@ pub struct Manifest {
 }
 
 /// What a manifest's bytes start with, before they are compressed.
-const MANIFEST_MAGIC: &[u8; 8] = b"wpman4\0\0";
+const MANIFEST_MAGIC: &[u8; 8] = b"wpman5\0\0";
 
 impl Manifest {
     /// [`MANIFEST_MAGIC`] and the manifest in postcard, compressed. Binary rather than
@@ -294,6 +299,7 @@ mod tests {
             call_sites: false,
             short_max: 0,
             coverage: true,
+            live: true,
             path: "/tmp/app.wasm".into(),
             functions: vec![
                 ManifestFunction {
@@ -303,6 +309,7 @@ mod tests {
                     key: None,
                     original_body: None,
                     instrumented_body: None,
+                    probed_body: None,
                     blocks: vec![],
                     allocator: None,
                 },
@@ -313,6 +320,7 @@ mod tests {
                     key: Some([9; 32]),
                     original_body: Some((40, 60)),
                     instrumented_body: Some((40, 95)),
+                    probed_body: Some((200, 260)),
                     blocks: vec![(2, 0), (7, 1), (11, 2)],
                     allocator: Some([0, 0xff, 0]),
                 },
@@ -348,6 +356,7 @@ mod tests {
             None
         );
         assert_eq!(Manifest::decode(b"wpman4\0\0"), None);
+        assert_eq!(Manifest::decode(b"wpman5\0\0"), None);
     }
 
     #[test]

@@ -300,6 +300,7 @@ pub fn instrument(
         call_sites: plan.call_sites,
         short_max: plan.short_max,
         coverage: plan.counts_blocks(),
+        live: plan.live,
         path: shown_path(path),
         probe_code: probe_code.as_ref().map(|code| hex(&code.encode())),
         functions: out
@@ -318,6 +319,7 @@ pub fn instrument(
                 key: s.key,
                 original_body: f.original_body.as_ref().map(|r| (r.start, r.end)),
                 instrumented_body: f.instrumented_body.as_ref().map(|r| (r.start, r.end)),
+                probed_body: f.probed_body.as_ref().map(|r| (r.start, r.end)),
                 blocks: f
                     .blocks
                     .iter()

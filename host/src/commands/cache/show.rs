@@ -194,7 +194,7 @@ fn offset_map(
             .unwrap_or_default(),
         call_sites: m.manifest.call_sites,
         selection: None,
-        live: false,
+        live: m.manifest.live,
         short_max: m.manifest.short_max,
         coverage: m.manifest.coverage,
         // The allocators' roles (a body depends on its own role only).
@@ -217,21 +217,27 @@ fn offset_map(
             Ok(Lookup::Valid(v)) => FunctionEntry::decode(instrument::unpack_bodies(&v)?.get(&k)?),
             _ => None,
         })
-        .map(|e| e.body.offsets);
-    let relative = match from_entry {
+        .map(|e| (e.body.offsets, e.body.probed_at));
+    let (relative, probed_at) = match from_entry {
         Some(o) => o,
         None => {
             let instrumenter = Instrumenter::new(original?, &plan).ok()?;
             let defined = f.id.checked_sub(instrumenter.imported_function_count())?;
-            instrumenter.instrument_function(defined).ok()?.offsets
+            let body = instrumenter.instrument_function(defined).ok()?;
+            (body.offsets, body.probed_at)
         }
     };
-    Some(
-        relative
-            .into_iter()
-            .map(|(o, n)| (orig.0 + o, inst.0 + n))
-            .collect(),
-    )
+    // A live function's probed copy follows its own body in the entry's bytes, and lies
+    // elsewhere in the module.
+    let place = |n: u32| match (probed_at, f.probed_body) {
+        (Some(at), Some(copy)) if n >= at => Some(copy.0 + (n - at)),
+        (Some(_), None) => None,
+        _ => Some(inst.0 + n),
+    };
+    relative
+        .into_iter()
+        .map(|(o, n)| Some((orig.0 + o, place(n)?)))
+        .collect()
 }
 
 fn function_text(cache: &Cache, m: &ModuleRecord, f: &ManifestFunction) -> Result<String, Failure> {
@@ -249,11 +255,66 @@ fn function_text(cache: &Cache, m: &ModuleRecord, f: &ManifestFunction) -> Resul
         ))
     })?;
     let map = offset_map(cache, m, f, original.as_deref());
-    let mut left = match &original {
+    let left = match &original {
         Some(bytes) => lines_in(bytes, orig_range)?,
         None => Vec::new(),
     };
-    let mut right = lines_in(&instrumented, inst_range)?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "function {} `{}` of module #{} {} ({} mode{}{})",
+        f.id,
+        f.name,
+        m.index,
+        m.path(),
+        m.manifest.mode,
+        if m.manifest.call_sites {
+            ", call sites"
+        } else {
+            ""
+        },
+        if m.manifest.live { ", live" } else { "" }
+    );
+    let bodies = [
+        ("instrumented body", Some(inst_range)),
+        ("probed copy", f.probed_body),
+    ];
+    for (what, range) in bodies {
+        let Some(range) = range else { continue };
+        let _ = writeln!(
+            out,
+            "original body {:#x}..{:#x} ({} bytes) -> {what} {:#x}..{:#x} ({} bytes)",
+            orig_range.0,
+            orig_range.1,
+            orig_range.1 - orig_range.0,
+            range.0,
+            range.1,
+            range.1 - range.0
+        );
+        if original.is_none() {
+            let _ = writeln!(
+                out,
+                "(the original module is not in the cache: right side only)"
+            );
+        }
+        let right = lines_in(&instrumented, range)?;
+        side_by_side(&mut out, m, left.clone(), (range, right), map.as_deref());
+        out.push('\n');
+    }
+    out.pop();
+    Ok(out)
+}
+
+/// The original's lines `left` beside the lines `right` of the instrumented body at
+/// `range`, paired through `map` (original offset, instrumented offset; without it, probes
+/// are not marked).
+fn side_by_side(
+    out: &mut String,
+    m: &ModuleRecord,
+    mut left: Vec<(u32, String)>,
+    (range, mut right): ((u32, u32), Vec<(u32, String)>),
+    map: Option<&[(u32, u32)]>,
+) {
     // The `(func ...` line and the closing `)` frame both bodies: shown as a pair, never
     // as added code.
     let frame = |lines: &mut Vec<(u32, String)>| {
@@ -277,37 +338,6 @@ fn function_text(cache: &Cache, m: &ModuleRecord, f: &ManifestFunction) -> Resul
         ProbeImports::NAMES.get(i as usize).copied()
     };
 
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "function {} `{}` of module #{} {} ({} mode{})",
-        f.id,
-        f.name,
-        m.index,
-        m.path(),
-        m.manifest.mode,
-        if m.manifest.call_sites {
-            ", call sites"
-        } else {
-            ""
-        }
-    );
-    let _ = writeln!(
-        out,
-        "original body {:#x}..{:#x} ({} bytes) -> instrumented body {:#x}..{:#x} ({} bytes)",
-        orig_range.0,
-        orig_range.1,
-        orig_range.1 - orig_range.0,
-        inst_range.0,
-        inst_range.1,
-        inst_range.1 - inst_range.0
-    );
-    if original.is_none() {
-        let _ = writeln!(
-            out,
-            "(the original module is not in the cache: right side only)"
-        );
-    }
     if map.is_none() {
         let _ = writeln!(out, "(no offset map available: probes are not marked)");
     }
@@ -332,7 +362,6 @@ fn function_text(cache: &Cache, m: &ModuleRecord, f: &ManifestFunction) -> Resul
         }
     };
     let image: HashMap<u32, u32> = map
-        .as_ref()
         .map(|m| m.iter().map(|&(o, n)| (n, o)).collect())
         .unwrap_or_default();
     let framed = |out: &mut String, l: &Option<(u32, String)>, r: &Option<(u32, String)>| {
@@ -344,7 +373,7 @@ fn function_text(cache: &Cache, m: &ModuleRecord, f: &ManifestFunction) -> Resul
         });
         let _ = writeln!(out, "  {lo:>8}  {lt:<width$} | {ro:>8}  {rt}");
     };
-    framed(&mut out, &left_head, &right_head);
+    framed(out, &left_head, &right_head);
     let mut left_at = 0;
     let mut added = 0;
     for (offset, text) in &right {
@@ -394,13 +423,14 @@ fn function_text(cache: &Cache, m: &ModuleRecord, f: &ManifestFunction) -> Resul
     for (o, t) in &left[left_at..] {
         let _ = writeln!(out, "  {o:>#8x}  {:<width$} |", cut(t));
     }
-    framed(&mut out, &left_tail, &right_tail);
-    if let Some(map) = &map {
+    framed(out, &left_tail, &right_tail);
+    if let Some(map) = map {
         let _ = writeln!(
             out,
             "\n{} original instructions mapped; {added} lines added by the agent (marked +)",
-            map.len()
+            map.iter()
+                .filter(|&&(_, n)| (range.0..range.1).contains(&n))
+                .count()
         );
     }
-    Ok(out)
 }
