@@ -647,20 +647,15 @@ impl Placement {
 /// probes when that follows from the callee's own body), and it passes the call on to the
 /// function's own body. `params` parameters, no locals.
 fn forwarding_copy(own: u32, params: u32) -> Vec<u8> {
-    let mut f = wasm_encoder::Function::new([]);
+    use wasm_encoder::{Encode, Instruction};
+    // No local declarations, then the code, without a size prefix (as the bodies are).
+    let mut bytes = vec![0];
     for local in 0..params {
-        f.instruction(&wasm_encoder::Instruction::LocalGet(local));
+        Instruction::LocalGet(local).encode(&mut bytes);
     }
-    f.instruction(&wasm_encoder::Instruction::ReturnCall(own));
-    f.instruction(&wasm_encoder::Instruction::End);
-    let mut bytes = Vec::new();
-    wasm_encoder::Encode::encode(&f, &mut bytes);
-    // Without its size prefix, as the bodies are.
-    let mut reader = wasmparser::BinaryReader::new(&bytes, 0);
-    let size = reader
-        .read_var_u32()
-        .expect("an encoded function starts with its size");
-    bytes[reader.original_position()..][..size as usize].to_vec()
+    Instruction::ReturnCall(own).encode(&mut bytes);
+    Instruction::End.encode(&mut bytes);
+    bytes
 }
 
 /// Appends the `wprof.probe-code` section (see [`crate::probe_code`]): at the end, so no

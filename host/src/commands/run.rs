@@ -643,15 +643,12 @@ fn finish_unprofiled(outcome: runner::RunOutcome, quiet: bool) -> i32 {
 /// [`crate::run::host_calls`]) is compiled once and then taken from the cache's compiled
 /// artifacts, as the program's own code is, when the run has a usable cache.
 fn compile_trampolines_through(cache: &CacheSession, settings: &RunSettings) {
-    let (true, true, Some(dir)) = (
-        settings.profiling,
-        cache.is_enabled(),
-        settings.cache_dir.clone(),
-    ) else {
+    if !(settings.profiling && cache.is_enabled()) {
         return;
-    };
+    }
+    let shared = cache.share();
     crate::run::host_calls::compile_with(move |engine, bytes| {
-        let mut cache = CacheSession::open(Some(&dir));
+        let mut cache = shared.share();
         let digest = *blake3::hash(bytes).as_bytes();
         instrument::compile_bytes(engine, || Ok(bytes), &digest, &mut cache, None)
             .map(|compiled| compiled.module)

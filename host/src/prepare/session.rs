@@ -76,6 +76,18 @@ impl CacheSession {
         session
     }
 
+    /// Another session over the same open cache (and the secret key as loaded), for a
+    /// caller elsewhere that needs its own: no second opening of the directory.
+    pub fn share(&self) -> Self {
+        Self {
+            cache: self.cache.clone(),
+            failed: self.failed,
+            wrote: false,
+            secret: self.secret.clone(),
+            background: Vec::new(),
+        }
+    }
+
     /// No cache at all.
     pub fn none() -> Self {
         Self::open(None)
