@@ -130,6 +130,11 @@ fn time_mode_counts_every_core_module_exactly_and_the_cache_keeps_them() {
     let out = s.run(&["report", "--top", "0", "c.wprof"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("main!middle"), "{}", stdout(&out));
+    // The summary shows the adapter's Rust names demangled, its module kept.
+    let out = s.run(&["run", "--mode", "time", "-o", "c3.wprof", &program, "1"]);
+    let summary = stderr(&out);
+    assert!(summary.contains("wasi_snapshot_preview1!<"), "{summary}");
+    assert!(!summary.contains("!_R"), "{summary}");
 }
 
 #[test]
@@ -271,4 +276,72 @@ fn a_component_with_one_core_module_changed_prepares_that_module_only() {
     );
     assert!(summary.contains(": 0 instrumented now"), "{summary}");
     assert_eq!(calls(&s.profile("changed.wprof"), "main!leaf"), 100);
+}
+
+#[test]
+fn a_trace_of_a_component_holds_every_modules_calls_as_the_profile_counts_them() {
+    let s = Scratch::new();
+    let program = component();
+    // No mode given: --trace takes time mode; --short-max 0 times every function.
+    let out = s.run(&[
+        "run",
+        "--trace",
+        "--short-max",
+        "0",
+        "-o",
+        "c.wprof",
+        &program,
+        "25",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "hello: 25 rounds, checksum 3115853238\n");
+    assert!(
+        stderr(&out).contains("calls written to c.trace.json"),
+        "{}",
+        stderr(&out)
+    );
+    let p = s.profile("c.wprof");
+    assert_eq!(p["mode"], "time");
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.path("c.trace.json")).unwrap()).unwrap();
+    let mut traced = std::collections::BTreeMap::<String, u64>::new();
+    let mut spans: Vec<(String, f64, f64)> = Vec::new();
+    for e in trace["traceEvents"].as_array().unwrap() {
+        if e["ph"] == "X" {
+            let name = e["name"].as_str().unwrap().to_string();
+            *traced.entry(name.clone()).or_default() += 1;
+            spans.push((name, e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap()));
+        }
+    }
+    assert_eq!(traced.get("main!middle"), Some(&25), "{traced:?}");
+    assert_eq!(traced.get("main!leaf"), Some(&2500));
+    // Every traced function's calls are the profile's (names the trace shows demangled
+    // aside), the adapter's among them.
+    let profiled: std::collections::BTreeMap<&str, u64> = p["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["name"].as_str().unwrap(), f["calls"].as_u64().unwrap()))
+        .collect();
+    let mut compared = 0;
+    for (name, n) in &traced {
+        if let Some(&calls) = profiled.get(name.as_str()) {
+            assert_eq!(calls, *n, "{name}");
+            compared += usize::from(name.starts_with("wasi_snapshot_preview1!"));
+        }
+    }
+    assert!(
+        compared > 0,
+        "no function of the adapter traced: {traced:?}"
+    );
+    // Each leaf call lies within a middle call.
+    let middles: Vec<_> = spans.iter().filter(|c| c.0 == "main!middle").collect();
+    for leaf in spans.iter().filter(|c| c.0 == "main!leaf") {
+        assert!(
+            middles
+                .iter()
+                .any(|m| m.1 <= leaf.1 && leaf.1 + leaf.2 <= m.1 + m.2 + 1e-9),
+            "{leaf:?}"
+        );
+    }
 }

@@ -26,7 +26,6 @@ fn unsupported(settings: &RunSettings) -> Option<&'static str> {
         (!settings.injections.is_empty(), "--inject"),
         (settings.serve.is_some(), "--serve"),
         (settings.live, "--live"),
-        (settings.trace.is_some(), "--trace"),
         (settings.allocs, "--allocs"),
         (settings.coverage, "--coverage"),
     ]
@@ -138,6 +137,13 @@ pub(crate) fn run(
     if settings.mode != ProbeMode::Cost {
         collector = collector.with_quantum(crate::run::collector::PS_PER_NS);
     }
+    if let Some(trace) = &settings.trace {
+        collector = collector.with_trace(crate::run::collector::Tracer::new(
+            trace.buffer,
+            trace.max_depth,
+            crate::commands::run_trace::selected(trace, &prepared.functions, &bytes),
+        ));
+    }
     if settings.mode == ProbeMode::Time && settings.subtract_overhead {
         match timings.time("calibrate", || {
             crate::run::component_calibrate::measure(
@@ -158,8 +164,9 @@ pub(crate) fn run(
         modules: prepared.modules.clone(),
         memories: prepared.memories.clone(),
     };
-    let outcome =
+    let mut outcome =
         crate::run::component::run(engine, &component, settings, Stdio::Inherit, Some(probes))?;
+    let trace = outcome.collector.as_mut().and_then(Collector::take_trace);
     if let Some((_, report)) = &outcome.trap {
         crate::say!("Error: {report}");
     }
@@ -208,6 +215,15 @@ pub(crate) fn run(
             settings,
             written,
         );
+    }
+    if let (Some(trace), Some(to)) = (&trace, &settings.trace) {
+        match timings.time("trace", || {
+            crate::commands::run_trace::write(trace, to, &profile, &bytes)
+        }) {
+            Ok(line) if !settings.quiet => crate::say!("{line}"),
+            Ok(_) => {}
+            Err(e) => warn(format_args!("{e}; no trace written")),
+        }
     }
     cache.wait_for_stores(timings);
     Ok(outcome.exit_code)

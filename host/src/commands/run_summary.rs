@@ -162,9 +162,8 @@ fn print_with(
         .take(10)
         .cloned()
         .collect();
-    if let Some(module) = module {
-        crate::report::source::rename(&mut top, module);
-    }
+    // A component has no Go module: its names are demangled.
+    crate::report::source::rename(&mut top, module.unwrap_or_default());
     let top: Vec<_> = top.iter().collect();
     for line in text::flat_table(profile, &top).lines() {
         out.push_str("  ");
