@@ -259,6 +259,7 @@ fn a_component_with_one_core_module_changed_prepares_that_module_only() {
             module_index: main.index,
             bytes: changed_main,
             probes: Vec::new(),
+            lifted: Vec::new(),
         }],
     )
     .unwrap();

@@ -358,6 +358,7 @@ fn prepare(
             module_index: module.index,
             bytes: instrumented,
             probes: imports,
+            lifted: Vec::new(),
         });
     }
     stats.module_from_cache = cached_modules as usize == layout.modules.len();

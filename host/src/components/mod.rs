@@ -9,6 +9,7 @@
 //! preview 1 adapter and wit-component's two small glue modules). Core modules inside
 //! nested components run as they are.
 
+pub mod lift;
 pub mod rewrite;
 
 use std::ops::Range;
