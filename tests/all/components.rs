@@ -346,3 +346,84 @@ fn a_trace_of_a_component_holds_every_modules_calls_as_the_profile_counts_them()
         );
     }
 }
+
+#[test]
+fn coverage_of_a_component_counts_every_modules_blocks_at_any_exit() {
+    let s = Scratch::new();
+    let program = component();
+    // Exit code 0 (`run` returns) and 1 (through `wasi:cli/exit`, after which wasmtime runs
+    // nothing in the component: the counts are read inside `exit`); sample and cost mode.
+    for (mode, rounds, exit) in [("sample", "7", 0), ("cost", "4", 1)] {
+        let name = format!("{mode}.wprof");
+        let out = s.run(&[
+            "run",
+            "--coverage",
+            "--mode",
+            mode,
+            "-o",
+            &name,
+            &program,
+            rounds,
+            &exit.to_string(),
+        ]);
+        assert_eq!(out.status.code(), Some(exit), "{mode}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("basic blocks ran"),
+            "{mode}: {}",
+            stderr(&out)
+        );
+        let p = s.profile(&name);
+        let rounds: u64 = rounds.parse().unwrap();
+        let covered = |name: &str| {
+            p["coverage"]["functions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["name"] == name)
+                .unwrap_or_else(|| panic!("{name} has no coverage"))
+                .clone()
+        };
+        // A block's count: leaf's first block runs at each of its calls.
+        assert_eq!(covered("main!leaf")["counts"][0], 100 * rounds, "{mode}");
+        assert_eq!(covered("main!middle")["calls"], rounds, "{mode}");
+        // The adapter's blocks are counted too.
+        let adapter_ran = p["coverage"]["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| {
+                f["name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("wasi_snapshot_preview1!")
+            })
+            .any(|f| {
+                f["counts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| c.as_u64() > Some(0))
+            });
+        assert!(adapter_ran, "{mode}");
+        // lcov: component.c's lines from the main module's DWARF, with the counts.
+        let out = s.run(&["report", "--format", "lcov", &name]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let info = stdout(&out);
+        let record = info
+            .split("end_of_record\n")
+            .find(|r| r.contains("/component.c\n"))
+            .unwrap_or_else(|| panic!("no record of component.c in\n{info}"));
+        assert!(
+            record.contains(&format!("FNDA:{},main!leaf\n", 100 * rounds)),
+            "{record}"
+        );
+        assert!(
+            record.contains(&format!("DA:15,{}\n", 100 * rounds)),
+            "{record}"
+        );
+    }
+    // Time mode counts no blocks: refused, as for a module.
+    let out = s.run(&["run", "--coverage", "--mode", "time", &program]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

@@ -518,11 +518,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         crate::profile::threads::merge(&mut profile, others, unfinished);
     }
     if let Some(coverage) = &mut profile.coverage {
-        // The calls the run counted: a Go function's first block also runs at re-entries.
-        let calls: HashMap<u32, u64> = profile.functions.iter().map(|f| (f.id, f.calls)).collect();
-        for f in &mut coverage.functions {
-            f.calls = Some(calls.get(&f.id).copied().unwrap_or(0));
-        }
+        coverage.set_calls(&profile.functions);
     }
     let written = timings
         .time("encode", || profile.encode())

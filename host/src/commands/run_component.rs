@@ -16,6 +16,7 @@ use crate::profile::{Ending, FunctionInfo, InstrumentationStats, ModuleRef};
 use crate::progress::Progress;
 use crate::run::collector::Collector;
 use crate::run::component::{ComponentOutcome, ComponentProbes, ExpectedMemory, ModuleProbes};
+use crate::run::component_coverage::{self, ModuleCoverage};
 use crate::run::wasi_ctx::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
@@ -27,7 +28,6 @@ fn unsupported(settings: &RunSettings) -> Option<&'static str> {
         (settings.serve.is_some(), "--serve"),
         (settings.live, "--live"),
         (settings.allocs, "--allocs"),
-        (settings.coverage, "--coverage"),
     ]
     .into_iter()
     .find_map(|(set, name)| set.then_some(name))
@@ -192,6 +192,13 @@ pub(crate) fn run(
             },
         )
     });
+    let mut profile = crate::profile::Profile {
+        coverage: outcome.coverage.clone(),
+        ..profile
+    };
+    if let Some(coverage) = &mut profile.coverage {
+        coverage.set_calls(&profile.functions);
+    }
     let written = timings
         .time("encode", || profile.encode())
         .and_then(|bytes| {
@@ -264,6 +271,7 @@ fn prepare(
         // The inline modes: a function puts back at exit the slot it was entered through,
         // so that each entry into a module from another starts at the module's root.
         live: inline,
+        coverage: settings.coverage,
         ..ProbePlan::default()
     };
     let several = layout.several_modules();
@@ -335,7 +343,25 @@ fn prepare(
                 (!imports.is_empty()).then_some(modules.len()),
             ),
         );
+        // Coverage's dump functions, exported lifted for the host to call.
+        let mut lifted = Vec::new();
         if !imports.is_empty() {
+            let coverage = prepared.blocks.clone().map(|map| {
+                let counters = crate::run::coverage::counters(&map);
+                let chunks = counters.div_ceil(u64::from(wprof_agent::ContextArena::CHUNK));
+                lifted = (0..chunks)
+                    .map(|c| format!("{}{c}", wprof_agent::ContextArena::COVERAGE_DUMP))
+                    .collect();
+                ModuleCoverage {
+                    map: component_coverage::in_component(
+                        map,
+                        offset,
+                        module.range.start as u32,
+                        |name| qualified_name(&module.name, name, several),
+                    ),
+                    replacement: replacements.len(),
+                }
+            });
             modules.push(ModuleProbes {
                 offset,
                 indices: wprof_agent::FunctionIndices {
@@ -347,6 +373,7 @@ fn prepare(
                 position,
                 probe_code: prepared.probe_code.clone(),
                 imports: imports.clone(),
+                coverage,
             });
         }
         stats.functions_total += prepared.stats.functions_total;
@@ -358,7 +385,7 @@ fn prepare(
             module_index: module.index,
             bytes: instrumented,
             probes: imports,
-            lifted: Vec::new(),
+            lifted,
         });
     }
     stats.module_from_cache = cached_modules as usize == layout.modules.len();

@@ -67,6 +67,16 @@ impl FunctionCoverage {
 }
 
 impl Coverage {
+    /// Each function's calls as the run counted them (`functions`: the profile's, by id;
+    /// a Go function's first block also runs at re-entries).
+    pub fn set_calls(&mut self, functions: &[super::FunctionRecord]) {
+        let calls: std::collections::HashMap<u32, u64> =
+            functions.iter().map(|f| (f.id, f.calls)).collect();
+        for f in &mut self.functions {
+            f.calls = Some(calls.get(&f.id).copied().unwrap_or(0));
+        }
+    }
+
     /// Blocks in all, and blocks that ran.
     pub fn blocks(&self) -> (usize, usize) {
         self.functions.iter().fold((0, 0), |(all, hit), f| {

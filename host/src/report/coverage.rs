@@ -78,6 +78,9 @@ pub fn profile_lines(
     else {
         return Ok(None);
     };
+    if wasmparser::Parser::is_component(&bytes) {
+        return component_lines(coverage, &bytes, path.parent()).map(Some);
+    }
     // A Go module has no DWARF: its lines come from Go's own table.
     match super::go_lines::go_lines(&bytes) {
         Ok(Some(go)) => {
@@ -105,6 +108,34 @@ pub fn profile_lines(
             Ok(None)
         }
     }
+}
+
+/// [`line_coverage`] of a component's coverage, whose blocks are byte ranges of the
+/// component file: each through the DWARF of the core module holding it (none: no lines).
+fn component_lines(
+    coverage: &Coverage,
+    component: &[u8],
+    module_dir: Option<&Path>,
+) -> anyhow::Result<LineCoverage> {
+    let layout = crate::components::ComponentLayout::read(component).map_err(anyhow::Error::msg)?;
+    let mut modules = Vec::new();
+    for module in &layout.modules {
+        let dwarf = source::module_dwarf(&component[module.range.clone()])?;
+        modules.push((module.range.clone(), dwarf));
+    }
+    let lines = |start: u32, end: u32| {
+        let within = modules
+            .iter()
+            .find(|(range, _)| range.contains(&(start as usize)));
+        match within {
+            Some((range, Some(dwarf))) => {
+                let from = range.start as u32;
+                dwarf.lines(start - from, end - from)
+            }
+            _ => Ok(Vec::new()),
+        }
+    };
+    line_coverage_by(coverage, lines, module_dir)
 }
 
 /// Maps `coverage`'s blocks to source lines through `dwarf`; a file DWARF names that

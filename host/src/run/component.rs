@@ -36,6 +36,8 @@ pub struct ComponentState {
     wasi: WasiCtx,
     table: ResourceTable,
     log: Option<ProbeLog>,
+    /// With `--coverage`: what `wasi:cli/exit`'s `exit` reads before it ends the program.
+    pub(crate) coverage: Option<crate::run::component_coverage::AtExit>,
 }
 
 impl std::fmt::Debug for ComponentState {
@@ -51,6 +53,7 @@ impl ComponentState {
             wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
             log,
+            coverage: None,
         }
     }
 
@@ -85,6 +88,8 @@ pub struct ModuleProbes {
     pub probe_code: Option<wprof_agent::ProbeCode>,
     /// Its probe imports, as [`crate::components::probe_imports`] read them.
     pub imports: Vec<ProbeImport>,
+    /// With `--coverage`: its block map and dump functions.
+    pub coverage: Option<crate::run::component_coverage::ModuleCoverage>,
 }
 
 /// What an instrumented component's run needs besides the component.
@@ -125,6 +130,8 @@ pub struct ComponentOutcome {
     pub collector: Option<Collector>,
     /// Sample mode: how the time was sampled.
     pub sampling: Option<crate::profile::SamplingRecord>,
+    /// With `--coverage`: every instrumented module's blocks, in the component's id space.
+    pub coverage: Option<crate::profile::coverage::Coverage>,
 }
 
 /// Runs `component`'s `wasi:cli/run`. With `probes`, its probe instances report to their
@@ -140,6 +147,13 @@ pub fn run(
     let mut linker: Linker<ComponentState> = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
         .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
+    if probes
+        .as_ref()
+        .is_some_and(|p| p.modules.iter().any(|m| m.coverage.is_some()))
+    {
+        crate::run::component_coverage::read_at_exit(&mut linker)
+            .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
+    }
     let (log, collector, modules, memories) = match probes {
         Some(p) if p.mode == ProbeMode::Time => (
             Some(ProbeLog::start(p.collector)),
@@ -162,12 +176,15 @@ pub fn run(
             wasi,
             table: ResourceTable::new(),
             log,
+            coverage: None,
         },
     );
-    let (command, made) = crate::run::component_memory::record(|| {
-        wasmtime_wasi::p2::bindings::sync::Command::instantiate(&mut store, component, &linker)
+    let (instantiated, made) = crate::run::component_memory::record(|| -> wasmtime::Result<_> {
+        let instance = linker.instantiate(&mut store, component)?;
+        let command = wasmtime_wasi::p2::bindings::sync::Command::new(&mut store, &instance)?;
+        Ok((instance, command))
     });
-    let command = command.map_err(|e| {
+    let (instance, command) = instantiated.map_err(|e| {
         Failure::input(format!(
             "cannot instantiate {shown}: {}",
             first_line(&e.to_string())
@@ -186,6 +203,10 @@ pub fn run(
         }
         false => None,
     };
+    if let Some(trees) = &trees {
+        store.data_mut().coverage =
+            crate::run::component_coverage::AtExit::new(instance, &modules, trees);
+    }
     let sampled = settings.mode.samples() && trees.is_some();
     let started = std::time::Instant::now();
     let (result, samples) = match (sampled, &trees) {
@@ -220,6 +241,7 @@ pub fn run(
         }
     };
     let mut probe_ps = 0;
+    let mut coverage = None;
     let collector = match (store.data_mut().log.take(), collector, trees) {
         (Some(log), _, _) => {
             let mut collector = log.finish().0;
@@ -228,12 +250,12 @@ pub fn run(
         }
         (None, Some(mut collector), Some(trees)) => {
             let mut tree = InlineTree::empty();
-            for (k, memory) in trees {
+            for (k, memory) in &trees {
                 let size = memory.size.load(std::sync::atomic::Ordering::Acquire);
                 // SAFETY: the memory lives as long as the store, which is alive here, and
                 // nothing runs in it any more; `size` bytes from its base are accessible.
                 let bytes = unsafe { std::slice::from_raw_parts(memory.base as *const u8, size) };
-                let module = &modules[k];
+                let module = &modules[*k];
                 let mut own = InlineTree::read(bytes, module.indices.functions);
                 if let Some(samples) = &samples {
                     // Sample mode: each node's sampled time in place of its cost.
@@ -246,6 +268,7 @@ pub fn run(
                 }
                 tree.graft(own, module.offset);
             }
+            coverage = crate::run::component_coverage::at_end(&mut store, trap.is_some());
             tree.replay(&mut collector, |n| n.self_cost, None, None, None);
             collector.finish_at(collector.last());
             Some(collector)
@@ -265,6 +288,7 @@ pub fn run(
             probe_ns: probe_ps / crate::run::collector::PS_PER_NS,
             off_ns: 0,
         }),
+        coverage,
     })
 }
 

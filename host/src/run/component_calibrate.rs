@@ -95,6 +95,7 @@ pub fn measure(
             position: 0,
             probe_code: None,
             imports: probes,
+            coverage: None,
         };
         Ok((component, module))
     };

@@ -33,6 +33,7 @@ pub mod collector;
 pub mod component;
 pub mod component_calibrate;
 pub mod component_code;
+pub mod component_coverage;
 pub mod component_memory;
 pub mod component_sampler;
 pub mod coverage;
