@@ -139,34 +139,36 @@ pub fn read(
     memory: &MadeMemory,
 ) -> Result<Coverage, String> {
     let total = crate::run::coverage::counters(&module.map) as usize;
-    let mut counters = Vec::with_capacity(total);
-    let chunk = ContextArena::CHUNK as usize;
-    for (c, first) in (0..total).step_by(chunk).enumerate() {
-        let n = chunk.min(total - first);
-        let size = memory.size.load(Ordering::Acquire);
-        let at = size
-            .checked_sub(8 * n)
-            .ok_or("the tree memory is too small")?
-            & !7;
+    // Dump function `c` stores counter `k` (counted over the module) at `at + 8k`: the
+    // counters go to the memory's last `8 * total` bytes.
+    let size = memory.size.load(Ordering::Acquire);
+    let at = size.checked_sub(8 * total).ok_or_else(|| {
+        format!(
+            "its {total} counters do not fit in the tree memory ({size} bytes)",
+        )
+    })? & !7;
+    // SAFETY: the memory stays where it is while the store lives, `at..at + 8 * total`
+    // lies within its accessible size, and no wasm runs but the dumps, which write
+    // exactly those bytes.
+    let tail = unsafe { std::slice::from_raw_parts_mut((memory.base + at) as *mut u8, 8 * total) };
+    let kept = tail.to_vec();
+    let mut called = Ok(());
+    for c in 0..total.div_ceil(ContextArena::CHUNK as usize) {
         let name = lifted_export_name(module.replacement, c);
-        let dump = instance
+        called = instance
             .get_typed_func::<(u32,), ()>(&mut store, &name)
-            .map_err(|e| format!("{name}: {e}"))?;
-        // SAFETY: the memory stays where it is while the store lives, `at..at + 8n` lies
-        // within its accessible size, and no wasm runs but the dump, which writes exactly
-        // those bytes.
-        let tail = unsafe { std::slice::from_raw_parts_mut((memory.base + at) as *mut u8, 8 * n) };
-        let kept = tail.to_vec();
-        let called = dump.call(&mut store, (at as u32,));
-        if called.is_ok() {
-            counters.extend(
-                tail.chunks_exact(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
-            );
+            .and_then(|dump| dump.call(&mut store, (at as u32,)))
+            .map_err(|e| format!("{name}: {}", e.root_cause()));
+        if called.is_err() {
+            break;
         }
-        tail.copy_from_slice(&kept);
-        called.map_err(|e| format!("{name}: {e}"))?;
     }
+    let counters: Vec<u64> = tail
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    tail.copy_from_slice(&kept);
+    called?;
     crate::run::coverage::assign(module.map.clone(), &counters)
         .ok_or_else(|| "the counters do not match the block map".to_string())
 }
