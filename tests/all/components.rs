@@ -427,3 +427,81 @@ fn coverage_of_a_component_counts_every_modules_blocks_at_any_exit() {
     let out = s.run(&["run", "--coverage", "--mode", "time", &program]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn inject_goes_into_the_core_modules_own_functions_wasi_into_the_adapters() {
+    let s = Scratch::new();
+    let program = component();
+    let injected = |name: &str| -> Vec<serde_json::Value> {
+        s.profile(name)["injections"].as_array().unwrap().clone()
+    };
+    // A function of main's returns what it is told, in every mode.
+    for mode in ["sample", "cost", "time"] {
+        let out = s.run(&[
+            "run",
+            "--mode",
+            mode,
+            "-o",
+            "leaf.wprof",
+            "--inject",
+            "leaf=return:0",
+            &program,
+            "5",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "hello: 5 rounds, checksum 0\n", "{mode}");
+        let records = injected("leaf.wprof");
+        assert_eq!(records.len(), 1, "{records:?}");
+        assert_eq!(records[0]["target"], "main!leaf");
+        assert_eq!(records[0]["calls"], 500);
+        assert_eq!(records[0]["injected"], 500);
+    }
+    // `wasi:fd_write` is the adapter's own fd_write, which main's printf calls: EIO, and
+    // nothing is written.
+    let out = s.run(&[
+        "run",
+        "-o",
+        "w.wprof",
+        "--inject",
+        "wasi:fd_write=errno:EIO",
+        &program,
+        "5",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    let records = injected("w.wprof");
+    assert_eq!(records[0]["target"], "wasi_snapshot_preview1!fd_write");
+    assert_eq!(records[0]["injected"], 1);
+    // A trap at the third call of middle: the program traps there, as under wasmtime.
+    let out = s.run(&[
+        "run",
+        "-o",
+        "t.wprof",
+        "--inject",
+        "main!middle=trap@3",
+        &program,
+        "5",
+    ]);
+    assert_eq!(out.status.code(), Some(134), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("wprof injected a trap into main!middle (call 3)"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(calls(&s.profile("t.wprof"), "main!middle"), 3);
+    // A name no module has, and WPROF=0: one line, exit 2.
+    for (profiling, spec, says) in [
+        ("1", "nothing=trap", "the component has no function nothing"),
+        ("0", "leaf=trap", "only a profiled run can inject"),
+    ] {
+        let out = s
+            .wprof(&["run", "--inject", spec, &program])
+            .env("WPROF", profiling)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+}

@@ -9,6 +9,7 @@ use crate::components::rewrite::{self, Replacement};
 use crate::components::{qualified_name, ComponentLayout};
 use crate::exit::Failure;
 use crate::prepare::component::callbacks::callback_closures;
+use crate::prepare::injections::{split_component, ComponentSplit, CoreModuleRef};
 use crate::prepare::instrument;
 use crate::prepare::loader::LoadedModule;
 use crate::prepare::session::{warn, CacheSession};
@@ -17,6 +18,7 @@ use crate::progress::Progress;
 use crate::run::collector::Collector;
 use crate::run::component::{ComponentOutcome, ComponentProbes, ExpectedMemory, ModuleProbes};
 use crate::run::component_coverage::{self, ModuleCoverage};
+use crate::run::host_calls::inject::FunctionInjectors;
 use crate::run::wasi_ctx::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
@@ -24,7 +26,6 @@ use crate::timings::Timings;
 /// Options of `wprof run` that components do not take yet: the first one set, by name.
 fn unsupported(settings: &RunSettings) -> Option<&'static str> {
     [
-        (!settings.injections.is_empty(), "--inject"),
         (settings.serve.is_some(), "--serve"),
         (settings.live, "--live"),
         (settings.allocs, "--allocs"),
@@ -52,6 +53,15 @@ pub(crate) fn run(
     if let (true, Some(option)) = (settings.profiling, unsupported(settings)) {
         return Err(Failure::input(format!(
             "{option} does not work on components yet ({shown} is one)"
+        )));
+    }
+    // Every `--inject` names functions of the core modules, which the agent injects into.
+    let injections = inject_into(settings, &bytes, &layout)?;
+    if let (false, Some(first)) = (settings.profiling, injections.functions.first()) {
+        return Err(Failure::input(format!(
+            "--inject {}: {} is one of the component's own functions, which only a profiled \
+             run can inject into (WPROF=0 runs the component as it is)",
+            first.injection.spec, first.name
         )));
     }
     // Adaptive mode's walker does not follow a path from one core module into another yet:
@@ -87,7 +97,14 @@ pub(crate) fn run(
     let prepared = match settings.profiling {
         true => timings.time("instrument", || {
             crate::prepare::guard::quietly(|| {
-                prepare(settings, &bytes, &layout, &mut cache, &progress)
+                prepare(
+                    settings,
+                    &bytes,
+                    &layout,
+                    &injections,
+                    &mut cache,
+                    &progress,
+                )
             })
             .unwrap_or_else(|why| Err(format!("wprof failed: {why}")))
             .map_err(|why| {
@@ -158,8 +175,13 @@ pub(crate) fn run(
             )),
         }
     }
+    let mut injected = FunctionInjectors::default();
+    for f in &injections.functions {
+        injected.add(f.id, &f.name, &f.injection, f.order);
+    }
     let probes = ComponentProbes {
         mode: settings.mode,
+        injected,
         collector,
         modules: prepared.modules.clone(),
         memories: prepared.memories.clone(),
@@ -194,6 +216,7 @@ pub(crate) fn run(
     });
     let mut profile = crate::profile::Profile {
         coverage: outcome.coverage.clone(),
+        injections: outcome.injections.clone(),
         ..profile
     };
     if let Some(coverage) = &mut profile.coverage {
@@ -259,6 +282,7 @@ fn prepare(
     settings: &RunSettings,
     bytes: &[u8],
     layout: &ComponentLayout,
+    injections: &ComponentSplit,
     cache: &mut CacheSession,
     progress: &Progress,
 ) -> Result<PreparedComponent, String> {
@@ -302,13 +326,14 @@ fn prepare(
         let path =
             std::path::PathBuf::from(format!("{}#{}", settings.module.display(), module.name));
         let callbacks = &callbacks[position];
-        let plan = match callbacks.is_empty() {
+        let mut plan = match callbacks.is_empty() {
             true => plan.clone(),
             false => ProbePlan {
                 selection: Some(std::sync::Arc::new(callbacks_left_out(&plan, callbacks))),
                 ..plan.clone()
             },
         };
+        plan.injections = injections.plans[position].clone().map(std::sync::Arc::new);
         let prepared = match instrument::from_cache(&loaded, &path, &plan, cache) {
             Some(hit) => hit,
             None => instrument::instrument(
@@ -440,6 +465,30 @@ fn callbacks_left_out(
         excluded: Default::default(),
         silent: true,
     }
+}
+
+/// `--inject` over the component's core modules (see
+/// [`crate::prepare::injections::split_component`]).
+fn inject_into(
+    settings: &RunSettings,
+    bytes: &[u8],
+    layout: &ComponentLayout,
+) -> Result<ComponentSplit, Failure> {
+    let several = layout.several_modules();
+    let mut modules = Vec::new();
+    let mut offset = 0;
+    for module in &layout.modules {
+        let core = &bytes[module.range.clone()];
+        modules.push(CoreModuleRef {
+            name: &module.name,
+            bytes: core,
+            offset,
+        });
+        offset += crate::components::function_count(core).map_err(Failure::input)?;
+    }
+    split_component(&modules, &settings.injections, &|module, function| {
+        qualified_name(module, function, several)
+    })
 }
 
 fn finish(outcome: &ComponentOutcome) -> i32 {

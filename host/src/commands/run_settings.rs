@@ -50,7 +50,9 @@ pub struct SettingsArgs {
     /// (an import) or the name of one of the module's own functions (`malloc`, demangled
     /// names too), ACTION `trap`, `errno:NAME` (`errno:EIO`, `errno:29`) or `return:VALUE`,
     /// `@N` the Nth call only (else every call). Other calls run as usual; the profile and
-    /// the summary say how often it was injected. Into imports, applies with `WPROF=0` too
+    /// the summary say how often it was injected. Into imports, applies with `WPROF=0` too.
+    /// In a component every target is a core module's own function (`wasi:NAME`: the
+    /// preview 1 adapter's; `MODULE!NAME`: one module's)
     #[arg(
         long = "inject",
         value_name = "TARGET=ACTION[@N]",

@@ -45,28 +45,15 @@ pub fn split(bytes: &[u8], injections: &[Injection]) -> Result<Split, Failure> {
     if injections.is_empty() {
         return Ok(out);
     }
-    let bad = |i: &Injection, why: String| Failure::input(format!("--inject {}: {why}", i.spec));
-    let instrumenter = Instrumenter::new(bytes, &ProbePlan::default())
-        .map_err(|e| Failure::input(format!("--inject: cannot read the module: {e}")))?;
-    let names = instrumenter.function_names();
-    let imported = instrumenter.imported_function_count() as usize;
-    let shown = crate::go_symbols::shown_names(bytes, &names);
-    let mut targets = BTreeMap::new();
+    let module = OwnFunctions::read(bytes)?;
+    let mut picks = Vec::new();
     for (order, injection) in injections.iter().enumerate() {
         let import = format!("{}::{}", injection.module, injection.name);
-        if injection.is_wasi() || names[..imported].contains(&import) {
+        if injection.is_wasi() || module.names[..module.imported].contains(&import) {
             out.imports.push(injection.clone());
             continue;
         }
-        let ids: Vec<usize> = (imported..names.len())
-            .filter(|&id| {
-                let name = &names[id];
-                name == &injection.function
-                    || shown[id].as_deref() == Some(injection.function.as_str())
-                    || crate::demangle::demangle(name).as_deref()
-                        == Some(injection.function.as_str())
-            })
-            .collect();
+        let ids = module.named(&injection.function);
         if ids.is_empty() {
             return Err(bad(
                 injection,
@@ -76,36 +63,181 @@ pub fn split(bytes: &[u8], injections: &[Injection]) -> Result<Split, Failure> {
                 ),
             ));
         }
-        for id in ids {
-            let id = id as u32;
-            let results = instrumenter.results(id).unwrap_or_default();
-            let value = injected_value(injection, &results).map_err(|why| bad(injection, why))?;
-            if targets.insert(id, value).is_some() {
-                return Err(bad(
-                    injection,
-                    format!("{} is named by another --inject too", names[id as usize]),
-                ));
+        picks.push((order, injection, ids));
+    }
+    (out.functions, out.plan) = module.plan(&picks, 0, &|name| name.to_string())?;
+    Ok(out)
+}
+
+/// `--inject` on a component: what goes to each of its core modules.
+#[derive(Debug, Default)]
+pub struct ComponentSplit {
+    /// Every function injected into, ids and names in the component's terms.
+    pub functions: Vec<FunctionInjection>,
+    /// The agent's part for each core module, in the order given.
+    pub plans: Vec<Option<Injections>>,
+}
+
+/// One core module of a component, as [`split_component`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct CoreModuleRef<'a> {
+    /// Its name in the component.
+    pub name: &'a str,
+    /// Its bytes.
+    pub bytes: &'a [u8],
+    /// Its function 0's id in the component's id space.
+    pub offset: u32,
+}
+
+/// Splits `injections` over a component's core `modules`. Every spec names own functions
+/// of them: `MODULE::NAME` (and `wasi:NAME`, WASI preview 1's module) the function NAME of
+/// the core module named MODULE (the preview 1 adapter implements WASI's functions as its
+/// own); a plain name, the functions so named in any module, or `MODULE!NAME` in one.
+/// `qualify` names a module's function as the profile does. Failures as [`split`]'s.
+pub fn split_component(
+    modules: &[CoreModuleRef<'_>],
+    injections: &[Injection],
+    qualify: &dyn Fn(&str, &str) -> String,
+) -> Result<ComponentSplit, Failure> {
+    let mut out = ComponentSplit {
+        functions: Vec::new(),
+        plans: vec![None; modules.len()],
+    };
+    if injections.is_empty() {
+        return Ok(out);
+    }
+    let read: Vec<OwnFunctions> = modules
+        .iter()
+        .map(|m| OwnFunctions::read(m.bytes))
+        .collect::<Result<_, _>>()?;
+    let mut picks: Vec<Vec<(usize, &Injection, Vec<u32>)>> = vec![Vec::new(); modules.len()];
+    for (order, injection) in injections.iter().enumerate() {
+        let mut found = false;
+        for (k, (module, own)) in modules.iter().zip(&read).enumerate() {
+            let ids = if !injection.module.is_empty() {
+                match injection.module == module.name {
+                    true => own.named(&injection.name),
+                    false => Vec::new(),
+                }
+            } else {
+                match injection.function.split_once('!') {
+                    Some((name, function)) if name == module.name => own.named(function),
+                    Some(_) => Vec::new(),
+                    None => own.named(&injection.function),
+                }
+            };
+            if !ids.is_empty() {
+                found = true;
+                picks[k].push((order, injection, ids));
             }
-            out.functions.push(FunctionInjection {
-                injection: injection.clone(),
-                order,
-                id,
-                name: names[id as usize].clone(),
-            });
+        }
+        if !found {
+            let names: Vec<&str> = modules.iter().map(|m| m.name).collect();
+            return Err(bad(
+                injection,
+                format!(
+                    "the component has no function {} (in none of its core modules: {})",
+                    injection.target(),
+                    names.join(", ")
+                ),
+            ));
         }
     }
-    if !targets.is_empty() {
+    for (k, (module, own)) in modules.iter().zip(&read).enumerate() {
+        let (functions, plan) =
+            own.plan(&picks[k], module.offset, &|name| qualify(module.name, name))?;
+        out.functions.extend(functions);
+        out.plans[k] = plan;
+    }
+    Ok(out)
+}
+
+fn bad(i: &Injection, why: String) -> Failure {
+    Failure::input(format!("--inject {}: {why}", i.spec))
+}
+
+/// A module's functions, as specs name them.
+struct OwnFunctions<'a> {
+    instrumenter: Instrumenter<'a>,
+    names: Vec<String>,
+    shown: Vec<Option<String>>,
+    imported: usize,
+}
+
+impl<'a> OwnFunctions<'a> {
+    fn read(bytes: &'a [u8]) -> Result<Self, Failure> {
+        let instrumenter = Instrumenter::new(bytes, &ProbePlan::default())
+            .map_err(|e| Failure::input(format!("--inject: cannot read the module: {e}")))?;
+        let names = instrumenter.function_names();
+        let imported = instrumenter.imported_function_count() as usize;
+        let shown = crate::go_symbols::shown_names(bytes, &names);
+        Ok(OwnFunctions {
+            instrumenter,
+            names,
+            shown,
+            imported,
+        })
+    }
+
+    /// The defined functions named `function` (as the name section has it, or shown).
+    fn named(&self, function: &str) -> Vec<u32> {
+        (self.imported..self.names.len())
+            .filter(|&id| {
+                let name = &self.names[id];
+                name == function
+                    || self.shown[id].as_deref() == Some(function)
+                    || crate::demangle::demangle(name).as_deref() == Some(function)
+            })
+            .map(|id| id as u32)
+            .collect()
+    }
+
+    /// The agent's plan for `picks` (each spec's place, the spec, the functions it names),
+    /// and the functions injected into, their ids moved by `offset` and named by `name`.
+    fn plan(
+        &self,
+        picks: &[(usize, &Injection, Vec<u32>)],
+        offset: u32,
+        name: &dyn Fn(&str) -> String,
+    ) -> Result<(Vec<FunctionInjection>, Option<Injections>), Failure> {
+        let mut functions = Vec::new();
+        let mut targets = BTreeMap::new();
+        for (order, injection, ids) in picks {
+            for &id in ids {
+                let results = self.instrumenter.results(id).unwrap_or_default();
+                let value =
+                    injected_value(injection, &results).map_err(|why| bad(injection, why))?;
+                if targets.insert(id, value).is_some() {
+                    return Err(bad(
+                        injection,
+                        format!(
+                            "{} is named by another --inject too",
+                            self.names[id as usize]
+                        ),
+                    ));
+                }
+                functions.push(FunctionInjection {
+                    injection: (*injection).clone(),
+                    order: *order,
+                    id: offset + id,
+                    name: name(&self.names[id as usize]),
+                });
+            }
+        }
+        if targets.is_empty() {
+            return Ok((functions, None));
+        }
         let mut h = blake3::Hasher::new();
         h.update(b"wprof injections v1\0");
         for (id, value) in &targets {
             h.update(format!("{id}={value:?};").as_bytes());
         }
-        out.plan = Some(Injections {
+        let plan = Injections {
             spec: *h.finalize().as_bytes(),
             targets,
-        });
+        };
+        Ok((functions, Some(plan)))
     }
-    Ok(out)
 }
 
 /// The value an injected call of a function with `results` returns (`None`: it traps), if

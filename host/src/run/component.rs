@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::run::collector::Collector;
 use crate::run::component_memory::MadeMemory;
+use crate::run::host_calls::inject::FunctionInjectors;
 use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
 use crate::run::sampler::Samples;
@@ -38,6 +39,8 @@ pub struct ComponentState {
     log: Option<ProbeLog>,
     /// With `--coverage`: what `wasi:cli/exit`'s `exit` reads before it ends the program.
     pub(crate) coverage: Option<crate::run::component_coverage::AtExit>,
+    /// `--inject` into the modules' own functions, by component id.
+    injected: FunctionInjectors,
 }
 
 impl std::fmt::Debug for ComponentState {
@@ -54,6 +57,7 @@ impl ComponentState {
             table: ResourceTable::new(),
             log,
             coverage: None,
+            injected: FunctionInjectors::default(),
         }
     }
 
@@ -97,6 +101,8 @@ pub struct ModuleProbes {
 pub struct ComponentProbes {
     /// The mode every module was instrumented for.
     pub mode: ProbeMode,
+    /// `--inject` into the modules' own functions, by component id.
+    pub injected: FunctionInjectors,
     /// Where the probes report, over the component's id space.
     pub collector: Collector,
     /// The instrumented modules, in the order of their probe instances.
@@ -132,6 +138,8 @@ pub struct ComponentOutcome {
     pub sampling: Option<crate::profile::SamplingRecord>,
     /// With `--coverage`: every instrumented module's blocks, in the component's id space.
     pub coverage: Option<crate::profile::coverage::Coverage>,
+    /// What each `--inject` did.
+    pub injections: Vec<crate::injection::InjectionRecord>,
 }
 
 /// Runs `component`'s `wasi:cli/run`. With `probes`, its probe instances report to their
@@ -141,7 +149,7 @@ pub fn run(
     component: &Component,
     settings: &RunSettings,
     stdio: Stdio,
-    probes: Option<ComponentProbes>,
+    mut probes: Option<ComponentProbes>,
 ) -> Result<ComponentOutcome, Failure> {
     let shown = settings.module.display().to_string();
     let mut linker: Linker<ComponentState> = Linker::new(engine);
@@ -154,6 +162,10 @@ pub fn run(
         crate::run::component_coverage::read_at_exit(&mut linker)
             .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
     }
+    let injected = probes
+        .as_mut()
+        .map(|p| std::mem::take(&mut p.injected))
+        .unwrap_or_default();
     let (log, collector, modules, memories) = match probes {
         Some(p) if p.mode == ProbeMode::Time => (
             Some(ProbeLog::start(p.collector)),
@@ -177,6 +189,7 @@ pub fn run(
             table: ResourceTable::new(),
             log,
             coverage: None,
+            injected,
         },
     );
     let (instantiated, made) = crate::run::component_memory::record(|| -> wasmtime::Result<_> {
@@ -231,9 +244,13 @@ pub fn run(
                 } else {
                     1
                 };
-                let message = match e.downcast_ref::<wasmtime::Trap>() {
-                    Some(trap) => trap.to_string(),
-                    None => first_line(&e.root_cause().to_string()),
+                let message = match (
+                    e.downcast_ref::<crate::run::host_calls::InjectedTrap>(),
+                    e.downcast_ref::<wasmtime::Trap>(),
+                ) {
+                    (Some(injected), _) => injected.to_string(),
+                    (None, Some(trap)) => trap.to_string(),
+                    (None, None) => first_line(&e.root_cause().to_string()),
                 };
                 let report = format!("{e:?}");
                 (code, Some((message, report)))
@@ -275,6 +292,13 @@ pub fn run(
         }
         _ => None,
     };
+    let injections = store
+        .data()
+        .injected
+        .records()
+        .into_iter()
+        .map(|(_, record)| record)
+        .collect();
     drop(store);
     Ok(ComponentOutcome {
         exit_code,
@@ -289,6 +313,7 @@ pub fn run(
             off_ns: 0,
         }),
         coverage,
+        injections,
     })
 }
 
@@ -423,7 +448,9 @@ pub(crate) fn define_probes(
                 with_log(&mut s, |l| l.site(site));
                 Ok(())
             })?,
-            P::INJECT => instance.func_wrap(&name, |_, (_,): (u32,)| Ok((0u32,)))?,
+            P::INJECT => instance.func_wrap(&name, move |s, (id,): (u32,)| {
+                s.data().injected.ask(offset + id).map(|v| (v as u32,))
+            })?,
             P::ALLOC => instance.func_wrap(&name, |_, _: (u32, u32, u64, u64, u64, u32)| Ok(()))?,
             other => wasmtime::bail!("unknown probe wprof::{other}"),
         }

@@ -143,9 +143,7 @@ pub fn read(
     // counters go to the memory's last `8 * total` bytes.
     let size = memory.size.load(Ordering::Acquire);
     let at = size.checked_sub(8 * total).ok_or_else(|| {
-        format!(
-            "its {total} counters do not fit in the tree memory ({size} bytes)",
-        )
+        format!("its {total} counters do not fit in the tree memory ({size} bytes)",)
     })? & !7;
     // SAFETY: the memory stays where it is while the store lives, `at..at + 8 * total`
     // lies within its accessible size, and no wasm runs but the dumps, which write
