@@ -252,3 +252,58 @@ fn the_configuration_file_names_the_allocator() {
     );
     assert!(!s.path("x.wprof").exists());
 }
+
+#[test]
+fn a_component_counts_its_modules_blocks_as_the_module_does() {
+    // allocs.c wrapped with the WASI preview 1 adapter, as `examples/componentize` does.
+    let module = std::fs::read(sample("allocs.wasm")).unwrap();
+    let component = wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .adapter(
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
+        )
+        .unwrap()
+        .encode()
+        .unwrap();
+    let s = Scratch::new();
+    let path = s.path("allocs_component.wasm");
+    std::fs::write(&path, component).unwrap();
+    let expected: BTreeMap<(String, String), [u64; 4]> = as_constructed()
+        .into_iter()
+        .map(|((caller, allocator), f)| {
+            ((format!("main!{caller}"), format!("main!{allocator}")), f)
+        })
+        .collect();
+    for mode in ["time", "sample", "cost"] {
+        let file = format!("{mode}.wprof");
+        let out = s
+            .wprof(&["run", "--allocs", "--mode", mode, "-o", &file])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "allocs: checksum=980337\n", "{mode}");
+        assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+        let p = s.profile(&file);
+        // What the program asked for, by the contexts that asked (posix_memalign's
+        // address read from the module's memory); the component's start-up may add its own.
+        let mut found = blocks_by_caller(&p);
+        found.retain(|key, _| expected.contains_key(key));
+        assert_eq!(found, expected, "{mode}");
+        let a = &p["allocations"];
+        assert_eq!(u(&a["unknown_frees"]), 0, "{mode}");
+        assert!(u(&a["objects"]) >= 120, "{mode}: {a}");
+        let allocators: Vec<&str> = a["allocators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            allocators.contains(&"main!c.malloc.posix_memalign"),
+            "{allocators:?}"
+        );
+    }
+}

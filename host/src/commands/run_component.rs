@@ -28,7 +28,6 @@ fn unsupported(settings: &RunSettings) -> Option<&'static str> {
     [
         (settings.serve.is_some(), "--serve"),
         (settings.live, "--live"),
-        (settings.allocs, "--allocs"),
     ]
     .into_iter()
     .find_map(|(set, name)| set.then_some(name))
@@ -82,7 +81,8 @@ pub(crate) fn run(
     // The inline modes read each module's tree from its memory, which only an engine whose
     // memories wprof makes can find (see `crate::run::component_memory`).
     let own_engine;
-    let engine = match settings.profiling && settings.mode.counts_inline() {
+    // So does `--allocs`, for the allocators that store a block's address in the program's.
+    let engine = match settings.profiling && (settings.mode.counts_inline() || settings.allocs) {
         true => {
             own_engine = crate::run::component_memory::engine().map_err(Failure::from)?;
             &own_engine
@@ -182,6 +182,7 @@ pub(crate) fn run(
     let probes = ComponentProbes {
         mode: settings.mode,
         injected,
+        allocs: settings.allocs,
         collector,
         modules: prepared.modules.clone(),
         memories: prepared.memories.clone(),
@@ -217,6 +218,7 @@ pub(crate) fn run(
     let mut profile = crate::profile::Profile {
         coverage: outcome.coverage.clone(),
         injections: outcome.injections.clone(),
+        allocations: outcome.allocations.clone(),
         ..profile
     };
     if let Some(coverage) = &mut profile.coverage {
@@ -296,6 +298,9 @@ fn prepare(
         // so that each entry into a module from another starts at the module's root.
         live: inline,
         coverage: settings.coverage,
+        allocators: settings
+            .allocs
+            .then(|| std::sync::Arc::new(settings.allocators.plan())),
         ..ProbePlan::default()
     };
     let several = layout.several_modules();
@@ -366,6 +371,7 @@ fn prepare(
             (
                 crate::components::defined_memory_minimums(&instrumented)?,
                 (!imports.is_empty()).then_some(modules.len()),
+                crate::components::imports_memory(core)?,
             ),
         );
         // Coverage's dump functions, exported lifted for the host to call.
@@ -399,6 +405,15 @@ fn prepare(
                 probe_code: prepared.probe_code.clone(),
                 imports: imports.clone(),
                 coverage,
+                allocators: prepared
+                    .allocators
+                    .iter()
+                    .map(|a| crate::profile::AllocatorRecord {
+                        function: offset + a.function,
+                        name: qualified_name(&module.name, &a.name, several),
+                        ..a.clone()
+                    })
+                    .collect(),
             });
         }
         stats.functions_total += prepared.stats.functions_total;
@@ -420,10 +435,11 @@ fn prepare(
     // memories no one here knows: nothing will match.
     let mut memories = Vec::new();
     for module in &layout.instantiations {
-        let Some((sizes, probed)) = minimums.get(module) else {
+        let Some((sizes, probed, imports_memory)) = minimums.get(module) else {
             memories.push(ExpectedMemory {
                 minimum: usize::MAX,
                 tree_of: None,
+                main_of: None,
             });
             continue;
         };
@@ -432,6 +448,9 @@ fn prepare(
             memories.push(ExpectedMemory {
                 minimum,
                 tree_of: probed.filter(|_| inline && last),
+                // Memory 0, unless imported or the tree memory the inline modes append.
+                main_of: probed
+                    .filter(|_| settings.allocs && i == 0 && !(inline && last) && !imports_memory),
             });
         }
     }

@@ -186,6 +186,25 @@ pub fn defined_memory_minimums(module: &[u8]) -> Result<Vec<usize>, String> {
     Ok(Vec::new())
 }
 
+/// Whether `module` (a core module) imports a memory (its memory 0 is then not its own).
+pub fn imports_memory(module: &[u8]) -> Result<bool, String> {
+    for payload in Parser::new(0).parse_all(module) {
+        match payload.map_err(|e| e.to_string())? {
+            Payload::ImportSection(reader) => {
+                for import in reader.into_imports() {
+                    let import = import.map_err(|e| e.to_string())?;
+                    if matches!(import.ty, wasmparser::TypeRef::Memory(_)) {
+                        return Ok(true);
+                    }
+                }
+            }
+            Payload::CodeSectionStart { .. } => break,
+            _ => {}
+        }
+    }
+    Ok(false)
+}
+
 /// How many functions `module` (a core module) has, imported and defined: where the next
 /// module's ids start in a component's profile.
 pub fn function_count(module: &[u8]) -> Result<u32, String> {

@@ -41,6 +41,8 @@ pub struct ComponentState {
     pub(crate) coverage: Option<crate::run::component_coverage::AtExit>,
     /// `--inject` into the modules' own functions, by component id.
     injected: FunctionInjectors,
+    /// `--allocs`: every module's blocks.
+    allocs: Option<crate::run::component_allocs::ComponentAllocs>,
 }
 
 impl std::fmt::Debug for ComponentState {
@@ -58,6 +60,7 @@ impl ComponentState {
             log,
             coverage: None,
             injected: FunctionInjectors::default(),
+            allocs: None,
         }
     }
 
@@ -94,6 +97,8 @@ pub struct ModuleProbes {
     pub imports: Vec<ProbeImport>,
     /// With `--coverage`: its block map and dump functions.
     pub coverage: Option<crate::run::component_coverage::ModuleCoverage>,
+    /// With `--allocs`: its allocator functions, by component id.
+    pub allocators: Vec<crate::profile::AllocatorRecord>,
 }
 
 /// What an instrumented component's run needs besides the component.
@@ -103,12 +108,15 @@ pub struct ComponentProbes {
     pub mode: ProbeMode,
     /// `--inject` into the modules' own functions, by component id.
     pub injected: FunctionInjectors,
+    /// `--allocs`: the allocators report.
+    pub allocs: bool,
     /// Where the probes report, over the component's id space.
     pub collector: Collector,
     /// The instrumented modules, in the order of their probe instances.
     pub modules: Vec<ModuleProbes>,
-    /// The inline modes: every memory the component's instantiation makes, in order (see
-    /// [`crate::run::component_memory`]), and which are the modules' tree memories.
+    /// The inline modes and `--allocs`: every memory the component's instantiation makes,
+    /// in order (see [`crate::run::component_memory`]), and which are the modules' tree
+    /// memories and memories 0.
     pub memories: Vec<ExpectedMemory>,
 }
 
@@ -120,6 +128,8 @@ pub struct ExpectedMemory {
     pub minimum: usize,
     /// The module whose tree memory it is, if it is one.
     pub tree_of: Option<usize>,
+    /// The module whose memory 0 it is, if it is one.
+    pub main_of: Option<usize>,
 }
 
 /// How a component's run ended.
@@ -140,6 +150,8 @@ pub struct ComponentOutcome {
     pub coverage: Option<crate::profile::coverage::Coverage>,
     /// What each `--inject` did.
     pub injections: Vec<crate::injection::InjectionRecord>,
+    /// With `--allocs`: the blocks handed out and taken back.
+    pub allocations: Option<crate::profile::AllocationsRecord>,
 }
 
 /// Runs `component`'s `wasi:cli/run`. With `probes`, its probe instances report to their
@@ -166,12 +178,13 @@ pub fn run(
         .as_mut()
         .map(|p| std::mem::take(&mut p.injected))
         .unwrap_or_default();
+    let allocs = probes.as_ref().is_some_and(|p| p.allocs);
     let (log, collector, modules, memories) = match probes {
         Some(p) if p.mode == ProbeMode::Time => (
             Some(ProbeLog::start(p.collector)),
             None,
             p.modules,
-            Vec::new(),
+            p.memories,
         ),
         // The inline modes: cost and sample.
         Some(p) => (None, Some(p.collector), p.modules, p.memories),
@@ -190,6 +203,7 @@ pub fn run(
             log,
             coverage: None,
             injected,
+            allocs: None,
         },
     );
     let (instantiated, made) = crate::run::component_memory::record(|| -> wasmtime::Result<_> {
@@ -203,9 +217,26 @@ pub fn run(
             first_line(&e.to_string())
         ))
     })?;
+    let found = as_expected(&memories, &made);
+    if allocs {
+        store.data_mut().allocs = Some(crate::run::component_allocs::ComponentAllocs {
+            tracker: crate::run::allocs::AllocTracker::new(
+                modules.iter().flat_map(|m| m.allocators.clone()).collect(),
+            ),
+            memories: (0..modules.len())
+                .map(|k| {
+                    let mains = &found.as_ref()?.1;
+                    mains
+                        .iter()
+                        .find(|(of, _)| *of == k)
+                        .map(|(_, m)| m.clone())
+                })
+                .collect(),
+        });
+    }
     let trees = match collector.is_some() {
         true => {
-            let trees = tree_memories(&memories, &made);
+            let trees = found.map(|(trees, _)| trees);
             if trees.is_none() {
                 crate::say!(
                     "wprof: warning: the instrumented modules' context trees are not where \
@@ -283,15 +314,36 @@ pub fn run(
                         node.self_cost = attribution.time.get(&node.address).copied().unwrap_or(0);
                     }
                 }
+                // Nodes told apart by module, as allocations name them.
+                for node in own.nodes.iter_mut().skip(1) {
+                    node.address =
+                        crate::run::component_allocs::node_key(*k, node.address).unwrap_or(0);
+                }
                 tree.graft(own, module.offset);
             }
             coverage = crate::run::component_coverage::at_end(&mut store, trap.is_some());
-            tree.replay(&mut collector, |n| n.self_cost, None, None, None);
+            let by_node = store
+                .data_mut()
+                .allocs
+                .as_ref()
+                .map(|a| a.tracker.by_node());
+            tree.replay(
+                &mut collector,
+                |n| n.self_cost,
+                None,
+                None,
+                by_node.as_ref(),
+            );
             collector.finish_at(collector.last());
             Some(collector)
         }
         _ => None,
     };
+    let allocations = store
+        .data()
+        .allocs
+        .as_ref()
+        .map(|a| a.tracker.record_of_run());
     let injections = store
         .data()
         .injected
@@ -314,6 +366,7 @@ pub fn run(
         }),
         coverage,
         injections,
+        allocations,
     })
 }
 
@@ -377,12 +430,14 @@ fn call_sampled(
     })
 }
 
-/// The tree memory of each instrumented module among the memories the instantiation `made`,
-/// as `(module, memory)`; `None` unless they are the ones `expected`, in number and sizes.
-fn tree_memories(
+/// The tree memory and memory 0 of each instrumented module among the memories the
+/// instantiation `made`, each as `(module, memory)`; `None` unless they are the ones
+/// `expected`, in number and sizes.
+#[allow(clippy::type_complexity)]
+fn as_expected(
     expected: &[ExpectedMemory],
     made: &[MadeMemory],
-) -> Option<Vec<(usize, MadeMemory)>> {
+) -> Option<(Vec<(usize, MadeMemory)>, Vec<(usize, MadeMemory)>)> {
     if expected.len() != made.len()
         || expected
             .iter()
@@ -392,13 +447,14 @@ fn tree_memories(
         tracing::debug!(?expected, made = made.len(), "memories not as expected");
         return None;
     }
-    Some(
+    let of = |pick: fn(&ExpectedMemory) -> Option<usize>| {
         expected
             .iter()
             .zip(made)
-            .filter_map(|(e, m)| e.tree_of.map(|k| (k, m.clone())))
-            .collect(),
-    )
+            .filter_map(|(e, m)| pick(e).map(|k| (k, m.clone())))
+            .collect()
+    };
+    Some((of(|e| e.tree_of), of(|e| e.main_of)))
 }
 
 /// Defines probe instance `k` (see [`probe_instance_name`]) for `module`: time mode's log
@@ -451,7 +507,22 @@ pub(crate) fn define_probes(
             P::INJECT => instance.func_wrap(&name, move |s, (id,): (u32,)| {
                 s.data().injected.ask(offset + id).map(|v| (v as u32,))
             })?,
-            P::ALLOC => instance.func_wrap(&name, |_, _: (u32, u32, u64, u64, u64, u32)| Ok(()))?,
+            P::ALLOC => instance.func_wrap(
+                &name,
+                move |mut s, (id, kind, a, b, result, node): (u32, u32, u64, u64, u64, u32)| {
+                    let state = s.data_mut();
+                    let Some(allocs) = state.allocs.as_mut() else {
+                        return Ok(());
+                    };
+                    let started = state.log.as_ref().map(ProbeLog::now_ps);
+                    let logged =
+                        allocs.report(k, offset, id, (kind, a, b, result), node, started.is_some());
+                    if let (Some(log), Some(started)) = (state.log.as_mut(), started) {
+                        log.allocs(logged.freed, logged.allocated, started);
+                    }
+                    Ok(())
+                },
+            )?,
             other => wasmtime::bail!("unknown probe wprof::{other}"),
         }
     }

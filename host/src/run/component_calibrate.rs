@@ -96,6 +96,7 @@ pub fn measure(
             probe_code: None,
             imports: probes,
             coverage: None,
+            allocators: Vec::new(),
         };
         Ok((component, module))
     };

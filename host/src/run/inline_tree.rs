@@ -216,8 +216,9 @@ impl InlineTree {
 
     /// Adds `other`'s contexts under this tree's root, its function ids moved up by
     /// `id_offset` (a component's core module, whose ids start there in the component's
-    /// profile). Node addresses keep their module's: the merged tree is for replaying with
-    /// each node's own cost, not for looking nodes up by address.
+    /// profile). Node addresses stay as `other` has them: a component's run gives each
+    /// module's nodes keys of their own first (see
+    /// [`crate::run::component_allocs::node_key`]).
     pub fn graft(&mut self, other: InlineTree, id_offset: u32) {
         let base = self.nodes.len() - 1;
         let moved = |index: usize| if index == 0 { 0 } else { index + base };

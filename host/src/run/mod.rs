@@ -31,6 +31,7 @@ pub mod clock;
 pub mod code_map;
 pub mod collector;
 pub mod component;
+pub mod component_allocs;
 pub mod component_calibrate;
 pub mod component_code;
 pub mod component_coverage;
