@@ -505,3 +505,76 @@ fn inject_goes_into_the_core_modules_own_functions_wasi_into_the_adapters() {
         assert!(err.contains(says), "{err}");
     }
 }
+
+#[test]
+fn live_switches_of_a_component_turn_each_modules_functions() {
+    let s = Scratch::new();
+    let program = component();
+    for mode in ["cost", "sample"] {
+        let out = s.run(&[
+            "run",
+            "--mode",
+            mode,
+            "--off",
+            "main!leaf",
+            "-o",
+            "l.wprof",
+            &program,
+            "30",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("off main!leaf (1 function, start)"),
+            "{mode}: {}",
+            stderr(&out)
+        );
+        let p = s.profile("l.wprof");
+        // leaf's switch is off from the start: it is not counted; middle is.
+        assert_eq!(calls(&p, "main!middle"), 30, "{mode}");
+        let leaf_calls = p["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == "main!leaf")
+            .map_or(0, |f| f["calls"].as_u64().unwrap());
+        assert_eq!(leaf_calls, 0, "{mode}");
+        let switched = p["live"]["switched"].as_array().unwrap();
+        assert_eq!(switched.len(), 1, "{mode}: {switched:?}");
+        assert_eq!(switched[0]["name"], "main!leaf");
+        // A function of the adapter, in another module's table, stays on.
+        assert!(calls(&p, "wasi_snapshot_preview1!fd_write") > 0, "{mode}");
+    }
+    // A function of another module, in its own table: off there, and only there.
+    let out = s.run(&[
+        "run",
+        "--mode",
+        "cost",
+        "--off",
+        "wasi_snapshot_preview1!fd_write",
+        "-o",
+        "a.wprof",
+        &program,
+        "30",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("a.wprof");
+    let counted = |name: &str| {
+        p["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .map_or(0, |f| f["calls"].as_u64().unwrap())
+    };
+    assert_eq!(counted("wasi_snapshot_preview1!fd_write"), 0);
+    assert_eq!(counted("main!leaf"), 3000);
+    // Time mode's probes in a component have no switches.
+    let out = s.run(&["run", "--mode", "time", "--live", &program]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("needs sample or cost mode"),
+        "{}",
+        stderr(&out)
+    );
+}

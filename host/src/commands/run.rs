@@ -560,19 +560,12 @@ fn live_hook(settings: &RunSettings, prepared: &Prepared, module: &[u8]) -> runn
         .iter()
         .map(|f| f.kind != "import" && f.kind != instrument::EXCLUDED_KIND)
         .collect();
-    let setup = crate::live::LiveSetup {
-        module: settings.module.clone(),
-        off: settings.off.clone(),
-        control_dir: settings
-            .cache_dir
-            .clone()
-            .or_else(settings::default_cache_dir)
-            .map(|dir| crate::live::control::control_dir(&dir)),
-        // The file read, or where one would be read, so that a file created meanwhile counts.
-        config: crate::config::location(),
-        mode: settings.mode.name(),
-    };
-    crate::live::hook(setup, names, shown, switchable)
+    crate::live::hook(
+        crate::live::LiveSetup::of(settings),
+        names,
+        shown,
+        switchable,
+    )
 }
 
 /// Per function id, the offsets of its call instructions (the inline modes number call

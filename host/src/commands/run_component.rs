@@ -25,12 +25,9 @@ use crate::timings::Timings;
 
 /// Options of `wprof run` that components do not take yet: the first one set, by name.
 fn unsupported(settings: &RunSettings) -> Option<&'static str> {
-    [
-        (settings.serve.is_some(), "--serve"),
-        (settings.live, "--live"),
-    ]
-    .into_iter()
-    .find_map(|(set, name)| set.then_some(name))
+    [(settings.serve.is_some(), "--serve")]
+        .into_iter()
+        .find_map(|(set, name)| set.then_some(name))
 }
 
 /// Runs the component `bytes` (read from `settings.module`): the program's exit code.
@@ -52,6 +49,12 @@ pub(crate) fn run(
     if let (true, Some(option)) = (settings.profiling, unsupported(settings)) {
         return Err(Failure::input(format!(
             "{option} does not work on components yet ({shown} is one)"
+        )));
+    }
+    if settings.profiling && settings.live && !settings.mode.counts_inline() {
+        return Err(Failure::input(format!(
+            "--live on a component needs sample or cost mode, not {} mode ({shown} is one)",
+            settings.mode.name()
         )));
     }
     // Every `--inject` names functions of the core modules, which the agent injects into.
@@ -179,10 +182,26 @@ pub(crate) fn run(
     for f in &injections.functions {
         injected.add(f.id, &f.name, &f.injection, f.order);
     }
+    let live = settings.live.then(|| {
+        let names: Vec<String> = prepared.functions.iter().map(|f| f.name.clone()).collect();
+        let shown = names.iter().map(|n| crate::demangle::demangle(n)).collect();
+        let switchable = prepared
+            .functions
+            .iter()
+            .map(|f| f.kind != "import" && f.kind != instrument::EXCLUDED_KIND)
+            .collect();
+        crate::live::hook(
+            crate::live::LiveSetup::of(settings),
+            names,
+            shown,
+            switchable,
+        )
+    });
     let probes = ComponentProbes {
         mode: settings.mode,
         injected,
         allocs: settings.allocs,
+        live,
         collector,
         modules: prepared.modules.clone(),
         memories: prepared.memories.clone(),
@@ -219,6 +238,7 @@ pub(crate) fn run(
         coverage: outcome.coverage.clone(),
         injections: outcome.injections.clone(),
         allocations: outcome.allocations.clone(),
+        live: outcome.live.clone(),
         ..profile
     };
     if let Some(coverage) = &mut profile.coverage {

@@ -83,6 +83,25 @@ pub struct LiveSetup {
     pub mode: &'static str,
 }
 
+impl LiveSetup {
+    /// The setup of a run with `settings`.
+    pub fn of(settings: &crate::settings::RunSettings) -> Self {
+        LiveSetup {
+            module: settings.module.clone(),
+            off: settings.off.clone(),
+            control_dir: settings
+                .cache_dir
+                .clone()
+                .or_else(crate::settings::default_cache_dir)
+                .map(|dir| control::control_dir(&dir)),
+            // The file read, or where one would be read, so that a file created meanwhile
+            // counts.
+            config: crate::config::location(),
+            mode: settings.mode.name(),
+        }
+    }
+}
+
 /// The runner's hook for a live run of a module whose functions are named `names` (shown
 /// as `shown` where that differs) and have switches where `switchable` says.
 pub fn hook(

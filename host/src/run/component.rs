@@ -29,6 +29,7 @@ use crate::run::host_calls::inject::FunctionInjectors;
 use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
 use crate::run::sampler::Samples;
+use crate::run::switches::Switchboard;
 use crate::run::wasi_ctx::{wasi_builder, Stdio};
 use crate::settings::RunSettings;
 
@@ -110,6 +111,8 @@ pub struct ComponentProbes {
     pub injected: FunctionInjectors,
     /// `--allocs`: the allocators report.
     pub allocs: bool,
+    /// `--live`: who turns the switches (the inline modes).
+    pub live: Option<crate::run::runner::Live>,
     /// Where the probes report, over the component's id space.
     pub collector: Collector,
     /// The instrumented modules, in the order of their probe instances.
@@ -152,6 +155,8 @@ pub struct ComponentOutcome {
     pub injections: Vec<crate::injection::InjectionRecord>,
     /// With `--allocs`: the blocks handed out and taken back.
     pub allocations: Option<crate::profile::AllocationsRecord>,
+    /// With `--live`: what was switched when.
+    pub live: Option<crate::profile::LiveRecord>,
 }
 
 /// Runs `component`'s `wasi:cli/run`. With `probes`, its probe instances report to their
@@ -179,6 +184,7 @@ pub fn run(
         .map(|p| std::mem::take(&mut p.injected))
         .unwrap_or_default();
     let allocs = probes.as_ref().is_some_and(|p| p.allocs);
+    let live = probes.as_mut().and_then(|p| p.live.take());
     let (log, collector, modules, memories) = match probes {
         Some(p) if p.mode == ProbeMode::Time => (
             Some(ProbeLog::start(p.collector)),
@@ -251,16 +257,33 @@ pub fn run(
         store.data_mut().coverage =
             crate::run::component_coverage::AtExit::new(instance, &modules, trees);
     }
+    let board = match (live, &trees) {
+        (Some(live), Some(trees)) => switchboard(&modules, trees, settings.mode, live),
+        (Some(_), None) => {
+            crate::say!(
+                "wprof: warning: the probes' switches cannot be reached; every probe stays on"
+            );
+            None
+        }
+        _ => None,
+    };
     let sampled = settings.mode.samples() && trees.is_some();
     let started = std::time::Instant::now();
     let (result, samples) = match (sampled, &trees) {
         (true, Some(trees)) => {
-            let (result, samples) =
-                call_sampled(&mut store, &command, component, &modules, trees, settings);
+            let switches = board.as_ref().map(|(b, _, _)| &**b);
+            let (result, samples) = call_sampled(
+                &mut store, &command, component, &modules, trees, switches, settings,
+            );
             (result, Some(samples))
         }
         _ => (command.wasi_cli_run().call_run(&mut store), None),
     };
+    let live_record = board.map(|(board, running, names)| {
+        // Whoever turns the switches stops before the memories go.
+        drop(running);
+        board.close(&|id| names.get(id as usize).cloned().unwrap_or_default())
+    });
     let wall_time = started.elapsed().as_nanos() as u64;
     let _ = std::io::stdout().flush();
     let (exit_code, trap) = match result {
@@ -367,6 +390,7 @@ pub fn run(
         coverage,
         injections,
         allocations,
+        live: live_record,
     })
 }
 
@@ -379,6 +403,7 @@ fn call_sampled(
     component: &Component,
     modules: &[ModuleProbes],
     trees: &[(usize, MadeMemory)],
+    switches: Option<&Switchboard>,
     settings: &RunSettings,
 ) -> (wasmtime::Result<Result<(), ()>>, Vec<Samples>) {
     use crate::run::component_sampler::{sample, Cell};
@@ -390,10 +415,12 @@ fn call_sampled(
     let mut cells = vec![Cell::none(); positions];
     let mut indices = vec![None; positions];
     let mut probe_code = vec![None; positions];
+    let mut offsets = vec![None; positions];
     for (k, memory) in trees {
         let module = &modules[*k];
         indices[module.position] = Some(module.indices);
         probe_code[module.position] = module.probe_code.clone();
+        offsets[module.position] = Some(module.offset);
         // SAFETY: the tree memory holds the cell (its size was checked against the
         // module's), and stays where it is while the store lives, past the sampler.
         cells[module.position] = unsafe { Cell::new(memory.base) };
@@ -420,7 +447,8 @@ fn call_sampled(
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let (cells, clock, stop, period) = (&cells, &clock, &stop, settings.sample_period);
-        let sampler = s.spawn(move || sample(cells, asking, clock, period, stop));
+        let switches = switches.map(|board| (board, offsets.as_slice()));
+        let sampler = s.spawn(move || sample(cells, asking, switches, clock, period, stop));
         let result = command.wasi_cli_run().call_run(&mut *store);
         stop.store(true, Ordering::Release);
         sampler.thread().unpark();
@@ -428,6 +456,40 @@ fn call_sampled(
         drop(session);
         (result, samples)
     })
+}
+
+/// Live probes: the switchboard over every instrumented module's switch table (in its tree
+/// memory), started, with what turns the switches and the functions' names; `None` (one
+/// warning) if a table is not where it should be.
+#[allow(clippy::type_complexity)]
+fn switchboard(
+    modules: &[ModuleProbes],
+    trees: &[(usize, MadeMemory)],
+    mode: ProbeMode,
+    live: crate::run::runner::Live,
+) -> Option<(
+    std::sync::Arc<Switchboard>,
+    Box<dyn std::any::Any>,
+    Vec<String>,
+)> {
+    let mut tables = Vec::new();
+    for (k, memory) in trees {
+        let module = &modules[*k];
+        let functions = module.indices.functions;
+        let base = wprof_agent::SwitchTable::base(mode, functions) as usize;
+        if memory.size.load(Ordering::Acquire) < base + functions as usize {
+            crate::say!(
+                "wprof: warning: the probes' switches cannot be reached; every probe stays on"
+            );
+            return None;
+        }
+        tables.push((module.offset, functions, (memory.base + base) as *mut u8));
+    }
+    // SAFETY: each table lies within its tree memory (checked above), which never moves
+    // and lives as long as the store; the board is closed before the store goes.
+    let board = std::sync::Arc::new(unsafe { Switchboard::over(&tables, live.switchable) });
+    let running = (live.start)(board.clone());
+    Some((board, running, live.names))
 }
 
 /// The tree memory and memory 0 of each instrumented module among the memories the

@@ -18,6 +18,7 @@ use crate::run::code_map::Running;
 use crate::run::component_code::ComponentCode;
 use crate::run::interrupt::Target;
 use crate::run::sampler::Samples;
+use crate::run::switches::Switchboard;
 use wprof_agent::ContextArena;
 
 /// A cell that stays 0, for [`crate::run::interrupt::Session::begin`] (the component's
@@ -71,10 +72,13 @@ pub fn cells_of(cells: &[Cell]) -> (*const u32, Vec<*const u32>) {
 }
 
 /// Samples the program thread until `stop`: per module (index in `cells`), the time
-/// charged to each of its readings, in picoseconds.
+/// charged to each of its readings, in picoseconds. With live probes, `switches` and each
+/// module's first component id: a tick in a function whose switch is off is marked so
+/// (bit 0 of its cell, see [`crate::run::attribution`]).
 pub fn sample(
     cells: &[Cell],
     asking: Option<(Target, &ComponentCode)>,
+    switches: Option<(&Switchboard, &[Option<u32>])>,
     clock: &Clock,
     period: Duration,
     stop: &AtomicBool,
@@ -106,10 +110,20 @@ pub fn sample(
                 };
                 running = module;
                 // The module's cell as the tick found it (see `cells_of`), else now.
-                let cell = match module {
+                let mut cell = match module {
                     0 => Some(at.cell),
                     m => at.more.get(m - 1).copied(),
                 };
+                if let (Some((board, offsets)), Running::Function(f)) = (switches, what) {
+                    let off = offsets
+                        .get(module)
+                        .copied()
+                        .flatten()
+                        .is_some_and(|offset| board.reads_off(offset + f));
+                    if off {
+                        cell = Some(cell.unwrap_or_else(|| cells[module].read()) | 1);
+                    }
+                }
                 places.push((module, cell, Some(what)));
             }
             seen = ticks;
@@ -147,7 +161,8 @@ mod tests {
         let stop = AtomicBool::new(false);
         let clock = Clock::monotonic();
         let samples = std::thread::scope(|s| {
-            let sampler = s.spawn(|| sample(&cells, None, &clock, Duration::from_millis(1), &stop));
+            let sampler =
+                s.spawn(|| sample(&cells, None, None, &clock, Duration::from_millis(1), &stop));
             std::thread::sleep(Duration::from_millis(20));
             stop.store(true, Ordering::Release);
             sampler.thread().unpark();

@@ -16,9 +16,10 @@ use crate::profile::{LiveRecord, SwitchChange, SwitchedFunction};
 /// A running module's switches, and what was done with them.
 #[derive(Debug)]
 pub struct Switchboard {
-    /// Address of function 0's byte; valid until [`Switchboard::close`].
-    table: usize,
-    /// Bytes in the table: one per function id.
+    /// Where the switches are, by function id: one table for a module, one per core
+    /// module for a component; valid until [`Switchboard::close`].
+    tables: Vec<Table>,
+    /// Function ids: the tables cover some of `0..functions`.
     functions: u32,
     /// Which functions can be switched (defined, not left out by the selection).
     switchable: Vec<bool>,
@@ -26,6 +27,14 @@ pub struct Switchboard {
     on: AtomicU32,
     started: Instant,
     state: Mutex<State>,
+}
+
+/// The switches of functions `first..first + len`, one byte each from `address`.
+#[derive(Debug, Clone, Copy)]
+struct Table {
+    first: u32,
+    len: u32,
+    address: usize,
 }
 
 #[derive(Debug)]
@@ -55,10 +64,39 @@ impl Switchboard {
     /// `table..table + functions` must stay valid for writes, and never move, until
     /// [`Switchboard::close`] is called.
     pub unsafe fn new(table: *mut u8, functions: u32, switchable: Vec<bool>) -> Self {
+        // SAFETY: as the caller promises.
+        unsafe { Self::over(&[(0, functions, table)], switchable) }
+    }
+
+    /// The switchboard of several tables, each `(first, len, table)`: the switches of
+    /// functions `first..first + len` from `table` on (a component's core modules, each
+    /// with its own); of the functions marked in `switchable` (one per id), those in a
+    /// table have probes to switch.
+    ///
+    /// # Safety
+    ///
+    /// Each `table..table + len` must stay valid for writes, and never move, until
+    /// [`Switchboard::close`] is called.
+    pub unsafe fn over(tables: &[(u32, u32, *mut u8)], mut switchable: Vec<bool>) -> Self {
+        let tables: Vec<Table> = tables
+            .iter()
+            .map(|&(first, len, address)| Table {
+                first,
+                len,
+                address: address as usize,
+            })
+            .collect();
+        for (id, s) in switchable.iter_mut().enumerate() {
+            let id = id as u32;
+            *s &= tables
+                .iter()
+                .any(|t| (t.first..t.first + t.len).contains(&id));
+        }
+        let functions = switchable.len() as u32;
         let n = functions as usize;
         let on = switchable.iter().filter(|&&s| s).count() as u32;
         Switchboard {
-            table: table as usize,
+            tables,
             functions,
             switchable,
             on: AtomicU32::new(on),
@@ -105,9 +143,9 @@ impl Switchboard {
             }
             state.turned[id as usize].push(now);
             turned.changed += 1;
-            // SAFETY: in the table (`id < functions`, checked by `is_switchable` against a
-            // vector of that length), which is valid while the board is open.
-            let byte = unsafe { &*((self.table + id as usize) as *const AtomicU8) };
+            let Some(byte) = self.byte(id) else {
+                continue;
+            };
             byte.store(u8::from(!on), Ordering::Relaxed);
             if on {
                 self.on.fetch_add(1, Ordering::Relaxed);
@@ -131,13 +169,19 @@ impl Switchboard {
     /// Whether function `id`'s switch is off now, read from the table itself without a lock
     /// (for the sampling thread, while the program runs).
     pub fn reads_off(&self, id: u32) -> bool {
-        if id >= self.functions {
-            return false;
-        }
+        self.byte(id)
+            .is_some_and(|byte| byte.load(Ordering::Relaxed) != 0)
+    }
+
+    /// Function `id`'s switch, if a table has it.
+    fn byte(&self, id: u32) -> Option<&AtomicU8> {
+        let t = self
+            .tables
+            .iter()
+            .find(|t| id >= t.first && id - t.first < t.len)?;
         // SAFETY: in the table, valid until `close`, which comes after the program (and
         // with it the sampling thread) has ended.
-        let byte = unsafe { &*((self.table + id as usize) as *const AtomicU8) };
-        byte.load(Ordering::Relaxed) != 0
+        Some(unsafe { &*((t.address + (id - t.first) as usize) as *const AtomicU8) })
     }
 
     /// Whether every function that has switchable probes has them off now (never for a
@@ -244,6 +288,26 @@ mod tests {
         let f2 = record.switched.iter().find(|s| s.name == "f2").unwrap();
         assert_eq!(f2.on.len(), 1);
         assert!(record.switched.iter().all(|s| s.name != "f0"));
+    }
+
+    #[test]
+    fn a_board_over_several_tables_turns_each_functions_own_byte() {
+        // Functions 0..3 in one table, 5..7 in another; 3 and 4 in none.
+        let mut first = vec![0u8; 3];
+        let mut second = vec![0u8; 2];
+        let board = unsafe {
+            Switchboard::over(
+                &[(0, 3, first.as_mut_ptr()), (5, 2, second.as_mut_ptr())],
+                vec![true; 7],
+            )
+        };
+        assert!(!board.is_switchable(3) && !board.is_switchable(4));
+        let t = board.turn(&[1, 3, 4, 6], false, "x", "ctl");
+        assert_eq!(t.changed, 2);
+        assert!(board.reads_off(1) && board.reads_off(6) && !board.reads_off(5));
+        assert_eq!(board.off_count(), 2);
+        board.close(&|id| id.to_string());
+        assert_eq!((first, second), (vec![0, 1, 0], vec![0, 1]));
     }
 
     #[test]
