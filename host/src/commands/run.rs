@@ -555,11 +555,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
 fn live_hook(settings: &RunSettings, prepared: &Prepared, module: &[u8]) -> runner::Live {
     let names: Vec<String> = prepared.functions.iter().map(|f| f.name.clone()).collect();
     let shown = crate::go_symbols::shown_names(module, &names);
-    let switchable = prepared
-        .functions
-        .iter()
-        .map(|f| f.kind != "import" && f.kind != instrument::EXCLUDED_KIND)
-        .collect();
+    let switchable = instrument::switchable(&prepared.functions);
     crate::live::hook(
         crate::live::LiveSetup::of(settings),
         names,

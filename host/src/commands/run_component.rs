@@ -184,12 +184,9 @@ pub(crate) fn run(
     }
     let live = settings.live.then(|| {
         let names: Vec<String> = prepared.functions.iter().map(|f| f.name.clone()).collect();
+        // A component has no Go module: names are shown demangled.
         let shown = names.iter().map(|n| crate::demangle::demangle(n)).collect();
-        let switchable = prepared
-            .functions
-            .iter()
-            .map(|f| f.kind != "import" && f.kind != instrument::EXCLUDED_KIND)
-            .collect();
+        let switchable = instrument::switchable(&prepared.functions);
         crate::live::hook(
             crate::live::LiveSetup::of(settings),
             names,

@@ -75,6 +75,15 @@ impl Prepared {
 /// others are `local` or `import`).
 pub const EXCLUDED_KIND: &str = "excluded";
 
+/// Per function, whether live probes can switch it: defined and probed (not an import, not
+/// left out).
+pub fn switchable(functions: &[FunctionInfo]) -> Vec<bool> {
+    functions
+        .iter()
+        .map(|f| f.kind != "import" && f.kind != EXCLUDED_KIND)
+        .collect()
+}
+
 /// The key of a module's manifest: the module's digest, the probe plan and the agent
 /// version.
 pub fn manifest_key(module_digest: &[u8; 32], plan: &ProbePlan) -> [u8; 32] {
