@@ -39,7 +39,7 @@ pub struct ComponentState {
     table: ResourceTable,
     log: Option<ProbeLog>,
     /// With `--coverage`: what `wasi:cli/exit`'s `exit` reads before it ends the program.
-    pub(crate) coverage: Option<crate::run::component_coverage::AtExit>,
+    coverage: Option<crate::run::component_coverage::AtExit>,
     /// `--inject` into the modules' own functions, by component id.
     injected: FunctionInjectors,
     /// `--allocs`: every module's blocks.
@@ -68,6 +68,12 @@ impl ComponentState {
     /// Time mode's log, taken.
     pub(crate) fn take_log(&mut self) -> Option<ProbeLog> {
         self.log.take()
+    }
+}
+
+impl crate::run::component_coverage::KeepsCoverage for ComponentState {
+    fn at_exit(&mut self) -> &mut Option<crate::run::component_coverage::AtExit> {
+        &mut self.coverage
     }
 }
 
@@ -254,8 +260,11 @@ pub fn run(
         false => None,
     };
     if let Some(trees) = &trees {
-        store.data_mut().coverage =
-            crate::run::component_coverage::AtExit::new(instance, &modules, trees);
+        let counting = trees
+            .iter()
+            .filter_map(|(k, memory)| Some((modules[*k].coverage.clone()?, memory.clone())))
+            .collect();
+        store.data_mut().coverage = crate::run::component_coverage::AtExit::new(instance, counting);
     }
     let board = match (live, &trees) {
         (Some(live), Some(trees)) => switchboard(&modules, trees, settings.mode, live),

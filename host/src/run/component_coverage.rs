@@ -18,7 +18,6 @@ use wprof_agent::ContextArena;
 
 use crate::components::lift::lifted_export_name;
 use crate::profile::coverage::Coverage;
-use crate::run::component::{ComponentState, ModuleProbes};
 use crate::run::component_memory::MadeMemory;
 
 /// The interface of `exit`, as wasmtime-wasi defines it (its version included: the
@@ -41,18 +40,16 @@ impl std::fmt::Debug for AtExit {
     }
 }
 
+/// A store's data that keeps what is read when the program ends.
+pub trait KeepsCoverage: 'static {
+    /// Where it keeps it.
+    fn at_exit(&mut self) -> &mut Option<AtExit>;
+}
+
 impl AtExit {
-    /// For `instance`, whose instrumented `modules` have their tree memories at `trees`;
-    /// `None` if none counts blocks.
-    pub fn new(
-        instance: Instance,
-        modules: &[ModuleProbes],
-        trees: &[(usize, MadeMemory)],
-    ) -> Option<Self> {
-        let modules: Vec<_> = trees
-            .iter()
-            .filter_map(|(k, memory)| Some((modules[*k].coverage.clone()?, memory.clone())))
-            .collect();
+    /// For `instance`, whose modules that count blocks are `modules`, each with its tree
+    /// memory; `None` if there are none.
+    pub fn new(instance: Instance, modules: Vec<(ModuleCoverage, MadeMemory)>) -> Option<Self> {
         (!modules.is_empty()).then_some(AtExit {
             instance,
             modules,
@@ -62,8 +59,8 @@ impl AtExit {
 }
 
 /// Reads the coverage of the store's instance, unless it was read already.
-fn read_once(mut store: StoreContextMut<'_, ComponentState>) {
-    let Some(mut at) = store.data_mut().coverage.take() else {
+fn read_once<T: KeepsCoverage>(mut store: StoreContextMut<'_, T>) {
+    let Some(mut at) = store.data_mut().at_exit().take() else {
         return;
     };
     if at.read.is_none() {
@@ -74,17 +71,17 @@ fn read_once(mut store: StoreContextMut<'_, ComponentState>) {
             .collect();
         at.read = Some(read.map(merged));
     }
-    store.data_mut().coverage = Some(at);
+    *store.data_mut().at_exit() = Some(at);
 }
 
 /// Defines `wasi:cli/exit`'s `exit` in `linker` in place of wasmtime-wasi's: it reads the
 /// coverage, then ends the program as that one does (exit code 0 or 1). After `exit`,
 /// as after a trap, wasmtime lets nothing in the component run.
-pub fn read_at_exit(linker: &mut Linker<ComponentState>) -> wasmtime::Result<()> {
+pub fn read_at_exit<T: KeepsCoverage>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     linker.instance(EXIT_INTERFACE)?.func_wrap(
         "exit",
-        |mut store: StoreContextMut<'_, ComponentState>, (status,): (Result<(), ()>,)| {
+        |mut store: StoreContextMut<'_, T>, (status,): (Result<(), ()>,)| {
             read_once(store.as_context_mut());
             let code = if status.is_ok() { 0 } else { 1 };
             wasmtime::Result::<()>::Err(wasmtime::Error::new(wasmtime_wasi::I32Exit(code)))
@@ -96,14 +93,14 @@ pub fn read_at_exit(linker: &mut Linker<ComponentState>) -> wasmtime::Result<()>
 
 /// Once the program has ended (`trapped`: by a trap): the coverage, read now if `exit`
 /// did not; `None` (with one warning) if it could not be read, as after a trap.
-pub fn at_end(store: &mut Store<ComponentState>, trapped: bool) -> Option<Coverage> {
+pub fn at_end<T: KeepsCoverage>(store: &mut Store<T>, trapped: bool) -> Option<Coverage> {
     let unread = store
-        .data()
-        .coverage
+        .data_mut()
+        .at_exit()
         .as_ref()
         .is_some_and(|at| at.read.is_none());
     if trapped && unread {
-        store.data_mut().coverage = None;
+        *store.data_mut().at_exit() = None;
         crate::say!(
             "wprof: warning: coverage not recorded: the component trapped, and wasmtime \
              runs none of its functions after a trap"
@@ -111,7 +108,7 @@ pub fn at_end(store: &mut Store<ComponentState>, trapped: bool) -> Option<Covera
         return None;
     }
     read_once(store.as_context_mut());
-    match store.data_mut().coverage.take()?.read? {
+    match store.data_mut().at_exit().take()?.read? {
         Ok(coverage) => Some(coverage),
         Err(e) => {
             crate::say!("wprof: warning: coverage not recorded: {e}");
