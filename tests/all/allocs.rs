@@ -255,18 +255,8 @@ fn the_configuration_file_names_the_allocator() {
 
 #[test]
 fn a_component_counts_its_modules_blocks_as_the_module_does() {
-    // allocs.c wrapped with the WASI preview 1 adapter, as `examples/componentize` does.
-    let module = std::fs::read(sample("allocs.wasm")).unwrap();
-    let component = wit_component::ComponentEncoder::default()
-        .module(&module)
-        .unwrap()
-        .adapter(
-            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
-            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
-        )
-        .unwrap()
-        .encode()
-        .unwrap();
+    // allocs.c wrapped with the WASI preview 1 adapter.
+    let component = componentize(&sample("allocs.wasm"));
     let s = Scratch::new();
     let path = s.path("allocs_component.wasm");
     std::fs::write(&path, component).unwrap();

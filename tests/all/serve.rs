@@ -134,10 +134,25 @@ fn serving(
     std::thread::JoinHandle<()>,
     std::thread::JoinHandle<String>,
 ) {
+    serving_path(s, &sample(module), extra, stop)
+}
+
+/// [`serving`] of the program at `path`.
+fn serving_path(
+    s: &Scratch,
+    path: &std::path::Path,
+    extra: &[&str],
+    stop: Arc<AtomicBool>,
+) -> (
+    std::process::Child,
+    String,
+    std::thread::JoinHandle<()>,
+    std::thread::JoinHandle<String>,
+) {
     let mut child = s
         .wprof(&["run", "--serve", "127.0.0.1:0"])
         .args(extra)
-        .arg(sample(module))
+        .arg(path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -219,4 +234,68 @@ fn with_allocs_the_blocks_so_far_are_served_as_gos_allocs_profile() {
     feeder.join().unwrap();
     output.join().unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn a_component_serves_windows_of_its_modules_profile() {
+    let s = Scratch::new();
+    let path = s.path("on_demand_component.wasm");
+    std::fs::write(&path, componentize(&sample("on_demand.wasm"))).unwrap();
+    for mode in ["sample", "cost"] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (mut child, address, feeder, output) =
+            serving_path(&s, &path, &["--mode", mode, "-o", "c.wprof"], stop.clone());
+        std::thread::sleep(Duration::from_millis(300));
+        let (status, window) = get(&address, "/debug/pprof/profile?seconds=1");
+        assert_eq!(status, 200, "{mode}");
+        assert_eq!(&window[..2], [0x1f, 0x8b], "gzip'd profile.proto");
+        let mut proto = Vec::new();
+        flate2::read::GzDecoder::new(&window[..])
+            .read_to_end(&mut proto)
+            .unwrap();
+        // The window names the main module's functions as the profile does.
+        let text = String::from_utf8_lossy(&proto);
+        assert!(
+            text.contains("main!work") && text.contains("main!batch"),
+            "{mode}"
+        );
+        if let Some(go) = tool("go", "reading --serve's endpoint with `go tool pprof`") {
+            std::fs::write(s.path("window.pb.gz"), &window).unwrap();
+            let o = std::process::Command::new(go)
+                .current_dir(s.dir.path())
+                .args([
+                    "tool",
+                    "pprof",
+                    "-top",
+                    "-sample_index=calls",
+                    "window.pb.gz",
+                ])
+                .env("HOME", s.dir.path())
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", stderr(&o));
+            let text = stdout(&o);
+            let calls = |name: &str| -> u64 {
+                text.lines()
+                    .find(|l| l.split_whitespace().last() == Some(name))
+                    .and_then(|l| l.split_whitespace().next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+            };
+            let (batches, work) = (calls("main!batch"), calls("main!work"));
+            assert!(batches > 10, "{mode}: {text}");
+            assert!(work.abs_diff(1000 * batches) <= 2000, "{mode}: {text}");
+        }
+        stop.store(true, Ordering::Relaxed);
+        feeder.join().unwrap();
+        let out = output.join().unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(0), "{mode}");
+        // The profile file is the whole run's, as without --serve.
+        let batches = out.lines().count() as u64;
+        assert_eq!(
+            calls(&s.profile("c.wprof"), "main!batch"),
+            batches,
+            "{mode}"
+        );
+    }
 }

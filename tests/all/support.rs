@@ -127,3 +127,19 @@ pub fn wasmtime_cli() -> Option<PathBuf> {
     }
     found
 }
+
+/// A WASI preview 1 command module wrapped with the preview 1 adapter into a WASI 0.2
+/// command component, as `examples/componentize` does.
+pub fn componentize(module: &std::path::Path) -> Vec<u8> {
+    let module = std::fs::read(module).unwrap();
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .adapter(
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
+        )
+        .unwrap()
+        .encode()
+        .unwrap()
+}

@@ -218,22 +218,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         ..settings.clone()
     };
     // `--serve` listens before anything runs: a bad address is one line.
-    let server = match (&settings.serve, settings.profiling) {
-        (Some(_), true) if !settings.mode.counts_inline() => {
-            return Err(Failure::input(format!(
-                "--serve needs an inline mode (sample, cost or adaptive), not {} mode",
-                settings.mode.name()
-            )))
-        }
-        (Some(spec), true) => Some(crate::commands::serve::PprofServer::bind(spec)?),
-        (Some(_), false) => {
-            warn(format_args!(
-                "--serve: profiling is off (WPROF=0); nothing is served"
-            ));
-            None
-        }
-        (None, _) => None,
-    };
+    let server = crate::commands::serve::PprofServer::bind_for(settings)?;
     if settings.trace.is_some() && !settings.profiling {
         warn(format_args!(
             "--trace: profiling is off (WPROF=0); no trace is written"
@@ -394,20 +379,14 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         probes = probes.with_allocators(std::mem::take(&mut prepared.allocators));
     }
     if let Some(server) = server {
-        if !settings.quiet {
-            crate::say!(
-                "wprof: serving the running profile at http://{}/debug/pprof/profile?seconds=N",
-                server.address()
-            );
-        }
-        probes = probes.with_serve(runner::Serve {
-            functions: prepared.functions.clone(),
-            module_ref: crate::profile::ModuleRef {
+        probes = probes.with_serve(server.serve(
+            settings,
+            prepared.functions.clone(),
+            crate::profile::ModuleRef {
                 path: shown.clone(),
                 blake3: loaded.digest_hex(),
             },
-            start: Box::new(move |source| server.start(source)),
-        });
+        ));
     }
     if !injections.functions.is_empty() {
         let mut injected = crate::run::host_calls::inject::FunctionInjectors::default();

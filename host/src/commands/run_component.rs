@@ -23,13 +23,6 @@ use crate::run::wasi_ctx::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
 
-/// Options of `wprof run` that components do not take yet: the first one set, by name.
-fn unsupported(settings: &RunSettings) -> Option<&'static str> {
-    [(settings.serve.is_some(), "--serve")]
-        .into_iter()
-        .find_map(|(set, name)| set.then_some(name))
-}
-
 /// Runs the component `bytes` (read from `settings.module`): the program's exit code.
 pub(crate) fn run(
     settings: &RunSettings,
@@ -46,11 +39,8 @@ pub(crate) fn run(
             crate::components::CLI_RUN
         )));
     }
-    if let (true, Some(option)) = (settings.profiling, unsupported(settings)) {
-        return Err(Failure::input(format!(
-            "{option} does not work on components yet ({shown} is one)"
-        )));
-    }
+    // `--serve` listens before anything runs: a bad address is one line.
+    let server = crate::commands::serve::PprofServer::bind_for(settings)?;
     if settings.profiling && settings.live && !settings.mode.counts_inline() {
         return Err(Failure::input(format!(
             "--live on a component needs sample or cost mode, not {} mode ({shown} is one)",
@@ -194,11 +184,22 @@ pub(crate) fn run(
             switchable,
         )
     });
+    let serve = server.map(|server| {
+        server.serve(
+            settings,
+            prepared.functions.clone(),
+            ModuleRef {
+                path: shown.clone(),
+                blake3: wprof_cache::hex(&digest),
+            },
+        )
+    });
     let probes = ComponentProbes {
         mode: settings.mode,
         injected,
         allocs: settings.allocs,
         live,
+        serve,
         collector,
         modules: prepared.modules.clone(),
         memories: prepared.memories.clone(),

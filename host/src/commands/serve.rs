@@ -67,6 +67,47 @@ impl PprofServer {
         Ok(Self { server, address })
     }
 
+    /// The server a run with `settings` asks for, listening before anything runs (a bad
+    /// address is one line): none without `--serve`, none with one warning when profiling
+    /// is off; `--serve` outside the inline modes is one line.
+    pub fn bind_for(settings: &crate::settings::RunSettings) -> Result<Option<Self>, Failure> {
+        match (&settings.serve, settings.profiling) {
+            (Some(_), true) if !settings.mode.counts_inline() => Err(Failure::input(format!(
+                "--serve needs an inline mode (sample, cost or adaptive), not {} mode",
+                settings.mode.name()
+            ))),
+            (Some(spec), true) => Self::bind(spec).map(Some),
+            (Some(_), false) => {
+                crate::say!(
+                    "wprof: warning: --serve: profiling is off (WPROF=0); nothing is served"
+                );
+                Ok(None)
+            }
+            (None, _) => Ok(None),
+        }
+    }
+
+    /// The run's hook for windows of the profile of `functions`, named `module_ref`, served
+    /// from this server (said on stderr unless `--quiet`).
+    pub fn serve(
+        self,
+        settings: &crate::settings::RunSettings,
+        functions: Vec<crate::profile::FunctionInfo>,
+        module_ref: crate::profile::ModuleRef,
+    ) -> crate::run::runner::Serve {
+        if !settings.quiet {
+            crate::say!(
+                "wprof: serving the running profile at http://{}/debug/pprof/profile?seconds=N",
+                self.address()
+            );
+        }
+        crate::run::runner::Serve {
+            functions,
+            module_ref,
+            start: Box::new(move |source| self.start(source)),
+        }
+    }
+
     /// Where it listens.
     pub fn address(&self) -> SocketAddr {
         self.address

@@ -28,7 +28,7 @@ use crate::run::component_memory::MadeMemory;
 use crate::run::host_calls::inject::FunctionInjectors;
 use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
-use crate::run::sampler::Samples;
+use crate::run::sampler::{SampleDesk, Samples};
 use crate::run::switches::Switchboard;
 use crate::run::wasi_ctx::{wasi_builder, Stdio};
 use crate::settings::RunSettings;
@@ -119,6 +119,9 @@ pub struct ComponentProbes {
     pub allocs: bool,
     /// `--live`: who turns the switches (the inline modes).
     pub live: Option<crate::run::runner::Live>,
+    /// `--serve`: who serves windows of the profile while the program runs (the inline
+    /// modes).
+    pub serve: Option<crate::run::runner::Serve>,
     /// Where the probes report, over the component's id space.
     pub collector: Collector,
     /// The instrumented modules, in the order of their probe instances.
@@ -191,6 +194,7 @@ pub fn run(
         .unwrap_or_default();
     let allocs = probes.as_ref().is_some_and(|p| p.allocs);
     let live = probes.as_mut().and_then(|p| p.live.take());
+    let serve = probes.as_mut().and_then(|p| p.serve.take());
     let (log, collector, modules, memories) = match probes {
         Some(p) if p.mode == ProbeMode::Time => (
             Some(ProbeLog::start(p.collector)),
@@ -277,17 +281,58 @@ pub fn run(
         _ => None,
     };
     let sampled = settings.mode.samples() && trees.is_some();
+    // `--serve`: windows read the trees while the program runs, and ask the sampler for
+    // its readings.
+    let ended = std::sync::Arc::new(AtomicBool::new(false));
+    let desk = sampled.then(|| std::sync::Arc::new(SampleDesk::<Vec<Samples>>::default()));
+    let serving = match (serve, &trees) {
+        (Some(serve), Some(trees)) => {
+            let windows = trees
+                .iter()
+                .map(|(k, memory)| crate::run::window::ModuleTree {
+                    k: *k,
+                    position: modules[*k].position,
+                    offset: modules[*k].offset,
+                    functions: modules[*k].indices.functions,
+                    // SAFETY: the tree memory never moves and lives as long as the store;
+                    // the windows stop (`ended`, then `serving` dropped) before it goes.
+                    tree: unsafe {
+                        crate::run::adaptive::live_tree::LiveTree::new(memory.base as *const u8)
+                    },
+                })
+                .collect();
+            let source = crate::run::window::WindowSource::of_component(
+                windows,
+                settings.mode,
+                serve.functions,
+                serve.module_ref,
+                desk.clone().map(|d| (d, settings.sample_period)),
+                ended.clone(),
+            );
+            Some((serve.start)(source))
+        }
+        _ => None,
+    };
     let started = std::time::Instant::now();
     let (result, samples) = match (sampled, &trees) {
         (true, Some(trees)) => {
             let switches = board.as_ref().map(|(b, _, _)| &**b);
             let (result, samples) = call_sampled(
-                &mut store, &command, component, &modules, trees, switches, settings,
+                &mut store,
+                &command,
+                component,
+                (&modules, trees),
+                switches,
+                desk.as_deref(),
+                settings,
             );
             (result, Some(samples))
         }
         _ => (command.wasi_cli_run().call_run(&mut store), None),
     };
+    // Windows stop before the trees' memories can go.
+    ended.store(true, Ordering::Release);
+    drop(serving);
     let live_record = board.map(|(board, running, names)| {
         // Whoever turns the switches stops before the memories go.
         drop(running);
@@ -410,9 +455,9 @@ fn call_sampled(
     store: &mut Store<ComponentState>,
     command: &wasmtime_wasi::p2::bindings::sync::Command,
     component: &Component,
-    modules: &[ModuleProbes],
-    trees: &[(usize, MadeMemory)],
+    (modules, trees): (&[ModuleProbes], &[(usize, MadeMemory)]),
     switches: Option<&Switchboard>,
+    desk: Option<&SampleDesk<Vec<Samples>>>,
     settings: &RunSettings,
 ) -> (wasmtime::Result<Result<(), ()>>, Vec<Samples>) {
     use crate::run::component_sampler::{sample, Cell};
@@ -457,7 +502,7 @@ fn call_sampled(
     std::thread::scope(|s| {
         let (cells, clock, stop, period) = (&cells, &clock, &stop, settings.sample_period);
         let switches = switches.map(|board| (board, offsets.as_slice()));
-        let sampler = s.spawn(move || sample(cells, asking, switches, clock, period, stop));
+        let sampler = s.spawn(move || sample(cells, asking, switches, desk, clock, period, stop));
         let result = command.wasi_cli_run().call_run(&mut *store);
         stop.store(true, Ordering::Release);
         sampler.thread().unpark();

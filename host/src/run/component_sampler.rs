@@ -17,7 +17,7 @@ use crate::run::clock::Clock;
 use crate::run::code_map::Running;
 use crate::run::component_code::ComponentCode;
 use crate::run::interrupt::Target;
-use crate::run::sampler::Samples;
+use crate::run::sampler::{SampleDesk, Samples};
 use crate::run::switches::Switchboard;
 use wprof_agent::ContextArena;
 
@@ -74,11 +74,14 @@ pub fn cells_of(cells: &[Cell]) -> (*const u32, Vec<*const u32>) {
 /// Samples the program thread until `stop`: per module (index in `cells`), the time
 /// charged to each of its readings, in picoseconds. With live probes, `switches` and each
 /// module's first component id: a tick in a function whose switch is off is marked so
-/// (bit 0 of its cell, see [`crate::run::attribution`]).
+/// (bit 0 of its cell, see [`crate::run::attribution`]). With `--serve`, `desk` gets a copy
+/// of the readings when asked.
+#[allow(clippy::too_many_arguments)]
 pub fn sample(
     cells: &[Cell],
     asking: Option<(Target, &ComponentCode)>,
     switches: Option<(&Switchboard, &[Option<u32>])>,
+    desk: Option<&SampleDesk<Vec<Samples>>>,
     clock: &Clock,
     period: Duration,
     stop: &AtomicBool,
@@ -139,6 +142,9 @@ pub fn sample(
             *out[module].time.entry((cell, what)).or_default() += share;
         }
         out[0].readings += 1;
+        if let Some(desk) = desk {
+            desk.offer(&out);
+        }
         if stopping {
             return out;
         }
@@ -161,8 +167,17 @@ mod tests {
         let stop = AtomicBool::new(false);
         let clock = Clock::monotonic();
         let samples = std::thread::scope(|s| {
-            let sampler =
-                s.spawn(|| sample(&cells, None, None, &clock, Duration::from_millis(1), &stop));
+            let sampler = s.spawn(|| {
+                sample(
+                    &cells,
+                    None,
+                    None,
+                    None,
+                    &clock,
+                    Duration::from_millis(1),
+                    &stop,
+                )
+            });
             std::thread::sleep(Duration::from_millis(20));
             stop.store(true, Ordering::Release);
             sampler.thread().unpark();

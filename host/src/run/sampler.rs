@@ -97,15 +97,16 @@ impl CurrentCell {
 
 /// Where the sampler hands a copy of its readings to whoever asked (after its next
 /// reading).
+/// (A component's sampler hands over its readings per module.)
 #[derive(Debug, Default)]
-pub struct SampleDesk {
+pub struct SampleDesk<T = Samples> {
     wanted: AtomicBool,
-    reply: Mutex<Option<mpsc::SyncSender<Samples>>>,
+    reply: Mutex<Option<mpsc::SyncSender<T>>>,
 }
 
-impl SampleDesk {
+impl<T: Clone> SampleDesk<T> {
     /// The sampler, after each reading: hands `samples` over if someone asked.
-    pub fn offer(&self, samples: &Samples) {
+    pub fn offer(&self, samples: &T) {
         if !self.wanted.swap(false, Ordering::AcqRel) {
             return;
         }
@@ -116,7 +117,7 @@ impl SampleDesk {
 
     /// A copy of the sampler's readings, within `patience` (`None`: the sampler has
     /// stopped).
-    pub(crate) fn ask(&self, patience: Duration) -> Option<Samples> {
+    pub(crate) fn ask(&self, patience: Duration) -> Option<T> {
         let (reply, answer) = mpsc::sync_channel(1);
         *self.reply.lock().ok()? = Some(reply);
         self.wanted.store(true, Ordering::Release);

@@ -6,7 +6,9 @@
 //!
 //! The tree is read through [`LiveTree`]: links only, each written after the node it names,
 //! in a memory that never moves. A node's figures only grow, so the window's are
-//! differences; a node made during the window counts from zero.
+//! differences; a node made during the window counts from zero. A component's window reads
+//! every module's tree and grafts them as its run's end does (nodes keyed by
+//! [`crate::run::component_allocs::node_key`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,16 +29,45 @@ use crate::run::start::ProbeBytes;
 
 /// What the window's profile is made from; shared with the thread that asks for windows.
 pub struct WindowSource {
-    tree: LiveTree,
+    trees: Trees,
     mode: ProbeMode,
     functions: Vec<FunctionInfo>,
     module_ref: ModuleRef,
-    /// The sampling modes: the sampler's desk, and how to tell its program counters.
-    sampling: Option<Sampling>,
     /// Set when the program has ended: the tree is not to be read any more.
     ended: Arc<AtomicBool>,
     /// With `--allocs`: the run's blocks so far.
     allocs: Option<Arc<Mutex<AllocTracker>>>,
+}
+
+/// The trees a window reads.
+enum Trees {
+    /// A module's; in the sampling modes, with the sampler's desk and how to tell its
+    /// program counters.
+    Module {
+        tree: LiveTree,
+        sampling: Option<Sampling>,
+    },
+    /// A component's modules'; in sample mode, with the component sampler's desk (its
+    /// readings per module position) and its period.
+    Component {
+        modules: Vec<ModuleTree>,
+        desk: Option<(Arc<SampleDesk<Vec<Samples>>>, Duration)>,
+    },
+}
+
+/// One instrumented core module of a component, for its windows.
+#[derive(Debug)]
+pub struct ModuleTree {
+    /// Its index among the instrumented modules (see [`crate::run::component`]).
+    pub k: usize,
+    /// Its position among the component's core modules (the sampler's index).
+    pub position: usize,
+    /// Its function 0's component id.
+    pub offset: u32,
+    /// Its function count.
+    pub functions: u32,
+    /// Its tree, read while it runs.
+    pub tree: LiveTree,
 }
 
 struct Sampling {
@@ -85,11 +116,30 @@ impl WindowSource {
             period,
         });
         WindowSource {
-            tree,
+            trees: Trees::Module { tree, sampling },
             mode,
             functions,
             module_ref,
-            sampling,
+            ended,
+            allocs: None,
+        }
+    }
+
+    /// A source over a running component's instrumented `modules`; in sample mode, the
+    /// component sampler's `desk` and period.
+    pub(crate) fn of_component(
+        modules: Vec<ModuleTree>,
+        mode: ProbeMode,
+        functions: Vec<FunctionInfo>,
+        module_ref: ModuleRef,
+        desk: Option<(Arc<SampleDesk<Vec<Samples>>>, Duration)>,
+        ended: Arc<AtomicBool>,
+    ) -> Self {
+        WindowSource {
+            trees: Trees::Component { modules, desk },
+            mode,
+            functions,
+            module_ref,
             ended,
             allocs: None,
         }
@@ -121,7 +171,10 @@ impl WindowSource {
             (tracker.by_node(), tracker.record_of_run())
         };
         // The tree after the blocks: every node they name is in it.
-        let tree = InlineTree::read(&self.tree, self.functions.len() as u32);
+        let Trees::Module { tree, .. } = &self.trees else {
+            return Err("allocations of a component are not served".to_string());
+        };
+        let tree = InlineTree::read(tree, self.functions.len() as u32);
         let mut collector = Collector::new(self.functions.len());
         if self.mode != ProbeMode::Cost {
             collector = collector.with_quantum(PS_PER_NS);
@@ -137,7 +190,11 @@ impl WindowSource {
         if self.ended.load(Ordering::Acquire) {
             return Err("the program has ended".to_string());
         }
-        let time = match &self.sampling {
+        let (live, sampling) = match &self.trees {
+            Trees::Module { tree, sampling } => (tree, sampling),
+            Trees::Component { modules, desk } => return self.component_end(modules, desk),
+        };
+        let time = match sampling {
             Some(s) => {
                 let mut samples = s
                     .desk
@@ -158,12 +215,55 @@ impl WindowSource {
         if self.ended.load(Ordering::Acquire) {
             return Err("the program has ended".to_string());
         }
-        let tree = InlineTree::read(&self.tree, self.functions.len() as u32);
-        let time = if self.sampling.is_some() {
+        let tree = InlineTree::read(live, self.functions.len() as u32);
+        let time = if sampling.is_some() {
             crate::run::attribution::attribute(&tree, &time).time
         } else {
             HashMap::new()
         };
+        Ok(End {
+            tree,
+            time,
+            at: Instant::now(),
+        })
+    }
+
+    /// [`WindowSource::end`] of a component: every module's tree grafted into one, nodes
+    /// keyed by module.
+    fn component_end(
+        &self,
+        modules: &[ModuleTree],
+        desk: &Option<(Arc<SampleDesk<Vec<Samples>>>, Duration)>,
+    ) -> Result<End, String> {
+        use crate::run::component_allocs::node_key;
+        let samples = match desk {
+            Some((desk, period)) => Some(
+                desk.ask(*period * 20 + Duration::from_millis(200))
+                    .ok_or("the sampler did not answer (the program has ended)")?,
+            ),
+            None => None,
+        };
+        // The trees after the samples: every node they name is in them.
+        if self.ended.load(Ordering::Acquire) {
+            return Err("the program has ended".to_string());
+        }
+        let mut tree = InlineTree::empty();
+        let mut time = HashMap::new();
+        for m in modules {
+            let mut own = InlineTree::read(&m.tree, m.functions);
+            if let Some(samples) = samples.as_ref().and_then(|s| s.get(m.position)) {
+                let attribution = crate::run::attribution::attribute(&own, samples);
+                for (address, ps) in attribution.time {
+                    if let Some(key) = node_key(m.k, address) {
+                        time.insert(key, ps);
+                    }
+                }
+            }
+            for node in own.nodes.iter_mut().skip(1) {
+                node.address = node_key(m.k, node.address).unwrap_or(0);
+            }
+            tree.graft(own, m.offset);
+        }
         Ok(End {
             tree,
             time,
