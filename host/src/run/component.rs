@@ -391,12 +391,7 @@ pub fn run(
                         node.self_cost = attribution.time.get(&node.address).copied().unwrap_or(0);
                     }
                 }
-                // Nodes told apart by module, as allocations name them.
-                for node in own.nodes.iter_mut().skip(1) {
-                    node.address =
-                        crate::run::component_allocs::node_key(*k, node.address).unwrap_or(0);
-                }
-                tree.graft(own, module.offset);
+                tree.graft(own, *k, module.offset);
             }
             coverage = crate::run::component_coverage::at_end(&mut store, trap.is_some());
             let by_node = store

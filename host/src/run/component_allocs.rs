@@ -3,11 +3,12 @@
 //! instance, as a module's do (see [`crate::run::allocs`]), into one tracker for the
 //! component. Each module has its own linear memory and its own tree, so a block's address
 //! and an allocator's node are told apart by module: addresses as `module << 48 | address`
-//! (the component model's memories are 32-bit), nodes by [`node_key`], which the grafted
-//! tree's nodes take too (see [`crate::run::component`]).
+//! (the component model's memories are 32-bit), nodes by [`module_node_key`], which the
+//! grafted tree's nodes take too (see [`InlineTree::graft`](crate::run::inline_tree::InlineTree::graft)).
 
 use crate::run::allocs::{AllocTracker, Change, Owner};
 use crate::run::component_memory::MadeMemory;
+use crate::run::inline_tree::module_node_key;
 
 /// What a component's allocation reports go to.
 #[derive(Debug)]
@@ -17,12 +18,6 @@ pub struct ComponentAllocs {
     /// Per probe instance, the module's memory 0 when wprof made it (for an allocator that
     /// stores the block's address, `posix_memalign`).
     pub memories: Vec<Option<MadeMemory>>,
-}
-
-/// Module `k`'s node at `address` (8-aligned, under 256 MiB) as one key among every
-/// module's (`None` past 127 modules).
-pub fn node_key(k: usize, address: u32) -> Option<u32> {
-    (k < 128).then_some((address >> 3) | ((k as u32) << 25))
 }
 
 impl ComponentAllocs {
@@ -60,7 +55,7 @@ impl ComponentAllocs {
             allocated: change.allocated.map(|(p, size)| (module | p, size)),
             failed: change.failed,
         };
-        let owner = match (numbered, node_key(k, node & !7)) {
+        let owner = match (numbered, module_node_key(k, node & !7)) {
             (true, _) => Owner::Numbered,
             (false, Some(key)) => Owner::Node(key),
             // Past 127 modules nodes cannot be told apart: the root's.
@@ -98,8 +93,8 @@ mod tests {
         allocs.report(0, 0, 3, (alloc, 0, 10, 64), 16, false);
         allocs.report(1, 10, 3, (alloc, 0, 20, 64), 16, false);
         let nodes = allocs.tracker.by_node();
-        assert_eq!(nodes[&node_key(0, 16).unwrap()].live_bytes, 10);
-        assert_eq!(nodes[&node_key(1, 16).unwrap()].live_bytes, 20);
+        assert_eq!(nodes[&module_node_key(0, 16).unwrap()].live_bytes, 10);
+        assert_eq!(nodes[&module_node_key(1, 16).unwrap()].live_bytes, 20);
         // Module 1 frees its block; module 0's stays live.
         allocs.report(1, 10, 3, (free, 64, 0, 0), 24, false);
         let record = allocs.tracker.record_of_run();
@@ -111,7 +106,7 @@ mod tests {
             .map(|a| (a.function, a.calls))
             .collect();
         assert_eq!(calls, vec![(3, 1), (13, 2)]);
-        assert_ne!(node_key(0, 16), node_key(1, 16));
-        assert_eq!(node_key(128, 16), None);
+        assert_ne!(module_node_key(0, 16), module_node_key(1, 16));
+        assert_eq!(module_node_key(128, 16), None);
     }
 }

@@ -214,12 +214,11 @@ impl InlineTree {
         }
     }
 
-    /// Adds `other`'s contexts under this tree's root, its function ids moved up by
-    /// `id_offset` (a component's core module, whose ids start there in the component's
-    /// profile). Node addresses stay as `other` has them: a component's run gives each
-    /// module's nodes keys of their own first (see
-    /// [`crate::run::component_allocs::node_key`]).
-    pub fn graft(&mut self, other: InlineTree, id_offset: u32) {
+    /// Adds `other`'s contexts under this tree's root: the tree of a component's core
+    /// module `module`, whose ids start at `id_offset` in the component's profile. Its
+    /// function ids move up by `id_offset`, its node addresses become
+    /// [`module_node_key`]s, so that every module's nodes are told apart.
+    pub fn graft(&mut self, other: InlineTree, module: usize, id_offset: u32) {
         let base = self.nodes.len() - 1;
         let moved = |index: usize| if index == 0 { 0 } else { index + base };
         for (site, child) in &other.nodes[0].children {
@@ -230,6 +229,7 @@ impl InlineTree {
         self.damaged += other.damaged;
         for node in other.nodes.into_iter().skip(1) {
             self.nodes.push(InlineNode {
+                address: module_node_key(module, node.address).unwrap_or(0),
                 function: node.function + id_offset,
                 parent: moved(node.parent),
                 children: node
@@ -281,6 +281,12 @@ impl InlineTree {
     }
 }
 
+/// The node at `address` (8-aligned, under 256 MiB) of a component's core module `module`,
+/// as one key among every module's nodes; `None` past 127 modules.
+pub fn module_node_key(module: usize, address: u32) -> Option<u32> {
+    (module < 128).then_some((address >> 3) | ((module as u32) << 25))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,8 +330,8 @@ mod tests {
         b.link(1024, 0, 1100);
         b.node(1100, 1, 4, 40, 0);
         let mut tree = InlineTree::empty();
-        tree.graft(InlineTree::read(&a.0[..], 2), 0);
-        tree.graft(InlineTree::read(&b.0[..], 2), 2);
+        tree.graft(InlineTree::read(&a.0[..], 2), 0, 0);
+        tree.graft(InlineTree::read(&b.0[..], 2), 1, 2);
         assert_eq!(tree.nodes.len(), 5);
         let mut c = Collector::new(4);
         tree.replay(&mut c, |n| n.self_cost, None, None, None);

@@ -8,7 +8,7 @@
 //! in a memory that never moves. A node's figures only grow, so the window's are
 //! differences; a node made during the window counts from zero. A component's window reads
 //! every module's tree and grafts them as its run's end does (nodes keyed by
-//! [`crate::run::component_allocs::node_key`]).
+//! [`crate::run::inline_tree::module_node_key`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -235,7 +235,7 @@ impl WindowSource {
         modules: &[ModuleTree],
         desk: &Option<(Arc<SampleDesk<Vec<Samples>>>, Duration)>,
     ) -> Result<End, String> {
-        use crate::run::component_allocs::node_key;
+        use crate::run::inline_tree::module_node_key;
         let samples = match desk {
             Some((desk, period)) => Some(
                 desk.ask(*period * 20 + Duration::from_millis(200))
@@ -250,19 +250,16 @@ impl WindowSource {
         let mut tree = InlineTree::empty();
         let mut time = HashMap::new();
         for m in modules {
-            let mut own = InlineTree::read(&m.tree, m.functions);
+            let own = InlineTree::read(&m.tree, m.functions);
             if let Some(samples) = samples.as_ref().and_then(|s| s.get(m.position)) {
                 let attribution = crate::run::attribution::attribute(&own, samples);
                 for (address, ps) in attribution.time {
-                    if let Some(key) = node_key(m.k, address) {
+                    if let Some(key) = module_node_key(m.k, address) {
                         time.insert(key, ps);
                     }
                 }
             }
-            for node in own.nodes.iter_mut().skip(1) {
-                node.address = node_key(m.k, node.address).unwrap_or(0);
-            }
-            tree.graft(own, m.offset);
+            tree.graft(own, m.k, m.offset);
         }
         Ok(End {
             tree,
