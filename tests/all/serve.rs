@@ -299,3 +299,49 @@ fn a_component_serves_windows_of_its_modules_profile() {
         );
     }
 }
+
+#[test]
+fn a_component_with_allocs_serves_its_modules_blocks_so_far() {
+    let s = Scratch::new();
+    let path = s.path("alloc_loop_component.wasm");
+    std::fs::write(&path, componentize(&sample("alloc_loop.wasm"))).unwrap();
+    for mode in ["sample", "cost"] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (mut child, address, feeder, output) = serving_path(
+            &s,
+            &path,
+            &["--allocs", "--mode", mode, "-o", "a.wprof"],
+            stop.clone(),
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        let (status, body) = get(&address, "/debug/pprof/allocs");
+        assert_eq!(status, 200, "{mode}: {}", String::from_utf8_lossy(&body));
+        let mut proto = Vec::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .read_to_end(&mut proto)
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&proto).contains("main!store"),
+            "{mode}"
+        );
+        std::fs::write(s.path("allocs.pb.gz"), &body).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        feeder.join().unwrap();
+        let reads = output.join().unwrap().lines().count() as u64;
+        assert_eq!(child.wait().unwrap().code(), Some(0), "{mode}");
+        let Some(served) =
+            crate::tools::pprof_top(&s, "allocs.pb.gz", &["-sample_index=alloc_objects"])
+        else {
+            continue;
+        };
+        // So far, when asked: `store`'s blocks, a part of the run's; live ones one in ten.
+        let so_far = served["main!store"].1;
+        assert!(
+            so_far > 10 && so_far <= reads,
+            "{mode}: {so_far} of {reads}"
+        );
+        let live =
+            crate::tools::pprof_top(&s, "allocs.pb.gz", &["-sample_index=inuse_objects"]).unwrap();
+        assert_eq!(live["main!store"].1, so_far.div_ceil(10), "{mode}");
+    }
+}

@@ -234,11 +234,22 @@ pub fn run(
         ))
     })?;
     let found = as_expected(&memories, &made);
+    // Shared with `--serve`'s thread, which serves allocation profiles too.
+    let mut served_allocs = None;
     if allocs {
+        let tracker = crate::run::allocs::AllocTracker::new(
+            modules.iter().flat_map(|m| m.allocators.clone()).collect(),
+        );
+        let tracker = match serve {
+            Some(_) => {
+                let shared = std::sync::Arc::new(std::sync::Mutex::new(tracker));
+                served_allocs = Some(shared.clone());
+                crate::run::allocs::Allocs::Shared(shared)
+            }
+            None => crate::run::allocs::Allocs::Own(tracker),
+        };
         store.data_mut().allocs = Some(crate::run::component_allocs::ComponentAllocs {
-            tracker: crate::run::allocs::AllocTracker::new(
-                modules.iter().flat_map(|m| m.allocators.clone()).collect(),
-            ),
+            tracker,
             memories: (0..modules.len())
                 .map(|k| {
                     let mains = &found.as_ref()?.1;
@@ -308,7 +319,8 @@ pub fn run(
                 serve.module_ref,
                 desk.clone().map(|d| (d, settings.sample_period)),
                 ended.clone(),
-            );
+            )
+            .with_allocs(served_allocs);
             Some((serve.start)(source))
         }
         _ => None,
@@ -397,8 +409,8 @@ pub fn run(
             let by_node = store
                 .data_mut()
                 .allocs
-                .as_ref()
-                .map(|a| a.tracker.by_node());
+                .as_mut()
+                .map(|a| a.tracker.with(|t| t.by_node()));
             tree.replay(
                 &mut collector,
                 |n| n.self_cost,
@@ -412,10 +424,10 @@ pub fn run(
         _ => None,
     };
     let allocations = store
-        .data()
+        .data_mut()
         .allocs
-        .as_ref()
-        .map(|a| a.tracker.record_of_run());
+        .as_mut()
+        .map(|a| a.tracker.with(|t| t.record_of_run()));
     let injections = store
         .data()
         .injected

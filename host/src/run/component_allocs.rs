@@ -6,15 +6,16 @@
 //! (the component model's memories are 32-bit), nodes by [`module_node_key`], which the
 //! grafted tree's nodes take too (see [`InlineTree::graft`](crate::run::inline_tree::InlineTree::graft)).
 
-use crate::run::allocs::{AllocTracker, Change, Owner};
+use crate::run::allocs::{Allocs, Change, Owner};
 use crate::run::component_memory::MadeMemory;
 use crate::run::inline_tree::module_node_key;
 
 /// What a component's allocation reports go to.
 #[derive(Debug)]
 pub struct ComponentAllocs {
-    /// Every module's blocks; allocators by component id.
-    pub tracker: AllocTracker,
+    /// Every module's blocks; allocators by component id (shared with `--serve`'s thread
+    /// when it serves allocation profiles).
+    pub tracker: Allocs,
     /// Per probe instance, the module's memory 0 when wprof made it (for an allocator that
     /// stores the block's address, `posix_memalign`).
     pub memories: Vec<Option<MadeMemory>>,
@@ -61,7 +62,7 @@ impl ComponentAllocs {
             // Past 127 modules nodes cannot be told apart: the root's.
             (false, None) => Owner::Node(0),
         };
-        self.tracker.record(offset + id, change, owner)
+        self.tracker.with(|t| t.record(offset + id, change, owner))
     }
 }
 
@@ -69,6 +70,7 @@ impl ComponentAllocs {
 mod tests {
     use super::*;
     use crate::profile::AllocatorRecord;
+    use crate::run::allocs::AllocTracker;
     use wprof_agent::AllocRole;
 
     #[test]
@@ -86,18 +88,18 @@ mod tests {
                 .collect()
         };
         let mut allocs = ComponentAllocs {
-            tracker: AllocTracker::new(records(&[3, 13])),
+            tracker: Allocs::Own(AllocTracker::new(records(&[3, 13]))),
             memories: vec![None, None],
         };
         // Both modules hand out address 64 from node 16 of their own trees.
         allocs.report(0, 0, 3, (alloc, 0, 10, 64), 16, false);
         allocs.report(1, 10, 3, (alloc, 0, 20, 64), 16, false);
-        let nodes = allocs.tracker.by_node();
+        let nodes = allocs.tracker.with(|t| t.by_node());
         assert_eq!(nodes[&module_node_key(0, 16).unwrap()].live_bytes, 10);
         assert_eq!(nodes[&module_node_key(1, 16).unwrap()].live_bytes, 20);
         // Module 1 frees its block; module 0's stays live.
         allocs.report(1, 10, 3, (free, 64, 0, 0), 24, false);
-        let record = allocs.tracker.record_of_run();
+        let record = allocs.tracker.with(|t| t.record_of_run());
         assert_eq!(record.totals.live_bytes, 10);
         assert_eq!(record.unknown_frees, 0);
         let calls: Vec<(u32, u64)> = record

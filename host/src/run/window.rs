@@ -171,10 +171,10 @@ impl WindowSource {
             (tracker.by_node(), tracker.record_of_run())
         };
         // The tree after the blocks: every node they name is in it.
-        let Trees::Module { tree, .. } = &self.trees else {
-            return Err("allocations of a component are not served".to_string());
+        let tree = match &self.trees {
+            Trees::Module { tree, .. } => InlineTree::read(tree, self.functions.len() as u32),
+            Trees::Component { modules, .. } => Self::grafted(modules, |_, _| {}),
         };
-        let tree = InlineTree::read(tree, self.functions.len() as u32);
         let mut collector = Collector::new(self.functions.len());
         if self.mode != ProbeMode::Cost {
             collector = collector.with_quantum(PS_PER_NS);
@@ -247,25 +247,37 @@ impl WindowSource {
         if self.ended.load(Ordering::Acquire) {
             return Err("the program has ended".to_string());
         }
-        let mut tree = InlineTree::empty();
         let mut time = HashMap::new();
-        for m in modules {
-            let own = InlineTree::read(&m.tree, m.functions);
+        let tree = Self::grafted(modules, |m, own| {
             if let Some(samples) = samples.as_ref().and_then(|s| s.get(m.position)) {
-                let attribution = crate::run::attribution::attribute(&own, samples);
+                let attribution = crate::run::attribution::attribute(own, samples);
                 for (address, ps) in attribution.time {
                     if let Some(key) = module_node_key(m.k, address) {
                         time.insert(key, ps);
                     }
                 }
             }
-            tree.graft(own, m.k, m.offset);
-        }
+        });
         Ok(End {
             tree,
             time,
             at: Instant::now(),
         })
+    }
+
+    /// Every module's tree read now and grafted into one (nodes keyed by module), each
+    /// shown to `each` before it is grafted.
+    fn grafted(
+        modules: &[ModuleTree],
+        mut each: impl FnMut(&ModuleTree, &InlineTree),
+    ) -> InlineTree {
+        let mut tree = InlineTree::empty();
+        for m in modules {
+            let own = InlineTree::read(&m.tree, m.functions);
+            each(m, &own);
+            tree.graft(own, m.k, m.offset);
+        }
+        tree
     }
 
     /// The profile of the next `length` of the program (shorter if `stop` is set or the
