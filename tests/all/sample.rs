@@ -536,3 +536,52 @@ fn a_program_waiting_in_the_host_is_not_woken_by_ticks_and_its_wait_is_the_impor
     let ticks = p["sampling"]["answered"].as_u64().unwrap();
     assert!(ticks < 300, "{ticks} ticks while the program slept");
 }
+
+#[test]
+fn the_default_period_stretches_after_the_first_second_and_a_chosen_one_stays() {
+    let s = Scratch::new();
+    let nbody = sample("nbody.wasm");
+    // About 2.5 s of n-body steps: the default period stretches from the first second.
+    let run = |name: &str, period: Option<&str>| {
+        let mut command = s.wprof(&["run", "-o", name, nbody.to_str().unwrap(), "450000"]);
+        command.env("WPROF_MODE", "sample");
+        if let Some(period) = period {
+            command.env("WPROF_SAMPLE_PERIOD_US", period);
+        }
+        let out = command.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let p = s.profile(name);
+        let seconds = p["wall_time"].as_u64().unwrap() as f64 / 1e9;
+        let rate = p["sampling"]["answered"].as_u64().unwrap() as f64 / seconds;
+        (p, stderr(&out), seconds, rate)
+    };
+    let (p, err, seconds, rate) = run("default.wprof", None);
+    let sampling = &p["sampling"];
+    assert_eq!(sampling["period_ns"], 200_000);
+    assert!(
+        seconds > 1.5,
+        "the run is too short to stretch: {seconds} s"
+    );
+    // At t seconds past the first the period is 200 µs × t, so at the end 200 µs × wall.
+    let longest = sampling["longest_period_ns"].as_u64().unwrap() as f64;
+    let expected = (200_000.0 * seconds).min(2_000_000.0);
+    assert!(
+        (longest - expected).abs() < 2_000.0,
+        "{longest} vs {expected}"
+    );
+    assert!(err.contains("stretched to"), "{err}");
+    // The same period chosen stays for the whole run.
+    let (p, err, _, fixed_rate) = run("chosen.wprof", Some("200"));
+    assert_eq!(p["sampling"]["period_ns"], 200_000);
+    assert!(p["sampling"].get("longest_period_ns").is_none(), "{p}");
+    assert!(!err.contains("stretched"), "{err}");
+    // Ticks a second: the first second's at the fixed rate, then sparser (at t seconds,
+    // 1/t of it), so over T seconds (1 + ln T) / T of the fixed run's (about 0.77 at 2.5
+    // s), give or take a tenth; a period that did not stretch would give 1.
+    let ratio = rate / fixed_rate;
+    let expected = (1.0 + seconds.ln()) / seconds;
+    assert!(
+        (ratio - expected).abs() < 0.1,
+        "{rate:.0} ticks/s against {fixed_rate:.0}: {ratio:.2}, expected {expected:.2}"
+    );
+}

@@ -118,7 +118,7 @@ fn print_with(
     if let Some(s) = &profile.sampling {
         out.push_str(&format!(
             "wprof: time sampled every {}: {} ticks located by program counter, {} readings; {} in wprof's probes left out\n",
-            crate::display::format_ns(s.period_ns),
+            crate::report::text::period_shown(s),
             s.answered,
             s.readings,
             crate::display::format_ns(s.probe_ns)

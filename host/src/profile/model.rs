@@ -463,6 +463,10 @@ pub struct Ending {
 pub struct SamplingRecord {
     /// The period asked for, in nanoseconds (readings can come later on a busy machine).
     pub period_ns: u64,
+    /// When the default period stretched as the program ran on (see `wprof run
+    /// --sample-period-us`): the longest it reached, in nanoseconds; else absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub longest_period_ns: u64,
     /// The sampler's readings: the intervals the time was split into, each among the ticks
     /// in it (or, with none, the calling context read at its end).
     pub readings: u64,

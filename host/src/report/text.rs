@@ -76,7 +76,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
             "sample mode: times estimated from {} ticks located by program counter, one every \
              {} ({} readings of the running context); {} in wprof's probes left out",
             s.answered,
-            crate::display::format_ns(s.period_ns),
+            period_shown(s),
             s.readings,
             crate::display::format_ns(s.probe_ns)
         );
@@ -300,6 +300,18 @@ fn more_edges(out: &mut String, what: &str, left_out: &[&EdgeRecord], inclusive:
 
 /// A threaded program's threads: each one's calls and total (the first few), and the
 /// threads that were still running when it ended.
+/// How often a run was sampled: its period, and how far it stretched.
+pub fn period_shown(s: &crate::profile::SamplingRecord) -> String {
+    let period = crate::display::format_ns(s.period_ns);
+    match s.longest_period_ns > s.period_ns {
+        true => format!(
+            "{period}, stretched to {} as it ran",
+            crate::display::format_ns(s.longest_period_ns)
+        ),
+        false => period,
+    }
+}
+
 pub fn threads_summary(threads: &crate::profile::ThreadsRecord, unit: &str) -> String {
     const SHOWN: usize = 8;
     let mut parts: Vec<String> = threads

@@ -317,7 +317,7 @@ pub fn run(
                 settings.mode,
                 serve.functions,
                 serve.module_ref,
-                desk.clone().map(|d| (d, settings.sample_period)),
+                desk.clone().map(|d| (d, settings.sample_period.longest())),
                 ended.clone(),
             )
             .with_allocs(served_allocs);
@@ -442,7 +442,11 @@ pub fn run(
         wall_time,
         collector,
         sampling: samples.map(|samples| crate::profile::SamplingRecord {
-            period_ns: settings.sample_period.as_nanos() as u64,
+            period_ns: settings.sample_period.base.as_nanos() as u64,
+            longest_period_ns: crate::run::sample_period::longest_reached(
+                settings.sample_period,
+                std::time::Duration::from_nanos(wall_time),
+            ),
             readings: samples.iter().map(|s| s.readings).sum(),
             answered: samples.iter().map(|s| s.answered).sum(),
             probe_ns: probe_ps / crate::run::collector::PS_PER_NS,
@@ -495,8 +499,9 @@ fn call_sampled(
     let (first, more) = crate::run::component_sampler::cells_of(&cells);
     // SAFETY: every cell is in a tree memory that stays where it is while the store lives,
     // or is the static `NO_CELL`; the session ends before either goes.
-    let session =
-        unsafe { crate::run::interrupt::Session::begin_with(first, &more, settings.sample_period) };
+    let session = unsafe {
+        crate::run::interrupt::Session::begin_with(first, &more, settings.sample_period.base)
+    };
     if session.is_none() || code.is_none() {
         crate::say!(
             "wprof: warning: sample mode cannot ask the program's thread where it is; each \

@@ -17,6 +17,7 @@ use crate::run::clock::Clock;
 use crate::run::code_map::Running;
 use crate::run::component_code::ComponentCode;
 use crate::run::interrupt::Target;
+use crate::run::sample_period::SamplePeriod;
 use crate::run::sampler::{SampleDesk, Samples};
 use crate::run::switches::Switchboard;
 use wprof_agent::ContextArena;
@@ -83,7 +84,7 @@ pub fn sample(
     switches: Option<(&Switchboard, &[Option<u32>])>,
     desk: Option<&SampleDesk<Vec<Samples>>>,
     clock: &Clock,
-    period: Duration,
+    period: SamplePeriod,
     stop: &AtomicBool,
 ) -> Vec<Samples> {
     let mut out: Vec<Samples> = vec![Samples::default(); cells.len()];
@@ -93,8 +94,19 @@ pub fn sample(
     let mut last = clock.now_ps();
     let mut seen = asking.map_or(0, |(target, _)| target.ticks());
     let mut running = 0usize;
+    let started = last;
+    let mut now_period = period.base;
     loop {
         let stopping = stop.load(Ordering::Acquire);
+        let period = period.at(Duration::from_nanos(
+            clock.now_ps().saturating_sub(started) / 1000,
+        ));
+        if period != now_period {
+            now_period = period;
+            if let Some((target, _)) = asking {
+                target.set_period(period);
+            }
+        }
         if !stopping {
             std::thread::park_timeout(period);
         }
@@ -174,7 +186,7 @@ mod tests {
                     None,
                     None,
                     &clock,
-                    Duration::from_millis(1),
+                    SamplePeriod::fixed(Duration::from_millis(1)),
                     &stop,
                 )
             });

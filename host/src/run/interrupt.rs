@@ -211,12 +211,18 @@ impl Target {
         self.timer.set(None);
     }
 
+    /// Makes `period` the mean time to the next ticks (the handler draws each from it).
+    pub fn set_period(&self, period: Duration) {
+        PERIOD_NS.store(period.as_nanos().max(2) as u64, Ordering::Relaxed);
+    }
+
     /// Starts the timer again after [`Target::pause`]. The kernel arms it on the core of the
     /// thread that asks, so its first tick may come from another core, late; the later ones
     /// are re-armed on the target's own.
     pub fn resume(&self) {
         REARM.store(true, Ordering::Release);
-        self.timer.set(Some(self.timer.period()));
+        let period = Duration::from_nanos(PERIOD_NS.load(Ordering::Relaxed));
+        self.timer.set(Some(period));
     }
 }
 
@@ -281,7 +287,6 @@ mod timer {
         /// The kernel's timer id (a `timer_t`, kept as a number: it is not a pointer into
         /// this process's memory).
         id: usize,
-        period: Duration,
     }
 
     impl ThreadTimer {
@@ -301,16 +306,8 @@ mod timer {
                 if libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut id) != 0 {
                     return None;
                 }
-                Some(ThreadTimer {
-                    id: id as usize,
-                    period,
-                })
+                Some(ThreadTimer { id: id as usize })
             }
-        }
-
-        /// The period it was made with.
-        pub fn period(self) -> Duration {
-            self.period
         }
 
         /// The kernel's id of it, for [`ThreadTimer::arm_once`].
@@ -371,9 +368,6 @@ mod timer {
     impl ThreadTimer {
         pub fn create(_: Duration) -> Option<ThreadTimer> {
             None
-        }
-        pub fn period(self) -> Duration {
-            Duration::ZERO
         }
         pub fn id(self) -> usize {
             0

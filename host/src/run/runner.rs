@@ -408,7 +408,7 @@ pub fn run(
                                         d,
                                         module.clone(),
                                         probe_bytes.as_ref().map(ProbeBytes::try_clone),
-                                        settings.sample_period,
+                                        settings.sample_period.longest(),
                                     )
                                 }),
                                 ended.clone(),
@@ -550,7 +550,11 @@ pub fn run(
         backtrace,
         wall_time,
         sampling: samples.as_ref().map(|s| crate::profile::SamplingRecord {
-            period_ns: settings.sample_period.as_nanos() as u64,
+            period_ns: settings.sample_period.base.as_nanos() as u64,
+            longest_period_ns: crate::run::sample_period::longest_reached(
+                settings.sample_period,
+                std::time::Duration::from_nanos(wall_time),
+            ),
             readings: s.readings,
             answered: s.answered,
             probe_ns: attribution.as_ref().map_or(0, |a| a.probe_ps / PS_PER_NS),

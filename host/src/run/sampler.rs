@@ -26,13 +26,8 @@ use crate::run::clock::Clock;
 use crate::run::code_map::{CodeMap, Running};
 use crate::run::interrupt::{Target, Where};
 
-/// The default time between two ticks and two readings: 5,000 samples a second, more than
-/// the 4,000 of the `perf record -F 4000` wprof's accuracy is measured against. Each tick
-/// interrupts the program (about 25 µs on the virtual machines wprof is measured on, where
-/// a timer interrupt exits to the hypervisor): at 100 µs sample mode cost 1.45-1.73x of
-/// `WPROF=0` on real programs there, at 200 µs 1.25-1.49x, for distances to perf within
-/// run-to-run noise of each other (2026-11-24).
-pub const DEFAULT_PERIOD: Duration = Duration::from_micros(200);
+use crate::run::sample_period::SamplePeriod;
+pub use crate::run::sample_period::DEFAULT_PERIOD;
 
 /// Module time waits this many readings for a tick; then the cell read alone takes it.
 const PATIENCE: u64 = 16;
@@ -207,8 +202,8 @@ struct Owed {
 pub struct Timing<'a> {
     /// The clock it reads.
     pub clock: &'a Clock,
-    /// The time between two readings.
-    pub period: Duration,
+    /// The time between two readings (and, when asking, between two ticks).
+    pub period: SamplePeriod,
     /// Set when the program has ended.
     pub stop: &'a AtomicBool,
     /// When the program started, on `clock`.
@@ -277,8 +272,17 @@ pub fn sample(
     let mut last = started;
     let mut last_cpu = cpu.map_or(0, |(_, at)| at);
     let mut ticks = asking.map(|a| Ticks::new(a, cell));
+    let mut now_period = period.base;
     loop {
         let stopping = stop.load(Ordering::Acquire);
+        let running = Duration::from_nanos(clock.now_ps().saturating_sub(started) / 1000);
+        let period = period.at(running);
+        if period != now_period {
+            now_period = period;
+            if let Some(t) = &ticks {
+                t.asking.target.set_period(period);
+            }
+        }
         if !stopping {
             let idle = ticks.as_ref().is_some_and(Ticks::all_off);
             std::thread::park_timeout(if idle {
@@ -488,7 +492,7 @@ mod tests {
                     None,
                     Timing {
                         clock,
-                        period: Duration::from_micros(50),
+                        period: SamplePeriod::fixed(Duration::from_micros(50)),
                         stop,
                         started,
                         cpu: None,
@@ -535,7 +539,7 @@ mod tests {
             let sampler = s.spawn(move || {
                 let timing = Timing {
                     clock,
-                    period: Duration::from_micros(100),
+                    period: SamplePeriod::fixed(Duration::from_micros(100)),
                     stop,
                     started,
                     cpu,

@@ -175,7 +175,7 @@ pub(crate) fn call_entry(
             // SAFETY: the cell stays valid while the store lives, which outlives the session
             // (dropped at the end of this block).
             let session = unsafe {
-                crate::run::interrupt::Session::begin(cell.as_ptr(), settings.sample_period)
+                crate::run::interrupt::Session::begin(cell.as_ptr(), settings.sample_period.base)
             };
             if session.is_none() && first {
                 crate::say!(
