@@ -35,6 +35,7 @@ const HELPERS: &[&str] = &[
     "injection",
     "logging",
     "patterns",
+    "sample_period",
     "settings",
     "progress",
     "stats",

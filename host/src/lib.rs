@@ -38,6 +38,7 @@ pub mod go_symbols;
 pub mod injection;
 pub mod logging;
 pub mod patterns;
+pub mod sample_period;
 pub mod settings;
 pub mod stats;
 pub mod timings;

@@ -155,7 +155,7 @@ pub struct RunSettings {
     /// are counted, not timed (see [`wprof_agent::ProbePlan::short_max`]).
     pub short_max: u32,
     /// Sample mode: time between two readings of the running context.
-    pub sample_period: crate::run::sample_period::SamplePeriod,
+    pub sample_period: crate::sample_period::SamplePeriod,
     /// Print how long each of wprof's phases took (`--timings`), and how.
     pub timings: Option<crate::timings::Format>,
     /// Which functions get probes.

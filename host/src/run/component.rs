@@ -443,7 +443,7 @@ pub fn run(
         collector,
         sampling: samples.map(|samples| crate::profile::SamplingRecord {
             period_ns: settings.sample_period.base.as_nanos() as u64,
-            longest_period_ns: crate::run::sample_period::longest_reached(
+            longest_period_ns: crate::sample_period::longest_reached(
                 settings.sample_period,
                 std::time::Duration::from_nanos(wall_time),
             ),

@@ -17,9 +17,9 @@ use crate::run::clock::Clock;
 use crate::run::code_map::Running;
 use crate::run::component_code::ComponentCode;
 use crate::run::interrupt::Target;
-use crate::run::sample_period::SamplePeriod;
 use crate::run::sampler::{SampleDesk, Samples};
 use crate::run::switches::Switchboard;
+use crate::sample_period::SamplePeriod;
 use wprof_agent::ContextArena;
 
 /// A cell that stays 0, for [`crate::run::interrupt::Session::begin`] (the component's

@@ -48,7 +48,6 @@ pub mod interrupt;
 pub mod probe_log;
 pub mod replay;
 pub mod runner;
-pub mod sample_period;
 pub mod sampler;
 pub mod start;
 pub mod switches;

@@ -26,8 +26,8 @@ use crate::run::clock::Clock;
 use crate::run::code_map::{CodeMap, Running};
 use crate::run::interrupt::{Target, Where};
 
-use crate::run::sample_period::SamplePeriod;
-pub use crate::run::sample_period::DEFAULT_PERIOD;
+use crate::sample_period::SamplePeriod;
+pub use crate::sample_period::DEFAULT_PERIOD;
 
 /// Module time waits this many readings for a tick; then the cell read alone takes it.
 const PATIENCE: u64 = 16;
