@@ -171,6 +171,7 @@ mod tests {
     const NOT_SETTINGS: &[&str] = &[
         "WPROF_SURELY_UNSET_VARIABLE",
         "WPROF_TEST_PANIC_IN",
+        "WPROF_TEST_SLOW_PREPARE_MS",
         "WPROF_TEST_TIME_FLOOR",
     ];
 

@@ -18,14 +18,20 @@ struct LiveRun {
 
 impl LiveRun {
     fn start(s: &Scratch, extra: &[&str], config: Option<&std::path::Path>) -> Self {
+        match config {
+            Some(path) => Self::start_with(s, extra, &[("WPROF_CONFIG", path.to_str().unwrap())]),
+            None => Self::start_with(s, extra, &[]),
+        }
+    }
+
+    /// [`LiveRun::start`] with variables `env` set.
+    fn start_with(s: &Scratch, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let m = sample("on_demand.wasm");
         let mut args = vec!["run", "--live", "-q", "-o", "live.wprof"];
         args.extend_from_slice(extra);
         args.push(m.to_str().unwrap());
         let mut cmd = s.wprof(&args);
-        if let Some(path) = config {
-            cmd.env("WPROF_CONFIG", path);
-        }
+        cmd.envs(env.iter().copied());
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -321,4 +327,34 @@ fn with_every_switch_off_sample_mode_stops_ticking() {
         "{}",
         stderr(&off)
     );
+}
+
+#[test]
+fn ctl_called_as_the_run_starts_waits_for_its_program() {
+    let s = Scratch::new();
+    // Preparing takes a second and a half longer, as a large module's would.
+    let mut run = LiveRun::start_with(
+        &s,
+        &["--mode", "cost"],
+        &[("WPROF_TEST_SLOW_PREPARE_MS", "1500")],
+    );
+    // Without waiting: the run answers that it is preparing.
+    let early = ctl(&s, &[&run.pid(), "--wait", "0", "status"]);
+    assert_eq!(early.status.code(), Some(1), "{}", stderr(&early));
+    assert!(
+        stderr(&early).contains("still preparing"),
+        "{}",
+        stderr(&early)
+    );
+    // Waiting (the default): done once the program starts.
+    let out = ctl(&s, &[&run.pid(), "off", "work"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("1 turned off"), "{}", stdout(&out));
+    run.batch();
+    let (code, err) = run.finish();
+    assert_eq!(code, Some(0), "{err}");
+    let p = s.profile("live.wprof");
+    // Off before the program started: never counted.
+    assert_eq!(calls_of(&p, "work"), 0);
+    assert_eq!(calls_of(&p, "batch"), 1);
 }

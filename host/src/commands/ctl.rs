@@ -1,7 +1,9 @@
 //! `wprof ctl`: turn the probes of a live run on or off while it runs, or ask how they
 //! stand.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use crate::exit::Failure;
 use crate::live::control::{self, AskError, Request};
@@ -30,6 +32,32 @@ pub struct CtlCommand {
     /// The cache directory the run uses [default: as `wprof run` resolves it].
     #[arg(long, value_name = "DIR", env = "WPROF_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+
+    /// How long to wait, in seconds, for a run that is still preparing its program
+    /// (instrumenting and compiling a large module takes minutes the first time): its
+    /// socket answers at once, its switches exist once the program starts.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    wait: u64,
+}
+
+/// How long a wprof process that has no socket yet is given to open it (it opens it as soon
+/// as it has read its settings, which a busy machine may delay).
+const SOCKET_GRACE: Duration = Duration::from_secs(10);
+
+/// Whether process `pid` may be a `wprof run` that has not opened its socket yet: it is a
+/// wprof (by its command line, where the system shows it), or at least alive.
+fn may_be_starting(pid: u32) -> bool {
+    if let Ok(line) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+        let program = line.split(|&b| b == 0).next().unwrap_or_default();
+        let name = std::path::Path::new(std::ffi::OsStr::from_bytes(program)).file_name();
+        return name.is_some_and(|n| n.to_string_lossy().starts_with("wprof"));
+    }
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
+    let found = unsafe { libc::kill(pid, 0) } == 0;
+    found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 const CTL_AFTER_HELP: &str = "\
@@ -40,9 +68,13 @@ Examples:
   wprof ctl 4242 status
   wprof ctl 4242 off                           # every probe off again
 
+A run opens its socket as soon as it starts; while it instruments and compiles its
+module, `wprof ctl` waits for the program to start (--wait).
+
 Exit status:
-  0 when the run did it; 1 when it refused (no function with probes matches);
-  2 when there is no such live run, or the request is malformed";
+  0 when the run did it; 1 when it refused (no function with probes matches) or was
+  still preparing after --wait; 2 when there is no such live run, or the request is
+  malformed";
 
 /// What to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -81,7 +113,28 @@ impl CtlCommand {
             .to_string(),
             patterns: self.patterns.clone(),
         };
-        match control::ask(&dir, pid, &request) {
+        let asked = Instant::now();
+        let answer = loop {
+            let waited = asked.elapsed();
+            match control::ask(&dir, pid, &request) {
+                Ok(reply) if reply.preparing && waited < Duration::from_secs(self.wait) => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(AskError::NoSuchRun(_)) if waited < SOCKET_GRACE && may_be_starting(pid) => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                other => break other,
+            }
+        };
+        match answer {
+            Ok(reply) if reply.preparing => {
+                crate::say!(
+                    "wprof: {pid}: {} (waited {} s; --wait)",
+                    reply.message,
+                    self.wait
+                );
+                Ok(1)
+            }
             Ok(reply) if reply.ok => {
                 println!("{pid}: {}", reply.message);
                 Ok(0)

@@ -223,6 +223,8 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     };
     // `--serve` listens before anything runs: a bad address is one line.
     let server = crate::commands::serve::PprofServer::bind_for(settings)?;
+    // `--live`: `wprof ctl` reaches the run while it prepares (and is told so).
+    let mut control = crate::live::open_control(settings);
     if settings.trace.is_some() && !settings.profiling {
         warn(format_args!(
             "--trace: profiling is off (WPROF=0); no trace is written"
@@ -261,6 +263,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             .then(|| std::sync::Arc::new(settings.allocators.plan())),
         injections: injections.plan.clone().map(std::sync::Arc::new),
     };
+    crate::prepare::guard::test_slow_prepare();
     // A panic in the agent or the cache is caught: one warning, the program runs as it is.
     let prepared = timings.time("instrument", || {
         crate::prepare::guard::quietly(|| {
@@ -321,6 +324,8 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         })
     });
     let Some((mut prepared, compiled)) = compiled else {
+        // No probes, no switches: `wprof ctl` finds no run.
+        drop(control.take());
         let module = timings.time("compile", || {
             compile_original(&engine, &loaded, settings, &mut cache)
         })?;
@@ -374,7 +379,12 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         compiled.image,
     );
     if settings.live {
-        probes = probes.with_live(live_hook(settings, &prepared, &loaded.bytes));
+        probes = probes.with_live(live_hook(
+            settings,
+            control.take(),
+            &prepared,
+            &loaded.bytes,
+        ));
     }
     if let Some(map) = prepared.blocks.take() {
         probes = probes.with_coverage(map);
@@ -535,12 +545,18 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
 
 /// Live probes: the switches of every probed function, turned by `wprof ctl` through a
 /// socket in the cache directory and by edits of the configuration file.
-fn live_hook(settings: &RunSettings, prepared: &Prepared, module: &[u8]) -> runner::Live {
+fn live_hook(
+    settings: &RunSettings,
+    control: Option<crate::live::control::Server>,
+    prepared: &Prepared,
+    module: &[u8],
+) -> runner::Live {
     let names: Vec<String> = prepared.functions.iter().map(|f| f.name.clone()).collect();
     let shown = crate::go_symbols::shown_names(module, &names);
     let switchable = instrument::switchable(&prepared.functions);
     crate::live::hook(
         crate::live::LiveSetup::of(settings),
+        control,
         names,
         shown,
         switchable,

@@ -71,6 +71,8 @@ pub(crate) fn run(
         }
         false => settings.clone(),
     };
+    // `--live`: `wprof ctl` reaches the run while it prepares (and is told so).
+    let mut control = crate::live::open_control(settings);
     // The inline modes read each module's tree from its memory, which only an engine whose
     // memories wprof makes can find (see `crate::run::component_memory`).
     let own_engine;
@@ -136,6 +138,8 @@ pub(crate) fn run(
         None => None,
     };
     let Some((prepared, component)) = compiled else {
+        // No probes, no switches: `wprof ctl` finds no run.
+        drop(control.take());
         let component = timings.time("compile", || compile(&bytes))?;
         progress.finish();
         let outcome =
@@ -179,6 +183,7 @@ pub(crate) fn run(
         let switchable = instrument::switchable(&prepared.functions);
         crate::live::hook(
             crate::live::LiveSetup::of(settings),
+            control.take(),
             names,
             shown,
             switchable,

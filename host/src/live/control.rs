@@ -3,14 +3,17 @@
 //! A live run listens on `CACHE/control/PID.sock` (the folder 0700, the socket 0600: only
 //! its owner may turn its probes). A request is one line of JSON, `{"action": "on" |
 //! "off" | "status", "patterns": [...]}`; the answer is one line of JSON, `{"ok": bool,
-//! "message": "..."}`. The socket goes when the program ends; one left by a killed run is
+//! "message": "...", "preparing": bool}`. The socket opens as soon as the run has read its
+//! settings, before the module is instrumented and compiled (which takes minutes on a large
+//! module); until the program starts, every request is answered `preparing` and `wprof
+//! ctl` asks again. The socket goes when the program ends; one left by a killed run is
 //! removed by the next `wprof ctl` that finds nobody behind it.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -36,7 +39,14 @@ pub struct Reply {
     pub ok: bool,
     /// What happened, for a person.
     pub message: String,
+    /// The run is still preparing its program (no switches yet): ask again.
+    #[serde(default)]
+    pub preparing: bool,
 }
+
+/// What requests go to once the program is about to start: its switchboard and names, and
+/// when it started.
+type Switches = Arc<OnceLock<(Arc<Switchboard>, Arc<Functions>, std::time::Instant)>>;
 
 /// The folder of the control sockets in cache directory `cache_dir`.
 pub fn control_dir(cache_dir: &Path) -> PathBuf {
@@ -54,16 +64,13 @@ pub struct Server {
     path: PathBuf,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    switches: Switches,
 }
 
 impl Server {
-    /// Listens in `dir` for requests about the run `board` switches.
-    pub fn start(
-        dir: &Path,
-        board: Arc<Switchboard>,
-        functions: Arc<Functions>,
-        setup: &LiveSetup,
-    ) -> std::io::Result<Self> {
+    /// Listens in `dir` for requests about the run of `setup`; until [`Server::ready`],
+    /// each is answered that the run is preparing.
+    pub fn open(dir: &Path, setup: &LiveSetup) -> std::io::Result<Self> {
         private_dir(dir)?;
         let path = socket_path(dir, std::process::id());
         // A socket of a dead process that had this pid.
@@ -74,10 +81,10 @@ impl Server {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let started = std::time::Instant::now();
+        let switches = Switches::default();
         let about = format!("{}, {} mode", setup.module.display(), setup.mode);
         let thread = {
-            let stop = stop.clone();
+            let (stop, switches) = (stop.clone(), switches.clone());
             std::thread::Builder::new()
                 .name("wprof-control".into())
                 .spawn(move || {
@@ -85,9 +92,20 @@ impl Server {
                         if stop.load(Ordering::Acquire) {
                             break;
                         }
-                        if let Ok(stream) = stream {
-                            let _ = serve(stream, &board, &functions, &about, started);
-                        }
+                        let Ok(stream) = stream else { continue };
+                        let _ = match switches.get() {
+                            Some((board, functions, started)) => serve(stream, |request| {
+                                answer(request, board, functions, &about, *started)
+                            }),
+                            None => serve(stream, |_| Reply {
+                                ok: false,
+                                message: format!(
+                                    "{about}: still preparing the program (instrumenting, \
+                                     compiling); its switches exist once it starts"
+                                ),
+                                preparing: true,
+                            }),
+                        };
                     }
                 })?
         };
@@ -95,7 +113,16 @@ impl Server {
             path,
             stop,
             thread: Some(thread),
+            switches,
         })
+    }
+
+    /// The program is about to start: requests from now on go to `board`, whose functions
+    /// are `functions`.
+    pub fn ready(&self, board: Arc<Switchboard>, functions: Arc<Functions>) {
+        let _ = self
+            .switches
+            .set((board, functions, std::time::Instant::now()));
     }
 }
 
@@ -121,21 +148,17 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
-fn serve(
-    stream: UnixStream,
-    board: &Switchboard,
-    functions: &Functions,
-    about: &str,
-    started: std::time::Instant,
-) -> std::io::Result<()> {
+/// Reads one request from `stream` and writes what `answer` makes of it.
+fn serve(stream: UnixStream, answer: impl FnOnce(&Request) -> Reply) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line)?;
     let reply = match serde_json::from_str::<Request>(&line) {
-        Ok(request) => answer(&request, board, functions, about, started),
+        Ok(request) => answer(&request),
         Err(e) => Reply {
             ok: false,
             message: format!("not a request: {e}"),
+            preparing: false,
         },
     };
     let mut out = serde_json::to_vec(&reply).expect("replies serialize");
@@ -151,7 +174,11 @@ pub fn answer(
     about: &str,
     started: std::time::Instant,
 ) -> Reply {
-    let fail = |message: String| Reply { ok: false, message };
+    let fail = |message: String| Reply {
+        ok: false,
+        message,
+        preparing: false,
+    };
     let patterns = match request
         .patterns
         .iter()
@@ -185,7 +212,11 @@ pub fn answer(
                     message.push_str(&format!(" and {} more", off.len() - SHOWN));
                 }
             }
-            return Reply { ok: true, message };
+            return Reply {
+                ok: true,
+                message,
+                preparing: false,
+            };
         }
         other => return fail(format!("{other:?} is not an action (on, off, status)")),
     };
@@ -208,6 +239,7 @@ pub fn answer(
             if on { "on" } else { "off" },
             board.off_count()
         ),
+        preparing: false,
     }
 }
 
@@ -268,4 +300,56 @@ pub fn runs(control_dir: &Path) -> Vec<u32> {
         .unwrap_or_default();
     pids.sort_unstable();
     pids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_answers_that_it_prepares_until_its_switches_are_handed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let control = control_dir(dir.path());
+        let setup = LiveSetup {
+            module: PathBuf::from("app.wasm"),
+            off: Vec::new(),
+            control_dir: Some(control.clone()),
+            config: None,
+            mode: "sample",
+        };
+        let server = Server::open(&control, &setup).unwrap();
+        let status = Request {
+            action: "status".into(),
+            patterns: Vec::new(),
+        };
+        let pid = std::process::id();
+        let early = ask(&control, pid, &status).unwrap();
+        assert!(early.preparing && !early.ok, "{early:?}");
+        assert!(early.message.contains("still preparing"), "{early:?}");
+        // The program starts: its switches answer.
+        let mut table = vec![0u8; 2];
+        // SAFETY: the table outlives the board (dropped with the server below).
+        let board = Arc::new(unsafe { Switchboard::new(table.as_mut_ptr(), 2, vec![true; 2]) });
+        let names = Arc::new(Functions::new(
+            vec!["f0".into(), "f1".into()],
+            vec![None, None],
+        ));
+        server.ready(board.clone(), names);
+        let off = Request {
+            action: "off".into(),
+            patterns: vec!["f1".into()],
+        };
+        let turned = ask(&control, pid, &off).unwrap();
+        assert!(turned.ok && !turned.preparing, "{turned:?}");
+        assert!(board.is_off(1) && !board.is_off(0));
+        let now = ask(&control, pid, &status).unwrap();
+        assert!(now.message.contains("1 of 2 functions off: f1"), "{now:?}");
+        drop(server);
+        assert!(matches!(
+            ask(&control, pid, &status),
+            Err(AskError::NoSuchRun(_))
+        ));
+        drop(board);
+        drop(table);
+    }
 }

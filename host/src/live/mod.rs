@@ -102,10 +102,32 @@ impl LiveSetup {
     }
 }
 
+/// The control socket of a live run with `settings`, opened before its module is
+/// prepared (requests meanwhile are answered that it is preparing); `None` if the run is
+/// not live, or (one warning) if the socket cannot be opened.
+pub fn open_control(settings: &crate::settings::RunSettings) -> Option<control::Server> {
+    if !settings.live || !settings.profiling {
+        return None;
+    }
+    let setup = LiveSetup::of(settings);
+    let dir = setup.control_dir.as_ref()?;
+    control::Server::open(dir, &setup)
+        .map_err(|e| {
+            crate::say!(
+                "wprof: warning: cannot open the control socket in {} ({e}); `wprof ctl` \
+                 cannot reach this run",
+                dir.display()
+            )
+        })
+        .ok()
+}
+
 /// The runner's hook for a live run of a module whose functions are named `names` (shown
-/// as `shown` where that differs) and have switches where `switchable` says.
+/// as `shown` where that differs) and have switches where `switchable` says; `control` is
+/// the run's socket (see [`open_control`]), which the switches are handed to.
 pub fn hook(
     setup: LiveSetup,
+    control: Option<control::Server>,
     names: Vec<String>,
     shown: Vec<Option<String>>,
     switchable: Vec<bool>,
@@ -119,17 +141,9 @@ pub fn hook(
                 let ids = functions.matching(&setup.off);
                 board.turn(&ids, false, &describe(&setup.off), "start");
             }
-            let control = setup.control_dir.as_ref().and_then(|dir| {
-                control::Server::start(dir, board.clone(), functions.clone(), &setup)
-                    .map_err(|e| {
-                        crate::say!(
-                            "wprof: warning: cannot open the control socket in {} ({e}); \
-                             `wprof ctl` cannot reach this run",
-                            dir.display()
-                        )
-                    })
-                    .ok()
-            });
+            if let Some(control) = &control {
+                control.ready(board.clone(), functions.clone());
+            }
             let watcher = setup.config.as_ref().and_then(|path| {
                 watch::Watcher::start(path, &setup.module, board.clone(), functions.clone())
                     .map_err(|e| {

@@ -46,6 +46,18 @@ pub fn test_panic(function: &str) {
     }
 }
 
+/// The test hook: `WPROF_TEST_SLOW_PREPARE_MS=N` makes preparing a module take N ms
+/// longer, as a large module's would (not a setting: the tests' way to reach a run that is
+/// still preparing).
+pub fn test_slow_prepare() {
+    if let Some(ms) = std::env::var("WPROF_TEST_SLOW_PREPARE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
