@@ -488,6 +488,13 @@ fn inject_goes_into_the_core_modules_own_functions_wasi_into_the_adapters() {
         "{}",
         stderr(&out)
     );
+    // The trap is named as wprof's, under the backtrace, not as the `unreachable` it is
+    // marked as (so that it exits as a trap).
+    let err = stderr(&out);
+    assert!(
+        err.contains("backtrace") && err.contains("!middle") && !err.contains("unreachable"),
+        "{err}"
+    );
     assert_eq!(calls(&s.profile("t.wprof"), "main!middle"), 3);
     // A name no module has, and WPROF=0: one line, exit 2.
     for (profiling, spec, says) in [

@@ -284,9 +284,7 @@ pub fn run(
     let board = match (live, &trees) {
         (Some(live), Some(trees)) => switchboard(&modules, trees, settings.mode, live),
         (Some(_), None) => {
-            crate::say!(
-                "wprof: warning: the probes' switches cannot be reached; every probe stays on"
-            );
+            switches_unreachable();
             None
         }
         _ => None,
@@ -372,7 +370,19 @@ pub fn run(
                     (None, Some(trap)) => trap.to_string(),
                     (None, None) => first_line(&e.root_cause().to_string()),
                 };
-                let report = format!("{e:?}");
+                // An injected trap is wprof's, not the `unreachable` it is marked as (so that
+                // it exits as a trap): the report names it alone, under the backtrace.
+                let injected = e
+                    .downcast_ref::<crate::run::host_calls::InjectedTrap>()
+                    .is_some();
+                let report = match (injected, e.downcast_ref::<wasmtime::WasmBacktrace>()) {
+                    (true, Some(backtrace)) => format!(
+                        "{}\n\nCaused by:\n    0: {message}",
+                        backtrace.to_string().trim_end()
+                    ),
+                    (true, None) => message.clone(),
+                    (false, _) => format!("{e:?}"),
+                };
                 (code, Some((message, report)))
             }
         }
@@ -524,6 +534,11 @@ fn call_sampled(
     })
 }
 
+/// Live probes: the one warning when a switch table is not where it should be.
+fn switches_unreachable() {
+    crate::say!("wprof: warning: the probes' switches cannot be reached; every probe stays on");
+}
+
 /// Live probes: the switchboard over every instrumented module's switch table (in its tree
 /// memory), started, with what turns the switches and the functions' names; `None` (one
 /// warning) if a table is not where it should be.
@@ -544,9 +559,7 @@ fn switchboard(
         let functions = module.indices.functions;
         let base = wprof_agent::SwitchTable::base(mode, functions) as usize;
         if memory.size.load(Ordering::Acquire) < base + functions as usize {
-            crate::say!(
-                "wprof: warning: the probes' switches cannot be reached; every probe stays on"
-            );
+            switches_unreachable();
             return None;
         }
         tables.push((module.offset, functions, (memory.base + base) as *mut u8));
