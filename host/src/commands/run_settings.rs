@@ -319,11 +319,12 @@ impl SettingsArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProbeArgs {
     /// What the probes measure; every mode counts every call exactly and keeps the whole
-    /// calling-context tree. `sample` (the default): time sampled every 200 µs from the
-    /// running thread's program counter and the context the module keeps (closest to perf
-    /// on real programs, at 1.25-1.5x the uninstrumented run on a virtual machine). `time`: a clock read at every
-    /// entry and exit, the probes' cost subtracted: min/max self time per activation, but
-    /// 4-13x on real programs (31x on a call storm); functions of a few straight-line
+    /// calling-context tree. `sample` (the default): time sampled every 200 µs (sparser
+    /// after the first second) from the running thread's program counter and the context
+    /// the module keeps (closest to perf on real programs, at 1.2-1.4x the uninstrumented
+    /// run on a virtual machine). `time`: a clock read at every entry and exit, the probes'
+    /// cost subtracted: min/max self time per activation, but 3-11x on real programs (31x on
+    /// a call storm); functions of a few straight-line
     /// instructions are counted, not timed (see --short-max).
     /// `cost`: executed wasm instructions (deterministic: the same program and input give
     /// the same profile on every run and machine). `adaptive`: sample mode, and while the
