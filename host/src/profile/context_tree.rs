@@ -26,7 +26,9 @@ pub struct ContextNode {
     pub self_time: i64,
     /// Inclusive time, outermost activations only.
     pub inclusive: i64,
-    children: Vec<u32>,
+    /// Its children as (function, node), scanned for the callee at an entry while they
+    /// are few (see [`ContextTree::wide`]).
+    children: Vec<(u32, u32)>,
     active: u32,
 }
 
@@ -36,7 +38,22 @@ pub struct ContextTree {
     nodes: Vec<ContextNode>,
     /// Per function: its node on the current path, or `NONE`.
     on_path: Vec<u32>,
+    /// The child of each node with more than [`WIDE`] children, by (node, function): a
+    /// node that calls hundreds of functions (a C++ program's `main`) is looked up, not
+    /// scanned, at each of their calls.
+    wide: rustc_hash::FxHashMap<(u32, u32), u32>,
+    /// The children found last, by (parent, function) hashed: a loop calling a few
+    /// functions finds their nodes here without visiting each parent's list (a cache miss
+    /// per call otherwise, on a C++ program of tiny functions in time mode). Nodes never
+    /// move, so an entry stays true.
+    recent: Box<[(u32, u32, u32)]>,
 }
+
+/// Entries in [`ContextTree::recent`] (a power of two).
+const RECENT: usize = 4096;
+
+/// Past this many children a node's are found through [`ContextTree::wide`].
+const WIDE: usize = 8;
 
 impl Default for ContextTree {
     fn default() -> Self {
@@ -58,6 +75,8 @@ impl ContextTree {
                 active: 0,
             }],
             on_path: Vec::new(),
+            wide: rustc_hash::FxHashMap::default(),
+            recent: vec![(u32::MAX, u32::MAX, 0); RECENT].into_boxed_slice(),
         }
     }
 
@@ -75,11 +94,25 @@ impl ContextTree {
         }
         let node = match self.on_path[function as usize] {
             NONE => {
-                let found = self.nodes[parent as usize]
-                    .children
-                    .iter()
-                    .copied()
-                    .find(|&c| self.nodes[c as usize].function == function);
+                let slot = (parent.wrapping_mul(0x9e37_79b1) ^ function.wrapping_mul(0x85eb_ca6b))
+                    as usize
+                    & (RECENT - 1);
+                let (p, f, known) = self.recent[slot];
+                if p == parent && f == function {
+                    self.on_path[function as usize] = known;
+                    let n = &mut self.nodes[known as usize];
+                    n.calls += calls;
+                    n.active += 1;
+                    return known;
+                }
+                let children = &self.nodes[parent as usize].children;
+                let found = match children.len() > WIDE {
+                    true => self.wide.get(&(parent, function)).copied(),
+                    false => children
+                        .iter()
+                        .find(|&&(f, _)| f == function)
+                        .map(|&(_, c)| c),
+                };
                 let node = found.unwrap_or_else(|| {
                     let node = self.nodes.len() as u32;
                     self.nodes.push(ContextNode {
@@ -91,10 +124,24 @@ impl ContextTree {
                         children: Vec::new(),
                         active: 0,
                     });
-                    self.nodes[parent as usize].children.push(node);
+                    let children = &mut self.nodes[parent as usize].children;
+                    children.push((function, node));
+                    match children.len().cmp(&(WIDE + 1)) {
+                        std::cmp::Ordering::Less => {}
+                        // Just became wide: every child so far goes in the index.
+                        std::cmp::Ordering::Equal => {
+                            for &(f, c) in children.iter() {
+                                self.wide.insert((parent, f), c);
+                            }
+                        }
+                        std::cmp::Ordering::Greater => {
+                            self.wide.insert((parent, function), node);
+                        }
+                    }
                     node
                 });
                 self.on_path[function as usize] = node;
+                self.recent[slot] = (parent, function, node);
                 node
             }
             // Recursion: charge the node already on the path.
@@ -188,6 +235,26 @@ mod tests {
         assert_eq!((n.calls, n.self_time, n.inclusive), (2, 10, 10));
         let self_sum: i64 = t.nodes().iter().map(|n| n.self_time).sum();
         assert_eq!(self_sum, t.nodes()[0].inclusive);
+    }
+
+    #[test]
+    fn a_node_with_many_children_finds_each_again() {
+        let mut t = ContextTree::new();
+        let main = t.enter(ROOT_NODE, 0);
+        // Past WIDE children the lookup goes through the index; every one of them, those
+        // from before it was built too, is found again, and under another parent apart.
+        let first: Vec<u32> = (1..=40).map(|f| t.enter_counted(main, f, 1)).collect();
+        for (f, node) in (1..=40).zip(&first) {
+            t.close(*node, 0, 0);
+            let again = t.enter_counted(main, f, 2);
+            assert_eq!(again, *node, "function {f}");
+            t.close(again, 0, 0);
+        }
+        let other = t.enter(ROOT_NODE, 99);
+        let elsewhere = t.enter_counted(other, 5, 1);
+        assert!(!first.contains(&elsewhere));
+        assert!(first.iter().all(|&n| t.nodes()[n as usize].calls == 3));
+        assert_eq!(t.nodes().len(), 1 + 1 + 40 + 1 + 1);
     }
 
     #[test]
