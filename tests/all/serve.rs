@@ -71,11 +71,14 @@ fn a_running_program_serves_windows_of_its_profile() {
                 .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
         };
         // In the window, every batch calls `work` 1000 times, each once `leaf` (a batch
-        // cut by the window's ends counts its part).
+        // cut by the window's ends counts its part). The tree is read node by node while
+        // the program runs, about a million calls a second: a reader the machine pauses
+        // between `work`'s node and `leaf`'s sees leaf a few hundred calls on (seen: 378 on
+        // a busy CI machine), so the two agree within two batches' worth, as the batches do.
         let (batches, work, leaf) = (calls("batch"), calls("work"), calls("leaf"));
         assert!(batches > 10, "{text}");
         assert!(work.abs_diff(1000 * batches) <= 2000, "{text}");
-        assert!(work.abs_diff(leaf) <= 1, "{text}");
+        assert!(work.abs_diff(leaf) <= 2000, "{text}");
     }
 
     stop.store(true, Ordering::Relaxed);
