@@ -147,8 +147,9 @@ impl RunCommand {
             short_max: u32::try_from(resolved.short_max.value).unwrap_or(u32::MAX),
             sample_period: crate::sample_period::SamplePeriod {
                 base: std::time::Duration::from_micros(resolved.sample_period_us.value),
-                // A period someone chose stays; the default stretches as the program runs.
-                stretches: resolved.sample_period_us.is_default(),
+                // A period someone chose stays; the default stretches as the program runs,
+                // in sample mode (adaptive mode's walks follow the ticks: they stay dense).
+                stretches: resolved.sample_period_us.is_default() && mode == ProbeMode::Sample,
             },
             timings: self.timings,
             filter: resolved.function_filter,
