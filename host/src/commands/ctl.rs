@@ -52,12 +52,7 @@ fn may_be_starting(pid: u32) -> bool {
         let name = std::path::Path::new(std::ffi::OsStr::from_bytes(program)).file_name();
         return name.is_some_and(|n| n.to_string_lossy().starts_with("wprof"));
     }
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
-    let found = unsafe { libc::kill(pid, 0) } == 0;
-    found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    control::process_exists(pid)
 }
 
 const CTL_AFTER_HELP: &str = "\

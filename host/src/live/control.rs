@@ -73,13 +73,18 @@ impl Server {
     pub fn open(dir: &Path, setup: &LiveSetup) -> std::io::Result<Self> {
         private_dir(dir)?;
         let path = socket_path(dir, std::process::id());
-        // A socket of a dead process that had this pid.
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path)?;
+        // Bound and made owner-only under a name `wprof ctl` does not look for, then
+        // renamed into place: the socket appears already listening (a `wprof ctl` that
+        // reached it between bind and listen was refused, and took it for a dead run's).
+        let aside = dir.join(format!(".{}.sock.new", std::process::id()));
+        let _ = std::fs::remove_file(&aside);
+        let listener = UnixListener::bind(&aside)?;
         {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+            std::fs::set_permissions(&aside, std::fs::Permissions::from_mode(0o600))?;
         }
+        // Over a socket of a dead process that had this pid, if there is one.
+        std::fs::rename(&aside, &path)?;
         let stop = Arc::new(AtomicBool::new(false));
         let switches = Switches::default();
         let about = format!("{}, {} mode", setup.module.display(), setup.mode);
@@ -262,7 +267,8 @@ pub fn ask(control_dir: &Path, pid: u32, request: &Request) -> Result<Reply, Ask
     }
     let stream = match UnixStream::connect(&path) {
         Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+        // Nobody listens: a killed run's socket, removed; unless the process lives.
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && !process_exists(pid) => {
             let _ = std::fs::remove_file(&path);
             return Err(AskError::Gone(path));
         }
@@ -284,6 +290,16 @@ pub fn ask(control_dir: &Path, pid: u32, request: &Request) -> Result<Reply, Ask
             format!("a garbled answer: {e}"),
         ))
     })
+}
+
+/// Whether process `pid` exists (whoever owns it).
+pub fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
+    let found = unsafe { libc::kill(pid, 0) } == 0;
+    found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// The pids of the live runs with a socket in `control_dir`, in order.
