@@ -11,7 +11,6 @@
 //! the import it called; without ticks (no timer on this host), to the first module.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::Duration;
 
 use crate::run::clock::Clock;
 use crate::run::code_map::Running;
@@ -98,15 +97,9 @@ pub fn sample(
     let mut now_period = period.base;
     loop {
         let stopping = stop.load(Ordering::Acquire);
-        let period = period.at(Duration::from_nanos(
-            clock.now_ps().saturating_sub(started) / 1000,
-        ));
-        if period != now_period {
-            now_period = period;
-            if let Some((target, _)) = asking {
-                target.set_period(period);
-            }
-        }
+        let target = asking.map(|(target, _)| target);
+        let period =
+            crate::run::sampler::period_now(period, clock, started, &mut now_period, target);
         if !stopping {
             std::thread::park_timeout(period);
         }
@@ -166,6 +159,7 @@ pub fn sample(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn without_ticks_each_reading_goes_to_the_first_modules_cell() {

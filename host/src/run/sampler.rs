@@ -275,14 +275,8 @@ pub fn sample(
     let mut now_period = period.base;
     loop {
         let stopping = stop.load(Ordering::Acquire);
-        let running = Duration::from_nanos(clock.now_ps().saturating_sub(started) / 1000);
-        let period = period.at(running);
-        if period != now_period {
-            now_period = period;
-            if let Some(t) = &ticks {
-                t.asking.target.set_period(period);
-            }
-        }
+        let target = ticks.as_ref().map(|t| t.asking.target);
+        let period = period_now(period, clock, started, &mut now_period, target);
         if !stopping {
             let idle = ticks.as_ref().is_some_and(Ticks::all_off);
             std::thread::park_timeout(if idle {
@@ -329,6 +323,26 @@ pub fn sample(
             return samples;
         }
     }
+}
+
+/// The period `period` has reached since `started` (on `clock`); when it differs from
+/// `current` (then updated), the thread's timer `target`, if any, is told.
+pub(crate) fn period_now(
+    period: SamplePeriod,
+    clock: &Clock,
+    started: u64,
+    current: &mut Duration,
+    target: Option<Target>,
+) -> Duration {
+    let running = Duration::from_nanos(clock.now_ps().saturating_sub(started) / 1000);
+    let now = period.at(running);
+    if now != *current {
+        *current = now;
+        if let Some(target) = target {
+            target.set_period(now);
+        }
+    }
+    now
 }
 
 /// How long the sampler sleeps between readings while every live switch is off and the
