@@ -25,7 +25,7 @@ struct Renumber<'a> {
     params: Vec<u32>,
     /// The original's function names, to name the probed copies after them.
     names: Vec<(u32, String)>,
-    /// Coverage: block counters in all (one `i64` global each).
+    /// Coverage: block counters in all (see [`ContextArena::counters`]).
     counters: u32,
     wrote_types: bool,
     wrote_imports: bool,
@@ -69,7 +69,7 @@ impl Renumber<'_> {
         }
         for init in [
             ContextArena::ROOT_SLOT,
-            ContextArena::first_free(self.probes.functions, self.probes.go),
+            ContextArena::first_free(self.probes.functions, self.counters),
             0,
         ] {
             globals.global(
@@ -95,42 +95,6 @@ impl Renumber<'_> {
                 &wasm_encoder::ConstExpr::i32_const(morestack as i32),
             );
         }
-        let counter = wasm_encoder::GlobalType {
-            val_type: wasm_encoder::ValType::I64,
-            mutable: true,
-            shared: false,
-        };
-        for _ in 0..self.counters {
-            globals.global(counter, &wasm_encoder::ConstExpr::i64_const(0));
-        }
-    }
-
-    /// Coverage: how many functions copy the counters out (see
-    /// [`ContextArena::COVERAGE_DUMP`]).
-    fn dump_functions(&self) -> u32 {
-        self.counters.div_ceil(ContextArena::CHUNK)
-    }
-
-    /// Coverage dump function `chunk`: `(param $to i32)`, counter `k` of its chunk stored
-    /// at `$to + 8 * k` (`k` counted over the whole module).
-    fn dump_function(&self, chunk: u32) -> wasm_encoder::Function {
-        let arena = self
-            .probes
-            .arena()
-            .expect("coverage is counted in the inline modes");
-        let mut f = wasm_encoder::Function::new([]);
-        let first = chunk * ContextArena::CHUNK;
-        for k in first..self.counters.min(first + ContextArena::CHUNK) {
-            f.instruction(&wasm_encoder::Instruction::LocalGet(0));
-            f.instruction(&wasm_encoder::Instruction::GlobalGet(arena.counters + k));
-            f.instruction(&wasm_encoder::Instruction::I64Store(wasm_encoder::MemArg {
-                offset: 8 * u64::from(k),
-                align: 3,
-                memory_index: arena.memory,
-            }));
-        }
-        f.instruction(&wasm_encoder::Instruction::End);
-        f
     }
 
     /// In the inline modes: the tree's memory; in time mode with live probes: the
@@ -146,7 +110,7 @@ impl Renumber<'_> {
         if self.probes.arena().is_some() {
             let first_free = u64::from(ContextArena::first_free(
                 self.probes.functions,
-                self.probes.go,
+                self.counters,
             ));
             memories.memory(pages(first_free.div_ceil(65536), None));
         } else if self.probes.switches().is_some() {
@@ -172,16 +136,6 @@ impl Renumber<'_> {
                 crate::GoTimeFlags::G_EXPORT,
                 ExportKind::Global,
                 ProbeLayout::GO_G,
-            );
-        }
-        // After every function of the module, the probe imports, the node finder and any
-        // probed copies.
-        let first_dump = self.probes.indices().first_added();
-        for chunk in 0..self.dump_functions() {
-            exports.export(
-                &format!("{}{chunk}", ContextArena::COVERAGE_DUMP),
-                ExportKind::Func,
-                first_dump + chunk,
             );
         }
     }
@@ -363,10 +317,6 @@ impl Reencode for Renumber<'_> {
                 functions.function(ty);
             }
         }
-        for _ in 0..self.dump_functions() {
-            // `(param i32)`, as the probe imports' first type.
-            functions.function(self.probes.original_types);
-        }
         Ok(())
     }
 
@@ -382,8 +332,8 @@ impl Reencode for Renumber<'_> {
                 arena.go.map(|go| go.last),
             ));
         }
-        let counters = self.probes.arena().map_or(0, |arena| arena.counters);
-        let mut next_counter = counters;
+        let memory = self.probes.arena().map_or(0, |arena| arena.memory);
+        let mut next_address = ContextArena::counters(self.probes.functions);
         let live = self.probes.indices().copies() > 0;
         let mut copies = Vec::with_capacity(if live { self.bodies.len() } else { 0 });
         for (defined, body) in self.bodies.iter().enumerate() {
@@ -409,7 +359,7 @@ impl Reencode for Renumber<'_> {
             }
             let mut bytes = body.bytes.clone();
             for &site in &body.counter_sites {
-                if !crate::body::patch_counter(&mut bytes, site as usize, next_counter) {
+                if !crate::body::patch_counter(&mut bytes, site as usize, memory, next_address) {
                     return Err(wasm_encoder::reencode::Error::UserError(
                         AgentError::Unsupported {
                             what: "a body whose counter sites are not counter increments"
@@ -418,15 +368,12 @@ impl Reencode for Renumber<'_> {
                         },
                     ));
                 }
-                next_counter += 1;
+                next_address += 8;
             }
             place(&bytes);
         }
         for copy in &copies {
             code.raw(copy);
-        }
-        for chunk in 0..self.dump_functions() {
-            code.function(&self.dump_function(chunk));
         }
         Ok(())
     }
@@ -548,7 +495,7 @@ pub(crate) fn assemble(
         }
     }
     if probes.arena().is_some() && !placed.is_empty() {
-        // The node finder's body comes first, coverage's dump functions last.
+        // The node finder's body comes first.
         placed.remove(0);
     }
     // The probed copies follow the module's functions.

@@ -122,22 +122,23 @@ impl ContextArena {
     /// Entries in the goroutine table (a power of two).
     pub const GO_SLOTS: u32 = 1 << 14;
 
-    /// The first byte nodes are allocated from, in a module with `functions` functions
-    /// (a Go module's after its goroutine table).
-    pub fn first_free(functions: u32, go: bool) -> u32 {
-        Self::go_table(functions) + if go { 8 * Self::GO_SLOTS } else { 0 }
+    /// With [`crate::ProbePlan::coverage`]: where the block counters lie, in a module with
+    /// `functions` functions: after the goroutine table's place (kept in every module, so
+    /// that the host finds the counters from the number of functions alone), one `u64`
+    /// each. Counter `k` of the module is the `k`-th block with a counter in the order of
+    /// the functions' [`crate::InstrumentedBody::blocks`]. The counters live in the tree's
+    /// memory, which the host reads however the program ended (a trap, an exit, a component
+    /// whose instance no longer runs anything).
+    pub fn counters(functions: u32) -> u32 {
+        Self::go_table(functions) + 8 * Self::GO_SLOTS
     }
 
-    /// With [`crate::ProbePlan::coverage`]: the exported functions that copy the block
-    /// counters into the tree's memory are this name followed by `0`, `1`, ...: each takes
-    /// an address and stores counters `CHUNK * i ..` (at most [`ContextArena::CHUNK`] of
-    /// them) as `u64`s from `address + 8 * counter`. Counter `k` of the module is the `k`-th
-    /// block with a counter in the order of the functions' [`crate::InstrumentedBody::blocks`];
-    /// they live in globals (an `i64` global each, after the tree's three), so that a body
-    /// depends on nothing else in the module (the assembler numbers them).
-    pub const COVERAGE_DUMP: &'static str = "wprof:coverage";
-    /// Block counters per coverage dump function.
-    pub const CHUNK: u32 = 4096;
-    /// The most block counters a module may have (wasm allows a million globals).
+    /// The first byte nodes are allocated from, in a module with `functions` functions and
+    /// `counters` block counters: after them.
+    pub fn first_free(functions: u32, counters: u32) -> u32 {
+        Self::counters(functions) + 8 * counters
+    }
+
+    /// The most block counters a module may have (7.2 MB of the tree's memory).
     pub const MAX_COUNTERS: u32 = 900_000;
 }

@@ -75,7 +75,7 @@ pub struct ProbePlan {
     pub short_max: u32,
     /// Coverage (the inline modes): the basic blocks of every probed function count their
     /// executions, in counters of their own where control can jump to them (see
-    /// [`crate::ContextArena::COVERAGE_DUMP`]), and each body records where its blocks
+    /// [`crate::ContextArena::counters`]), and each body records where its blocks
     /// start ([`crate::InstrumentedBody::blocks`]). Time mode ignores it.
     pub coverage: bool,
     /// Allocation profiling: the module's allocator functions, each of which reports

@@ -371,7 +371,6 @@ impl ProbeLayout {
             self_tail: self.original_globals + 2,
             memory: self.original_memories,
             sampled: self.mode.samples(),
-            counters: self.original_globals + 3 + if self.go { 3 } else { 0 },
             child: self.imported_funcs + ProbeImports::COUNT,
             go,
         })
@@ -495,8 +494,6 @@ pub(crate) struct InlineIndices {
     pub memory: u32,
     /// Sample mode: the running node is kept at [`ContextArena::CURRENT`].
     pub sampled: bool,
-    /// Coverage: the first block counter's global (see [`ContextArena::COVERAGE_DUMP`]).
-    pub counters: u32,
     /// The node finder: the first defined function, before the module's own.
     pub child: u32,
     /// A Go module: what its functions' probes use to tell re-entries from calls.

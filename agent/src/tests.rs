@@ -702,21 +702,19 @@ fn coverage_counts_every_block_and_maps_where_each_starts() {
             body.blocks
         );
         let counted = kinds.iter().filter(|&&k| k == Counter).count();
-        // One counter increment per block, each on a global of its own, numbered from 0 in
-        // the body and renumbered by the assembler after the tree's globals: $f's first,
-        // then _start's; one dump function exports them all.
+        // One counter increment per block, each on a u64 of its own in the tree's memory,
+        // placed by the assembler from the counters' start: $f's first, then _start's;
+        // nothing exported for them.
         assert_eq!(body.counter_sites.len(), counted);
         let t = text(&out.bytes);
         let f = t.split("--\n").nth(1).unwrap();
         let increments = f
-            .matches("I64Const { value: 1 }\nI64Add\nGlobalSet")
+            .matches("I32Const { value: 0 }\nI32Const { value: 0 }\nI64Load")
             .count();
         assert_eq!(increments, counted, "{mode:?}");
-        for k in 0..counted {
-            assert!(
-                f.contains(&format!("GlobalSet {{ global_index: {} }}", 3 + k)),
-                "{f}"
-            );
+        for k in 0..counted as u32 {
+            let address = ContextArena::counters(2) + 8 * k;
+            assert!(f.contains(&format!("offset: {address}, memory: 0")), "{f}");
         }
         let exports: Vec<String> = wasmparser::Parser::new(0)
             .parse_all(&out.bytes)
@@ -730,8 +728,13 @@ fn coverage_counts_every_block_and_maps_where_each_starts() {
             })
             .flatten()
             .collect();
-        assert!(exports.contains(&format!("{}0", ContextArena::COVERAGE_DUMP)));
-        assert!(!exports.contains(&format!("{}1", ContextArena::COVERAGE_DUMP)));
+        assert!(
+            exports
+                .iter()
+                .all(|e| e == "_start" || e.starts_with("wprof:")),
+            "{exports:?}"
+        );
+        assert_eq!(exports.len(), 4, "{exports:?}");
         assert_eq!(out.probe_map.functions[0].blocks, body.blocks);
     }
     // Without coverage: no block map, no counters; time mode ignores it.

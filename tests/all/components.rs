@@ -259,7 +259,6 @@ fn a_component_with_one_core_module_changed_prepares_that_module_only() {
             module_index: main.index,
             bytes: changed_main,
             probes: Vec::new(),
-            lifted: Vec::new(),
         }],
     )
     .unwrap();
@@ -348,11 +347,12 @@ fn a_trace_of_a_component_holds_every_modules_calls_as_the_profile_counts_them()
 }
 
 #[test]
-fn coverage_of_a_component_counts_every_modules_blocks_at_any_exit() {
+fn coverage_of_a_component_counts_every_modules_blocks_at_any_exit_or_trap() {
     let s = Scratch::new();
     let program = component();
     // Exit code 0 (`run` returns) and 1 (through `wasi:cli/exit`, after which wasmtime runs
-    // nothing in the component: the counts are read inside `exit`); sample and cost mode.
+    // nothing in the component: the counts are read from the modules' memories); sample and
+    // cost mode.
     for (mode, rounds, exit) in [("sample", "7", 0), ("cost", "4", 1)] {
         let name = format!("{mode}.wprof");
         let out = s.run(&[
@@ -422,6 +422,40 @@ fn coverage_of_a_component_counts_every_modules_blocks_at_any_exit() {
             record.contains(&format!("DA:15,{}\n", 100 * rounds)),
             "{record}"
         );
+    }
+    // A trap: the blocks that ran before it, in every inline mode. The third call to
+    // `middle` traps before its first block: two rounds of `leaf` ran.
+    for mode in ["sample", "cost"] {
+        let out = s.run(&[
+            "run",
+            "--coverage",
+            "--mode",
+            mode,
+            "--inject",
+            "main!middle=trap@3",
+            "-o",
+            "trap.wprof",
+            &program,
+            "7",
+        ]);
+        assert_eq!(out.status.code(), Some(134), "{mode}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("coverage not recorded"),
+            "{mode}: {}",
+            stderr(&out)
+        );
+        let p = s.profile("trap.wprof");
+        let first_block = |name: &str| {
+            p["coverage"]["functions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["name"] == name)
+                .unwrap_or_else(|| panic!("{mode}: {name} has no coverage"))["counts"][0]
+                .clone()
+        };
+        assert_eq!(first_block("main!leaf"), 200, "{mode}");
+        assert_eq!(first_block("main!middle"), 2, "{mode}");
     }
     // Time mode counts no blocks: refused, as for a module.
     let out = s.run(&["run", "--coverage", "--mode", "time", &program]);

@@ -18,9 +18,9 @@
 //!   the function's exit, before a tail call, a throw or a call to an import, and — in
 //!   modules that can throw or import `proc_exit` — before every call;
 //! - with coverage ([`crate::ProbePlan::coverage`]), every basic block adds one to its own
-//!   `i64` global before its first instruction; the body records where its blocks start
-//!   ([`InstrumentedBody::blocks`]) and where each increment is, for the assembler to number
-//!   the globals ([`InstrumentedBody::counter_sites`]);
+//!   `u64` in the tree's memory before its first instruction; the body records where its
+//!   blocks start ([`InstrumentedBody::blocks`]) and where each increment is, for the
+//!   assembler to place the counters ([`InstrumentedBody::counter_sites`]);
 //! - an allocator ([`crate::Allocators`]) keeps the parameters its role reports at entry
 //!   and calls `wprof.alloc` before its exit probes; its tail calls become calls followed
 //!   by a return, so that it reports after its callee;
@@ -91,9 +91,9 @@ pub struct InstrumentedBody {
     /// function without probes. The first block always has a counter.
     pub blocks: Vec<(u32, BlockCount)>,
     /// With [`crate::ProbePlan::coverage`]: where the `k`-th counter's increment starts in
-    /// [`InstrumentedBody::bytes`]. The body numbers its counters' globals `0, 1, ...`,
-    /// each index a five-byte LEB128 that the assembler overwrites with the global's real
-    /// index.
+    /// [`InstrumentedBody::bytes`]. The body places its counters at `0, 8, 16, ...`, each
+    /// address a five-byte LEB128 that the assembler overwrites with the counter's real
+    /// address in the tree's memory (see [`crate::ContextArena::counters`]).
     pub counter_sites: Vec<u32>,
 }
 

@@ -397,24 +397,15 @@ fn prepare(
                 crate::components::imports_memory(core)?,
             ),
         );
-        // Coverage's dump functions, exported lifted for the host to call.
-        let mut lifted = Vec::new();
         if !imports.is_empty() {
-            let coverage = prepared.blocks.clone().map(|map| {
-                let counters = crate::run::coverage::counters(&map);
-                let chunks = counters.div_ceil(u64::from(wprof_agent::ContextArena::CHUNK));
-                lifted = (0..chunks)
-                    .map(|c| format!("{}{c}", wprof_agent::ContextArena::COVERAGE_DUMP))
-                    .collect();
-                ModuleCoverage {
-                    map: component_coverage::in_component(
-                        map,
-                        offset,
-                        module.range.start as u32,
-                        |name| qualified_name(&module.name, name, several),
-                    ),
-                    replacement: replacements.len(),
-                }
+            let coverage = prepared.blocks.clone().map(|map| ModuleCoverage {
+                map: component_coverage::in_component(
+                    map,
+                    offset,
+                    module.range.start as u32,
+                    |name| qualified_name(&module.name, name, several),
+                ),
+                functions: prepared.functions.len() as u32,
             });
             modules.push(ModuleProbes {
                 offset,
@@ -448,7 +439,6 @@ fn prepare(
             module_index: module.index,
             bytes: instrumented,
             probes: imports,
-            lifted,
         });
     }
     stats.module_from_cache = cached_modules as usize == layout.modules.len();

@@ -9,7 +9,6 @@
 //! preview 1 adapter and wit-component's two small glue modules). Core modules inside
 //! nested components run as they are.
 
-pub mod lift;
 pub mod rewrite;
 
 use std::ops::Range;

@@ -23,7 +23,6 @@ use std::collections::HashMap;
 
 use wasm_encoder::reencode::{component_utils, Reencode, ReencodeComponent};
 
-use crate::components::lift::TopCounts;
 use crate::components::{module_alias, probe_function_name, probe_instance_name, ProbeImport};
 use wasm_encoder::{
     Alias, CanonicalFunctionSection, Component, ComponentAliasSection, ComponentExportKind,
@@ -56,10 +55,6 @@ pub struct Replacement {
     pub bytes: Vec<u8>,
     /// Its probe imports (see [`crate::components::probe_imports`]); empty: no `wprof` import to satisfy.
     pub probes: Vec<ProbeImport>,
-    /// Core exports of the module to export from the component, lifted (see
-    /// [`crate::components::lift`]): export `j` of replacement `k` is
-    /// [`crate::components::lift::lifted_export_name`]`(k, j)`.
-    pub lifted: Vec<String>,
 }
 
 /// `component` with the core modules of `replacements` replaced and their probes imported
@@ -140,42 +135,10 @@ pub fn rewrite(component: &[u8], replacements: &[Replacement]) -> Result<Vec<u8>
             .map(|r| (r.module_index, r.bytes.as_slice()))
             .collect(),
         bundle_of,
-        counts: TopCounts::default(),
-        error: None,
     };
     rewriter
         .parse_component(&mut out, wasmparser::Parser::new(0), component)
         .map_err(|e| format!("cannot rewrite the component: {e}"))?;
-    if let Some(e) = rewriter.error {
-        return Err(format!("cannot rewrite the component: {e}"));
-    }
-    // The top level's counts in the rewritten component's index spaces.
-    let seen = &rewriter.counts;
-    let counts = TopCounts {
-        component_types: seen.component_types + rewriter.added_types,
-        component_funcs: seen.component_funcs + rewriter.added_funcs,
-        core_funcs: seen.core_funcs + rewriter.added_core_funcs,
-        core_instances: seen.core_instances + rewriter.added_core_instances,
-        instance_of: HashMap::new(),
-    };
-    let mut lifted = Vec::new();
-    for (k, r) in replacements.iter().enumerate() {
-        if r.lifted.is_empty() {
-            continue;
-        }
-        let Some(&instance) = seen.instance_of.get(&r.module_index) else {
-            return Err(format!(
-                "core module {} is never instantiated: its functions cannot be exported",
-                r.module_index
-            ));
-        };
-        lifted.push((
-            k,
-            instance + rewriter.added_core_instances,
-            r.lifted.as_slice(),
-        ));
-    }
-    super::lift::append(&mut out, &counts, &lifted);
     Ok(out.finish())
 }
 
@@ -193,10 +156,6 @@ struct Rewriter<'a> {
     replaced: HashMap<u32, &'a [u8]>,
     /// Module index -> its bundle of lowered probes (core instance index).
     bundle_of: HashMap<u32, u32>,
-    /// What the top level defines, in the original's index spaces.
-    counts: TopCounts,
-    /// A section [`TopCounts`] could not read.
-    error: Option<wasmparser::BinaryReaderError>,
 }
 
 impl Rewriter<'_> {
@@ -303,9 +262,6 @@ impl ReencodeComponent for Rewriter<'_> {
                 whole_component,
             );
         }
-        if let Err(e) = self.counts.see(&payload) {
-            self.error.get_or_insert(e);
-        }
         match payload {
             Payload::ComponentImportSection(ref reader) => {
                 self.modules_seen += reader
@@ -405,7 +361,6 @@ mod tests {
                 module_index: 1,
                 bytes: probed.clone(),
                 probes,
-                lifted: Vec::new(),
             }],
         )
         .unwrap();

@@ -2,7 +2,7 @@
 //! functions' address ranges, taken from wasmtime once the module is loaded, and what each
 //! instrumented function is in the original (one of its functions, or one of wprof's).
 
-use wprof_agent::{ContextArena, FunctionIndices, Indexed, ProbeImports, ProbeMode, SwitchTable};
+use wprof_agent::{FunctionIndices, Indexed, ProbeImports, ProbeMode, SwitchTable};
 
 use crate::run::address_map::ArtifactAddressMap;
 
@@ -122,7 +122,7 @@ impl CodeMap {
 /// How `module`, instrumented for `mode`, numbers its functions, read from the module
 /// itself: the probe imports follow the original's imports; a live module exports its
 /// switches and holds two bodies per defined function (see [`SwitchTable`]), besides the
-/// node finder of the inline modes and coverage's exported dump functions.
+/// node finder of the inline modes.
 fn indices_of(module: &wasmtime::Module, mode: ProbeMode) -> FunctionIndices {
     let imported = module
         .imports()
@@ -130,11 +130,7 @@ fn indices_of(module: &wasmtime::Module, mode: ProbeMode) -> FunctionIndices {
         .count() as u32;
     let imports = imported.saturating_sub(ProbeImports::COUNT);
     let live = module.exports().any(|e| e.name() == SwitchTable::MEMORY);
-    let added = module
-        .exports()
-        .filter(|e| e.name().starts_with(ContextArena::COVERAGE_DUMP))
-        .count() as u32
-        + u32::from(mode.counts_inline());
+    let added = u32::from(mode.counts_inline());
     let defined = (module.functions().len() as u32).saturating_sub(added);
     FunctionIndices {
         imports,
@@ -253,10 +249,10 @@ mod tests {
             found.sort_by_key(|r| format!("{r:?}"));
             let mut expected = vec![Running::Function(1), Running::Function(1)];
             expected.extend([Running::Function(2), Running::Function(2)]);
-            // The node finder, and coverage's dump function.
+            // The node finder (coverage adds no function).
             expected.extend(std::iter::repeat_n(
                 Running::Probe,
-                usize::from(mode.counts_inline()) + usize::from(coverage),
+                usize::from(mode.counts_inline()),
             ));
             expected.sort_by_key(|r| format!("{r:?}"));
             assert_eq!(found, expected, "{mode:?}");

@@ -38,8 +38,6 @@ pub struct ComponentState {
     wasi: WasiCtx,
     table: ResourceTable,
     log: Option<ProbeLog>,
-    /// With `--coverage`: what `wasi:cli/exit`'s `exit` reads before it ends the program.
-    coverage: Option<crate::run::component_coverage::AtExit>,
     /// `--inject` into the modules' own functions, by component id.
     injected: FunctionInjectors,
     /// `--allocs`: every module's blocks.
@@ -59,7 +57,6 @@ impl ComponentState {
             wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
             log,
-            coverage: None,
             injected: FunctionInjectors::default(),
             allocs: None,
         }
@@ -68,12 +65,6 @@ impl ComponentState {
     /// Time mode's log, taken.
     pub(crate) fn take_log(&mut self) -> Option<ProbeLog> {
         self.log.take()
-    }
-}
-
-impl crate::run::component_coverage::KeepsCoverage for ComponentState {
-    fn at_exit(&mut self) -> &mut Option<crate::run::component_coverage::AtExit> {
-        &mut self.coverage
     }
 }
 
@@ -102,7 +93,7 @@ pub struct ModuleProbes {
     pub probe_code: Option<wprof_agent::ProbeCode>,
     /// Its probe imports, as [`crate::components::probe_imports`] read them.
     pub imports: Vec<ProbeImport>,
-    /// With `--coverage`: its block map and dump functions.
+    /// With `--coverage`: its block map and where its counters are.
     pub coverage: Option<crate::run::component_coverage::ModuleCoverage>,
     /// With `--allocs`: its allocator functions, by component id.
     pub allocators: Vec<crate::profile::AllocatorRecord>,
@@ -181,13 +172,6 @@ pub fn run(
     let mut linker: Linker<ComponentState> = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
         .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
-    if probes
-        .as_ref()
-        .is_some_and(|p| p.modules.iter().any(|m| m.coverage.is_some()))
-    {
-        crate::run::component_coverage::read_at_exit(&mut linker)
-            .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
-    }
     let injected = probes
         .as_mut()
         .map(|p| std::mem::take(&mut p.injected))
@@ -217,17 +201,15 @@ pub fn run(
             wasi,
             table: ResourceTable::new(),
             log,
-            coverage: None,
             injected,
             allocs: None,
         },
     );
     let (instantiated, made) = crate::run::component_memory::record(|| -> wasmtime::Result<_> {
         let instance = linker.instantiate(&mut store, component)?;
-        let command = wasmtime_wasi::p2::bindings::sync::Command::new(&mut store, &instance)?;
-        Ok((instance, command))
+        wasmtime_wasi::p2::bindings::sync::Command::new(&mut store, &instance)
     });
-    let (instance, command) = instantiated.map_err(|e| {
+    let command = instantiated.map_err(|e| {
         Failure::input(format!(
             "cannot instantiate {shown}: {}",
             first_line(&e.to_string())
@@ -274,13 +256,6 @@ pub fn run(
         }
         false => None,
     };
-    if let Some(trees) = &trees {
-        let counting = trees
-            .iter()
-            .filter_map(|(k, memory)| Some((modules[*k].coverage.clone()?, memory.clone())))
-            .collect();
-        store.data_mut().coverage = crate::run::component_coverage::AtExit::new(instance, counting);
-    }
     let board = match (live, &trees) {
         (Some(live), Some(trees)) => switchboard(&modules, trees, settings.mode, live),
         (Some(_), None) => {
@@ -415,7 +390,11 @@ pub fn run(
                 }
                 tree.graft(own, *k, module.offset);
             }
-            coverage = crate::run::component_coverage::at_end(&mut store, trap.is_some());
+            coverage = crate::run::component_coverage::at_end(
+                trees
+                    .iter()
+                    .filter_map(|(k, memory)| Some((modules[*k].coverage.as_ref()?, memory))),
+            );
             let by_node = store
                 .data_mut()
                 .allocs

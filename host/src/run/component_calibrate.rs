@@ -79,7 +79,6 @@ pub fn measure(
                 module_index: 0,
                 bytes: instrumented.bytes,
                 probes: probes.clone(),
-                lifted: Vec::new(),
             }],
         )
         .map_err(anyhow::Error::msg)?;

@@ -1,8 +1,6 @@
 //! Coverage: the block counters of a module instrumented with
-//! [`wprof_agent::ProbePlan::coverage`], read once the program has ended. They live in
-//! globals (see [`wprof_agent::ContextArena::COVERAGE_DUMP`]): the module's dump functions
-//! copy them into its tree memory, past everything the program used, and the counts are
-//! read from there.
+//! [`wprof_agent::ProbePlan::coverage`], read once the program has ended, however it ended.
+//! They live in the module's tree memory (see [`wprof_agent::ContextArena::counters`]).
 
 use wasmtime::{Instance, Store};
 use wprof_agent::{BlockCount, ContextArena};
@@ -39,41 +37,33 @@ pub fn assign(mut map: Coverage, counters: &[u64]) -> Option<Coverage> {
     next.next().is_none().then_some(map)
 }
 
-/// The counts of the module instance `instance`, laid out as `map` says; `None` (with a
-/// reason) if its dump functions or memory are not what the map says.
+/// The counts of the module instance `instance`, which has `functions` functions (its
+/// imports included), laid out as `map` says; an error if its tree memory does not hold
+/// them.
 pub fn read<T>(
     store: &mut Store<T>,
     instance: &Instance,
+    functions: u32,
     map: Coverage,
 ) -> Result<Coverage, String> {
-    let total = counters(&map);
     let memory = instance
         .get_memory(&mut *store, ContextArena::MEMORY)
         .ok_or("the module has no tree memory")?;
-    // Past everything in use, 8-aligned (a memory's size is a whole number of pages).
-    let to = memory.data_size(&*store) as u64;
-    let pages = (8 * total).div_ceil(65536);
-    if to + 8 * total > u64::from(u32::MAX) {
-        return Err("no room for the counters in the tree memory".into());
-    }
-    memory
-        .grow(&mut *store, pages)
-        .map_err(|e| format!("cannot grow the tree memory: {e}"))?;
-    let chunks = total.div_ceil(u64::from(ContextArena::CHUNK));
-    for chunk in 0..chunks {
-        let name = format!("{}{chunk}", ContextArena::COVERAGE_DUMP);
-        let dump = instance
-            .get_typed_func::<i32, ()>(&mut *store, &name)
-            .map_err(|e| format!("{name}: {e}"))?;
-        dump.call(&mut *store, to as i32)
-            .map_err(|e| format!("{name}: {e}"))?;
-    }
-    let data = memory.data(&*store);
-    let counters: Vec<u64> = data[to as usize..(to + 8 * total) as usize]
+    let counts = in_memory(memory.data(&*store), functions, &map)?;
+    assign(map, &counts).ok_or_else(|| "the counters do not match the block map".to_string())
+}
+
+/// The counters of `map` in `tree`, the tree memory of a module of `functions` functions.
+pub fn in_memory(tree: &[u8], functions: u32, map: &Coverage) -> Result<Vec<u64>, String> {
+    let total = counters(map) as usize;
+    let start = ContextArena::counters(functions) as usize;
+    let bytes = tree
+        .get(start..start + 8 * total)
+        .ok_or_else(|| format!("its {total} counters are not in the tree memory"))?;
+    Ok(bytes
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
-    assign(map, &counters).ok_or_else(|| "the counters do not match the block map".to_string())
+        .collect())
 }
 
 #[cfg(test)]

@@ -579,7 +579,12 @@ fn read_coverage(
     instance: &wasmtime::Instance,
     map: crate::profile::coverage::Coverage,
 ) -> Option<crate::profile::coverage::Coverage> {
-    crate::run::coverage::read(store, instance, map)
+    let functions = store
+        .data()
+        .collector
+        .as_ref()
+        .map_or(0, |c| c.functions().len() as u32);
+    crate::run::coverage::read(store, instance, functions, map)
         .map_err(|e| crate::say!("wprof: warning: coverage not recorded: {e}"))
         .ok()
 }

@@ -325,10 +325,14 @@ impl Threads {
         let mut coverage = None;
         if self.mode.is_some_and(ProbeMode::counts_inline) {
             crate::run::replay::replay_tree(&mut store, &instance, samples.as_ref());
-            coverage = self
-                .blocks
-                .clone()
-                .and_then(|map| crate::run::coverage::read(&mut store, &instance, map).ok());
+            let functions = store
+                .data()
+                .collector
+                .as_ref()
+                .map_or(0, |c| c.functions().len() as u32);
+            coverage = self.blocks.clone().and_then(|map| {
+                crate::run::coverage::read(&mut store, &instance, functions, map).ok()
+            });
         }
         let state = store.into_data();
         let collector = match state.log {
