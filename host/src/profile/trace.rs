@@ -132,7 +132,9 @@ pub fn write_chrome_json<'n>(
             )?;
         }
     }
-    for call in trace.calls() {
+    let calls: Vec<TracedCall> = trace.calls().copied().collect();
+    let durations = written_durations(&calls);
+    for (call, &dur_ns) in calls.iter().zip(&durations) {
         let tid = tids[&call.track];
         let (name, import) = escaped.entry(call.id).or_insert_with(|| {
             let (name, import) = name_of(call.id);
@@ -144,7 +146,6 @@ pub fn write_chrome_json<'n>(
         // Both ends in whole nanoseconds, so that a call within another stays within it
         // once rounded.
         let start_ns = call.start_ps / 1000;
-        let dur_ns = (call.end_ps / 1000).saturating_sub(start_ns);
         write!(
             out,
             ",\n{{\"ph\":\"X\",\"name\":{name}{cat},\"ts\":{},\"dur\":{},\"pid\":{pid},\"tid\":{tid}}}",
@@ -153,6 +154,55 @@ pub fn write_chrome_json<'n>(
         )?;
     }
     write!(out, "\n]}}\n")
+}
+
+/// Each call's duration as written, in whole nanoseconds (both ends rounded down): its own,
+/// except that a call ending in the same nanosecond as the call around it (on its track)
+/// ends as many nanoseconds earlier as it takes for `ts + dur`, computed in doubles as
+/// readers do, not to pass the enclosing call's. A decimal sum can round up past another
+/// that is equal in decimal (one pair in six), and Chrome DevTools then leaves the inner
+/// call out of the tree; with the probes' cost taken out of the clock, a call that returns
+/// right after its last callee can end in the same nanosecond.
+fn written_durations(calls: &[TracedCall]) -> Vec<u64> {
+    let start = |c: &TracedCall| c.start_ps / 1000;
+    let mut durations: Vec<u64> = calls
+        .iter()
+        .map(|c| (c.end_ps / 1000).saturating_sub(start(c)))
+        .collect();
+    // What a reader computes as the end of call `i`.
+    let read_end = |i: usize, durations: &[u64]| {
+        start(&calls[i]) as f64 / 1000.0 + durations[i] as f64 / 1000.0
+    };
+    // Outer calls before the calls inside them: by track, then start, longest first.
+    let mut order: Vec<usize> = (0..calls.len()).collect();
+    order.sort_by_key(|&i| {
+        let c = &calls[i];
+        (c.track, start(c), std::cmp::Reverse(durations[i]), c.depth)
+    });
+    // The calls around the current one, in nanoseconds as measured.
+    let mut around: Vec<(usize, u64, u64)> = Vec::new();
+    let mut track = None;
+    for i in order {
+        let c = &calls[i];
+        let (from, to) = (start(c), start(c) + durations[i]);
+        if track != Some(c.track) {
+            around.clear();
+            track = Some(c.track);
+        }
+        while around
+            .last()
+            .is_some_and(|&(_, s, e)| !(s <= from && to <= e))
+        {
+            around.pop();
+        }
+        if let Some(&(parent, _, _)) = around.last() {
+            while durations[i] > 0 && read_end(i, &durations) > read_end(parent, &durations) {
+                durations[i] -= 1;
+            }
+        }
+        around.push((i, from, to));
+    }
+    durations
 }
 
 /// Nanoseconds shown as microseconds with three decimals.
@@ -176,6 +226,35 @@ mod tests {
             start_ps,
             end_ps,
         }
+    }
+
+    #[test]
+    fn a_call_ending_with_its_caller_ends_within_it_as_readers_add() {
+        // Find a caller and a callee that end in the same nanosecond, where adding start
+        // and duration in doubles puts the callee's end after the caller's.
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let (outer, inner) = (1..1_000_000u64)
+            .map(|k| (1_000_003 * k, 1_000_003 * k + 777 * k % 997 + 1))
+            .find(|&(outer, inner)| {
+                let end = outer + 5_000_123;
+                us(inner) + us(end - inner) > us(outer) + us(end - outer)
+            })
+            .expect("such a pair");
+        let end = outer + 5_000_123;
+        let calls = [
+            TracedCall {
+                depth: 1,
+                ..call(1, inner * 1000, end * 1000)
+            },
+            call(0, outer * 1000, end * 1000),
+        ];
+        let durations = written_durations(&calls);
+        assert_eq!(durations[1], end - outer);
+        assert_eq!(durations[0], end - inner - 1);
+        assert!(us(inner) + us(durations[0]) <= us(outer) + us(durations[1]));
+        // Calls that end apart keep their durations.
+        let apart = [call(1, 2_000, 3_000), call(0, 1_000, 9_000)];
+        assert_eq!(written_durations(&apart), [1, 8]);
     }
 
     #[test]
