@@ -619,3 +619,44 @@ fn live_switches_of_a_component_turn_each_modules_functions() {
         stderr(&out)
     );
 }
+
+#[test]
+fn core_modules_in_nested_components_run_as_they_are_and_say_so() {
+    let s = Scratch::new();
+    // The sample with a nested component appended (defined, never instantiated), holding
+    // one core module.
+    let mut bytes = std::fs::read(component()).unwrap();
+    let nested = wat::parse_str("(component (core module (func)))").unwrap();
+    let mut section = wasm_encoder::Component::new();
+    section.section(&wasm_encoder::RawSection {
+        id: wasm_encoder::ComponentSectionId::Component as u8,
+        data: &nested,
+    });
+    // The section after the new component's own preamble (8 bytes).
+    bytes.extend_from_slice(&section.finish()[8..]);
+    std::fs::write(s.path("nested.wasm"), &bytes).unwrap();
+    let out = s.run(&["run", "-o", "p.wprof", "nested.wasm", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("hello: 3 rounds"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains(
+            "1 core module inside nested components runs without probes: its time goes to \
+             the calls into it"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert!(s.profile("p.wprof")["functions"].as_array().is_some());
+    // Profiling off says nothing.
+    let out = s
+        .wprof(&["run", "nested.wasm", "3"])
+        .env("WPROF", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("nested"), "{}", stderr(&out));
+}

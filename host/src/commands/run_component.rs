@@ -71,6 +71,18 @@ pub(crate) fn run(
         }
         false => settings.clone(),
     };
+    // Only the top level's core modules are instrumented (see `crate::components`).
+    if settings.profiling && layout.nested_modules > 0 {
+        let n = layout.nested_modules;
+        warn(format_args!(
+            "{shown}: {n} core module{} inside nested components run{} without probes: \
+             {} time goes to the calls into {}",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" },
+            if n == 1 { "its" } else { "their" },
+            if n == 1 { "it" } else { "them" },
+        ));
+    }
     // `--live`: `wprof ctl` reaches the run while it prepares (and is told so).
     let mut control = crate::live::open_control(settings);
     // The inline modes read each module's tree from its memory, which only an engine whose

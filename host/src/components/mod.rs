@@ -42,6 +42,8 @@ pub struct ComponentLayout {
     /// The module of each core instance the component instantiates, in order (the order
     /// the engine instantiates them in, and makes their memories).
     pub instantiations: Vec<u32>,
+    /// Core modules inside nested components, at any depth: they run as they are.
+    pub nested_modules: u32,
 }
 
 impl ComponentLayout {
@@ -52,6 +54,7 @@ impl ComponentLayout {
         let mut names: Vec<(u32, String)> = Vec::new();
         let mut imported_modules = 0u32;
         let mut instantiations = Vec::new();
+        let mut nested_modules = 0;
         let mut parser = Parser::new(0);
         let mut rest = bytes;
         loop {
@@ -74,7 +77,10 @@ impl ComponentLayout {
                 }
                 Payload::ComponentSection {
                     unchecked_range, ..
-                } => skip = unchecked_range.len(),
+                } => {
+                    nested_modules += core_modules_in(&bytes[unchecked_range.clone()])?;
+                    skip = unchecked_range.len();
+                }
                 Payload::ComponentImportSection(reader) => {
                     for import in reader {
                         let import = import.map_err(|e| e.to_string())?;
@@ -133,6 +139,7 @@ impl ComponentLayout {
             exports,
             imported_modules,
             instantiations,
+            nested_modules,
         })
     }
 
@@ -315,6 +322,17 @@ pub fn module_alias(alias: &wasmparser::ComponentAlias<'_>) -> bool {
     }
 }
 
+/// The core modules defined in `component`, at any depth.
+fn core_modules_in(component: &[u8]) -> Result<u32, String> {
+    let mut count = 0;
+    for payload in Parser::new(0).parse_all(component) {
+        if let Payload::ModuleSection { .. } = payload.map_err(|e| e.to_string())? {
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,7 +343,7 @@ mod tests {
             r#"(component
                 (core module $first (func (export "f")))
                 (core module $second)
-                (component $inner (core module $nested))
+                (component $inner (core module $nested) (component (core module $deeper)))
                 (core instance $i (instantiate $first))
                 (func $run (result (result)) (canon lift (core func $i "f")))
                 (instance $runner (export "run" (func $run)))
@@ -339,6 +357,7 @@ mod tests {
         assert!(layout.is_command());
         assert!(layout.several_modules());
         assert_eq!(layout.instantiations, [0]);
+        assert_eq!(layout.nested_modules, 2);
         let first = &layout.modules[0];
         assert!(wasmparser::Parser::is_core_wasm(
             &bytes[first.range.clone()]
@@ -352,6 +371,7 @@ mod tests {
         assert!(!layout.is_command());
         assert_eq!(layout.modules[0].name, "module0");
         assert!(!layout.several_modules());
+        assert_eq!(layout.nested_modules, 0);
     }
 
     #[test]
