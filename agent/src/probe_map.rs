@@ -241,12 +241,6 @@ pub(crate) struct ProbeLayout {
 impl ProbeLayout {
     pub fn plan(layout: &ModuleLayout<'_>, plan: &crate::ProbePlan) -> Result<Self, AgentError> {
         use wasmparser::ValType::{I32, I64};
-        if plan.live && plan.mode == crate::ProbeMode::Adaptive {
-            return Err(AgentError::Unsupported {
-                what: "live probes in adaptive mode (not supported yet)".to_string(),
-                offset: 0,
-            });
-        }
         let mut probes = ProbeLayout {
             mode: plan.mode,
             live: plan.live,

@@ -149,44 +149,104 @@ fn a_component_that_is_not_a_command_is_one_line_and_exit_2() {
 }
 
 #[test]
-fn sample_mode_is_the_default_and_adaptive_mode_asked_for_is_sampled_with_one_warning() {
+fn sample_mode_is_the_default() {
     let s = Scratch::new();
     let program = component();
-    for (args, warned) in [(&[][..], false), (&["--mode", "adaptive"][..], true)] {
-        let out = s.run(&[&["run", "-o", "s.wprof"][..], args, &[&program, "200"]].concat());
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
-        assert_eq!(stdout(&out), "hello: 200 rounds, checksum 1205077780\n");
-        let warnings: Vec<_> = stderr(&out)
-            .lines()
-            .filter(|l| l.contains("warning"))
-            .map(str::to_string)
-            .collect();
-        assert_eq!(
-            warnings.len(),
-            usize::from(warned),
-            "{args:?}: {warnings:?}"
-        );
-        if warned {
-            assert!(warnings[0].contains("not adaptive mode"), "{warnings:?}");
-        }
-        let p = s.profile("s.wprof");
-        assert_eq!(p["mode"], "sample", "{args:?}");
-        assert_eq!(calls(&p, "main!middle"), 200);
-        assert_eq!(calls(&p, "main!leaf"), 20000);
-        assert!(calls(&p, "wasi_snapshot_preview1!fd_write") > 0);
-        let total: u64 = p["functions"]
+    let out = s.run(&["run", "-o", "s.wprof", &program, "200"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "hello: 200 rounds, checksum 1205077780\n");
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let p = s.profile("s.wprof");
+    assert_eq!(p["mode"], "sample");
+    assert_eq!(calls(&p, "main!middle"), 200);
+    assert_eq!(calls(&p, "main!leaf"), 20000);
+    assert!(calls(&p, "wasi_snapshot_preview1!fd_write") > 0);
+    let total: u64 = p["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["self"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, p["total"].as_u64().unwrap(), "Σ self = total");
+    assert!(
+        p["sampling"]["readings"].as_u64() > Some(0),
+        "{}",
+        p["sampling"]
+    );
+}
+
+#[test]
+fn adaptive_mode_walks_a_modules_hot_path_and_times_it() {
+    let s = Scratch::new();
+    let program = component();
+    // `leaf`, called 100 times a round, is the hot spot; the walk goes up through `middle`.
+    let rounds = 1_000_000u64;
+    let out = s.run(&[
+        "run",
+        "--mode",
+        "adaptive",
+        "--adaptive-calls",
+        "50",
+        "-o",
+        "a.wprof",
+        &program,
+        &rounds.to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("hello: 1000000 rounds"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("adaptive mode: 1 hot path walked"),
+        "{}",
+        stderr(&out)
+    );
+    let p = s.profile("a.wprof");
+    assert_eq!(p["mode"], "adaptive");
+    // Exact counts, as in sample mode.
+    assert_eq!(calls(&p, "main!middle"), rounds);
+    assert_eq!(calls(&p, "main!leaf"), 100 * rounds);
+    let record = &p["adaptive"];
+    assert!(record["timer_cost_ns"].as_u64() > Some(0), "{record}");
+    let contexts = record["contexts"].as_array().unwrap();
+    let name = |c: &serde_json::Value| {
+        let id = c["stack"].as_array().unwrap().last().unwrap().clone();
+        p["functions"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|f| f["self"].as_u64().unwrap())
-            .sum();
-        assert_eq!(total, p["total"].as_u64().unwrap(), "Σ self = total");
-        assert!(
-            p["sampling"]["readings"].as_u64() > Some(0),
-            "{}",
-            p["sampling"]
-        );
+            .find(|f| f["id"] == id)
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    let paths = record["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 1, "{record}");
+    let walked: Vec<&serde_json::Value> = paths[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &contexts[i.as_u64().unwrap() as usize])
+        .collect();
+    let names: Vec<String> = walked.iter().map(|c| name(c)).collect();
+    assert_eq!(names[..2], ["main!leaf", "main!middle"], "{record}");
+    // Each context on the path is the module's own (ids in the component's space), with
+    // its exact calls; the first two were timed, each activation at most 50 times.
+    for (c, calls) in walked.iter().zip([100 * rounds, rounds]) {
+        assert_eq!(c["calls"], calls, "{c}");
+        let timed = c["timed"].as_u64().unwrap();
+        assert!((1..=50).contains(&timed), "{c}");
+        assert!(c["min_ns"].as_u64() <= c["max_ns"].as_u64(), "{c}");
     }
+    // The report shows the path.
+    let out = s.run(&["report", "a.wprof"]);
+    assert!(
+        stdout(&out).contains("main!main > main!middle > main!leaf"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]

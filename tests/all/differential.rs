@@ -314,7 +314,6 @@ impl Checker {
                     ..ProbePlan::default()
                 })
             })
-            .filter(|p| !(p.live && p.mode == ProbeMode::Adaptive))
             // Time mode with short functions counted, not timed (wprof run's default bound),
             // with and without switches.
             .chain([false, true].map(|live| ProbePlan {

@@ -131,8 +131,16 @@ mod tests {
         assert!(bodies[0].contains(&mask), "{}", bodies[0]);
         // The excluded function: neither.
         assert_eq!(count(other, &start) + count(other, &stop), 0);
-        // Not with live probes (yet).
-        let live = ProbePlan { live: true, ..plan };
-        assert!(instrument(&wasm, &live).is_err());
+        // With live probes (a component's modules are instrumented so): $leaf's probed copy
+        // times as its body did above; its own body (every probe off) has no timer.
+        let live = instrument(&wasm, &ProbePlan { live: true, ..plan }).unwrap();
+        validate(&live.bytes);
+        let t = text(&live.bytes);
+        // The node finder, the module's three functions, then their probed copies.
+        let bodies: Vec<&str> = t.split("--\n").collect();
+        let (own, copy) = (bodies[1], bodies[4]);
+        assert_eq!(count(copy, &start), 1, "{copy}");
+        assert_eq!(count(copy, &stop), 3, "{copy}");
+        assert_eq!(count(own, &start), 0, "{own}");
     }
 }

@@ -56,21 +56,6 @@ pub(crate) fn run(
             first.injection.spec, first.name
         )));
     }
-    // Adaptive mode's walker does not follow a path from one core module into another yet:
-    // a component asked for it is sampled (one warning).
-    let settings = &match settings.profiling && settings.mode == ProbeMode::Adaptive {
-        true => {
-            warn(format_args!(
-                "{shown} is a component: it is profiled in sample mode, not adaptive mode \
-                 (components are profiled in sample, time or cost mode)"
-            ));
-            RunSettings {
-                mode: ProbeMode::Sample,
-                ..settings.clone()
-            }
-        }
-        false => settings.clone(),
-    };
     // Only the top level's core modules are instrumented (see `crate::components`).
     if settings.profiling && layout.nested_modules > 0 {
         let n = layout.nested_modules;
@@ -184,6 +169,19 @@ pub(crate) fn run(
             )),
         }
     }
+    // Adaptive mode: what a timer costs, reached through the component's lowered calls (see
+    // `crate::run::component_calibrate::measure_timers`).
+    let mut timer_cost = None;
+    if settings.mode == ProbeMode::Adaptive && settings.subtract_overhead {
+        match timings.time("calibrate", || {
+            crate::run::component_calibrate::measure_timers(engine)
+        }) {
+            Ok(cost) => timer_cost = Some(cost),
+            Err(e) => warn(format_args!(
+                "cannot measure the timers' cost ({e}); timed figures include it"
+            )),
+        }
+    }
     let mut injected = FunctionInjectors::default();
     for f in &injections.functions {
         injected.add(f.id, &f.name, &f.injection, f.order);
@@ -220,6 +218,7 @@ pub(crate) fn run(
         collector,
         modules: prepared.modules.clone(),
         memories: prepared.memories.clone(),
+        timer_cost,
     };
     let mut outcome =
         crate::run::component::run(engine, &component, settings, Stdio::Inherit, Some(probes))?;
@@ -254,6 +253,7 @@ pub(crate) fn run(
         injections: outcome.injections.clone(),
         allocations: outcome.allocations.clone(),
         live: outcome.live.clone(),
+        adaptive: outcome.adaptive.clone(),
         ..profile
     };
     if let Some(coverage) = &mut profile.coverage {

@@ -23,6 +23,8 @@ use crate::components::{probe_function_name, probe_instance_name, ProbeImport};
 use crate::exit::Failure;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::run::adaptive::stopwatch::{Stopwatch, TimerCost};
+use crate::run::adaptive::walker::Walker;
 use crate::run::collector::Collector;
 use crate::run::component_memory::MadeMemory;
 use crate::run::host_calls::inject::FunctionInjectors;
@@ -42,6 +44,9 @@ pub struct ComponentState {
     injected: FunctionInjectors,
     /// `--allocs`: every module's blocks.
     allocs: Option<crate::run::component_allocs::ComponentAllocs>,
+    /// Adaptive mode: each instrumented module's stopwatch (by probe instance), which its
+    /// timed activations' probes start and stop.
+    stopwatches: Vec<Option<Stopwatch>>,
 }
 
 impl std::fmt::Debug for ComponentState {
@@ -59,12 +64,28 @@ impl ComponentState {
             log,
             injected: FunctionInjectors::default(),
             allocs: None,
+            stopwatches: Vec::new(),
         }
     }
 
     /// Time mode's log, taken.
     pub(crate) fn take_log(&mut self) -> Option<ProbeLog> {
         self.log.take()
+    }
+
+    /// Adaptive mode's calibration: a stopwatch over `tree`, the one module's, costing
+    /// nothing.
+    pub(crate) fn attach_stopwatch(&mut self, tree: crate::run::adaptive::live_tree::LiveTree) {
+        self.stopwatches = vec![Some(Stopwatch::new(
+            crate::run::clock::Clock::new(),
+            crate::run::adaptive::timers::Timers::new(tree),
+            TimerCost::default(),
+        ))];
+    }
+
+    /// The one module's stopwatch, taken (see [`ComponentState::attach_stopwatch`]).
+    pub(crate) fn take_stopwatch(&mut self) -> Option<Stopwatch> {
+        self.stopwatches.first_mut()?.take()
     }
 }
 
@@ -121,6 +142,8 @@ pub struct ComponentProbes {
     /// in order (see [`crate::run::component_memory`]), and which are the modules' tree
     /// memories and memories 0.
     pub memories: Vec<ExpectedMemory>,
+    /// Adaptive mode: what a timer costs, subtracted from what it measures.
+    pub timer_cost: Option<TimerCost>,
 }
 
 /// A memory a component's instantiation makes: its minimum size, and whether it is the
@@ -157,6 +180,8 @@ pub struct ComponentOutcome {
     pub allocations: Option<crate::profile::AllocationsRecord>,
     /// With `--live`: what was switched when.
     pub live: Option<crate::profile::LiveRecord>,
+    /// Adaptive mode: the walks and what was timed, over every module.
+    pub adaptive: Option<crate::profile::AdaptiveRecord>,
 }
 
 /// Runs `component`'s `wasi:cli/run`. With `probes`, its probe instances report to their
@@ -179,6 +204,10 @@ pub fn run(
     let allocs = probes.as_ref().is_some_and(|p| p.allocs);
     let live = probes.as_mut().and_then(|p| p.live.take());
     let serve = probes.as_mut().and_then(|p| p.serve.take());
+    let timer_cost = probes
+        .as_ref()
+        .and_then(|p| p.timer_cost)
+        .unwrap_or_default();
     let (log, collector, modules, memories) = match probes {
         Some(p) if p.mode == ProbeMode::Time => (
             Some(ProbeLog::start(p.collector)),
@@ -203,6 +232,7 @@ pub fn run(
             log,
             injected,
             allocs: None,
+            stopwatches: Vec::new(),
         },
     );
     let (instantiated, made) = crate::run::component_memory::record(|| -> wasmtime::Result<_> {
@@ -264,6 +294,33 @@ pub fn run(
         }
         _ => None,
     };
+    // Adaptive mode: a stopwatch and a walker per module, over its tree; the walkers by the
+    // module's position, as the sampler knows the modules.
+    let mut walkers: Vec<Option<Walker>> = Vec::new();
+    if let (ProbeMode::Adaptive, Some(trees)) = (settings.mode, &trees) {
+        let positions = modules.iter().map(|m| m.position + 1).max().unwrap_or(0);
+        walkers.resize_with(positions, || None);
+        let mut stopwatches: Vec<Option<Stopwatch>> = (0..modules.len()).map(|_| None).collect();
+        for (k, memory) in trees {
+            let module = &modules[*k];
+            // SAFETY: the tree memory never moves and lives as long as the store; the
+            // walkers and stopwatches go before it (the sampler is joined, the store's data
+            // dropped with it).
+            let tree =
+                unsafe { crate::run::adaptive::live_tree::LiveTree::new(memory.base as *const u8) };
+            stopwatches[*k] = Some(Stopwatch::new(
+                crate::run::clock::Clock::new(),
+                crate::run::adaptive::timers::Timers::new(tree),
+                timer_cost,
+            ));
+            walkers[module.position] = Some(Walker::new(
+                tree,
+                module.indices.functions,
+                settings.adaptive,
+            ));
+        }
+        store.data_mut().stopwatches = stopwatches;
+    }
     let sampled = settings.mode.samples() && trees.is_some();
     // `--serve`: windows read the trees while the program runs, and ask the sampler for
     // its readings.
@@ -309,6 +366,7 @@ pub fn run(
                 (&modules, trees),
                 switches,
                 desk.as_deref(),
+                &mut walkers,
                 settings,
             );
             (result, Some(samples))
@@ -364,6 +422,7 @@ pub fn run(
     };
     let mut probe_ps = 0;
     let mut coverage = None;
+    let mut adaptive: Option<crate::profile::AdaptiveRecord> = None;
     let collector = match (store.data_mut().log.take(), collector, trees) {
         (Some(log), _, _) => {
             let mut collector = log.finish().0;
@@ -387,6 +446,33 @@ pub fn run(
                     for node in &mut own.nodes {
                         node.self_cost = attribution.time.get(&node.address).copied().unwrap_or(0);
                     }
+                }
+                // Adaptive mode: the module's walks and timed activations, in the component's
+                // ids.
+                let walker = walkers.get_mut(module.position).and_then(Option::take);
+                let stopwatch = store
+                    .data_mut()
+                    .stopwatches
+                    .get_mut(*k)
+                    .and_then(Option::take);
+                if let (Some(walker), Some(stopwatch)) = (walker, stopwatch) {
+                    let (times, unfinished) = stopwatch.finish();
+                    let sampled: std::collections::HashMap<u32, u64> =
+                        own.nodes.iter().map(|n| (n.address, n.self_cost)).collect();
+                    let record = crate::run::adaptive::record(
+                        settings.adaptive,
+                        timer_cost,
+                        &walker.finish(),
+                        &times,
+                        unfinished,
+                        &own,
+                        |address| sampled.get(&address).copied().unwrap_or(0),
+                    );
+                    adaptive = Some(crate::run::adaptive::merged(
+                        adaptive,
+                        record,
+                        module.offset,
+                    ));
                 }
                 tree.graft(own, *k, module.offset);
             }
@@ -445,12 +531,15 @@ pub fn run(
         injections,
         allocations,
         live: live_record,
+        adaptive,
     })
 }
 
-/// Sample mode: calls `run` with the program thread's timer asking where it is and a
-/// sampler thread charging the time (see [`crate::run::component_sampler`]): the result,
-/// and per core module (by position) its samples.
+/// Sample and adaptive mode: calls `run` with the program thread's timer asking where it is
+/// and a sampler thread charging the time (see [`crate::run::component_sampler`]) and
+/// telling each module's walker (adaptive mode, `walkers` by position): the result, and per
+/// core module (by position) its samples.
+#[allow(clippy::too_many_arguments)]
 fn call_sampled(
     store: &mut Store<ComponentState>,
     command: &wasmtime_wasi::p2::bindings::sync::Command,
@@ -458,6 +547,7 @@ fn call_sampled(
     (modules, trees): (&[ModuleProbes], &[(usize, MadeMemory)]),
     switches: Option<&Switchboard>,
     desk: Option<&SampleDesk<Vec<Samples>>>,
+    walkers: &mut [Option<Walker>],
     settings: &RunSettings,
 ) -> (wasmtime::Result<Result<(), ()>>, Vec<Samples>) {
     use crate::run::component_sampler::{sample, Cell};
@@ -503,7 +593,8 @@ fn call_sampled(
     std::thread::scope(|s| {
         let (cells, clock, stop, period) = (&cells, &clock, &stop, settings.sample_period);
         let switches = switches.map(|board| (board, offsets.as_slice()));
-        let sampler = s.spawn(move || sample(cells, asking, switches, desk, clock, period, stop));
+        let sampler =
+            s.spawn(move || sample(cells, asking, switches, desk, walkers, clock, period, stop));
         let result = command.wasi_cli_run().call_run(&mut *store);
         stop.store(true, Ordering::Release);
         sampler.thread().unpark();
@@ -590,6 +681,13 @@ pub(crate) fn define_probes(
             f(log);
         }
     }
+    /// Adaptive mode: module `k`'s stopwatch.
+    fn stopwatch<'s>(
+        store: &'s mut StoreContextMut<'_, ComponentState>,
+        k: usize,
+    ) -> Option<&'s mut Stopwatch> {
+        store.data_mut().stopwatches.get_mut(k)?.as_mut()
+    }
     let mut instance = linker.instance(&probe_instance_name(k))?;
     let offset = module.offset;
     for probe in &module.imports {
@@ -600,6 +698,11 @@ pub(crate) fn define_probes(
                 Ok(())
             })?,
             P::EXIT => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
+                // Adaptive mode: `id` is the token of a timed activation.
+                if let Some(watch) = stopwatch(&mut s, k) {
+                    watch.stop(id);
+                    return Ok(());
+                }
                 with_log(&mut s, |l| l.exit(offset + id));
                 Ok(())
             })?,
@@ -612,6 +715,10 @@ pub(crate) fn define_probes(
                 Ok(())
             })?,
             P::ENTER_CATCHING => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
+                // Adaptive mode: `id` is the node of an activation to time.
+                if let Some(watch) = stopwatch(&mut s, k) {
+                    return Ok((watch.start(id),));
+                }
                 let mut token = 0;
                 with_log(&mut s, |l| token = l.enter_catching(offset + id));
                 Ok((token,))

@@ -11,10 +11,12 @@ use wasmtime::{Engine, Store};
 use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::components::rewrite::{rewrite, Replacement};
+use crate::run::adaptive::stopwatch::TimerCost;
 use crate::run::calibrate::{repeat, Run, CALIBRATION, CALLS};
 use crate::run::collector::{Collector, ProbeOverhead};
 use crate::run::component::{define_probes, ComponentState, ModuleProbes};
 use crate::run::probe_log::ProbeLog;
+use crate::stats::median;
 
 /// The calibration module in a component exporting `run: func(n: u32)`.
 fn wrapper(module: &[u8]) -> Vec<u8> {
@@ -140,6 +142,116 @@ pub fn measure(
     })
 }
 
+/// Measures what adaptive mode's timers cost in a component on `engine`, an engine whose
+/// memories wprof makes (see [`crate::run::component_memory::engine`]): the same
+/// measurement as [`crate::run::adaptive::calibrate::measure`]'s (the calibration module's
+/// empty function timed at every call, against the same component with no timer armed),
+/// through the component's lowered calls, instrumented as a profiled run instruments a
+/// component's modules.
+pub fn measure_timers(engine: &Engine) -> anyhow::Result<TimerCost> {
+    use crate::run::adaptive::live_tree::LiveTree;
+    use crate::run::adaptive::timers::Timers;
+    let original = wat::parse_str(CALIBRATION)?;
+    let plan = ProbePlan {
+        mode: ProbeMode::Adaptive,
+        // As a component's modules are (see `crate::commands::run_component`).
+        live: true,
+        ..ProbePlan::default()
+    };
+    let instrumented = wprof_agent::instrument(&original, &plan)?;
+    let probes =
+        crate::components::probe_imports(&instrumented.bytes).map_err(anyhow::Error::msg)?;
+    let bytes = rewrite(
+        &wrapper(&original),
+        &[Replacement {
+            module_index: 0,
+            bytes: instrumented.bytes,
+            probes: probes.clone(),
+        }],
+    )
+    .map_err(anyhow::Error::msg)?;
+    let component = Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let functions = 2;
+    let module = ModuleProbes {
+        offset: 0,
+        indices: wprof_agent::FunctionIndices {
+            imports: 0,
+            functions,
+            mode: ProbeMode::Adaptive,
+            live: true,
+        },
+        position: 0,
+        probe_code: None,
+        imports: probes,
+        coverage: None,
+        allocators: Vec::new(),
+    };
+    let mut linker = Linker::new(engine);
+    define_probes(&mut linker, 0, &module).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let time_run = |armed: bool| -> anyhow::Result<(u64, Option<u64>)> {
+        let mut store = Store::new(engine, ComponentState::bare(None));
+        let (instance, made) =
+            crate::run::component_memory::record(|| linker.instantiate(&mut store, &component));
+        let instance = instance.map_err(|e| anyhow::anyhow!("{e}"))?;
+        // The tree memory is the last the module makes (the agent appends it).
+        let memory = made
+            .last()
+            .ok_or_else(|| anyhow::anyhow!("the calibration's tree memory was not made"))?;
+        // SAFETY: the memory never moves and lives as long as the store, which outlives
+        // every use of the tree here.
+        let tree = unsafe { LiveTree::new(memory.base as *const u8) };
+        store.data_mut().attach_stopwatch(tree);
+        let run = instance
+            .get_typed_func::<(u32,), ()>(&mut store, "run")
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        // One call makes the leaf's node; then its timer is armed for the measured calls.
+        run.call(&mut store, (1,))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if armed {
+            let size = memory.size.load(std::sync::atomic::Ordering::Acquire);
+            // SAFETY: `size` bytes from the base are accessible; nothing runs meanwhile.
+            let bytes = unsafe { std::slice::from_raw_parts(memory.base as *const u8, size) };
+            let leaf = crate::run::inline_tree::InlineTree::read(bytes, functions)
+                .nodes
+                .iter()
+                .find(|n| n.function == 0)
+                .map(|n| n.address)
+                .ok_or_else(|| anyhow::anyhow!("the calibration's leaf has no node"))?;
+            Timers::new(tree).arm(leaf, TIMED_CALLS);
+        }
+        let started = std::time::Instant::now();
+        run.call(&mut store, (TIMED_CALLS,))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let elapsed = started.elapsed().as_nanos() as u64 * crate::run::collector::PS_PER_NS;
+        let (times, _) = store
+            .data_mut()
+            .take_stopwatch()
+            .expect("attached above")
+            .finish();
+        let inside = times
+            .values()
+            .find(|t| t.timed > 0)
+            .map(|t| t.total_ps / t.timed);
+        Ok((elapsed, inside))
+    };
+    let (mut plain, mut timed, mut inside) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..crate::run::calibrate::REPEATS {
+        plain.push(time_run(false)?.0);
+        let (t, i) = time_run(true)?;
+        timed.push(t);
+        inside.push(i.ok_or_else(|| anyhow::anyhow!("no activation was timed"))?);
+    }
+    let inside_ps = median(inside);
+    let per_call = median(timed).saturating_sub(median(plain)) / u64::from(TIMED_CALLS);
+    Ok(TimerCost {
+        inside_ps,
+        outside_ps: per_call.saturating_sub(inside_ps),
+    })
+}
+
+/// Calls of the empty function per timed run (as adaptive mode's module calibration).
+const TIMED_CALLS: u32 = 5_000;
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -149,5 +261,13 @@ mod tests {
         assert!(o.inside + o.outside > 0, "{o:?}");
         assert!(o.inside + o.outside < 1_000_000_000, "{o:?}");
         assert!(o.called > 0 && o.called < 1_000_000_000, "{o:?}");
+    }
+
+    #[test]
+    fn a_components_timers_are_measured_and_cost_more_than_nothing() {
+        let engine = crate::run::component_memory::engine().unwrap();
+        let cost = super::measure_timers(&engine).unwrap();
+        assert!(cost.inside_ps + cost.outside_ps > 0, "{cost:?}");
+        assert!(cost.inside_ps + cost.outside_ps < 1_000_000_000, "{cost:?}");
     }
 }

@@ -12,10 +12,12 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+use crate::run::adaptive::walker::Walker;
 use crate::run::clock::Clock;
 use crate::run::code_map::Running;
 use crate::run::component_code::ComponentCode;
 use crate::run::interrupt::Target;
+use crate::run::sampler::Watch;
 use crate::run::sampler::{SampleDesk, Samples};
 use crate::run::switches::Switchboard;
 use crate::sample_period::SamplePeriod;
@@ -75,13 +77,15 @@ pub fn cells_of(cells: &[Cell]) -> (*const u32, Vec<*const u32>) {
 /// charged to each of its readings, in picoseconds. With live probes, `switches` and each
 /// module's first component id: a tick in a function whose switch is off is marked so
 /// (bit 0 of its cell, see [`crate::run::attribution`]). With `--serve`, `desk` gets a copy
-/// of the readings when asked.
+/// of the readings when asked. Adaptive mode: each module's walker (`walkers`, by
+/// position) learns of every tick in that module's functions and of every reading.
 #[allow(clippy::too_many_arguments)]
 pub fn sample(
     cells: &[Cell],
     asking: Option<(Target, &ComponentCode)>,
     switches: Option<(&Switchboard, &[Option<u32>])>,
     desk: Option<&SampleDesk<Vec<Samples>>>,
+    walkers: &mut [Option<Walker>],
     clock: &Clock,
     period: SamplePeriod,
     stop: &AtomicBool,
@@ -144,7 +148,15 @@ pub fn sample(
         let share = elapsed / places.len() as u64;
         for (module, cell, what) in places {
             let cell = cell.unwrap_or_else(|| cells[module].read());
+            if let (Some(Running::Function(f)), Some(Some(walker))) =
+                (what, walkers.get_mut(module))
+            {
+                walker.ran(cell, f, share);
+            }
             *out[module].time.entry((cell, what)).or_default() += share;
+        }
+        for walker in walkers.iter_mut().flatten() {
+            walker.tick(now);
         }
         out[0].readings += 1;
         if let Some(desk) = desk {
@@ -179,6 +191,7 @@ mod tests {
                     None,
                     None,
                     None,
+                    &mut [],
                     &clock,
                     SamplePeriod::fixed(Duration::from_millis(1)),
                     &stop,

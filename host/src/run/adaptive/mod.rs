@@ -121,3 +121,31 @@ pub fn record(
     }
     out
 }
+/// A component's record so far (`None` before its first module) with `record`, one
+/// module's, whose function ids start at `offset` in the component: contexts and walks
+/// side by side, steps and unfinished activations added up.
+pub fn merged(
+    so_far: Option<AdaptiveRecord>,
+    mut record: AdaptiveRecord,
+    offset: u32,
+) -> AdaptiveRecord {
+    for context in &mut record.contexts {
+        for id in &mut context.stack {
+            *id += offset;
+        }
+    }
+    let Some(mut out) = so_far else {
+        return record;
+    };
+    let first = out.contexts.len() as u32;
+    out.steps += record.steps;
+    out.unfinished += record.unfinished;
+    out.contexts.extend(record.contexts);
+    out.paths.extend(
+        record
+            .paths
+            .into_iter()
+            .map(|path| path.into_iter().map(|i| i + first).collect()),
+    );
+    out
+}
