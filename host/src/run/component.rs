@@ -15,11 +15,9 @@
 use std::io::Write;
 
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Engine, Store, StoreContextMut};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wprof_agent::{ProbeImports as P, ProbeMode};
+use wasmtime::{Engine, Store};
+use wprof_agent::ProbeMode;
 
-use crate::components::{probe_function_name, probe_instance_name, ProbeImport};
 use crate::exit::Failure;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -35,90 +33,7 @@ use crate::run::switches::Switchboard;
 use crate::run::wasi_ctx::{wasi_builder, Stdio};
 use crate::settings::RunSettings;
 
-/// What a component's run keeps: WASI 0.2's context and resources, and time mode's log.
-pub struct ComponentState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    log: Option<ProbeLog>,
-    /// `--inject` into the modules' own functions, by component id.
-    injected: FunctionInjectors,
-    /// `--allocs`: every module's blocks.
-    allocs: Option<crate::run::component_allocs::ComponentAllocs>,
-    /// Adaptive mode: each instrumented module's stopwatch (by probe instance), which its
-    /// timed activations' probes start and stop.
-    stopwatches: Vec<Option<Stopwatch>>,
-}
-
-impl std::fmt::Debug for ComponentState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ComponentState").finish_non_exhaustive()
-    }
-}
-
-impl ComponentState {
-    /// A state with an empty WASI context, and time mode's log when given one.
-    pub(crate) fn bare(log: Option<ProbeLog>) -> Self {
-        ComponentState {
-            wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
-            table: ResourceTable::new(),
-            log,
-            injected: FunctionInjectors::default(),
-            allocs: None,
-            stopwatches: Vec::new(),
-        }
-    }
-
-    /// Time mode's log, taken.
-    pub(crate) fn take_log(&mut self) -> Option<ProbeLog> {
-        self.log.take()
-    }
-
-    /// Adaptive mode's calibration: a stopwatch over `tree`, the one module's, costing
-    /// nothing.
-    pub(crate) fn attach_stopwatch(&mut self, tree: crate::run::adaptive::live_tree::LiveTree) {
-        self.stopwatches = vec![Some(Stopwatch::new(
-            crate::run::clock::Clock::new(),
-            crate::run::adaptive::timers::Timers::new(tree),
-            TimerCost::default(),
-        ))];
-    }
-
-    /// The one module's stopwatch, taken (see [`ComponentState::attach_stopwatch`]).
-    pub(crate) fn take_stopwatch(&mut self) -> Option<Stopwatch> {
-        self.stopwatches.first_mut()?.take()
-    }
-}
-
-impl WasiView for ComponentState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-/// One instrumented core module of the component: where its ids start in the component's
-/// id space and the probe functions it imports.
-#[derive(Debug, Clone)]
-pub struct ModuleProbes {
-    /// The component id of the module's function 0.
-    pub offset: u32,
-    /// How the instrumented module numbers its functions (how many it has, imported and
-    /// defined, and how many the original imports).
-    pub indices: wprof_agent::FunctionIndices,
-    /// Its position among the component's core modules (the `M` of its compiled code's
-    /// symbols, see [`crate::run::component_code`]).
-    pub position: usize,
-    /// Sample mode: which of its bytes are probes.
-    pub probe_code: Option<wprof_agent::ProbeCode>,
-    /// Its probe imports, as [`crate::components::probe_imports`] read them.
-    pub imports: Vec<ProbeImport>,
-    /// With `--coverage`: its block map and where its counters are.
-    pub coverage: Option<crate::run::component_coverage::ModuleCoverage>,
-    /// With `--allocs`: its allocator functions, by component id.
-    pub allocators: Vec<crate::profile::AllocatorRecord>,
-}
+pub use crate::run::component_state::{ComponentState, ModuleProbes};
 
 /// What an instrumented component's run needs besides the component.
 #[derive(Debug)]
@@ -220,7 +135,7 @@ pub fn run(
         None => (None, None, Vec::new(), Vec::new()),
     };
     for (k, module) in modules.iter().enumerate() {
-        define_probes(&mut linker, k, module)
+        crate::run::component_probes::define_probes(&mut linker, k, module)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
     }
     let wasi = wasi_builder(settings, stdio)?.build();
@@ -359,7 +274,7 @@ pub fn run(
     let (result, samples) = match (sampled, &trees) {
         (true, Some(trees)) => {
             let switches = board.as_ref().map(|(b, _, _)| &**b);
-            let (result, samples) = call_sampled(
+            let (result, samples) = crate::run::component_sampler::call_sampled(
                 &mut store,
                 &command,
                 component,
@@ -535,75 +450,6 @@ pub fn run(
     })
 }
 
-/// Sample and adaptive mode: calls `run` with the program thread's timer asking where it is
-/// and a sampler thread charging the time (see [`crate::run::component_sampler`]) and
-/// telling each module's walker (adaptive mode, `walkers` by position): the result, and per
-/// core module (by position) its samples.
-#[allow(clippy::too_many_arguments)]
-fn call_sampled(
-    store: &mut Store<ComponentState>,
-    command: &wasmtime_wasi::p2::bindings::sync::Command,
-    component: &Component,
-    (modules, trees): (&[ModuleProbes], &[(usize, MadeMemory)]),
-    switches: Option<&Switchboard>,
-    desk: Option<&SampleDesk<Vec<Samples>>>,
-    walkers: &mut [Option<Walker>],
-    settings: &RunSettings,
-) -> (wasmtime::Result<Result<(), ()>>, Vec<Samples>) {
-    use crate::run::component_sampler::{sample, Cell};
-    let positions = modules
-        .iter()
-        .map(|m| m.position)
-        .max()
-        .map_or(0, |p| p + 1);
-    let mut cells = vec![Cell::none(); positions];
-    let mut indices = vec![None; positions];
-    let mut probe_code = vec![None; positions];
-    let mut offsets = vec![None; positions];
-    for (k, memory) in trees {
-        let module = &modules[*k];
-        indices[module.position] = Some(module.indices);
-        probe_code[module.position] = module.probe_code.clone();
-        offsets[module.position] = Some(module.offset);
-        // SAFETY: the tree memory holds the cell (its size was checked against the
-        // module's), and stays where it is while the store lives, past the sampler.
-        cells[module.position] = unsafe { Cell::new(memory.base) };
-    }
-    let code = crate::run::component_code::ComponentCode::of(
-        component,
-        &indices,
-        probe_code,
-        settings.mode,
-    );
-    let (first, more) = crate::run::component_sampler::cells_of(&cells);
-    // SAFETY: every cell is in a tree memory that stays where it is while the store lives,
-    // or is the static `NO_CELL`; the session ends before either goes.
-    let session = unsafe {
-        crate::run::interrupt::Session::begin_with(first, &more, settings.sample_period.base)
-    };
-    if session.is_none() || code.is_none() {
-        crate::say!(
-            "wprof: warning: sample mode cannot ask the program's thread where it is; each \
-             reading goes to the component's first module"
-        );
-    }
-    let asking = session.as_ref().map(|s| s.target()).zip(code.as_ref());
-    let clock = crate::run::clock::Clock::new();
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let (cells, clock, stop, period) = (&cells, &clock, &stop, settings.sample_period);
-        let switches = switches.map(|board| (board, offsets.as_slice()));
-        let sampler =
-            s.spawn(move || sample(cells, asking, switches, desk, walkers, clock, period, stop));
-        let result = command.wasi_cli_run().call_run(&mut *store);
-        stop.store(true, Ordering::Release);
-        sampler.thread().unpark();
-        let samples = sampler.join().unwrap_or_default();
-        drop(session);
-        (result, samples)
-    })
-}
-
 /// Live probes: the one warning when a switch table is not where it should be.
 fn switches_unreachable() {
     crate::say!("wprof: warning: the probes' switches cannot be reached; every probe stays on");
@@ -666,94 +512,6 @@ fn as_expected(
             .collect()
     };
     Some((of(|e| e.tree_of), of(|e| e.main_of)))
-}
-
-/// Defines probe instance `k` (see [`probe_instance_name`]) for `module`: time mode's log
-/// entries, ids moved by the module's offset.
-pub(crate) fn define_probes(
-    linker: &mut Linker<ComponentState>,
-    k: usize,
-    module: &ModuleProbes,
-) -> wasmtime::Result<()> {
-    /// Time mode's log; the inline modes import the probes but never call them.
-    fn with_log(store: &mut StoreContextMut<'_, ComponentState>, f: impl FnOnce(&mut ProbeLog)) {
-        if let Some(log) = store.data_mut().log.as_mut() {
-            f(log);
-        }
-    }
-    /// Adaptive mode: module `k`'s stopwatch.
-    fn stopwatch<'s>(
-        store: &'s mut StoreContextMut<'_, ComponentState>,
-        k: usize,
-    ) -> Option<&'s mut Stopwatch> {
-        store.data_mut().stopwatches.get_mut(k)?.as_mut()
-    }
-    let mut instance = linker.instance(&probe_instance_name(k))?;
-    let offset = module.offset;
-    for probe in &module.imports {
-        let name = probe_function_name(&probe.name);
-        match probe.name.as_str() {
-            P::ENTER => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                with_log(&mut s, |l| l.enter(offset + id));
-                Ok(())
-            })?,
-            P::EXIT => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                // Adaptive mode: `id` is the token of a timed activation.
-                if let Some(watch) = stopwatch(&mut s, k) {
-                    watch.stop(id);
-                    return Ok(());
-                }
-                with_log(&mut s, |l| l.exit(offset + id));
-                Ok(())
-            })?,
-            P::TAIL => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                with_log(&mut s, |l| l.tail(offset + id));
-                Ok(())
-            })?,
-            P::CALLED => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                with_log(&mut s, |l| l.called(offset + id));
-                Ok(())
-            })?,
-            P::ENTER_CATCHING => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                // Adaptive mode: `id` is the node of an activation to time.
-                if let Some(watch) = stopwatch(&mut s, k) {
-                    return Ok((watch.start(id),));
-                }
-                let mut token = 0;
-                with_log(&mut s, |l| token = l.enter_catching(offset + id));
-                Ok((token,))
-            })?,
-            P::UNWIND => instance.func_wrap(&name, |mut s, (token,): (u32,)| {
-                with_log(&mut s, |l| l.unwind(token));
-                Ok(())
-            })?,
-            P::SITE => instance.func_wrap(&name, |mut s, (site,): (u32,)| {
-                with_log(&mut s, |l| l.site(site));
-                Ok(())
-            })?,
-            P::INJECT => instance.func_wrap(&name, move |s, (id,): (u32,)| {
-                s.data().injected.ask(offset + id).map(|v| (v as u32,))
-            })?,
-            P::ALLOC => instance.func_wrap(
-                &name,
-                move |mut s, (id, kind, a, b, result, node): (u32, u32, u64, u64, u64, u32)| {
-                    let state = s.data_mut();
-                    let Some(allocs) = state.allocs.as_mut() else {
-                        return Ok(());
-                    };
-                    let started = state.log.as_ref().map(ProbeLog::now_ps);
-                    let logged =
-                        allocs.report(k, offset, id, (kind, a, b, result), node, started.is_some());
-                    if let (Some(log), Some(started)) = (state.log.as_mut(), started) {
-                        log.allocs(logged.freed, logged.allocated, started);
-                    }
-                    Ok(())
-                },
-            )?,
-            other => wasmtime::bail!("unknown probe wprof::{other}"),
-        }
-    }
-    Ok(())
 }
 
 fn first_line(s: &str) -> String {

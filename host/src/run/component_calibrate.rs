@@ -11,12 +11,16 @@ use wasmtime::{Engine, Store};
 use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::components::rewrite::{rewrite, Replacement};
-use crate::run::adaptive::stopwatch::TimerCost;
+use crate::components::ProbeImport;
+use std::collections::HashMap;
+
+use crate::run::adaptive::calibrate::CALLS as CALLS_TIMED;
+use crate::run::adaptive::stopwatch::{NodeTimes, TimerCost};
 use crate::run::calibrate::{repeat, Run, CALIBRATION, CALLS};
 use crate::run::collector::{Collector, ProbeOverhead};
-use crate::run::component::{define_probes, ComponentState, ModuleProbes};
+use crate::run::component_probes::define_probes;
+use crate::run::component_state::{ComponentState, ModuleProbes};
 use crate::run::probe_log::ProbeLog;
-use crate::stats::median;
 
 /// The calibration module in a component exporting `run: func(n: u32)`.
 fn wrapper(module: &[u8]) -> Vec<u8> {
@@ -55,6 +59,25 @@ fn wrapper(module: &[u8]) -> Vec<u8> {
     component.finish()
 }
 
+/// The calibration module instrumented for `mode` (with `live` probes or not) as a
+/// component's module, its probe imports `probes`: no imports of its own, two functions.
+fn calibration_module(mode: ProbeMode, live: bool, probes: Vec<ProbeImport>) -> ModuleProbes {
+    ModuleProbes {
+        offset: 0,
+        indices: wprof_agent::FunctionIndices {
+            imports: 0,
+            functions: 2,
+            mode,
+            live,
+        },
+        position: 0,
+        probe_code: None,
+        imports: probes,
+        coverage: None,
+        allocators: Vec::new(),
+    }
+}
+
 /// Measures time mode's probe overhead in a component on `engine`, in picoseconds (see
 /// [`crate::run::calibrate::measure`] for `call_sites` and `counts_short`).
 pub fn measure(
@@ -85,21 +108,10 @@ pub fn measure(
         )
         .map_err(anyhow::Error::msg)?;
         let component = Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let module = ModuleProbes {
-            offset: 0,
-            indices: wprof_agent::FunctionIndices {
-                imports: 0,
-                functions: 2,
-                mode: ProbeMode::Time,
-                live: false,
-            },
-            position: 0,
-            probe_code: None,
-            imports: probes,
-            coverage: None,
-            allocators: Vec::new(),
-        };
-        Ok((component, module))
+        Ok((
+            component,
+            calibration_module(ProbeMode::Time, false, probes),
+        ))
     };
     let (instrumented, module) = build(0)?;
     let counted = counts_short.then(|| build(u32::MAX)).transpose()?;
@@ -171,24 +183,11 @@ pub fn measure_timers(engine: &Engine) -> anyhow::Result<TimerCost> {
     )
     .map_err(anyhow::Error::msg)?;
     let component = Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let functions = 2;
-    let module = ModuleProbes {
-        offset: 0,
-        indices: wprof_agent::FunctionIndices {
-            imports: 0,
-            functions,
-            mode: ProbeMode::Adaptive,
-            live: true,
-        },
-        position: 0,
-        probe_code: None,
-        imports: probes,
-        coverage: None,
-        allocators: Vec::new(),
-    };
+    let module = calibration_module(ProbeMode::Adaptive, true, probes);
+    let functions = module.indices.functions;
     let mut linker = Linker::new(engine);
     define_probes(&mut linker, 0, &module).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let time_run = |armed: bool| -> anyhow::Result<(u64, Option<u64>)> {
+    let time_run = |armed: bool| -> anyhow::Result<(u64, HashMap<u32, NodeTimes>)> {
         let mut store = Store::new(engine, ComponentState::bare(None));
         let (instance, made) =
             crate::run::component_memory::record(|| linker.instantiate(&mut store, &component));
@@ -217,40 +216,17 @@ pub fn measure_timers(engine: &Engine) -> anyhow::Result<TimerCost> {
                 .find(|n| n.function == 0)
                 .map(|n| n.address)
                 .ok_or_else(|| anyhow::anyhow!("the calibration's leaf has no node"))?;
-            Timers::new(tree).arm(leaf, TIMED_CALLS);
+            Timers::new(tree).arm(leaf, CALLS_TIMED);
         }
         let started = std::time::Instant::now();
-        run.call(&mut store, (TIMED_CALLS,))
+        run.call(&mut store, (CALLS_TIMED,))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let elapsed = started.elapsed().as_nanos() as u64 * crate::run::collector::PS_PER_NS;
-        let (times, _) = store
-            .data_mut()
-            .take_stopwatch()
-            .expect("attached above")
-            .finish();
-        let inside = times
-            .values()
-            .find(|t| t.timed > 0)
-            .map(|t| t.total_ps / t.timed);
-        Ok((elapsed, inside))
+        let stopwatch = store.data_mut().take_stopwatch().expect("attached above");
+        Ok((elapsed, stopwatch.finish().0))
     };
-    let (mut plain, mut timed, mut inside) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..crate::run::calibrate::REPEATS {
-        plain.push(time_run(false)?.0);
-        let (t, i) = time_run(true)?;
-        timed.push(t);
-        inside.push(i.ok_or_else(|| anyhow::anyhow!("no activation was timed"))?);
-    }
-    let inside_ps = median(inside);
-    let per_call = median(timed).saturating_sub(median(plain)) / u64::from(TIMED_CALLS);
-    Ok(TimerCost {
-        inside_ps,
-        outside_ps: per_call.saturating_sub(inside_ps),
-    })
+    crate::run::adaptive::calibrate::from_runs(time_run)
 }
-
-/// Calls of the empty function per timed run (as adaptive mode's module calibration).
-const TIMED_CALLS: u32 = 5_000;
 
 #[cfg(test)]
 mod tests {

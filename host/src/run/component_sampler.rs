@@ -9,18 +9,26 @@
 //! the same interruption, says in which context. A tick in no module's code (the host, the engine's
 //! trampolines) goes to the module that last ran wasm, whose cell then holds the node of
 //! the import it called; without ticks (no timer on this host), to the first module.
+//! [`call_sampled`] runs the program with the sampler beside it; in adaptive mode each
+//! module's walker learns of the ticks in that module's functions.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use wasmtime::component::Component;
+use wasmtime::Store;
 
 use crate::run::adaptive::walker::Walker;
 use crate::run::clock::Clock;
 use crate::run::code_map::Running;
 use crate::run::component_code::ComponentCode;
+use crate::run::component_memory::MadeMemory;
+use crate::run::component_state::{ComponentState, ModuleProbes};
 use crate::run::interrupt::Target;
 use crate::run::sampler::Watch;
 use crate::run::sampler::{SampleDesk, Samples};
 use crate::run::switches::Switchboard;
 use crate::sample_period::SamplePeriod;
+use crate::settings::RunSettings;
 use wprof_agent::ContextArena;
 
 /// A cell that stays 0, for [`crate::run::interrupt::Session::begin`] (the component's
@@ -166,6 +174,74 @@ pub fn sample(
             return out;
         }
     }
+}
+
+/// Sample and adaptive mode: calls `run` with the program thread's timer asking where it is
+/// and a sampler thread charging the time (see [`crate::run::component_sampler`]) and
+/// telling each module's walker (adaptive mode, `walkers` by position): the result, and per
+/// core module (by position) its samples.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn call_sampled(
+    store: &mut Store<ComponentState>,
+    command: &wasmtime_wasi::p2::bindings::sync::Command,
+    component: &Component,
+    (modules, trees): (&[ModuleProbes], &[(usize, MadeMemory)]),
+    switches: Option<&Switchboard>,
+    desk: Option<&SampleDesk<Vec<Samples>>>,
+    walkers: &mut [Option<Walker>],
+    settings: &RunSettings,
+) -> (wasmtime::Result<Result<(), ()>>, Vec<Samples>) {
+    let positions = modules
+        .iter()
+        .map(|m| m.position)
+        .max()
+        .map_or(0, |p| p + 1);
+    let mut cells = vec![Cell::none(); positions];
+    let mut indices = vec![None; positions];
+    let mut probe_code = vec![None; positions];
+    let mut offsets = vec![None; positions];
+    for (k, memory) in trees {
+        let module = &modules[*k];
+        indices[module.position] = Some(module.indices);
+        probe_code[module.position] = module.probe_code.clone();
+        offsets[module.position] = Some(module.offset);
+        // SAFETY: the tree memory holds the cell (its size was checked against the
+        // module's), and stays where it is while the store lives, past the sampler.
+        cells[module.position] = unsafe { Cell::new(memory.base) };
+    }
+    let code = crate::run::component_code::ComponentCode::of(
+        component,
+        &indices,
+        probe_code,
+        settings.mode,
+    );
+    let (first, more) = crate::run::component_sampler::cells_of(&cells);
+    // SAFETY: every cell is in a tree memory that stays where it is while the store lives,
+    // or is the static `NO_CELL`; the session ends before either goes.
+    let session = unsafe {
+        crate::run::interrupt::Session::begin_with(first, &more, settings.sample_period.base)
+    };
+    if session.is_none() || code.is_none() {
+        crate::say!(
+            "wprof: warning: sample mode cannot ask the program's thread where it is; each \
+             reading goes to the component's first module"
+        );
+    }
+    let asking = session.as_ref().map(|s| s.target()).zip(code.as_ref());
+    let clock = crate::run::clock::Clock::new();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (cells, clock, stop, period) = (&cells, &clock, &stop, settings.sample_period);
+        let switches = switches.map(|board| (board, offsets.as_slice()));
+        let sampler =
+            s.spawn(move || sample(cells, asking, switches, desk, walkers, clock, period, stop));
+        let result = command.wasi_cli_run().call_run(&mut *store);
+        stop.store(true, Ordering::Release);
+        sampler.thread().unpark();
+        let samples = sampler.join().unwrap_or_default();
+        drop(session);
+        (result, samples)
+    })
 }
 
 #[cfg(test)]

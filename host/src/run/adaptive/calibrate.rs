@@ -8,7 +8,9 @@
 use wasmtime::{Engine, Module};
 use wprof_agent::{ProbeMode, ProbePlan};
 
-use super::stopwatch::TimerCost;
+use std::collections::HashMap;
+
+use super::stopwatch::{NodeTimes, TimerCost};
 use super::timers::Timers;
 use crate::run::calibrate::{CALIBRATION, REPEATS};
 use crate::run::inline_tree::InlineTree;
@@ -18,7 +20,7 @@ use crate::stats::median;
 /// Calls of the empty function per run: fewer than time mode's calibration takes, since a
 /// timed figure is kept only for activations ten times the cost or longer (an error of a
 /// few nanoseconds moves none by more than a few percent).
-const CALLS: u32 = 5_000;
+pub const CALLS: u32 = 5_000;
 
 /// Measures the timers' cost on `engine`.
 pub fn measure(engine: &Engine) -> anyhow::Result<TimerCost> {
@@ -33,7 +35,7 @@ pub fn measure(engine: &Engine) -> anyhow::Result<TimerCost> {
         runner::probe_linker(engine, ProbeMode::Adaptive).map_err(|e| anyhow::anyhow!("{e}"))?;
     // Function 0 is the empty `$leaf`, of the module's two.
     let functions = 2;
-    let time_run = |armed: bool| -> anyhow::Result<(u64, Option<u64>)> {
+    let time_run = |armed: bool| -> anyhow::Result<(u64, HashMap<u32, NodeTimes>)> {
         let mut store = runner::bare_store(engine, None);
         let instance = linker
             .instantiate(&mut store, &module)
@@ -62,19 +64,30 @@ pub fn measure(engine: &Engine) -> anyhow::Result<TimerCost> {
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let elapsed = started.elapsed().as_nanos() as u64 * crate::run::collector::PS_PER_NS;
         let stopwatch = runner::take_stopwatch(&mut store).expect("attached above");
-        let (times, _) = stopwatch.finish();
-        let inside = times
-            .values()
-            .find(|t| t.timed > 0)
-            .map(|t| t.total_ps / t.timed);
-        Ok((elapsed, inside))
+        Ok((elapsed, stopwatch.finish().0))
     };
+    from_runs(time_run)
+}
+
+/// What a timer costs, from `time_run(armed)`: a run of [`CALLS`] calls of the calibration's
+/// empty function with its timer armed or not, giving its time in picoseconds and what the
+/// stopwatch timed. [`REPEATS`] runs each way, interleaved; medians. The empty function's
+/// timed duration is the cost inside an activation, the rest of the armed runs' extra time
+/// per call the cost outside it.
+pub fn from_runs(
+    mut time_run: impl FnMut(bool) -> anyhow::Result<(u64, HashMap<u32, NodeTimes>)>,
+) -> anyhow::Result<TimerCost> {
     let (mut plain, mut timed, mut inside) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..REPEATS {
         plain.push(time_run(false)?.0);
-        let (t, i) = time_run(true)?;
+        let (t, times) = time_run(true)?;
         timed.push(t);
-        inside.push(i.ok_or_else(|| anyhow::anyhow!("no activation was timed"))?);
+        let mean = times
+            .values()
+            .find(|t| t.timed > 0)
+            .map(|t| t.total_ps / t.timed)
+            .ok_or_else(|| anyhow::anyhow!("no activation was timed"))?;
+        inside.push(mean);
     }
     let inside_ps = median(inside);
     let per_call = median(timed).saturating_sub(median(plain)) / u64::from(CALLS);
