@@ -11,7 +11,6 @@ use wasmtime::{Engine, Store};
 use wprof_agent::{ProbeMode, ProbePlan};
 
 use crate::components::rewrite::{rewrite, Replacement};
-use crate::components::ProbeImport;
 use std::collections::HashMap;
 
 use crate::run::adaptive::calibrate::CALLS as CALLS_TIMED;
@@ -59,23 +58,42 @@ fn wrapper(module: &[u8]) -> Vec<u8> {
     component.finish()
 }
 
-/// The calibration module instrumented for `mode` (with `live` probes or not) as a
-/// component's module, its probe imports `probes`: no imports of its own, two functions.
-fn calibration_module(mode: ProbeMode, live: bool, probes: Vec<ProbeImport>) -> ModuleProbes {
-    ModuleProbes {
+/// The calibration module instrumented for `plan` in its component (see [`wrapper`]),
+/// rewritten as a run's component is, compiled, with what the run knows of the module.
+fn calibration_component(
+    engine: &Engine,
+    plan: &ProbePlan,
+) -> anyhow::Result<(Component, ModuleProbes)> {
+    let original = wat::parse_str(CALIBRATION)?;
+    let instrumented = wprof_agent::instrument(&original, plan)?;
+    let probes =
+        crate::components::probe_imports(&instrumented.bytes).map_err(anyhow::Error::msg)?;
+    let bytes = rewrite(
+        &wrapper(&original),
+        &[Replacement {
+            module_index: 0,
+            bytes: instrumented.bytes,
+            probes: probes.clone(),
+        }],
+    )
+    .map_err(anyhow::Error::msg)?;
+    let component = Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let module = ModuleProbes {
         offset: 0,
+        // No imports of its own, two functions.
         indices: wprof_agent::FunctionIndices {
             imports: 0,
             functions: 2,
-            mode,
-            live,
+            mode: plan.mode,
+            live: plan.live,
         },
         position: 0,
         probe_code: None,
         imports: probes,
         coverage: None,
         allocators: Vec::new(),
-    }
+    };
+    Ok((component, module))
 }
 
 /// Measures time mode's probe overhead in a component on `engine`, in picoseconds (see
@@ -87,31 +105,15 @@ pub fn measure(
 ) -> anyhow::Result<ProbeOverhead> {
     let original = wat::parse_str(CALIBRATION)?;
     let build = |short_max: u32| -> anyhow::Result<(Component, ModuleProbes)> {
-        let instrumented = wprof_agent::instrument(
-            &original,
+        calibration_component(
+            engine,
             &ProbePlan {
                 mode: ProbeMode::Time,
                 call_sites,
                 short_max,
                 ..ProbePlan::default()
             },
-        )?;
-        let probes =
-            crate::components::probe_imports(&instrumented.bytes).map_err(anyhow::Error::msg)?;
-        let bytes = rewrite(
-            &wrapper(&original),
-            &[Replacement {
-                module_index: 0,
-                bytes: instrumented.bytes,
-                probes: probes.clone(),
-            }],
         )
-        .map_err(anyhow::Error::msg)?;
-        let component = Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
-        Ok((
-            component,
-            calibration_module(ProbeMode::Time, false, probes),
-        ))
     };
     let (instrumented, module) = build(0)?;
     let counted = counts_short.then(|| build(u32::MAX)).transpose()?;
@@ -163,27 +165,15 @@ pub fn measure(
 pub fn measure_timers(engine: &Engine) -> anyhow::Result<TimerCost> {
     use crate::run::adaptive::live_tree::LiveTree;
     use crate::run::adaptive::timers::Timers;
-    let original = wat::parse_str(CALIBRATION)?;
-    let plan = ProbePlan {
-        mode: ProbeMode::Adaptive,
-        // As a component's modules are (see `crate::commands::run_component`).
-        live: true,
-        ..ProbePlan::default()
-    };
-    let instrumented = wprof_agent::instrument(&original, &plan)?;
-    let probes =
-        crate::components::probe_imports(&instrumented.bytes).map_err(anyhow::Error::msg)?;
-    let bytes = rewrite(
-        &wrapper(&original),
-        &[Replacement {
-            module_index: 0,
-            bytes: instrumented.bytes,
-            probes: probes.clone(),
-        }],
-    )
-    .map_err(anyhow::Error::msg)?;
-    let component = Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let module = calibration_module(ProbeMode::Adaptive, true, probes);
+    let (component, module) = calibration_component(
+        engine,
+        &ProbePlan {
+            mode: ProbeMode::Adaptive,
+            // As a component's modules are (see `crate::commands::run_component`).
+            live: true,
+            ..ProbePlan::default()
+        },
+    )?;
     let functions = module.indices.functions;
     let mut linker = Linker::new(engine);
     define_probes(&mut linker, 0, &module).map_err(|e| anyhow::anyhow!("{e}"))?;

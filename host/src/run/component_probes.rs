@@ -5,7 +5,7 @@
 
 use wasmtime::component::Linker;
 use wasmtime::StoreContextMut;
-use wprof_agent::ProbeImports as P;
+use wprof_agent::{ProbeImports as P, ProbeMode};
 
 use crate::components::{probe_function_name, probe_instance_name};
 use crate::run::adaptive::stopwatch::Stopwatch;
@@ -32,6 +32,9 @@ pub(crate) fn define_probes(
     ) -> Option<&'s mut Stopwatch> {
         store.data_mut().stopwatches.get_mut(k)?.as_mut()
     }
+    // Adaptive mode's `enter_catching` and `exit` are its timers; decided here, not at
+    // every call.
+    let timed = module.indices.mode == ProbeMode::Adaptive;
     let mut instance = linker.instance(&probe_instance_name(k))?;
     let offset = module.offset;
     for probe in &module.imports {
@@ -41,12 +44,13 @@ pub(crate) fn define_probes(
                 with_log(&mut s, |l| l.enter(offset + id));
                 Ok(())
             })?,
-            P::EXIT => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                // Adaptive mode: `id` is the token of a timed activation.
+            P::EXIT if timed => instance.func_wrap(&name, move |mut s, (token,): (u32,)| {
                 if let Some(watch) = stopwatch(&mut s, k) {
-                    watch.stop(id);
-                    return Ok(());
+                    watch.stop(token);
                 }
+                Ok(())
+            })?,
+            P::EXIT => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
                 with_log(&mut s, |l| l.exit(offset + id));
                 Ok(())
             })?,
@@ -58,11 +62,12 @@ pub(crate) fn define_probes(
                 with_log(&mut s, |l| l.called(offset + id));
                 Ok(())
             })?,
+            P::ENTER_CATCHING if timed => {
+                instance.func_wrap(&name, move |mut s, (node,): (u32,)| {
+                    Ok((stopwatch(&mut s, k).map_or(0, |watch| watch.start(node)),))
+                })?
+            }
             P::ENTER_CATCHING => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                // Adaptive mode: `id` is the node of an activation to time.
-                if let Some(watch) = stopwatch(&mut s, k) {
-                    return Ok((watch.start(id),));
-                }
                 let mut token = 0;
                 with_log(&mut s, |l| token = l.enter_catching(offset + id));
                 Ok((token,))
