@@ -1,5 +1,7 @@
 //! The promises every profile keeps, checked: self ≤ inclusive for every function and
-//! context, an edge's inclusive ≤ its callee's, Σ self = total, min_self ≤ max_self. A
+//! context, an edge's inclusive ≤ its callee's, Σ self = total, min_self ≤ max_self, and
+//! every context and edge names a function the profile lists (pprof has no location
+//! without one). A
 //! report of what a profile breaks, for tests and `wprof bench --accuracy`.
 
 use super::Profile;
@@ -30,6 +32,11 @@ impl Profile {
             }
         }
         for e in &self.edges {
+            for id in e.caller.into_iter().chain([e.callee]) {
+                if self.function(id).is_none() {
+                    out.push(format!("edge: function #{id} not listed"));
+                }
+            }
             if let Some(callee) = self.function(e.callee) {
                 if e.inclusive > callee.inclusive {
                     out.push(format!(
@@ -43,6 +50,12 @@ impl Profile {
             }
         }
         for c in &self.contexts {
+            if self.function(c.function).is_none() {
+                out.push(format!(
+                    "context {}: function #{} not listed",
+                    c.id, c.function
+                ));
+            }
             if c.self_time > c.inclusive {
                 out.push(format!(
                     "context {} ({}): self {} > inclusive {}",
@@ -145,5 +158,20 @@ pub(crate) mod tests {
         assert!(v[2].contains("edge f0 -> f1"), "{v:#?}");
         assert!(v[3].contains("context 0 (f0)"), "{v:#?}");
         assert!(v[4].contains("Σ self 11 != total 10"), "{v:#?}");
+    }
+
+    #[test]
+    fn a_context_or_edge_naming_an_unlisted_function_is_broken() {
+        let mut p = profile();
+        p.functions.remove(0);
+        let v = p.violations();
+        assert!(
+            v.iter().any(|l| l == "edge: function #0 not listed"),
+            "{v:#?}"
+        );
+        assert!(
+            v.iter().any(|l| l == "context 0: function #0 not listed"),
+            "{v:#?}"
+        );
     }
 }

@@ -437,6 +437,7 @@ pub fn run(
                     switches: board.as_ref().map(|(b, _, _)| &**b),
                     desk: desk.as_deref(),
                     cpu_time: threaded,
+                    returned: None,
                 },
                 settings,
                 walker.as_mut(),

@@ -49,6 +49,11 @@ pub(crate) struct StartProbes<'a> {
     /// A threaded program: sample mode charges the thread's CPU time (see
     /// [`crate::run::sampler::Timing::cpu`]).
     pub(crate) cpu_time: bool,
+    /// A spawned thread: told on the thread as soon as the entry function returns, before
+    /// the sampler is stopped and joined (which may sleep), so that the end of the program
+    /// does not take the thread for one blocked in wasm (see
+    /// [`crate::run::threads::Threads::take_ended`]).
+    pub(crate) returned: Option<&'a dyn Fn()>,
 }
 
 /// Adaptive mode: the walker, on the sampler's thread, and the clock the stopwatch reads.
@@ -148,7 +153,13 @@ pub(crate) fn call_entry(
         switches,
         desk,
         cpu_time,
+        returned,
     } = probes;
+    let returned = || {
+        if let Some(returned) = returned {
+            returned();
+        }
+    };
     let first = entry == Entry::Start;
     let start = EntryFunc::of(store, instance, entry, settings)?;
     if mode.is_some_and(ProbeMode::counts_inline) {
@@ -220,6 +231,7 @@ pub(crate) fn call_entry(
                     )
                 });
                 let result = start.call(&mut *store);
+                returned();
                 stop.store(true, Ordering::Release);
                 sampler.thread().unpark();
                 (result, sampler.join().ok())
@@ -235,6 +247,7 @@ pub(crate) fn call_entry(
         }
         None => {
             let result = start.call(&mut *store);
+            returned();
             (result, None, started.elapsed())
         }
     };

@@ -293,6 +293,18 @@ impl Threads {
             reset_slot(&mut store, &instance);
         }
         let mut timings = Timings::new();
+        // Done with wasm as soon as the entry returns (whatever wprof does after it may
+        // sleep: joining the sampler), so that the end of the program waits for this
+        // thread's profile rather than taking it for one blocked for good.
+        let returned = || {
+            if !wasm_done.replace(true) {
+                self.update(|p| {
+                    p.in_wasm -= 1;
+                    p.os_threads.remove(&tid);
+                    p.collecting += 1;
+                });
+            }
+        };
         let (result, samples, wall_time) = call_entry(
             &mut store,
             &instance,
@@ -309,6 +321,7 @@ impl Threads {
                 switches: None,
                 desk: None,
                 cpu_time: true,
+                returned: Some(&returned),
             },
             &self.settings,
             None,
@@ -316,12 +329,7 @@ impl Threads {
         )
         .map_err(ThreadEnding::Wprof)?;
         result.map_err(ThreadEnding::Program)?;
-        self.update(|p| {
-            p.in_wasm -= 1;
-            p.os_threads.remove(&tid);
-            p.collecting += 1;
-        });
-        wasm_done.set(true);
+        returned();
         let mut coverage = None;
         if self.mode.is_some_and(ProbeMode::counts_inline) {
             crate::run::replay::replay_tree(&mut store, &instance, samples.as_ref());

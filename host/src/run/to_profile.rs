@@ -31,12 +31,20 @@ pub fn profile_of_run(
             .map(|f| (f.name.clone(), f.kind.clone()))
             .unwrap_or_else(|| (format!("func[{id}]"), "local".to_string()))
     };
+    // A window of a running program has functions that ran without being called in it;
+    // those on a context's path stay, so that every context names a function the profile
+    // has (a window with no sample in it gives its callers no time).
+    let mut in_context = vec![false; collector.functions().len()];
+    for n in collector.contexts().nodes().iter().skip(1) {
+        if let Some(seen) = in_context.get_mut(n.function as usize) {
+            *seen = true;
+        }
+    }
     let records = collector
         .functions()
         .iter()
         .enumerate()
-        // A window of a running program has functions that ran without being called in it.
-        .filter(|(_, t)| t.calls > 0 || t.inclusive != 0)
+        .filter(|(id, t)| t.calls > 0 || t.inclusive != 0 || in_context[*id])
         .map(|(id, t)| {
             let (name, kind) = name_of(id as u32);
             FunctionRecord {
@@ -136,5 +144,43 @@ pub fn profile_of_run(
         host_calls: Vec::new(),
         allocations: None,
         threads: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_function_on_a_contexts_path_is_in_the_profile_without_calls_or_time() {
+        // A window's replay: `main` (1) was entered before the window (no calls in it) and
+        // nothing was sampled, but `work` (2) was called under it.
+        let mut collector = Collector::new(3);
+        collector.enter_counted_at(1, 0, 0);
+        collector.enter_counted_at(2, 5, 0);
+        collector.exit_at(2, 0);
+        collector.exit_at(1, 0);
+        collector.finish_at(0);
+        let profile = profile_of_run(
+            ModuleRef {
+                path: "m.wasm".to_string(),
+                blake3: String::new(),
+            },
+            &[],
+            InstrumentationStats::default(),
+            wprof_agent::ProbeMode::Sample,
+            &collector,
+            Ending {
+                exit_code: 0,
+                trap: None,
+                wall_time: 0,
+                sampling: None,
+            },
+        );
+        let ids: Vec<u32> = profile.functions.iter().map(|f| f.id).collect();
+        assert_eq!(ids, [1, 2]);
+        for c in &profile.contexts {
+            assert!(ids.contains(&c.function), "{c:?}");
+        }
     }
 }
