@@ -244,7 +244,7 @@ fn a_component_serves_windows_of_its_modules_profile() {
     let s = Scratch::new();
     let path = s.path("on_demand_component.wasm");
     std::fs::write(&path, componentize(&sample("on_demand.wasm"))).unwrap();
-    for mode in ["sample", "cost"] {
+    for mode in ["sample", "cost", "adaptive"] {
         let stop = Arc::new(AtomicBool::new(false));
         let (mut child, address, feeder, output) =
             serving_path(&s, &path, &["--mode", mode, "-o", "c.wprof"], stop.clone());
