@@ -4,7 +4,7 @@
 //! checked exactly; it runs as the wasmtime CLI runs it (stdout, exit code, `--env`,
 //! `--dir`), profiled or not.
 
-use crate::support::{calls, sample, stderr, stdout, wasmtime_cli, Scratch};
+use crate::support::{calls, nested_in, sample, stderr, stdout, wasmtime_cli, Scratch};
 
 fn component() -> String {
     sample("component.wasm").to_str().unwrap().to_string()
@@ -315,7 +315,9 @@ fn a_component_with_one_core_module_changed_prepares_that_module_only() {
     changed_main.extend([0, 3, 1, b'x', 1]);
     let changed = rewrite(
         &bytes,
+        &layout.components,
         &[Replacement {
+            component: main.component,
             module_index: main.index,
             bytes: changed_main,
             probes: Vec::new(),
@@ -681,21 +683,69 @@ fn live_switches_of_a_component_turn_each_modules_functions() {
 }
 
 #[test]
-fn core_modules_in_nested_components_run_as_they_are_and_say_so() {
+fn a_composition_profiles_the_modules_of_its_nested_components_in_every_mode() {
     let s = Scratch::new();
-    // The sample with a nested component appended (defined, never instantiated), holding
-    // one core module.
-    let mut bytes = std::fs::read(component()).unwrap();
-    let nested = wat::parse_str("(component (core module (func)))").unwrap();
-    let mut section = wasm_encoder::Component::new();
-    section.section(&wasm_encoder::RawSection {
-        id: wasm_encoder::ComponentSectionId::Component as u8,
-        data: &nested,
-    });
-    // The section after the new component's own preamble (8 bytes).
-    bytes.extend_from_slice(&section.finish()[8..]);
-    std::fs::write(s.path("nested.wasm"), &bytes).unwrap();
-    let out = s.run(&["run", "-o", "p.wprof", "nested.wasm", "3"]);
+    let inner = std::fs::read(component()).unwrap();
+    std::fs::write(s.path("nested.wasm"), nested_in(&inner, "app", 1)).unwrap();
+    for mode in ["sample", "time", "cost", "adaptive"] {
+        let name = format!("{mode}.wprof");
+        let out = s.run(&["run", "--mode", mode, "-o", &name, "nested.wasm", "3"]);
+        assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+        assert!(
+            stdout(&out).starts_with("hello: 3 rounds"),
+            "{mode}: {}",
+            stdout(&out)
+        );
+        let summary = stderr(&out);
+        assert!(
+            summary.contains(
+                "a component: 4 core modules instrumented (app/main, app/wasi_snapshot_preview1,"
+            ),
+            "{mode}: {summary}"
+        );
+        assert!(!summary.contains("without probes"), "{mode}: {summary}");
+        let p = s.profile(&name);
+        assert_eq!(calls(&p, "app/main!main"), 1, "{mode}");
+        assert_eq!(calls(&p, "app/main!middle"), 3, "{mode}");
+        assert_eq!(calls(&p, "app/main!leaf"), 300, "{mode}");
+        assert!(
+            calls(&p, "app/wasi_snapshot_preview1!fd_write") > 0,
+            "{mode}"
+        );
+        let profile = wprof::profile::Profile::read(&s.path(&name)).unwrap();
+        assert_eq!(profile.violations(), Vec::<String>::new(), "{mode}");
+    }
+    // As the wasmtime CLI runs it.
+    if let Some(cli) = wasmtime_cli() {
+        let out = std::process::Command::new(cli)
+            .current_dir(s.path(""))
+            .args(["run", "nested.wasm", "3"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(
+            stdout(&out).starts_with("hello: 3 rounds"),
+            "{}",
+            stdout(&out)
+        );
+    }
+    // Profiling off says nothing.
+    let out = s
+        .wprof(&["run", "nested.wasm", "3"])
+        .env("WPROF", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("hello: 3 rounds"));
+    assert!(!stderr(&out).contains("nested"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_nested_component_instantiated_twice_runs_as_it_is_and_says_so() {
+    let s = Scratch::new();
+    let inner = std::fs::read(component()).unwrap();
+    std::fs::write(s.path("twice.wasm"), nested_in(&inner, "app", 2)).unwrap();
+    let out = s.run(&["run", "-o", "p.wprof", "twice.wasm", "3"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stdout(&out).starts_with("hello: 3 rounds"),
@@ -704,19 +754,10 @@ fn core_modules_in_nested_components_run_as_they_are_and_say_so() {
     );
     assert!(
         stderr(&out).contains(
-            "1 core module inside nested components runs without probes: its time goes to \
-             the calls into it"
+            "4 core modules inside nested components instantiated more than once run without \
+             probes: their time goes to the calls into them"
         ),
         "{}",
         stderr(&out)
     );
-    assert!(s.profile("p.wprof")["functions"].as_array().is_some());
-    // Profiling off says nothing.
-    let out = s
-        .wprof(&["run", "nested.wasm", "3"])
-        .env("WPROF", "0")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(!stderr(&out).contains("nested"), "{}", stderr(&out));
 }

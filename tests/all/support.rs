@@ -143,3 +143,107 @@ pub fn componentize(module: &std::path::Path) -> Vec<u8> {
         .encode()
         .unwrap()
 }
+
+/// `component` (a WASI 0.2 command) as a composition would hold it: nested in an outer
+/// component named `name` that imports what it imports, instantiates it `times` times and
+/// exports the first instance's `wasi:cli/run`. The outer component starts with the
+/// inner's own types, imports and aliases (its leading sections, copied), so every import
+/// type means what it meant.
+pub fn nested_in(component: &[u8], name: &str, times: u32) -> Vec<u8> {
+    use wasm_encoder::{ComponentExportKind as Kind, ComponentSectionId as Id, RawSection};
+    use wasmparser::{Parser, Payload};
+    let mut out = wasm_encoder::Component::new();
+    let mut imports: Vec<(String, u32)> = Vec::new();
+    let mut instances = 0u32;
+    let mut run = None;
+    // Nesting depth (parse_all walks into nested modules), and whether the leading
+    // sections are still being copied.
+    let (mut depth, mut leading) = (0u32, true);
+    for payload in Parser::new(0).parse_all(component) {
+        let payload = payload.unwrap();
+        match &payload {
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => {
+                depth += 1;
+                leading = false;
+                continue;
+            }
+            Payload::End(_) => {
+                depth = depth.saturating_sub(1);
+                continue;
+            }
+            _ if depth > 0 => continue,
+            _ => {}
+        }
+        let (id, range) = match payload {
+            Payload::ComponentExportSection(r) => {
+                for export in r {
+                    let name = export.unwrap().name.name;
+                    if name.starts_with("wasi:cli/run@") {
+                        run = Some(name.to_string());
+                    }
+                }
+                continue;
+            }
+            _ if !leading => continue,
+            Payload::ComponentTypeSection(r) => (Id::Type, r.range()),
+            Payload::ComponentAliasSection(r) => {
+                for alias in r.clone() {
+                    if let wasmparser::ComponentAlias::InstanceExport {
+                        kind: wasmparser::ComponentExternalKind::Instance,
+                        ..
+                    } = alias.unwrap()
+                    {
+                        instances += 1;
+                    }
+                }
+                (Id::Alias, r.range())
+            }
+            Payload::ComponentImportSection(r) => {
+                for import in r.clone() {
+                    let import = import.unwrap();
+                    if matches!(import.ty, wasmparser::ComponentTypeRef::Instance(_)) {
+                        imports.push((import.name.name.to_string(), instances));
+                        instances += 1;
+                    }
+                }
+                (Id::Import, r.range())
+            }
+            _ => continue,
+        };
+        out.section(&RawSection {
+            id: id as u8,
+            data: &component[range],
+        });
+    }
+    let run = run.expect("a command component");
+    out.section(&RawSection {
+        id: Id::Component as u8,
+        data: component,
+    });
+    let mut made = wasm_encoder::ComponentInstanceSection::new();
+    for _ in 0..times {
+        made.instantiate(
+            0,
+            imports
+                .iter()
+                .map(|(n, i)| (n.as_str(), Kind::Instance, *i)),
+        );
+    }
+    out.section(&made);
+    let mut alias = wasm_encoder::ComponentAliasSection::new();
+    alias.alias(wasm_encoder::Alias::InstanceExport {
+        instance: instances,
+        kind: Kind::Instance,
+        name: &run,
+    });
+    out.section(&alias);
+    let mut export = wasm_encoder::ComponentExportSection::new();
+    export.export(&run, Kind::Instance, instances + times, None);
+    out.section(&export);
+    let mut names = wasm_encoder::ComponentNameSection::new();
+    let mut map = wasm_encoder::NameMap::new();
+    map.append(0, name);
+    names.components(&map);
+    out.section(&names);
+    out.finish()
+}

@@ -56,12 +56,13 @@ pub(crate) fn run(
             first.injection.spec, first.name
         )));
     }
-    // Only the top level's core modules are instrumented (see `crate::components`).
-    if settings.profiling && layout.nested_modules > 0 {
-        let n = layout.nested_modules;
+    // A core module inside a nested component instantiated more than once runs as it is
+    // (see `crate::components::layout`).
+    if settings.profiling && layout.unprobed_modules() > 0 {
+        let n = layout.unprobed_modules();
         warn(format_args!(
-            "{shown}: {n} core module{} inside nested components run{} without probes: \
-             {} time goes to the calls into {}",
+            "{shown}: {n} core module{} inside nested components instantiated more than once \
+             run{} without probes: {} time goes to the calls into {}",
             if n == 1 { "" } else { "s" },
             if n == 1 { "s" } else { "" },
             if n == 1 { "its" } else { "their" },
@@ -357,7 +358,10 @@ fn prepare(
                 .collect::<Vec<_>>(),
         )?,
     };
-    for (position, module) in layout.modules.iter().enumerate() {
+    // Positions (the engine's module numbers) of the modules instrumented; `--inject`'s
+    // plans are by their order.
+    let probed = layout.modules.iter().enumerate().filter(|(_, m)| m.probed);
+    for (nth, (position, module)) in probed.enumerate() {
         let core = &bytes[module.range.clone()];
         let loaded = LoadedModule {
             bytes: core.to_vec(),
@@ -373,7 +377,7 @@ fn prepare(
                 ..plan.clone()
             },
         };
-        plan.injections = injections.plans[position].clone().map(std::sync::Arc::new);
+        plan.injections = injections.plans[nth].clone().map(std::sync::Arc::new);
         let prepared = match instrument::from_cache(&loaded, &path, &plan, cache) {
             Some(hit) => hit,
             None => instrument::instrument(
@@ -402,7 +406,7 @@ fn prepare(
             kind: f.kind.clone(),
         }));
         minimums.insert(
-            module.index,
+            position,
             (
                 crate::components::defined_memory_minimums(&instrumented)?,
                 (!imports.is_empty()).then_some(modules.len()),
@@ -448,19 +452,34 @@ fn prepare(
         module_names.push(module.name.clone());
         cached_modules += u32::from(prepared.stats.module_from_cache);
         replacements.push(Replacement {
+            component: module.component,
             module_index: module.index,
             bytes: instrumented,
             probes: imports,
         });
     }
-    stats.module_from_cache = cached_modules as usize == layout.modules.len();
-    let component = rewrite::rewrite(bytes, &replacements)?;
+    stats.module_from_cache = cached_modules as usize == replacements.len();
+    // The modules left without probes: their memories, to find the others' among them.
+    for (position, module) in layout.modules.iter().enumerate() {
+        if !module.probed {
+            let core = &bytes[module.range.clone()];
+            minimums.insert(
+                position,
+                (
+                    crate::components::defined_memory_minimums(core)?,
+                    None,
+                    crate::components::imports_memory(core)?,
+                ),
+            );
+        }
+    }
+    let component = rewrite::rewrite(bytes, &layout.components, &replacements)?;
     // Each instantiation makes its module's memories in order; an instrumented module's
     // tree memory is its last (the agent appends it). A module the component imports has
     // memories no one here knows: nothing will match.
     let mut memories = Vec::new();
-    for module in &layout.instantiations {
-        let Some((sizes, probed, imports_memory)) = minimums.get(module) else {
+    for position in &layout.instantiations {
+        let Some((sizes, probed, imports_memory)) = position.and_then(|p| minimums.get(&p)) else {
             memories.push(ExpectedMemory {
                 minimum: usize::MAX,
                 tree_of: None,
@@ -521,7 +540,7 @@ fn inject_into(
     let several = layout.several_modules();
     let mut modules = Vec::new();
     let mut offset = 0;
-    for module in &layout.modules {
+    for module in layout.modules.iter().filter(|m| m.probed) {
         let core = &bytes[module.range.clone()];
         modules.push(CoreModuleRef {
             name: &module.name,

@@ -4,159 +4,25 @@
 //! the rewrite, [`crate::prepare::component`], and the run, [`crate::run::component`],
 //! use), and the rewrite that links them ([`rewrite`]).
 //!
-//! A component is taken apart only at its top level: the core modules defined there are
-//! the program (for a component made from a WASI preview 1 module, the module itself, the
-//! preview 1 adapter and wit-component's two small glue modules). Core modules inside
-//! nested components run as they are.
+//! The core modules a component defines are the program (for a component made from a WASI
+//! preview 1 module, the module itself, the preview 1 adapter and wit-component's two small
+//! glue modules); in a composition of components, those of each nested component too (see
+//! [`layout`]).
 
+pub mod layout;
 pub mod rewrite;
 
-use std::ops::Range;
+pub use layout::{ComponentLayout, CoreModule};
 
-use wasmparser::{Chunk, Parser, Payload};
+use wasmparser::{Parser, Payload};
 
 /// The export a WASI 0.2 command runs: `wasi:cli/run@0.2.x`, whose `run` function is its
 /// `main`.
 pub const CLI_RUN: &str = "wasi:cli/run@0.2";
 
-/// A core module defined at a component's top level.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CoreModule {
-    /// Its index among the component's core modules (the core module index space).
-    pub index: u32,
-    /// Its name in the component's name section, else `module{index}`.
-    pub name: String,
-    /// Where its bytes are in the component.
-    pub range: Range<usize>,
-}
-
-/// What wprof needs to know of a component before it runs it.
-#[derive(Debug, Clone)]
-pub struct ComponentLayout {
-    /// The core modules defined at the top level, in index order.
-    pub modules: Vec<CoreModule>,
-    /// The component's exports (top level).
-    pub exports: Vec<String>,
-    /// Core modules imported or aliased rather than defined.
-    pub imported_modules: u32,
-    /// The module of each core instance the component instantiates, in order (the order
-    /// the engine instantiates them in, and makes their memories).
-    pub instantiations: Vec<u32>,
-    /// Core modules inside nested components, at any depth: they run as they are.
-    pub nested_modules: u32,
-}
-
-impl ComponentLayout {
-    /// Reads the top level of `bytes`, a component. Nested components are skipped whole.
-    pub fn read(bytes: &[u8]) -> Result<Self, String> {
-        let mut modules = Vec::new();
-        let mut exports = Vec::new();
-        let mut names: Vec<(u32, String)> = Vec::new();
-        let mut imported_modules = 0u32;
-        let mut instantiations = Vec::new();
-        let mut nested_modules = 0;
-        let mut parser = Parser::new(0);
-        let mut rest = bytes;
-        loop {
-            let (consumed, payload) = match parser.parse(rest, true).map_err(|e| e.to_string())? {
-                Chunk::Parsed { consumed, payload } => (consumed, payload),
-                Chunk::NeedMoreData(_) => return Err("the component ends early".to_string()),
-            };
-            let mut skip = 0;
-            match payload {
-                Payload::ModuleSection {
-                    unchecked_range, ..
-                } => {
-                    let index = imported_modules + modules.len() as u32;
-                    modules.push(CoreModule {
-                        index,
-                        name: format!("module{index}"),
-                        range: unchecked_range.clone(),
-                    });
-                    skip = unchecked_range.len();
-                }
-                Payload::ComponentSection {
-                    unchecked_range, ..
-                } => {
-                    nested_modules += core_modules_in(&bytes[unchecked_range.clone()])?;
-                    skip = unchecked_range.len();
-                }
-                Payload::ComponentImportSection(reader) => {
-                    for import in reader {
-                        let import = import.map_err(|e| e.to_string())?;
-                        if matches!(import.ty, wasmparser::ComponentTypeRef::Module(_)) {
-                            imported_modules += 1;
-                        }
-                    }
-                }
-                Payload::ComponentAliasSection(reader) => {
-                    for alias in reader {
-                        if module_alias(&alias.map_err(|e| e.to_string())?) {
-                            imported_modules += 1;
-                        }
-                    }
-                }
-                Payload::InstanceSection(reader) => {
-                    for instance in reader {
-                        if let wasmparser::Instance::Instantiate { module_index, .. } =
-                            instance.map_err(|e| e.to_string())?
-                        {
-                            instantiations.push(module_index);
-                        }
-                    }
-                }
-                Payload::ComponentExportSection(reader) => {
-                    for export in reader {
-                        exports.push(export.map_err(|e| e.to_string())?.name.name.to_string());
-                    }
-                }
-                Payload::CustomSection(section) if section.name() == "component-name" => {
-                    let reader = wasmparser::ComponentNameSectionReader::new(
-                        wasmparser::BinaryReader::new(section.data(), section.data_offset()),
-                    );
-                    for subsection in reader.flatten() {
-                        if let wasmparser::ComponentName::CoreModules(map) = subsection {
-                            names.extend(
-                                map.into_iter()
-                                    .flatten()
-                                    .map(|n| (n.index, n.name.to_string())),
-                            );
-                        }
-                    }
-                }
-                Payload::End(_) => break,
-                _ => {}
-            }
-            rest = &rest[consumed + skip..];
-        }
-        for (index, name) in names {
-            if let Some(m) = modules.iter_mut().find(|m| m.index == index) {
-                m.name = short_module_name(&name);
-            }
-        }
-        Ok(ComponentLayout {
-            modules,
-            exports,
-            imported_modules,
-            instantiations,
-            nested_modules,
-        })
-    }
-
-    /// Whether the component is a WASI 0.2 command (it exports `wasi:cli/run`).
-    pub fn is_command(&self) -> bool {
-        self.exports.iter().any(|e| e.starts_with(CLI_RUN))
-    }
-
-    /// Whether function names need their module's name: more than one core module.
-    pub fn several_modules(&self) -> bool {
-        self.modules.len() > 1
-    }
-}
-
 /// A core module's name as reports show it: wit-component's `wit-component:adapter:NAME`
 /// becomes `NAME`, `wit-component:shim` becomes `shim`.
-fn short_module_name(name: &str) -> String {
+pub(crate) fn short_module_name(name: &str) -> String {
     name.rsplit(':').next().unwrap_or(name).to_string()
 }
 
@@ -322,17 +188,6 @@ pub fn module_alias(alias: &wasmparser::ComponentAlias<'_>) -> bool {
     }
 }
 
-/// The core modules defined in `component`, at any depth.
-fn core_modules_in(component: &[u8]) -> Result<u32, String> {
-    let mut count = 0;
-    for payload in Parser::new(0).parse_all(component) {
-        if let Payload::ModuleSection { .. } = payload.map_err(|e| e.to_string())? {
-            count += 1;
-        }
-    }
-    Ok(count)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,16 +207,62 @@ mod tests {
         .unwrap();
         let layout = ComponentLayout::read(&bytes).unwrap();
         let names: Vec<&str> = layout.modules.iter().map(|m| m.name.as_str()).collect();
-        assert_eq!(names, ["first", "second"]);
+        assert_eq!(
+            names,
+            ["first", "second", "inner/nested", "inner/component2/deeper"]
+        );
         assert_eq!(layout.modules[1].index, 1);
+        assert_eq!(layout.modules[3].index, 0);
+        assert_eq!(layout.modules[3].component, 2);
         assert!(layout.is_command());
         assert!(layout.several_modules());
-        assert_eq!(layout.instantiations, [0]);
-        assert_eq!(layout.nested_modules, 2);
+        assert_eq!(layout.instantiations, [Some(0)]);
+        // The nested components are never instantiated: their modules never run.
+        assert!(layout.modules.iter().skip(2).all(|m| !m.probed));
+        assert_eq!(layout.unprobed_modules(), 0);
         let first = &layout.modules[0];
         assert!(wasmparser::Parser::is_core_wasm(
             &bytes[first.range.clone()]
         ));
+        assert!(wasmparser::Parser::is_core_wasm(
+            &bytes[layout.modules[3].range.clone()]
+        ));
+    }
+
+    #[test]
+    fn nested_instantiations_play_where_they_stand_and_count() {
+        let bytes = wat::parse_str(
+            r#"(component
+                (core module $a)
+                (component $once
+                    (core module $b)
+                    (core module $c)
+                    (core instance (instantiate $c))
+                    (core instance (instantiate $b)))
+                (component $twice (core module $d) (core instance (instantiate $d)))
+                (component $outer
+                    (alias outer 1 $a (core module $a2))
+                    (core instance (instantiate $a2)))
+                (core instance (instantiate $a))
+                (instance (instantiate $twice))
+                (instance (instantiate $once))
+                (instance (instantiate $twice))
+                (instance (instantiate $outer)))"#,
+        )
+        .unwrap();
+        let layout = ComponentLayout::read(&bytes).unwrap();
+        let names: Vec<&str> = layout.modules.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["a", "once/b", "once/c", "twice/d"]);
+        assert_eq!(
+            layout.instantiations,
+            [Some(0), Some(3), Some(2), Some(1), Some(3), Some(0)]
+        );
+        let probed: Vec<bool> = layout.modules.iter().map(|m| m.probed).collect();
+        assert_eq!(probed, [true, true, true, false]);
+        assert_eq!(layout.unprobed_modules(), 1);
+        assert_eq!(layout.components[1].instantiated, 1);
+        assert_eq!(layout.components[2].instantiated, 2);
+        assert_eq!(layout.components[1].parent, Some(0));
     }
 
     #[test]
@@ -371,7 +272,7 @@ mod tests {
         assert!(!layout.is_command());
         assert_eq!(layout.modules[0].name, "module0");
         assert!(!layout.several_modules());
-        assert_eq!(layout.nested_modules, 0);
+        assert_eq!(layout.unprobed_modules(), 0);
     }
 
     #[test]

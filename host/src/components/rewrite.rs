@@ -23,6 +23,7 @@ use std::collections::HashMap;
 
 use wasm_encoder::reencode::{component_utils, Reencode, ReencodeComponent};
 
+use crate::components::layout::DefinedComponent;
 use crate::components::{module_alias, probe_function_name, probe_instance_name, ProbeImport};
 use wasm_encoder::{
     Alias, CanonicalFunctionSection, Component, ComponentAliasSection, ComponentExportKind,
@@ -49,7 +50,10 @@ fn lifted(ty: wasmparser::ValType) -> Result<ComponentValType, String> {
 /// probe imports they make.
 #[derive(Debug, Clone)]
 pub struct Replacement {
-    /// The module's index in the component's core module index space.
+    /// The component defining it (see [`crate::components::ComponentLayout::components`]; 0
+    /// is the top level).
+    pub component: usize,
+    /// The module's index in that component's core module index space.
     pub module_index: u32,
     /// The instrumented module.
     pub bytes: Vec<u8>,
@@ -59,191 +63,268 @@ pub struct Replacement {
 
 /// `component` with the core modules of `replacements` replaced and their probes imported
 /// from the host: the `k`-th replacement with probes imports [`crate::components::probe_instance_name`]`(k)`
-/// (counting only replacements that have probes).
-pub fn rewrite(component: &[u8], replacements: &[Replacement]) -> Result<Vec<u8>, String> {
-    let mut out = Component::new();
+/// (counting only replacements that have probes). A nested component holding replaced
+/// modules, at any depth, imports the probe instances of those modules under the same
+/// names, and the component instantiating it passes them on. `components` are the
+/// component's defined components ([`crate::components::ComponentLayout::components`]).
+pub fn rewrite(
+    component: &[u8],
+    components: &[DefinedComponent],
+    replacements: &[Replacement],
+) -> Result<Vec<u8>, String> {
     let probed: Vec<&Replacement> = replacements
         .iter()
         .filter(|r| !r.probes.is_empty())
         .collect();
-    let k_count = probed.len() as u32;
-    let mut types = ComponentTypeSection::new();
-    let mut imports = ComponentImportSection::new();
-    let mut aliases = ComponentAliasSection::new();
-    let mut lowered = CanonicalFunctionSection::new();
-    let mut bundles = InstanceSection::new();
-    let mut funcs = 0u32;
-    let mut bundle_of = HashMap::new();
-    for (k, replacement) in probed.iter().enumerate() {
-        let mut instance = InstanceType::new();
-        for (j, probe) in replacement.probes.iter().enumerate() {
-            let params = probe
-                .params
-                .iter()
-                .enumerate()
-                .map(|(p, ty)| Ok((format!("p{p}"), lifted(*ty)?)))
-                .collect::<Result<Vec<_>, String>>()?;
-            let result = probe.results.first().map(|ty| lifted(*ty)).transpose()?;
-            instance
-                .ty()
-                .function()
-                .params(params.iter().map(|(n, t)| (n.as_str(), *t)))
-                .result(result);
-            instance.export(
-                probe_function_name(&probe.name),
-                ComponentTypeRef::Func(j as u32),
-            );
+    // What each defined component imports: the probe instances of the modules it or the
+    // components nested in it define, by k.
+    let mut needs: Vec<Vec<usize>> = vec![Vec::new(); components.len().max(1)];
+    for (k, r) in probed.iter().enumerate() {
+        let mut c = Some(r.component);
+        while let Some(id) = c {
+            let need = needs
+                .get_mut(id)
+                .ok_or_else(|| format!("no component {id} in the layout"))?;
+            need.push(k);
+            c = components.get(id).and_then(|d| d.parent);
         }
-        types.instance(&instance);
-        imports.import(probe_instance_name(k), ComponentTypeRef::Instance(k as u32));
-        let first = funcs;
-        for probe in &replacement.probes {
-            aliases.alias(Alias::InstanceExport {
-                instance: k as u32,
-                kind: ComponentExportKind::Func,
-                name: &probe_function_name(&probe.name),
-            });
-            lowered.lower(funcs, []);
-            funcs += 1;
-        }
-        bundles.export_items(
-            replacement
-                .probes
-                .iter()
-                .enumerate()
-                .map(|(j, p)| (p.name.as_str(), ExportKind::Func, first + j as u32)),
-        );
-        bundle_of.insert(replacement.module_index, k as u32);
-    }
-    if k_count > 0 {
-        out.section(&types);
-        out.section(&imports);
-        out.section(&aliases);
-        out.section(&lowered);
-        out.section(&bundles);
     }
     let mut rewriter = Rewriter {
-        depth: 0,
-        added_types: k_count,
-        added_instances: k_count,
-        added_funcs: funcs,
-        added_core_funcs: funcs,
-        added_core_instances: k_count,
-        modules_seen: 0,
+        frames: Vec::new(),
+        probed: &probed,
+        needs: &needs,
+        components,
+        next_component: 1,
         replaced: replacements
             .iter()
-            .map(|r| (r.module_index, r.bytes.as_slice()))
+            .map(|r| ((r.component, r.module_index), r.bytes.as_slice()))
             .collect(),
-        bundle_of,
     };
+    let mut out = Component::new();
+    rewriter.enter(&mut out, 0)?;
     rewriter
         .parse_component(&mut out, wasmparser::Parser::new(0), component)
         .map_err(|e| format!("cannot rewrite the component: {e}"))?;
     Ok(out.finish())
 }
 
-/// The re-encoder: shifts indices of the top level, swaps modules, adds `wprof` arguments.
-struct Rewriter<'a> {
-    /// 0 at the component's top level; one more inside each nested component or type.
-    depth: u32,
-    added_types: u32,
-    added_instances: u32,
-    added_funcs: u32,
-    added_core_funcs: u32,
-    added_core_instances: u32,
-    /// Core modules defined or imported so far at the top level.
+/// What the rewrite added at the front of one component's index spaces.
+#[derive(Debug, Default, Clone, Copy)]
+struct Added {
+    types: u32,
+    instances: u32,
+    funcs: u32,
+    core_funcs: u32,
+    core_instances: u32,
+}
+
+/// One level of nesting while re-encoding: a component (top level or nested), or a type
+/// or module declaration inside one (whose index spaces are its own and unchanged).
+#[derive(Debug, Default)]
+struct Frame {
+    /// The defined component this is (see [`rewrite`]'s `components`); `None` for a
+    /// declaration.
+    component: Option<usize>,
+    added: Added,
+    /// Core modules defined, imported or aliased so far.
     modules_seen: u32,
-    replaced: HashMap<u32, &'a [u8]>,
     /// Module index -> its bundle of lowered probes (core instance index).
     bundle_of: HashMap<u32, u32>,
+    /// k -> the component instance index of probe instance `k`, imported here.
+    instance_of: HashMap<usize, u32>,
+}
+
+/// The re-encoder: shifts indices, swaps modules, adds the probes' imports and arguments.
+struct Rewriter<'a> {
+    frames: Vec<Frame>,
+    /// The replacements with probes, by k.
+    probed: &'a [&'a Replacement],
+    /// Per defined component: the k's it imports.
+    needs: &'a [Vec<usize>],
+    components: &'a [DefinedComponent],
+    /// The id the next nested component definition has (definitions are numbered as they
+    /// come, the top level 0).
+    next_component: usize,
+    replaced: HashMap<(usize, u32), &'a [u8]>,
 }
 
 impl Rewriter<'_> {
-    fn top(&self) -> bool {
-        self.depth == 0
+    fn frame(&self) -> &Frame {
+        self.frames.last().expect("a frame while re-encoding")
+    }
+
+    fn added(&self) -> Added {
+        self.frame().added
+    }
+
+    /// Starts defined component `id` in `out`: imports the probe instances it needs, lowers
+    /// those of its own modules, and bundles them per module.
+    fn enter(&mut self, out: &mut Component, id: usize) -> Result<(), String> {
+        let need = self.needs.get(id).cloned().unwrap_or_default();
+        let mut frame = Frame {
+            component: Some(id),
+            ..Default::default()
+        };
+        if need.is_empty() {
+            self.frames.push(frame);
+            return Ok(());
+        }
+        let mut types = ComponentTypeSection::new();
+        let mut imports = ComponentImportSection::new();
+        let mut aliases = ComponentAliasSection::new();
+        let mut lowered = CanonicalFunctionSection::new();
+        let mut bundles = InstanceSection::new();
+        let mut funcs = 0u32;
+        for (i, &k) in need.iter().enumerate() {
+            let replacement = self.probed[k];
+            types.instance(&probe_instance_type(replacement)?);
+            imports.import(probe_instance_name(k), ComponentTypeRef::Instance(i as u32));
+            frame.instance_of.insert(k, i as u32);
+            if replacement.component != id {
+                continue;
+            }
+            let first = funcs;
+            for probe in &replacement.probes {
+                aliases.alias(Alias::InstanceExport {
+                    instance: i as u32,
+                    kind: ComponentExportKind::Func,
+                    name: &probe_function_name(&probe.name),
+                });
+                lowered.lower(funcs, []);
+                funcs += 1;
+            }
+            bundles.export_items(
+                replacement
+                    .probes
+                    .iter()
+                    .enumerate()
+                    .map(|(j, p)| (p.name.as_str(), ExportKind::Func, first + j as u32)),
+            );
+            frame
+                .bundle_of
+                .insert(replacement.module_index, frame.bundle_of.len() as u32);
+        }
+        out.section(&types);
+        out.section(&imports);
+        if funcs > 0 {
+            out.section(&aliases);
+            out.section(&lowered);
+            out.section(&bundles);
+        }
+        frame.added = Added {
+            types: need.len() as u32,
+            instances: need.len() as u32,
+            funcs,
+            core_funcs: funcs,
+            core_instances: frame.bundle_of.len() as u32,
+        };
+        self.frames.push(frame);
+        Ok(())
     }
 }
 
+/// The instance type of a module's probes: one function per probe import, its core
+/// signature lifted.
+fn probe_instance_type(replacement: &Replacement) -> Result<InstanceType, String> {
+    let mut instance = InstanceType::new();
+    for (j, probe) in replacement.probes.iter().enumerate() {
+        let params = probe
+            .params
+            .iter()
+            .enumerate()
+            .map(|(p, ty)| Ok((format!("p{p}"), lifted(*ty)?)))
+            .collect::<Result<Vec<_>, String>>()?;
+        let result = probe.results.first().map(|ty| lifted(*ty)).transpose()?;
+        instance
+            .ty()
+            .function()
+            .params(params.iter().map(|(n, t)| (n.as_str(), *t)))
+            .result(result);
+        instance.export(
+            probe_function_name(&probe.name),
+            ComponentTypeRef::Func(j as u32),
+        );
+    }
+    Ok(instance)
+}
+
 impl Reencode for Rewriter<'_> {
-    type Error = std::convert::Infallible;
+    type Error = String;
 
     fn function_index(
         &mut self,
         func: u32,
     ) -> Result<u32, wasm_encoder::reencode::Error<Self::Error>> {
-        Ok(if self.top() {
-            func + self.added_core_funcs
-        } else {
-            func
-        })
+        Ok(func + self.added().core_funcs)
     }
 }
 
 impl ReencodeComponent for Rewriter<'_> {
     fn component_type_index(&mut self, ty: u32) -> u32 {
-        if self.top() {
-            ty + self.added_types
-        } else {
-            ty
-        }
+        ty + self.added().types
     }
 
     fn component_instance_index(&mut self, instance: u32) -> u32 {
-        if self.top() {
-            instance + self.added_instances
-        } else {
-            instance
-        }
+        instance + self.added().instances
     }
 
     fn component_func_index(&mut self, func: u32) -> u32 {
-        if self.top() {
-            func + self.added_funcs
-        } else {
-            func
-        }
+        func + self.added().funcs
     }
 
     fn instance_index(&mut self, instance: u32) -> u32 {
-        if self.top() {
-            instance + self.added_core_instances
-        } else {
-            instance
-        }
+        instance + self.added().core_instances
     }
 
     fn outer_component_type_index(&mut self, count: u32, ty: u32) -> u32 {
-        if count == self.depth {
-            ty + self.added_types
-        } else {
-            ty
-        }
+        let at = self.frames.len().checked_sub(1 + count as usize);
+        ty + at.map_or(0, |at| self.frames[at].added.types)
     }
 
     fn push_depth(&mut self) {
-        self.depth += 1;
+        self.frames.push(Frame::default());
     }
 
     fn pop_depth(&mut self) {
-        self.depth -= 1;
+        self.frames.pop();
     }
 
     fn parse_component_submodule(
         &mut self,
         component: &mut Component,
-        parser: wasmparser::Parser,
+        _parser: wasmparser::Parser,
         module: &[u8],
     ) -> Result<(), wasm_encoder::reencode::Error<Self::Error>> {
-        if !self.top() {
-            return component_utils::parse_component_submodule(self, component, parser, module);
-        }
-        let index = self.modules_seen;
-        self.modules_seen += 1;
-        let bytes = self.replaced.get(&index).copied().unwrap_or(module);
+        // Every module is copied as it is (or replaced), never re-encoded.
+        let frame = self.frames.last_mut().expect("a frame");
+        let index = frame.modules_seen;
+        frame.modules_seen += 1;
+        let bytes = frame
+            .component
+            .and_then(|c| self.replaced.get(&(c, index)).copied())
+            .unwrap_or(module);
         component.section(&wasm_encoder::RawSection {
             id: wasm_encoder::ComponentSectionId::CoreModule as u8,
             data: bytes,
         });
+        Ok(())
+    }
+
+    fn parse_component_subcomponent(
+        &mut self,
+        component: &mut Component,
+        parser: wasmparser::Parser,
+        data: &[u8],
+        whole_component: &[u8],
+    ) -> Result<(), wasm_encoder::reencode::Error<Self::Error>> {
+        let id = self.next_component;
+        self.next_component += 1;
+        let mut nested = Component::new();
+        self.enter(&mut nested, id)
+            .map_err(wasm_encoder::reencode::Error::UserError)?;
+        component_utils::parse_component(self, &mut nested, parser, data, whole_component)?;
+        self.frames.pop();
+        component.section(&wasm_encoder::NestedComponentSection(&nested));
         Ok(())
     }
 
@@ -254,17 +335,10 @@ impl ReencodeComponent for Rewriter<'_> {
         whole_component: &[u8],
     ) -> Result<(), wasm_encoder::reencode::Error<Self::Error>> {
         use wasmparser::Payload;
-        if !self.top() {
-            return component_utils::parse_component_payload(
-                self,
-                component,
-                payload,
-                whole_component,
-            );
-        }
+        let frame = self.frames.last_mut().expect("a frame");
         match payload {
             Payload::ComponentImportSection(ref reader) => {
-                self.modules_seen += reader
+                frame.modules_seen += reader
                     .clone()
                     .into_iter()
                     .flatten()
@@ -272,45 +346,96 @@ impl ReencodeComponent for Rewriter<'_> {
                     .count() as u32;
             }
             Payload::ComponentAliasSection(ref reader) => {
-                self.modules_seen += reader
+                frame.modules_seen += reader
                     .clone()
                     .into_iter()
                     .flatten()
                     .filter(|a| module_alias(a))
                     .count() as u32;
             }
-            Payload::InstanceSection(reader) => {
-                let mut instances = InstanceSection::new();
-                for instance in reader {
-                    let instance = instance?;
-                    let wasmparser::Instance::Instantiate { module_index, args } = instance else {
-                        component_utils::parse_instance(self, &mut instances, instance)?;
-                        continue;
-                    };
-                    let mut new_args: Vec<(Cow<'_, str>, ModuleArg)> = args
-                        .iter()
-                        .map(|arg| {
-                            (
-                                Cow::Borrowed(arg.name),
-                                ModuleArg::Instance(self.instance_index(arg.index)),
-                            )
-                        })
-                        .collect();
-                    if let Some(&bundle) = self.bundle_of.get(&module_index) {
-                        new_args.push((
-                            Cow::Borrowed(wprof_agent::ProbeImports::MODULE),
-                            ModuleArg::Instance(bundle),
-                        ));
-                    }
-                    instances
-                        .instantiate(module_index, new_args.iter().map(|(n, a)| (n.as_ref(), *a)));
-                }
-                component.section(&instances);
-                return Ok(());
-            }
             _ => {}
         }
         component_utils::parse_component_payload(self, component, payload, whole_component)
+    }
+
+    fn parse_instance(
+        &mut self,
+        instances: &mut InstanceSection,
+        instance: wasmparser::Instance<'_>,
+    ) -> Result<(), wasm_encoder::reencode::Error<Self::Error>> {
+        let wasmparser::Instance::Instantiate { module_index, args } = instance else {
+            return component_utils::parse_instance(self, instances, instance);
+        };
+        let mut new_args: Vec<(Cow<'_, str>, ModuleArg)> = args
+            .iter()
+            .map(|arg| {
+                (
+                    Cow::Borrowed(arg.name),
+                    ModuleArg::Instance(self.instance_index(arg.index)),
+                )
+            })
+            .collect();
+        if let Some(&bundle) = self.frame().bundle_of.get(&module_index) {
+            new_args.push((
+                Cow::Borrowed(wprof_agent::ProbeImports::MODULE),
+                ModuleArg::Instance(bundle),
+            ));
+        }
+        instances.instantiate(
+            self.module_index(module_index),
+            new_args.iter().map(|(n, a)| (n.as_ref(), *a)),
+        );
+        Ok(())
+    }
+
+    fn parse_component_instance(
+        &mut self,
+        instances: &mut wasm_encoder::ComponentInstanceSection,
+        instance: wasmparser::ComponentInstance<'_>,
+    ) -> Result<(), wasm_encoder::reencode::Error<Self::Error>> {
+        let wasmparser::ComponentInstance::Instantiate {
+            component_index,
+            args,
+        } = instance
+        else {
+            return component_utils::parse_component_instance(self, instances, instance);
+        };
+        let mut new_args: Vec<(String, ComponentExportKind, u32)> = args
+            .iter()
+            .map(|arg| {
+                (
+                    arg.name.to_string(),
+                    arg.kind.into(),
+                    self.component_external_index(arg.kind, arg.index),
+                )
+            })
+            .collect();
+        // A nested component holding replaced modules gets their probe instances.
+        let nested = self
+            .frame()
+            .component
+            .and_then(|c| self.components.get(c))
+            .and_then(|c| {
+                c.components
+                    .get(component_index as usize)
+                    .copied()
+                    .flatten()
+            });
+        if let Some(nested) = nested {
+            for k in self.needs.get(nested).into_iter().flatten() {
+                let here = self.frame().instance_of.get(k).copied().ok_or_else(|| {
+                    wasm_encoder::reencode::Error::UserError(format!(
+                        "probe instance {k} is not imported where its component is instantiated"
+                    ))
+                })?;
+                new_args.push((probe_instance_name(*k), ComponentExportKind::Instance, here));
+            }
+        }
+        instances.instantiate(
+            self.component_index(component_index),
+            new_args.iter().map(|(n, kind, i)| (n.as_str(), *kind, *i)),
+        );
+        Ok(())
     }
 }
 
@@ -355,9 +480,12 @@ mod tests {
         .unwrap();
         let probes = crate::components::probe_imports(&probed).unwrap();
         assert_eq!(probes.len(), 2);
+        let layout = crate::components::ComponentLayout::read(&original).unwrap();
         let out = rewrite(
             &original,
+            &layout.components,
             &[Replacement {
+                component: 0,
                 module_index: 1,
                 bytes: probed.clone(),
                 probes,
@@ -374,6 +502,66 @@ mod tests {
     }
 
     #[test]
+    fn a_nested_components_module_gets_its_probes_through_the_components_around_it() {
+        // Module 0 of nested component 1 stands in for an instrumented module. The nested
+        // component's own types and functions move; a component nested deeper still names
+        // the type it aliases from it.
+        let original = wat::parse_str(
+            r#"(component
+                (type $t (func (param "x" u32)))
+                (import "host" (instance $host (export "f" (func (type $t)))))
+                (component $app
+                    (type $t2 (func (param "x" u32)))
+                    (import "host" (instance $h (export "f" (func (type $t2)))))
+                    (core module $m (import "env" "f" (func (param i32))) (func (export "run")))
+                    (core func $f (canon lower (func $h "f")))
+                    (core instance $env (export "f" (func $f)))
+                    (core instance $i (instantiate $m (with "env" (instance $env))))
+                    (component $deep (alias outer 1 $t2 (type $o)) (import "g" (func (type $o))))
+                    (func $run (canon lift (core func $i "run")))
+                    (export "run" (func $run)))
+                (instance $a (instantiate $app (with "host" (instance $host))))
+                (alias export $a "run" (func $run))
+                (export "run" (func $run)))"#,
+        )
+        .unwrap();
+        valid(&original);
+        let probed = wat::parse_str(
+            r#"(module
+                (import "env" "f" (func (param i32)))
+                (import "wprof" "enter" (func (param i32)))
+                (func (export "run") i32.const 7 call 1))"#,
+        )
+        .unwrap();
+        let layout = crate::components::ComponentLayout::read(&original).unwrap();
+        assert!(layout.modules[0].probed);
+        let out = rewrite(
+            &original,
+            &layout.components,
+            &[Replacement {
+                component: 1,
+                module_index: 0,
+                bytes: probed.clone(),
+                probes: crate::components::probe_imports(&probed).unwrap(),
+            }],
+        )
+        .unwrap();
+        valid(&out);
+        let after = crate::components::ComponentLayout::read(&out).unwrap();
+        assert_eq!(&out[after.modules[0].range.clone()], &probed[..]);
+        assert_eq!(after.instantiations, [Some(0)]);
+        // Imported at the top level and by the nested component, passed from one to the
+        // other.
+        let text = wasmprinter::print_bytes(&out).unwrap();
+        assert_eq!(
+            text.matches("(import \"wprof:probes/module0\"").count(),
+            2,
+            "{text}"
+        );
+        assert!(text.contains("(with \"wprof:probes/module0\""), "{text}");
+    }
+
+    #[test]
     fn a_component_without_replacements_is_unchanged_in_meaning() {
         let original = wat::parse_str(
             r#"(component (core module $m (func (export "f")))
@@ -382,7 +570,8 @@ mod tests {
                 (export "f" (func $f)))"#,
         )
         .unwrap();
-        let out = rewrite(&original, &[]).unwrap();
+        let layout = crate::components::ComponentLayout::read(&original).unwrap();
+        let out = rewrite(&original, &layout.components, &[]).unwrap();
         valid(&out);
         assert_eq!(
             wasmprinter::print_bytes(&out).unwrap(),

@@ -200,7 +200,8 @@ pub fn sources_from_module(bytes: &[u8]) -> anyhow::Result<HashMap<u32, Source>>
         let layout = crate::components::ComponentLayout::read(bytes).map_err(anyhow::Error::msg)?;
         let mut out = HashMap::new();
         let mut offset = 0;
-        for module in &layout.modules {
+        // Ids run over the modules that were instrumented, in order.
+        for module in layout.modules.iter().filter(|m| m.probed) {
             let core = &bytes[module.range.clone()];
             for (id, source) in sources_from_module(core)? {
                 out.insert(offset + id, source);

@@ -68,9 +68,13 @@ fn calibration_component(
     let instrumented = wprof_agent::instrument(&original, plan)?;
     let probes =
         crate::components::probe_imports(&instrumented.bytes).map_err(anyhow::Error::msg)?;
+    let wrapped = wrapper(&original);
+    let layout = crate::components::ComponentLayout::read(&wrapped).map_err(anyhow::Error::msg)?;
     let bytes = rewrite(
-        &wrapper(&original),
+        &wrapped,
+        &layout.components,
         &[Replacement {
+            component: 0,
             module_index: 0,
             bytes: instrumented.bytes,
             probes: probes.clone(),
