@@ -1,4 +1,4 @@
-//! WebAssembly components as wprof sees them: the core modules at a component's top level
+//! WebAssembly components as wprof sees them: the core modules a component defines, at any depth
 //! and their names, whether it is a WASI 0.2 command, the names a profile gives their
 //! functions, and how instrumented modules' probes are linked to the host (the names both
 //! the rewrite, [`crate::prepare::component`], and the run, [`crate::run::component`],
