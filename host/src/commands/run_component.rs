@@ -1,5 +1,5 @@
-//! `wprof run` on a WASI 0.2 command component: each core module instrumented (nested ones too)
-//! through the cache by its own bytes, the component rewritten around them (see
+//! `wprof run` on a WASI 0.2 command component: each core module (nested ones too)
+//! instrumented through the cache by its own bytes, the component rewritten around them (see
 //! [`crate::prepare::component`]), run under WASI 0.2, and one profile over every module,
 //! its functions named `module!function` when there are several.
 

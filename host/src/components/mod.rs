@@ -1,5 +1,5 @@
-//! WebAssembly components as wprof sees them: the core modules a component defines, at any depth
-//! and their names, whether it is a WASI 0.2 command, the names a profile gives their
+//! WebAssembly components as wprof sees them: the core modules a component defines at any
+//! depth and their names, whether it is a WASI 0.2 command, the names a profile gives their
 //! functions, and how instrumented modules' probes are linked to the host (the names both
 //! the rewrite, [`crate::prepare::component`], and the run, [`crate::run::component`],
 //! use), and the rewrite that links them ([`rewrite`]).
