@@ -33,7 +33,7 @@ use self::report::ReportCommand;
 use self::run::RunCommand;
 use crate::exit::USAGE_OR_INPUT;
 
-/// wprof: an exact profiler for WebAssembly (WASI preview 1) programs.
+/// wprof: an exact profiler for WebAssembly programs (WASI modules and components).
 ///
 /// `wprof run app.wasm` runs the program under an embedded wasmtime with probes inserted
 /// into every function, then writes an exact profile (calls, self and inclusive time, who
