@@ -22,7 +22,8 @@
 /// per directly called function (all the sites that call it share it) and one per indirect
 /// call site. Before each call the caller puts the address of the call's slot in
 /// the global exported as [`ContextArena::SLOT`]; the callee's entry probe follows that
-/// slot to its node (a load and a compare), or calls an added function that finds the node
+/// slot to its node (a load and a compare; on a miss, the same with the node after it), or
+/// calls an added function that finds the node
 /// among the slot's chain or allocates it. A direct call to an import looks up the import's
 /// node the same way at the call site. The host resets the slot to
 /// [`ContextArena::ROOT_SLOT`] before it calls an export.
