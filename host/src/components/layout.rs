@@ -65,7 +65,8 @@ pub struct ComponentLayout {
     pub exports: Vec<String>,
     /// The core modules instantiated, in the order the engine instantiates them (and makes
     /// their memories): positions in [`ComponentLayout::modules`], `None` for a module
-    /// imported from outside the component.
+    /// imported from outside the component or a component from outside instantiated
+    /// (whose modules are not known).
     pub instantiations: Vec<Option<usize>>,
 }
 
@@ -353,6 +354,8 @@ fn play(
             Step::Component(index) => {
                 let Some(Some(nested)) = components[id].components.get(index as usize).copied()
                 else {
+                    // A component from outside: what it instantiates is not known here.
+                    out.push(None);
                     continue;
                 };
                 // Instantiations cannot form a circle (a component instantiates only

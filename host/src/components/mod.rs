@@ -233,6 +233,7 @@ mod tests {
     fn nested_instantiations_play_where_they_stand_and_count() {
         let bytes = wat::parse_str(
             r#"(component
+                (import "c" (component $imported))
                 (core module $a)
                 (component $once
                     (core module $b)
@@ -247,7 +248,8 @@ mod tests {
                 (instance (instantiate $twice))
                 (instance (instantiate $once))
                 (instance (instantiate $twice))
-                (instance (instantiate $outer)))"#,
+                (instance (instantiate $outer))
+                (instance (instantiate $imported)))"#,
         )
         .unwrap();
         let layout = ComponentLayout::read(&bytes).unwrap();
@@ -255,7 +257,7 @@ mod tests {
         assert_eq!(names, ["a", "once/b", "once/c", "twice/d"]);
         assert_eq!(
             layout.instantiations,
-            [Some(0), Some(3), Some(2), Some(1), Some(3), Some(0)]
+            [Some(0), Some(3), Some(2), Some(1), Some(3), Some(0), None]
         );
         let probed: Vec<bool> = layout.modules.iter().map(|m| m.probed).collect();
         assert_eq!(probed, [true, true, true, false]);
