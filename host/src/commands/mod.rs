@@ -15,6 +15,7 @@ pub mod instrument;
 pub mod report;
 pub mod run;
 pub mod run_component;
+mod run_component_prepare;
 pub mod run_settings;
 pub mod run_summary;
 pub mod run_trace;
