@@ -33,7 +33,8 @@ pub struct CoreModule {
     /// Where its bytes are in the component.
     pub range: Range<usize>,
     /// Whether it can be instrumented: at the top level, or inside nested components each
-    /// instantiated exactly once.
+    /// instantiated exactly once by its parent; and never instantiated by a component other
+    /// than its own (through an outer alias).
     pub probed: bool,
 }
 
@@ -274,21 +275,23 @@ impl ComponentLayout {
                 c = parent;
             }
         }
-        let mut instantiations = Vec::new();
+        let mut played = Vec::new();
         components[0].instantiated = 1;
-        play(
-            0,
-            0,
-            &steps,
-            &module_spaces,
-            &mut components,
-            &mut instantiations,
-        );
+        play(0, 0, &steps, &module_spaces, &mut components, &mut played);
+        let instantiations = played.iter().map(|&(position, _)| position).collect();
         // Probes reach a module down the chain of components defining it, each
-        // instantiated once by its parent.
+        // instantiated once by its parent, and only where it is defined (a module
+        // instantiated through an outer alias would need its probes there too).
+        for m in &mut modules {
+            m.probed = true;
+        }
+        for &(position, by) in &played {
+            if let Some(m) = position.map(|p| &mut modules[p]) {
+                m.probed &= m.component == by;
+            }
+        }
         for m in &mut modules {
             let mut c = m.component;
-            m.probed = true;
             while let Some(parent) = components[c].parent {
                 let d = &components[c];
                 m.probed &= d.instantiated == 1 && !d.instantiated_elsewhere;
@@ -337,25 +340,25 @@ fn outer_scope(scopes: &[Scope], count: u32) -> Result<&Scope, String> {
 }
 
 /// Plays component `id`'s instantiations through: its core modules' in order, and nested
-/// components' where they are instantiated.
+/// components' where they are instantiated; each with the component instantiating it.
 fn play(
     id: usize,
     depth: u32,
     steps: &[Vec<Step>],
     module_spaces: &[Vec<Option<usize>>],
     components: &mut [DefinedComponent],
-    out: &mut Vec<Option<usize>>,
+    out: &mut Vec<(Option<usize>, usize)>,
 ) {
     for step in &steps[id] {
         match *step {
             Step::Module(index) => {
-                out.push(module_spaces[id].get(index as usize).copied().flatten());
+                out.push((module_spaces[id].get(index as usize).copied().flatten(), id));
             }
             Step::Component(index) => {
                 let Some(Some(nested)) = components[id].components.get(index as usize).copied()
                 else {
                     // A component from outside: what it instantiates is not known here.
-                    out.push(None);
+                    out.push((None, id));
                     continue;
                 };
                 // Instantiations cannot form a circle (a component instantiates only
