@@ -52,13 +52,13 @@ pub(crate) fn run(
             first.injection.spec, first.name
         )));
     }
-    // A core module inside a nested component instantiated more than once runs as it is
-    // (see `crate::components::layout`).
+    // A core module inside a nested component instantiated more than once, or instantiated
+    // by another component than its own, runs as it is (see `crate::components::layout`).
     if settings.profiling && layout.unprobed_modules() > 0 {
         let n = layout.unprobed_modules();
         warn(format_args!(
-            "{shown}: {n} core module{} inside nested components instantiated more than once \
-             run{} without probes: {} time goes to the calls into {}",
+            "{shown}: {n} core module{} instantiated more than once, or in nested components \
+             that are, run{} without probes: {} time goes to the calls into {}",
             if n == 1 { "" } else { "s" },
             if n == 1 { "s" } else { "" },
             if n == 1 { "its" } else { "their" },
