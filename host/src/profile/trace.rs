@@ -162,7 +162,10 @@ pub fn write_chrome_json<'n>(
 /// readers do, not to pass the enclosing call's. A decimal sum can round up past another
 /// that is equal in decimal (one pair in six), and Chrome DevTools then leaves the inner
 /// call out of the tree; with the probes' cost taken out of the clock, a call that returns
-/// right after its last callee can end in the same nanosecond.
+/// right after its last callee can end in the same nanosecond. A call that also starts in
+/// its caller's nanosecond (a caller doing nothing but calling it) ends a nanosecond
+/// earlier, so that readers, which order events starting together by their length, do not
+/// take it for the caller's caller.
 fn written_durations(calls: &[TracedCall]) -> Vec<u64> {
     let start = |c: &TracedCall| c.start_ps / 1000;
     let mut durations: Vec<u64> = calls
@@ -196,7 +199,14 @@ fn written_durations(calls: &[TracedCall]) -> Vec<u64> {
             around.pop();
         }
         if let Some(&(parent, _, _)) = around.last() {
-            while durations[i] > 0 && read_end(i, &durations) > read_end(parent, &durations) {
+            // A call starting with its caller must also end before it: readers order
+            // events that start together by duration, and two of the same length either
+            // way round.
+            let same_start = start(c) == start(&calls[parent]);
+            while durations[i] > 0
+                && (read_end(i, &durations) > read_end(parent, &durations)
+                    || (same_start && durations[i] >= durations[parent]))
+            {
                 durations[i] -= 1;
             }
         }
@@ -255,6 +265,15 @@ mod tests {
         // Calls that end apart keep their durations.
         let apart = [call(1, 2_000, 3_000), call(0, 1_000, 9_000)];
         assert_eq!(written_durations(&apart), [1, 8]);
+        // A call that starts and ends with its caller ends a nanosecond earlier.
+        let together = [
+            call(0, 1_000, 9_000),
+            TracedCall {
+                depth: 1,
+                ..call(1, 1_000, 9_000)
+            },
+        ];
+        assert_eq!(written_durations(&together), [8, 7]);
     }
 
     #[test]
