@@ -296,14 +296,14 @@ impl Threads {
         // Done with wasm as soon as the entry returns (whatever wprof does after it may
         // sleep: joining the sampler), so that the end of the program waits for this
         // thread's profile rather than taking it for one blocked for good.
+        // `call_entry` calls it once, right after the entry returns.
         let returned = || {
-            if !wasm_done.replace(true) {
-                self.update(|p| {
-                    p.in_wasm -= 1;
-                    p.os_threads.remove(&tid);
-                    p.collecting += 1;
-                });
-            }
+            wasm_done.set(true);
+            self.update(|p| {
+                p.in_wasm -= 1;
+                p.os_threads.remove(&tid);
+                p.collecting += 1;
+            });
         };
         let (result, samples, wall_time) = call_entry(
             &mut store,
@@ -329,7 +329,6 @@ impl Threads {
         )
         .map_err(ThreadEnding::Wprof)?;
         result.map_err(ThreadEnding::Program)?;
-        returned();
         let mut coverage = None;
         if self.mode.is_some_and(ProbeMode::counts_inline) {
             crate::run::replay::replay_tree(&mut store, &instance, samples.as_ref());
