@@ -387,7 +387,9 @@ pub struct ProbeArgs {
     /// Time mode: a function whose body is straight-line work of at most N instructions
     /// (no loop, no call, no exception handling, no bulk memory operation) is counted but
     /// not timed: two clock reads would cost more than its body. Its calls stay exact; its
-    /// time is its caller's self time, and the report lists it. 0 times every function.
+    /// time comes out of its caller's exact self time, shared by where the program's
+    /// thread was found at ticks of its own timer every 500 µs (caller or callee), and the
+    /// report lists it. 0 times every function (and takes no ticks).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_SHORT_MAX, env = "WPROF_SHORT_MAX", value_parser = clap::value_parser!(u64).range(config::file::SHORT_MAX.start as u64..config::file::SHORT_MAX.end as u64))]
     pub short_max: u64,
 }

@@ -153,6 +153,27 @@ impl ContextTree {
         node
     }
 
+    /// The child of `parent` for `function`, if it was ever entered.
+    pub fn child(&self, parent: u32, function: u32) -> Option<u32> {
+        let children = &self.nodes.get(parent as usize)?.children;
+        match children.len() > WIDE {
+            true => self.wide.get(&(parent, function)).copied(),
+            false => children
+                .iter()
+                .find(|&&(f, _)| f == function)
+                .map(|&(_, c)| c),
+        }
+    }
+
+    /// Moves `amount` of `parent`'s self time to its child `child` (a leaf, whose
+    /// inclusive time grows by as much; every ancestor's stays as it is).
+    pub fn move_self(&mut self, parent: u32, child: u32, amount: i64) {
+        self.nodes[parent as usize].self_time -= amount;
+        let c = &mut self.nodes[child as usize];
+        c.self_time += amount;
+        c.inclusive += amount;
+    }
+
     /// `calls` more activations charged to `node`, whose frame is already open (a tail
     /// call re-entering it).
     pub fn count_again(&mut self, node: u32, calls: u64) {

@@ -158,6 +158,7 @@ mod tests {
             excluded_ns: None,
             unprobed: Vec::new(),
             untimed: Vec::new(),
+            untimed_samples: None,
             probe_overhead: None,
             functions: Vec::new(),
             edges: Vec::new(),

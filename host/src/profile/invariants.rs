@@ -108,6 +108,7 @@ pub(crate) mod tests {
             excluded_ns: None,
             unprobed: Vec::new(),
             untimed: Vec::new(),
+            untimed_samples: None,
             probe_overhead: None,
             functions: vec![f(0, 6, 10), f(1, 4, 4)],
             edges: vec![EdgeRecord {

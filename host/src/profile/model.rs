@@ -308,6 +308,11 @@ pub struct Profile {
     /// `wprof run --short-max`): calls exact, their time their callers' self time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub untimed: Vec<String>,
+    /// Time mode: how many program-counter samples shared the callers' self time with the
+    /// short functions they called (see `run::time_ticks`); absent when none did, and
+    /// those functions' time is then all their callers'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untimed_samples: Option<u64>,
     /// The probe overhead subtracted from every frame, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_overhead: Option<OverheadRecord>,

@@ -72,6 +72,9 @@ pub fn merge(first: &mut Profile, others: Vec<(u32, Profile)>, unfinished: u32) 
                 c.thread = Some(id);
                 c
             }));
+        if let Some(n) = profile.untimed_samples {
+            *first.untimed_samples.get_or_insert(0) += n;
+        }
         for name in profile.untimed {
             if !first.untimed.contains(&name) {
                 first.untimed.push(name);

@@ -319,8 +319,9 @@ fn notes(profile: &crate::profile::Profile) -> Vec<String> {
     }
     if !profile.untimed.is_empty() {
         notes.push(format!(
-            "{} short functions counted, not timed (their time is their callers')",
-            profile.untimed.len()
+            "{} short functions counted, not timed ({})",
+            profile.untimed.len(),
+            crate::report::text::untimed_time(profile)
         ));
     }
     if let Some(live) = &profile.live {

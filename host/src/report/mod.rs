@@ -398,6 +398,7 @@ pub(crate) mod tests {
             excluded_ns: None,
             unprobed: Vec::new(),
             untimed: Vec::new(),
+            untimed_samples: None,
         }
     }
 

@@ -407,11 +407,22 @@ pub fn untimed_summary(profile: &Profile) -> Option<String> {
     }
     let n = profile.untimed.len();
     Some(format!(
-        "{n} short function{} counted, not timed (their time is their callers' self time; \
-         --short-max 0 times them): {}",
+        "{n} short function{} counted, not timed ({}; --short-max 0 times them): {}",
         if n == 1 { "" } else { "s" },
+        untimed_time(profile),
         first_names(&profile.untimed)
     ))
+}
+
+/// Where the time of the functions counted, not timed, comes from.
+pub fn untimed_time(profile: &Profile) -> String {
+    match profile.untimed_samples {
+        Some(n) => format!(
+            "their time is their callers' self time shared out by where {n} program-counter \
+             samples found it"
+        ),
+        None => "their time is their callers' self time".to_string(),
+    }
 }
 
 /// The first eight of `names`, with `, ...` when there are more.

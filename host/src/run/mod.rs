@@ -54,6 +54,7 @@ pub mod sampler;
 pub mod start;
 pub mod switches;
 pub mod threads;
+pub mod time_ticks;
 pub mod to_profile;
 pub mod wasi_ctx;
 pub mod window;

@@ -11,13 +11,15 @@
 //! assigns (the worker finds the frame holding it when an exception lands), so probes never
 //! wait for the collector.
 
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::thread::JoinHandle;
 
 use crate::profile::HostFigures;
 use crate::run::clock::Clock;
 use crate::run::collector::Collector;
 use crate::run::host_meter::HostCall;
+use crate::run::time_ticks::{TickReader, READ_EVERY};
 
 /// The test hook behind `wprof bench --accuracy`'s time-mode floor: with it set, a run's
 /// time-mode probes read the clock and do nothing else (`called`, which reads none, does
@@ -94,9 +96,31 @@ impl Event {
     }
 }
 
-fn apply(collector: &mut Collector, events: &[Event]) {
-    let mut events = events.iter().copied();
-    while let Some(e) = events.next() {
+/// Replays `events`, the first of which is the log's event number `first`, taking each
+/// tick `ticks` holds at its place among them.
+fn apply(
+    collector: &mut Collector,
+    events: &[Event],
+    first: u64,
+    mut ticks: Option<&mut TickReader>,
+) {
+    let mut next_tick = ticks
+        .as_ref()
+        .and_then(|t| t.next_place())
+        .unwrap_or(u64::MAX);
+    let mut i = 0;
+    while i < events.len() {
+        let number = first + i as u64;
+        if number >= next_tick {
+            if let Some(ticks) = ticks.as_deref_mut() {
+                while let Some(tick) = ticks.next_before(number) {
+                    collector.tick(tick.running);
+                }
+                next_tick = ticks.next_place().unwrap_or(u64::MAX);
+            }
+        }
+        let e = events[i];
+        i += 1;
         match e.kind() {
             Kind::Enter => collector.enter_at(e.arg, e.time),
             Kind::Exit => collector.exit_at(e.arg, e.time),
@@ -108,7 +132,8 @@ fn apply(collector: &mut Collector, events: &[Event]) {
             Kind::GoSwitch => collector.go_switch(e.arg),
             Kind::HostWall => {
                 // Pushed together, never split between buffers.
-                if let Some(cpu) = events.next() {
+                if let Some(&cpu) = events.get(i) {
+                    i += 1;
                     let figures = HostFigures {
                         calls: 1,
                         wall_ns: e.time,
@@ -136,6 +161,8 @@ fn fresh_buffer() -> Vec<Event> {
 
 struct Worker {
     full: SyncSender<Vec<Event>>,
+    /// Where the run's ticks go, once the program's thread is interrupted.
+    ticks: Sender<TickReader>,
     empty: Receiver<Vec<Event>>,
     thread: JoinHandle<Collector>,
 }
@@ -155,6 +182,9 @@ pub struct ProbeLog {
     worker: Option<Worker>,
     /// The collector, while no worker holds it.
     local: Option<Collector>,
+    /// The number of events logged so far, modulo 2^32, where the tick handler reads it
+    /// (see [`crate::run::time_ticks`]); boxed, so that its address stays put.
+    logged: Box<AtomicU32>,
 }
 
 impl std::fmt::Debug for ProbeLog {
@@ -175,15 +205,39 @@ impl ProbeLog {
         let (empty_tx, empty) = std::sync::mpsc::channel::<Vec<Event>>();
         // The collector goes to the thread once it runs, so a failed start keeps it here.
         let (handover, collector_rx) = std::sync::mpsc::channel::<Collector>();
+        let (ticks, ticks_rx) = std::sync::mpsc::channel::<TickReader>();
         let spawned = std::thread::Builder::new()
             .name("wprof-collector".to_string())
             .spawn(move || {
                 let mut collector = collector_rx.recv().unwrap_or_else(|_| Collector::new(0));
-                for mut events in full_rx {
-                    apply(&mut collector, &events);
+                let mut reader: Option<TickReader> = None;
+                let mut replayed = 0u64;
+                loop {
+                    let received = full_rx.recv_timeout(READ_EVERY);
+                    if reader.is_none() {
+                        reader = ticks_rx.try_recv().ok();
+                    }
+                    if let Some(r) = reader.as_mut() {
+                        r.catch_up();
+                    }
+                    let mut events = match received {
+                        Ok(events) => events,
+                        Err(RecvTimeoutError::Timeout) => continue,
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    };
+                    apply(&mut collector, &events, replayed, reader.as_mut());
+                    replayed += events.len() as u64;
                     events.clear();
                     // The log may be gone already: then the buffer is just dropped.
                     let _ = empty_tx.send(events);
+                }
+                // Ticks after the last event: the frames open at the end.
+                if let Some(r) = reader.as_mut() {
+                    r.catch_up();
+                    while let Some(tick) = r.next_before(u64::MAX) {
+                        collector.tick(tick.running);
+                    }
+                    collector.ticks_lost(r.lost);
                 }
                 collector
             });
@@ -192,6 +246,7 @@ impl ProbeLog {
                 Ok(()) => (
                     Some(Worker {
                         full,
+                        ticks,
                         empty,
                         thread,
                     }),
@@ -212,6 +267,21 @@ impl ProbeLog {
             tail_announced: false,
             worker,
             local,
+            logged: Box::new(AtomicU32::new(0)),
+        }
+    }
+
+    /// Where the tick handler reads how many events were logged (see
+    /// [`crate::run::time_ticks`]); valid for as long as the log lives.
+    pub fn logged_cell(&self) -> *const u32 {
+        self.logged.as_ptr()
+    }
+
+    /// Hands the run's ticks to the collector's thread, which takes each at its place
+    /// among the events. Without that thread, ticks are not read.
+    pub fn read_ticks(&self, reader: TickReader) {
+        if let Some(w) = &self.worker {
+            let _ = w.ticks.send(reader);
         }
     }
 
@@ -235,6 +305,9 @@ impl ProbeLog {
             arg,
             kind_token: kind as u32 | (token & TOKEN_MASK) << 8,
         });
+        // Only this thread writes it; the handler that reads it runs on this thread too.
+        let logged = self.logged.load(Ordering::Relaxed).wrapping_add(1);
+        self.logged.store(logged, Ordering::Relaxed);
         if self.buffer.len() == CAPACITY {
             self.hand_over();
         }
@@ -258,7 +331,7 @@ impl ProbeLog {
             }
             None => {
                 if let Some(c) = self.local.as_mut() {
-                    apply(c, &self.buffer);
+                    apply(c, &self.buffer, 0, None);
                 }
                 self.buffer.clear();
             }
@@ -382,11 +455,12 @@ impl ProbeLog {
             }
             None => {
                 let mut c = self.local.take().unwrap_or_else(|| Collector::new(0));
-                apply(&mut c, &events);
+                apply(&mut c, &events, 0, None);
                 c
             }
         };
         collector.finish_at(end);
+        collector.share_sampled();
         collector.add_excluded(self.paused);
         (collector, end)
     }

@@ -178,6 +178,7 @@ pub(crate) fn call_entry(
         }
         _ => None,
     };
+    let ticking = time_ticks(store, module, mode, first && settings.short_max > 0);
     let clock = crate::run::clock::Clock::new();
     let started = Instant::now();
     let (result, samples, wall_time) = match cell {
@@ -248,10 +249,36 @@ pub(crate) fn call_entry(
         None => {
             let result = start.call(&mut *store);
             returned();
+            drop(ticking);
             (result, None, started.elapsed())
         }
     };
     Ok((result, samples, wall_time.as_nanos() as u64))
+}
+
+/// Time mode, on the program's first thread when some functions may be counted, not
+/// timed: its timer interrupts it, and the ticks go to the collector (see
+/// [`crate::run::time_ticks`]) until the session returned is dropped (on this thread).
+fn time_ticks(
+    store: &Store<HostState>,
+    module: &Module,
+    mode: Option<ProbeMode>,
+    wanted: bool,
+) -> Option<crate::run::interrupt::Session> {
+    if !wanted || mode != Some(ProbeMode::Time) {
+        return None;
+    }
+    let log = store.data().log.as_ref()?;
+    // SAFETY: the cell lives as long as the log, which the store keeps until the run's
+    // end, after the session (dropped by the caller once the entry returned).
+    let session = unsafe {
+        crate::run::interrupt::Session::begin(log.logged_cell(), crate::run::time_ticks::PERIOD)
+    }?;
+    log.read_ticks(crate::run::time_ticks::TickReader::new(
+        session.target(),
+        CodeMap::of(module, ProbeMode::Time),
+    ));
+    Some(session)
 }
 
 /// Which of `pcs` (sorted) are in wprof's probes rather than the original's instructions,

@@ -95,16 +95,19 @@ pub fn profile_of_run(
         .filter(|f| f.kind == "excluded")
         .map(|f| f.name.clone())
         .collect();
-    let untimed = collector
+    let untimed: Vec<String> = collector
         .functions()
         .iter()
         .enumerate()
         .filter(|(_, t)| t.untimed_calls > 0)
         .map(|(id, _)| name_of(id as u32).0)
         .collect();
+    let sampled = collector.sampled();
+    let untimed_samples = (!untimed.is_empty() && sampled.moved_ps > 0).then_some(sampled.placed);
     Profile {
         unprobed,
         untimed,
+        untimed_samples,
         format_version: FORMAT_VERSION,
         tool: format!("wprof {}", env!("CARGO_PKG_VERSION")),
         module,

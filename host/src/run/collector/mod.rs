@@ -41,10 +41,12 @@ pub const PS_PER_NS: u64 = 1000;
 
 mod allocs;
 mod go;
+mod sampled;
 mod stack;
 mod totals;
 mod trace;
 
+pub use sampled::SampledShare;
 use stack::Frame;
 pub use totals::{EdgeTotals, FunctionTotals, ProbeOverhead};
 pub use trace::Tracer;
@@ -86,6 +88,9 @@ pub struct Collector {
     allocs: allocs::AllocContexts,
     /// Time mode with `--trace`: the calls as they end (see [`trace`]).
     trace: Option<Box<Tracer>>,
+    /// Time mode: program-counter ticks by the context node on top (see [`sampled`]).
+    ticks: HashMap<u32, sampled::ContextTicks>,
+    sampled: SampledShare,
 }
 
 impl Collector {
@@ -111,6 +116,8 @@ impl Collector {
             host: HashMap::new(),
             allocs: Default::default(),
             trace: None,
+            ticks: HashMap::new(),
+            sampled: SampledShare::default(),
         }
     }
 

@@ -445,3 +445,71 @@ fn go_frame_restarted_after_morestack_is_one_call() {
     assert_eq!(edge(&c, CALLER, GROWS).calls, 1);
     assert_eq!(c.root_inclusive(), 20);
 }
+
+/// Time mode's ticks: `0` calls the short function `1` (counted, not timed) and the timed
+/// `2`; its self time is shared with `1` by the ticks taken while it was on top.
+fn ticked(ticks_in_short: u64, ticks_own: u64) -> Collector {
+    use crate::run::code_map::Running;
+    let mut c = Collector::new(3).with_quantum(10);
+    c.enter_at(0, 0);
+    c.called_at(1, 0);
+    for _ in 0..ticks_in_short {
+        c.tick(Running::Function(1));
+    }
+    for _ in 0..ticks_own {
+        c.tick(Running::Function(0));
+    }
+    // Neither the frame's function nor a short callee of it, or not the module's code:
+    // these say nothing.
+    c.tick(Running::Function(2));
+    c.tick(Running::Outside);
+    c.tick(Running::Probe);
+    c.enter_at(2, 600);
+    c.tick(Running::Function(1)); // 1 was never called from 2
+    c.exit_at(2, 800);
+    c.exit_at(0, 1000);
+    c.finish_at(1000);
+    c.share_sampled();
+    c
+}
+
+#[test]
+fn ticks_share_a_contexts_self_time_with_its_short_callees() {
+    let c = ticked(3, 1);
+    let f = c.functions();
+    // 0's own 800 (1000 less 2's 200): three quarters go to 1.
+    assert_eq!((f[0].self_time, f[0].inclusive), (200, 1000));
+    assert_eq!((f[1].self_time, f[1].inclusive), (600, 600));
+    assert_eq!((f[2].self_time, f[2].inclusive), (200, 200));
+    assert_eq!(edge(&c, 0, 1).inclusive, 600);
+    assert_eq!(edge(&c, 0, 1).calls, 1);
+    let nodes = c.contexts().nodes();
+    let short = c.contexts().child(c.contexts().child(0, 0).unwrap(), 1);
+    let short = &nodes[short.unwrap() as usize];
+    assert_eq!(
+        (short.self_time, short.inclusive, short.calls),
+        (600, 600, 1)
+    );
+    let selfs: i64 = f.iter().map(|f| f.self_time).sum();
+    assert_eq!(selfs, c.root_inclusive());
+    let s = c.sampled();
+    assert_eq!((s.ticks, s.placed, s.moved_ps), (8, 4, 600));
+}
+
+#[test]
+fn without_ticks_in_a_short_callee_the_time_stays_with_the_caller() {
+    let c = ticked(0, 5);
+    assert_eq!(c.functions()[0].self_time, 800);
+    assert_eq!(c.functions()[1].self_time, 0);
+    assert_eq!(c.sampled().moved_ps, 0);
+}
+
+#[test]
+fn shares_are_whole_quanta_and_nothing_is_lost() {
+    // Two thirds of 800 is 533.3: 530 moves, 270 stays.
+    let c = ticked(2, 1);
+    assert_eq!(c.functions()[1].self_time, 530);
+    assert_eq!(c.functions()[0].self_time, 270);
+    let selfs: i64 = c.functions().iter().map(|f| f.self_time).sum();
+    assert_eq!(selfs, c.root_inclusive());
+}
