@@ -558,9 +558,9 @@ pub(crate) fn assemble(
         });
         placements.push(placement);
     }
-    let probe_code = probes
-        .arena()
-        .is_some_and(|a| a.sampled)
+    // Sample mode's sampler and time mode's ticks tell the probes' instructions apart.
+    let probe_code = (probes.arena().is_some_and(|a| a.sampled)
+        || probes.mode == crate::ProbeMode::Time)
         .then(|| append_probe_code(&mut bytes, &placements, bodies));
     Ok(InstrumentedModule {
         bytes,

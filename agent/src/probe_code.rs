@@ -1,5 +1,5 @@
-//! The `wprof.probe-code` custom section of a sample-mode module: which bytes of its code
-//! are wprof's probes rather than the original's instructions.
+//! The `wprof.probe-code` custom section of a sample- or time-mode module: which bytes of its
+//! code are wprof's probes rather than the original's instructions.
 //!
 //! Sample mode reads the program counter; the engine's address map turns it into a byte
 //! offset of the instrumented module, and this section says whether that byte is a probe.

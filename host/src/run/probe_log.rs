@@ -33,7 +33,7 @@ const CAPACITY: usize = 1 << 16;
 /// Full buffers that may wait for the worker before a probe blocks (and pauses the clock).
 const IN_FLIGHT: usize = 8;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 enum Kind {
     Enter,
@@ -54,6 +54,17 @@ enum Kind {
     Allocated,
     /// The block of this number (in the time field) was taken back.
     Freed,
+}
+
+impl Kind {
+    /// Whether the event's time field is a clock reading (else a figure: host call
+    /// times, a block's size or number; or 0 for a `called` that read no clock).
+    fn is_reading(self) -> bool {
+        matches!(
+            self,
+            Kind::Enter | Kind::Exit | Kind::EnterCatching | Kind::Unwind | Kind::Called
+        )
+    }
 }
 
 /// 16 bytes: picoseconds (pauses excluded), an argument, and the kind with, for an
@@ -108,19 +119,25 @@ fn apply(
         .as_ref()
         .and_then(|t| t.next_place())
         .unwrap_or(u64::MAX);
+    // The ticks' cost so far, taken out of every later reading.
+    let mut offset = collector.ticks_excluded();
     let mut i = 0;
     while i < events.len() {
         let number = first + i as u64;
         if number >= next_tick {
             if let Some(ticks) = ticks.as_deref_mut() {
                 while let Some(tick) = ticks.next_before(number) {
-                    collector.tick(tick.running);
+                    collector.tick(tick.running, ticks.cost_ps);
                 }
                 next_tick = ticks.next_place().unwrap_or(u64::MAX);
+                offset = collector.ticks_excluded();
             }
         }
-        let e = events[i];
+        let mut e = events[i];
         i += 1;
+        if e.time != 0 && e.kind().is_reading() {
+            e.time = e.time.saturating_sub(offset);
+        }
         match e.kind() {
             Kind::Enter => collector.enter_at(e.arg, e.time),
             Kind::Exit => collector.exit_at(e.arg, e.time),
@@ -235,7 +252,7 @@ impl ProbeLog {
                 if let Some(r) = reader.as_mut() {
                     r.catch_up();
                     while let Some(tick) = r.next_before(u64::MAX) {
-                        collector.tick(tick.running);
+                        collector.tick(tick.running, r.cost_ps);
                     }
                     collector.ticks_lost(r.lost);
                 }
@@ -269,6 +286,11 @@ impl ProbeLog {
             local,
             logged: Box::new(AtomicU32::new(0)),
         }
+    }
+
+    /// The clock the probes read.
+    pub fn clock(&self) -> Clock {
+        self.clock
     }
 
     /// Where the tick handler reads how many events were logged (see
@@ -459,9 +481,10 @@ impl ProbeLog {
                 c
             }
         };
-        collector.finish_at(end);
+        let ticks = collector.ticks_excluded();
+        collector.finish_at(end.saturating_sub(ticks));
         collector.share_sampled();
-        collector.add_excluded(self.paused);
+        collector.add_excluded(self.paused + ticks);
         (collector, end)
     }
 }

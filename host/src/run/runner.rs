@@ -140,7 +140,7 @@ impl Probes {
         image: Option<std::fs::File>,
     ) -> Self {
         let probe_bytes = probe_code
-            .filter(|_| mode.samples())
+            .filter(|_| mode.samples() || mode == ProbeMode::Time)
             .map(|code| ProbeBytes { code, image });
         Probes {
             collector,

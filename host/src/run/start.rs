@@ -178,7 +178,13 @@ pub(crate) fn call_entry(
         }
         _ => None,
     };
-    let ticking = time_ticks(store, module, mode, first && settings.short_max > 0);
+    let ticking = time_ticks(
+        store,
+        module,
+        mode,
+        probe_bytes,
+        first && settings.short_max > 0,
+    );
     let clock = crate::run::clock::Clock::new();
     let started = Instant::now();
     let (result, samples, wall_time) = match cell {
@@ -263,6 +269,7 @@ fn time_ticks(
     store: &Store<HostState>,
     module: &Module,
     mode: Option<ProbeMode>,
+    probe_bytes: Option<&ProbeBytes>,
     wanted: bool,
 ) -> Option<crate::run::interrupt::Session> {
     if !wanted || mode != Some(ProbeMode::Time) {
@@ -274,9 +281,16 @@ fn time_ticks(
     let session = unsafe {
         crate::run::interrupt::Session::begin(log.logged_cell(), crate::run::time_ticks::PERIOD)
     }?;
+    let cost = crate::run::time_ticks::measure_cost(&session.target(), &log.clock());
+    tracing::debug!(cost_ns = cost / 1000, "time mode: a tick's cost");
+    let probes = probe_bytes.map(|b| {
+        crate::run::time_ticks::ProbeFinder::new(module, b.code.clone(), b.image.as_ref())
+    });
     log.read_ticks(crate::run::time_ticks::TickReader::new(
         session.target(),
         CodeMap::of(module, ProbeMode::Time),
+        probes,
+        cost,
     ));
     Some(session)
 }

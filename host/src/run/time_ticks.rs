@@ -12,11 +12,17 @@
 //! called. At the end each context's exact self time is shared between it and its short
 //! callees' contexts in proportion to those ticks (see
 //! [`crate::run::collector::Collector::share_sampled`]); ticks anywhere else (the probes'
-//! host calls, the engine) say nothing and are not counted.
+//! own instructions, told apart by the module's `wprof.probe-code` section; their host
+//! calls; the engine) say nothing and are not counted. What a tick costs the thread is
+//! measured when the ticks start ([`measure_cost`]) and taken out of every later reading.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use wprof_agent::ProbeCode;
+
+use crate::run::address_map::ArtifactAddressMap;
+use crate::run::clock::Clock;
 use crate::run::code_map::{CodeMap, Running};
 use crate::run::interrupt::Target;
 
@@ -28,6 +34,46 @@ pub const PERIOD: Duration = Duration::from_micros(500);
 /// the [`crate::run::interrupt::SLOTS_KEPT`] ticks the handler keeps.
 pub const READ_EVERY: Duration = Duration::from_millis(4);
 
+/// The period while a tick's cost is measured (see [`measure_cost`]).
+const MEASURE_PERIOD: Duration = Duration::from_micros(50);
+/// Ticks whose cost is measured.
+const MEASURED_TICKS: usize = 64;
+/// The longest a measurement takes.
+const MEASURE_AT_MOST: Duration = Duration::from_millis(20);
+
+/// A gap between two readings of a loop that does nothing else (tens of nanoseconds
+/// apart) longer than this is an interruption.
+const INTERRUPTION_PS: u64 = 300_000;
+
+/// What one tick costs the thread it interrupts, in picoseconds of `clock`: the median gap
+/// an interruption leaves between two consecutive clock readings of a loop that does
+/// nothing else (the kernel's entry, the handler, re-arming the timer, the return),
+/// measured on the calling thread, the session's, at a faster period for a few
+/// milliseconds (at that period nearly every interruption is a tick). Every tick's cost is
+/// taken out of the times as a probe hand-over's is, so that the ticks, which land mostly
+/// inside the probes, do not add to the frames around the probes. `0` if no tick came.
+pub fn measure_cost(target: &Target, clock: &Clock) -> u64 {
+    target.set_period(MEASURE_PERIOD);
+    let mut gaps = Vec::with_capacity(MEASURED_TICKS);
+    let started = clock.now_ps();
+    let limit = MEASURE_AT_MOST.as_nanos() as u64 * 1000;
+    let first = target.ticks();
+    let mut last = clock.now_ps();
+    while target.ticks() - first < MEASURED_TICKS as u64 && last - started < limit {
+        let now = clock.now_ps();
+        if now - last > INTERRUPTION_PS {
+            gaps.push(now - last);
+        }
+        last = now;
+    }
+    target.set_period(PERIOD);
+    if target.ticks() == first {
+        return 0;
+    }
+    gaps.sort_unstable();
+    gaps.get(gaps.len() / 2).copied().unwrap_or(0)
+}
+
 /// One tick: the number of events logged before it, and what ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tick {
@@ -35,11 +81,63 @@ pub struct Tick {
     pub running: Running,
 }
 
+/// Which machine addresses of a module's code are its probes' instructions: the module's
+/// `wprof.probe-code` section, and its address map (from its serialized image when it was
+/// loaded from one, else the engine's, copied once).
+#[derive(Debug)]
+pub struct ProbeFinder {
+    code: ProbeCode,
+    text: usize,
+    map: AddressMap,
+}
+
+#[derive(Debug)]
+enum AddressMap {
+    Artifact(ArtifactAddressMap),
+    /// (offset in `.text`, module offset), sorted.
+    Copied(Vec<(usize, Option<u32>)>),
+}
+
+impl ProbeFinder {
+    /// The finder of `module`'s probes; `image` is its serialized form, if it was loaded
+    /// from one.
+    pub fn new(module: &wasmtime::Module, code: ProbeCode, image: Option<&std::fs::File>) -> Self {
+        let map = match image.and_then(ArtifactAddressMap::open) {
+            Some(map) => AddressMap::Artifact(map),
+            None => AddressMap::Copied(
+                module
+                    .address_map()
+                    .map_or_else(Vec::new, Iterator::collect),
+            ),
+        };
+        Self {
+            code,
+            text: module.text().as_ptr() as usize,
+            map,
+        }
+    }
+
+    /// Whether the instruction at `pc` is a probe's.
+    fn is_probe(&self, pc: usize) -> bool {
+        let at = pc.wrapping_sub(self.text);
+        let offset = match &self.map {
+            AddressMap::Artifact(map) => map.file_offset(at),
+            AddressMap::Copied(entries) => {
+                let after = entries.partition_point(|&(start, _)| start <= at);
+                after.checked_sub(1).and_then(|i| entries[i].1)
+            }
+        };
+        offset.is_some_and(|o| self.code.contains(o))
+    }
+}
+
 /// Reads the ticks of one session in order, widening the log's 32-bit event count.
 #[derive(Debug)]
 pub struct TickReader {
     target: Target,
     code: CodeMap,
+    /// Where the probes' instructions are (ticks there say nothing of the program).
+    probes: Option<ProbeFinder>,
     /// The next tick number to read.
     next: u64,
     /// The widened event count of the last tick read.
@@ -47,17 +145,23 @@ pub struct TickReader {
     pending: VecDeque<Tick>,
     /// Ticks the handler overwrote before they were read.
     pub lost: u64,
+    /// What one tick costs, in picoseconds (see [`measure_cost`]).
+    pub cost_ps: u64,
 }
 
 impl TickReader {
-    pub fn new(target: Target, code: CodeMap) -> Self {
+    /// A reader of the ticks from now on (those taken while the cost was measured are
+    /// skipped).
+    pub fn new(target: Target, code: CodeMap, probes: Option<ProbeFinder>, cost_ps: u64) -> Self {
         Self {
             target,
             code,
-            next: 1,
+            probes,
+            next: target.ticks() + 1,
             events: 0,
             pending: VecDeque::new(),
             lost: 0,
+            cost_ps,
         }
     }
 
@@ -68,9 +172,17 @@ impl TickReader {
             match self.target.at(self.next) {
                 Some(at) => {
                     self.events = widen(self.events, at.cell);
+                    let running = match self.code.running(at.pc) {
+                        Running::Function(_)
+                            if self.probes.as_ref().is_some_and(|p| p.is_probe(at.pc)) =>
+                        {
+                            Running::Probe
+                        }
+                        running => running,
+                    };
                     self.pending.push_back(Tick {
                         events: self.events,
-                        running: self.code.running(at.pc),
+                        running,
                     });
                 }
                 None => self.lost += 1,

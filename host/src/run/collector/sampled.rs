@@ -35,12 +35,16 @@ pub struct SampledShare {
     pub lost: u64,
     /// Picoseconds moved to short functions.
     pub moved_ps: u64,
+    /// Picoseconds the ticks cost, taken out of the times.
+    pub excluded_ps: u64,
 }
 
 impl Collector {
-    /// A tick, taken now among the events: `running` is what the program counter said.
-    pub fn tick(&mut self, running: Running) {
+    /// A tick, taken now among the events: `running` is what the program counter said;
+    /// it cost the thread `cost_ps`, taken out of every later reading.
+    pub fn tick(&mut self, running: Running, cost_ps: u64) {
         self.sampled.ticks += 1;
+        self.sampled.excluded_ps += cost_ps;
         let Some(top) = self.stack.last() else {
             return;
         };
@@ -70,6 +74,11 @@ impl Collector {
                 None => counts.short.push((child, 1)),
             },
         }
+    }
+
+    /// What the ticks so far cost, taken out of every reading after them.
+    pub fn ticks_excluded(&self) -> u64 {
+        self.sampled.excluded_ps
     }
 
     /// Ticks the handler overwrote before the collector read them.

@@ -454,18 +454,18 @@ fn ticked(ticks_in_short: u64, ticks_own: u64) -> Collector {
     c.enter_at(0, 0);
     c.called_at(1, 0);
     for _ in 0..ticks_in_short {
-        c.tick(Running::Function(1));
+        c.tick(Running::Function(1), 0);
     }
     for _ in 0..ticks_own {
-        c.tick(Running::Function(0));
+        c.tick(Running::Function(0), 0);
     }
     // Neither the frame's function nor a short callee of it, or not the module's code:
     // these say nothing.
-    c.tick(Running::Function(2));
-    c.tick(Running::Outside);
-    c.tick(Running::Probe);
+    c.tick(Running::Function(2), 0);
+    c.tick(Running::Outside, 0);
+    c.tick(Running::Probe, 0);
     c.enter_at(2, 600);
-    c.tick(Running::Function(1)); // 1 was never called from 2
+    c.tick(Running::Function(1), 0); // 1 was never called from 2
     c.exit_at(2, 800);
     c.exit_at(0, 1000);
     c.finish_at(1000);
