@@ -94,8 +94,9 @@ pub struct ProbeFinder {
 #[derive(Debug)]
 enum AddressMap {
     Artifact(ArtifactAddressMap),
-    /// (offset in `.text`, module offset), sorted.
-    Copied(Vec<(usize, Option<u32>)>),
+    /// (offset in `.text`, module offset or `u32::MAX` for none), sorted: 8 bytes an
+    /// entry (about 32 MB for a 70 MB module).
+    Copied(Vec<(u32, u32)>),
 }
 
 impl ProbeFinder {
@@ -104,11 +105,13 @@ impl ProbeFinder {
     pub fn new(module: &wasmtime::Module, code: ProbeCode, image: Option<&std::fs::File>) -> Self {
         let map = match image.and_then(ArtifactAddressMap::open) {
             Some(map) => AddressMap::Artifact(map),
-            None => AddressMap::Copied(
-                module
-                    .address_map()
-                    .map_or_else(Vec::new, Iterator::collect),
-            ),
+            None => AddressMap::Copied(module.address_map().map_or_else(Vec::new, |entries| {
+                entries
+                    .filter_map(|(at, offset)| {
+                        Some((u32::try_from(at).ok()?, offset.unwrap_or(u32::MAX)))
+                    })
+                    .collect()
+            })),
         };
         Self {
             code,
@@ -123,8 +126,12 @@ impl ProbeFinder {
         let offset = match &self.map {
             AddressMap::Artifact(map) => map.file_offset(at),
             AddressMap::Copied(entries) => {
+                let at = u32::try_from(at).unwrap_or(u32::MAX);
                 let after = entries.partition_point(|&(start, _)| start <= at);
-                after.checked_sub(1).and_then(|i| entries[i].1)
+                after
+                    .checked_sub(1)
+                    .map(|i| entries[i].1)
+                    .filter(|&o| o != u32::MAX)
             }
         };
         offset.is_some_and(|o| self.code.contains(o))
