@@ -481,7 +481,7 @@ fn a_function_that_faults_on_fresh_memory_gets_its_time_and_no_more() {
 
 /// Sleeps three times 100 ms (`poll_oneoff` on the monotonic clock), then copies one read of
 /// stdin to stdout.
-const SLEEPER: &str = r#"
+pub(crate) const SLEEPER: &str = r#"
 (module
   (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_read" (func $fd_read (param i32 i32 i32 i32) (result i32)))

@@ -159,6 +159,7 @@ mod tests {
             unprobed: Vec::new(),
             untimed: Vec::new(),
             untimed_samples: None,
+            ticks: None,
             probe_overhead: None,
             functions: Vec::new(),
             edges: Vec::new(),

@@ -109,6 +109,7 @@ pub(crate) mod tests {
             unprobed: Vec::new(),
             untimed: Vec::new(),
             untimed_samples: None,
+            ticks: None,
             probe_overhead: None,
             functions: vec![f(0, 6, 10), f(1, 4, 4)],
             edges: vec![EdgeRecord {

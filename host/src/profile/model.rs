@@ -313,6 +313,10 @@ pub struct Profile {
     /// those functions' time is then all their callers'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untimed_samples: Option<u64>,
+    /// Time mode: the program-counter ticks taken to share the short functions' time (see
+    /// `run::time_ticks`); absent when none were taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticks: Option<TicksRecord>,
     /// The probe overhead subtracted from every frame, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_overhead: Option<OverheadRecord>,
@@ -461,6 +465,24 @@ pub struct Ending {
     pub wall_time: u64,
     /// Sample mode: how time was sampled.
     pub sampling: Option<SamplingRecord>,
+}
+
+/// Time mode: the program-counter ticks of a run (see [`Profile::ticks`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TicksRecord {
+    /// Ticks read, each at its place among the probes' events.
+    pub taken: u64,
+    /// Of those, in a timed activation's own function or a short function it called (the
+    /// ones that share time; the rest were in the probes, the host or the engine).
+    pub placed: u64,
+    /// Ticks the timer took but a later one overwrote before they were read.
+    pub lost: u64,
+    /// What one tick cost the thread it interrupted, measured when the ticks started and
+    /// taken out of the times (part of `excluded_ns`).
+    pub cost_ns: u64,
+    /// How many times the timer stopped while the program's thread waited (used under a
+    /// quarter of the CPU), to start again when it ran.
+    pub pauses: u64,
 }
 
 /// Sample mode: how the time of a profile was sampled.

@@ -75,6 +75,14 @@ pub fn merge(first: &mut Profile, others: Vec<(u32, Profile)>, unfinished: u32) 
         if let Some(n) = profile.untimed_samples {
             *first.untimed_samples.get_or_insert(0) += n;
         }
+        if let Some(t) = profile.ticks {
+            let sum = first.ticks.get_or_insert_with(Default::default);
+            sum.taken += t.taken;
+            sum.placed += t.placed;
+            sum.lost += t.lost;
+            sum.cost_ns = sum.cost_ns.max(t.cost_ns);
+            sum.pauses += t.pauses;
+        }
         for name in profile.untimed {
             if !first.untimed.contains(&name) {
                 first.untimed.push(name);

@@ -399,6 +399,7 @@ pub(crate) mod tests {
             unprobed: Vec::new(),
             untimed: Vec::new(),
             untimed_samples: None,
+            ticks: None,
         }
     }
 

@@ -426,11 +426,12 @@ pub fn untimed_time(profile: &Profile) -> String {
 }
 
 /// The first eight of `names`, with `, ...` when there are more.
+/// Shown demangled, as the function table shows them.
 fn first_names(names: &[String]) -> String {
     let mut shown = names
         .iter()
         .take(8)
-        .map(String::as_str)
+        .map(|n| crate::demangle::demangle(n).unwrap_or_else(|| n.clone()))
         .collect::<Vec<_>>()
         .join(", ");
     if names.len() > 8 {
@@ -452,4 +453,20 @@ pub fn overhead_summary(o: &crate::profile::OverheadRecord) -> String {
         ));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::sample_profile;
+
+    #[test]
+    fn the_lists_of_untimed_and_unprobed_functions_show_names_demangled() {
+        let mut p = sample_profile();
+        p.untimed = vec!["_ZN4core3fmt5write17h0123456789abcdefE".into(), "b".into()];
+        p.unprobed = vec!["_Z4leafi".into()];
+        let untimed = untimed_summary(&p).unwrap();
+        assert!(untimed.ends_with(": core::fmt::write, b"), "{untimed}");
+        assert_eq!(first_names(&p.unprobed), "leaf(int)");
+    }
 }

@@ -254,7 +254,7 @@ impl ProbeLog {
                     while let Some(tick) = r.next_before(u64::MAX) {
                         collector.tick(tick.running, r.cost_ps);
                     }
-                    collector.ticks_lost(r.lost);
+                    collector.ticks_ended(r.lost, r.pauses());
                 }
                 collector
             });

@@ -291,6 +291,8 @@ fn time_ticks(
         CodeMap::of(module, ProbeMode::Time),
         probes,
         cost,
+        crate::run::sampler::ThreadCpuClock::of_this_thread(),
+        log.clock(),
     ));
     Some(session)
 }

@@ -15,6 +15,11 @@
 //! own instructions, told apart by the module's `wprof.probe-code` section; their host
 //! calls; the engine) say nothing and are not counted. What a tick costs the thread is
 //! measured when the ticks start ([`measure_cost`]) and taken out of every later reading.
+//!
+//! While the program's thread waits (blocked in the host: reading its input, sleeping),
+//! a tick would only wake it: the reader stops the timer when the thread used under a
+//! quarter of the CPU for [`IDLE_CHECKS`] checks in a row, and starts it again at the first
+//! check that finds it running (its CPU-time clock, read from the collector's thread).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -25,6 +30,7 @@ use crate::run::address_map::ArtifactAddressMap;
 use crate::run::clock::Clock;
 use crate::run::code_map::{CodeMap, Running};
 use crate::run::interrupt::Target;
+use crate::run::sampler::ThreadCpuClock;
 
 /// The mean time between ticks: about 2,000 a second, each costing the thread ~15 µs in
 /// the kernel on a virtual machine (3%, on every function alike, so shares do not move).
@@ -33,6 +39,10 @@ pub const PERIOD: Duration = Duration::from_micros(500);
 /// How often the collector's thread reads the ticks when no events arrive: well inside
 /// the [`crate::run::interrupt::SLOTS_KEPT`] ticks the handler keeps.
 pub const READ_EVERY: Duration = Duration::from_millis(4);
+
+/// Checks in a row, [`READ_EVERY`] or more apart, that find the program's thread using
+/// under a quarter of the CPU before the timer stops.
+pub const IDLE_CHECKS: u32 = 2;
 
 /// The period while a tick's cost is measured (see [`measure_cost`]).
 const MEASURE_PERIOD: Duration = Duration::from_micros(50);
@@ -154,13 +164,90 @@ pub struct TickReader {
     pub lost: u64,
     /// What one tick costs, in picoseconds (see [`measure_cost`]).
     pub cost_ps: u64,
+    /// Stops the timer while the program's thread waits.
+    idle: IdleWatch,
+}
+
+/// Whether the program's thread is waiting, from its CPU-time clock: the timer stops while
+/// it is (see the module docs).
+#[derive(Debug)]
+struct IdleWatch {
+    /// The program thread's CPU-time clock (none: the timer never stops).
+    cpu: Option<ThreadCpuClock>,
+    clock: Clock,
+    /// The last check: (time, the thread's CPU time), in picoseconds.
+    last: Option<(u64, u64)>,
+    /// Checks in a row that found the thread waiting.
+    idle: u32,
+    paused: bool,
+    /// How many times the timer stopped.
+    pauses: u64,
+}
+
+impl IdleWatch {
+    /// Looks again if [`READ_EVERY`] has passed since the last look, and stops or starts
+    /// the timer.
+    fn check(&mut self, target: &Target) {
+        let Some(cpu) = self.cpu else {
+            return;
+        };
+        let now = self.clock.now_ps();
+        if let Some((then, _)) = self.last {
+            if now.saturating_sub(then) < READ_EVERY.as_nanos() as u64 * 1000 {
+                return;
+            }
+        }
+        let Some(used) = cpu.now_ps() else {
+            self.cpu = None;
+            if self.paused {
+                target.resume();
+                self.paused = false;
+            }
+            return;
+        };
+        let Some((then, used_then)) = self.last.replace((now, used)) else {
+            return;
+        };
+        let interval = now - then;
+        let waiting = used.saturating_sub(used_then).saturating_mul(4) < interval;
+        if !waiting {
+            self.idle = 0;
+            if self.paused {
+                target.resume();
+                self.paused = false;
+            }
+            return;
+        }
+        self.idle += 1;
+        if self.idle >= IDLE_CHECKS && !self.paused {
+            target.pause();
+            self.paused = true;
+            self.pauses += 1;
+        }
+    }
 }
 
 impl TickReader {
     /// A reader of the ticks from now on (those taken while the cost was measured are
-    /// skipped).
-    pub fn new(target: Target, code: CodeMap, probes: Option<ProbeFinder>, cost_ps: u64) -> Self {
+    /// skipped); `thread` is the CPU-time clock of the thread the ticks interrupt, read
+    /// against `clock` to stop the timer while that thread waits.
+    pub fn new(
+        target: Target,
+        code: CodeMap,
+        probes: Option<ProbeFinder>,
+        cost_ps: u64,
+        thread: Option<ThreadCpuClock>,
+        clock: Clock,
+    ) -> Self {
         Self {
+            idle: IdleWatch {
+                cpu: thread,
+                clock,
+                last: None,
+                idle: 0,
+                paused: false,
+                pauses: 0,
+            },
             target,
             code,
             probes,
@@ -172,8 +259,15 @@ impl TickReader {
         }
     }
 
-    /// Reads every tick recorded since the last call.
+    /// How many times the timer stopped while the program's thread waited.
+    pub fn pauses(&self) -> u64 {
+        self.idle.pauses
+    }
+
+    /// Reads every tick recorded since the last call, and stops or starts the timer as the
+    /// program's thread waits or runs.
     pub fn catch_up(&mut self) {
+        self.idle.check(&self.target);
         let last = self.target.ticks();
         while self.next <= last {
             match self.target.at(self.next) {

@@ -4,7 +4,7 @@
 
 use crate::profile::{
     ContextRecord, EdgeRecord, Ending, FunctionInfo, FunctionRecord, InstrumentationStats,
-    ModuleRef, OverheadRecord, Profile, FORMAT_VERSION,
+    ModuleRef, OverheadRecord, Profile, TicksRecord, FORMAT_VERSION,
 };
 use crate::run::collector::{Collector, PS_PER_NS, ROOT};
 
@@ -104,10 +104,18 @@ pub fn profile_of_run(
         .collect();
     let sampled = collector.sampled();
     let untimed_samples = (!untimed.is_empty() && sampled.moved_ps > 0).then_some(sampled.placed);
+    let ticks = (sampled.ticks + sampled.lost > 0).then_some(TicksRecord {
+        taken: sampled.ticks,
+        placed: sampled.placed,
+        lost: sampled.lost,
+        cost_ns: sampled.cost_ps / 1000,
+        pauses: sampled.pauses,
+    });
     Profile {
         unprobed,
         untimed,
         untimed_samples,
+        ticks,
         format_version: FORMAT_VERSION,
         tool: format!("wprof {}", env!("CARGO_PKG_VERSION")),
         module,

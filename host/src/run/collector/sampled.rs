@@ -37,6 +37,10 @@ pub struct SampledShare {
     pub moved_ps: u64,
     /// Picoseconds the ticks cost, taken out of the times.
     pub excluded_ps: u64,
+    /// What one tick cost, in picoseconds.
+    pub cost_ps: u64,
+    /// How many times the timer stopped while the program's thread waited.
+    pub pauses: u64,
 }
 
 impl Collector {
@@ -45,6 +49,7 @@ impl Collector {
     pub fn tick(&mut self, running: Running, cost_ps: u64) {
         self.sampled.ticks += 1;
         self.sampled.excluded_ps += cost_ps;
+        self.sampled.cost_ps = cost_ps;
         let Some(top) = self.stack.last() else {
             return;
         };
@@ -81,9 +86,11 @@ impl Collector {
         self.sampled.excluded_ps
     }
 
-    /// Ticks the handler overwrote before the collector read them.
-    pub fn ticks_lost(&mut self, lost: u64) {
+    /// At the end: ticks the handler overwrote before the collector read them, and how
+    /// many times the timer stopped while the program waited.
+    pub fn ticks_ended(&mut self, lost: u64, pauses: u64) {
         self.sampled.lost += lost;
+        self.sampled.pauses += pauses;
     }
 
     /// What the ticks came to (after [`Collector::share_sampled`]).
