@@ -139,6 +139,39 @@ fn time_mode_counts_every_core_module_exactly_and_the_cache_keeps_them() {
 }
 
 #[test]
+fn time_mode_shares_a_components_short_functions_time_by_program_counter_ticks() {
+    let s = Scratch::new();
+    let program = component();
+    let out = s.run(&["run", "--mode", "time", "-o", "c.wprof", &program, "100000"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("c.wprof");
+    assert_eq!(calls(&p, "main!leaf"), 10_000_000);
+    assert!(
+        p["untimed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "main!leaf"),
+        "{}",
+        p["untimed"]
+    );
+    // The ticks found the program in `middle`'s and `leaf`'s own instructions: their
+    // program counters were placed in the component's modules, under the right ids.
+    let ticks = &p["ticks"];
+    assert!(ticks["taken"].as_u64().unwrap() > 0, "{ticks}");
+    assert!(ticks["placed"].as_u64().unwrap() > 0, "{ticks}");
+    let leaf = crate::support::function(&p, "main!leaf");
+    assert_eq!(leaf["self"], leaf["inclusive"], "{leaf}");
+    let selfs: u64 = p["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["self"].as_u64().unwrap())
+        .sum();
+    assert_eq!(selfs, p["total"].as_u64().unwrap());
+}
+
+#[test]
 fn a_component_that_is_not_a_command_is_one_line_and_exit_2() {
     let s = Scratch::new();
     let path = s.wat_module("lib.wasm", "(component (core module))");

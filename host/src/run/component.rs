@@ -286,7 +286,17 @@ pub fn run(
             );
             (result, Some(samples))
         }
-        _ => (command.wasi_cli_run().call_run(&mut store), None),
+        _ => {
+            let ticking = crate::run::component_ticks::start(
+                &store,
+                component,
+                &modules,
+                settings.mode == ProbeMode::Time && settings.short_max > 0,
+            );
+            let result = command.wasi_cli_run().call_run(&mut store);
+            drop(ticking);
+            (result, None)
+        }
     };
     // Windows stop before the trees' memories can go.
     ended.store(true, Ordering::Release);

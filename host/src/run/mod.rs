@@ -39,6 +39,7 @@ pub mod component_memory;
 pub mod component_probes;
 pub mod component_sampler;
 pub mod component_state;
+pub mod component_ticks;
 pub mod coverage;
 pub mod engine;
 pub mod host_calls;

@@ -288,8 +288,10 @@ fn time_ticks(
     });
     log.read_ticks(crate::run::time_ticks::TickReader::new(
         session.target(),
-        CodeMap::of(module, ProbeMode::Time),
-        probes,
+        crate::run::time_ticks::TickCode::Module {
+            code: CodeMap::of(module, ProbeMode::Time),
+            probes,
+        },
         cost,
         crate::run::sampler::ThreadCpuClock::of_this_thread(),
         log.clock(),

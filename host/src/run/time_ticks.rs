@@ -29,6 +29,7 @@ use wprof_agent::ProbeCode;
 use crate::run::address_map::ArtifactAddressMap;
 use crate::run::clock::Clock;
 use crate::run::code_map::{CodeMap, Running};
+use crate::run::component_code::ComponentCode;
 use crate::run::interrupt::Target;
 use crate::run::sampler::ThreadCpuClock;
 
@@ -148,13 +149,53 @@ impl ProbeFinder {
     }
 }
 
+/// What a tick's program counter says ran, in the collector's function ids.
+#[derive(Debug)]
+pub enum TickCode {
+    /// A module: its functions' address ranges, and where its probes' instructions are.
+    Module {
+        code: CodeMap,
+        probes: Option<ProbeFinder>,
+    },
+    /// A component: its core modules' code (which tells their probes apart itself), and by
+    /// position among them, each module's first id in the collector (`None`: no probes).
+    Component {
+        code: ComponentCode,
+        offsets: Vec<Option<u32>>,
+    },
+}
+
+impl TickCode {
+    /// What ran at `pc`.
+    fn running(&self, pc: usize) -> Running {
+        match self {
+            TickCode::Module { code, probes } => match code.running(pc) {
+                Running::Function(_) if probes.as_ref().is_some_and(|p| p.is_probe(pc)) => {
+                    Running::Probe
+                }
+                running => running,
+            },
+            TickCode::Component { code, offsets } => match code.running(pc) {
+                Some((module, Running::Function(id))) => {
+                    match offsets.get(module).copied().flatten() {
+                        Some(offset) => Running::Function(offset + id),
+                        None => Running::Outside,
+                    }
+                }
+                Some((_, running)) => running,
+                None => Running::Outside,
+            },
+        }
+    }
+}
+
 /// Reads the ticks of one session in order, widening the log's 32-bit event count.
 #[derive(Debug)]
 pub struct TickReader {
     target: Target,
-    code: CodeMap,
-    /// Where the probes' instructions are (ticks there say nothing of the program).
-    probes: Option<ProbeFinder>,
+    /// What each tick's program counter says ran (ticks in the probes' instructions say
+    /// nothing of the program).
+    code: TickCode,
     /// The next tick number to read.
     next: u64,
     /// The widened event count of the last tick read.
@@ -233,8 +274,7 @@ impl TickReader {
     /// against `clock` to stop the timer while that thread waits.
     pub fn new(
         target: Target,
-        code: CodeMap,
-        probes: Option<ProbeFinder>,
+        code: TickCode,
         cost_ps: u64,
         thread: Option<ThreadCpuClock>,
         clock: Clock,
@@ -250,7 +290,6 @@ impl TickReader {
             },
             target,
             code,
-            probes,
             next: target.ticks() + 1,
             events: 0,
             pending: VecDeque::new(),
@@ -273,14 +312,7 @@ impl TickReader {
             match self.target.at(self.next) {
                 Some(at) => {
                     self.events = widen(self.events, at.cell);
-                    let running = match self.code.running(at.pc) {
-                        Running::Function(_)
-                            if self.probes.as_ref().is_some_and(|p| p.is_probe(at.pc)) =>
-                        {
-                            Running::Probe
-                        }
-                        running => running,
-                    };
+                    let running = self.code.running(at.pc);
                     self.pending.push_back(Tick {
                         events: self.events,
                         running,
