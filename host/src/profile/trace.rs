@@ -192,11 +192,23 @@ fn written_durations(calls: &[TracedCall]) -> Vec<u64> {
             around.clear();
             track = Some(c.track);
         }
-        while around
-            .last()
-            .is_some_and(|&(_, s, e)| !(s <= from && to <= e))
+        let mut closed = Vec::new();
+        while let Some(&(done, _, _)) = around.last().filter(|&&(_, s, e)| !(s <= from && to <= e))
         {
+            closed.push(done);
             around.pop();
+        }
+        // The calls that ended before this one (each inside the one after it in `closed`):
+        // a reader must see each end before this one starts, although a decimal sum can
+        // round past a start equal to it in decimal (a call ending in the nanosecond its
+        // next sibling starts, which the probes' cost taken out can make), and inside the
+        // call around it, as before.
+        let mut bound = start(c) as f64 / 1000.0;
+        for &done in closed.iter().rev() {
+            while durations[done] > 0 && read_end(done, &durations) > bound {
+                durations[done] -= 1;
+            }
+            bound = read_end(done, &durations);
         }
         if let Some(&(parent, _, _)) = around.last() {
             // A call starting with its caller must also end before it: readers order
@@ -274,6 +286,38 @@ mod tests {
             },
         ];
         assert_eq!(written_durations(&together), [8, 7]);
+    }
+
+    #[test]
+    fn a_call_ending_where_its_next_sibling_starts_ends_before_it_as_readers_add() {
+        // Find a call ending in the nanosecond the next starts, where adding start and
+        // duration in doubles puts its end after that start.
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let (first, next) = (1..1_000_000u64)
+            .map(|k| {
+                (
+                    36_000_000 + 1_009 * k,
+                    36_000_000 + 1_009 * k + 173 + k % 89,
+                )
+            })
+            .find(|&(first, next)| us(first) + us(next - first) > us(next))
+            .expect("such a pair");
+        let depth1 = |id, from: u64, to: u64| TracedCall {
+            depth: 1,
+            ..call(id, from * 1000, to * 1000)
+        };
+        let calls = [
+            call(0, (first - 10) * 1000, (next + 500) * 1000),
+            depth1(1, first, next),
+            depth1(2, next, next + 100),
+        ];
+        let durations = written_durations(&calls);
+        assert_eq!(durations[1], next - first - 1);
+        assert!(us(first) + us(durations[1]) <= us(next));
+        assert_eq!((durations[0], durations[2]), (next + 510 - first, 100));
+        // Siblings with time between them keep their durations.
+        let apart = [call(0, 0, 100_000), depth1(1, 10, 20), depth1(2, 21, 30)];
+        assert_eq!(written_durations(&apart), [100, 10, 9]);
     }
 
     #[test]
