@@ -234,6 +234,13 @@ fn accuracy_compares_every_mode_with_perf() {
         let d = m["distance"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&d), "{m}");
         positive(m, "overhead");
+        // The size of the times against perf's: none in cost mode (instructions).
+        match m["mode"].as_str() {
+            Some("cost") => assert!(m["time_over_perf"].is_null(), "{m}"),
+            _ => {
+                positive(m, "time_over_perf");
+            }
+        }
         let broken = m["violations"].as_u64().unwrap();
         assert_eq!(m["first_violation"].is_null(), broken == 0, "{m}");
         // Where the distance comes from: up to three functions, each share a fraction.

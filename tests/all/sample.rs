@@ -481,7 +481,7 @@ fn a_function_that_faults_on_fresh_memory_gets_its_time_and_no_more() {
 
 /// Sleeps three times 100 ms (`poll_oneoff` on the monotonic clock), then copies one read of
 /// stdin to stdout.
-pub(crate) const SLEEPER: &str = r#"
+const SLEEPER: &str = r#"
 (module
   (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_read" (func $fd_read (param i32 i32 i32 i32) (result i32)))
@@ -505,20 +505,19 @@ pub(crate) const SLEEPER: &str = r#"
     (if (call $fd_write (i32.const 1) (i32.const 128) (i32.const 1) (i32.const 140)) (then unreachable)))
 )"#;
 
-#[test]
-fn a_program_waiting_in_the_host_is_not_woken_by_ticks_and_its_wait_is_the_imports() {
-    let s = Scratch::new();
+/// Runs [`SLEEPER`] with `wprof run -q -o sleeper.wprof ARGS`, its input written 150 ms
+/// in (while it sleeps, or later: a read that waits or not); checks its exit and output and
+/// returns the profile.
+pub(crate) fn run_sleeper(s: &Scratch, args: &[&str]) -> serde_json::Value {
     let module = s.wat_module("sleeper.wasm", SLEEPER);
     let mut child = s
-        .wprof(&["run", "-q", "-o", "sleeper.wprof"])
+        .wprof(&[&["run", "-q", "-o", "sleeper.wprof"], args].concat())
         .arg(&module)
-        .env("WPROF_MODE", "sample")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The input comes while the program sleeps, or later: a read that waits or not.
     std::thread::sleep(std::time::Duration::from_millis(150));
     use std::io::Write;
     let mut input = child.stdin.take().unwrap();
@@ -527,7 +526,13 @@ fn a_program_waiting_in_the_host_is_not_woken_by_ticks_and_its_wait_is_the_impor
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "late input\n");
-    let p = s.profile("sleeper.wprof");
+    s.profile("sleeper.wprof")
+}
+
+#[test]
+fn a_program_waiting_in_the_host_is_not_woken_by_ticks_and_its_wait_is_the_imports() {
+    let s = Scratch::new();
+    let p = run_sleeper(&s, &["--mode", "sample"]);
     let poll = function(&p, "wasi_snapshot_preview1::poll_oneoff");
     assert_eq!(poll["calls"], 3);
     // Its 300 ms of waiting are the import's (the sampler reads the context alone there).

@@ -183,24 +183,7 @@ fn a_short_functions_time_is_shared_out_of_its_callers_by_program_counter_sample
 #[test]
 fn the_ticks_stop_while_the_program_waits_in_the_host() {
     let s = Scratch::new();
-    let module = s.wat_module("sleeper.wasm", crate::sample::SLEEPER);
-    let mut child = s
-        .wprof(&["run", "-q", "--mode", "time", "-o", "sleeper.wprof"])
-        .arg(&module)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(150));
-    use std::io::Write;
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(b"late input\n").unwrap();
-    drop(input);
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(stdout(&out), "late input\n");
-    let p = s.profile("sleeper.wprof");
+    let p = crate::sample::run_sleeper(&s, &["--mode", "time"]);
     assert_eq!(calls(&p, "wasi_snapshot_preview1::poll_oneoff"), 3);
     // Every 500 µs for 300 ms of sleep would be 600 ticks; the timer stops once the thread
     // waits, and starts again when it runs.

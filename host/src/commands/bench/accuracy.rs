@@ -52,6 +52,11 @@ pub struct ModeAccuracy {
     pub distance: f64,
     /// Median whole-process wall time / `WPROF=0`'s, caches warm.
     pub overhead: f64,
+    /// The profile's time in the module's functions (the sum of their self times) over
+    /// perf's (its samples there times the sampling period), median over the runs: how
+    /// far the mode's times are from the program's own in size, which the shares (the
+    /// distance) leave out. `None` in cost mode (instructions, not time).
+    pub time_over_perf: Option<f64>,
     /// Promises the profiles broke (see `Profile::violations`), over every run.
     pub violations: usize,
     /// The first of them.
@@ -155,6 +160,8 @@ pub fn measure(
     struct Runs {
         walls: Vec<u64>,
         distributions: Vec<Distribution>,
+        /// Nanoseconds in the module's functions (modes that measure time).
+        module_ns: Vec<u64>,
         violations: Vec<String>,
     }
     let mut off = Vec::new();
@@ -173,12 +180,18 @@ pub fn measure(
             runs.walls.push(timed(profiled(mode), program)?);
             let profile = Profile::read(&profile_of(mode))?;
             runs.violations.extend(profile.violations());
-            runs.distributions.push(self_times(&profile));
+            let distribution = self_times(&profile);
+            if profile.unit == "ns" {
+                runs.module_ns
+                    .push(distribution.values().sum::<f64>() as u64);
+            }
+            runs.distributions.push(distribution);
         }
         floors.push(timed(floor(), program)?);
     }
     let wprof_off = median(off);
     let total: f64 = truth.values().sum();
+    let perf_ns = total * 1e9 / f64::from(super::perf::SAMPLES_PER_SECOND);
     // Shown by the names the reports use: Go's own, or demangled.
     let mut shown = cost.functions.clone();
     if let Ok(module) = std::fs::read(&program.wasm) {
@@ -227,6 +240,8 @@ pub fn measure(
                     .collect(),
             ),
             overhead: median(runs.walls.clone()) as f64 / wprof_off.max(1) as f64,
+            time_over_perf: (!runs.module_ns.is_empty() && perf_ns > 0.0)
+                .then(|| median(runs.module_ns.clone()) as f64 / perf_ns),
             violations: runs.violations.len(),
             first_violation: runs.violations.first().cloned(),
             largest_differences: largest_differences(last),
@@ -271,7 +286,8 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
          second run; overhead = whole process / WPROF=0, caches warm; off/wasmtime = WPROF=0 \
          / `wasmtime run` (its cache warm), whole processes;\ntime floor = time mode's probes \
          doing nothing but reading the clock, / WPROF=0; time/floor = time mode's overhead \
-         over it"
+         over it;\nbelow, times = the mode's time in the module's functions / perf's (its \
+         samples there x the period): whether the times are the program's in size"
     );
     if let Some(r) = results.iter().find(|r| !r.selection.is_empty()) {
         let _ = writeln!(
@@ -365,7 +381,10 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
                     format!("{name} {:.1}% -> {:.1}%", perf * 100.0, mode * 100.0)
                 })
                 .collect();
-            let _ = writeln!(out, "  {:>8}: {}", m.mode, shown.join("; "));
+            let size = m
+                .time_over_perf
+                .map_or(String::new(), |r| format!("times {r:.2}x perf's; "));
+            let _ = writeln!(out, "  {:>8}: {size}{}", m.mode, shown.join("; "));
         }
     }
     out

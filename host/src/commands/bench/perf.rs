@@ -47,6 +47,10 @@ pub fn find_perf() -> Result<PathBuf, Failure> {
 }
 
 /// perf's distribution of one uninstrumented run.
+/// How often perf samples the program (`perf record -F`): each sample stands for
+/// `1 / SAMPLES_PER_SECOND` of CPU time.
+pub const SAMPLES_PER_SECOND: u32 = 4000;
+
 pub fn perf_truth(
     perf: &Path,
     program: &Program,
@@ -63,7 +67,9 @@ pub fn perf_truth(
     );
     let mut cmd = Command::new(perf);
     cmd.current_dir(scratch)
-        .args(["record", "-q", "-e", "cpu-clock", "-F", "4000", "-g", "-o"])
+        .args(["record", "-q", "-e", "cpu-clock", "-F"])
+        .arg(SAMPLES_PER_SECOND.to_string())
+        .args(["-g", "-o"])
         .arg(&data)
         .arg("--")
         .arg(inner.get_program())
