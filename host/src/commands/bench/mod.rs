@@ -84,7 +84,9 @@ For each module, medians of N runs (interleaved; empty stdin, output discarded):
   warm); WPROF=0 against `wasmtime run` with its compilation cache warm (off/wasmtime, when
   the wasmtime CLI is installed: WASMTIME_CLI, else `wasmtime` on PATH); the promises each mode's profiles broke (self <= inclusive for functions and
   contexts, an edge's inclusive <= its callee's, sum of self = total, min_self <= max_self);
-  and the five functions of largest share in perf with each mode's share. Exit 3 when perf is
+  the five functions of largest share in perf with each mode's share; and each mode's time
+  in the module's functions against perf's (its samples there x the period: whether the
+  times are the program's in size, which the shares leave out). Exit 3 when perf is
   missing or may not sample, 4 when a program fails.
 
 --scale: instead of the above, for each start-up program of the list (programs that exit at
