@@ -1,6 +1,7 @@
 //! The clock behind time-mode probes: the CPU's time-stamp counter where it is invariant,
 //! read between two `lfence`s (see `read_tsc`), else the monotonic clock. Readings are
-//! picoseconds since the clock was made.
+//! picoseconds since the clock was made. Also a thread's CPU-time clock, which another
+//! thread can read ([`ThreadCpuClock`]: whether the program's thread runs or waits).
 //!
 //! # Accuracy
 //!
@@ -128,6 +129,34 @@ impl Clock {
 impl Default for Clock {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// The CPU time of one thread, readable from another thread (Linux's per-thread CPU-time
+/// clock).
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadCpuClock(libc::clockid_t);
+
+impl ThreadCpuClock {
+    /// The calling thread's clock; `None` where there is none.
+    pub fn of_this_thread() -> Option<Self> {
+        let mut id: libc::clockid_t = 0;
+        // SAFETY: `pthread_self` names a live thread (this one); `id` is written on success.
+        let ok = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) } == 0;
+        ok.then_some(ThreadCpuClock(id))
+    }
+
+    /// The thread's CPU time in picoseconds; `None` once it cannot be read.
+    pub fn now_ps(&self) -> Option<u64> {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid timespec to write.
+        if unsafe { libc::clock_gettime(self.0, &mut ts) } != 0 {
+            return None;
+        }
+        Some(ts.tv_sec as u64 * 1_000_000_000_000 + ts.tv_nsec as u64 * 1000)
     }
 }
 

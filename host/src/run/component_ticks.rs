@@ -8,10 +8,10 @@ use wasmtime::component::Component;
 use wasmtime::Store;
 use wprof_agent::ProbeMode;
 
+use crate::run::clock::ThreadCpuClock;
 use crate::run::component_code::ComponentCode;
 use crate::run::component_state::{ComponentState, ModuleProbes};
 use crate::run::interrupt::Session;
-use crate::run::sampler::ThreadCpuClock;
 use crate::run::time_ticks::{measure_cost, TickCode, TickReader, PERIOD};
 
 /// Starts the ticks on the calling thread, the program's, when `wanted` and the store has

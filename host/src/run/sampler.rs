@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use wprof_agent::ContextArena;
 
-use crate::run::clock::Clock;
+use crate::run::clock::{Clock, ThreadCpuClock};
 use crate::run::code_map::{CodeMap, Running};
 use crate::run::interrupt::{Target, Where};
 
@@ -213,34 +213,6 @@ pub struct Timing<'a> {
     /// previous one instead of the time that passed, so that a thread waiting for another
     /// (in `memory.atomic.wait`, or in the host) is charged nothing, as `perf` sees it.
     pub cpu: Option<(ThreadCpuClock, u64)>,
-}
-
-/// The CPU time of one thread, readable from another thread (Linux's per-thread CPU-time
-/// clock).
-#[derive(Debug, Clone, Copy)]
-pub struct ThreadCpuClock(libc::clockid_t);
-
-impl ThreadCpuClock {
-    /// The calling thread's clock; `None` where there is none.
-    pub fn of_this_thread() -> Option<Self> {
-        let mut id: libc::clockid_t = 0;
-        // SAFETY: `pthread_self` names a live thread (this one); `id` is written on success.
-        let ok = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) } == 0;
-        ok.then_some(ThreadCpuClock(id))
-    }
-
-    /// The thread's CPU time in picoseconds; `None` once it cannot be read.
-    pub fn now_ps(&self) -> Option<u64> {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid timespec to write.
-        if unsafe { libc::clock_gettime(self.0, &mut ts) } != 0 {
-            return None;
-        }
-        Some(ts.tv_sec as u64 * 1_000_000_000_000 + ts.tv_nsec as u64 * 1000)
-    }
 }
 
 /// Reads where the program is every `period` until `stop` is set, then once more; the first

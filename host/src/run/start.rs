@@ -215,7 +215,7 @@ pub(crate) fn call_entry(
                     switches,
                 });
             let cpu = cpu_time
-                .then(crate::run::sampler::ThreadCpuClock::of_this_thread)
+                .then(crate::run::clock::ThreadCpuClock::of_this_thread)
                 .flatten()
                 .and_then(|c| Some((c, c.now_ps()?)));
             let (result, mut samples) = std::thread::scope(|s| {
@@ -293,7 +293,7 @@ fn time_ticks(
             probes,
         },
         cost,
-        crate::run::sampler::ThreadCpuClock::of_this_thread(),
+        crate::run::clock::ThreadCpuClock::of_this_thread(),
         log.clock(),
     ));
     Some(session)

@@ -28,10 +28,10 @@ use wprof_agent::ProbeCode;
 
 use crate::run::address_map::ArtifactAddressMap;
 use crate::run::clock::Clock;
+use crate::run::clock::ThreadCpuClock;
 use crate::run::code_map::{CodeMap, Running};
 use crate::run::component_code::ComponentCode;
 use crate::run::interrupt::Target;
-use crate::run::sampler::ThreadCpuClock;
 
 /// The mean time between ticks: about 2,000 a second, each costing the thread ~15 µs in
 /// the kernel on a virtual machine (3%, on every function alike, so shares do not move).
