@@ -162,12 +162,7 @@ fn time_mode_shares_a_components_short_functions_time_by_program_counter_ticks()
     assert!(ticks["placed"].as_u64().unwrap() > 0, "{ticks}");
     let leaf = crate::support::function(&p, "main!leaf");
     assert_eq!(leaf["self"], leaf["inclusive"], "{leaf}");
-    let selfs: u64 = p["functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["self"].as_u64().unwrap())
-        .sum();
+    let selfs: u64 = crate::support::self_sum(&p);
     assert_eq!(selfs, p["total"].as_u64().unwrap());
 }
 
@@ -195,12 +190,7 @@ fn sample_mode_is_the_default() {
     assert_eq!(calls(&p, "main!middle"), 200);
     assert_eq!(calls(&p, "main!leaf"), 20000);
     assert!(calls(&p, "wasi_snapshot_preview1!fd_write") > 0);
-    let total: u64 = p["functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["self"].as_u64().unwrap())
-        .sum();
+    let total: u64 = crate::support::self_sum(&p);
     assert_eq!(total, p["total"].as_u64().unwrap(), "Σ self = total");
     assert!(
         p["sampling"]["readings"].as_u64() > Some(0),
@@ -298,12 +288,7 @@ fn cost_mode_counts_every_core_module_exactly_and_the_same_on_every_run() {
         assert_eq!(calls(&p, "main!leaf"), 2500);
         // The adapter's calls are counted in its own tree.
         assert!(calls(&p, "wasi_snapshot_preview1!fd_write") > 0);
-        let total: u64 = p["functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["self"].as_u64().unwrap())
-            .sum();
+        let total: u64 = crate::support::self_sum(&p);
         assert_eq!(total, p["total"].as_u64().unwrap(), "Σ self = total");
         // leaf: the same instructions on each of its calls.
         assert_eq!(

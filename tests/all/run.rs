@@ -75,12 +75,7 @@ fn profile_times_are_consistent() {
     assert_eq!(out.status.code(), Some(0));
     let p = s.profile("fib.wprof");
     let total = p["total"].as_u64().unwrap();
-    let self_sum: u64 = p["functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["self"].as_u64().unwrap())
-        .sum();
+    let self_sum: u64 = crate::support::self_sum(&p);
     // Each value is rounded down from picoseconds on its own: under 1 ns per function.
     let functions = p["functions"].as_array().unwrap().len() as u64;
     assert!(

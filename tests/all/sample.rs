@@ -460,12 +460,7 @@ fn a_function_that_faults_on_fresh_memory_gets_its_time_and_no_more() {
             .unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let p = s.profile(&name);
-        let total: u64 = p["functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["self"].as_u64().unwrap())
-            .sum();
+        let total: u64 = crate::support::self_sum(&p);
         function(&p, "touch")["self"].as_u64().unwrap() as f64 / total as f64
     };
     // Time mode's clock reads bracket each 20 µs activation: its share is the truth here.

@@ -55,12 +55,7 @@ fn an_excluded_function_is_part_of_its_caller_in_every_mode() {
         let edges = p["edges"].as_array().unwrap();
         assert_eq!(edges.len(), 4, "{mode}: {edges:?}");
         let total = p["total"].as_u64().unwrap();
-        let selfs: u64 = p["functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["self"].as_u64().unwrap())
-            .sum();
+        let selfs: u64 = crate::support::self_sum(&p);
         assert_eq!(selfs, total, "{mode}: self times add up to the total");
         if mode == "cost" {
             // Deterministic: exactly fib's instructions fewer.

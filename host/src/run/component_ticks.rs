@@ -8,11 +8,10 @@ use wasmtime::component::Component;
 use wasmtime::Store;
 use wprof_agent::ProbeMode;
 
-use crate::run::clock::ThreadCpuClock;
 use crate::run::component_code::ComponentCode;
 use crate::run::component_state::{ComponentState, ModuleProbes};
 use crate::run::interrupt::Session;
-use crate::run::time_ticks::{measure_cost, TickCode, TickReader, PERIOD};
+use crate::run::time_ticks::TickCode;
 
 /// Starts the ticks on the calling thread, the program's, when `wanted` and the store has
 /// time mode's log. The ticks stop when the session is dropped, on this thread, before the
@@ -38,17 +37,7 @@ pub fn start(
         offsets[m.position] = Some(m.offset);
     }
     let code = ComponentCode::of(component, &indices, probe_code, ProbeMode::Time)?;
-    // SAFETY: the cell lives as long as the log, which the store keeps until the run's end,
-    // after the session (dropped by the caller once the program returned).
-    let session = unsafe { Session::begin(log.logged_cell(), PERIOD) }?;
-    let cost = measure_cost(&session.target(), &log.clock());
-    tracing::debug!(cost_ns = cost / 1000, "time mode: a tick's cost");
-    log.read_ticks(TickReader::new(
-        session.target(),
-        TickCode::Component { code, offsets },
-        cost,
-        ThreadCpuClock::of_this_thread(),
-        log.clock(),
-    ));
-    Some(session)
+    // SAFETY: the store keeps the log until the run's end, after the session (dropped by
+    // the caller once the program returned).
+    unsafe { crate::run::time_ticks::start(log, TickCode::Component { code, offsets }) }
 }

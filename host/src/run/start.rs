@@ -276,27 +276,16 @@ fn time_ticks(
         return None;
     }
     let log = store.data().log.as_ref()?;
-    // SAFETY: the cell lives as long as the log, which the store keeps until the run's
-    // end, after the session (dropped by the caller once the entry returned).
-    let session = unsafe {
-        crate::run::interrupt::Session::begin(log.logged_cell(), crate::run::time_ticks::PERIOD)
-    }?;
-    let cost = crate::run::time_ticks::measure_cost(&session.target(), &log.clock());
-    tracing::debug!(cost_ns = cost / 1000, "time mode: a tick's cost");
     let probes = probe_bytes.map(|b| {
         crate::run::time_ticks::ProbeFinder::new(module, b.code.clone(), b.image.as_ref())
     });
-    log.read_ticks(crate::run::time_ticks::TickReader::new(
-        session.target(),
-        crate::run::time_ticks::TickCode::Module {
-            code: CodeMap::of(module, ProbeMode::Time),
-            probes,
-        },
-        cost,
-        crate::run::clock::ThreadCpuClock::of_this_thread(),
-        log.clock(),
-    ));
-    Some(session)
+    let code = crate::run::time_ticks::TickCode::Module {
+        code: CodeMap::of(module, ProbeMode::Time),
+        probes,
+    };
+    // SAFETY: the store keeps the log until the run's end, after the session (dropped by
+    // the caller once the entry returned).
+    unsafe { crate::run::time_ticks::start(log, code) }
 }
 
 /// Which of `pcs` (sorted) are in wprof's probes rather than the original's instructions,

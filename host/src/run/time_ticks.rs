@@ -27,11 +27,11 @@ use std::time::Duration;
 use wprof_agent::ProbeCode;
 
 use crate::run::address_map::ArtifactAddressMap;
-use crate::run::clock::Clock;
-use crate::run::clock::ThreadCpuClock;
+use crate::run::clock::{Clock, ThreadCpuClock};
 use crate::run::code_map::{CodeMap, Running};
 use crate::run::component_code::ComponentCode;
-use crate::run::interrupt::Target;
+use crate::run::interrupt::{Session, Target};
+use crate::run::probe_log::ProbeLog;
 
 /// The mean time between ticks: about 2,000 a second, each costing the thread ~15 µs in
 /// the kernel on a virtual machine (3%, on every function alike, so shares do not move).
@@ -85,6 +85,30 @@ pub fn measure_cost(target: &Target, clock: &Clock) -> u64 {
     gaps.get(gaps.len() / 2).copied().unwrap_or(0)
 }
 
+/// Starts the ticks on the calling thread, the program's: interrupts it, measures a
+/// tick's cost, and hands `log`'s collector a reader of the ticks that finds what ran by
+/// `code`. The ticks stop when the session is dropped. `None` where the thread cannot be
+/// interrupted.
+///
+/// # Safety
+///
+/// The session must be dropped before `log`: its handler reads the log's event count.
+pub unsafe fn start(log: &ProbeLog, code: TickCode) -> Option<Session> {
+    // SAFETY: the cell lives as long as the log, which outlives the session (as promised
+    // by the caller).
+    let session = unsafe { Session::begin(log.logged_cell(), PERIOD) }?;
+    let cost = measure_cost(&session.target(), &log.clock());
+    tracing::debug!(cost_ns = cost / 1000, "time mode: a tick's cost");
+    log.read_ticks(TickReader::new(
+        session.target(),
+        code,
+        cost,
+        ThreadCpuClock::of_this_thread(),
+        log.clock(),
+    ));
+    Some(session)
+}
+
 /// One tick: the number of events logged before it, and what ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tick {
@@ -105,9 +129,10 @@ pub struct ProbeFinder {
 #[derive(Debug)]
 enum AddressMap {
     Artifact(ArtifactAddressMap),
-    /// (offset in `.text`, module offset or `u32::MAX` for none), sorted: 8 bytes an
-    /// entry (about 32 MB for a 70 MB module).
-    Copied(Vec<(u32, u32)>),
+    /// The engine's map, copied at the first lookup (on the collector's thread, not the
+    /// program's at its start) as (offset in `.text`, module offset or `u32::MAX` for
+    /// none), sorted: 8 bytes an entry (about 32 MB for a 70 MB module).
+    Engine(wasmtime::Module, std::cell::OnceCell<Vec<(u32, u32)>>),
 }
 
 impl ProbeFinder {
@@ -116,13 +141,7 @@ impl ProbeFinder {
     pub fn new(module: &wasmtime::Module, code: ProbeCode, image: Option<&std::fs::File>) -> Self {
         let map = match image.and_then(ArtifactAddressMap::open) {
             Some(map) => AddressMap::Artifact(map),
-            None => AddressMap::Copied(module.address_map().map_or_else(Vec::new, |entries| {
-                entries
-                    .filter_map(|(at, offset)| {
-                        Some((u32::try_from(at).ok()?, offset.unwrap_or(u32::MAX)))
-                    })
-                    .collect()
-            })),
+            None => AddressMap::Engine(module.clone(), std::cell::OnceCell::new()),
         };
         Self {
             code,
@@ -136,7 +155,16 @@ impl ProbeFinder {
         let at = pc.wrapping_sub(self.text);
         let offset = match &self.map {
             AddressMap::Artifact(map) => map.file_offset(at),
-            AddressMap::Copied(entries) => {
+            AddressMap::Engine(module, copied) => {
+                let entries = copied.get_or_init(|| {
+                    module.address_map().map_or_else(Vec::new, |entries| {
+                        entries
+                            .filter_map(|(at, offset)| {
+                                Some((u32::try_from(at).ok()?, offset.unwrap_or(u32::MAX)))
+                            })
+                            .collect()
+                    })
+                });
                 let at = u32::try_from(at).unwrap_or(u32::MAX);
                 let after = entries.partition_point(|&(start, _)| start <= at);
                 after
@@ -238,32 +266,32 @@ impl IdleWatch {
                 return;
             }
         }
+        // A clock that can no longer be read stops no more: the timer runs on.
         let Some(used) = cpu.now_ps() else {
             self.cpu = None;
-            if self.paused {
-                target.resume();
-                self.paused = false;
-            }
-            return;
+            return self.run(target);
         };
         let Some((then, used_then)) = self.last.replace((now, used)) else {
             return;
         };
-        let interval = now - then;
-        let waiting = used.saturating_sub(used_then).saturating_mul(4) < interval;
+        let waiting = used.saturating_sub(used_then).saturating_mul(4) < now - then;
         if !waiting {
             self.idle = 0;
-            if self.paused {
-                target.resume();
-                self.paused = false;
-            }
-            return;
+            return self.run(target);
         }
         self.idle += 1;
         if self.idle >= IDLE_CHECKS && !self.paused {
             target.pause();
             self.paused = true;
             self.pauses += 1;
+        }
+    }
+
+    /// The timer runs (again).
+    fn run(&mut self, target: &Target) {
+        if self.paused {
+            target.resume();
+            self.paused = false;
         }
     }
 }
@@ -312,10 +340,9 @@ impl TickReader {
             match self.target.at(self.next) {
                 Some(at) => {
                     self.events = widen(self.events, at.cell);
-                    let running = self.code.running(at.pc);
                     self.pending.push_back(Tick {
                         events: self.events,
-                        running,
+                        running: self.code.running(at.pc),
                     });
                 }
                 None => self.lost += 1,

@@ -35,9 +35,7 @@ pub struct SampledShare {
     pub lost: u64,
     /// Picoseconds moved to short functions.
     pub moved_ps: u64,
-    /// Picoseconds the ticks cost, taken out of the times.
-    pub excluded_ps: u64,
-    /// What one tick cost, in picoseconds.
+    /// What one tick cost, in picoseconds (measured once per run).
     pub cost_ps: u64,
     /// How many times the timer stopped while the program's thread waited.
     pub pauses: u64,
@@ -48,7 +46,6 @@ impl Collector {
     /// it cost the thread `cost_ps`, taken out of every later reading.
     pub fn tick(&mut self, running: Running, cost_ps: u64) {
         self.sampled.ticks += 1;
-        self.sampled.excluded_ps += cost_ps;
         self.sampled.cost_ps = cost_ps;
         let Some(top) = self.stack.last() else {
             return;
@@ -83,7 +80,7 @@ impl Collector {
 
     /// What the ticks so far cost, taken out of every reading after them.
     pub fn ticks_excluded(&self) -> u64 {
-        self.sampled.excluded_ps
+        self.sampled.ticks * self.sampled.cost_ps
     }
 
     /// At the end: ticks the handler overwrote before the collector read them, and how
