@@ -39,5 +39,12 @@ pub fn start(
     let code = ComponentCode::of(component, &indices, probe_code, ProbeMode::Time)?;
     // SAFETY: the store keeps the log until the run's end, after the session (dropped by
     // the caller once the program returned).
-    unsafe { crate::run::time_ticks::start(log, TickCode::Component { code, offsets }) }
+    unsafe {
+        crate::run::time_ticks::start(
+            log.logged_cell(),
+            log.clock(),
+            TickCode::Component { code, offsets },
+            |r| log.read_ticks(r),
+        )
+    }
 }

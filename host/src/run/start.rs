@@ -285,7 +285,9 @@ fn time_ticks(
     };
     // SAFETY: the store keeps the log until the run's end, after the session (dropped by
     // the caller once the entry returned).
-    unsafe { crate::run::time_ticks::start(log, code) }
+    unsafe {
+        crate::run::time_ticks::start(log.logged_cell(), log.clock(), code, |r| log.read_ticks(r))
+    }
 }
 
 /// Which of `pcs` (sorted) are in wprof's probes rather than the original's instructions,

@@ -31,7 +31,6 @@ use crate::run::clock::{Clock, ThreadCpuClock};
 use crate::run::code_map::{CodeMap, Running};
 use crate::run::component_code::ComponentCode;
 use crate::run::interrupt::{Session, Target};
-use crate::run::probe_log::ProbeLog;
 
 /// The mean time between ticks: about 2,000 a second, each costing the thread ~15 µs in
 /// the kernel on a virtual machine (3%, on every function alike, so shares do not move).
@@ -86,25 +85,30 @@ pub fn measure_cost(target: &Target, clock: &Clock) -> u64 {
 }
 
 /// Starts the ticks on the calling thread, the program's: interrupts it, measures a
-/// tick's cost, and hands `log`'s collector a reader of the ticks that finds what ran by
-/// `code`. The ticks stop when the session is dropped. `None` where the thread cannot be
-/// interrupted.
+/// tick's cost on `clock`, and hands `read` (the probe log's collector) a reader of the
+/// ticks that finds what ran by `code`. The ticks stop when the session is dropped. `None`
+/// where the thread cannot be interrupted.
 ///
 /// # Safety
 ///
-/// The session must be dropped before `log`: its handler reads the log's event count.
-pub unsafe fn start(log: &ProbeLog, code: TickCode) -> Option<Session> {
-    // SAFETY: the cell lives as long as the log, which outlives the session (as promised
-    // by the caller).
-    let session = unsafe { Session::begin(log.logged_cell(), PERIOD) }?;
-    let cost = measure_cost(&session.target(), &log.clock());
+/// `logged` (the probe log's event count, see the module docs) must stay valid for
+/// 4-byte atomic loads until the session is dropped.
+pub unsafe fn start(
+    logged: *const u32,
+    clock: Clock,
+    code: TickCode,
+    read: impl FnOnce(TickReader),
+) -> Option<Session> {
+    // SAFETY: as promised by the caller.
+    let session = unsafe { Session::begin(logged, PERIOD) }?;
+    let cost = measure_cost(&session.target(), &clock);
     tracing::debug!(cost_ns = cost / 1000, "time mode: a tick's cost");
-    log.read_ticks(TickReader::new(
+    read(TickReader::new(
         session.target(),
         code,
         cost,
         ThreadCpuClock::of_this_thread(),
-        log.clock(),
+        clock,
     ));
     Some(session)
 }
