@@ -188,23 +188,29 @@ impl Collector {
     /// (with the tail chain it ends) closes at `now`: the callee's own few instructions
     /// are the next frame's.
     pub fn called_at(&mut self, id: u32, now: u64) {
+        self.called_times_at(id, 1, now);
+    }
+
+    /// [`Collector::called_at`] for `calls` calls of `id` in a row from the running frame
+    /// (the probe log folds them into one event).
+    pub fn called_times_at(&mut self, id: u32, calls: u64, now: u64) {
         self.ensure(id);
         let (caller, parent_node, tail) = match self.stack.last_mut() {
             Some(top) => {
-                top.untimed_calls += 1;
+                top.untimed_calls += calls;
                 (top.id, top.node, std::mem::take(&mut top.tail_pending))
             }
             None => (ROOT, ROOT_NODE, false),
         };
-        let node = self.contexts.enter_counted(parent_node, id, 1);
+        let node = self.contexts.enter_counted(parent_node, id, calls);
         self.contexts.close(node, 0, 0);
         let site = self.pending_site.take().filter(|_| caller != ROOT);
         let edge = self.edge(caller, id, site);
-        self.edges[edge as usize].calls += 1;
+        self.edges[edge as usize].calls += calls;
         let f = &mut self.functions[id as usize];
-        f.calls += 1;
-        f.untimed_calls += 1;
-        self.trace_called();
+        f.calls += calls;
+        f.untimed_calls += calls;
+        self.trace_called(calls);
         if tail {
             self.last = now;
             while self.close_top(now) {}

@@ -104,9 +104,9 @@ impl Collector {
 
     /// A call counted, not timed: its probe's cost leaves the trace's clock.
     #[inline]
-    pub(super) fn trace_called(&mut self) {
+    pub(super) fn trace_called(&mut self, calls: u64) {
         if let Some(t) = &mut self.trace {
-            t.taken_out += self.overhead.called;
+            t.taken_out += calls * self.overhead.called;
         }
     }
 
