@@ -47,6 +47,11 @@ impl ProbeImports {
     /// injection, see [`crate::Injections`]): 1 when this call returns the injected value
     /// instead of running; the host traps for an injected trap.
     pub const INJECT: &'static str = "inject";
+    /// The id time mode's `enter` and `exit` report around a `memory.atomic.wait32` or
+    /// `wait64`: not a function of the module (ids are below 2^30 - 1, and carry no Go
+    /// flag here), so that the host charges the time the thread waits to the wait rather
+    /// than to the function waiting.
+    pub const WAIT_ID: u32 = (1 << 30) - 1;
     /// How many probe functions are imported.
     pub const COUNT: u32 = 9;
     /// All probe import names, in the order they are appended to the import section.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::support::{sample, stderr, stdout, Scratch};
+use crate::support::{edge_calls, function, sample, self_sum, stderr, stdout, Scratch};
 
 const OUTPUT: &str = "total 21371750\n";
 
@@ -216,4 +216,84 @@ fn reports_show_each_thread() {
     )
     .unwrap();
     assert_eq!(rows.get("leaf").map(|r| r.0), Some(3000), "{rows:?}");
+}
+
+/// A shared memory's `memory.atomic.wait32` that times out after 20 ms, five times, with
+/// some work in between: what a thread blocked on a mutex or a condition variable does.
+const WAITS: &str = r#"(module
+  (memory 1 1 shared)
+  (func $blocker (result i32)
+    i32.const 0
+    i32.const 0
+    i64.const 20000000
+    memory.atomic.wait32)
+  (func $spin (param $n i32) (result i32)
+    (local $acc i32)
+    (loop $again
+      local.get $acc
+      local.get $n
+      i32.xor
+      i32.const 7
+      i32.mul
+      local.set $acc
+      local.get $n
+      i32.const 1
+      i32.sub
+      local.tee $n
+      br_if $again)
+    local.get $acc)
+  (func (export "_start")
+    (local $i i32)
+    (loop $again
+      call $blocker
+      drop
+      i32.const 100000
+      call $spin
+      drop
+      local.get $i
+      i32.const 1
+      i32.add
+      local.tee $i
+      i32.const 5
+      i32.ne
+      br_if $again)))"#;
+
+#[test]
+fn time_mode_charges_a_wait_to_the_wait_not_to_the_function_waiting() {
+    let s = Scratch::new();
+    let module = s.wat_module("waits.wasm", WAITS);
+    let module = module.to_str().unwrap();
+    let out = s.run(&["run", "--mode", "time", "-o", "time.wprof", module]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("memory.atomic.wait [waiting]"),
+        "{}",
+        stderr(&out)
+    );
+    let p = s.profile("time.wprof");
+    let wait = function(&p, "memory.atomic.wait");
+    assert_eq!(wait["kind"], "wait");
+    assert_eq!(wait["calls"], 5);
+    let ms = 1_000_000;
+    let waited = wait["self"].as_u64().unwrap();
+    // Each wait times out after 20 ms at the earliest.
+    assert!(waited >= 5 * 19 * ms, "{wait}");
+    assert_eq!(wait["inclusive"], wait["self"]);
+    let blocker = function(&p, "blocker");
+    assert!(blocker["self"].as_u64().unwrap() < 20 * ms, "{blocker}");
+    assert!(
+        blocker["inclusive"].as_u64().unwrap() >= waited,
+        "{blocker}"
+    );
+    assert_eq!(edge_calls(&p, Some("blocker"), "memory.atomic.wait"), 5);
+    assert_eq!(self_sum(&p), p["total"].as_u64().unwrap());
+    // The other modes leave waits inside the function (sample mode charges CPU time).
+    let out = s.run(&["run", "-q", "--mode", "cost", "-o", "cost.wprof", module]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("cost.wprof");
+    assert!(p["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["name"] != "memory.atomic.wait"));
 }

@@ -27,6 +27,8 @@
 //! - a function fault injection targets ([`crate::Injections`]) asks `wprof.inject(id)`
 //!   after its entry probe whether this call runs, and returns the injected value (through
 //!   its exit probe) when told to;
+//! - in time mode, a `memory.atomic.wait32`/`wait64` is bracketed by `enter` and `exit` of
+//!   [`crate::ProbeImports::WAIT_ID`], so that the time a thread waits is the wait's;
 //! - in sample mode, the node running now is stored in the current-node cell at entry,
 //!   around calls to imports and wherever a catch lands; the body records which of its bytes
 //!   are probes ([`InstrumentedBody::probe_code`]), which the assembled module carries in
@@ -571,6 +573,9 @@ pub(crate) fn instrument_body(
             }
             Operator::RefFunc { function_index } => {
                 e.original_instr(Instruction::RefFunc(probes.renumber(*function_index)));
+            }
+            Operator::MemoryAtomicWait32 { .. } | Operator::MemoryAtomicWait64 { .. } => {
+                e.atomic_wait(original);
             }
             _ => e.original(original),
         }

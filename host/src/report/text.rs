@@ -38,7 +38,11 @@ pub fn flat_table(profile: &Profile, functions: &[&FunctionRecord]) -> String {
             f.max_self
                 .map_or("-".to_string(), |v| format_amount(v, &profile.unit)),
             f.name,
-            if f.kind == "import" { " [import]" } else { "" },
+            match f.kind.as_str() {
+                "import" => " [import]",
+                "wait" => " [waiting]",
+                _ => "",
+            },
         );
     }
     out

@@ -41,7 +41,7 @@ pub(crate) fn define_probes(
         let name = probe_function_name(&probe.name);
         match probe.name.as_str() {
             P::ENTER => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                with_log(&mut s, |l| l.enter(offset + id));
+                with_log(&mut s, |l| l.enter(in_component(offset, id)));
                 Ok(())
             })?,
             P::EXIT if timed => instance.func_wrap(&name, move |mut s, (token,): (u32,)| {
@@ -51,7 +51,7 @@ pub(crate) fn define_probes(
                 Ok(())
             })?,
             P::EXIT => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
-                with_log(&mut s, |l| l.exit(offset + id));
+                with_log(&mut s, |l| l.exit(in_component(offset, id)));
                 Ok(())
             })?,
             P::TAIL => instance.func_wrap(&name, move |mut s, (id,): (u32,)| {
@@ -103,4 +103,15 @@ pub(crate) fn define_probes(
         }
     }
     Ok(())
+}
+
+/// A module's function id in the component's id space; a wait's id
+/// ([`P::WAIT_ID`]) stays as it is, for the log to place. (A component's memories are not
+/// shared, so its waits trap; the probes still must not name another module's function.)
+fn in_component(offset: u32, id: u32) -> u32 {
+    if id == P::WAIT_ID {
+        id
+    } else {
+        offset + id
+    }
 }

@@ -20,6 +20,7 @@ use crate::run::clock::Clock;
 use crate::run::collector::Collector;
 use crate::run::host_meter::HostCall;
 use crate::run::time_ticks::{TickReader, READ_EVERY};
+use wprof_agent::ProbeImports;
 
 /// The test hook behind `wprof bench --accuracy`'s time-mode floor: with it set, a run's
 /// time-mode probes read the clock and do nothing else (`called`, which reads none, does
@@ -206,6 +207,9 @@ pub struct ProbeLog {
     worker: Option<Worker>,
     /// The collector, while no worker holds it.
     local: Option<Collector>,
+    /// The id of the waits (`memory.atomic.wait32`/`wait64`): the one after the
+    /// module's last function (see [`ProbeLog::function`]).
+    wait_id: u32,
     /// Where in the buffer the run of `called`s without a reading that ends it starts:
     /// every event from there on is one (see [`ProbeLog::called`]).
     run_start: usize,
@@ -230,6 +234,7 @@ impl std::fmt::Debug for ProbeLog {
 impl ProbeLog {
     /// Starts a log feeding `collector`, on a worker thread when one can be started.
     pub fn start(collector: Collector) -> Self {
+        let wait_id = collector.functions().len() as u32;
         let clock = Clock::new();
         let (full, full_rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(IN_FLIGHT);
         let (empty_tx, empty) = std::sync::mpsc::channel::<Vec<Event>>();
@@ -300,6 +305,7 @@ impl ProbeLog {
             worker,
             local,
             logged: Box::new(AtomicU32::new(0)),
+            wait_id,
         }
     }
 
@@ -396,6 +402,7 @@ impl ProbeLog {
     #[inline]
     pub fn enter(&mut self, id: u32) {
         self.tail_announced = false;
+        let id = self.function(id);
         self.record(Kind::Enter, id, 0);
     }
 
@@ -403,7 +410,19 @@ impl ProbeLog {
     #[inline]
     pub fn exit(&mut self, id: u32) {
         self.tail_announced = false;
+        let id = self.function(id);
         self.record(Kind::Exit, id, 0);
+    }
+
+    /// The id a probe reported, with a wait's ([`ProbeImports::WAIT_ID`]) made the one
+    /// past the module's functions, which the profile names `memory.atomic.wait`.
+    #[inline]
+    fn function(&self, id: u32) -> u32 {
+        if id == ProbeImports::WAIT_ID {
+            self.wait_id
+        } else {
+            id
+        }
     }
 
     /// Probe: function `id` is about to tail-call.

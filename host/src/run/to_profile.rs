@@ -8,6 +8,12 @@ use crate::profile::{
 };
 use crate::run::collector::{Collector, PS_PER_NS, ROOT};
 
+/// The name time mode's profiles give the time threads wait in `memory.atomic.wait32` and
+/// `wait64`, a callee of the function waiting.
+pub const WAIT_NAME: &str = "memory.atomic.wait";
+/// Its kind.
+pub const WAIT_KIND: &str = "wait";
+
 /// Builds the profile of a finished run (all frames closed) from its collector and what
 /// the preparation recorded of the module.
 pub fn profile_of_run(
@@ -25,11 +31,11 @@ pub fn profile_of_run(
     let scale = if cost { 1 } else { PS_PER_NS as i64 };
     let clamp = |v: i64| (v / scale).max(0) as u64;
     let unscale = |v: u64| v / scale as u64;
-    let name_of = |id: u32| {
-        functions
-            .get(id as usize)
-            .map(|f| (f.name.clone(), f.kind.clone()))
-            .unwrap_or_else(|| (format!("func[{id}]"), "local".to_string()))
+    let name_of = |id: u32| match functions.get(id as usize) {
+        Some(f) => (f.name.clone(), f.kind.clone()),
+        // Time mode: the waits of every function (see `ProbeLog::function`).
+        None if id as usize == functions.len() => (WAIT_NAME.to_string(), WAIT_KIND.to_string()),
+        None => (format!("func[{id}]"), "local".to_string()),
     };
     // A window of a running program has functions that ran without being called in it;
     // those on a context's path stay, so that every context names a function the profile
