@@ -447,10 +447,14 @@ impl ProbeLog {
         // a few short functions by turns so logs one event for each, not one per call (on
         // tiny_calls, 72 million fewer for the collector to replay). The event count the
         // ticks are placed by does not move, as no event is added.
+        let len = self.buffer.len();
         let slot = &mut self.fold_slots[id as usize % FOLD_SLOTS];
-        let at = *slot as usize;
-        if at >= self.run_start {
-            if let Some(e) = self.buffer.get_mut(at) {
+        // Nothing to look at when the last event is not a `called` (the common case in
+        // code that mixes short and timed callees).
+        if len > self.run_start {
+            let at = *slot as usize;
+            if at >= self.run_start && at < len {
+                let e = &mut self.buffer[at];
                 let more = e.kind_token >> 8;
                 if e.arg == id && more < TOKEN_MASK {
                     e.kind_token = Kind::Called as u32 | (more + 1) << 8;
@@ -458,7 +462,7 @@ impl ProbeLog {
                 }
             }
         }
-        *slot = self.buffer.len() as u32;
+        *slot = len as u32;
         self.buffer.push(Event {
             time: 0,
             arg: id,
