@@ -338,6 +338,15 @@ fn ctl_called_as_the_run_starts_waits_for_its_program() {
         &["--mode", "cost"],
         &[("WPROF_TEST_SLOW_PREPARE_MS", "1500")],
     );
+    // Its control socket comes first thing; a loaded machine may start the process late.
+    let socket = s
+        .cache_dir()
+        .join("control")
+        .join(format!("{}.sock", run.pid()));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !socket.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // Without waiting: the run answers that it is preparing.
     let early = ctl(&s, &[&run.pid(), "--wait", "0", "status"]);
     assert_eq!(early.status.code(), Some(1), "{}", stderr(&early));

@@ -270,6 +270,12 @@ fn time_mode_charges_a_wait_to_the_wait_not_to_the_function_waiting() {
         "{}",
         stderr(&out)
     );
+    // `_start`, `blocker` five times and `spin` five times; three functions.
+    assert!(
+        stderr(&out).contains("; 11 calls, 3 functions ran, 5 waits"),
+        "{}",
+        stderr(&out)
+    );
     let p = s.profile("time.wprof");
     let wait = function(&p, "memory.atomic.wait");
     assert_eq!(wait["kind"], "wait");

@@ -68,7 +68,13 @@ fn print_with(
     settings: &RunSettings,
     written: bool,
 ) {
-    let calls: u64 = profile.functions.iter().map(|f| f.calls).sum();
+    // Time mode's `memory.atomic.wait` is the threads' waits, not a function.
+    let (waits, functions): (Vec<_>, Vec<_>) = profile
+        .functions
+        .iter()
+        .partition(|f| f.kind == crate::run::to_profile::WAIT_KIND);
+    let calls: u64 = functions.iter().map(|f| f.calls).sum();
+    let waits: u64 = waits.iter().map(|f| f.calls).sum();
     let mut took = crate::display::format_amount(profile.total, &profile.unit);
     // With every live switch off nothing is sampled: the profiled time alone would read as
     // if the program took none.
@@ -85,14 +91,19 @@ fn print_with(
     }
     let mut out = String::new();
     out.push_str(&format!(
-        "\nwprof: {} {} in {took}; {} calls, {} functions ran\n",
+        "\nwprof: {} {} in {took}; {} calls, {} functions ran{}\n",
         profile.module.path,
         match &profile.trap {
             Some(t) => format!("trapped ({t})"),
             None => format!("exited with code {}", profile.exit_code),
         },
         calls,
-        profile.functions.len(),
+        functions.len(),
+        match waits {
+            0 => String::new(),
+            1 => ", 1 wait".to_string(),
+            n => format!(", {n} waits"),
+        },
     ));
     out.push_str(&format!(
         "wprof: {} functions: {} instrumented now, {} from the cache{}\n",
