@@ -588,3 +588,41 @@ fn the_default_period_stretches_after_the_first_second_and_a_chosen_one_stays() 
     assert!(p["sampling"].get("longest_period_ns").is_none(), "{p}");
     assert!(!err.contains("stretched"), "{err}");
 }
+
+/// A function that calls a tiny callee, then fills 16 MiB of memory (which wasmtime does in
+/// its own code), thirty times.
+const FILLER: &str = r#"(module
+  (memory 300)
+  (func $tiny (result i32) i32.const 1)
+  (func $filler
+    (local $i i32)
+    (loop $again
+      call $tiny
+      drop
+      i32.const 0
+      i32.const 7
+      i32.const 16777216
+      memory.fill
+      local.get $i
+      i32.const 1
+      i32.add
+      local.tee $i
+      i32.const 30
+      i32.ne
+      br_if $again))
+  (func (export "_start") call $filler))"#;
+
+#[test]
+fn a_tick_in_the_engines_code_goes_to_the_function_that_asked_for_it() {
+    let s = Scratch::new();
+    let module = s.wat_module("filler.wasm", FILLER);
+    let out = s.run(&["run", "-q", "-o", "fill.wprof", module.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("fill.wprof");
+    let own = |name: &str| function(&p, name)["self"].as_u64().unwrap();
+    // The fills' time is `filler`'s, not that of `tiny`, which returned just before each
+    // (before the cell was stored ahead of the fill, `tiny` had all of it).
+    assert!(own("filler") > 4 * own("tiny"), "{}", p["functions"]);
+    assert_eq!(function(&p, "tiny")["calls"], 30);
+    assert_eq!(self_sum(&p), p["total"].as_u64().unwrap());
+}

@@ -30,7 +30,8 @@
 //! - in time mode, a `memory.atomic.wait32`/`wait64` is bracketed by `enter` and `exit` of
 //!   [`crate::ProbeImports::WAIT_ID`], so that the time a thread waits is the wait's;
 //! - in sample mode, the node running now is stored in the current-node cell at entry,
-//!   around calls to imports and wherever a catch lands; the body records which of its bytes
+//!   around calls to imports, before instructions the engine carries out in its own code
+//!   ([`runs_in_engine`]) and wherever a catch lands; the body records which of its bytes
 //!   are probes ([`InstrumentedBody::probe_code`]), which the assembled module carries in
 //!   its `wprof.probe-code` section (see [`crate::ProbeCode`]).
 //!
@@ -424,6 +425,9 @@ pub(crate) fn instrument_body(
         if is_call(&op) {
             e.call_site((start - base) as u32);
         }
+        if runs_in_engine(&op) {
+            e.before_engine_code();
+        }
         match &op {
             Operator::TryTable { try_table } => {
                 for label in catch_labels(try_table) {
@@ -609,4 +613,25 @@ pub(crate) fn instrument_body(
         blocks: map.blocks,
         counter_sites: map.counter_sites,
     })
+}
+
+/// Whether wasmtime carries `op` out in its own code rather than in the function's: bulk
+/// memory and table operations, `memory.grow`, atomic waits and notifies. A tick of sample
+/// mode's timer there has no program counter in the module to say which function runs.
+fn runs_in_engine(op: &Operator<'_>) -> bool {
+    matches!(
+        op,
+        Operator::MemoryGrow { .. }
+            | Operator::MemoryFill { .. }
+            | Operator::MemoryCopy { .. }
+            | Operator::MemoryInit { .. }
+            | Operator::MemoryDiscard { .. }
+            | Operator::TableGrow { .. }
+            | Operator::TableFill { .. }
+            | Operator::TableCopy { .. }
+            | Operator::TableInit { .. }
+            | Operator::MemoryAtomicWait32 { .. }
+            | Operator::MemoryAtomicWait64 { .. }
+            | Operator::MemoryAtomicNotify { .. }
+    )
 }

@@ -48,6 +48,16 @@ impl Emitter<'_> {
         ]);
     }
 
+    /// Sample mode, before an instruction the engine carries out in its own code (a bulk
+    /// memory or table operation, `memory.grow`, an atomic wait or notify): the cell names
+    /// this function. After a call between the module's functions returns the cell still
+    /// names the callee, and the program counter says who runs; in the engine's code it
+    /// cannot, so a tick there is charged to the cell (perf's call chains charge it to this
+    /// function too).
+    pub(super) fn before_engine_code(&mut self) {
+        self.resume();
+    }
+
     /// Sample mode: this function runs again (an import returned, or a catch landed here).
     pub(super) fn resume(&mut self) {
         if let Some((_, locals)) = self.inline {
