@@ -31,7 +31,7 @@
 //!   [`crate::ProbeImports::WAIT_ID`], so that the time a thread waits is the wait's;
 //! - in sample mode, the node running now is stored in the current-node cell at entry,
 //!   around calls to imports, before instructions the engine carries out in its own code
-//!   ([`runs_in_engine`]) and wherever a catch lands; the body records which of its bytes
+//!   (`scan::runs_in_engine`) and wherever a catch lands; the body records which of its bytes
 //!   are probes ([`InstrumentedBody::probe_code`]), which the assembled module carries in
 //!   its `wprof.probe-code` section (see [`crate::ProbeCode`]).
 //!
@@ -61,7 +61,7 @@ use crate::layout::ModuleLayout;
 use crate::probe_map::ProbeLayout;
 use crate::{AgentError, ProbePlan};
 use emitter::{Emitter, InlineLocals, SelfTailLocals};
-use scan::{catch_labels, ends_basic_block, is_call, scan};
+use scan::{catch_labels, ends_basic_block, is_call, runs_in_engine, scan};
 
 pub(crate) use allocs::extra_locals as alloc_locals;
 pub(crate) use coverage::patch as patch_counter;
@@ -613,25 +613,4 @@ pub(crate) fn instrument_body(
         blocks: map.blocks,
         counter_sites: map.counter_sites,
     })
-}
-
-/// Whether wasmtime carries `op` out in its own code rather than in the function's: bulk
-/// memory and table operations, `memory.grow`, atomic waits and notifies. A tick of sample
-/// mode's timer there has no program counter in the module to say which function runs.
-fn runs_in_engine(op: &Operator<'_>) -> bool {
-    matches!(
-        op,
-        Operator::MemoryGrow { .. }
-            | Operator::MemoryFill { .. }
-            | Operator::MemoryCopy { .. }
-            | Operator::MemoryInit { .. }
-            | Operator::MemoryDiscard { .. }
-            | Operator::TableGrow { .. }
-            | Operator::TableFill { .. }
-            | Operator::TableCopy { .. }
-            | Operator::TableInit { .. }
-            | Operator::MemoryAtomicWait32 { .. }
-            | Operator::MemoryAtomicWait64 { .. }
-            | Operator::MemoryAtomicNotify { .. }
-    )
 }

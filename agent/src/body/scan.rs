@@ -87,18 +87,10 @@ fn unbounded(op: &Operator<'_>) -> bool {
     use Operator::*;
     is_call(op)
         || is_exception_handling(op)
+        || runs_in_engine(op)
         || matches!(
             op,
             Loop { .. }
-                | MemoryGrow { .. }
-                | MemoryFill { .. }
-                | MemoryCopy { .. }
-                | MemoryInit { .. }
-                | MemoryDiscard { .. }
-                | TableGrow { .. }
-                | TableFill { .. }
-                | TableCopy { .. }
-                | TableInit { .. }
                 | ArrayNew { .. }
                 | ArrayNewDefault { .. }
                 | ArrayNewData { .. }
@@ -107,14 +99,33 @@ fn unbounded(op: &Operator<'_>) -> bool {
                 | ArrayCopy { .. }
                 | ArrayInitData { .. }
                 | ArrayInitElem { .. }
-                | MemoryAtomicWait32 { .. }
-                | MemoryAtomicWait64 { .. }
-                | MemoryAtomicNotify { .. }
                 // An allocation may start a collection.
                 | StructNew { .. }
                 | StructNewDefault { .. }
                 | ArrayNewFixed { .. }
         )
+}
+
+/// Whether wasmtime carries `op` out in its own code rather than in the function's: bulk
+/// memory and table operations, `memory.grow`, atomic waits and notifies. A tick of sample
+/// mode's timer there has no program counter in the module to say which function runs.
+pub(super) fn runs_in_engine(op: &Operator<'_>) -> bool {
+    use Operator::*;
+    matches!(
+        op,
+        MemoryGrow { .. }
+            | MemoryFill { .. }
+            | MemoryCopy { .. }
+            | MemoryInit { .. }
+            | MemoryDiscard { .. }
+            | TableGrow { .. }
+            | TableFill { .. }
+            | TableCopy { .. }
+            | TableInit { .. }
+            | MemoryAtomicWait32 { .. }
+            | MemoryAtomicWait64 { .. }
+            | MemoryAtomicNotify { .. }
+    )
 }
 
 /// The labels a `try_table`'s catch clauses branch to.
