@@ -57,6 +57,11 @@ pub const VARIABLES: &[Variable] = &[
                   (default {default_cap}; `off` for none; see `wprof cache gc`)",
     },
     Variable {
+        name: "WPROF_INCREMENTAL",
+        meaning: "0|off: like --no-incremental (no compiled function kept for the\n\
+                  module's next version: a faster first run, half the cache)",
+    },
+    Variable {
         name: "WPROF_CALL_SITES",
         meaning: "1|0: like --call-sites (caller -> callee edges split by call site)",
     },

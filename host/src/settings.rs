@@ -137,6 +137,8 @@ pub struct RunSettings {
     pub profile_path: PathBuf,
     /// The cache directory, if any.
     pub cache_dir: Option<PathBuf>,
+    /// Compiled functions kept in the cache for the module's next version.
+    pub incremental: bool,
     /// No summary on stderr.
     pub quiet: bool,
     /// What the probes measure.

@@ -352,6 +352,13 @@ fn scale_reports_cold_warm_and_the_cache_against_wasmtime() {
     let files = r["cache_files"].as_u64().unwrap();
     assert!((5..=20).contains(&files), "{r}");
     positive(r, "cache_bytes");
+    // Without compiled functions kept: a smaller cache.
+    positive(r, "lean_before_start");
+    positive(r, "lean_cache_bytes");
+    assert!(
+        r["lean_cache_bytes"].as_u64() < r["cache_bytes"].as_u64(),
+        "{r}"
+    );
     positive(r, "off_warm");
     positive(r, "on_warm");
     if std::env::var_os("WASMTIME_CLI").is_some() {

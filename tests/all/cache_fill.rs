@@ -269,6 +269,73 @@ fn a_changed_module_reuses_the_compiled_code_of_its_unchanged_functions() {
         .any(|f| f.contains("/compiled/") || f.contains("/artifacts/")));
 }
 
+#[test]
+fn no_incremental_keeps_the_compiled_module_but_no_compiled_functions() {
+    let s = Scratch::new();
+    let app = s.wat_module("app.wasm", &module_with_constant(2));
+    let app = app.to_str().unwrap();
+    let instrumentation = |s: &Scratch| s.profile("app.wprof")["instrumentation"].clone();
+    // The flag: the module is compiled and cached whole, its functions are not kept.
+    let out = s.run(&["run", "-q", "--no-incremental", app]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(compiled_counts(&s)["entries"], 0);
+    let out = s.run(&["run", "-q", "--no-incremental", app]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(instrumentation(&s)["compiled_from_cache"], true);
+    // The variable, then the configuration file, the same; a changed module compiles whole.
+    s.wat_module("app.wasm", &module_with_constant(3));
+    let out = s
+        .wprof(&["run", "-q", app])
+        .env("WPROF_INCREMENTAL", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(instrumentation(&s)["compiled_from_cache"], false);
+    assert_eq!(compiled_counts(&s)["entries"], 0);
+    std::fs::write(s.path("wprof.toml"), "[cache]\nincremental = false\n").unwrap();
+    let shown = stdout(&s.run(&["config", app]));
+    assert!(
+        shown.lines().any(|l| l.contains("cache.incremental")
+            && l.contains("off")
+            && l.contains("wprof.toml:2")),
+        "{shown}"
+    );
+    s.wat_module("app.wasm", &module_with_constant(4));
+    let out = s.run(&["run", "-q", app]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(compiled_counts(&s)["entries"], 0);
+    // Without it again: the next version keeps its functions, and the one after reuses them.
+    std::fs::remove_file(s.path("wprof.toml")).unwrap();
+    s.wat_module("app.wasm", &module_with_constant(5));
+    let out = s.run(&["run", "-q", app]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(compiled_counts(&s)["entries"], 1);
+    s.wat_module("app.wasm", &module_with_constant(6));
+    let out = s.run(&["run", "-q", app]);
+    assert_eq!(out.status.code(), Some(0));
+    let i = instrumentation(&s);
+    assert!(i["compiled_functions_reused"].as_u64().unwrap() >= 3, "{i}");
+    // A value that is not a switch: one line, exit 2.
+    let out = s
+        .wprof(&["run", "-q", app])
+        .env("WPROF_INCREMENTAL", "maybe")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("WPROF_INCREMENTAL"));
+    // `wprof instrument` the same: the compiled module alone, which a run then takes.
+    let s = Scratch::new();
+    let app = s.wat_module("app.wasm", &module_with_constant(7));
+    let app = app.to_str().unwrap();
+    let out = s.run(&["instrument", "-q", "--no-incremental", app]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(compiled_counts(&s)["entries"], 0);
+    let out = s.run(&["run", "-q", app]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(instrumentation(&s)["compiled_from_cache"], true);
+}
+
 /// `$f`'s body bytes are the same in both modules; only its parameter count differs, and
 /// the locals the probes add are numbered after the parameters.
 fn one_param_more(params: &str) -> String {

@@ -47,6 +47,7 @@ impl Scratch {
             .env_remove("WPROF_OUT")
             .env_remove("WPROF_LOG")
             .env_remove("WPROF_CONFIG")
+            .env_remove("WPROF_INCREMENTAL")
             .env("WPROF_CACHE_DIR", self.cache_dir())
             .env("XDG_CONFIG_HOME", self.path("config"))
             .stdin(Stdio::null());

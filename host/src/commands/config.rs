@@ -157,6 +157,11 @@ fn table(c: &RunConfig) -> String {
                 .map_or("off".to_string(), crate::display::format_size),
             &c.cache_max_size.source,
         ),
+        (
+            "cache.incremental",
+            on_off(c.incremental.value),
+            &c.incremental.source,
+        ),
     ];
     let width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
     for (name, value, source) in rows {

@@ -46,6 +46,11 @@ pub struct InstrumentCommand {
     #[command(flatten)]
     probes: ProbeArgs,
 
+    /// Keep no compiled function for the module's next version, as `wprof run
+    /// --no-incremental` (also `WPROF_INCREMENTAL=0`, or `[cache] incremental = false`).
+    #[arg(long)]
+    no_incremental: bool,
+
     /// Keep watching DIR: prepare every .wasm file created or changed in it.
     #[arg(long, value_name = "DIR")]
     watch: Option<PathBuf>,
@@ -72,6 +77,11 @@ impl InstrumentCommand {
             .ok_or_else(|| {
                 Failure::input("no cache directory: give --cache-dir or set WPROF_CACHE_DIR")
             })
+    }
+
+    /// Whether compiled functions are kept for each module's next version.
+    fn incremental(&self) -> Result<bool, Failure> {
+        Ok(crate::commands::run_settings::incremental(self.no_incremental)?.0)
     }
 
     /// Loads, instruments and compiles one module into the cache; one line on stdout.
@@ -108,7 +118,7 @@ impl InstrumentCommand {
         .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
         crate::prepare::heap::give_back_freed();
         progress.step("compiling", None);
-        let compiled = instrument::compile(engine, &mut prepared, &mut cache);
+        let compiled = instrument::compile(engine, &mut prepared, &mut cache, self.incremental()?);
         progress.finish();
         compiled.map_err(|e| {
             Failure::input(format!(
@@ -139,7 +149,11 @@ impl InstrumentCommand {
 
     /// Runs the command; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
-        let engine = crate::prepare::compiled::new_engine_caching()?;
+        let engine = if self.incremental()? {
+            crate::prepare::compiled::new_engine_caching()?
+        } else {
+            crate::run::engine::new_engine()?
+        };
         let mut failed = false;
         let modules = if self.modules.is_empty() && self.watch.is_none() {
             let named = crate::config::installed()

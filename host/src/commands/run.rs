@@ -142,6 +142,7 @@ impl RunCommand {
             profile_path: resolved.output.value.clone(),
             mode,
             cache_dir: resolved.cache_dir.value,
+            incremental: resolved.incremental.value,
             quiet: self.quiet,
             subtract_overhead: !self.keep_overhead,
             call_sites: resolved.call_sites.value,
@@ -194,9 +195,10 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
 
 fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failure> {
     // Compiled functions (wasmtime's incremental cache) are cached only for profiled runs
-    // with a cache; whole compiled modules for every run with a cache.
+    // with a cache, unless `--no-incremental`; whole compiled modules for every run with a
+    // cache.
     let engine = timings.time("engine", || {
-        if settings.profiling && settings.cache_dir.is_some() {
+        if settings.profiling && settings.cache_dir.is_some() && settings.incremental {
             crate::prepare::compiled::new_engine_caching()
         } else {
             crate::run::engine::new_engine()
@@ -311,7 +313,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     let compiled = timings.time("compile", || {
         prepared.and_then(|mut p| {
             match crate::prepare::guard::quietly(|| {
-                instrument::compile(&engine, &mut p, &mut cache)
+                instrument::compile(&engine, &mut p, &mut cache, settings.incremental)
             })
             .unwrap_or_else(|why| Err(anyhow::anyhow!("wprof failed: {why}")))
             {

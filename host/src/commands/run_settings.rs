@@ -28,6 +28,16 @@ pub struct SettingsArgs {
     #[arg(long, value_name = "DIR", env = "WPROF_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
 
+    /// Keep no compiled function for the module's next version (`WPROF_INCREMENTAL=0`, or
+    /// the configuration file's `[cache] incremental = false`). By default a first run also
+    /// stores each function's machine code apart, so that a rebuilt module compiles only
+    /// the functions that changed; that costs a first run of a large module about a tenth
+    /// of its compile time and half of its cache. For a module profiled once (a release
+    /// build, a CI job): the compiled module is still cached whole, and runs of this very
+    /// module start as fast; a changed module compiles whole.
+    #[arg(long)]
+    pub no_incremental: bool,
+
     #[command(flatten)]
     pub probes: ProbeArgs,
 
@@ -128,6 +138,9 @@ pub struct RunConfig {
     pub cache_dir: Resolved<Option<PathBuf>>,
     /// The cache's size cap (`None`: no cap).
     pub cache_max_size: Resolved<Option<u64>>,
+    /// Compiled functions kept for the module's next version (wasmtime's incremental
+    /// compilation, backed by the cache).
+    pub incremental: Resolved<bool>,
     /// Which functions get probes, as one line (`--only` patterns, then `!`-prefixed
     /// `--exclude` ones; empty: all).
     pub filter: Resolved<String>,
@@ -266,7 +279,9 @@ impl SettingsArgs {
                     Source::Default,
                 )),
         };
+        let incremental = incremental(self.no_incremental)?;
         Ok(RunConfig {
+            incremental: incremental.into(),
             filter: Resolved {
                 value: function_filter.describe(),
                 source: filter_source.to_string(),
@@ -313,6 +328,24 @@ impl SettingsArgs {
             cache_max_size: cache_max_size.into(),
         })
     }
+}
+
+/// Whether compiled functions are kept for the module's next version: not with
+/// `--no-incremental` (`no_incremental`), else as `WPROF_INCREMENTAL` says, else the
+/// configuration file's `[cache] incremental`, else yes.
+pub fn incremental(no_incremental: bool) -> Result<(bool, Source), Failure> {
+    if no_incremental {
+        return Ok((false, Source::Flag));
+    }
+    Ok(match std::env::var("WPROF_INCREMENTAL") {
+        Ok(v) => (
+            settings::switch("WPROF_INCREMENTAL", Some(&v), true)?,
+            Source::Variable("WPROF_INCREMENTAL"),
+        ),
+        Err(_) => config::installed()
+            .and_then(|f| f.cache_setting(|f| f.cache_incremental.as_ref()))
+            .unwrap_or((true, Source::Default)),
+    })
 }
 
 /// The probe plan on the command line: `wprof run` profiles with it, `wprof instrument`

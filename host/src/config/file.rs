@@ -92,6 +92,8 @@ pub struct ConfigFile {
     pub cache_dir: Option<At<PathBuf>>,
     /// `[cache] max_size`: `None` inside for `off`.
     pub cache_max_size: Option<At<Option<u64>>>,
+    /// `[cache] incremental`: keep each compiled function for the module's next version.
+    pub cache_incremental: Option<At<bool>>,
     /// The `[[module]]` sections, in file order (the first that matches a module applies).
     pub modules: Vec<ModuleSection>,
 }
@@ -128,6 +130,7 @@ struct RawFile {
 struct RawCache {
     dir: Option<Spanned<String>>,
     max_size: Option<Spanned<String>>,
+    incremental: Option<Spanned<bool>>,
 }
 
 /// A `[[module]]` section as written: the top level's settings again (serde cannot flatten
@@ -373,8 +376,12 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         allocs: raw.allocs,
         allocators: raw.allocators,
     })?;
-    let (mut cache_dir, mut cache_max_size) = (None, None);
+    let (mut cache_dir, mut cache_max_size, mut cache_incremental) = (None, None, None);
     if let Some(cache) = raw.cache {
+        cache_incremental = cache.incremental.map(|b| At {
+            value: *b.get_ref(),
+            line: line_of(text, b.span().start),
+        });
         cache_dir = cache
             .dir
             .map(|d| non_empty_path(d, "cache.dir", base, text, &problem))
@@ -466,6 +473,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         knobs: top,
         cache_dir,
         cache_max_size,
+        cache_incremental,
         modules,
     })
 }

@@ -566,11 +566,14 @@ fn from_manifest(
 }
 
 /// Compiles the instrumented module: from an authenticated artifact in the cache if there
-/// is one, else with Cranelift, storing the artifact for next time.
+/// is one, else with Cranelift, storing the artifact for next time, and with `incremental`
+/// (and an engine from [`crate::prepare::compiled::new_engine_caching`]) each compiled
+/// function in its lineage's pack, for the module's next version.
 pub fn compile(
     engine: &Engine,
     prepared: &mut Prepared,
     cache: &mut CacheSession,
+    incremental: bool,
 ) -> anyhow::Result<Compiled> {
     let compiled = compile_bytes(
         engine,
@@ -581,7 +584,7 @@ pub fn compile(
         },
         &prepared.digest,
         cache,
-        Some(prepared.lineage),
+        incremental.then_some(prepared.lineage),
     )?;
     prepared.stats.compiled_from_cache = compiled.functions.is_none();
     if let Some(counts) = compiled.functions {

@@ -48,6 +48,7 @@ pub(super) fn compile(engine: &Engine, bytes: &[u8], what: &Path) -> Result<Modu
 
 fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
     RunSettings {
+        incremental: true,
         module: path.to_path_buf(),
         args: Vec::new(),
         dirs: Vec::new(),

@@ -55,6 +55,14 @@ pub struct ScaleBench {
     pub cache_files: u64,
     /// `cache_bytes / module_bytes`.
     pub cache_ratio: f64,
+    /// `wprof run --no-incremental` on an empty cache: the part before `_start`.
+    pub lean_before_start: u64,
+    /// `lean_before_start / wasmtime_compile.wall`.
+    pub lean_ratio: Option<f64>,
+    /// What that run left in its cache.
+    pub lean_cache_bytes: u64,
+    /// `lean_cache_bytes / module_bytes`.
+    pub lean_cache_ratio: f64,
     /// `wasmtime run`, its compilation cache warm.
     pub wasmtime_run_warm: Option<u64>,
     /// `WPROF=0 wprof run`, its cache warm.
@@ -163,6 +171,7 @@ pub fn measure(
 
     let (mut compile, mut cold, mut before) = (Vec::new(), Vec::new(), Vec::new());
     let (mut cache_bytes, mut cache_files) = (Vec::new(), Vec::new());
+    let (mut lean_before, mut lean_bytes) = (Vec::new(), Vec::new());
     for run in 0..runs {
         if let Some(cli) = cli {
             let mut cmd = Command::new(&cli.path);
@@ -189,6 +198,22 @@ pub fn measure(
         if run + 1 < runs {
             let _ = std::fs::remove_dir_all(&cache);
         }
+        // The same without compiled functions kept for the module's next version.
+        let lean = scratch.join("lean");
+        let lean_env = lean.display().to_string();
+        let cmd = programs::wprof_run(
+            program,
+            scratch,
+            &[("WPROF_CACHE_DIR", &lean_env)],
+            &["-q", "--timings=json", "--no-incremental"],
+        );
+        let (_, stderr) = measured(
+            cmd,
+            &format!("a cold `wprof run --no-incremental` of {name}"),
+        )?;
+        lean_before.push(before_start(&stderr)?);
+        lean_bytes.push(footprint(&lean).0);
+        let _ = std::fs::remove_dir_all(&lean);
     }
     // Warm: each cache primed once (the profiling one by the last cold run).
     let warm_cache = scratch
@@ -234,6 +259,7 @@ pub fn measure(
     let cold = median_of(&cold);
     let cold_before_start = median(before);
     let cache_bytes = median(cache_bytes);
+    let (lean_before_start, lean_cache_bytes) = (median(lean_before), median(lean_bytes));
     let wasmtime_run_warm = (!w.is_empty()).then(|| median(w));
     let (off_warm, on_warm) = (median(o), median(p));
     let ratio = |a: u64, b: Option<u64>| b.filter(|&b| b > 0).map(|b| a as f64 / b as f64);
@@ -247,6 +273,10 @@ pub fn measure(
         cold,
         cold_before_start,
         cache_ratio: cache_bytes as f64 / module_bytes.max(1) as f64,
+        lean_ratio: ratio(lean_before_start, wasmtime_compile.map(|c| c.wall)),
+        lean_before_start,
+        lean_cache_ratio: lean_cache_bytes as f64 / module_bytes.max(1) as f64,
+        lean_cache_bytes,
         cache_bytes,
         cache_files: median(cache_files),
         off_ratio: ratio(off_warm, wasmtime_run_warm),
@@ -307,6 +337,21 @@ pub fn table(results: &[ScaleBench], runs: u32) -> String {
             format_ns(r.on_warm),
             ratio(r.off_ratio),
             ratio(r.on_ratio),
+        ));
+    }
+    out.push_str("\ncold with --no-incremental: no compiled function kept for the next version\n");
+    out.push_str(&format!(
+        "{:<18} {:>11} {:>7} {:>9} {:>7}\n",
+        "program", "wprof start", "time", "cache", "x mod"
+    ));
+    for r in results {
+        out.push_str(&format!(
+            "{:<18} {:>11} {:>7} {:>9} {:>6.1}x\n",
+            r.program,
+            format_ns(r.lean_before_start),
+            ratio(r.lean_ratio),
+            format_size(r.lean_cache_bytes),
+            r.lean_cache_ratio,
         ));
     }
     out
