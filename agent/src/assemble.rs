@@ -27,6 +27,10 @@ struct Renumber<'a> {
     names: Vec<(u32, String)>,
     /// Coverage: block counters in all (see [`ContextArena::counters`]).
     counters: u32,
+    /// The defined functions (by their order) whose entry leaves for a retry function,
+    /// in order: the `k`-th one's is the `k`-th function appended (see
+    /// [`ContextArena::RETRY`]).
+    retries: Vec<usize>,
     wrote_types: bool,
     wrote_imports: bool,
     wrote_globals: bool,
@@ -127,6 +131,10 @@ impl Renumber<'_> {
             exports.export(ContextArena::MEMORY, ExportKind::Memory, arena.memory);
             exports.export(ContextArena::SLOT, ExportKind::Global, arena.slot);
             exports.export(ContextArena::END, ExportKind::Global, arena.end);
+            if !self.retries.is_empty() {
+                let added = format!("{}{}", ContextArena::ADDED, self.retries.len());
+                exports.export(&added, ExportKind::Memory, arena.memory);
+            }
         }
         if let Some(switches) = self.probes.switches() {
             exports.export(SwitchTable::MEMORY, ExportKind::Memory, switches.memory);
@@ -138,6 +146,44 @@ impl Renumber<'_> {
                 ProbeLayout::GO_G,
             );
         }
+    }
+
+    /// The retry function of the `defined`-th defined function (see [`ContextArena::RETRY`]):
+    /// the node finder's node for it through the slot global, left at
+    /// [`ContextArena::RETRY`] for the function's first look, then the function again.
+    fn retry_function(&self, defined: usize) -> wasm_encoder::Function {
+        use wasm_encoder::Instruction::*;
+        let arena = self
+            .probes
+            .arena()
+            .expect("retry functions are the inline modes'");
+        let id = self.probes.imported_funcs + defined as u32;
+        let params = self.params[defined];
+        let mut f = wasm_encoder::Function::new([(1, wasm_encoder::ValType::I32)]);
+        for i in [
+            GlobalGet(arena.slot),
+            I32Const(id as i32 + 1),
+            I32Const(0),
+            Call(arena.child),
+            LocalSet(params),
+            I32Const(0),
+            LocalGet(params),
+            I32Store(wasm_encoder::MemArg {
+                offset: u64::from(ContextArena::RETRY),
+                align: 2,
+                memory_index: arena.memory,
+            }),
+            I32Const(ContextArena::RETRY as i32),
+            GlobalSet(arena.slot),
+        ] {
+            f.instruction(&i);
+        }
+        for param in 0..params {
+            f.instruction(&LocalGet(param));
+        }
+        f.instruction(&ReturnCall(self.probes.renumber(id)));
+        f.instruction(&End);
+        f
     }
 
     fn append_imports(&self, imports: &mut ImportSection) {
@@ -317,6 +363,9 @@ impl Reencode for Renumber<'_> {
                 functions.function(ty);
             }
         }
+        for &defined in &self.retries {
+            functions.function(self.types[defined]);
+        }
         Ok(())
     }
 
@@ -353,11 +402,30 @@ impl Reencode for Renumber<'_> {
                     }
                 }
             };
-            if body.counter_sites.is_empty() {
+            if body.counter_sites.is_empty() && body.retry_site.is_none() {
                 place(&body.bytes);
                 continue;
             }
             let mut bytes = body.bytes.clone();
+            if let Some(site) = body.retry_site {
+                let retry = self.retries.iter().position(|&d| d == defined);
+                let at = site as usize;
+                let is_return_call = at.checked_sub(1).and_then(|op| bytes.get(op)) == Some(&0x12);
+                match (retry, bytes.get_mut(at..at + 5)) {
+                    (Some(k), Some(index)) if is_return_call => {
+                        let first = self.probes.indices().first_added();
+                        index.copy_from_slice(&crate::body::padded_leb(first + k as u32));
+                    }
+                    _ => {
+                        return Err(wasm_encoder::reencode::Error::UserError(
+                            AgentError::Unsupported {
+                                what: "a body whose retry site is not a tail call".to_string(),
+                                offset: at,
+                            },
+                        ))
+                    }
+                }
+            }
             for &site in &body.counter_sites {
                 if !crate::body::patch_counter(&mut bytes, site as usize, memory, next_address) {
                     return Err(wasm_encoder::reencode::Error::UserError(
@@ -374,6 +442,9 @@ impl Reencode for Renumber<'_> {
         }
         for copy in &copies {
             code.raw(copy);
+        }
+        for &defined in &self.retries {
+            code.function(&self.retry_function(defined));
         }
         Ok(())
     }
@@ -472,6 +543,12 @@ pub(crate) fn assemble(
             .collect(),
         names,
         counters: counters as u32,
+        retries: bodies
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.retry_site.is_some())
+            .map(|(defined, _)| defined)
+            .collect(),
         wrote_types: false,
         wrote_imports: false,
         wrote_globals: false,

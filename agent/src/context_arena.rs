@@ -53,6 +53,21 @@ impl ContextArena {
     /// instead (inside its caller's node), and so does, at exit, a function with live
     /// probes (its caller runs again).
     pub const CURRENT: u32 = 8;
+    /// Sample and cost mode: the `u32` (the empty node's slot count, which nothing reads)
+    /// where a retry function leaves the node it found, and where the slot global then
+    /// points. A function that calls nothing does not call the node finder itself (the
+    /// call alone would make every activation save and restore registers): past its two
+    /// looks it tail-calls its retry function, one the agent appends per such function
+    /// with the same type, which calls the finder, stores the node here, points the slot
+    /// global here and tail-calls the function again, whose first look finds the node
+    /// (the function's overflow node as well, which no slot holds). A leaf's node has no
+    /// slots, and the caller points the slot global at its own slot before every call, so
+    /// nothing else follows this one. The module says how many functions the agent
+    /// appended in the name of a second export of the tree's memory,
+    /// [`ContextArena::ADDED`] followed by the count in decimal.
+    pub const RETRY: u32 = 24;
+    /// See [`ContextArena::RETRY`].
+    pub const ADDED: &'static str = "wprof:added=";
     /// Address of the root node (the engine calling an export).
     pub const ROOT: u32 = 32;
     /// Address of the root's only slot.

@@ -651,6 +651,95 @@ fn excluded_functions_are_transparent_in_every_mode() {
 }
 
 #[test]
+fn a_function_that_calls_nothing_leaves_for_its_retry_function_instead_of_calling_the_finder() {
+    use crate::{ContextArena, ProbeMode};
+    let wasm = wat::parse_str(
+        r#"(module
+          (memory 1)
+          (func $leaf (param i32 i64) (result i32)
+            (loop $l (br_if $l (i32.eqz (local.get 0))))
+            (i32.add (local.get 0) (i32.wrap_i64 (local.get 1))))
+          (func $caller (result i32) (call $leaf (i32.const 1) (i64.const 2)))
+          (func $grows (result i32) (memory.grow (i32.const 0)))
+          (func (export "_start") (drop (call $caller)) (drop (call $grows))))"#,
+    )
+    .unwrap();
+    for mode in ProbeMode::ALL {
+        let plan = ProbePlan {
+            mode,
+            ..ProbePlan::default()
+        };
+        let instrumenter = Instrumenter::new(&wasm, &plan).unwrap();
+        let sites: Vec<Option<u32>> = (0..4)
+            .map(|d| instrumenter.instrument_function(d).unwrap().retry_site)
+            .collect();
+        let retries = matches!(mode, ProbeMode::Sample | ProbeMode::Cost);
+        // Only $leaf: $caller calls, $grows asks the engine to grow the memory.
+        assert_eq!(sites[0].is_some(), retries, "{mode:?}");
+        assert!(sites[1..].iter().all(Option::is_none), "{mode:?}");
+        let out = instrument(&wasm, &plan).unwrap();
+        validate(&out.bytes);
+        let t = text(&out.bytes);
+        let bodies: Vec<&str> = t.split("--\n").collect();
+        if !retries {
+            continue;
+        }
+        // The finder, the four functions, then $leaf's retry function.
+        let finder = ProbeImports::COUNT;
+        let leaf = finder + 1;
+        let retry = leaf + 4;
+        assert_eq!(bodies.len(), 6 + 1, "{t}");
+        assert!(!bodies[1].contains(&format!("Call {{ function_index: {finder} }}")));
+        assert!(bodies[1].contains(&format!("ReturnCall {{ function_index: {retry} }}")));
+        // $caller keeps the call to the finder.
+        assert!(bodies[2].contains(&format!("Call {{ function_index: {finder} }}")));
+        // The retry function: the finder, the node where the slot global then points, and
+        // $leaf again with both its arguments.
+        let r = bodies[5];
+        assert!(
+            r.contains(&format!("Call {{ function_index: {finder} }}")),
+            "{r}"
+        );
+        assert!(
+            r.contains(&format!("offset: {}", ContextArena::RETRY)),
+            "{r}"
+        );
+        assert!(
+            r.contains(&format!("I32Const {{ value: {} }}", ContextArena::RETRY)),
+            "{r}"
+        );
+        assert!(
+            r.contains("LocalGet { local_index: 0 }\nLocalGet { local_index: 1 }\nReturnCall"),
+            "{r}"
+        );
+        assert!(
+            r.contains(&format!("ReturnCall {{ function_index: {leaf} }}")),
+            "{r}"
+        );
+        let exports: Vec<String> = wasmparser::Parser::new(0)
+            .parse_all(&out.bytes)
+            .filter_map(|p| match p.unwrap() {
+                wasmparser::Payload::ExportSection(r) => Some(
+                    r.into_iter()
+                        .map(|e| e.unwrap().name.to_string())
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        assert!(
+            exports.contains(&format!("{}1", ContextArena::ADDED)),
+            "{exports:?}"
+        );
+        // The retry function is wprof's, not the module's.
+        let indices = instrumenter.indices();
+        assert_eq!(indices.what(retry), crate::Indexed::Probe);
+        assert_eq!(indices.what(leaf), crate::Indexed::Function(0));
+    }
+}
+
+#[test]
 fn coverage_counts_every_block_and_maps_where_each_starts() {
     use crate::{ContextArena, ProbeMode};
     let wasm = wat::parse_str(
@@ -734,7 +823,12 @@ fn coverage_counts_every_block_and_maps_where_each_starts() {
                 .all(|e| e == "_start" || e.starts_with("wprof:")),
             "{exports:?}"
         );
-        assert_eq!(exports.len(), 4, "{exports:?}");
+        // $f calls nothing: in sample and cost mode it has a retry function, which the
+        // module counts in one more export's name.
+        let retries = usize::from(mode != ProbeMode::Adaptive);
+        assert_eq!(exports.len(), 4 + retries, "{exports:?}");
+        let added = format!("{}1", ContextArena::ADDED);
+        assert_eq!(exports.contains(&added), retries == 1, "{exports:?}");
         assert_eq!(out.probe_map.functions[0].blocks, body.blocks);
     }
     // Without coverage: no block map, no counters; time mode ignores it.

@@ -68,6 +68,13 @@ pub(super) struct Emitter<'p> {
     pub(super) go_time: Option<super::go_frames::GoTimeLocals>,
     /// An allocator (allocation profiling, see [`crate::Allocators`]).
     pub(super) alloc: Option<super::allocs::AllocLocals>,
+    /// Sample and cost mode, a function that calls nothing (see [`Emitter::find_and_count`]):
+    /// how many parameters it takes, when its entry probe leaves for its retry function
+    /// rather than call the node finder.
+    pub(super) retry: Option<u32>,
+    /// Where the index of the retry function the entry probe tail-calls was left for the
+    /// assembler to write (see [`crate::InstrumentedBody::retry_site`]).
+    pub(super) retry_site: Option<u32>,
 }
 
 impl Emitter<'_> {
@@ -200,6 +207,7 @@ impl Emitter<'_> {
                         }
                         self.go_now_in(go, locals.node);
                     }
+                    _ if self.retry.is_some() => self.find_or_retry(arena, locals.node, id),
                     _ => self.find_and_count(arena, locals.node, id, slots, true),
                 }
                 self.set_current(locals.node);

@@ -64,8 +64,8 @@ use emitter::{Emitter, InlineLocals, SelfTailLocals};
 use scan::{catch_labels, ends_basic_block, is_call, runs_in_engine, scan};
 
 pub(crate) use allocs::extra_locals as alloc_locals;
-pub(crate) use coverage::patch as patch_counter;
 pub use coverage::BlockCount;
+pub(crate) use coverage::{padded_leb, patch as patch_counter};
 pub use scan::instruction_weight;
 
 /// One instrumented function body, independent of where it lands in a module.
@@ -98,6 +98,11 @@ pub struct InstrumentedBody {
     /// address a five-byte LEB128 that the assembler overwrites with the counter's real
     /// address in the tree's memory (see [`crate::ContextArena::counters`]).
     pub counter_sites: Vec<u32>,
+    /// Sample and cost mode, a function that calls nothing: where in
+    /// [`InstrumentedBody::bytes`] its entry probe's `return_call` to the function's retry
+    /// function has its index, a five-byte LEB128 the assembler overwrites (see
+    /// [`crate::ContextArena::RETRY`]).
+    pub retry_site: Option<u32>,
 }
 
 /// The complement of `original` (sorted, not overlapping) within `from..to`.
@@ -262,6 +267,8 @@ pub(crate) fn instrument_body(
         blocks: None,
         go_time: None,
         alloc: None,
+        retry: None,
+        retry_site: None,
     };
     // New locals: the frame token (time mode, functions that catch); the node, an
     // import's node and, in cost mode, the delta (the inline modes). An excluded function
@@ -370,6 +377,20 @@ pub(crate) fn instrument_body(
                 resumable: go_signature,
             }),
         };
+        // A leaf's entry leaves for its retry function rather than call the finder (see
+        // `Emitter::find_or_retry`): sample and cost mode, a function with nothing else
+        // at its entry or around its calls.
+        let plain = !excluded
+            && role.is_none()
+            && injected.is_none()
+            && locals.came.is_none()
+            && locals.self_tail.is_none()
+            && locals.go.is_none()
+            && arena.go.is_none()
+            && !probes.timed();
+        if plain && facts.leaf && !facts.catches && facts.slot_count == 0 {
+            e.retry = Some(layout.signature(func.type_index).params.len() as u32);
+        }
         e.inline = Some((arena, locals));
     }
     if let (Some(at), Some(told)) = (go_time_at, probes.go_time_global()) {
@@ -612,5 +633,6 @@ pub(crate) fn instrument_body(
         probe_code,
         blocks: map.blocks,
         counter_sites: map.counter_sites,
+        retry_site: e.retry_site,
     })
 }

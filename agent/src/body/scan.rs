@@ -77,6 +77,10 @@ pub(super) struct BodyFacts {
     /// thread or the collector (see `unbounded`). Then it runs at most this many
     /// instructions (`end` excluded) per activation. `None` for every other body.
     pub(super) straight_length: Option<u32>,
+    /// The body calls nothing: no call of any kind, no exception handling, nothing
+    /// wasmtime carries out in its own code, no GC allocation (loops allowed). Compiled, it
+    /// makes no call but the ones its probes add.
+    pub(super) leaf: bool,
 }
 
 /// Whether `op` may keep an activation busy for longer than a bounded number of steps, or
@@ -164,6 +168,7 @@ pub(super) fn scan(
         caught_loops: Default::default(),
         self_tail: false,
         straight_length: Some(0),
+        leaf: true,
     };
     let mut slot_of_callee = std::collections::HashMap::new();
     // Open blocks: the offset of each that is a loop.
@@ -177,6 +182,7 @@ pub(super) fn scan(
             Some(n) if !unbounded(&op) => Some(n + instruction_weight(&op) as u32),
             _ => None,
         };
+        facts.leaf &= matches!(op, Operator::Loop { .. }) || !unbounded(&op);
         if matches!(op, Operator::ReturnCall { function_index } if function_index == id) {
             facts.self_tail = true;
         }

@@ -49,7 +49,7 @@ impl FunctionEntry {
     /// instrumented)* | ranges | (start, length)* | blocks | start*` (the offset map, the
     /// probe code, then coverage's block map and counter sites, `blocks | start* | sites |
     /// site* | kind*`, a kind a byte; `probed` is 0, or where a live function's probed
-    /// copy starts in the bytes plus one).
+    /// copy starts in the bytes plus one), then `retry`: 0, or the retry site plus one.
     /// Offsets increase (original ones start again once in a live body, stored as a wrapped
     /// distance), so each is stored as its distance from the one before (from the
     /// previous range's end for a range's start): one or two bytes where a fixed `u32`
@@ -85,6 +85,7 @@ impl FunctionEntry {
             }
         }
         out.extend(body.blocks.iter().map(|&(_, how)| how.code()));
+        put(&mut out, body.retry_site.map_or(0, |at| at + 1));
         out
     }
 
@@ -152,6 +153,11 @@ impl FunctionEntry {
             .iter()
             .filter(|(_, how)| *how == wprof_agent::BlockCount::Counter)
             .count();
+        let retry_site = match number(&mut rest)? {
+            0 => None,
+            at if (at - 1) as usize + 5 <= len => Some(at - 1),
+            _ => return None,
+        };
         if counter_sites.len() != counters || !rest.is_empty() {
             return None;
         }
@@ -163,6 +169,7 @@ impl FunctionEntry {
                 probe_code,
                 blocks,
                 counter_sites,
+                retry_site,
             },
         })
     }
@@ -373,6 +380,7 @@ mod tests {
                     (3, wprof_agent::BlockCount::Counter),
                 ],
                 counter_sites: vec![10, 40],
+                retry_site: None,
             },
         };
         let bytes = entry.encode();
@@ -383,6 +391,20 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert_eq!(FunctionEntry::decode(&longer), None);
+        // A leaf's retry site round-trips; one whose index would end past the body does not.
+        let mut retrying = entry.body.clone();
+        retrying.bytes = vec![0; 12];
+        retrying.retry_site = Some(3);
+        let bytes = FunctionEntry::encode_body(&retrying);
+        assert_eq!(
+            FunctionEntry::decode(&bytes).map(|e| e.body),
+            Some(retrying.clone())
+        );
+        retrying.retry_site = Some(8);
+        assert_eq!(
+            FunctionEntry::decode(&FunctionEntry::encode_body(&retrying)),
+            None
+        );
         // Offsets that go back are not an offset map.
         let mut backwards = entry.body.clone();
         backwards.offsets = vec![(3, 9), (1, 5)];

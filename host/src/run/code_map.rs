@@ -2,7 +2,7 @@
 //! functions' address ranges, taken from wasmtime once the module is loaded, and what each
 //! instrumented function is in the original (one of its functions, or one of wprof's).
 
-use wprof_agent::{FunctionIndices, Indexed, ProbeImports, ProbeMode, SwitchTable};
+use wprof_agent::{ContextArena, FunctionIndices, Indexed, ProbeImports, ProbeMode, SwitchTable};
 
 use crate::run::address_map::ArtifactAddressMap;
 
@@ -130,7 +130,18 @@ fn indices_of(module: &wasmtime::Module, mode: ProbeMode) -> FunctionIndices {
         .count() as u32;
     let imports = imported.saturating_sub(ProbeImports::COUNT);
     let live = module.exports().any(|e| e.name() == SwitchTable::MEMORY);
-    let added = u32::from(mode.counts_inline());
+    // The node finder, and the functions appended after the module's (see
+    // `ContextArena::RETRY`), which the module counts in an export's name.
+    let appended = module
+        .exports()
+        .find_map(|e| {
+            e.name()
+                .strip_prefix(ContextArena::ADDED)?
+                .parse::<u32>()
+                .ok()
+        })
+        .unwrap_or(0);
+    let added = u32::from(mode.counts_inline()) + appended;
     let defined = (module.functions().len() as u32).saturating_sub(added);
     FunctionIndices {
         imports,
@@ -212,6 +223,40 @@ mod tests {
                 "{offset} outside {b_body:?}"
             );
         }
+    }
+
+    #[test]
+    fn functions_the_agent_appends_are_probes() {
+        // A leaf in sample mode gets a retry function after the module's own.
+        let original = wat::parse_str(
+            r#"(module
+                (func $leaf (result i32) i32.const 1)
+                (func (export "_start") (drop (call $leaf))))"#,
+        )
+        .unwrap();
+        let plan = wprof_agent::ProbePlan {
+            mode: ProbeMode::Sample,
+            ..Default::default()
+        };
+        let out = wprof_agent::instrument(&original, &plan).unwrap();
+        let engine = crate::run::engine::new_engine().unwrap();
+        let module = wasmtime::Module::new(&engine, &out.bytes).unwrap();
+        let map = CodeMap::of(&module, ProbeMode::Sample);
+        // The finder, $leaf, _start, $leaf's retry function.
+        let mut by_index: Vec<(u32, Running)> =
+            map.ranges.iter().map(|r| (r.2, map.running(r.0))).collect();
+        by_index.sort_unstable_by_key(|r| r.0);
+        let found: Vec<Running> = by_index.into_iter().map(|r| r.1).collect();
+        assert_eq!(
+            found,
+            [
+                Running::Probe,
+                Running::Function(0),
+                Running::Function(1),
+                Running::Probe
+            ]
+        );
+        assert_eq!(map.indices.functions, 2);
     }
 
     #[test]
