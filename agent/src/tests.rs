@@ -19,6 +19,22 @@ fn instrument_wat(wat: &str) -> crate::InstrumentedModule {
     out
 }
 
+/// The names a module exports, in order.
+fn export_names(bytes: &[u8]) -> Vec<String> {
+    wasmparser::Parser::new(0)
+        .parse_all(bytes)
+        .filter_map(|p| match p.unwrap() {
+            wasmparser::Payload::ExportSection(r) => Some(
+                r.into_iter()
+                    .map(|e| e.unwrap().name.to_string())
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
 /// The instrumented module printed as text, for assertions on its shape.
 pub(crate) fn text(bytes: &[u8]) -> String {
     let mut out = String::new();
@@ -716,18 +732,7 @@ fn a_function_that_calls_nothing_leaves_for_its_retry_function_instead_of_callin
             r.contains(&format!("ReturnCall {{ function_index: {leaf} }}")),
             "{r}"
         );
-        let exports: Vec<String> = wasmparser::Parser::new(0)
-            .parse_all(&out.bytes)
-            .filter_map(|p| match p.unwrap() {
-                wasmparser::Payload::ExportSection(r) => Some(
-                    r.into_iter()
-                        .map(|e| e.unwrap().name.to_string())
-                        .collect::<Vec<_>>(),
-                ),
-                _ => None,
-            })
-            .flatten()
-            .collect();
+        let exports: Vec<String> = export_names(&out.bytes);
         assert!(
             exports.contains(&format!("{}1", ContextArena::ADDED)),
             "{exports:?}"
@@ -805,18 +810,7 @@ fn coverage_counts_every_block_and_maps_where_each_starts() {
             let address = ContextArena::counters(2) + 8 * k;
             assert!(f.contains(&format!("offset: {address}, memory: 0")), "{f}");
         }
-        let exports: Vec<String> = wasmparser::Parser::new(0)
-            .parse_all(&out.bytes)
-            .filter_map(|p| match p.unwrap() {
-                wasmparser::Payload::ExportSection(r) => Some(
-                    r.into_iter()
-                        .map(|e| e.unwrap().name.to_string())
-                        .collect::<Vec<_>>(),
-                ),
-                _ => None,
-            })
-            .flatten()
-            .collect();
+        let exports: Vec<String> = export_names(&out.bytes);
         assert!(
             exports
                 .iter()

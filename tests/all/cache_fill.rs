@@ -290,7 +290,11 @@ fn no_incremental_keeps_the_compiled_module_but_no_compiled_functions() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(instrumentation(&s)["compiled_from_cache"], false);
+    let i = instrumentation(&s);
+    assert_eq!(i["compiled_from_cache"], false);
+    // Every function compiled, none reused: the finder and the module's four at least.
+    assert!(i["compiled_functions"].as_u64().unwrap() >= 5, "{i}");
+    assert_eq!(i["compiled_functions_reused"], 0, "{i}");
     assert_eq!(compiled_counts(&s)["entries"], 0);
     std::fs::write(s.path("wprof.toml"), "[cache]\nincremental = false\n").unwrap();
     let shown = stdout(&s.run(&["config", app]));

@@ -27,21 +27,8 @@ impl Emitter<'_> {
         timed: bool,
     ) {
         let id1 = id.wrapping_add(1) as i32;
+        self.two_looks(arena, local, id1);
         self.instrs(&[
-            Instruction::GlobalGet(arena.slot),
-            Instruction::I32Load(Self::tree_i32(arena, 0)),
-            Instruction::LocalTee(local),
-            Instruction::I32Load(Self::tree_i32(arena, ContextArena::FUNCTION)),
-            Instruction::I32Const(id1),
-            Instruction::I32Ne,
-            Instruction::If(BlockType::Empty),
-            Instruction::LocalGet(local),
-            Instruction::I32Load(Self::tree_i32(arena, ContextArena::NEXT)),
-            Instruction::LocalTee(local),
-            Instruction::I32Load(Self::tree_i32(arena, ContextArena::FUNCTION)),
-            Instruction::I32Const(id1),
-            Instruction::I32Ne,
-            Instruction::If(BlockType::Empty),
             Instruction::GlobalGet(arena.slot),
             Instruction::I32Const(id1),
             Instruction::I32Const(slots as i32),
@@ -49,16 +36,7 @@ impl Emitter<'_> {
             Instruction::LocalSet(local),
         ]);
         self.untag_node(local, timed);
-        self.instrs(&[
-            Instruction::End,
-            Instruction::End,
-            Instruction::LocalGet(local),
-            Instruction::LocalGet(local),
-            Instruction::I64Load(Self::tree_i64(arena, ContextArena::CALLS)),
-            Instruction::I64Const(1),
-            Instruction::I64Add,
-            Instruction::I64Store(Self::tree_i64(arena, ContextArena::CALLS)),
-        ]);
+        self.close_looks_and_count(arena, local);
     }
 
     /// Sample and cost mode, the entry of a function that calls nothing: as
@@ -72,7 +50,20 @@ impl Emitter<'_> {
     /// whose first look now finds it.
     pub(super) fn find_or_retry(&mut self, arena: InlineIndices, local: u32, id: u32) {
         let params = self.retry.expect("a retry needs the function's parameters");
-        let id1 = id.wrapping_add(1) as i32;
+        self.two_looks(arena, local, id.wrapping_add(1) as i32);
+        for param in 0..params {
+            self.instr(Instruction::LocalGet(param));
+        }
+        // `return_call` with a five-byte index the assembler writes.
+        self.out.push(0x12);
+        self.retry_site = Some(self.out.len() as u32);
+        self.out.extend_from_slice(&super::coverage::padded_leb(0));
+        self.close_looks_and_count(arena, local);
+    }
+
+    /// `local = the slot's first node`, and unless it is function `id1 - 1`'s, the next in
+    /// its chain; unless that is either, two blocks are left open for the slow path.
+    fn two_looks(&mut self, arena: InlineIndices, local: u32, id1: i32) {
         self.instrs(&[
             Instruction::GlobalGet(arena.slot),
             Instruction::I32Load(Self::tree_i32(arena, 0)),
@@ -89,13 +80,11 @@ impl Emitter<'_> {
             Instruction::I32Ne,
             Instruction::If(BlockType::Empty),
         ]);
-        for param in 0..params {
-            self.instr(Instruction::LocalGet(param));
-        }
-        // `return_call` with a five-byte index the assembler writes.
-        self.out.push(0x12);
-        self.retry_site = Some(self.out.len() as u32);
-        self.out.extend_from_slice(&super::coverage::padded_leb(0));
+    }
+
+    /// Closes the blocks [`Emitter::two_looks`] left open and counts a call in `local`'s
+    /// node.
+    fn close_looks_and_count(&mut self, arena: InlineIndices, local: u32) {
         self.instrs(&[
             Instruction::End,
             Instruction::End,

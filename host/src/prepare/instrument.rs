@@ -589,7 +589,11 @@ pub fn compile(
     prepared.stats.compiled_from_cache = compiled.functions.is_none();
     if let Some(counts) = compiled.functions {
         prepared.stats.compiled_functions_reused = counts.reused;
-        prepared.stats.compiled_functions = counts.compiled;
+        // Without the incremental cache nothing counted them: Cranelift compiled them all.
+        prepared.stats.compiled_functions = match incremental {
+            true => counts.compiled,
+            false => compiled.module.functions().len() as u64,
+        };
     }
     Ok(compiled)
 }
