@@ -244,6 +244,15 @@ fn args_env_and_return_code() {
     assert!(text.contains("argv[1]=one\nargv[2]=two"), "{text}");
     assert!(text.contains("GREETING=hello"), "{text}");
     assert_eq!(calls(&s.profile("args_env.wprof"), "print_args"), 1);
+    // A program's own `--version` and unknown flags after the module are its arguments,
+    // with or without `--` (`wprof --version` is wprof's).
+    let out = s.run(&["run", "-q", module.to_str().unwrap(), "--version", "-x"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("argv[1]=--version\nargv[2]=-x"), "{text}");
+    let out = s.run(&["--version"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).starts_with("wprof "), "{}", stdout(&out));
 }
 
 #[test]

@@ -24,7 +24,7 @@ use crate::timings::Timings;
 /// Run a WASI command (a preview 1 module, or a WASI 0.2 component) with probes, then write
 /// its profile.
 #[derive(Debug, clap::Args)]
-#[command(after_help = run_after_help())]
+#[command(after_help = run_after_help(), disable_version_flag = true)]
 pub struct RunCommand {
     /// Give the program a host directory, as `HOST` or `HOST::GUEST` (repeatable).
     #[arg(long = "dir", value_name = "HOST[::GUEST]")]
@@ -76,7 +76,8 @@ pub struct RunCommand {
     #[arg(value_name = "APP.wasm")]
     module: PathBuf,
 
-    /// Arguments for the program (after `--`).
+    /// Arguments for the program (after `--`; without it, every one that is not a flag of
+    /// `wprof run`, `--version` included).
     #[arg(
         value_name = "ARGS",
         trailing_var_arg = true,
