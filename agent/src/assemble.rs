@@ -383,6 +383,8 @@ impl Reencode for Renumber<'_> {
         }
         let memory = self.probes.arena().map_or(0, |arena| arena.memory);
         let mut next_address = ContextArena::counters(self.probes.functions);
+        // Retry functions follow everything else, in the order of their functions.
+        let mut next_retry = self.probes.indices().first_added();
         let live = self.probes.indices().copies() > 0;
         let mut copies = Vec::with_capacity(if live { self.bodies.len() } else { 0 });
         for (defined, body) in self.bodies.iter().enumerate() {
@@ -408,13 +410,12 @@ impl Reencode for Renumber<'_> {
             }
             let mut bytes = body.bytes.clone();
             if let Some(site) = body.retry_site {
-                let retry = self.retries.iter().position(|&d| d == defined);
                 let at = site as usize;
                 let is_return_call = at.checked_sub(1).and_then(|op| bytes.get(op)) == Some(&0x12);
-                match (retry, bytes.get_mut(at..at + 5)) {
-                    (Some(k), Some(index)) if is_return_call => {
-                        let first = self.probes.indices().first_added();
-                        index.copy_from_slice(&crate::body::padded_leb(first + k as u32));
+                match bytes.get_mut(at..at + 5) {
+                    Some(index) if is_return_call => {
+                        index.copy_from_slice(&crate::body::padded_leb(next_retry));
+                        next_retry += 1;
                     }
                     _ => {
                         return Err(wasm_encoder::reencode::Error::UserError(

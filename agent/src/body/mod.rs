@@ -378,17 +378,16 @@ pub(crate) fn instrument_body(
             }),
         };
         // A leaf's entry leaves for its retry function rather than call the finder (see
-        // `Emitter::find_or_retry`): sample and cost mode, a function with nothing else
-        // at its entry or around its calls.
-        let plain = !excluded
+        // `Emitter::find_or_retry`): sample and cost mode, with nothing else at its entry
+        // (a leaf has no call sites, catches nothing and never tail-calls itself).
+        if facts.leaf
+            && !excluded
             && role.is_none()
             && injected.is_none()
             && locals.came.is_none()
-            && locals.self_tail.is_none()
-            && locals.go.is_none()
             && arena.go.is_none()
-            && !probes.timed();
-        if plain && facts.leaf && !facts.catches && facts.slot_count == 0 {
+            && !probes.timed()
+        {
             e.retry = Some(layout.signature(func.type_index).params.len() as u32);
         }
         e.inline = Some((arena, locals));

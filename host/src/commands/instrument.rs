@@ -79,13 +79,14 @@ impl InstrumentCommand {
             })
     }
 
-    /// Whether compiled functions are kept for each module's next version.
-    fn incremental(&self) -> Result<bool, Failure> {
-        Ok(crate::commands::run_settings::incremental(self.no_incremental)?.0)
-    }
-
     /// Loads, instruments and compiles one module into the cache; one line on stdout.
-    fn prepare(&self, engine: &wasmtime::Engine, path: &Path) -> Result<(), Failure> {
+    /// With `incremental`, each compiled function is kept for the module's next version.
+    fn prepare(
+        &self,
+        engine: &wasmtime::Engine,
+        incremental: bool,
+        path: &Path,
+    ) -> Result<(), Failure> {
         let start = Instant::now();
         let loaded = crate::prepare::loader::load(path, engine)?;
         let dir = self.cache_dir()?;
@@ -118,7 +119,7 @@ impl InstrumentCommand {
         .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
         crate::prepare::heap::give_back_freed();
         progress.step("compiling", None);
-        let compiled = instrument::compile(engine, &mut prepared, &mut cache, self.incremental()?);
+        let compiled = instrument::compile(engine, &mut prepared, &mut cache, incremental);
         progress.finish();
         compiled.map_err(|e| {
             Failure::input(format!(
@@ -149,7 +150,8 @@ impl InstrumentCommand {
 
     /// Runs the command; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
-        let engine = if self.incremental()? {
+        let (incremental, _) = crate::commands::run_settings::incremental(self.no_incremental)?;
+        let engine = if incremental {
             crate::prepare::compiled::new_engine_caching()?
         } else {
             crate::run::engine::new_engine()?
@@ -170,13 +172,13 @@ impl InstrumentCommand {
             self.modules.clone()
         };
         for path in &modules {
-            if let Err(e) = self.prepare(&engine, path) {
+            if let Err(e) = self.prepare(&engine, incremental, path) {
                 crate::say!("wprof: error: {e}");
                 failed = true;
             }
         }
         if let Some(dir) = &self.watch {
-            self.watch(&engine, dir)?;
+            self.watch(&engine, incremental, dir)?;
         }
         Ok(if failed {
             crate::exit::USAGE_OR_INPUT
@@ -185,7 +187,12 @@ impl InstrumentCommand {
         })
     }
 
-    fn watch(&self, engine: &wasmtime::Engine, dir: &Path) -> Result<(), Failure> {
+    fn watch(
+        &self,
+        engine: &wasmtime::Engine,
+        incremental: bool,
+        dir: &Path,
+    ) -> Result<(), Failure> {
         use notify::Watcher;
         if !dir.is_dir() {
             return Err(Failure::input(format!(
@@ -209,7 +216,7 @@ impl InstrumentCommand {
             .collect();
         initial.sort();
         for path in initial {
-            self.prepare_watched(engine, &path);
+            self.prepare_watched(engine, incremental, &path);
         }
         if !self.quiet {
             crate::say!(
@@ -244,7 +251,7 @@ impl InstrumentCommand {
                 Err(()) => {
                     for path in std::mem::take(&mut pending) {
                         if path.is_file() {
-                            self.prepare_watched(engine, &path);
+                            self.prepare_watched(engine, incremental, &path);
                         }
                     }
                 }
@@ -252,8 +259,8 @@ impl InstrumentCommand {
         }
     }
 
-    fn prepare_watched(&self, engine: &wasmtime::Engine, path: &Path) {
-        if let Err(e) = self.prepare(engine, path) {
+    fn prepare_watched(&self, engine: &wasmtime::Engine, incremental: bool, path: &Path) {
+        if let Err(e) = self.prepare(engine, incremental, path) {
             warn(format_args!("{e}; skipped until it changes again"));
         }
     }
