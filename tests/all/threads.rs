@@ -303,3 +303,84 @@ fn time_mode_charges_a_wait_to_the_wait_not_to_the_function_waiting() {
         .iter()
         .all(|f| f["name"] != "memory.atomic.wait"));
 }
+
+/// A spawned thread that calls `short` once and then loops in `after_call` itself for
+/// about a tenth of a second, while the first thread waits for it.
+const SPINS_AFTER_A_CALL: &str = r#"(module
+  (import "env" "memory" (memory 1 1 shared))
+  (import "wasi" "thread-spawn" (func $spawn (param i32) (result i32)))
+  (func $short (result i32) i32.const 3)
+  (func $after_call (param $n i32) (result i32)
+    (local $acc i32)
+    call $short
+    local.set $acc
+    (loop $again
+      local.get $acc
+      local.get $n
+      i32.xor
+      i32.const 7
+      i32.mul
+      local.set $acc
+      local.get $n
+      i32.const 1
+      i32.sub
+      local.tee $n
+      br_if $again)
+    local.get $acc)
+  (func (export "wasi_thread_start") (param $tid i32) (param $arg i32)
+    i32.const 100000000
+    call $after_call
+    drop
+    i32.const 0
+    i32.const 1
+    i32.atomic.store
+    i32.const 0
+    i32.const 1
+    memory.atomic.notify
+    drop)
+  (func (export "_start")
+    i32.const 0
+    call $spawn
+    drop
+    (block $done
+      (loop $wait
+        i32.const 0
+        i32.atomic.load
+        br_if $done
+        i32.const 0
+        i32.const 0
+        i64.const -1
+        memory.atomic.wait32
+        drop
+        br $wait))))"#;
+
+#[test]
+fn sample_mode_locates_a_spawned_thread_by_its_program_counter() {
+    // The calling-context cell still names `short` long after it returned: read alone, it
+    // would give `short` the loop's time. The thread's own timer finds the loop in
+    // `after_call`.
+    let s = Scratch::new();
+    let module = s.wat_module("spins.wasm", SPINS_AFTER_A_CALL);
+    let module = module.to_str().unwrap();
+    let out = s.run(&["run", "--mode", "sample", "-o", "s.wprof", module]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("s.wprof");
+    let self_of = |name: &str| function(&p, name)["self"].as_u64().unwrap();
+    let (looping, short) = (self_of("after_call"), self_of("short"));
+    assert!(
+        looping > 20 * short.max(1),
+        "after_call {looping}, short {short}"
+    );
+    assert!(
+        looping > p["total"].as_u64().unwrap() / 2,
+        "{looping} of {}",
+        p["total"]
+    );
+    // Most of the spawned thread's readings were answered by its ticks.
+    let sampling = &p["sampling"];
+    let answered = sampling["answered"].as_u64().unwrap();
+    assert!(
+        answered * 4 > sampling["readings"].as_u64().unwrap(),
+        "{sampling}"
+    );
+}

@@ -494,11 +494,11 @@ pub struct SamplingRecord {
     /// --sample-period-us`): the longest it reached, in nanoseconds; else absent.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub longest_period_ns: u64,
-    /// The sampler's readings: the intervals the time was split into, each among the ticks
-    /// in it (or, with none, the calling context read at its end).
+    /// The samplers' readings (every thread's): the intervals the time was split into, each
+    /// among the ticks in it (or, with none, the calling context read at its end).
     pub readings: u64,
-    /// Ticks of the program thread's timer, each locating it by its program counter and
-    /// calling context.
+    /// Ticks of the program threads' timers, each locating its thread by its program
+    /// counter and calling context.
     #[serde(default)]
     pub answered: u64,
     /// Time the program spent in wprof's own code (the probes' instructions and the node

@@ -17,46 +17,122 @@
 //! answers). The time to the next tick is drawn between half and one and a half periods,
 //! so that ticks never keep step with a loop that repeats at the period.
 //!
-//! The handler does nothing but atomic loads and stores into static slots and
-//! `timer_settime`, so it is async-signal-safe. It is installed once per process, with `SA_RESTART` (an interrupted
-//! system call resumes) and `SA_ONSTACK` (it runs on the signal stack wasmtime gives every
-//! thread that enters wasm, so a program deep in recursion cannot overflow its stack), and
-//! stays installed: a late signal finds no session and returns.
+//! Every thread of the program that runs wasm (wasi-threads spawns more) has its own
+//! session: its own timer, its own ring of ticks, and its own cells, found by the handler
+//! through a thread-local index into a fixed array of states, so a worker thread's time is
+//! located by its program counter as the first thread's is.
 //!
-//! One run at a time per process can be sampled this way ([`Session::begin`] says `None`
-//! to the others, which then fall back to reading the cell alone), as on a platform other
-//! than Linux on x86-64 or AArch64, or when something else already handles `SIGPROF`.
+//! The handler does nothing but read that thread-local, atomic loads and stores into static
+//! slots and `timer_settime`, so it is async-signal-safe. It is installed once per process,
+//! with `SA_RESTART` (an interrupted system call resumes) and `SA_ONSTACK` (it runs on the
+//! signal stack wasmtime gives every thread that enters wasm, so a program deep in
+//! recursion cannot overflow its stack), and stays installed: a late signal finds no
+//! session and returns.
+//!
+//! Up to [`SESSIONS`] threads of a process can be sampled this way at once ([`Session::begin`]
+//! says `None` to more, which then fall back to reading the cell alone), as on a platform
+//! other than Linux on x86-64 or AArch64, or when something else already handles `SIGPROF`.
 
+use std::cell::Cell;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-/// The cell the handler reads (null outside a session).
-static CELL: AtomicPtr<u32> = AtomicPtr::new(std::ptr::null_mut());
-/// More cells the handler reads, up to the first null (a component's other core modules).
-static MORE: [AtomicPtr<u32>; MORE_CELLS] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; MORE_CELLS];
-
+/// How many threads can be interrupted at once: a thread that begins a session while this
+/// many are alive is read by its cell alone.
+pub const SESSIONS: usize = 32;
 /// How many cells besides the first a tick can record.
 pub const MORE_CELLS: usize = 31;
-/// The number of the last tick recorded (ticks count from 1; only the handler writes it).
-static TICKS: AtomicU64 = AtomicU64::new(0);
-/// Ticks by number modulo their count.
-static SLOTS: [Slot; SLOTS_KEPT] = [const { Slot::new() }; SLOTS_KEPT];
-/// Held by the one session that owns the handler's statics.
-static OWNER: Mutex<()> = Mutex::new(());
-/// Whether the handler arms the timer for the next tick (false while paused or ending).
-static REARM: AtomicBool = AtomicBool::new(false);
-/// The session's timer, for the handler to arm.
-static TIMER: AtomicUsize = AtomicUsize::new(0);
-/// The mean time between ticks, in nanoseconds.
-static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
-/// The state of the generator of the time to the next tick (xorshift64).
-static RANDOM: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
-
 /// How many ticks are kept: the sampler must read a tick before this many more come
 /// (6.4 ms at the default period; older ones are lost and their time goes to the others).
 pub const SLOTS_KEPT: usize = 64;
+
+/// Every session's state, one per thread being interrupted. All of it zero until a session
+/// claims it, so the array takes no room in the binary.
+static STATES: [State; SESSIONS] = [const { State::new() }; SESSIONS];
+/// Where the next claim starts looking, so that a state just given up is not taken again
+/// at once (a reader of the session that ended may still be finishing its last ticks).
+static NEXT_CLAIM: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// The state of the session interrupting this thread, plus one (0: none). A `const`
+    /// thread-local of a type without destructor: a plain access to the thread's own
+    /// memory, which the signal handler may make.
+    static MINE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// One thread's session: what its handler writes and its sampler reads.
+struct State {
+    /// Whether a session owns this state.
+    claimed: AtomicBool,
+    /// Counts the claims, so that a [`Target`] of an earlier session reads nothing here.
+    generation: AtomicU64,
+    /// The cell the handler reads.
+    cell: AtomicPtr<u32>,
+    /// More cells the handler reads, up to the first null (a component's other core
+    /// modules).
+    more: [AtomicPtr<u32>; MORE_CELLS],
+    /// The number of the last tick recorded (ticks count from 1; only the handler writes
+    /// it).
+    ticks: AtomicU64,
+    /// Ticks by number modulo their count.
+    slots: [Slot; SLOTS_KEPT],
+    /// Whether the handler arms the timer for the next tick (false while paused or ending).
+    rearm: AtomicBool,
+    /// The session's timer, for the handler to arm.
+    timer: AtomicUsize,
+    /// The mean time between ticks, in nanoseconds.
+    period_ns: AtomicU64,
+    /// The state of the generator of the time to the next tick (xorshift64, never 0 while
+    /// claimed).
+    random: AtomicU64,
+}
+
+impl State {
+    const fn new() -> Self {
+        State {
+            claimed: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            cell: AtomicPtr::new(std::ptr::null_mut()),
+            more: [const { AtomicPtr::new(std::ptr::null_mut()) }; MORE_CELLS],
+            ticks: AtomicU64::new(0),
+            slots: [const { Slot::new() }; SLOTS_KEPT],
+            rearm: AtomicBool::new(false),
+            timer: AtomicUsize::new(0),
+            period_ns: AtomicU64::new(0),
+            random: AtomicU64::new(0),
+        }
+    }
+
+    /// A free state, now claimed for a new session, and its index; `None` if all are taken.
+    fn claim() -> Option<(usize, u64)> {
+        let from = NEXT_CLAIM.fetch_add(1, Ordering::Relaxed);
+        (0..SESSIONS).map(|i| (from + i) % SESSIONS).find_map(|i| {
+            let state = &STATES[i];
+            state
+                .claimed
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .ok()?;
+            // A new generation first: a reader of the last session sees it before any
+            // slot is reset.
+            let generation = state.generation.fetch_add(1, Ordering::AcqRel) + 1;
+            state.ticks.store(0, Ordering::Relaxed);
+            for slot in &state.slots {
+                slot.tick.store(0, Ordering::Relaxed);
+            }
+            let seed = 0x9e37_79b9_7f4a_7c15_u64 ^ (generation << 8 | i as u64);
+            state.random.store(seed | 1, Ordering::Relaxed);
+            Some((i, generation))
+        })
+    }
+
+    fn clear_cells(&self) {
+        self.cell.store(std::ptr::null_mut(), Ordering::Release);
+        for slot in &self.more {
+            slot.store(std::ptr::null_mut(), Ordering::Release);
+        }
+    }
+}
 
 /// Where the thread was at a tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,20 +169,23 @@ impl Slot {
 #[derive(Debug)]
 pub struct Session {
     target: Target,
-    _owner: MutexGuard<'static, ()>,
+    index: usize,
+    _on_this_thread: PhantomData<*const ()>,
 }
 
 /// What the sampler thread needs to read the ticks and pause the timer.
 #[derive(Debug, Clone, Copy)]
 pub struct Target {
     timer: timer::ThreadTimer,
+    index: usize,
+    generation: u64,
 }
 
 impl Session {
     /// Installs the handler if needed and arms a timer that interrupts the calling thread
     /// every `period` on average, with `cell` the address of the current-node cell. `None` where
-    /// interrupting is unsupported or the timer cannot be made, or while another session
-    /// of this process is alive.
+    /// interrupting is unsupported or the timer cannot be made, while this thread has a
+    /// session already, or while [`SESSIONS`] threads of this process have one.
     ///
     /// # Safety
     ///
@@ -127,35 +206,38 @@ impl Session {
         more: &[*const u32],
         period: Duration,
     ) -> Option<Session> {
-        let owner = OWNER.try_lock().ok()?;
-        if !handler::install() {
+        if MINE.get() != 0 || !handler::install() {
             return None;
         }
-        TICKS.store(0, Ordering::Relaxed);
-        for slot in &SLOTS {
-            slot.tick.store(0, Ordering::Relaxed);
-        }
-        let timer = timer::ThreadTimer::create(period)?;
+        let (index, generation) = State::claim()?;
+        let state = &STATES[index];
+        let Some(timer) = timer::ThreadTimer::create(period) else {
+            state.claimed.store(false, Ordering::Release);
+            return None;
+        };
         // Everything the handler reads is in place before the first tick can come.
-        TIMER.store(timer.id(), Ordering::Relaxed);
-        PERIOD_NS.store(period.as_nanos() as u64, Ordering::Relaxed);
-        for (i, slot) in MORE.iter().enumerate() {
+        state.timer.store(timer.id(), Ordering::Relaxed);
+        state
+            .period_ns
+            .store(period.as_nanos() as u64, Ordering::Relaxed);
+        for (i, slot) in state.more.iter().enumerate() {
             let p = more.get(i).copied().unwrap_or(std::ptr::null());
             slot.store(p.cast_mut(), Ordering::Release);
         }
-        CELL.store(cell.cast_mut(), Ordering::Release);
-        REARM.store(true, Ordering::Release);
-        if !timer.set(Some(period)) {
-            REARM.store(false, Ordering::Release);
-            CELL.store(std::ptr::null_mut(), Ordering::Release);
-            clear_more();
-            timer.delete();
-            return None;
-        }
-        Some(Session {
-            target: Target { timer },
-            _owner: owner,
-        })
+        state.cell.store(cell.cast_mut(), Ordering::Release);
+        state.rearm.store(true, Ordering::Release);
+        MINE.set(index + 1);
+        let session = Session {
+            target: Target {
+                timer,
+                index,
+                generation,
+            },
+            index,
+            _on_this_thread: PhantomData,
+        };
+        // Dropping the session undoes all of the above if the timer cannot be armed.
+        session.target.timer.set(Some(period)).then_some(session)
     }
 
     /// The handle the sampler thread uses.
@@ -166,23 +248,34 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        REARM.store(false, Ordering::Release);
+        // First, so that a signal taken while this runs finds no session.
+        MINE.set(0);
+        let state = &STATES[self.index];
+        state.rearm.store(false, Ordering::Release);
         self.target.timer.delete();
-        CELL.store(std::ptr::null_mut(), Ordering::Release);
-        clear_more();
-    }
-}
-
-fn clear_more() {
-    for slot in &MORE {
-        slot.store(std::ptr::null_mut(), Ordering::Release);
+        state.clear_cells();
+        state.claimed.store(false, Ordering::Release);
     }
 }
 
 impl Target {
-    /// The number of the last tick (0: none yet).
+    fn state(&self) -> &'static State {
+        &STATES[self.index]
+    }
+
+    /// Whether the session is still the state's (a later one may have claimed it).
+    fn current(&self) -> bool {
+        self.state().generation.load(Ordering::Acquire) == self.generation
+    }
+
+    /// The number of the last tick (0: none yet, or the state is another session's now).
     pub fn ticks(&self) -> u64 {
-        TICKS.load(Ordering::Acquire)
+        let ticks = self.state().ticks.load(Ordering::Acquire);
+        if self.current() {
+            ticks
+        } else {
+            0
+        }
     }
 
     /// Where the thread was at tick `tick`, unless a later tick took its slot.
@@ -190,7 +283,7 @@ impl Target {
         if tick == 0 {
             return None;
         }
-        let slot = &SLOTS[tick as usize % SLOTS_KEPT];
+        let slot = &self.state().slots[tick as usize % SLOTS_KEPT];
         if slot.tick.load(Ordering::Acquire) != tick {
             return None;
         }
@@ -200,41 +293,56 @@ impl Target {
             more: std::array::from_fn(|i| slot.more[i].load(Ordering::Relaxed)),
         };
         std::sync::atomic::fence(Ordering::Acquire);
-        (slot.tick.load(Ordering::Relaxed) == tick).then_some(found)
+        (slot.tick.load(Ordering::Relaxed) == tick && self.current()).then_some(found)
     }
 
     /// Stops the timer while ticks are not wanted (the program waits in the host: a tick
     /// would only wake it).
     pub fn pause(&self) {
-        REARM.store(false, Ordering::Release);
+        if !self.current() {
+            return;
+        }
+        self.state().rearm.store(false, Ordering::Release);
         // A handler running now may still arm one more tick, whose handler then stops.
         self.timer.set(None);
     }
 
     /// Makes `period` the mean time to the next ticks (the handler draws each from it).
     pub fn set_period(&self, period: Duration) {
-        PERIOD_NS.store(period.as_nanos().max(2) as u64, Ordering::Relaxed);
+        if self.current() {
+            let ns = period.as_nanos().max(2) as u64;
+            self.state().period_ns.store(ns, Ordering::Relaxed);
+        }
     }
 
     /// Starts the timer again after [`Target::pause`]. The kernel arms it on the core of the
     /// thread that asks, so its first tick may come from another core, late; the later ones
     /// are re-armed on the target's own.
     pub fn resume(&self) {
-        REARM.store(true, Ordering::Release);
-        let period = Duration::from_nanos(PERIOD_NS.load(Ordering::Relaxed));
+        if !self.current() {
+            return;
+        }
+        let state = self.state();
+        state.rearm.store(true, Ordering::Release);
+        let period = Duration::from_nanos(state.period_ns.load(Ordering::Relaxed));
         self.timer.set(Some(period));
     }
 }
 
-/// Records a tick: what the handler does.
+/// Records a tick on the interrupted thread: what the handler does.
 fn record(pc: usize) {
-    let cell = CELL.load(Ordering::Acquire);
+    // Async-signal-safe: a const thread-local without destructor is read in place.
+    let Some(index) = MINE.get().checked_sub(1) else {
+        return;
+    };
+    let state = &STATES[index];
+    let cell = state.cell.load(Ordering::Acquire);
     if cell.is_null() {
         return;
     }
     // Only this handler, on the one target thread, writes the count.
-    let tick = TICKS.load(Ordering::Relaxed) + 1;
-    let slot = &SLOTS[tick as usize % SLOTS_KEPT];
+    let tick = state.ticks.load(Ordering::Relaxed) + 1;
+    let slot = &state.slots[tick as usize % SLOTS_KEPT];
     // SAFETY: non-null only during a session, whose creator promised the cell is valid;
     // the session is dropped on this very thread, never while this handler runs.
     let value = unsafe { AtomicU32::from_ptr(cell).load(Ordering::Relaxed) };
@@ -242,7 +350,7 @@ fn record(pc: usize) {
     std::sync::atomic::fence(Ordering::Release);
     slot.pc.store(pc, Ordering::Relaxed);
     slot.cell.store(value, Ordering::Relaxed);
-    for (i, more) in MORE.iter().enumerate() {
+    for (i, more) in state.more.iter().enumerate() {
         let more = more.load(Ordering::Acquire);
         if more.is_null() {
             break;
@@ -252,23 +360,24 @@ fn record(pc: usize) {
         slot.more[i].store(value, Ordering::Relaxed);
     }
     slot.tick.store(tick, Ordering::Release);
-    TICKS.store(tick, Ordering::Release);
-    if REARM.load(Ordering::Acquire) {
+    state.ticks.store(tick, Ordering::Release);
+    if state.rearm.load(Ordering::Acquire) {
         // A refusal leaves the timer idle: the sampler then charges by the cell alone.
-        let _ = timer::ThreadTimer::arm_once(TIMER.load(Ordering::Relaxed), next_delay());
+        let timer = state.timer.load(Ordering::Relaxed);
+        let _ = timer::ThreadTimer::arm_once(timer, next_delay(state));
     }
 }
 
 /// The time to the next tick: uniform between half and one and a half periods, so that
 /// ticks never keep step with a program that repeats itself at the period (a strictly
 /// periodic timer sampled one loop's every activation at the same point, or none of them).
-fn next_delay() -> u64 {
-    let mut x = RANDOM.load(Ordering::Relaxed);
+fn next_delay(state: &State) -> u64 {
+    let mut x = state.random.load(Ordering::Relaxed);
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    RANDOM.store(x, Ordering::Relaxed);
-    let period = PERIOD_NS.load(Ordering::Relaxed).max(2);
+    state.random.store(x, Ordering::Relaxed);
+    let period = state.period_ns.load(Ordering::Relaxed).max(2);
     period / 2 + x % period
 }
 
@@ -445,8 +554,8 @@ mod handler {
 mod tests {
     use super::*;
 
-    /// A session on this thread, waiting for another test of this process that holds the
-    /// handler; `None` only where sessions are unsupported.
+    /// A session on this thread, waiting while other tests of this process hold every
+    /// state; `None` only where sessions are unsupported.
     fn session(cell: &AtomicU32, period: Duration) -> Option<Session> {
         let supported = cfg!(all(
             target_os = "linux",
@@ -485,15 +594,91 @@ mod tests {
         let last = spin_for(target, 3);
         cell.store(99, Ordering::Relaxed);
         let later = spin_for(target, 2);
+        target.pause();
+        let at = target.at(last);
+        let at_later = target.at(later);
+        // Only recorded ticks are read: not one to come in the same slot, nor tick 0.
+        assert_eq!(target.at(target.ticks() + SLOTS_KEPT as u64), None);
+        assert_eq!(target.at(0), None);
         drop(session);
         assert!(last >= 3, "{last} ticks");
-        let at = target.at(last).expect("the last tick is kept");
+        let at = at.expect("the last tick is kept");
         assert_eq!(at.cell, 1234);
         assert_ne!(at.pc, 0);
-        assert_eq!(target.at(later).map(|w| w.cell), Some(99));
-        // Only recorded ticks are read: not one to come in the same slot, nor tick 0.
-        assert_eq!(target.at(later + SLOTS_KEPT as u64), None);
-        assert_eq!(target.at(0), None);
+        assert_eq!(at_later.map(|w| w.cell), Some(99));
+    }
+
+    #[test]
+    fn every_thread_has_its_own_ticks_and_a_thread_one_session() {
+        // Two threads at once, each spinning under its own timer with its own cell: each
+        // session's ticks record its own thread's cell only.
+        // Per thread: its cell's value, and (where sessions are supported) its ticks and
+        // the cells they recorded.
+        type Seen = (u32, Option<(u64, Vec<u32>)>);
+        let cells: Vec<Seen> = std::thread::scope(|s| {
+            let spawned: Vec<_> = [11_u32, 22]
+                .into_iter()
+                .map(|value| {
+                    s.spawn(move || {
+                        let cell = Box::new(AtomicU32::new(value));
+                        let session = session(&cell, Duration::from_micros(300))?;
+                        // SAFETY: the same cell, while the first session lives.
+                        let second = unsafe { Session::begin(cell.as_ptr(), MEASURE) };
+                        assert!(second.is_none(), "a second session on one thread");
+                        let target = session.target();
+                        let last = spin_for(target, 8);
+                        target.pause();
+                        let seen = (1..=last).filter_map(|t| target.at(t)).map(|w| w.cell);
+                        let seen = seen.collect();
+                        drop(session);
+                        Some((last, seen))
+                    })
+                })
+                .collect();
+            let joined = spawned.into_iter().map(|t| t.join().unwrap());
+            [11, 22].into_iter().zip(joined).collect()
+        });
+        for (value, ran) in cells {
+            let Some((ticks, seen)) = ran else { return };
+            assert!(ticks >= 8, "{ticks} ticks");
+            assert!(!seen.is_empty());
+            assert!(seen.iter().all(|&c| c == value), "{value}: {seen:?}");
+        }
+    }
+
+    /// Any period: the second session is refused before its timer is made.
+    const MEASURE: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_target_reads_nothing_once_its_state_is_claimed_again() {
+        let cell = Box::new(AtomicU32::new(5));
+        let Some(session) = session(&cell, Duration::from_micros(200)) else {
+            return;
+        };
+        let old = session.target();
+        let last = spin_for(old, 2);
+        drop(session);
+        assert!(
+            old.at(last).is_some(),
+            "read after its session, before a claim"
+        );
+        // Claim every state in turn until the old one is taken again.
+        let mut held = Vec::new();
+        let taken = loop {
+            match State::claim() {
+                Some((index, generation)) if index == old.index => break Some(generation),
+                Some((index, _)) => held.push(index),
+                None => break None,
+            }
+        };
+        for index in held {
+            STATES[index].claimed.store(false, Ordering::Release);
+        }
+        if taken.is_some() {
+            STATES[old.index].claimed.store(false, Ordering::Release);
+            assert_eq!(old.ticks(), 0);
+            assert_eq!(old.at(last), None);
+        }
     }
 
     #[test]

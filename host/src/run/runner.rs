@@ -333,6 +333,7 @@ pub fn run(
                 settings,
                 stdio,
                 mode,
+                probe_bytes.as_ref().map(ProbeBytes::try_clone),
                 template,
                 blocks.clone(),
             )?;
@@ -545,6 +546,10 @@ pub fn run(
         }),
     });
     let allocations = state.allocs.map(|mut t| t.with(|t| t.record_of_run()));
+    let threads = threads.map(|t| t.take_ended());
+    // The spawned threads' samplers read and were answered as the first's.
+    let spawned = threads.iter().flat_map(|(ended, _)| ended);
+    let (readings, answered) = spawned.fold((0, 0), |(r, a), t| (r + t.readings, a + t.answered));
     Ok(RunOutcome {
         exit_code,
         trap,
@@ -556,8 +561,8 @@ pub fn run(
                 settings.sample_period,
                 std::time::Duration::from_nanos(wall_time),
             ),
-            readings: s.readings,
-            answered: s.answered,
+            readings: s.readings + readings,
+            answered: s.answered + answered,
             probe_ns: attribution.as_ref().map_or(0, |a| a.probe_ps / PS_PER_NS),
             off_ns: s.off_ps / PS_PER_NS,
         }),
@@ -569,7 +574,7 @@ pub fn run(
         coverage,
         allocations,
         timings,
-        threads: threads.map(|t| t.take_ended()),
+        threads,
     })
 }
 

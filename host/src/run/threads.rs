@@ -10,9 +10,9 @@
 //! the first thread's (arguments, environment, stdio, `--dir`): descriptors it opens are
 //! its own.
 //!
-//! Sample mode samples a spawned thread by its calling-context cell, without its program
-//! counter (the process has one timer signal, the first thread's); each thread's time is
-//! its CPU time. Host-call figures,
+//! Sample mode samples a spawned thread as the first: its own timer interrupts it (see
+//! [`crate::run::interrupt`]) and its own sampler reads its program counter and cell; each
+//! thread's time is its CPU time. Host-call figures,
 //! `--inject` into WASI, `--allocs`, `--trace`, live switching, `--serve` and adaptive mode
 //! see the first thread only.
 //!
@@ -32,7 +32,7 @@ use crate::profile::coverage::Coverage;
 use crate::run::collector::Collector;
 use crate::run::host_state::{define_probes, reset_slot, HostState};
 use crate::run::probe_log::ProbeLog;
-use crate::run::start::{call_entry, Entry, StartProbes};
+use crate::run::start::{call_entry, Entry, ProbeBytes, StartProbes};
 use crate::run::wasi_ctx::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
@@ -60,6 +60,10 @@ pub struct ThreadRun {
     pub wall_time: u64,
     /// Coverage: its block counts.
     pub coverage: Option<Coverage>,
+    /// Sample mode: its sampler's readings, and the ticks among them that located the
+    /// thread by its program counter.
+    pub readings: u64,
+    pub answered: u64,
 }
 
 /// What the threads of one run share: how to start one, and the ones that ended.
@@ -69,6 +73,8 @@ pub struct Threads {
     settings: RunSettings,
     stdio: Stdio,
     mode: Option<ProbeMode>,
+    /// Sample mode: where the probes' instructions are, for each thread's sampler.
+    probe_bytes: Option<ProbeBytes>,
     /// An empty collector configured for this run, copied for each thread.
     template: Mutex<Option<Collector>>,
     /// Coverage: the block map, filled by each thread.
@@ -117,12 +123,14 @@ impl std::fmt::Debug for Threads {
 impl Threads {
     /// The threads of a run of `module` (threaded: see [`is_threaded`]): creates its shared
     /// memories and links the module for the threads it will spawn.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         engine: &Engine,
         module: &Module,
         settings: &RunSettings,
         stdio: Stdio,
         mode: Option<ProbeMode>,
+        probe_bytes: Option<ProbeBytes>,
         template: Option<Collector>,
         blocks: Option<Coverage>,
     ) -> Result<Arc<Threads>, Failure> {
@@ -147,6 +155,7 @@ impl Threads {
             settings: settings.clone(),
             stdio,
             mode,
+            probe_bytes,
             template: Mutex::new(template),
             blocks,
             memories,
@@ -315,9 +324,7 @@ impl Threads {
             },
             StartProbes {
                 mode: self.mode,
-                // No program counters here (the process's one timer is the first
-                // thread's), so no probe bytes to leave out.
-                bytes: None,
+                bytes: self.probe_bytes.as_ref(),
                 switches: None,
                 desk: None,
                 cpu_time: true,
@@ -329,6 +336,9 @@ impl Threads {
         )
         .map_err(ThreadEnding::Wprof)?;
         result.map_err(ThreadEnding::Program)?;
+        let (readings, answered) = samples
+            .as_ref()
+            .map_or((0, 0), |s| (s.readings, s.answered));
         let mut coverage = None;
         if self.mode.is_some_and(ProbeMode::counts_inline) {
             crate::run::replay::replay_tree(&mut store, &instance, samples.as_ref());
@@ -354,6 +364,8 @@ impl Threads {
             collector,
             wall_time,
             coverage,
+            readings,
+            answered,
         })
     }
 
