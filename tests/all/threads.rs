@@ -384,3 +384,75 @@ fn sample_mode_locates_a_spawned_thread_by_its_program_counter() {
         "{sampling}"
     );
 }
+
+/// A spawned thread whose loop calls `tiny`, a short function (counted, not timed), thirty
+/// million times, while the first thread waits for it.
+const CALLS_A_SHORT_FUNCTION: &str = r#"(module
+  (import "env" "memory" (memory 1 1 shared))
+  (import "wasi" "thread-spawn" (func $spawn (param i32) (result i32)))
+  (func $tiny (param $x i32) (result i32)
+    local.get $x
+    i32.const 7
+    i32.mul
+    i32.const 13
+    i32.xor
+    i32.const 5
+    i32.rotl
+    local.get $x
+    i32.add)
+  (func $calls_tiny (param $n i32) (result i32)
+    (local $acc i32)
+    (loop $again
+      local.get $acc
+      call $tiny
+      local.set $acc
+      local.get $n
+      i32.const 1
+      i32.sub
+      local.tee $n
+      br_if $again)
+    local.get $acc)
+  (func (export "wasi_thread_start") (param $tid i32) (param $arg i32)
+    i32.const 30000000
+    call $calls_tiny
+    drop
+    i32.const 0
+    i32.const 1
+    i32.atomic.store
+    i32.const 0
+    i32.const 1
+    memory.atomic.notify
+    drop)
+  (func (export "_start")
+    i32.const 0
+    call $spawn
+    drop
+    (block $done
+      (loop $wait
+        i32.const 0
+        i32.atomic.load
+        br_if $done
+        i32.const 0
+        i32.const 0
+        i64.const -1
+        memory.atomic.wait32
+        drop
+        br $wait))))"#;
+
+#[test]
+fn time_mode_shares_a_spawned_threads_time_out_to_its_short_functions() {
+    // `tiny` has no clock probes: its time is `calls_tiny`'s until the spawned thread's own
+    // ticks find it running (the first thread, waiting, takes none there).
+    let s = Scratch::new();
+    let module = s.wat_module("short.wasm", CALLS_A_SHORT_FUNCTION);
+    let module = module.to_str().unwrap();
+    let out = s.run(&["run", "-q", "--mode", "time", "-o", "t.wprof", module]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("t.wprof");
+    assert_eq!(p["untimed"], serde_json::json!(["tiny"]));
+    assert!(p["untimed_samples"].as_u64().unwrap() > 0, "{}", p["ticks"]);
+    let tiny = function(&p, "tiny");
+    assert_eq!(tiny["calls"], 30_000_000);
+    assert!(tiny["self"].as_u64().unwrap() > 0, "{tiny}");
+    assert_eq!(self_sum(&p), p["total"].as_u64().unwrap());
+}

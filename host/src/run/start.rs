@@ -178,13 +178,7 @@ pub(crate) fn call_entry(
         }
         _ => None,
     };
-    let ticking = time_ticks(
-        store,
-        module,
-        mode,
-        probe_bytes,
-        first && settings.short_max > 0,
-    );
+    let ticking = time_ticks(store, module, mode, probe_bytes, settings.short_max > 0);
     let clock = crate::run::clock::Clock::new();
     let started = Instant::now();
     let (result, samples, wall_time) = match cell {
@@ -262,8 +256,8 @@ pub(crate) fn call_entry(
     Ok((result, samples, wall_time.as_nanos() as u64))
 }
 
-/// Time mode, on the program's first thread when some functions may be counted, not
-/// timed: its timer interrupts it, and the ticks go to the collector (see
+/// Time mode, on each thread of the program when some functions may be counted, not
+/// timed: the thread's timer interrupts it, and the ticks go to its collector (see
 /// [`crate::run::time_ticks`]) until the session returned is dropped (on this thread).
 fn time_ticks(
     store: &Store<HostState>,
