@@ -218,18 +218,10 @@ fn reports_show_each_thread() {
     assert_eq!(rows.get("leaf").map(|r| r.0), Some(3000), "{rows:?}");
 }
 
-/// A shared memory's `memory.atomic.wait32` that times out after 20 ms, five times, with
-/// some work in between: what a thread blocked on a mutex or a condition variable does.
-const WAITS: &str = r#"(module
-  (memory 1 1 shared)
-  (func $blocker (result i32)
-    i32.const 0
-    i32.const 0
-    i64.const 20000000
-    memory.atomic.wait32)
-  (func $spin (param $n i32) (result i32)
-    (local $acc i32)
-    (loop $again
+/// `$n` rounds of a loop that calls nothing, folding them into `$acc`.
+macro_rules! spin_rounds {
+    () => {
+        r#"(loop $again
       local.get $acc
       local.get $n
       i32.xor
@@ -240,7 +232,25 @@ const WAITS: &str = r#"(module
       i32.const 1
       i32.sub
       local.tee $n
-      br_if $again)
+      br_if $again)"#
+    };
+}
+
+/// A shared memory's `memory.atomic.wait32` that times out after 20 ms, five times, with
+/// some work in between: what a thread blocked on a mutex or a condition variable does.
+const WAITS: &str = concat!(
+    r#"(module
+  (memory 1 1 shared)
+  (func $blocker (result i32)
+    i32.const 0
+    i32.const 0
+    i64.const 20000000
+    memory.atomic.wait32)
+  (func $spin (param $n i32) (result i32)
+    (local $acc i32)
+"#,
+    spin_rounds!(),
+    r#"
     local.get $acc)
   (func (export "_start")
     (local $i i32)
@@ -256,7 +266,8 @@ const WAITS: &str = r#"(module
       local.tee $i
       i32.const 5
       i32.ne
-      br_if $again)))"#;
+      br_if $again)))"#
+);
 
 #[test]
 fn time_mode_charges_a_wait_to_the_wait_not_to_the_function_waiting() {
@@ -304,33 +315,16 @@ fn time_mode_charges_a_wait_to_the_wait_not_to_the_function_waiting() {
         .all(|f| f["name"] != "memory.atomic.wait"));
 }
 
-/// A spawned thread that calls `short` once and then loops in `after_call` itself for
-/// about a tenth of a second, while the first thread waits for it.
-const SPINS_AFTER_A_CALL: &str = r#"(module
+/// A module whose first thread spawns one thread, which runs `work` (instructions using the
+/// `functions`), then sets word 0 and wakes the first thread, which waits for it.
+fn one_spawned_thread(functions: &str, work: &str) -> String {
+    format!(
+        r#"(module
   (import "env" "memory" (memory 1 1 shared))
   (import "wasi" "thread-spawn" (func $spawn (param i32) (result i32)))
-  (func $short (result i32) i32.const 3)
-  (func $after_call (param $n i32) (result i32)
-    (local $acc i32)
-    call $short
-    local.set $acc
-    (loop $again
-      local.get $acc
-      local.get $n
-      i32.xor
-      i32.const 7
-      i32.mul
-      local.set $acc
-      local.get $n
-      i32.const 1
-      i32.sub
-      local.tee $n
-      br_if $again)
-    local.get $acc)
+  {functions}
   (func (export "wasi_thread_start") (param $tid i32) (param $arg i32)
-    i32.const 100000000
-    call $after_call
-    drop
+    {work}
     i32.const 0
     i32.const 1
     i32.atomic.store
@@ -352,25 +346,43 @@ const SPINS_AFTER_A_CALL: &str = r#"(module
         i64.const -1
         memory.atomic.wait32
         drop
-        br $wait))))"#;
+        br $wait))))"#
+    )
+}
+
+/// `$spin`: calls `first` once, then `$n` rounds of a loop that calls nothing.
+fn spin_after(first: &str) -> String {
+    format!(
+        r#"(func $spin (param $n i32) (result i32)
+    (local $acc i32)
+    call {first}
+    local.set $acc
+    {rounds}
+    local.get $acc)"#,
+        rounds = spin_rounds!()
+    )
+}
 
 #[test]
 fn sample_mode_locates_a_spawned_thread_by_its_program_counter() {
     // The calling-context cell still names `short` long after it returned: read alone, it
-    // would give `short` the loop's time. The thread's own timer finds the loop in
-    // `after_call`.
+    // would give `short` the loop's time. The thread's own timer finds the loop in `spin`.
     let s = Scratch::new();
-    let module = s.wat_module("spins.wasm", SPINS_AFTER_A_CALL);
+    // A spawned thread that calls `short` once, then loops in `spin` itself for about a
+    // tenth of a second.
+    let functions = format!(
+        "(func $short (result i32) i32.const 3)\n  {}",
+        spin_after("$short")
+    );
+    let wat = one_spawned_thread(&functions, "i32.const 100000000 call $spin drop");
+    let module = s.wat_module("spins.wasm", &wat);
     let module = module.to_str().unwrap();
     let out = s.run(&["run", "--mode", "sample", "-o", "s.wprof", module]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let p = s.profile("s.wprof");
     let self_of = |name: &str| function(&p, name)["self"].as_u64().unwrap();
-    let (looping, short) = (self_of("after_call"), self_of("short"));
-    assert!(
-        looping > 20 * short.max(1),
-        "after_call {looping}, short {short}"
-    );
+    let (looping, short) = (self_of("spin"), self_of("short"));
+    assert!(looping > 20 * short.max(1), "spin {looping}, short {short}");
     assert!(
         looping > p["total"].as_u64().unwrap() / 2,
         "{looping} of {}",
@@ -385,12 +397,14 @@ fn sample_mode_locates_a_spawned_thread_by_its_program_counter() {
     );
 }
 
-/// A spawned thread whose loop calls `tiny`, a short function (counted, not timed), thirty
-/// million times, while the first thread waits for it.
-const CALLS_A_SHORT_FUNCTION: &str = r#"(module
-  (import "env" "memory" (memory 1 1 shared))
-  (import "wasi" "thread-spawn" (func $spawn (param i32) (result i32)))
-  (func $tiny (param $x i32) (result i32)
+#[test]
+fn time_mode_shares_a_spawned_threads_time_out_to_its_short_functions() {
+    // `tiny` has no clock probes: its time is `calls_tiny`'s until the spawned thread's own
+    // ticks find it running (the first thread, waiting, takes none there).
+    let s = Scratch::new();
+    // A spawned thread whose loop calls `tiny`, a short function (counted, not timed),
+    // thirty million times.
+    let functions = r#"(func $tiny (param $x i32) (result i32)
     local.get $x
     i32.const 7
     i32.mul
@@ -411,40 +425,9 @@ const CALLS_A_SHORT_FUNCTION: &str = r#"(module
       i32.sub
       local.tee $n
       br_if $again)
-    local.get $acc)
-  (func (export "wasi_thread_start") (param $tid i32) (param $arg i32)
-    i32.const 30000000
-    call $calls_tiny
-    drop
-    i32.const 0
-    i32.const 1
-    i32.atomic.store
-    i32.const 0
-    i32.const 1
-    memory.atomic.notify
-    drop)
-  (func (export "_start")
-    i32.const 0
-    call $spawn
-    drop
-    (block $done
-      (loop $wait
-        i32.const 0
-        i32.atomic.load
-        br_if $done
-        i32.const 0
-        i32.const 0
-        i64.const -1
-        memory.atomic.wait32
-        drop
-        br $wait))))"#;
-
-#[test]
-fn time_mode_shares_a_spawned_threads_time_out_to_its_short_functions() {
-    // `tiny` has no clock probes: its time is `calls_tiny`'s until the spawned thread's own
-    // ticks find it running (the first thread, waiting, takes none there).
-    let s = Scratch::new();
-    let module = s.wat_module("short.wasm", CALLS_A_SHORT_FUNCTION);
+    local.get $acc)"#;
+    let wat = one_spawned_thread(functions, "i32.const 30000000 call $calls_tiny drop");
+    let module = s.wat_module("short.wasm", &wat);
     let module = module.to_str().unwrap();
     let out = s.run(&["run", "-q", "--mode", "time", "-o", "t.wprof", module]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
