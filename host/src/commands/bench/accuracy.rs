@@ -110,6 +110,7 @@ pub fn measure(
     runs: u32,
     wasmtime: Option<&WasmtimeCli>,
     selection: &[String],
+    top: usize,
 ) -> Result<ProgramAccuracy, Failure> {
     let scratch = tempfile::tempdir().context("failed to create a scratch directory")?;
     let dir = scratch.path();
@@ -252,7 +253,7 @@ pub fn measure(
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let top = ranked
         .iter()
-        .take(5)
+        .take(top)
         .map(|(id, perf_share)| {
             let shares = last_shares.iter().map(|last| share(last, *id)).collect();
             (

@@ -107,7 +107,8 @@ Examples:
   bash bench/programs/build.sh && wprof bench --accuracy --runs 3
   wprof bench --scale --runs 3
   wprof bench --accuracy --program lua --quick
-  wprof bench --accuracy --program lua --exclude 'luaH_*'")]
+  wprof bench --accuracy --program lua --exclude 'luaH_*'
+  wprof bench --accuracy --program tiny_calls --top 20")]
 pub struct BenchCommand {
     /// Modules to measure [default: every .wasm in ./samples].
     #[arg(value_name = "MODULE")]
@@ -169,6 +170,12 @@ pub struct BenchCommand {
     /// probes (repeatable; as `wprof run --exclude`).
     #[arg(long, value_name = "PATTERN", requires = "accuracy")]
     exclude: Vec<String>,
+
+    /// With --accuracy: how many of perf's largest functions to list per program, each with
+    /// its share in every mode.
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "accuracy",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    top: u32,
 }
 
 /// `F/G=R`: functions F and G do work in the ratio R.
@@ -399,6 +406,7 @@ impl BenchCommand {
                 // The CLI runs no threaded program.
                 wasmtime.as_ref().filter(|_| !program.threads),
                 &self.selection_args(),
+                self.top as usize,
             )?);
         }
         self.print(&results, || accuracy::table(&results, runs));
