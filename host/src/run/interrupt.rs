@@ -169,7 +169,6 @@ impl Slot {
 #[derive(Debug)]
 pub struct Session {
     target: Target,
-    index: usize,
     _on_this_thread: PhantomData<*const ()>,
 }
 
@@ -233,7 +232,6 @@ impl Session {
                 index,
                 generation,
             },
-            index,
             _on_this_thread: PhantomData,
         };
         // Dropping the session undoes all of the above if the timer cannot be armed.
@@ -250,7 +248,7 @@ impl Drop for Session {
     fn drop(&mut self) {
         // First, so that a signal taken while this runs finds no session.
         MINE.set(0);
-        let state = &STATES[self.index];
+        let state = self.target.state();
         state.rearm.store(false, Ordering::Release);
         self.target.timer.delete();
         state.clear_cells();

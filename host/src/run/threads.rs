@@ -60,9 +60,9 @@ pub struct ThreadRun {
     pub wall_time: u64,
     /// Coverage: its block counts.
     pub coverage: Option<Coverage>,
-    /// Sample mode: its sampler's readings, and the ticks among them that located the
-    /// thread by its program counter.
+    /// Sample mode: its sampler's readings.
     pub readings: u64,
+    /// Sample mode: the ticks among them that located the thread by its program counter.
     pub answered: u64,
 }
 
