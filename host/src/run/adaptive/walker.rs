@@ -77,6 +77,10 @@ pub struct Walker {
     ticks: u64,
     /// Node address -> its parent's, as of the last reading of the tree.
     parents: HashMap<u32, u32>,
+    /// Every node read, the root's too, as (address, end of its slots), by address.
+    spans: Vec<(u32, u32)>,
+    /// (node address, function) -> the node's child running that function.
+    children: HashMap<(u32, u32), u32>,
     parents_read: Option<u64>,
     active: Vec<Step>,
     /// Contexts walked in this round.
@@ -109,6 +113,8 @@ impl Walker {
             next_tick: None,
             ticks: 0,
             parents: HashMap::new(),
+            spans: Vec::new(),
+            children: HashMap::new(),
             parents_read: None,
             active: Vec::new(),
             walked: HashSet::new(),
@@ -142,6 +148,28 @@ impl Walker {
             .skip(1)
             .map(|n| (n.address, tree.nodes[n.parent].address))
             .collect();
+        self.children = tree
+            .nodes
+            .iter()
+            .skip(1)
+            .map(|n| ((tree.nodes[n.parent].address, n.function), n.address))
+            .collect();
+        self.spans = tree
+            .nodes
+            .iter()
+            .map(|n| {
+                let slots = self.tree.u32_at(n.address + A::SLOT_COUNT).unwrap_or(0);
+                (n.address, n.address + A::SLOTS + 4 * slots)
+            })
+            .collect();
+        self.spans.sort_unstable();
+    }
+
+    /// The node whose slots hold address `cell`, if a node read holds it.
+    fn slot_owner(&self, cell: u32) -> Option<u32> {
+        let at = self.spans.partition_point(|&(start, _)| start <= cell);
+        let (start, end) = *self.spans.get(at.checked_sub(1)?)?;
+        (cell >= start + A::SLOTS && cell < end).then_some(start)
     }
 
     fn parent(&mut self, node: u32) -> Option<u32> {
@@ -236,12 +264,30 @@ impl Walker {
         }
     }
 
-    /// The hottest context not walked in this round, if hot enough.
+    /// Whether a step under way will reach `node` going up (it is one of their callers).
+    fn above_a_step(&self, node: u32) -> bool {
+        self.active.iter().any(|step| {
+            let mut at = step.node;
+            for _ in 0..64 {
+                match self.parents.get(&at) {
+                    Some(&parent) if parent == node => return true,
+                    Some(&parent) => at = parent,
+                    None => return false,
+                }
+            }
+            false
+        })
+    }
+
+    /// The hottest context not walked in this round nor above a step under way, if hot
+    /// enough.
     fn hottest(&self) -> Option<u32> {
         let floor = (self.sampled_ps * HOT_PERMILLE / 1000).max(HOT_LEAST_PS);
         self.hot
             .iter()
-            .filter(|(node, ps)| **ps > floor && !self.walked.contains(node))
+            .filter(|(node, ps)| {
+                **ps > floor && !self.walked.contains(node) && !self.above_a_step(**node)
+            })
             .max_by_key(|(node, ps)| (**ps, std::cmp::Reverse(**node)))
             .map(|(node, _)| *node)
     }
@@ -262,9 +308,21 @@ impl Walker {
 impl Watch for Walker {
     fn ran(&mut self, cell: u32, function: u32, ps: u64) {
         self.sampled_ps += ps;
+        if let Some(caller) = self.slot_owner(cell) {
+            // A slot: stored by a function leaving with live probes (its caller runs
+            // again) or by one without probes, inside the caller's node; a tick in
+            // `function` there is in the caller's child for it, if it has one.
+            if let Some(&node) = self.children.get(&(caller, function)) {
+                *self.hot.entry(node).or_default() += ps;
+                return;
+            }
+            if self.tree.function_of(caller) != Some(function) {
+                return;
+            }
+        }
         // The cell names the context the probes entered last: the function running, or
         // one of its callees that has returned (see `crate::run::attribution`).
-        let mut node = cell;
+        let mut node = self.slot_owner(cell).unwrap_or(cell);
         for _ in 0..64 {
             match self.tree.function_of(node) {
                 Some(f) if f == function => {
@@ -413,5 +471,22 @@ mod tests {
             !timers.armed(MID),
             "a walker that finishes disarms its steps"
         );
+    }
+
+    #[test]
+    fn a_tick_under_a_slot_is_the_callees_and_a_hot_caller_waits_for_the_walk_below() {
+        let memory = Memory::new();
+        let timers = Timers::new(memory.tree());
+        let mut walker = Walker::new(memory.tree(), 3, AdaptiveSettings::default());
+        walker.tick(0);
+        walker.tick(TICK_PS);
+        // A cell holding mid's slot (mid's callee left with live probes, or has none): a
+        // tick in the leaf is the leaf's under mid, one in mid is mid's.
+        walker.ran(MID + A::SLOTS, 0, 5_000_000_000);
+        walker.ran(MID + A::SLOTS, 1, 3_000_000_000);
+        walker.tick(2 * TICK_PS);
+        // Both are hot; mid is the leaf's caller, which the leaf's walk reaches: one walk.
+        assert!(timers.armed(LEAF) && !timers.armed(MID));
+        assert_eq!(walker.finish().paths, [vec![LEAF]]);
     }
 }
