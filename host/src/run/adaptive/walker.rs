@@ -308,21 +308,23 @@ impl Walker {
 impl Watch for Walker {
     fn ran(&mut self, cell: u32, function: u32, ps: u64) {
         self.sampled_ps += ps;
-        if let Some(caller) = self.slot_owner(cell) {
+        let mut node = match self.slot_owner(cell) {
             // A slot: stored by a function leaving with live probes (its caller runs
             // again) or by one without probes, inside the caller's node; a tick in
-            // `function` there is in the caller's child for it, if it has one.
-            if let Some(&node) = self.children.get(&(caller, function)) {
-                *self.hot.entry(node).or_default() += ps;
-                return;
-            }
-            if self.tree.function_of(caller) != Some(function) {
-                return;
-            }
-        }
-        // The cell names the context the probes entered last: the function running, or
-        // one of its callees that has returned (see `crate::run::attribution`).
-        let mut node = self.slot_owner(cell).unwrap_or(cell);
+            // `function` there is in the caller's child for it, if it has one, else in
+            // the caller itself.
+            Some(caller) => match self.children.get(&(caller, function)) {
+                Some(&child) => {
+                    *self.hot.entry(child).or_default() += ps;
+                    return;
+                }
+                None if self.tree.function_of(caller) == Some(function) => caller,
+                None => return,
+            },
+            // The cell names the context the probes entered last: the function running,
+            // or one of its callees that has returned (see `crate::run::attribution`).
+            None => cell,
+        };
         for _ in 0..64 {
             match self.tree.function_of(node) {
                 Some(f) if f == function => {
