@@ -168,6 +168,19 @@ fn verified_image(found: &FoundArtifact, secret: &SecretKey) -> Result<std::fs::
     artifact_image::expand(&stored).map_err(|e| LoadError::Refused(shown, e.to_string()))
 }
 
+/// The serialized module stored under the artifact key `key`, if its MAC verifies under
+/// `secret`: what the compiled functions of its lineage are stored against (see
+/// [`crate::prepare::compiled`]).
+pub fn verified_bytes(cache: &Cache, key: &[u8; 32], secret: &SecretKey) -> Option<Vec<u8>> {
+    let found = cache.get_file(Kind::Artifact, key).ok()??;
+    let entry = ArtifactEntry::decode(&found.value)?;
+    let stored = std::fs::read(&found.path).ok()?;
+    if hex(&mac(secret, key, &stored)) != entry.mac {
+        return None;
+    }
+    zstd_frames::expand(&stored).ok()
+}
+
 /// Loads a found artifact of a component if its MAC verifies under `secret`.
 pub fn load_component(
     engine: &Engine,

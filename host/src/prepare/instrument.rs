@@ -672,7 +672,17 @@ pub fn compile_bytes<'b>(
                         source: std::io::Error::other(e.to_string()),
                     },
                 }
-            })
+            })?;
+            // The functions it compiled, against it (they are its code).
+            match lineage {
+                Some(lineage) => crate::prepare::compiled::refer_to_artifact(
+                    c,
+                    &lineage,
+                    artifacts::artifact_key(&digest, &fingerprint),
+                    crate::run::image::module_image(&module),
+                ),
+                None => Ok(()),
+            }
         });
     } else {
         cache.release();

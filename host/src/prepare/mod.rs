@@ -25,6 +25,7 @@ pub mod instrument;
 pub mod loader;
 pub mod pack;
 pub mod pack_stream;
+pub mod referenced;
 pub mod secret;
 pub mod session;
 pub mod zstd_frames;

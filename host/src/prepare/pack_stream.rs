@@ -115,7 +115,12 @@ pub struct Records {
 impl Records {
     /// The pack `stored` of `magic`; `None` for anything malformed or of another magic.
     pub fn read(magic: &[u8; 8], stored: &[u8]) -> Option<Records> {
-        let bytes = zstd_frames::expand(stored).ok()?;
+        Records::parse(magic, zstd_frames::expand(stored).ok()?)
+    }
+
+    /// The pack of `magic` whose frames `bytes` expanded to; `None` for anything malformed
+    /// or of another magic.
+    pub fn parse(magic: &[u8; 8], bytes: Vec<u8>) -> Option<Records> {
         if !bytes.starts_with(magic) {
             return None;
         }

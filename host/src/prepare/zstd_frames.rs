@@ -82,6 +82,66 @@ pub fn expanded_len(stored: &[u8]) -> io::Result<usize> {
 
 /// Expands `stored` into `out`, which must be [`expanded_len`] bytes long, on every core.
 pub fn expand_into(stored: &[u8], out: &mut [u8]) -> io::Result<()> {
+    expand_into_after(stored, out, None)
+}
+
+/// `bytes` compressed as [`compress`] does, but with `reference` before each frame as its
+/// prefix (zstd's `--patch-from`): what also occurs in `reference` (an original module in
+/// its instrumented version, a compiled artifact's code in its compiled functions) costs a
+/// few bytes. Only [`expand_after`] with the same reference reads it back. Frames are of
+/// one core's share (each loads the reference into its tables once), with checksums, since
+/// a wrong reference would otherwise expand to wrong bytes unnoticed.
+pub fn compress_after(bytes: &[u8], reference: &[u8]) -> io::Result<Vec<u8>> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let share = bytes.len().div_ceil(cores).max(4 * FRAME_BYTES);
+    let chunks: Vec<&[u8]> = bytes.chunks(share).collect();
+    let frames = on_every_core(chunks, |chunk| {
+        use zstd::zstd_safe::{CCtx, CParameter};
+        let window = window_log(reference.len() + chunk.len());
+        let mut cctx = CCtx::create();
+        for parameter in [
+            CParameter::CompressionLevel(LEVEL),
+            CParameter::WindowLog(window),
+            // Tables large enough to find a reference of tens of megabytes in (at level 3
+            // they hold 128k places: a 10 MB artifact's code was found in 1 MB frames no
+            // better than with no reference at all).
+            CParameter::HashLog(window.min(22)),
+            CParameter::ChainLog(window.min(22)),
+            CParameter::ChecksumFlag(true),
+            CParameter::ContentSizeFlag(true),
+        ] {
+            cctx.set_parameter(parameter).map_err(zstd_error)?;
+        }
+        cctx.ref_prefix(reference).map_err(zstd_error)?;
+        let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(chunk.len()));
+        cctx.compress2(&mut frame, chunk).map_err(zstd_error)?;
+        Ok(frame)
+    })?;
+    Ok(frames.concat())
+}
+
+/// `stored`, made by [`compress_after`] with `reference`, expanded; an error for anything
+/// else (another reference fails the frames' checksums).
+pub fn expand_after(stored: &[u8], reference: &[u8]) -> io::Result<Vec<u8>> {
+    let mut out = vec![0u8; expanded_len(stored)?];
+    expand_into_after(stored, &mut out, Some(reference))?;
+    Ok(out)
+}
+
+/// The window (log2 bytes) that reaches from the end of `span` bytes back to their start.
+fn window_log(span: usize) -> u32 {
+    (usize::BITS - span.max(1 << 10).saturating_sub(1).leading_zeros()).min(MAX_WINDOW_LOG)
+}
+
+/// The largest window [`compress_after`] uses and [`expand_after`] accepts: references of
+/// up to a gigabyte.
+const MAX_WINDOW_LOG: u32 = 30;
+
+fn zstd_error(code: usize) -> io::Error {
+    invalid(zstd::zstd_safe::get_error_name(code))
+}
+
+fn expand_into_after(stored: &[u8], out: &mut [u8], reference: Option<&[u8]>) -> io::Result<()> {
     let frames = frames(stored)?;
     if frames.last().map_or(0, |f| f.expanded.end) != out.len() {
         return Err(invalid("zstd frames of another size"));
@@ -95,7 +155,17 @@ pub fn expand_into(stored: &[u8], out: &mut [u8]) -> io::Result<()> {
     }
     on_every_core(jobs, |(source, destination)| {
         let want = destination.len();
-        let got = zstd::bulk::decompress_to_buffer(source, destination)?;
+        let got = match reference {
+            None => zstd::bulk::decompress_to_buffer(source, destination)?,
+            Some(reference) => {
+                use zstd::zstd_safe::{DCtx, DParameter};
+                let mut dctx = DCtx::create();
+                dctx.set_parameter(DParameter::WindowLogMax(MAX_WINDOW_LOG))
+                    .map_err(zstd_error)?;
+                dctx.ref_prefix(reference).map_err(zstd_error)?;
+                dctx.decompress(destination, source).map_err(zstd_error)?
+            }
+        };
         if got != want {
             return Err(invalid("a zstd frame shorter than it declares"));
         }
@@ -179,6 +249,45 @@ mod tests {
         assert_eq!(expand(&compress(b"x").unwrap()).unwrap(), b"x");
         assert_eq!(compress(b"").unwrap(), b"");
         assert_eq!(expand(b"").unwrap(), b"");
+    }
+
+    #[test]
+    fn a_reference_makes_what_it_holds_cheap_and_only_it_expands_it() {
+        let noise = |seed: u64, len: usize| -> Vec<u8> {
+            let mut x = seed;
+            (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect()
+        };
+        // 12 MB of the reference's bytes, in pieces, taken from all over it: incompressible
+        // alone, a few bytes per piece against it.
+        let reference = noise(1, 6 << 20);
+        let mut bytes = Vec::new();
+        for i in 0..400usize {
+            let at = (i * 7919 * 1031) % (reference.len() - 40_000);
+            bytes.extend_from_slice(&reference[at..at + 30_000]);
+            bytes.extend_from_slice(b"between");
+        }
+        let stored = compress_after(&bytes, &reference).unwrap();
+        assert!(stored.len() < bytes.len() / 50, "{}", stored.len());
+        assert!(compress(&bytes).unwrap().len() > bytes.len() / 2);
+        assert_eq!(expand_after(&stored, &reference).unwrap(), bytes);
+        // Another reference, or none: an error, never other bytes.
+        let mut other = reference.clone();
+        other[3 << 20] ^= 1;
+        assert!(expand_after(&stored, &other).is_err());
+        assert!(expand_after(&stored, &noise(2, 1000)).is_err());
+        assert!(expand(&stored).is_err());
+        assert!(expand_after(&stored[..stored.len() - 3], &reference).is_err());
+        assert_eq!(
+            expand_after(&compress_after(b"", &reference).unwrap(), b"").unwrap(),
+            b""
+        );
     }
 
     #[test]
