@@ -427,3 +427,62 @@ fn a_cold_start_stores_its_compiled_code_while_the_program_runs() {
     let i = &s.profile("fib.wprof")["instrumentation"];
     assert_eq!(i["compiled_from_cache"], true);
 }
+
+#[test]
+fn what_is_stored_against_an_original_is_a_miss_without_it_and_runs_go_on() {
+    let s = Scratch::new();
+    let app = s.wat_module("app.wasm", &module_with_constant(2));
+    let app = app.to_str().unwrap();
+    let instrumentation = |s: &Scratch| s.profile("app.wprof")["instrumentation"].clone();
+    assert_eq!(s.run(&["run", "-q", app]).status.code(), Some(0));
+    // The next version reads the bodies against the first one's original, from the cache.
+    let second = s.wat_module("app.wasm", &module_with_constant(3));
+    assert_eq!(s.run(&["run", "-q", app]).status.code(), Some(0));
+    assert_eq!(instrumentation(&s)["functions_instrumented"], 1);
+    // Its original gone: the lineage's bodies and its instrumented module cannot be read.
+    let original = *blake3::hash(&std::fs::read(&second).unwrap()).as_bytes();
+    let cache = wprof_cache::Cache::open(&s.cache_dir()).unwrap();
+    cache.remove(wprof_cache::Kind::Module, &original).unwrap();
+    drop(cache);
+    let out = s.run(&["cache", "verify", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems: Vec<(String, String)> = report["bad"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let text = |k: &str| b[k].as_str().unwrap().to_string();
+            (text("section"), text("problem"))
+        })
+        .collect();
+    assert!(
+        problems
+            .iter()
+            .any(|(section, problem)| section == "functions"
+                && problem.contains("original module is missing")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|(section, problem)| section == "modules" && problem.contains("stored against")),
+        "{problems:?}"
+    );
+    // The next version instruments every function anew, and profiles as before.
+    s.wat_module("app.wasm", &module_with_constant(4));
+    let out = s.run(&["run", "-q", app]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(instrumentation(&s)["functions_instrumented"], 4);
+    assert_eq!(calls(&s.profile("app.wprof"), "b"), 1);
+    // Repaired, the cache verifies clean; the latest version is whole.
+    assert_eq!(
+        s.run(&["cache", "verify", "--repair"]).status.code(),
+        Some(1)
+    );
+    let out = s.run(&["cache", "verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = s.run(&["run", "-q", app]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(instrumentation(&s)["compiled_from_cache"], true);
+}

@@ -314,7 +314,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     let compiled = timings.time("compile", || {
         prepared.and_then(|mut p| {
             match crate::prepare::guard::quietly(|| {
-                instrument::compile(&engine, &mut p, &mut cache, settings.incremental)
+                instrument::compile(&engine, &mut p, &loaded, &mut cache, settings.incremental)
             })
             .unwrap_or_else(|why| Err(anyhow::anyhow!("wprof failed: {why}")))
             {
@@ -439,7 +439,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     timings.extend(&outcome.timings);
     if let Some((message, _)) = &outcome.trap {
         // Tell the backtrace in terms of the original module, as `wasmtime run` would.
-        let frames = match prepared.bytes() {
+        let frames = match prepared.bytes(&loaded) {
             Some(instrumented) => crate::run::backtrace::to_original(
                 &outcome.backtrace,
                 &loaded.bytes,

@@ -118,7 +118,7 @@ pub(super) fn prepare(
             .map_err(|e| format!("module {}: {e}", module.name))?,
         };
         let instrumented = prepared
-            .bytes()
+            .bytes(&loaded)
             .ok_or_else(|| format!("module {}: its cached form is damaged", module.name))?
             .to_vec();
         let imports = crate::components::probe_imports(&instrumented)?;

@@ -60,6 +60,11 @@ pub fn artifact_key(instrumented_digest: &[u8; 32], fingerprint: &[u8; 32]) -> [
     *h.finalize().as_bytes()
 }
 
+/// zstd's level for artifacts: they are compressed while the program runs, where level 6
+/// costs little more than level 3 and saves a tenth (nextpnr's 10.6 MB: 3.17 MB at level 3
+/// in 0.05 s of one core, 2.97 MB at level 6 in 0.08 s); expanding is as fast.
+const LEVEL: i32 = 6;
+
 /// What an artifact's MAC covers first: this context, then its key, then the file.
 const MAC_CONTEXT: &[u8] = b"wprof artifact mac v2\0";
 
@@ -231,7 +236,7 @@ pub fn store_bytes(
     secret: &SecretKey,
 ) -> anyhow::Result<()> {
     let key = artifact_key(instrumented_digest, fingerprint);
-    let bytes = &zstd_frames::compress(bytes)?;
+    let bytes = &zstd_frames::compress_at(bytes, LEVEL)?;
     let entry = ArtifactEntry {
         instrumented_digest: hex(instrumented_digest),
         engine: hex(fingerprint),

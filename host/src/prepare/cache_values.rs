@@ -8,25 +8,62 @@
 //!   (serde's compact binary form) compressed with [`zstd_frames`].
 //! - the assembled instrumented module itself, and the original module it was made from
 //!   (kind `modules`, each keyed by its own blake3), compressed with [`zstd_frames`]
-//!   ([`encode_module`]): support can print, diff and export both without the user's files.
+//!   ([`encode_module`]; the instrumented one against the original, [`encode_module_against`]):
+//!   support can print, diff and export both without the user's files.
 //! - [`ArtifactEntry`] (kind `artifacts`): wasmtime's compiled form of an instrumented
 //!   module for one engine, in a file beside the store; the record holds what the file is
 //!   and its MAC under this user's secret key (see [`crate::prepare::artifacts`]).
 
 use serde::{Deserialize, Serialize};
 
-use crate::prepare::zstd_frames;
+use crate::prepare::{referenced, zstd_frames};
 
 /// A module as the `modules` kind stores it: compressed.
 pub fn encode_module(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     zstd_frames::compress(bytes)
 }
 
+/// An instrumented module as the `modules` kind stores it: compressed against the original
+/// module it was made from (of blake3 `original_digest`, stored under it), whose bytes are
+/// most of its own (nextpnr's: 0.73 MB alone, 0.35 MB against its original).
+pub fn encode_module_against(
+    bytes: &[u8],
+    original_digest: [u8; 32],
+    original: &[u8],
+) -> std::io::Result<Vec<u8>> {
+    referenced::encode(bytes, original_digest, original)
+}
+
 /// The module stored as `stored` under `key`, its blake3; `None` if it does not expand or
-/// is not the module of that digest.
+/// is not the module of that digest, or is stored against another (see [`decode_module_with`]).
 pub fn decode_module(stored: &[u8], key: &[u8; 32]) -> Option<Vec<u8>> {
-    let bytes = zstd_frames::expand(stored).ok()?;
+    decode_module_with(stored, key, |_| None)
+}
+
+/// Like [`decode_module`], for a module stored whole or against another: `reference` gives
+/// the other's bytes by its digest.
+pub fn decode_module_with<'r>(
+    stored: &[u8],
+    key: &[u8; 32],
+    reference: impl FnOnce(&[u8; 32]) -> Option<std::borrow::Cow<'r, [u8]>>,
+) -> Option<Vec<u8>> {
+    let bytes = match referenced::reference(stored) {
+        None => zstd_frames::expand(stored).ok()?,
+        Some(named) => referenced::decode(stored, &reference(&named.locator)?)?,
+    };
     (blake3::hash(&bytes).as_bytes() == key).then_some(bytes)
+}
+
+/// The module stored in `cache` under `key`, checked against it, without counting a read;
+/// one stored against its original is expanded with the original stored beside it.
+pub fn module_in(cache: &wprof_cache::Cache, key: &[u8; 32]) -> Option<Vec<u8>> {
+    let peek = |key: &[u8; 32]| match cache.peek(wprof_cache::Kind::Module, key) {
+        Ok(wprof_cache::Lookup::Valid(stored)) => Some(stored),
+        _ => None,
+    };
+    decode_module_with(&peek(key)?, key, |original| {
+        decode_module(&peek(original)?, original).map(std::borrow::Cow::Owned)
+    })
 }
 
 /// The current manifest schema.

@@ -23,8 +23,8 @@ use crate::prepare::cache_values::{
     self, FunctionEntry, Manifest, ManifestFunction, MANIFEST_VERSION,
 };
 use crate::prepare::loader::LoadedModule;
-use crate::prepare::pack;
 use crate::prepare::session::CacheSession;
+use crate::prepare::{pack, referenced};
 use crate::profile::{FunctionInfo, InstrumentationStats};
 use crate::settings::FunctionFilter;
 use wprof_cache::hex;
@@ -59,13 +59,19 @@ enum InstrumentedBytes {
 }
 
 impl Prepared {
-    /// The instrumented module's bytes, expanded from the cache on first use; `None` if the
-    /// stored module does not expand to the module of its digest (then it must not be used).
-    pub fn bytes(&self) -> Option<&[u8]> {
+    /// The instrumented module's bytes, expanded from the cache on first use (against
+    /// `original`, the module it was made from); `None` if the stored module does not expand
+    /// to the module of its digest (then it must not be used).
+    pub fn bytes(&self, original: &LoadedModule) -> Option<&[u8]> {
         match &self.module {
             InstrumentedBytes::Expanded(bytes) => Some(bytes),
             InstrumentedBytes::Stored(stored, expanded) => expanded
-                .get_or_init(|| cache_values::decode_module(stored, &self.digest))
+                .get_or_init(|| {
+                    cache_values::decode_module_with(stored, &self.digest, |digest| {
+                        (digest == &original.digest)
+                            .then_some(std::borrow::Cow::Borrowed(&original.bytes[..]))
+                    })
+                })
                 .as_deref(),
         }
     }
@@ -99,9 +105,33 @@ pub fn manifest_key(module_digest: &[u8; 32], plan: &ProbePlan) -> [u8; 32] {
 const BODIES_MAGIC: &[u8; 8] = b"wpbpack1";
 
 /// The bodies (encoded [`FunctionEntry`]s by function key) of a stored pack; `None` if it
-/// is not one.
-pub fn unpack_bodies(stored: &[u8]) -> Option<pack::Values> {
-    pack::unpack(BODIES_MAGIC, stored)
+/// is not one. A pack stored against the original module its bodies were made from (see
+/// [`instrument`]) is expanded with the bytes `original` gives for that module's digest.
+pub fn unpack_bodies<'r>(
+    stored: &[u8],
+    original: impl FnOnce(&[u8; 32]) -> Option<std::borrow::Cow<'r, [u8]>>,
+) -> Option<pack::Values> {
+    match referenced::reference(stored) {
+        None => pack::unpack(BODIES_MAGIC, stored),
+        Some(named) => pack::decode(
+            BODIES_MAGIC,
+            &referenced::decode(stored, &original(&named.locator)?)?,
+        ),
+    }
+}
+
+/// The original module of digest `digest` for [`unpack_bodies`] and
+/// [`Prepared::bytes`]: `module` itself, or as the cache holds it.
+fn original_module<'m>(
+    module: &'m LoadedModule,
+    cache: &mut CacheSession,
+    digest: &[u8; 32],
+) -> Option<std::borrow::Cow<'m, [u8]>> {
+    if digest == &module.digest {
+        return Some(std::borrow::Cow::Borrowed(&module.bytes[..]));
+    }
+    let stored = cache.get(Kind::Module, digest)?;
+    cache_values::decode_module(&stored, digest).map(std::borrow::Cow::Owned)
 }
 
 /// The per-function cache lookups of a start whose module manifest missed (a module seen
@@ -116,6 +146,8 @@ pub struct FunctionLookups {
     pub cached: Vec<Option<InstrumentedBody>>,
     /// How many bodies the lineage's pack held.
     pub pack_len: usize,
+    /// The original module the pack is stored against, if it is.
+    pub pack_against: Option<[u8; 32]>,
 }
 
 /// Computes every defined function's key (a digest of its body and everything the
@@ -124,6 +156,7 @@ pub struct FunctionLookups {
 /// `wprof bench` times it.
 pub fn function_lookups(
     instrumenter: &Instrumenter<'_>,
+    module: &LoadedModule,
     cache: &mut CacheSession,
     lineage: &[u8; 32],
 ) -> FunctionLookups {
@@ -133,9 +166,13 @@ pub fn function_lookups(
         .iter()
         .map(|s| s.key.expect("defined functions have keys"))
         .collect();
-    let earlier = cache
-        .get(Kind::Function, lineage)
-        .and_then(|stored| unpack_bodies(&stored))
+    let stored = cache.get(Kind::Function, lineage);
+    let pack_against = stored
+        .as_deref()
+        .and_then(referenced::reference)
+        .map(|r| r.locator);
+    let earlier = stored
+        .and_then(|stored| unpack_bodies(&stored, |d| original_module(module, cache, d)))
         .unwrap_or_default();
     let cached = keys
         .iter()
@@ -151,6 +188,7 @@ pub fn function_lookups(
         keys,
         cached,
         pack_len: earlier.len(),
+        pack_against,
     }
 }
 
@@ -266,7 +304,8 @@ pub fn instrument(
         keys,
         cached,
         pack_len,
-    } = function_lookups(&instrumenter, cache, &lineage);
+        pack_against,
+    } = function_lookups(&instrumenter, module, cache, &lineage);
     let mut stats = InstrumentationStats {
         functions_total: instrumenter.defined_function_count(),
         ..Default::default()
@@ -339,19 +378,10 @@ pub fn instrument(
             .collect(),
     };
     progress.step("storing in the cache", None);
-    // Bodies, then the modules, then the manifest that points to them: a process killed
-    // anywhere in between leaves values nothing points to yet, never a dangling manifest.
-    // The lineage's pack becomes this version's bodies, unless it holds exactly them.
-    if stats.functions_instrumented > 0 || pack_len != keys.len() {
-        let values: pack::Values = keys
-            .iter()
-            .zip(&bodies)
-            .map(|(key, body)| (*key, FunctionEntry::encode_body(body)))
-            .collect();
-        cache.put_encoded(Kind::Function, &lineage, pack::pack(BODIES_MAGIC, &values));
-    }
-    // The original only when absent (compressing 69 MB takes a second); the instrumented
-    // module always, replacing a damaged one.
+    // The original, then the bodies and the instrumented module (both stored against it),
+    // then the manifest that points to them: a process killed anywhere in between leaves
+    // values nothing points to yet, never a dangling manifest or a value whose original is
+    // not stored. The original only when absent (compressing 69 MB takes a second).
     if cache.with(|c| c.contains(Kind::Module, &module.digest)) == Some(false) {
         cache.put_encoded(
             Kind::Module,
@@ -359,10 +389,31 @@ pub fn instrument(
             cache_values::encode_module(&module.bytes),
         );
     }
+    // The lineage's pack becomes this version's bodies, unless it holds exactly them
+    // against this very module: stored against it, since the bodies are mostly its bytes
+    // (nextpnr's: 1.24 MB alone, about 0.75 MB against it).
+    if stats.functions_instrumented > 0
+        || pack_len != keys.len()
+        || pack_against != Some(module.digest)
+    {
+        let values: pack::Values = keys
+            .iter()
+            .zip(&bodies)
+            .map(|(key, body)| (*key, FunctionEntry::encode_body(body)))
+            .collect();
+        let plain = pack::encode(BODIES_MAGIC, &values);
+        drop(values);
+        cache.put_encoded(
+            Kind::Function,
+            &lineage,
+            referenced::encode(&plain, module.digest, &module.bytes),
+        );
+    }
+    // The instrumented module always, replacing a damaged one.
     cache.put_encoded(
         Kind::Module,
         &instrumented_digest,
-        cache_values::encode_module(&out.bytes),
+        cache_values::encode_module_against(&out.bytes, module.digest, &module.bytes),
     );
     cache.put_encoded(Kind::Manifest, &manifest_key, manifest.encode());
     let note = shown_path(path);
@@ -572,13 +623,14 @@ fn from_manifest(
 pub fn compile(
     engine: &Engine,
     prepared: &mut Prepared,
+    original: &LoadedModule,
     cache: &mut CacheSession,
     incremental: bool,
 ) -> anyhow::Result<Compiled> {
     let compiled = compile_bytes(
         engine,
         || {
-            prepared.bytes().ok_or_else(|| {
+            prepared.bytes(original).ok_or_else(|| {
                 anyhow::anyhow!("the cached instrumented module is not the module of its digest")
             })
         },

@@ -15,6 +15,12 @@ pub type Values = HashMap<[u8; 32], Vec<u8>>;
 
 /// `values` packed under `magic` (what kind of pack this is, with its version).
 pub fn pack(magic: &[u8; 8], values: &Values) -> std::io::Result<Vec<u8>> {
+    zstd_frames::compress(&encode(magic, values))
+}
+
+/// `values` packed under `magic`, not yet compressed (for a pack stored against another
+/// value: see [`crate::prepare::referenced`]).
+pub fn encode(magic: &[u8; 8], values: &Values) -> Vec<u8> {
     let mut keys: Vec<&[u8; 32]> = values.keys().collect();
     keys.sort_unstable();
     let size = 12 + values.values().map(|v| 36 + v.len()).sum::<usize>();
@@ -27,13 +33,18 @@ pub fn pack(magic: &[u8; 8], values: &Values) -> std::io::Result<Vec<u8>> {
         bytes.extend_from_slice(&(value.len() as u32).to_le_bytes());
         bytes.extend_from_slice(value);
     }
-    zstd_frames::compress(&bytes)
+    bytes
 }
 
 /// The inverse of [`pack`] for a pack of `magic`; `None` for anything malformed or of
 /// another magic.
 pub fn unpack(magic: &[u8; 8], stored: &[u8]) -> Option<Values> {
-    let bytes = zstd_frames::expand(stored).ok()?;
+    decode(magic, &zstd_frames::expand(stored).ok()?)
+}
+
+/// The inverse of [`encode`] for a pack of `magic`; `None` for anything malformed or of
+/// another magic.
+pub fn decode(magic: &[u8; 8], bytes: &[u8]) -> Option<Values> {
     let rest = bytes.strip_prefix(magic)?;
     let (count, mut rest) = rest.split_at_checked(4)?;
     let count = u32::from_le_bytes(count.try_into().ok()?) as usize;

@@ -26,8 +26,14 @@ const MAX_EXPANDED: u64 = 64 << 30;
 /// `bytes` compressed: one frame per [`FRAME_BYTES`], each declaring its size, made on every
 /// core. Empty input gives empty output.
 pub fn compress(bytes: &[u8]) -> io::Result<Vec<u8>> {
+    compress_at(bytes, LEVEL)
+}
+
+/// Like [`compress`], at zstd level `level`: for what is compressed while nothing waits
+/// for it (a compiled artifact, stored while the program runs).
+pub fn compress_at(bytes: &[u8], level: i32) -> io::Result<Vec<u8>> {
     let chunks: Vec<&[u8]> = bytes.chunks(FRAME_BYTES).collect();
-    let frames = on_every_core(chunks, frame)?;
+    let frames = on_every_core(chunks, |chunk| zstd::bulk::compress(chunk, level))?;
     Ok(frames.concat())
 }
 

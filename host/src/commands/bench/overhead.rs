@@ -161,7 +161,7 @@ impl Instrumented {
             ))
         })?;
         let bytes = prepared
-            .bytes()
+            .bytes(loaded)
             .expect("instrumented in this process: its bytes are in memory");
         let module = compile(engine, bytes, path)?;
         Ok(Self {

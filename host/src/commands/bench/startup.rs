@@ -119,7 +119,7 @@ pub fn measure(
         let mut cache = CacheSession::open(Some(&dir));
         let lineage = crate::prepare::compiled::lineage(path, &plan.body_digest());
         let t = Instant::now();
-        let found = instrument::function_lookups(&instrumenter, &mut cache, &lineage);
+        let found = instrument::function_lookups(&instrumenter, loaded, &mut cache, &lineage);
         lookups.push(nanos(t));
         if found.cached.iter().any(Option::is_none) {
             return Err(Failure::input(format!(

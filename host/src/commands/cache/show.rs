@@ -55,7 +55,7 @@ pub fn stored_module(cache: &Cache, digest: &str) -> Result<Option<Vec<u8>>, Fai
         return Ok(None);
     };
     Ok(match cache.peek(Kind::Module, &key).map_err(failed)? {
-        Lookup::Valid(stored) => cache_values::decode_module(&stored, &key),
+        Lookup::Valid(_) => cache_values::module_in(cache, &key),
         _ => None,
     })
 }
@@ -214,7 +214,12 @@ fn offset_map(
     let from_entry = f
         .key
         .and_then(|k| match cache.peek(Kind::Function, &lineage) {
-            Ok(Lookup::Valid(v)) => FunctionEntry::decode(instrument::unpack_bodies(&v)?.get(&k)?),
+            Ok(Lookup::Valid(v)) => {
+                let bodies = instrument::unpack_bodies(&v, |original| {
+                    cache_values::module_in(cache, original).map(std::borrow::Cow::Owned)
+                })?;
+                FunctionEntry::decode(bodies.get(&k)?)
+            }
             _ => None,
         })
         .map(|e| (e.body.offsets, e.body.probed_at));

@@ -66,10 +66,26 @@ pub struct VerifyReport {
 /// What wprof's own values must satisfy beyond their digests: `Some(problem)` if not.
 fn semantic_problem(cache: &Cache, kind: Kind, key: &Key, value: &[u8]) -> Option<String> {
     match kind {
-        Kind::Module => cache_values::decode_module(value, key)
+        Kind::Module => match crate::prepare::referenced::reference(value) {
+            Some(original) if cache_values::module_in(cache, &original.locator).is_none() => {
+                Some(format!(
+                    "the module it is stored against, {}, is missing or damaged",
+                    &hex(&original.locator)[..16]
+                ))
+            }
+            _ => cache_values::decode_module_with(value, key, |original| {
+                cache_values::module_in(cache, original).map(std::borrow::Cow::Owned)
+            })
             .is_none()
             .then(|| "a module not stored under its own blake3".to_string()),
-        Kind::Function => match instrument::unpack_bodies(value) {
+        },
+        Kind::Function => match instrument::unpack_bodies(value, |original| {
+            cache_values::module_in(cache, original).map(std::borrow::Cow::Owned)
+        }) {
+            None if crate::prepare::referenced::reference(value).is_some() => Some(
+                "a pack of function bodies whose original module is missing, or not its pack"
+                    .into(),
+            ),
             None => Some("not a pack of function bodies".into()),
             Some(bodies) => bodies
                 .values()
@@ -80,17 +96,12 @@ fn semantic_problem(cache: &Cache, kind: Kind, key: &Key, value: &[u8]) -> Optio
             None => Some("not a manifest of this version".into()),
             Some(m) => match wprof_cache::key_from_hex(&m.instrumented_digest) {
                 None => Some("a manifest without an instrumented digest".into()),
-                Some(d) => match cache.peek(Kind::Module, &d) {
-                    Ok(Lookup::Valid(stored))
-                        if cache_values::decode_module(&stored, &d).is_some() =>
-                    {
-                        None
-                    }
-                    Ok(_) => Some(format!(
+                Some(d) => match cache_values::module_in(cache, &d) {
+                    Some(_) => None,
+                    None => Some(format!(
                         "its instrumented module {} is missing or damaged",
                         &m.instrumented_digest[..16]
                     )),
-                    Err(e) => Some(e.to_string()),
                 },
             },
         },
