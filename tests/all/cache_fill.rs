@@ -485,4 +485,25 @@ fn what_is_stored_against_an_original_is_a_miss_without_it_and_runs_go_on() {
     let out = s.run(&["run", "-q", app]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(instrumentation(&s)["compiled_from_cache"], true);
+    // The compiled functions are stored against the compiled artifact: without it, verify
+    // names it, and the next compile reuses nothing and stores both anew.
+    let cache = wprof_cache::Cache::open(&s.cache_dir()).unwrap();
+    for key in cache.keys(wprof_cache::Kind::Artifact).unwrap() {
+        cache.remove(wprof_cache::Kind::Artifact, &key).unwrap();
+    }
+    drop(cache);
+    let out = s.run(&["cache", "verify"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("compiled artifact it is stored against"),
+        "{}",
+        stdout(&out)
+    );
+    let out = s.run(&["run", "-q", app]);
+    assert_eq!(out.status.code(), Some(0));
+    let i = instrumentation(&s);
+    assert_eq!(i["compiled_from_cache"], false, "{i}");
+    assert_eq!(i["compiled_functions_reused"], 0, "{i}");
+    let out = s.run(&["cache", "verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }

@@ -226,7 +226,7 @@ pub struct GcReport {
 /// until the cache holds at most `cap` bytes. A
 /// module's manifest, its instrumented and original modules and its compiled artifacts go
 /// together (when the last manifest using them goes); function bodies, and anything no
-/// manifest uses, go on their own.
+/// manifest uses, go on their own, and a pack stored against a value that went goes with it.
 pub fn gc(cache: &Cache, cap: u64) -> Result<GcReport, CacheError> {
     let leftover_bytes = cache.sweep_leftovers()?;
     let mut entries: BTreeMap<(Kind, Key), (u64, u64)> = BTreeMap::new();
@@ -321,6 +321,24 @@ pub fn gc(cache: &Cache, cap: u64) -> Result<GcReport, CacheError> {
                 *n -= 1;
                 if *n == 0 {
                     evict(*part, &mut report)?;
+                }
+            }
+        }
+    }
+    // A pack stored against a value that is gone cannot be read: it goes too.
+    if report.evicted_entries > 0 {
+        for (kind, against) in [
+            (Kind::Function, Kind::Module),
+            (Kind::Compiled, Kind::Artifact),
+        ] {
+            for key in cache.keys(kind)? {
+                let Lookup::Valid(value) = cache.peek(kind, &key)? else {
+                    continue;
+                };
+                if let Some(r) = crate::prepare::referenced::reference(&value) {
+                    if !cache.contains(against, &r.locator)? {
+                        evict((kind, key), &mut report)?;
+                    }
                 }
             }
         }

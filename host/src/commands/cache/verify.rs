@@ -16,7 +16,9 @@ use wprof_cache::hex;
 Checks every stored value against its digest, every compiled-code file against its
 recorded digest, every usage record and counter; that modules are stored under their own
 blake3, that function entries and manifests decode, that every manifest's instrumented
-module is there, and that every compiled artifact is of a known kind. A bad entry is never
+module is there, that every value stored against another (an instrumented module and
+function bodies against their original module, compiled functions against their compiled
+artifact) finds it, and that every compiled artifact is of a known kind. A bad entry is never
 used by a run (it is a miss and gets rewritten); --repair removes it now.
 
 Examples:
@@ -108,9 +110,19 @@ fn semantic_problem(cache: &Cache, kind: Kind, key: &Key, value: &[u8]) -> Optio
         Kind::Artifact => ArtifactEntry::decode(value)
             .is_none()
             .then(|| "not a compiled-artifact record".to_string()),
-        Kind::Compiled => {
-            (!compiled::is_pack(value)).then(|| "not a pack of compiled functions".to_string())
-        }
+        Kind::Compiled => match crate::prepare::referenced::reference(value) {
+            _ if !compiled::is_pack(value) => Some("not a pack of compiled functions".into()),
+            // Its artifact is read only with the user's key: that it is there is what can
+            // be checked here.
+            Some(artifact) => match cache.peek(Kind::Artifact, &artifact.locator) {
+                Ok(Lookup::Valid(_)) => None,
+                _ => Some(format!(
+                    "the compiled artifact it is stored against, {}, is missing or damaged",
+                    &hex(&artifact.locator)[..16]
+                )),
+            },
+            None => None,
+        },
     }
 }
 
