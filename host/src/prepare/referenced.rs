@@ -68,7 +68,7 @@ mod tests {
     #[test]
     fn only_the_named_reference_expands_a_value() {
         let reference: Vec<u8> = (0..300_000u32)
-            .flat_map(|i| (i * 2654435761).to_le_bytes())
+            .flat_map(|i| i.wrapping_mul(2654435761).to_le_bytes())
             .collect();
         let mut bytes = reference[4000..200_000].to_vec();
         bytes.extend_from_slice(b"and something of its own");
