@@ -165,25 +165,32 @@ pub fn load(
 /// The image of a found artifact if its MAC verifies under `secret`: wasmtime's serialized
 /// code, in an anonymous file of this process.
 fn verified_image(found: &FoundArtifact, secret: &SecretKey) -> Result<std::fs::File, LoadError> {
-    let shown = found.path.display().to_string();
-    let stored = std::fs::read(&found.path).map_err(|_| LoadError::Unreadable(shown.clone()))?;
+    let stored = verified_file(found, secret)?;
+    artifact_image::expand(&stored)
+        .map_err(|e| LoadError::Refused(found.path.display().to_string(), e.to_string()))
+}
+
+/// The stored (compressed) file of a found artifact, if its MAC verifies under `secret`.
+fn verified_file(found: &FoundArtifact, secret: &SecretKey) -> Result<Vec<u8>, LoadError> {
+    let shown = || found.path.display().to_string();
+    let stored = std::fs::read(&found.path).map_err(|_| LoadError::Unreadable(shown()))?;
     if hex(&mac(secret, &found.key, &stored)) != found.mac {
-        return Err(LoadError::NotAuthentic(shown));
+        return Err(LoadError::NotAuthentic(shown()));
     }
-    artifact_image::expand(&stored).map_err(|e| LoadError::Refused(shown, e.to_string()))
+    Ok(stored)
 }
 
 /// The serialized module stored under the artifact key `key`, if its MAC verifies under
 /// `secret`: what the compiled functions of its lineage are stored against (see
 /// [`crate::prepare::compiled`]).
 pub fn verified_bytes(cache: &Cache, key: &[u8; 32], secret: &SecretKey) -> Option<Vec<u8>> {
-    let found = cache.get_file(Kind::Artifact, key).ok()??;
-    let entry = ArtifactEntry::decode(&found.value)?;
-    let stored = std::fs::read(&found.path).ok()?;
-    if hex(&mac(secret, key, &stored)) != entry.mac {
-        return None;
-    }
-    zstd_frames::expand(&stored).ok()
+    let file = cache.get_file(Kind::Artifact, key).ok()??;
+    let found = FoundArtifact {
+        key: *key,
+        path: file.path,
+        mac: ArtifactEntry::decode(&file.value)?.mac,
+    };
+    zstd_frames::expand(&verified_file(&found, secret).ok()?).ok()
 }
 
 /// Loads a found artifact of a component if its MAC verifies under `secret`.

@@ -68,19 +68,24 @@ pub struct VerifyReport {
 /// What wprof's own values must satisfy beyond their digests: `Some(problem)` if not.
 fn semantic_problem(cache: &Cache, kind: Kind, key: &Key, value: &[u8]) -> Option<String> {
     match kind {
-        Kind::Module => match crate::prepare::referenced::reference(value) {
-            Some(original) if cache_values::module_in(cache, &original.locator).is_none() => {
-                Some(format!(
+        Kind::Module => {
+            // The original it is stored against, if it is, expanded once.
+            let original = crate::prepare::referenced::reference(value)
+                .map(|r| (r.locator, cache_values::module_in(cache, &r.locator)));
+            match original {
+                Some((locator, None)) => Some(format!(
                     "the module it is stored against, {}, is missing or damaged",
-                    &hex(&original.locator)[..16]
-                ))
+                    &hex(&locator)[..16]
+                )),
+                _ => cache_values::decode_module_with(value, key, |_| {
+                    original
+                        .and_then(|(_, bytes)| bytes)
+                        .map(std::borrow::Cow::Owned)
+                })
+                .is_none()
+                .then(|| "a module not stored under its own blake3".to_string()),
             }
-            _ => cache_values::decode_module_with(value, key, |original| {
-                cache_values::module_in(cache, original).map(std::borrow::Cow::Owned)
-            })
-            .is_none()
-            .then(|| "a module not stored under its own blake3".to_string()),
-        },
+        }
         Kind::Function => match instrument::unpack_bodies(value, |original| {
             cache_values::module_in(cache, original).map(std::borrow::Cow::Owned)
         }) {
