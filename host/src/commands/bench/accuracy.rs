@@ -19,7 +19,7 @@ use anyhow::Context;
 use serde::Serialize;
 use wprof_agent::ProbeMode;
 
-use super::perf::{perf_name, perf_truth, Distribution};
+use super::perf::{perf_name, perf_of_probed, perf_truth, sample_mode_indices, Distribution};
 use super::process::{write_wasmtime_cache_config, WasmtimeCli};
 use super::programs::{timed, wasmtime_run, wprof_run, Program};
 use crate::exit::Failure;
@@ -89,8 +89,14 @@ pub struct ProgramAccuracy {
     /// but reading the clock (see [`crate::run::probe_log::FLOOR_VARIABLE`]), over
     /// `WPROF=0`'s. Time mode's overhead over this is what its bookkeeping costs.
     pub time_floor: f64,
-    /// The functions of largest share in perf: name, perf's share, each mode's share.
-    pub top: Vec<(String, f64, Vec<f64>)>,
+    /// perf of the program with sample mode's probes against perf of the program without
+    /// (one run): how much the probes move the program's time between its functions,
+    /// which no attribution of samples undoes (see [`perf_of_probed`]); `None` where the
+    /// module does not parse.
+    pub probed_perf: Option<f64>,
+    /// The functions of largest share in perf: name, perf's share, its share in perf of
+    /// the probed program, each mode's share.
+    pub top: Vec<(String, f64, Option<f64>, Vec<f64>)>,
 }
 
 /// Self time per local function of a profile.
@@ -155,6 +161,15 @@ pub fn measure(
 
     let truth = perf_truth(perf, program, dir, 0, &names)?;
     let again = perf_truth(perf, program, dir, 1, &names)?;
+    let probed = match std::fs::read(&program.wasm)
+        .ok()
+        .and_then(|module| sample_mode_indices(&module))
+    {
+        Some(indices) => Some(perf_of_probed(
+            perf, program, dir, selection, &names, indices,
+        )?),
+        None => None,
+    };
 
     /// One mode's runs.
     #[derive(Default)]
@@ -206,6 +221,7 @@ pub fn measure(
     };
     let share = |d: &Distribution, id: u32| d.get(&id).copied().unwrap_or(0.0);
     let truth_shares = shares(&truth);
+    let probed_shares = probed.as_ref().map(shares);
     let last_shares: Vec<Distribution> = by_mode
         .iter()
         .map(|runs| shares(runs.distributions.last().expect("at least one run")))
@@ -259,6 +275,7 @@ pub fn measure(
             (
                 perf_name(name_of.get(id).copied().unwrap_or("?")),
                 *perf_share,
+                probed_shares.as_ref().map(|p| share(p, *id)),
                 shares,
             )
         })
@@ -267,6 +284,7 @@ pub fn measure(
         name: program.name.clone(),
         selection: selection.to_vec(),
         perf_noise: distance(&truth, &again),
+        probed_perf: probed.as_ref().map(|p| distance(p, &truth)),
         perf_samples: total as u64,
         wprof_off,
         wasmtime_run: (!plain.is_empty()).then(|| median(plain)),
@@ -284,7 +302,8 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
         out,
         "distance to perf (total variation of self-time shares over the module's functions; \
          0% = the same profile), median of {runs} run(s);\nperf noise = perf against its own \
-         second run; overhead = whole process / WPROF=0, caches warm; off/wasmtime = WPROF=0 \
+         second run; probed = perf of the program with sample mode's probes against perf \
+         without (one run): what the probes themselves move, which no sampler undoes; overhead = whole process / WPROF=0, caches warm; off/wasmtime = WPROF=0 \
          / `wasmtime run` (its cache warm), whole processes;\ntime floor = time mode's probes \
          doing nothing but reading the clock, / WPROF=0; time/floor = time mode's overhead \
          over it;\nbelow, times = the mode's time in the module's functions / perf's (its \
@@ -300,8 +319,8 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
     }
     let _ = write!(
         out,
-        "{:<12} {:>8} {:>10} {:>13}",
-        "program", "samples", "perf noise", "off/wasmtime"
+        "{:<12} {:>8} {:>10} {:>7} {:>13}",
+        "program", "samples", "perf noise", "probed", "off/wasmtime"
     );
     for mode in ProbeMode::ALL {
         let _ = write!(
@@ -316,10 +335,11 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
     for r in results {
         let _ = write!(
             out,
-            "{:<12} {:>8} {:>9.1}% {:>13}",
+            "{:<12} {:>8} {:>9.1}% {:>7} {:>13}",
             r.name,
             r.perf_samples,
             r.perf_noise * 100.0,
+            percent(r.probed_perf),
             r.wasmtime_run.map_or("-".to_string(), |w| format!(
                 "{:.2}x",
                 r.wprof_off as f64 / w.max(1) as f64
@@ -356,16 +376,16 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
     for r in results {
         let _ = writeln!(
             out,
-            "\n{}: largest shares in perf, and in each mode",
+            "\n{}: largest shares in perf, in perf of the probed program, and in each mode",
             r.name
         );
-        let _ = write!(out, "  {:>7}", "perf");
+        let _ = write!(out, "  {:>7} {:>7}", "perf", "probed");
         for mode in ProbeMode::ALL {
             let _ = write!(out, " {:>7}", mode.name());
         }
         out.push_str("  function\n");
-        for (name, share, shares) in &r.top {
-            let _ = write!(out, "  {:>6.1}%", share * 100.0);
+        for (name, share, probed, shares) in &r.top {
+            let _ = write!(out, "  {:>6.1}% {:>7}", share * 100.0, percent(*probed));
             for s in shares {
                 let _ = write!(out, " {:>6.1}%", s * 100.0);
             }
@@ -389,6 +409,11 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
         }
     }
     out
+}
+
+/// `12.3%`, or `-` for a figure not measured.
+fn percent(share: Option<f64>) -> String {
+    share.map_or("-".to_string(), |s| format!("{:.1}%", s * 100.0))
 }
 
 #[cfg(test)]

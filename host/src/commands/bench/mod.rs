@@ -129,8 +129,10 @@ pub struct BenchCommand {
     /// Compare each mode's time profile with Linux perf's samples of the uninstrumented
     /// program, on the real programs of a list (see --programs), and time each mode
     /// against WPROF=0, and time mode against its floor (the same probes doing nothing but
-    /// reading the clock). Lists, per mode, the functions whose shares differ most from
-    /// perf's. Needs `perf` (Debian: linux-perf).
+    /// reading the clock). Also samples the program with sample mode's probes under perf
+    /// ("probed"): how far the probes themselves move the program's time between its
+    /// functions, the part of a distance no sampler can undo. Lists, per mode, the
+    /// functions whose shares differ most from perf's. Needs `perf` (Debian: linux-perf).
     #[arg(long)]
     accuracy: bool,
 

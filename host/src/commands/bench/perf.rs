@@ -10,6 +10,7 @@ use anyhow::Context;
 
 use super::programs::{timed, wprof_run, Program};
 use crate::exit::{Failure, MISSING_TOOL};
+use wprof_agent::{Indexed, ProbeMode};
 
 /// Self time (or samples) per function id.
 pub type Distribution = HashMap<u32, f64>;
@@ -46,11 +47,11 @@ pub fn find_perf() -> Result<PathBuf, Failure> {
     Ok(perf)
 }
 
-/// perf's distribution of one uninstrumented run.
 /// How often perf samples the program (`perf record -F`): each sample stands for
 /// `1 / SAMPLES_PER_SECOND` of CPU time.
 pub const SAMPLES_PER_SECOND: u32 = 4000;
 
+/// perf's distribution of one uninstrumented run (`run` tells the runs' data files apart).
 pub fn perf_truth(
     perf: &Path,
     program: &Program,
@@ -65,12 +66,84 @@ pub fn perf_truth(
         &[("WPROF", "0"), ("WPROF_PERFMAP", "1")],
         &[],
     );
+    let script = perf_script(perf, program, inner, &data)?;
+    Ok(perf_distribution(&script, names, Some))
+}
+
+/// perf's distribution of a run with sample mode's probes (and `selection`, as every
+/// profiled run has it): where the probed program spends its time, the probes' own
+/// instructions counted in the functions they sit in, as perf would show a user. Against
+/// [`perf_truth`] it says how much the probes change where the program's time goes, which
+/// no attribution of samples can undo: the part of sample mode's distance that is the
+/// probes' and not the sampler's. `indices` places the instrumented module's functions
+/// (the probe imports, the node finder and the retry functions are none of the module's).
+pub fn perf_of_probed(
+    perf: &Path,
+    program: &Program,
+    scratch: &Path,
+    selection: &[String],
+    names: &HashMap<String, u32>,
+    indices: wprof_agent::FunctionIndices,
+) -> Result<Distribution, Failure> {
+    let data = scratch.join("perf-probed.data");
+    let profile = scratch.join("perf-probed.wprof");
+    let profile = profile.to_string_lossy();
+    let mut args = vec!["-q", "--mode", ProbeMode::Sample.name(), "-o", &*profile];
+    args.extend(selection.iter().map(String::as_str));
+    let inner = wprof_run(program, scratch, &[("WPROF_PERFMAP", "1")], &args);
+    let script = perf_script(perf, program, inner, &data)?;
+    Ok(perf_distribution(&script, names, |n| {
+        original_function(&indices, n)
+    }))
+}
+
+/// The original module's function that function `n` of the probed module is; `None` for
+/// wprof's own.
+fn original_function(indices: &wprof_agent::FunctionIndices, n: u32) -> Option<u32> {
+    match indices.what(n) {
+        Indexed::Function(id) | Indexed::ProbedCopy(id) => Some(id),
+        Indexed::Probe => None,
+    }
+}
+
+/// Where sample mode's instrumentation of `module` puts its functions; `None` if it does
+/// not parse.
+pub fn sample_mode_indices(module: &[u8]) -> Option<wprof_agent::FunctionIndices> {
+    let (mut imports, mut defined) = (0u32, 0u32);
+    for payload in wasmparser::Parser::new(0).parse_all(module) {
+        match payload.ok()? {
+            wasmparser::Payload::ImportSection(section) => {
+                for import in section.into_imports() {
+                    if matches!(import.ok()?.ty, wasmparser::TypeRef::Func(_)) {
+                        imports += 1;
+                    }
+                }
+            }
+            wasmparser::Payload::FunctionSection(section) => defined = section.count(),
+            _ => {}
+        }
+    }
+    Some(wprof_agent::FunctionIndices {
+        imports,
+        functions: imports + defined,
+        mode: ProbeMode::Sample,
+        live: false,
+    })
+}
+
+/// Runs `inner` under `perf record` into `data` and gives back `perf script`'s text.
+fn perf_script(
+    perf: &Path,
+    program: &Program,
+    inner: Command,
+    data: &Path,
+) -> Result<String, Failure> {
     let mut cmd = Command::new(perf);
-    cmd.current_dir(scratch)
+    cmd.current_dir(inner.get_current_dir().unwrap_or(Path::new(".")))
         .args(["record", "-q", "-e", "cpu-clock", "-F"])
         .arg(SAMPLES_PER_SECOND.to_string())
         .args(["-g", "-o"])
-        .arg(&data)
+        .arg(data)
         .arg("--")
         .arg(inner.get_program())
         .args(inner.get_args());
@@ -84,14 +157,11 @@ pub fn perf_truth(
     timed(cmd, program)?;
     let script = Command::new(perf)
         .args(["script", "-F", "ip,sym,dso", "-i"])
-        .arg(&data)
+        .arg(data)
         .stderr(Stdio::null())
         .output()
         .context("cannot run perf script")?;
-    Ok(perf_distribution(
-        &String::from_utf8_lossy(&script.stdout),
-        names,
-    ))
+    Ok(String::from_utf8_lossy(&script.stdout).into_owned())
 }
 
 /// The name wasmtime's perf map gives a function with name-section name `raw`.
@@ -111,8 +181,13 @@ pub fn perf_name(raw: &str) -> String {
 /// to the innermost frame of compiled wasm code (named by the engine's perf map, or by the
 /// symbols of a compiled artifact loaded from the cache) that names a function of the module (`names`: perf name → id, or a `function[N]` symbol),
 /// unless a WASI host function is inside it. Samples with no such frame (compiling, wprof's
-/// own work, the process's `main`) are left out.
-pub fn perf_distribution(script: &str, names: &HashMap<String, u32>) -> Distribution {
+/// own work, the process's `main`) are left out. `index` says which function of the module
+/// a `function[N]` symbol names, if any.
+pub fn perf_distribution(
+    script: &str,
+    names: &HashMap<String, u32>,
+    index: impl Fn(u32) -> Option<u32>,
+) -> Distribution {
     let mut counts = Distribution::new();
     for sample in script.split("\n\n") {
         for frame in sample.lines() {
@@ -130,14 +205,19 @@ pub fn perf_distribution(script: &str, names: &HashMap<String, u32>) -> Distribu
             if !wasm_code {
                 continue;
             }
-            let id = names
-                .get(symbol)
-                .copied()
-                .or_else(|| function_index(symbol));
+            let id = match names.get(symbol) {
+                Some(&id) => Some(id),
+                // `index` says `None` for wprof's own functions in a probed module (the
+                // node finder, a retry function): left out, as perf shows them apart.
+                None => match function_index(symbol) {
+                    Some(n) => index(n),
+                    None => continue,
+                },
+            };
             if let Some(id) = id {
                 *counts.entry(id).or_default() += 1.0;
-                break;
             }
+            break;
         }
     }
     counts
@@ -193,7 +273,7 @@ mod tests {
 ";
         let names: HashMap<String, u32> =
             [("Rect::area()".to_string(), 3), ("main".to_string(), 1)].into();
-        let d = perf_distribution(script, &names);
+        let d = perf_distribution(script, &names, Some);
         assert_eq!(
             d.get(&3),
             Some(&2.0),
@@ -209,6 +289,24 @@ mod tests {
             2,
             "WASI calls, compile time and the process's own main are left out: {d:?}"
         );
+    }
+
+    #[test]
+    fn a_probed_modules_functions_are_the_originals_and_wprofs_own_are_left_out() {
+        let indices = sample_mode_indices(
+            &wat::parse_str(r#"(module (import "m" "f" (func)) (func) (func (call 0)) (func))"#)
+                .unwrap(),
+        )
+        .unwrap();
+        let (finder, last) = (indices.renumber(1) - 1, indices.renumber(3));
+        let script = format!(
+            "\t    1 wasm[0]::function[{last}] (/cache/artifacts/1)\n\n\
+             \t    2 wasm[0]::function[{finder}] (/cache/artifacts/1)\n\
+             \t    3 wasm[0]::function[{last}] (/cache/artifacts/1)\n\n"
+        );
+        let d = perf_distribution(&script, &HashMap::new(), |n| original_function(&indices, n));
+        // The node finder's sample is wprof's, not its caller's.
+        assert_eq!(d, [(3, 1.0)].into());
     }
 
     #[test]
