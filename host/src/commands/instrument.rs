@@ -119,7 +119,13 @@ impl InstrumentCommand {
         .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
         crate::prepare::heap::give_back_freed();
         progress.step("compiling", None);
-        let compiled = instrument::compile(engine, &mut prepared, &loaded, &mut cache, incremental);
+        let compiled = crate::prepare::compile::compile(
+            engine,
+            &mut prepared,
+            &loaded,
+            &mut cache,
+            incremental,
+        );
         progress.finish();
         compiled.map_err(|e| {
             Failure::input(format!(

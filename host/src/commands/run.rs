@@ -309,12 +309,18 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     })?;
     // What instrumenting freed is not reused by the compiling threads.
     crate::prepare::heap::give_back_freed();
-    // Compiled through the cache of compiled artifacts (see `instrument::compile`).
+    // Compiled through the cache of compiled artifacts (see `prepare::compile`).
     progress.step("compiling", None);
     let compiled = timings.time("compile", || {
         prepared.and_then(|mut p| {
             match crate::prepare::guard::quietly(|| {
-                instrument::compile(&engine, &mut p, &loaded, &mut cache, settings.incremental)
+                crate::prepare::compile::compile(
+                    &engine,
+                    &mut p,
+                    &loaded,
+                    &mut cache,
+                    settings.incremental,
+                )
             })
             .unwrap_or_else(|why| Err(anyhow::anyhow!("wprof failed: {why}")))
             {
@@ -605,18 +611,24 @@ fn compile_original(
     settings: &RunSettings,
     cache: &mut CacheSession,
 ) -> Result<Module, Failure> {
-    instrument::compile_bytes(engine, || Ok(&loaded.bytes), &loaded.digest, cache, None)
-        .map(|compiled| compiled.module)
-        .map_err(|e| {
-            if let Err(invalid) = loader::validate(loaded, &settings.module, engine) {
-                return invalid;
-            }
-            Failure::input(format!(
-                "cannot compile {}: {}",
-                settings.module.display(),
-                e.to_string().lines().next().unwrap_or_default()
-            ))
-        })
+    crate::prepare::compile::compile_bytes(
+        engine,
+        || Ok(&loaded.bytes),
+        &loaded.digest,
+        cache,
+        None,
+    )
+    .map(|compiled| compiled.module)
+    .map_err(|e| {
+        if let Err(invalid) = loader::validate(loaded, &settings.module, engine) {
+            return invalid;
+        }
+        Failure::input(format!(
+            "cannot compile {}: {}",
+            settings.module.display(),
+            e.to_string().lines().next().unwrap_or_default()
+        ))
+    })
 }
 
 fn finish_unprofiled(outcome: runner::RunOutcome, quiet: bool) -> i32 {
@@ -640,7 +652,7 @@ fn compile_trampolines_through(cache: &CacheSession, settings: &RunSettings) {
     crate::run::host_calls::compile_with(move |engine, bytes| {
         let mut cache = shared.share();
         let digest = *blake3::hash(bytes).as_bytes();
-        instrument::compile_bytes(engine, || Ok(bytes), &digest, &mut cache, None)
+        crate::prepare::compile::compile_bytes(engine, || Ok(bytes), &digest, &mut cache, None)
             .map(|compiled| compiled.module)
     });
 }

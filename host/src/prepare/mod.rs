@@ -3,6 +3,7 @@
 //!
 //! [`loader`] reads and checks the program; [`instrument`] runs the cache session (the
 //! module's manifest, then function by function) and hands the rest to the agent;
+//! [`compile`] makes machine code of the result (or of the original, profiling off);
 //! [`cache_values`] and [`cache_model`] are what wprof stores in the cache and how it reads
 //! it back; [`artifacts`] and [`compiled`] keep compiled code (whole modules, compressed
 //! by [`artifact_image`], and Cranelift's per-function incremental cache), authenticated with the key of [`secret`].
@@ -16,6 +17,7 @@ pub mod artifact_image;
 pub mod artifacts;
 pub mod cache_model;
 pub mod cache_values;
+pub mod compile;
 pub mod compiled;
 pub mod component;
 pub mod guard;

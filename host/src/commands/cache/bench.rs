@@ -158,7 +158,7 @@ pub(crate) fn start(engine: &Engine, path: &Path, dir: &Path) -> Result<u64, Fai
         &crate::progress::Progress::none(),
     )
     .map_err(|e| Failure::input(format!("cannot instrument {}: {e}", path.display())))?;
-    let module = instrument::compile(engine, &mut prepared, &loaded, &mut cache, true)
+    let module = crate::prepare::compile::compile(engine, &mut prepared, &loaded, &mut cache, true)
         .map_err(|e| Failure::input(format!("cannot compile {}: {e}", path.display())))?;
     drop(cache);
     let elapsed = t.elapsed().as_nanos() as u64;
