@@ -72,11 +72,8 @@ pub fn compile_bytes<'b>(
     lineage: Option<[u8; 32]>,
 ) -> anyhow::Result<Compiled> {
     let fingerprint = artifacts::engine_fingerprint(engine);
-    let secret = if cache.is_enabled() {
-        cache.secret()
-    } else {
-        None
-    };
+    // None when the cache failed, or the key cannot be had.
+    let secret = cache.secret();
     if let Some(secret) = &secret {
         let found = cache
             .with(|c| artifacts::find(c, digest, &fingerprint))

@@ -165,9 +165,15 @@ pub fn measure(
         .ok()
         .and_then(|module| sample_mode_indices(&module))
     {
-        Some(indices) => Some(perf_of_probed(
-            perf, program, dir, selection, &names, indices,
-        )?),
+        Some(indices) => {
+            let out = dir.join("perf-probed.wprof");
+            let probed = profiled_with(
+                ProbeMode::Sample,
+                &out.to_string_lossy(),
+                &[("WPROF_PERFMAP", "1")],
+            );
+            Some(perf_of_probed(perf, program, probed, dir, &names, indices)?)
+        }
         None => None,
     };
 

@@ -70,28 +70,22 @@ pub fn perf_truth(
     Ok(perf_distribution(&script, names, Some))
 }
 
-/// perf's distribution of a run with sample mode's probes (and `selection`, as every
-/// profiled run has it): where the probed program spends its time, the probes' own
-/// instructions counted in the functions they sit in, as perf would show a user. Against
-/// [`perf_truth`] it says how much the probes change where the program's time goes, which
-/// no attribution of samples can undo: the part of sample mode's distance that is the
-/// probes' and not the sampler's. `indices` places the instrumented module's functions
-/// (the probe imports, the node finder and the retry functions are none of the module's).
+/// perf's distribution of `probed`, a `wprof run` in sample mode (with the engine's perf
+/// map): where the probed program spends its time, the probes' own instructions counted in
+/// the functions they sit in, as perf would show a user. Against [`perf_truth`] it says how
+/// much the probes change where the program's time goes, which no attribution of samples
+/// can undo: the part of sample mode's distance that is the probes' and not the sampler's.
+/// `indices` places the instrumented module's functions (the probe imports, the node finder
+/// and the retry functions are none of the module's).
 pub fn perf_of_probed(
     perf: &Path,
     program: &Program,
+    probed: Command,
     scratch: &Path,
-    selection: &[String],
     names: &HashMap<String, u32>,
     indices: wprof_agent::FunctionIndices,
 ) -> Result<Distribution, Failure> {
-    let data = scratch.join("perf-probed.data");
-    let profile = scratch.join("perf-probed.wprof");
-    let profile = profile.to_string_lossy();
-    let mut args = vec!["-q", "--mode", ProbeMode::Sample.name(), "-o", &*profile];
-    args.extend(selection.iter().map(String::as_str));
-    let inner = wprof_run(program, scratch, &[("WPROF_PERFMAP", "1")], &args);
-    let script = perf_script(perf, program, inner, &data)?;
+    let script = perf_script(perf, program, probed, &scratch.join("perf-probed.data"))?;
     Ok(perf_distribution(&script, names, |n| {
         original_function(&indices, n)
     }))

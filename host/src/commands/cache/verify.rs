@@ -115,19 +115,21 @@ fn semantic_problem(cache: &Cache, kind: Kind, key: &Key, value: &[u8]) -> Optio
         Kind::Artifact => ArtifactEntry::decode(value)
             .is_none()
             .then(|| "not a compiled-artifact record".to_string()),
-        Kind::Compiled => match crate::prepare::referenced::reference(value) {
-            _ if !compiled::is_pack(value) => Some("not a pack of compiled functions".into()),
+        Kind::Compiled if !compiled::is_pack(value) => {
+            Some("not a pack of compiled functions".into())
+        }
+        Kind::Compiled => {
             // Its artifact is read only with the user's key: that it is there is what can
             // be checked here.
-            Some(artifact) => match cache.peek(Kind::Artifact, &artifact.locator) {
+            let artifact = crate::prepare::referenced::reference(value)?;
+            match cache.peek(Kind::Artifact, &artifact.locator) {
                 Ok(Lookup::Valid(_)) => None,
                 _ => Some(format!(
                     "the compiled artifact it is stored against, {}, is missing or damaged",
                     &hex(&artifact.locator)[..16]
                 )),
-            },
-            None => None,
-        },
+            }
+        }
     }
 }
 

@@ -17,11 +17,8 @@ pub fn compile(
 ) -> anyhow::Result<(Component, bool)> {
     let digest = *blake3::hash(bytes).as_bytes();
     let fingerprint = artifacts::engine_fingerprint(engine);
-    let secret = if cache.is_enabled() {
-        cache.secret()
-    } else {
-        None
-    };
+    // None when the cache failed, or the key cannot be had.
+    let secret = cache.secret();
     if let Some(secret) = &secret {
         let found = cache
             .with(|c| artifacts::find(c, &digest, &fingerprint))
