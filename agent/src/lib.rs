@@ -117,11 +117,16 @@ impl<'a> Instrumenter<'a> {
     /// The names of every function, imports first, as [`Instrumenter::functions`] gives
     /// them, without computing keys: to choose a [`Selection`] by name.
     pub fn function_names(&self) -> Vec<String> {
-        self.layout
-            .summaries(|_| [0; 32])
+        self.unkeyed_functions()
             .into_iter()
             .map(|s| s.name)
             .collect()
+    }
+
+    /// Every function as [`Instrumenter::functions`] gives it, without computing keys
+    /// (each `key` is zeros): to name the functions of a module that runs as it is.
+    pub fn unkeyed_functions(&self) -> Vec<FunctionSummary> {
+        self.layout.summaries(|_| [0; 32])
     }
 
     /// Leaves the defined functions of ids `excluded` without probes, the plan's

@@ -141,8 +141,11 @@ pub struct RunSettings {
     pub incremental: bool,
     /// No summary on stderr.
     pub quiet: bool,
-    /// What the probes measure.
+    /// What the probes measure (sample mode's probes stand for stack mode, which has none).
     pub mode: wprof_agent::ProbeMode,
+    /// Stack mode: the module runs as it is, its stacks sampled (see
+    /// [`crate::run::stacks`]).
+    pub stacks: bool,
     /// Subtract the probe overhead measured at start-up (time mode).
     pub subtract_overhead: bool,
     /// Split edges by call site.
@@ -249,5 +252,69 @@ mod tests {
             default_profile_path(Path::new("dir/app.wasm")),
             PathBuf::from("app.wprof")
         );
+    }
+}
+
+/// The profiling modes, as the command line, `WPROF_MODE` and the configuration file name
+/// them: the agent's probe modes, and stack mode, which runs the module without probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Mode {
+    /// Exact calls and contexts, sampled time (the default).
+    #[default]
+    Sample,
+    /// Exact calls and nanoseconds per activation.
+    Time,
+    /// Exact calls and executed instructions, deterministic.
+    Cost,
+    /// Sample mode, and exact times along the paths to the hot spots (timers walk up
+    /// from the hottest contexts while the program runs).
+    Adaptive,
+    /// No probes: time sampled from the program's call stack (frame pointers), as perf
+    /// samples it; calls are not counted.
+    Stack,
+}
+
+impl Mode {
+    /// Stack mode's name, on the command line and in profiles.
+    pub const STACK_NAME: &'static str = "stack";
+
+    /// Every mode, in the order help texts list them.
+    pub const ALL: [Mode; 5] = [
+        Mode::Time,
+        Mode::Cost,
+        Mode::Sample,
+        Mode::Adaptive,
+        Mode::Stack,
+    ];
+
+    /// The name used on the command line and in profiles.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Stack => Mode::STACK_NAME,
+            probed => wprof_agent::ProbeMode::from(probed).name(),
+        }
+    }
+
+    /// The mode called `name`.
+    pub fn named(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Whether the module runs without probes, its stacks sampled.
+    pub fn walks_stacks(self) -> bool {
+        self == Mode::Stack
+    }
+}
+
+impl From<Mode> for wprof_agent::ProbeMode {
+    /// The agent's mode: stack mode instruments nothing, and stands as sample mode wherever
+    /// a probe mode is asked for.
+    fn from(m: Mode) -> Self {
+        match m {
+            Mode::Time => wprof_agent::ProbeMode::Time,
+            Mode::Cost => wprof_agent::ProbeMode::Cost,
+            Mode::Sample | Mode::Stack => wprof_agent::ProbeMode::Sample,
+            Mode::Adaptive => wprof_agent::ProbeMode::Adaptive,
+        }
     }
 }

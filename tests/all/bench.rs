@@ -61,7 +61,17 @@ fn bench_runs_in_quick_mode_and_reports_every_figure() {
         positive(p, "wprof_off");
         positive(p, "wprof_off_warm");
         let profiled = p["profiled"].as_array().unwrap();
-        assert_eq!(profiled.len(), wprof_agent::ProbeMode::ALL.len(), "{p}");
+        // Every mode's whole process, stack mode's included (the original, its stacks
+        // sampled).
+        let shown: Vec<&str> = profiled
+            .iter()
+            .map(|m| m["mode"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            shown,
+            ["time", "cost", "sample", "adaptive", "stack"],
+            "{p}"
+        );
         for m in profiled {
             positive(m, "wall");
             positive(m, "own");
@@ -233,7 +243,7 @@ fn accuracy_compares_every_mode_with_perf() {
         .iter()
         .map(|m| m["mode"].as_str().unwrap())
         .collect();
-    assert_eq!(modes, ["time", "cost", "sample", "adaptive"]);
+    assert_eq!(modes, ["time", "cost", "sample", "adaptive", "stack"]);
     for m in program["modes"].as_array().unwrap() {
         let d = m["distance"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&d), "{m}");
@@ -264,7 +274,7 @@ fn accuracy_compares_every_mode_with_perf() {
         (0.0..=1.0).contains(&top[0][2].as_f64().unwrap()),
         "{program}"
     );
-    assert_eq!(top[0][3].as_array().unwrap().len(), 4);
+    assert_eq!(top[0][3].as_array().unwrap().len(), 5);
 
     // With a selection, every profiled run has it, and the report says so.
     // (And --top lists that many of perf's largest functions.)
@@ -272,7 +282,7 @@ fn accuracy_compares_every_mode_with_perf() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v[0]["selection"], serde_json::json!(["--exclude", "is_*"]));
-    assert_eq!(v[0]["modes"].as_array().unwrap().len(), 4);
+    assert_eq!(v[0]["modes"].as_array().unwrap().len(), 5);
     assert_eq!(v[0]["top"].as_array().unwrap().len(), 1, "{}", v[0]);
 }
 

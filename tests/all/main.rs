@@ -34,6 +34,7 @@ mod selective;
 mod serve;
 mod short;
 mod spec;
+mod stacks;
 mod support;
 mod threads;
 mod tools;

@@ -618,7 +618,7 @@ fn help_documents_the_environment() {
     for help in [&top, &run] {
         assert!(
             help.contains(&format!(
-                "WPROF_MODE               sample|time|cost|adaptive: what `wprof run` measures\n{}\
+                "WPROF_MODE               sample|time|cost|adaptive|stack: what `wprof run` measures\n{}\
                  (like --mode; default sample)",
                 " ".repeat(27)
             )),

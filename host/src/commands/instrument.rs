@@ -104,6 +104,14 @@ impl InstrumentCommand {
         let probes =
             self.probes
                 .resolve(&self.given, file, file.and_then(|f| f.section_for(path)))?;
+        if probes.mode.0.walks_stacks() {
+            return Err(Failure::input(format!(
+                "stack mode ({}) runs {} without probes: there is nothing to instrument (its \
+                 first run compiles it into the cache)",
+                probes.mode.1,
+                path.display()
+            )));
+        }
         let mut prepared = instrument::prepare(
             &loaded,
             path,

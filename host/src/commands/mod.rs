@@ -17,6 +17,7 @@ pub mod run;
 pub mod run_component;
 mod run_component_prepare;
 pub mod run_settings;
+mod run_stacks;
 pub mod run_summary;
 pub mod run_trace;
 pub mod serve;

@@ -18,7 +18,7 @@ use crate::profile::{Ending, ModuleRef, Profile};
 use crate::progress::Progress;
 use crate::run::collector::Collector;
 use crate::run::runner::{self, Stdio};
-use crate::settings::{self, DirMapping, RunSettings};
+use crate::settings::{self, DirMapping, Mode, RunSettings};
 use crate::timings::Timings;
 
 /// Run a WASI command (a preview 1 module, or a WASI 0.2 component) with probes, then write
@@ -141,7 +141,8 @@ impl RunCommand {
             env,
             profiling: resolved.profiling.value,
             profile_path: resolved.output.value.clone(),
-            mode,
+            mode: mode.into(),
+            stacks: mode.walks_stacks(),
             cache_dir: resolved.cache_dir.value,
             incremental: resolved.incremental.value,
             quiet: self.quiet,
@@ -153,7 +154,8 @@ impl RunCommand {
                 base: std::time::Duration::from_micros(resolved.sample_period_us.value),
                 // A period someone chose stays; the default stretches as the program runs,
                 // in sample mode (adaptive mode's walks follow the ticks: they stay dense).
-                stretches: resolved.sample_period_us.is_default() && mode == ProbeMode::Sample,
+                stretches: resolved.sample_period_us.is_default()
+                    && matches!(mode, Mode::Sample | Mode::Stack),
             },
             timings: self.timings,
             filter: resolved.function_filter,
@@ -209,6 +211,17 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     // knows by its digest was validated before it was stored.
     let loaded = match timings.time("load", || loader::read_program(&settings.module))? {
         loader::Program::Module(loaded) => loaded,
+        loader::Program::Component(bytes) if settings.stacks => {
+            warn(format_args!(
+                "stack mode samples a core module's stacks; {} is a component, profiled in sample mode",
+                settings.module.display()
+            ));
+            let settings = RunSettings {
+                stacks: false,
+                ..settings.clone()
+            };
+            return crate::commands::run_component::run(&settings, &engine, bytes, timings);
+        }
         loader::Program::Component(bytes) => {
             return crate::commands::run_component::run(settings, &engine, bytes, timings)
         }
@@ -222,6 +235,23 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
              can inject into (WPROF=0 runs the original as it is)",
             first.injection.spec, first.name
         )));
+    }
+    if settings.profiling && settings.stacks {
+        let wanting = [
+            (
+                "--serve (profiles the probes keep while the program runs)",
+                settings.serve.is_some(),
+            ),
+            (
+                "--inject into the module's own functions",
+                !injections.functions.is_empty(),
+            ),
+        ];
+        if let Some((what, _)) = wanting.iter().find(|w| w.1) {
+            return Err(Failure::input(format!(
+                "stack mode runs the module without probes, which {what} needs; use sample mode"
+            )));
+        }
     }
     let settings = &RunSettings {
         injections: injections.imports.clone(),
@@ -254,7 +284,18 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
         cache.wait_for_stores(timings);
-        return Ok(finish_unprofiled(outcome, settings.quiet));
+        return Ok(run_summary::finish_unprofiled(outcome, settings.quiet));
+    }
+
+    if settings.stacks {
+        progress.step("compiling", None);
+        let module = timings.time("compile", || {
+            compile_original(&engine, &loaded, settings, &mut cache)
+        })?;
+        progress.finish();
+        let code = crate::commands::run_stacks::run(&engine, &module, &loaded, settings, timings);
+        cache.wait_for_stores(timings);
+        return code;
     }
 
     let plan = ProbePlan {
@@ -345,7 +386,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
         cache.wait_for_stores(timings);
-        return Ok(finish_unprofiled(outcome, settings.quiet));
+        return Ok(run_summary::finish_unprofiled(outcome, settings.quiet));
     };
 
     progress.finish();
@@ -629,16 +670,6 @@ fn compile_original(
             e.to_string().lines().next().unwrap_or_default()
         ))
     })
-}
-
-fn finish_unprofiled(outcome: runner::RunOutcome, quiet: bool) -> i32 {
-    if let Some((_, report)) = &outcome.trap {
-        crate::say!("Error: {report}");
-    }
-    if !quiet {
-        crate::say_text!("{}", run_summary::injection_lines(&outcome.injections));
-    }
-    outcome.exit_code
 }
 
 /// The host calls' trampoline (a small module made for the program's WASI imports, see

@@ -173,12 +173,9 @@ impl RunConfig {
         }
     }
 
-    /// The mode, as the agent names it.
-    pub fn probe_mode(&self) -> ProbeMode {
-        ProbeMode::ALL
-            .into_iter()
-            .find(|m| m.name() == self.mode.value)
-            .unwrap_or_default()
+    /// The mode, as the command line names it.
+    pub fn mode(&self) -> Mode {
+        Mode::named(self.mode.value).unwrap_or_default()
     }
 }
 
@@ -352,8 +349,8 @@ pub fn incremental(no_incremental: bool) -> Result<(bool, Source), Failure> {
 /// prepares the cache for runs with it.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProbeArgs {
-    /// What the probes measure; every mode counts every call exactly and keeps the whole
-    /// calling-context tree. `sample` (the default): time sampled every 200 µs (sparser
+    /// What the probes measure; every mode but `stack` counts every call exactly and keeps
+    /// the whole calling-context tree. `sample` (the default): time sampled every 200 µs (sparser
     /// after the first second) from the running thread's program counter and the context
     /// the module keeps (closest to perf on real programs, at 1.2-1.6x the uninstrumented
     /// run on a virtual machine). `time`: a clock read at every entry and exit, the probes'
@@ -364,7 +361,10 @@ pub struct ProbeArgs {
     /// the same profile on every run and machine). `adaptive`: sample mode, and while the
     /// program runs, timers walk up from the hottest contexts, a few functions at a time:
     /// nanoseconds per activation along the hot paths at about sample mode's cost (`wprof
-    /// report` shows the paths).
+    /// report` shows the paths). `stack`: no probes at all; the module runs as it is and its
+    /// call stacks are sampled every 200 µs through the frame pointers, as `perf record
+    /// --call-graph fp` samples them: perf's own profile at about the cost of the
+    /// interrupts, without calls (a core module on Linux, x86-64 or AArch64; one thread).
     #[arg(long, value_enum, default_value_t = Mode::default(), env = "WPROF_MODE")]
     pub mode: Mode,
 
@@ -433,8 +433,8 @@ pub const DEFAULT_SHORT_MAX: u64 = 40;
 /// The probe plan of a run, each part with where it came from (see [`ProbeArgs::resolve`]).
 #[derive(Debug, Clone)]
 pub struct ResolvedProbes {
-    /// What the probes measure.
-    pub mode: (ProbeMode, Source),
+    /// What the probes measure (or stack mode: no probes).
+    pub mode: (Mode, Source),
     /// Call-site edges.
     pub call_sites: (bool, Source),
     /// Basic blocks counted.
@@ -458,7 +458,7 @@ impl ResolvedProbes {
     /// module's names are known).
     pub fn plan(&self) -> ProbePlan {
         ProbePlan {
-            mode: self.mode.0,
+            mode: self.mode.0.into(),
             call_sites: self.call_sites.0,
             selection: self.filter.0.selection().map(std::sync::Arc::new),
             live: self.live.0,
@@ -486,10 +486,10 @@ impl ProbeArgs {
         section: Option<&config::ModuleSection>,
     ) -> Result<ResolvedProbes, Failure> {
         let mode = config::resolve(
-            given.with("mode", ProbeMode::from(self.mode)),
+            given.with("mode", self.mode),
             "WPROF_MODE",
             file.and_then(|f| f.knob(section, |k| k.mode.as_ref())),
-            ProbeMode::from(self.mode),
+            self.mode,
         );
         let call_sites = config::resolve(
             given.with("call_sites", self.call_sites),
@@ -503,10 +503,12 @@ impl ProbeArgs {
             file.and_then(|f| f.knob(section, |k| k.coverage.as_ref())),
             self.coverage,
         );
-        if coverage.0 && !mode.0.counts_inline() {
+        if coverage.0 && (mode.0.walks_stacks() || !ProbeMode::from(mode.0).counts_inline()) {
             return Err(Failure::input(format!(
-                "coverage ({}) counts blocks in the inline modes (sample, cost, adaptive), not in time mode ({})",
-                coverage.1, mode.1
+                "coverage ({}) counts blocks in the inline modes (sample, cost, adaptive), not in {} mode ({})",
+                coverage.1,
+                mode.0.name(),
+                mode.1
             )));
         }
         let allocs = config::resolve(
@@ -543,7 +545,23 @@ impl ProbeArgs {
             // Switches that start off need switches.
             live = (true, off.1.clone());
         }
-        if live.0 && mode.0 == ProbeMode::Adaptive {
+        if mode.0.walks_stacks() {
+            // Each of these needs probes, and stack mode has none.
+            let wanting = [
+                ("coverage", coverage.0, &coverage.1),
+                ("live switches", live.0, &live.1),
+                ("allocation profiling", allocs.0, &allocs.1),
+                ("call sites", call_sites.0, &call_sites.1),
+            ];
+            if let Some((what, _, source)) = wanting.iter().find(|w| w.1) {
+                return Err(Failure::input(format!(
+                    "stack mode ({}) runs the module without probes, which {what} ({source}) needs; \
+                     use sample mode",
+                    mode.1
+                )));
+            }
+        }
+        if live.0 && mode.0 == Mode::Adaptive {
             return Err(Failure::input(format!(
                 "adaptive mode ({}) does not combine with live switches ({}) yet",
                 mode.1, live.1
@@ -599,28 +617,4 @@ impl ProbeArgs {
     }
 }
 
-/// The probe modes, as the command line names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Mode {
-    /// Exact calls and contexts, sampled time (the default).
-    #[default]
-    Sample,
-    /// Exact calls and nanoseconds per activation.
-    Time,
-    /// Exact calls and executed instructions, deterministic.
-    Cost,
-    /// Sample mode, and exact times along the paths to the hot spots (timers walk up
-    /// from the hottest contexts while the program runs).
-    Adaptive,
-}
-
-impl From<Mode> for ProbeMode {
-    fn from(m: Mode) -> Self {
-        match m {
-            Mode::Time => ProbeMode::Time,
-            Mode::Cost => ProbeMode::Cost,
-            Mode::Sample => ProbeMode::Sample,
-            Mode::Adaptive => ProbeMode::Adaptive,
-        }
-    }
-}
+pub use crate::settings::Mode;

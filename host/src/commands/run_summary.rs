@@ -23,6 +23,18 @@ pub fn injection_lines(injections: &[crate::injection::InjectionRecord]) -> Stri
         .collect()
 }
 
+/// The end of a run without profiling: its trap as wasmtime reports it, and what
+/// `--inject` did; the program's exit code.
+pub fn finish_unprofiled(outcome: crate::run::runner::RunOutcome, quiet: bool) -> i32 {
+    if let Some((_, report)) = &outcome.trap {
+        crate::say!("Error: {report}");
+    }
+    if !quiet {
+        crate::say_text!("{}", injection_lines(&outcome.injections));
+    }
+    outcome.exit_code
+}
+
 /// Prints the summary of a profiled run; `written`: the profile file was written.
 pub fn print(
     profile: &Profile,
@@ -34,11 +46,16 @@ pub fn print(
     print_with(
         profile,
         Some(module),
-        &prepared.stats,
+        Some(&prepared.stats),
         None,
         settings,
         written,
     );
+}
+
+/// Prints the summary of a run in stack mode (nothing instrumented, no call counted).
+pub fn print_stacks(profile: &Profile, module: &[u8], settings: &RunSettings, written: bool) {
+    print_with(profile, Some(module), None, None, settings, written);
 }
 
 /// [`print`] for a component: `modules` are its instrumented core modules' names, `cached`
@@ -57,13 +74,13 @@ pub fn print_component(
         if modules.len() == 1 { "" } else { "s" },
         modules.join(", ")
     );
-    print_with(profile, None, stats, Some(line), settings, written);
+    print_with(profile, None, Some(stats), Some(line), settings, written);
 }
 
 fn print_with(
     profile: &Profile,
     module: Option<&[u8]>,
-    stats: &crate::profile::InstrumentationStats,
+    stats: Option<&crate::profile::InstrumentationStats>,
     component: Option<String>,
     settings: &RunSettings,
     written: bool,
@@ -91,13 +108,16 @@ fn print_with(
     }
     let mut out = String::new();
     out.push_str(&format!(
-        "\nwprof: {} {} in {took}; {} calls, {} functions ran{}\n",
+        "\nwprof: {} {} in {took}; {}, {} functions ran{}\n",
         profile.module.path,
         match &profile.trap {
             Some(t) => format!("trapped ({t})"),
             None => format!("exited with code {}", profile.exit_code),
         },
-        calls,
+        match stats {
+            Some(_) => format!("{calls} calls"),
+            None => "calls not counted".to_string(),
+        },
         functions.len(),
         match waits {
             0 => String::new(),
@@ -105,17 +125,19 @@ fn print_with(
             n => format!(", {n} waits"),
         },
     ));
-    out.push_str(&format!(
-        "wprof: {} functions: {} instrumented now, {} from the cache{}\n",
-        stats.functions_total,
-        stats.functions_instrumented,
-        stats.functions_from_cache,
-        if stats.module_from_cache {
-            " (whole module cached)"
-        } else {
-            ""
-        }
-    ));
+    if let Some(stats) = stats {
+        out.push_str(&format!(
+            "wprof: {} functions: {} instrumented now, {} from the cache{}\n",
+            stats.functions_total,
+            stats.functions_instrumented,
+            stats.functions_from_cache,
+            if stats.module_from_cache {
+                " (whole module cached)"
+            } else {
+                ""
+            }
+        ));
+    }
     if let Some(line) = component {
         out.push_str(&line);
     }
@@ -126,14 +148,20 @@ fn print_with(
             &profile.unit,
         ));
     }
-    if let Some(s) = &profile.sampling {
-        out.push_str(&format!(
+    match &profile.sampling {
+        Some(s) if stats.is_none() => out.push_str(&format!(
+            "wprof: stack mode, no probes: call stacks sampled every {}: {} ticks\n",
+            crate::report::text::period_shown(s),
+            s.answered,
+        )),
+        Some(s) => out.push_str(&format!(
             "wprof: time sampled every {}: {} ticks located by program counter, {} readings; {} in wprof's probes left out\n",
             crate::report::text::period_shown(s),
             s.answered,
             s.readings,
             crate::display::format_ns(s.probe_ns)
-        ));
+        )),
+        None => {}
     }
     out.push_str(&injection_lines(&profile.injections));
     if let Some(line) = crate::report::host_time::summary_line(profile) {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use wprof_agent::ProbeMode;
+use crate::settings::Mode;
 
 use crate::commands::run_settings::RunConfig;
 use crate::commands::GivenArgs;
@@ -62,8 +62,8 @@ impl TraceArgs {
         &self,
         config: &RunConfig,
         given: &GivenArgs,
-    ) -> Result<(Option<TraceSettings>, ProbeMode), Failure> {
-        let mode = config.probe_mode();
+    ) -> Result<(Option<TraceSettings>, Mode), Failure> {
+        let mode = config.mode();
         if !self.trace {
             // On the command line without --trace: a mistake. From their variables: set for
             // the runs that trace.
@@ -80,10 +80,8 @@ impl TraceArgs {
             return Ok((None, mode));
         }
         let mode = match mode {
-            ProbeMode::Time => mode,
-            _ if config.mode.source == crate::config::Source::Default.to_string() => {
-                ProbeMode::Time
-            }
+            Mode::Time => mode,
+            _ if config.mode.source == crate::config::Source::Default.to_string() => Mode::Time,
             _ => {
                 return Err(Failure::input(format!(
                     "--trace records every call with time mode's clock; it does not combine with {} mode ({})",

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
-use wprof_agent::ProbeMode;
 
 use crate::exit::Failure;
 
@@ -16,7 +15,7 @@ pub struct Knobs {
     /// `profiling`: instrument and profile (false: run the original, as `WPROF=0`).
     pub profiling: Option<At<bool>>,
     /// `mode`.
-    pub mode: Option<At<ProbeMode>>,
+    pub mode: Option<At<crate::settings::Mode>>,
     /// `output`: the profile's path (relative to the file's directory).
     pub output: Option<At<PathBuf>>,
     /// `call_sites`.
@@ -274,9 +273,12 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         let mode = match mode {
             None => None,
             Some(m) => {
-                let found = ProbeMode::ALL.into_iter().find(|x| x.name() == m.get_ref());
+                let found = crate::settings::Mode::named(m.get_ref());
                 let Some(value) = found else {
-                    let names: Vec<&str> = ProbeMode::ALL.iter().map(|x| x.name()).collect();
+                    let names: Vec<&str> = crate::settings::Mode::ALL
+                        .iter()
+                        .map(|x| x.name())
+                        .collect();
                     return Err(problem(
                         m.span(),
                         "mode",

@@ -220,7 +220,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wprof_agent::ProbeMode;
+    use crate::settings::Mode;
 
     fn parse(text: &str) -> Result<ConfigFile, String> {
         file::parse(Path::new("cfg/wprof.toml"), text).map_err(|f| f.message)
@@ -245,7 +245,7 @@ mod tests {
         )
         .unwrap();
         let mode = c.knobs.mode.as_ref().unwrap();
-        assert_eq!((mode.value, mode.line), (ProbeMode::Cost, 1));
+        assert_eq!((mode.value, mode.line), (Mode::Cost, 1));
         assert_eq!(
             c.knobs.output.as_ref().unwrap().value,
             Path::new("cfg/out/p.wprof")
@@ -263,7 +263,7 @@ mod tests {
         let sql = c.section_for(Path::new("/x/sqlite.wasm"));
         assert_eq!(sql.map(|s| s.line), Some(7));
         let (mode, source) = c.knob(sql, |k| k.mode.as_ref()).unwrap();
-        assert_eq!(mode, ProbeMode::Time);
+        assert_eq!(mode, Mode::Time);
         assert_eq!(
             source.to_string(),
             "cfg/wprof.toml:9 ([[module]] of line 7)"

@@ -513,6 +513,12 @@ pub struct SamplingRecord {
 }
 
 impl Profile {
+    /// Whether its calls were counted: every mode but stack mode's, which runs the program
+    /// without probes (its `calls` are all 0).
+    pub fn counts_calls(&self) -> bool {
+        self.mode != crate::settings::Mode::STACK_NAME
+    }
+
     /// The record of function `id`, if it ran.
     pub fn function(&self, id: u32) -> Option<&FunctionRecord> {
         self.functions

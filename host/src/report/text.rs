@@ -15,6 +15,15 @@ pub fn by_self_time(profile: &Profile) -> Vec<&FunctionRecord> {
     matching(profile, &Options::default())
 }
 
+/// A count of calls as shown: `-` in a profile that counts none (stack mode).
+fn calls_shown(profile: &Profile, calls: u64) -> String {
+    if profile.counts_calls() {
+        calls.to_string()
+    } else {
+        "-".to_string()
+    }
+}
+
 /// The flat profile table: header plus one line per function.
 pub fn flat_table(profile: &Profile, functions: &[&FunctionRecord]) -> String {
     let total = profile.total;
@@ -32,7 +41,7 @@ pub fn flat_table(profile: &Profile, functions: &[&FunctionRecord]) -> String {
             percent(f.self_time, total),
             format_amount(f.inclusive, &profile.unit),
             percent(f.inclusive, total),
-            f.calls,
+            calls_shown(profile, f.calls),
             f.min_self
                 .map_or("-".to_string(), |v| format_amount(v, &profile.unit)),
             f.max_self
@@ -59,7 +68,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
     );
     let _ = writeln!(
         out,
-        "outcome: {} (exit code {}){}; total {} in {} functions, {} calls",
+        "outcome: {} (exit code {}){}; total {} in {} functions, {}",
         profile.outcome,
         profile.exit_code,
         profile
@@ -69,28 +78,46 @@ pub fn render(profile: &Profile, options: &Options) -> String {
             .unwrap_or_default(),
         format_amount(profile.total, &profile.unit),
         profile.functions.len(),
-        profile.functions.iter().map(|f| f.calls).sum::<u64>(),
+        match profile.counts_calls() {
+            true => format!(
+                "{} calls",
+                profile.functions.iter().map(|f| f.calls).sum::<u64>()
+            ),
+            false => "calls not counted".to_string(),
+        },
     );
     if let Some(threads) = &profile.threads {
         out.push_str(&threads_summary(threads, &profile.unit));
     }
-    if let Some(s) = &profile.sampling {
-        let _ = writeln!(
-            out,
-            "sample mode: times estimated from {} ticks located by program counter, one every \
-             {} ({} readings of the running context); {} in wprof's probes left out",
-            s.answered,
-            period_shown(s),
-            s.readings,
-            crate::display::format_ns(s.probe_ns)
-        );
-        if s.off_ns > 0 {
+    match &profile.sampling {
+        Some(s) if !profile.counts_calls() => {
             let _ = writeln!(
                 out,
-                "live probes: every switch off for {}, not sampled",
-                crate::display::format_ns(s.off_ns)
+                "stack mode: times estimated from {} call stacks sampled one every {} \
+                 (the program ran without probes)",
+                s.answered,
+                period_shown(s),
             );
         }
+        Some(s) => {
+            let _ = writeln!(
+                out,
+                "sample mode: times estimated from {} ticks located by program counter, one every \
+             {} ({} readings of the running context); {} in wprof's probes left out",
+                s.answered,
+                period_shown(s),
+                s.readings,
+                crate::display::format_ns(s.probe_ns)
+            );
+            if s.off_ns > 0 {
+                let _ = writeln!(
+                    out,
+                    "live probes: every switch off for {}, not sampled",
+                    crate::display::format_ns(s.off_ns)
+                );
+            }
+        }
+        None => {}
     }
     let excluded: Vec<&str> = profile.unprobed.iter().map(String::as_str).collect();
     if !excluded.is_empty() {
@@ -180,7 +207,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
                 .get(&f.id)
                 .map(|s| format!("  [{}]", s.short()))
                 .unwrap_or_default(),
-            f.calls,
+            calls_shown(profile, f.calls),
             format_amount(f.inclusive, &profile.unit)
         );
         let mut callers: Vec<_> = profile.edges.iter().filter(|e| e.callee == f.id).collect();
@@ -194,7 +221,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
                     Some(site) => format!("{}+{site:#x}", name(e.caller)),
                     None => name(e.caller).to_string(),
                 },
-                e.calls,
+                calls_shown(profile, e.calls),
                 format_amount(e.inclusive, &profile.unit),
                 percent(e.inclusive, f.inclusive)
             );
@@ -215,7 +242,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
                     Some(site) => format!("{} (at +{site:#x})", name(Some(e.callee))),
                     None => name(Some(e.callee)).to_string(),
                 },
-                e.calls,
+                calls_shown(profile, e.calls),
                 format_amount(e.inclusive, &profile.unit),
                 percent(e.inclusive, f.inclusive)
             );

@@ -26,6 +26,8 @@ pub struct CodeMap {
     ranges: Vec<(usize, usize, u32)>,
     /// How the instrumented module numbers its functions.
     indices: FunctionIndices,
+    /// The module is an original, not instrumented: its indices are the functions' ids.
+    original: bool,
 }
 
 impl CodeMap {
@@ -42,6 +44,24 @@ impl CodeMap {
             text,
             ranges,
             indices: indices_of(module, mode),
+            original: false,
+        }
+    }
+
+    /// The map of `module`, a module as it was given (not instrumented), as loaded.
+    pub fn of_original(module: &wasmtime::Module) -> Self {
+        let imports = module
+            .imports()
+            .filter(|i| matches!(i.ty(), wasmtime::ExternType::Func(_)))
+            .count() as u32;
+        CodeMap {
+            original: true,
+            indices: FunctionIndices {
+                imports,
+                functions: imports + module.functions().len() as u32,
+                ..FunctionIndices::default()
+            },
+            ..Self::of(module, ProbeMode::Sample)
         }
     }
 
@@ -54,6 +74,7 @@ impl CodeMap {
             text: ranges.first().map_or(0, |r| r.0),
             ranges,
             indices,
+            original: false,
         }
     }
 
@@ -112,6 +133,9 @@ impl CodeMap {
     /// What the instrumented module's function `index` is: a probed copy runs its
     /// function.
     fn classify(&self, index: u32) -> Running {
+        if self.original {
+            return Running::Function(index);
+        }
         match self.indices.what(index) {
             Indexed::Function(id) | Indexed::ProbedCopy(id) => Running::Function(id),
             Indexed::Probe => Running::Probe,
@@ -167,6 +191,7 @@ mod tests {
                 mode: ProbeMode::Sample,
                 live: false,
             },
+            original: false,
         };
         assert_eq!(ProbeImports::shift(ProbeMode::Sample), 10);
         assert_eq!(map.running(99), Running::Outside);
@@ -223,6 +248,22 @@ mod tests {
                 "{offset} outside {b_body:?}"
             );
         }
+    }
+
+    #[test]
+    fn an_original_modules_functions_are_its_own_ids() {
+        // Imports named as wprof's probes are the program's own in a module as given.
+        let wat = r#"(module
+            (import "wprof" "enter" (func (param i32)))
+            (import "env" "f" (func))
+            (func $a (result i32) i32.const 1)
+            (func $b (result i32) i32.const 2))"#;
+        let engine = wasmtime::Engine::default();
+        let module = wasmtime::Module::new(&engine, wat).unwrap();
+        let map = CodeMap::of_original(&module);
+        assert_eq!(map.imports(), 2);
+        let found: Vec<Running> = map.ranges.iter().map(|r| map.running(r.0)).collect();
+        assert_eq!(found, [Running::Function(2), Running::Function(3)]);
     }
 
     #[test]

@@ -52,6 +52,7 @@ pub mod probe_log;
 pub mod replay;
 pub mod runner;
 pub mod sampler;
+pub mod stacks;
 pub mod start;
 pub mod switches;
 pub mod threads;

@@ -15,9 +15,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::settings::Mode;
 use anyhow::Context;
 use serde::Serialize;
-use wprof_agent::ProbeMode;
 
 use super::perf::{perf_name, perf_of_probed, perf_truth, sample_mode_indices, Distribution};
 use super::process::{write_wasmtime_cache_config, WasmtimeCli};
@@ -132,26 +132,26 @@ pub fn measure(
         None => None,
     };
 
-    let profile_of = |mode: ProbeMode| dir.join(format!("{}.wprof", mode.name()));
+    let profile_of = |mode: Mode| dir.join(format!("{}.wprof", mode.name()));
     let floor_profile = dir.join("floor.wprof").to_string_lossy().into_owned();
-    let profiled_with = |mode: ProbeMode, out: &str, env: &[(&str, &str)]| {
+    let profiled_with = |mode: Mode, out: &str, env: &[(&str, &str)]| {
         let mut args = vec!["-q", "--mode", mode.name(), "-o", out];
         args.extend(selection.iter().map(String::as_str));
         wprof_run(program, dir, env, &args)
     };
-    let profiled = |mode: ProbeMode| profiled_with(mode, &profile_of(mode).to_string_lossy(), &[]);
+    let profiled = |mode: Mode| profiled_with(mode, &profile_of(mode).to_string_lossy(), &[]);
     let floor = || {
         profiled_with(
-            ProbeMode::Time,
+            Mode::Time,
             &floor_profile,
             &[(crate::run::probe_log::FLOOR_VARIABLE, "1")],
         )
     };
     // Warm the cache in every mode; the cost profile names every function that ran.
-    for mode in ProbeMode::ALL {
+    for mode in Mode::ALL {
         timed(profiled(mode), program)?;
     }
-    let cost = Profile::read(&profile_of(ProbeMode::Cost))?;
+    let cost = Profile::read(&profile_of(Mode::Cost))?;
     let names: HashMap<String, u32> = cost
         .functions
         .iter()
@@ -168,7 +168,7 @@ pub fn measure(
         Some(indices) => {
             let out = dir.join("perf-probed.wprof");
             let probed = profiled_with(
-                ProbeMode::Sample,
+                Mode::Sample,
                 &out.to_string_lossy(),
                 &[("WPROF_PERFMAP", "1")],
             );
@@ -189,7 +189,7 @@ pub fn measure(
     let mut off = Vec::new();
     let mut plain = Vec::new();
     let mut floors = Vec::new();
-    let mut by_mode: Vec<Runs> = ProbeMode::ALL.iter().map(|_| Runs::default()).collect();
+    let mut by_mode: Vec<Runs> = Mode::ALL.iter().map(|_| Runs::default()).collect();
     for _ in 0..runs {
         off.push(timed(
             wprof_run(program, dir, &[("WPROF", "0")], &[]),
@@ -198,7 +198,7 @@ pub fn measure(
         if let Some(run) = &wasmtime_run {
             plain.push(timed(run(), program)?);
         }
-        for (mode, runs) in ProbeMode::ALL.into_iter().zip(&mut by_mode) {
+        for (mode, runs) in Mode::ALL.into_iter().zip(&mut by_mode) {
             runs.walls.push(timed(profiled(mode), program)?);
             let profile = Profile::read(&profile_of(mode))?;
             runs.violations.extend(profile.violations());
@@ -250,7 +250,7 @@ pub fn measure(
             })
             .collect()
     };
-    let modes: Vec<ModeAccuracy> = ProbeMode::ALL
+    let modes: Vec<ModeAccuracy> = Mode::ALL
         .iter()
         .zip(&by_mode)
         .zip(&last_shares)
@@ -328,7 +328,7 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
         "{:<12} {:>8} {:>10} {:>7} {:>13}",
         "program", "samples", "perf noise", "probed", "off/wasmtime"
     );
-    for mode in ProbeMode::ALL {
+    for mode in Mode::ALL {
         let _ = write!(
             out,
             " {:>12} {:>9}",
@@ -357,7 +357,7 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
         let time = r
             .modes
             .iter()
-            .find(|m| m.mode == ProbeMode::Time.name())
+            .find(|m| m.mode == Mode::Time.name())
             .map_or(0.0, |m| m.overhead);
         let _ = write!(
             out,
@@ -386,7 +386,7 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
             r.name
         );
         let _ = write!(out, "  {:>7} {:>7}", "perf", "probed");
-        for mode in ProbeMode::ALL {
+        for mode in Mode::ALL {
             let _ = write!(out, " {:>7}", mode.name());
         }
         out.push_str("  function\n");

@@ -58,6 +58,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         cache_dir: None,
         quiet: true,
         mode,
+        stacks: false,
         subtract_overhead: false,
         call_sites: false,
         coverage: false,

@@ -19,7 +19,7 @@ use std::time::Instant;
 use anyhow::Context;
 use serde::Serialize;
 
-use wprof_agent::ProbeMode;
+use crate::settings::Mode;
 
 use crate::exit::Failure;
 use crate::stats::median;
@@ -251,7 +251,7 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
             .arg(&module);
         cmd
     };
-    let profiled = |mode: ProbeMode| {
+    let profiled = |mode: Mode| {
         let mut cmd = Command::new(&wprof);
         // Benchmarks measure wprof's defaults, whatever the user's configuration.
         cmd.env("WPROF_CONFIG", "off");
@@ -270,14 +270,14 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
         wall_time(wasmtime_warm(cli))?;
     }
     wall_time(wprof_off_warm())?;
-    for mode in ProbeMode::ALL {
+    for mode in Mode::ALL {
         timed_run(profiled(mode))?;
     }
 
     let (mut off, mut plain, mut guest, mut warm, mut off_warm) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut by_mode: Vec<(Vec<u64>, Vec<u64>, Vec<u64>)> =
-        ProbeMode::ALL.iter().map(|_| Default::default()).collect();
+        Mode::ALL.iter().map(|_| Default::default()).collect();
     for _ in 0..runs {
         off.push(wall_time(wprof_off())?);
         off_warm.push(wall_time(wprof_off_warm())?);
@@ -286,7 +286,7 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
             guest.push(wall_time(wasmtime(cli, true))?);
             warm.push(wall_time(wasmtime_warm(cli))?);
         }
-        for (mode, (walls, own, phases)) in ProbeMode::ALL.iter().zip(&mut by_mode) {
+        for (mode, (walls, own, phases)) in Mode::ALL.iter().zip(&mut by_mode) {
             let (wall, timings) = timed_run(profiled(*mode))?;
             walls.push(wall);
             own.push(wall.saturating_sub(phase_ns(&timings, crate::timings::PROGRAM)));
@@ -309,7 +309,7 @@ pub fn measure(path: &Path, runs: u32, cli: Option<&WasmtimeCli>) -> Result<Proc
         wasmtime_run_warm,
         wprof_off_warm: median(off_warm.clone()),
         wprof_off_warm_ratio: ratio(median(off_warm), wasmtime_run_warm),
-        profiled: ProbeMode::ALL
+        profiled: Mode::ALL
             .iter()
             .zip(by_mode)
             .map(|(mode, (walls, own, phases))| {

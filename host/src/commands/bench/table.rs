@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use wprof_agent::ProbeMode;
+use crate::settings::Mode;
 
 use super::BenchReport;
 use crate::display::format_ns;
@@ -39,7 +39,8 @@ pub(super) fn table(report: &BenchReport, runs: u32) -> String {
         super::overhead::TRACE
     );
     let _ = write!(out, "{:<20} {:>10}", "module", "original");
-    let names = ProbeMode::ALL
+    // In this process: the modes that instrument (stack mode is the original's run).
+    let names = wprof_agent::ProbeMode::ALL
         .iter()
         .map(|mode| format!("{} mode", mode.name()))
         .chain([
@@ -127,7 +128,7 @@ pub(super) fn table(report: &BenchReport, runs: u32) -> String {
         "{:<20} {:>13} {:>14} {:>7}",
         "module", "wasmtime run", "wprof WPROF=0", "ratio"
     );
-    for mode in ProbeMode::ALL {
+    for mode in Mode::ALL {
         let _ = write!(
             out,
             " {:>12} {:>7} {:>10} {:>10}",

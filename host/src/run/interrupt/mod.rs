@@ -33,6 +33,8 @@
 //! says `None` to more, which then fall back to reading the cell alone), as on a platform
 //! other than Linux on x86-64 or AArch64, or when something else already handles `SIGPROF`.
 
+pub mod frames;
+
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -86,6 +88,9 @@ struct State {
     /// The state of the generator of the time to the next tick (xorshift64, never 0 while
     /// claimed).
     random: AtomicU64,
+    /// The top of the thread's stack when each tick walks its frame pointers (see
+    /// [`crate::run::interrupt::frames`]); 0 when ticks record the program counter alone.
+    walk_top: AtomicUsize,
 }
 
 impl State {
@@ -101,6 +106,7 @@ impl State {
             timer: AtomicUsize::new(0),
             period_ns: AtomicU64::new(0),
             random: AtomicU64::new(0),
+            walk_top: AtomicUsize::new(0),
         }
     }
 
@@ -205,6 +211,30 @@ impl Session {
         more: &[*const u32],
         period: Duration,
     ) -> Option<Session> {
+        // SAFETY: as promised by the caller.
+        unsafe { Self::begin_on(cell, more, period, 0) }
+    }
+
+    /// A session whose every tick also records the thread's call stack, walked through its
+    /// frame pointers (see [`crate::run::interrupt::frames`]; read with [`Target::stack_at`]).
+    /// `None` as for [`Session::begin`], and where the thread's stack cannot be found.
+    pub fn begin_walking(period: Duration) -> Option<Session> {
+        /// The cell such a session reads: nothing writes it.
+        static NO_CELL: AtomicU32 = AtomicU32::new(0);
+        let top = crate::run::interrupt::frames::stack_top_of_this_thread()?;
+        // SAFETY: a static cell is valid for ever.
+        unsafe { Self::begin_on(NO_CELL.as_ptr(), &[], period, top) }
+    }
+
+    /// # Safety
+    ///
+    /// As for [`Session::begin_with`].
+    unsafe fn begin_on(
+        cell: *const u32,
+        more: &[*const u32],
+        period: Duration,
+        walk_top: usize,
+    ) -> Option<Session> {
         if MINE.get() != 0 || !handler::install() {
             return None;
         }
@@ -223,6 +253,7 @@ impl Session {
             let p = more.get(i).copied().unwrap_or(std::ptr::null());
             slot.store(p.cast_mut(), Ordering::Release);
         }
+        state.walk_top.store(walk_top, Ordering::Release);
         state.cell.store(cell.cast_mut(), Ordering::Release);
         state.rearm.store(true, Ordering::Release);
         MINE.set(index + 1);
@@ -294,6 +325,21 @@ impl Target {
         (slot.tick.load(Ordering::Relaxed) == tick && self.current()).then_some(found)
     }
 
+    /// The call stack the thread had at tick `tick` of a [`Session::begin_walking`]
+    /// session, into `stack`; false if a later tick took its slot.
+    pub fn stack_at(&self, tick: u64, stack: &mut crate::run::interrupt::frames::Stack) -> bool {
+        if tick == 0 {
+            return false;
+        }
+        let slot = &self.state().slots[tick as usize % SLOTS_KEPT];
+        if slot.tick.load(Ordering::Acquire) != tick {
+            return false;
+        }
+        crate::run::interrupt::frames::read(self.index, tick, stack);
+        std::sync::atomic::fence(Ordering::Acquire);
+        slot.tick.load(Ordering::Relaxed) == tick && self.current()
+    }
+
     /// Stops the timer while ticks are not wanted (the program waits in the host: a tick
     /// would only wake it).
     pub fn pause(&self) {
@@ -328,7 +374,8 @@ impl Target {
 }
 
 /// Records a tick on the interrupted thread: what the handler does.
-fn record(pc: usize) {
+fn record(registers: crate::run::interrupt::frames::Registers) {
+    let pc = registers.pc;
     // Async-signal-safe: a const thread-local without destructor is read in place.
     let Some(index) = MINE.get().checked_sub(1) else {
         return;
@@ -356,6 +403,10 @@ fn record(pc: usize) {
         // SAFETY: as for the first cell.
         let value = unsafe { AtomicU32::from_ptr(more).load(Ordering::Relaxed) };
         slot.more[i].store(value, Ordering::Relaxed);
+    }
+    let top = state.walk_top.load(Ordering::Acquire);
+    if top != 0 {
+        crate::run::interrupt::frames::record(index, tick, registers, top);
     }
     slot.tick.store(tick, Ordering::Release);
     state.ticks.store(tick, Ordering::Release);
@@ -496,6 +547,8 @@ mod timer {
 mod handler {
     use std::sync::OnceLock;
 
+    use crate::run::interrupt::frames::Registers;
+
     /// Installs the `SIGPROF` handler once; false if it cannot be, or if another handler
     /// was there first.
     pub fn install() -> bool {
@@ -523,18 +576,28 @@ mod handler {
             return;
         }
         // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
-        let pc = unsafe { program_counter(&*context.cast::<libc::ucontext_t>()) };
-        super::record(pc);
+        let registers = unsafe { registers(&*context.cast::<libc::ucontext_t>()) };
+        super::record(registers);
     }
 
     #[cfg(target_arch = "x86_64")]
-    fn program_counter(context: &libc::ucontext_t) -> usize {
-        context.uc_mcontext.gregs[libc::REG_RIP as usize] as usize
+    fn registers(context: &libc::ucontext_t) -> Registers {
+        let gregs = &context.uc_mcontext.gregs;
+        Registers {
+            pc: gregs[libc::REG_RIP as usize] as usize,
+            fp: gregs[libc::REG_RBP as usize] as usize,
+            sp: gregs[libc::REG_RSP as usize] as usize,
+        }
     }
 
     #[cfg(target_arch = "aarch64")]
-    fn program_counter(context: &libc::ucontext_t) -> usize {
-        context.uc_mcontext.pc as usize
+    fn registers(context: &libc::ucontext_t) -> Registers {
+        let mcontext = &context.uc_mcontext;
+        Registers {
+            pc: mcontext.pc as usize,
+            fp: mcontext.regs[29] as usize,
+            sp: mcontext.sp as usize,
+        }
     }
 }
 

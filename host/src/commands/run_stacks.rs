@@ -1,0 +1,134 @@
+//! `wprof run --mode stack`: the module runs as it is (its compiled code cached as
+//! `WPROF=0` caches it), and its thread's call stacks are sampled (see
+//! [`crate::run::stacks`]); the profile has every function's, edge's and context's time,
+//! and no calls.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::commands::run_summary;
+use crate::exit::Failure;
+use crate::prepare::loader::LoadedModule;
+use crate::prepare::session::warn;
+use crate::profile::{Ending, FunctionInfo, ModuleRef, SamplingRecord};
+use crate::run::code_map::CodeMap;
+use crate::run::interrupt::Session;
+use crate::run::runner::{self, RunOutcome, Stdio};
+use crate::run::stacks::{self, StackSamples};
+use crate::settings::RunSettings;
+use crate::timings::Timings;
+
+/// Runs `module`, the original `loaded` compiled, sampling its stacks, and writes its
+/// profile; the program's exit code.
+pub fn run(
+    engine: &wasmtime::Engine,
+    module: &wasmtime::Module,
+    loaded: &LoadedModule,
+    settings: &RunSettings,
+    timings: &mut Timings,
+) -> Result<i32, Failure> {
+    let shown = settings.module.display().to_string();
+    let code = CodeMap::of_original(module);
+    let period = settings.sample_period;
+    let Some(session) = Session::begin_walking(period.base) else {
+        warn(format_args!(
+            "stack mode cannot interrupt the program's thread (SIGPROF is taken, no thread \
+             timer can be made, or this platform is not Linux on x86-64 or AArch64); \
+             running {shown} without profiling"
+        ));
+        let outcome = runner::run(engine, module, settings, Stdio::Inherit, None)?;
+        return Ok(run_summary::finish_unprofiled(outcome, settings.quiet));
+    };
+    let stop = AtomicBool::new(false);
+    let started = (
+        crate::run::interrupt::frames::monotonic_ns(),
+        crate::run::interrupt::frames::thread_cpu_ns(),
+    );
+    let target = session.target();
+    let (outcome, samples) = std::thread::scope(|s| {
+        let (code, stop) = (&code, &stop);
+        let reader = s.spawn(move || stacks::read(target, code, stop, started, period));
+        let outcome = runner::run(engine, module, settings, Stdio::Inherit, None);
+        stop.store(true, Ordering::Release);
+        reader.thread().unpark();
+        (outcome, reader.join())
+    });
+    drop(session);
+    let outcome = outcome?;
+    timings.extend(&outcome.timings);
+    let mut samples = samples.unwrap_or_default();
+    timings.time("locate", || {
+        samples.resolve_imports(&loaded.bytes, code.imports(), |calls| {
+            code.module_offsets(module, None, calls)
+        })
+    });
+    if let Some((_, report)) = &outcome.trap {
+        crate::say!("Error: {report}");
+    }
+    let functions = timings.time("names", || function_infos(&loaded.bytes));
+    let profile = timings.time("profile", || {
+        crate::run::stacks::profile::profile_of_stacks(
+            ModuleRef {
+                path: shown.clone(),
+                blake3: loaded.digest_hex(),
+            },
+            &functions,
+            &samples,
+            ending(&outcome, &samples, settings),
+        )
+    });
+    let written = timings
+        .time("encode", || profile.encode())
+        .and_then(|bytes| {
+            timings.time("write", || {
+                crate::profile::write_bytes(&bytes, &settings.profile_path)
+            })
+        });
+    let written = match written {
+        Ok(()) => true,
+        Err(e) => {
+            warn(format_args!("{e:#}; no profile written"));
+            false
+        }
+    };
+    if !settings.quiet {
+        run_summary::print_stacks(&profile, &loaded.bytes, settings, written);
+    }
+    Ok(outcome.exit_code)
+}
+
+/// How the run ended, and how its time was sampled.
+fn ending(outcome: &RunOutcome, samples: &StackSamples, settings: &RunSettings) -> Ending {
+    Ending {
+        exit_code: outcome.exit_code,
+        trap: outcome.trap.as_ref().map(|(m, _)| m.clone()),
+        wall_time: outcome.wall_time,
+        sampling: Some(SamplingRecord {
+            period_ns: settings.sample_period.base.as_nanos() as u64,
+            readings: samples.ticks,
+            answered: samples.ticks,
+            longest_period_ns: crate::sample_period::longest_reached(
+                settings.sample_period,
+                std::time::Duration::from_nanos(outcome.wall_time),
+            ),
+            probe_ns: 0,
+            off_ns: 0,
+        }),
+    }
+}
+
+/// The module's functions, named as a profiled run names them.
+fn function_infos(bytes: &[u8]) -> Vec<FunctionInfo> {
+    let plan = wprof_agent::ProbePlan::default();
+    let Ok(instrumenter) = wprof_agent::Instrumenter::new(bytes, &plan) else {
+        return Vec::new();
+    };
+    instrumenter
+        .unkeyed_functions()
+        .into_iter()
+        .map(|f| FunctionInfo {
+            id: f.id,
+            name: f.name,
+            kind: f.kind.name().to_string(),
+        })
+        .collect()
+}

@@ -1,0 +1,214 @@
+//! Stack mode (`--mode stack`): the module runs without probes and its call stacks are
+//! sampled through the frame pointers. What must hold: the program's output, exit code and
+//! trap are its own; every sample's stack reaches the program's entry (the walk crosses
+//! every wasm frame); a callee shared by two callers is split by where its time was spent;
+//! time in the host goes to the import called; no call is counted; and what needs probes is
+//! refused in one line.
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap()
+}
+
+/// Runs `module` in stack mode, sampling every 100 µs; the output and the profile.
+fn stack_run(s: &Scratch, module: &str, out_name: &str) -> (std::process::Output, Value) {
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--mode",
+        "stack",
+        "--sample-period-us",
+        "100",
+        "-o",
+        out_name,
+        sample(module).to_str().unwrap(),
+    ]);
+    let profile = s.profile(out_name);
+    (out, profile)
+}
+
+/// The promises of every profile, and stack mode's own: no call counted.
+fn consistent(p: &Value) {
+    assert_eq!(p["mode"], "stack");
+    let total = u(&p["total"]);
+    let functions = p["functions"].as_array().unwrap();
+    assert_eq!(self_sum(p), total);
+    for f in functions {
+        assert!(u(&f["self"]) <= u(&f["inclusive"]), "{f}");
+        assert_eq!(u(&f["calls"]), 0, "{f}");
+    }
+    for e in p["edges"].as_array().unwrap() {
+        assert_eq!(u(&e["calls"]), 0, "{e}");
+    }
+    let contexts = p["contexts"].as_array().unwrap();
+    let context_self: u64 = contexts.iter().map(|c| u(&c["self"])).sum();
+    assert_eq!(context_self, total);
+}
+
+fn edge_inclusive(p: &Value, caller: &str, callee: &str) -> u64 {
+    let id = |n: &str| function(p, n)["id"].clone();
+    p["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["caller"] == id(caller) && e["callee"] == id(callee))
+        .map(|e| u(&e["inclusive"]))
+        .sum()
+}
+
+#[test]
+fn every_stack_reaches_the_entry_and_a_shared_callee_is_split_by_its_callers() {
+    // gprof_trap: `$d` does 3x the work under `$b` that it does under `$c` (samples/README.md);
+    // a profiler that splits a callee by its calls says 1:1.
+    let s = Scratch::new();
+    let (out, p) = stack_run(&s, "gprof_trap.wasm", "g.wprof");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("gprof_trap: checksum=80008ea8"));
+    consistent(&p);
+    let total = u(&p["total"]);
+    assert!(total > 0);
+    // Every sample's stack was walked down to `_start`: a walk that stopped early would
+    // make its innermost frames roots of their own.
+    assert_eq!(u(&function(&p, "_start")["inclusive"]), total);
+    let roots: Vec<&Value> = p["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["parent"].is_null())
+        .collect();
+    assert_eq!(roots.len(), 1, "{roots:?}");
+    let b_d = edge_inclusive(&p, "b", "d") as f64;
+    let c_d = edge_inclusive(&p, "c", "d") as f64;
+    assert!(c_d > 0.0, "d under c was never sampled");
+    let ratio = b_d / c_d;
+    assert!((2.0..4.5).contains(&ratio), "d under b / under c: {ratio}");
+}
+
+#[test]
+fn time_in_the_host_goes_to_the_import_called() {
+    // host_io sleeps 50 ms in `poll_oneoff`, reached through libc's `nanosleep`.
+    let s = Scratch::new();
+    let (out, p) = stack_run(&s, "host_io.wasm", "h.wprof");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    consistent(&p);
+    let poll = function(&p, "wasi_snapshot_preview1::poll_oneoff");
+    assert_eq!(poll["kind"], "import");
+    assert!(
+        u(&poll["self"]) * 2 > u(&p["total"]),
+        "the sleep is most of the run: {poll} of {}",
+        p["total"]
+    );
+    assert!(
+        edge_inclusive(
+            &p,
+            "__wasi_poll_oneoff",
+            "wasi_snapshot_preview1::poll_oneoff"
+        ) > 0
+    );
+}
+
+#[test]
+fn the_programs_exit_code_and_trap_are_its_own() {
+    let s = Scratch::new();
+    let (out, p) = stack_run(&s, "exit_code.wasm", "e.wprof");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stdout(&out).contains("exiting with code 3"));
+    assert_eq!(u(&p["exit_code"]), 3);
+
+    // Fifty frames deep when it traps.
+    let (out, p) = stack_run(&s, "deep_trap.wasm", "t.wprof");
+    assert_eq!(out.status.code(), Some(134));
+    assert!(stderr(&out).contains("unreachable"), "{}", stderr(&out));
+    assert_eq!(p["outcome"], "trap");
+    consistent(&p);
+}
+
+#[test]
+fn the_report_says_calls_were_not_counted() {
+    let s = Scratch::new();
+    let (_, _) = stack_run(&s, "gprof_trap.wasm", "g.wprof");
+    let out = s.run(&["report", "g.wprof"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    assert!(text.contains("calls not counted"), "{text}");
+    assert!(text.contains("stack mode: times estimated from"), "{text}");
+}
+
+#[test]
+fn what_needs_probes_is_refused_in_one_line() {
+    let s = Scratch::new();
+    let module = sample("ratio.wasm");
+    let module = module.to_str().unwrap();
+    for extra in [
+        &["--coverage"][..],
+        &["--live"],
+        &["--allocs"],
+        &["--call-sites"],
+    ] {
+        let mut args = vec!["run", "--mode", "stack"];
+        args.extend_from_slice(extra);
+        args.push(module);
+        let out = s.run(&args);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("stack mode"), "{err}");
+    }
+    let out = s.run(&["instrument", "--mode", "stack", module]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("nothing to instrument"),
+        "{}",
+        stderr(&out)
+    );
+    let out = s.run(&["run", "--mode", "stack", "--trace", module]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn wprof_mode_and_the_configuration_file_choose_stack_mode() {
+    let s = Scratch::new();
+    let module = sample("ratio.wasm");
+    let out = s
+        .wprof(&["run", "-q", "-o", "v.wprof", module.to_str().unwrap()])
+        .env("WPROF_MODE", "stack")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.profile("v.wprof")["mode"], "stack");
+
+    let config = s.path("wprof.toml");
+    std::fs::write(&config, "mode = \"stack\"\n").unwrap();
+    let out = s
+        .wprof(&["run", "-q", "-o", "f.wprof", module.to_str().unwrap()])
+        .env("WPROF_CONFIG", &config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.profile("f.wprof")["mode"], "stack");
+}
+
+#[test]
+fn a_component_in_stack_mode_is_profiled_in_sample_mode_with_a_warning() {
+    let s = Scratch::new();
+    let out = s.run(&[
+        "run",
+        "--mode",
+        "stack",
+        "-o",
+        "c.wprof",
+        sample("component.wasm").to_str().unwrap(),
+        "--",
+        "3",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("profiled in sample mode"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(s.profile("c.wprof")["mode"], "sample");
+}
