@@ -28,17 +28,6 @@ fn u(v: &Value) -> u64 {
     v.as_u64().unwrap()
 }
 
-fn edge_inclusive(p: &Value, caller: &str, callee: &str) -> u64 {
-    let id = |n: &str| function(p, n)["id"].clone();
-    p["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["caller"] == id(caller) && e["callee"] == id(callee))
-        .map(|e| u(&e["inclusive"]))
-        .unwrap()
-}
-
 /// Invariants of every profile: self times add up to the total, the root's function holds
 /// it all, nothing is negative or inverted.
 fn consistent(p: &Value) {

@@ -48,17 +48,6 @@ fn consistent(p: &Value) {
     assert_eq!(context_self, total);
 }
 
-fn edge_inclusive(p: &Value, caller: &str, callee: &str) -> u64 {
-    let id = |n: &str| function(p, n)["id"].clone();
-    p["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["caller"] == id(caller) && e["callee"] == id(callee))
-        .map(|e| u(&e["inclusive"]))
-        .sum()
-}
-
 #[test]
 fn every_stack_reaches_the_entry_and_a_shared_callee_is_split_by_its_callers() {
     // gprof_trap: `$d` does 3x the work under `$b` that it does under `$c` (samples/README.md);

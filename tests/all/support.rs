@@ -121,6 +121,18 @@ pub fn edge_calls(profile: &Value, caller: Option<&str>, callee: &str) -> u64 {
         .sum()
 }
 
+/// Inclusive time (or cost) along the edges `caller -> callee` (by name), every call site's.
+pub fn edge_inclusive(profile: &Value, caller: &str, callee: &str) -> u64 {
+    let id = |name: &str| function(profile, name)["id"].clone();
+    profile["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["caller"] == id(caller) && e["callee"] == id(callee))
+        .map(|e| e["inclusive"].as_u64().unwrap())
+        .sum()
+}
+
 /// The wasmtime CLI, if installed (`.ci/run` installs it; set
 /// `WPROF_REQUIRE_WASMTIME_CLI=1` to make its absence a failure).
 pub fn wasmtime_cli() -> Option<PathBuf> {

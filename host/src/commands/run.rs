@@ -566,20 +566,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     if let Some(coverage) = &mut profile.coverage {
         coverage.set_calls(&profile.functions);
     }
-    let written = timings
-        .time("encode", || profile.encode())
-        .and_then(|bytes| {
-            timings.time("write", || {
-                crate::profile::write_bytes(&bytes, &settings.profile_path)
-            })
-        });
-    let written = match written {
-        Ok(()) => true,
-        Err(e) => {
-            warn(format_args!("{e:#}; no profile written"));
-            false
-        }
-    };
+    let written = run_summary::write_profile(&profile, settings, timings);
     if !settings.quiet {
         run_summary::print(&profile, &loaded.bytes, &prepared, settings, written);
     }

@@ -256,20 +256,7 @@ pub(crate) fn run(
     if let Some(coverage) = &mut profile.coverage {
         coverage.set_calls(&profile.functions);
     }
-    let written = timings
-        .time("encode", || profile.encode())
-        .and_then(|bytes| {
-            timings.time("write", || {
-                crate::profile::write_bytes(&bytes, &settings.profile_path)
-            })
-        });
-    let written = match written {
-        Ok(()) => true,
-        Err(e) => {
-            warn(format_args!("{e:#}; no profile written"));
-            false
-        }
-    };
+    let written = crate::commands::run_summary::write_profile(&profile, settings, timings);
     if !settings.quiet {
         crate::commands::run_summary::print_component(
             &profile,

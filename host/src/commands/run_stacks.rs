@@ -76,20 +76,7 @@ pub fn run(
             ending(&outcome, &samples, settings),
         )
     });
-    let written = timings
-        .time("encode", || profile.encode())
-        .and_then(|bytes| {
-            timings.time("write", || {
-                crate::profile::write_bytes(&bytes, &settings.profile_path)
-            })
-        });
-    let written = match written {
-        Ok(()) => true,
-        Err(e) => {
-            warn(format_args!("{e:#}; no profile written"));
-            false
-        }
-    };
+    let written = run_summary::write_profile(&profile, settings, timings);
     if !settings.quiet {
         run_summary::print_stacks(&profile, &loaded.bytes, settings, written);
     }

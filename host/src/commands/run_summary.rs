@@ -1,10 +1,12 @@
-//! The summary `wprof run` prints on stderr when the program ends: what ran, how it was
-//! prepared, what the mode and the options recorded, and the top of the flat profile.
+//! The end of `wprof run`: the profile written, and the summary it prints on stderr when the
+//! program ends: what ran, how it was prepared, what the mode and the options recorded, and
+//! the top of the flat profile.
 
 use crate::prepare::instrument::Prepared;
 use crate::profile::Profile;
 use crate::report::text;
 use crate::settings::RunSettings;
+use crate::timings::Timings;
 
 /// One summary line per `--inject`: what was injected, how often, of how many calls.
 pub fn injection_lines(injections: &[crate::injection::InjectionRecord]) -> String {
@@ -21,6 +23,25 @@ pub fn injection_lines(injections: &[crate::injection::InjectionRecord]) -> Stri
             )
         })
         .collect()
+}
+
+/// Encodes and writes a run's profile where the settings say, timed; false (after one
+/// warning) when it could not be written.
+pub fn write_profile(profile: &Profile, settings: &RunSettings, timings: &mut Timings) -> bool {
+    let written = timings
+        .time("encode", || profile.encode())
+        .and_then(|bytes| {
+            timings.time("write", || {
+                crate::profile::write_bytes(&bytes, &settings.profile_path)
+            })
+        });
+    match written {
+        Ok(()) => true,
+        Err(e) => {
+            crate::prepare::session::warn(format_args!("{e:#}; no profile written"));
+            false
+        }
+    }
 }
 
 /// The end of a run without profiling: its trap as wasmtime reports it, and what
