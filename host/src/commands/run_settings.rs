@@ -352,8 +352,8 @@ pub struct ProbeArgs {
     /// What the probes measure; every mode but `stack` counts every call exactly and keeps
     /// the whole calling-context tree. `sample` (the default): time sampled every 200 µs (sparser
     /// after the first second) from the running thread's program counter and the context
-    /// the module keeps (closest to perf on real programs, at 1.2-1.6x the uninstrumented
-    /// run on a virtual machine). `time`: a clock read at every entry and exit, the probes'
+    /// the module keeps (of the modes that count calls, the closest to perf on real
+    /// programs, at 1.2-1.6x the uninstrumented run on a virtual machine). `time`: a clock read at every entry and exit, the probes'
     /// cost subtracted: min/max self time per activation, but 3-11x on real programs (31x on
     /// a call storm); functions of a few straight-line
     /// instructions are counted, not timed (see --short-max).
