@@ -151,7 +151,9 @@ pub fn read(
     let mut last_read = 0u64;
     let mut last_at = started_ns;
     let mut last_cpu = started_cpu_ns;
-    let mut last_path: Option<Stack> = None;
+    // The last tick placed (its buffer swapped with the reading one: no copy per tick).
+    let mut last = Stack::default();
+    let mut placed_any = false;
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if !stopping {
@@ -178,7 +180,8 @@ pub fn read(
             last_cpu = last_cpu.max(stack.cpu_ns);
             samples.ticks += 1;
             samples.place(code, &stack, wall, cpu);
-            last_path = Some(stack.clone());
+            std::mem::swap(&mut stack, &mut last);
+            placed_any = true;
         }
         last_read = last_read.max(newest);
         if stopping {
@@ -187,13 +190,10 @@ pub fn read(
             let tail = frames::monotonic_ns()
                 .saturating_sub(last_at)
                 .min(current.as_nanos() as u64);
-            match &last_path {
-                Some(stack) => {
-                    let ticks = samples.ticks;
-                    samples.place(code, stack, tail, tail);
-                    samples.ticks = ticks;
-                }
-                None => samples.outside_ns += tail,
+            if placed_any {
+                samples.place(code, &last, tail, tail);
+            } else {
+                samples.outside_ns += tail;
             }
             return samples;
         }
