@@ -439,3 +439,76 @@ fn time_mode_shares_a_spawned_threads_time_out_to_its_short_functions() {
     assert!(tiny["self"].as_u64().unwrap() > 0, "{tiny}");
     assert_eq!(self_sum(&p), p["total"].as_u64().unwrap());
 }
+
+#[test]
+fn stack_mode_walks_a_spawned_threads_stack_and_not_the_wait() {
+    // The spawned thread loops in `spin` (called by `work`) for about a tenth of a second;
+    // the first thread waits for it all that time in `memory.atomic.wait`, using no CPU:
+    // its wait is not the program's time, as it is not in perf's.
+    let s = Scratch::new();
+    let functions = format!(
+        "(func $short (result i32) i32.const 3)\n  {}\n  \
+         (func $work (param $n i32) (result i32) local.get $n call $spin)",
+        spin_after("$short")
+    );
+    let wat = one_spawned_thread(&functions, "i32.const 100000000 call $work drop");
+    let module = s.wat_module("spins.wasm", &wat);
+    let module = module.to_str().unwrap();
+    let out = s.run(&["run", "-q", "--mode", "stack", "-o", "s.wprof", module]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("s.wprof");
+    // `_start` may be absent: a function no tick charged has no record.
+    let self_of = |name: &str| {
+        p["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .map_or(0, |f| f["self"].as_u64().unwrap())
+    };
+    let (looping, waiting) = (self_of("spin"), self_of("_start"));
+    assert!(
+        looping > 4 * waiting.max(1),
+        "spin {looping}, _start {waiting}"
+    );
+    assert!(
+        looping > p["total"].as_u64().unwrap() / 2,
+        "{looping} of {}",
+        p["total"]
+    );
+    assert_eq!(self_sum(&p), p["total"].as_u64().unwrap());
+    // Two threads, each context marked with its own; the loop's stack is the spawned
+    // thread's, from its entry down.
+    let threads: Vec<u64> = p["threads"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(threads, [0, 1]);
+    let contexts = p["contexts"].as_array().unwrap();
+    let spin = function(&p, "spin")["id"].clone();
+    let spin_contexts: Vec<&Value> = contexts.iter().filter(|c| c["function"] == spin).collect();
+    assert!(!spin_contexts.is_empty());
+    for c in spin_contexts {
+        assert_eq!(c["thread"], 1, "{c}");
+        let mut stack = Vec::new();
+        let mut at = c;
+        loop {
+            let name = p["functions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["id"] == at["function"])
+                .unwrap()["name"]
+                .as_str()
+                .unwrap();
+            stack.insert(0, name);
+            match at["parent"].as_u64() {
+                Some(parent) => at = &contexts[parent as usize],
+                None => break,
+            }
+        }
+        assert_eq!(stack, ["wasi_thread_start", "work", "spin"], "{c}");
+    }
+}

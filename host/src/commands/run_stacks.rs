@@ -3,16 +3,14 @@
 //! [`crate::run::stacks`]); the profile has every function's, edge's and context's time,
 //! and no calls.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use crate::commands::run_summary;
 use crate::exit::Failure;
 use crate::prepare::loader::LoadedModule;
 use crate::prepare::session::warn;
 use crate::profile::{Ending, FunctionInfo, ModuleRef, SamplingRecord};
 use crate::run::code_map::CodeMap;
-use crate::run::interrupt::Session;
 use crate::run::runner::{self, RunOutcome, Stdio};
+use crate::run::stacks::profile::profile_of_stacks;
 use crate::run::stacks::{self, StackSamples};
 use crate::settings::RunSettings;
 use crate::timings::Timings;
@@ -29,52 +27,69 @@ pub fn run(
     let shown = settings.module.display().to_string();
     let code = CodeMap::of_original(module);
     let period = settings.sample_period;
-    let Some(session) = Session::begin_walking(period.base) else {
+    let (outcome, samples) = stacks::while_walking(&code, period, || {
+        runner::run(engine, module, settings, Stdio::Inherit, None)
+    });
+    let mut outcome = outcome?;
+    timings.extend(&outcome.timings);
+    let Some(mut samples) = samples else {
         warn(format_args!(
-            "stack mode cannot interrupt the program's thread (SIGPROF is taken, no thread \
+            "stack mode could not interrupt the program's thread (SIGPROF is taken, no thread \
              timer can be made, or this platform is not Linux on x86-64 or AArch64); \
-             running {shown} without profiling"
+             {shown} ran without profiling"
         ));
-        let outcome = runner::run(engine, module, settings, Stdio::Inherit, None)?;
         return Ok(run_summary::finish_unprofiled(outcome, settings.quiet));
     };
-    let stop = AtomicBool::new(false);
-    let started = (
-        crate::run::interrupt::frames::monotonic_ns(),
-        crate::run::interrupt::frames::thread_cpu_ns(),
-    );
-    let target = session.target();
-    let (outcome, samples) = std::thread::scope(|s| {
-        let (code, stop) = (&code, &stop);
-        let reader = s.spawn(move || stacks::read(target, code, stop, started, period));
-        let outcome = runner::run(engine, module, settings, Stdio::Inherit, None);
-        stop.store(true, Ordering::Release);
-        reader.thread().unpark();
-        (outcome, reader.join())
-    });
-    drop(session);
-    let outcome = outcome?;
-    timings.extend(&outcome.timings);
-    let mut samples = samples.unwrap_or_default();
-    timings.time("locate", || {
+    let locate = |samples: &mut StackSamples| {
         samples.resolve_imports(&loaded.bytes, code.imports(), |calls| {
             code.module_offsets(module, None, calls)
         })
+    };
+    let threads = outcome.threads.take();
+    let mut spawned = Vec::new();
+    timings.time("locate", || {
+        locate(&mut samples);
+        for thread in threads.iter().flat_map(|(ended, _)| ended) {
+            if let Some(mut own) = thread.stacks.clone() {
+                locate(&mut own);
+                spawned.push((thread.tid, thread.wall_time, own));
+            }
+        }
     });
     if let Some((_, report)) = &outcome.trap {
         crate::say!("Error: {report}");
     }
     let functions = timings.time("names", || function_infos(&loaded.bytes));
+    let module_ref = ModuleRef {
+        path: shown.clone(),
+        blake3: loaded.digest_hex(),
+    };
+    let ticks = samples.ticks + spawned.iter().map(|(_, _, s)| s.ticks).sum::<u64>();
     let profile = timings.time("profile", || {
-        crate::run::stacks::profile::profile_of_stacks(
-            ModuleRef {
-                path: shown.clone(),
-                blake3: loaded.digest_hex(),
-            },
+        let mut profile = profile_of_stacks(
+            module_ref.clone(),
             &functions,
             &samples,
-            ending(&outcome, &samples, settings),
-        )
+            ending(&outcome, ticks, settings),
+        );
+        if let Some((_, unfinished)) = threads {
+            // Each spawned thread as if alone, then all of them in one profile.
+            let others = spawned
+                .iter()
+                .map(|(tid, wall_time, samples)| {
+                    let ending = Ending {
+                        exit_code: 0,
+                        trap: None,
+                        wall_time: *wall_time,
+                        sampling: None,
+                    };
+                    let own = profile_of_stacks(module_ref.clone(), &functions, samples, ending);
+                    (*tid, own)
+                })
+                .collect();
+            crate::profile::threads::merge(&mut profile, others, unfinished);
+        }
+        profile
     });
     let written = run_summary::write_profile(&profile, settings, timings);
     if !settings.quiet {
@@ -84,15 +99,15 @@ pub fn run(
 }
 
 /// How the run ended, and how its time was sampled.
-fn ending(outcome: &RunOutcome, samples: &StackSamples, settings: &RunSettings) -> Ending {
+fn ending(outcome: &RunOutcome, ticks: u64, settings: &RunSettings) -> Ending {
     Ending {
         exit_code: outcome.exit_code,
         trap: outcome.trap.as_ref().map(|(m, _)| m.clone()),
         wall_time: outcome.wall_time,
         sampling: Some(SamplingRecord {
             period_ns: settings.sample_period.base.as_nanos() as u64,
-            readings: samples.ticks,
-            answered: samples.ticks,
+            readings: ticks,
+            answered: ticks,
             longest_period_ns: crate::sample_period::longest_reached(
                 settings.sample_period,
                 std::time::Duration::from_nanos(outcome.wall_time),

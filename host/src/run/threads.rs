@@ -12,7 +12,8 @@
 //!
 //! Sample mode samples a spawned thread as the first: its own timer interrupts it (see
 //! [`crate::run::interrupt`]) and its own sampler reads its program counter and cell; each
-//! thread's time is its CPU time. Host-call figures,
+//! thread's time is its CPU time. Stack mode walks a spawned thread's stack as the first's:
+//! its own timer and its own reader (see [`crate::run::stacks`]). Host-call figures,
 //! `--inject` into WASI, `--allocs`, `--trace`, live switching, `--serve` and adaptive mode
 //! see the first thread only.
 //!
@@ -29,9 +30,11 @@ use wprof_agent::ProbeMode;
 
 use crate::exit::Failure;
 use crate::profile::coverage::Coverage;
+use crate::run::code_map::CodeMap;
 use crate::run::collector::Collector;
 use crate::run::host_state::{define_probes, reset_slot, HostState};
 use crate::run::probe_log::ProbeLog;
+use crate::run::stacks::{self, StackSamples};
 use crate::run::start::{call_entry, Entry, ProbeBytes, StartProbes};
 use crate::run::wasi_ctx::Stdio;
 use crate::settings::RunSettings;
@@ -64,6 +67,8 @@ pub struct ThreadRun {
     pub readings: u64,
     /// Sample mode: the ticks among them that located the thread by its program counter.
     pub answered: u64,
+    /// Stack mode: its sampled stacks (`None` when it could not be interrupted).
+    pub stacks: Option<StackSamples>,
 }
 
 /// What the threads of one run share: how to start one, and the ones that ended.
@@ -75,6 +80,8 @@ pub struct Threads {
     mode: Option<ProbeMode>,
     /// Sample mode: where the probes' instructions are, for each thread's sampler.
     probe_bytes: Option<ProbeBytes>,
+    /// Stack mode: where the module's functions are, for each thread's reader.
+    stack_code: Option<CodeMap>,
     /// An empty collector configured for this run, copied for each thread.
     template: Mutex<Option<Collector>>,
     /// Coverage: the block map, filled by each thread.
@@ -156,6 +163,7 @@ impl Threads {
             stdio,
             mode,
             probe_bytes,
+            stack_code: (settings.stacks && mode.is_none()).then(|| CodeMap::of_original(module)),
             template: Mutex::new(template),
             blocks,
             memories,
@@ -314,27 +322,33 @@ impl Threads {
                 p.collecting += 1;
             });
         };
-        let (result, samples, wall_time) = call_entry(
-            &mut store,
-            &instance,
-            &self.module,
-            Entry::Thread {
-                tid: tid as i32,
-                arg,
-            },
-            StartProbes {
-                mode: self.mode,
-                bytes: self.probe_bytes.as_ref(),
-                switches: None,
-                desk: None,
-                cpu_time: true,
-                returned: Some(&returned),
-            },
-            &self.settings,
-            None,
-            &mut timings,
-        )
-        .map_err(ThreadEnding::Wprof)?;
+        let mut enter = || {
+            call_entry(
+                &mut store,
+                &instance,
+                &self.module,
+                Entry::Thread {
+                    tid: tid as i32,
+                    arg,
+                },
+                StartProbes {
+                    mode: self.mode,
+                    bytes: self.probe_bytes.as_ref(),
+                    switches: None,
+                    desk: None,
+                    cpu_time: true,
+                    returned: Some(&returned),
+                },
+                &self.settings,
+                None,
+                &mut timings,
+            )
+        };
+        let (entered, stacks) = match &self.stack_code {
+            Some(code) => stacks::while_walking(code, self.settings.sample_period, enter),
+            None => (enter(), None),
+        };
+        let (result, samples, wall_time) = entered.map_err(ThreadEnding::Wprof)?;
         result.map_err(ThreadEnding::Program)?;
         let (readings, answered) = samples
             .as_ref()
@@ -366,6 +380,7 @@ impl Threads {
             coverage,
             readings,
             answered,
+            stacks,
         })
     }
 

@@ -6,13 +6,17 @@
 //!
 //! Each tick is charged the time since the tick read before it (its own timestamps, taken by
 //! the handler), so a tick lost to the ring (the reader was late) leaves its time to the
-//! next one: the CPU time the thread used meanwhile when the tick found it in the module's
-//! code, so that a thread the system took the core from (a busy machine) is not charged the
-//! time it waited; the time that passed when it found it in the host, so that a program
-//! asleep in a WASI call is seen waiting there. A tick whose program counter is in
-//! the host (a WASI call, the engine) is charged to the innermost of the module's
-//! functions on its stack, or, when that function's call into the host is a direct call of
-//! an import, to the import, a callee of it (see [`StackSamples::resolve_imports`]).
+//! next one: the CPU time the thread used meanwhile, so that a thread the system took the
+//! core from (a busy machine) is not charged the time it waited, and a thread blocked in
+//! the engine (`memory.atomic.wait`, joining another thread) is charged nothing, as perf's
+//! CPU clock charges it. A tick whose program counter is in the host (a WASI call, the
+//! engine) is charged to the innermost of the module's functions on its stack, or, when
+//! that function's call into the host is a direct call of an import, to the import, a
+//! callee of it, with the whole time that passed, so that a program asleep in a WASI call
+//! is seen waiting there (see [`StackSamples::resolve_imports`]).
+//!
+//! Every thread of a program that spawns threads is sampled so, by its own timer and its
+//! own reader ([`while_walking`]).
 
 pub mod profile;
 
@@ -22,7 +26,7 @@ use std::time::Duration;
 
 use crate::run::code_map::{CodeMap, Running};
 use crate::run::interrupt::frames::{self, Stack};
-use crate::run::interrupt::{Target, SLOTS_KEPT};
+use crate::run::interrupt::{Session, Target, SLOTS_KEPT};
 use crate::sample_period::SamplePeriod;
 
 /// The shortest the reader sleeps between two readings.
@@ -35,8 +39,12 @@ pub type Path = (Vec<u32>, Option<usize>);
 /// What the reader gathered.
 #[derive(Debug, Clone, Default)]
 pub struct StackSamples {
-    /// Nanoseconds per stack.
+    /// Nanoseconds per stack: CPU time (see [`read`]).
     pub time: HashMap<Path, u64>,
+    /// For stacks that ended in the host: the time that passed there beyond the thread's
+    /// CPU time, which becomes the stack's when the host was running an import the
+    /// program called (see [`StackSamples::resolve_imports`]).
+    pub waited: HashMap<Path, u64>,
     /// Ticks read.
     pub ticks: u64,
     /// Ticks whose slot a later tick took before they were read (their time went to the
@@ -50,12 +58,15 @@ pub struct StackSamples {
     /// Ticks whose stack was deeper than [`frames::DEPTH`] (their outermost functions are
     /// missing, so they start below the program's entry).
     pub truncated: u64,
+    /// CPU time a thread blocked in the host used between two ticks that both found it
+    /// blocked: taking the ticks (see [`StackSamples::place`]). Charged to no function.
+    pub interrupting_ns: u64,
 }
 
 impl StackSamples {
-    /// Charges the stack of `stack` (the program counter, then return addresses), mapped to
-    /// functions by `code`: `cpu_ns` when it was in the module's code, else `wall_ns`.
-    fn place(&mut self, code: &CodeMap, stack: &Stack, wall_ns: u64, cpu_ns: u64) {
+    /// The stack of the module's functions in `stack` (the program counter, then return
+    /// addresses), mapped by `code`; `None` when none of them is on it.
+    fn path_of(code: &CodeMap, stack: &Stack) -> Option<Path> {
         let mut functions = Vec::with_capacity(stack.pcs.len());
         let mut host_call = None;
         for (i, &pc) in stack.pcs.iter().enumerate() {
@@ -69,24 +80,51 @@ impl StackSamples {
             }
         }
         if functions.is_empty() {
+            return None;
+        }
+        functions.reverse();
+        Some((functions, host_call))
+    }
+
+    /// Charges a tick that found `path` (`None`: outside the module) after `wall_ns` passed
+    /// and the thread used `cpu_ns`; whether the thread was blocked: in the host for most
+    /// of that time (it used less than half of it). A blocked tick gives the CPU time used
+    /// to `ran`, where the tick before found the thread running: it ran there until it
+    /// blocked. When the tick before found it blocked as well (`ran` is `None`), that time
+    /// is the interruptions' own (a blocked thread woken to take a tick and blocking again)
+    /// and is kept apart. What passed beyond the CPU time in the host is kept as waited.
+    fn place(
+        &mut self,
+        path: Option<&Path>,
+        ran: Option<&Path>,
+        wall_ns: u64,
+        cpu_ns: u64,
+    ) -> bool {
+        let Some(path) = path else {
             self.outside += 1;
             self.outside_ns += wall_ns;
-            return;
-        }
-        let ns = match host_call {
-            Some(_) => wall_ns,
-            None => cpu_ns.min(wall_ns),
+            return false;
         };
-        functions.reverse();
-        self.truncated += u64::from(stack.truncated);
-        *self.time.entry((functions, host_call)).or_default() += ns;
+        let cpu_ns = cpu_ns.min(wall_ns);
+        let in_host = path.1.is_some();
+        let blocked = in_host && cpu_ns < wall_ns / 2;
+        match (blocked, ran) {
+            (false, _) => add(&mut self.time, path, cpu_ns),
+            (true, Some(ran)) => add(&mut self.time, ran, cpu_ns),
+            (true, None) => self.interrupting_ns += cpu_ns,
+        }
+        if in_host && wall_ns > cpu_ns {
+            add(&mut self.waited, path, wall_ns - cpu_ns);
+        }
+        blocked
     }
 
     /// Gives each stack that ended in the host the import its innermost function called
     /// there, where that call is a `call` of an import (read from the module's bytes at
-    /// the call's offset, which `offsets` finds for sorted return addresses); other calls
-    /// into the host (the engine's own, an import reached through a table) leave the time
-    /// with the function.
+    /// the call's offset, which `offsets` finds for sorted return addresses), with the time
+    /// the import waited as well as its CPU time (a sleep shows where the program slept);
+    /// other calls into the host (the engine's own, such as `memory.atomic.wait`, an import
+    /// reached through a table) leave their CPU time with the function, as perf would.
     pub fn resolve_imports(
         &mut self,
         bytes: &[u8],
@@ -96,26 +134,41 @@ impl StackSamples {
         let mut calls: Vec<usize> = self
             .time
             .keys()
+            .chain(self.waited.keys())
             .filter_map(|(_, call)| call.map(|at| at.wrapping_sub(1)))
             .collect();
-        if calls.is_empty() {
-            return;
-        }
         calls.sort_unstable();
         calls.dedup();
-        let found: HashMap<usize, Option<u32>> = calls
-            .iter()
-            .zip(offsets(&calls))
-            .map(|(&at, offset)| (at, offset.and_then(|o| called_import(bytes, o, imports))))
-            .collect();
-        let time = std::mem::take(&mut self.time);
-        for ((mut functions, call), ns) in time {
-            if let Some(import) =
-                call.and_then(|at| found.get(&at.wrapping_sub(1)).copied().flatten())
-            {
-                functions.push(import);
-            }
+        let found: HashMap<usize, Option<u32>> = match calls.is_empty() {
+            true => HashMap::new(),
+            false => calls
+                .iter()
+                .zip(offsets(&calls))
+                .map(|(&at, offset)| (at, offset.and_then(|o| called_import(bytes, o, imports))))
+                .collect(),
+        };
+        let import_of = |call: Option<usize>| {
+            call.and_then(|at| found.get(&at.wrapping_sub(1)).copied().flatten())
+        };
+        for ((mut functions, call), ns) in std::mem::take(&mut self.time) {
+            functions.extend(import_of(call));
             *self.time.entry((functions, None)).or_default() += ns;
+        }
+        for ((mut functions, call), ns) in std::mem::take(&mut self.waited) {
+            if let Some(import) = import_of(call) {
+                functions.push(import);
+                *self.time.entry((functions, None)).or_default() += ns;
+            }
+        }
+    }
+}
+
+/// Adds `ns` to `path`'s figure in `map` (the path copied only when it is new).
+fn add(map: &mut HashMap<Path, u64>, path: &Path, ns: u64) {
+    match map.get_mut(path) {
+        Some(figure) => *figure += ns,
+        None => {
+            map.insert(path.clone(), ns);
         }
     }
 }
@@ -129,6 +182,38 @@ fn called_import(bytes: &[u8], offset: u32, imports: u32) -> Option<u32> {
     let mut reader = wasmparser::BinaryReader::new(&rest[1..], 0);
     let callee = reader.read_var_u32().ok()?;
     (callee < imports).then_some(callee)
+}
+
+/// Runs `run` on this thread while its stacks are sampled every `period` and mapped with
+/// `code`: what `run` returned, and the samples (`None`, and `run` ran unsampled, where this
+/// thread cannot be interrupted: see [`Session::begin_walking`]).
+pub fn while_walking<R>(
+    code: &CodeMap,
+    period: SamplePeriod,
+    run: impl FnOnce() -> R,
+) -> (R, Option<StackSamples>) {
+    let Some(session) = Session::begin_walking(period.base) else {
+        return (run(), None);
+    };
+    let stop = AtomicBool::new(false);
+    let started = (frames::monotonic_ns(), frames::thread_cpu_ns());
+    let target = session.target();
+    std::thread::scope(|s| {
+        let stop = &stop;
+        let reader = std::thread::Builder::new()
+            .name("wprof stacks".into())
+            .spawn_scoped(s, move || read(target, code, stop, started, period));
+        let Ok(reader) = reader else {
+            drop(session);
+            return (run(), None);
+        };
+        let result = run();
+        stop.store(true, Ordering::Release);
+        reader.thread().unpark();
+        let samples = reader.join().ok();
+        drop(session);
+        (result, samples)
+    })
 }
 
 /// Reads the ticks of `target` until `stop` is set, then once more, mapping their stacks
@@ -151,9 +236,8 @@ pub fn read(
     let mut last_read = 0u64;
     let mut last_at = started_ns;
     let mut last_cpu = started_cpu_ns;
-    // The last tick placed (its buffer swapped with the reading one: no copy per tick).
-    let mut last = Stack::default();
-    let mut placed_any = false;
+    // What the last tick read found, and whether the thread was blocked.
+    let mut last: Option<(Path, bool)> = None;
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if !stopping {
@@ -179,9 +263,14 @@ pub fn read(
             last_at = last_at.max(stack.at_ns);
             last_cpu = last_cpu.max(stack.cpu_ns);
             samples.ticks += 1;
-            samples.place(code, &stack, wall, cpu);
-            std::mem::swap(&mut stack, &mut last);
-            placed_any = true;
+            samples.truncated += u64::from(stack.truncated);
+            let path = StackSamples::path_of(code, &stack);
+            let ran = last
+                .as_ref()
+                .filter(|(_, blocked)| !blocked)
+                .map(|(p, _)| p);
+            let blocked = samples.place(path.as_ref(), ran, wall, cpu);
+            last = path.map(|p| (p, blocked));
         }
         last_read = last_read.max(newest);
         if stopping {
@@ -190,10 +279,11 @@ pub fn read(
             let tail = frames::monotonic_ns()
                 .saturating_sub(last_at)
                 .min(current.as_nanos() as u64);
-            if placed_any {
-                samples.place(code, &last, tail, tail);
-            } else {
-                samples.outside_ns += tail;
+            match &last {
+                Some((path, _)) => {
+                    samples.place(Some(path), None, tail, tail);
+                }
+                None => samples.outside_ns += tail,
             }
             return samples;
         }
@@ -213,13 +303,44 @@ mod tests {
         samples.time.insert((vec![2, 1], Some(0x105)), 10);
         samples.time.insert((vec![2, 1], Some(0x108)), 20);
         samples.time.insert((vec![2, 1], None), 5);
+        // Waiting counts in the import, not in the engine's own calls, even where the
+        // stack has no CPU time of its own.
+        samples.waited.insert((vec![2, 1], Some(0x105)), 100);
+        samples.waited.insert((vec![2, 1], Some(0x108)), 200);
+        samples.waited.insert((vec![4], Some(0x105)), 7);
         samples.resolve_imports(&bytes, 1, |calls| {
             assert_eq!(calls, [0x104, 0x107]);
             vec![Some(3), Some(6)]
         });
-        assert_eq!(samples.time.get(&(vec![2, 1, 0], None)), Some(&10));
+        assert_eq!(samples.time.get(&(vec![2, 1, 0], None)), Some(&110));
         assert_eq!(samples.time.get(&(vec![2, 1], None)), Some(&25));
-        assert_eq!(samples.time.len(), 2);
+        assert_eq!(samples.time.get(&(vec![4, 0], None)), Some(&7));
+        assert_eq!(samples.time.len(), 3);
+        assert!(samples.waited.is_empty());
+    }
+
+    #[test]
+    fn a_tick_blocked_in_the_host_gives_its_cpu_time_to_where_the_thread_ran() {
+        let work: Path = (vec![1, 2], None);
+        let wait: Path = (vec![1, 3], Some(0x40));
+        let mut samples = StackSamples::default();
+        // Running: its CPU time, however long the tick took (a busy machine).
+        assert!(!samples.place(Some(&work), None, 100, 60));
+        // Blocked in the host most of the time: the CPU time to the work before it, the
+        // rest kept as waited.
+        assert!(samples.place(Some(&wait), Some(&work), 100, 30));
+        // Blocked again: the CPU time is the ticks' own.
+        assert!(samples.place(Some(&wait), None, 100, 4));
+        // Busy in the host (a write): its own.
+        assert!(!samples.place(Some(&wait), Some(&work), 100, 80));
+        // Nothing of the module on the stack.
+        assert!(!samples.place(None, Some(&work), 100, 100));
+        assert_eq!(samples.time.get(&work), Some(&90));
+        assert_eq!(samples.time.get(&wait), Some(&80));
+        assert_eq!(samples.waited.get(&wait), Some(&(70 + 96 + 20)));
+        assert_eq!(samples.waited.get(&work), None);
+        assert_eq!(samples.interrupting_ns, 4);
+        assert_eq!((samples.outside, samples.outside_ns), (1, 100));
     }
 
     #[test]
