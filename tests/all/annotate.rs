@@ -146,14 +146,12 @@ fn callgrind_and_pprof_carry_the_same_line_costs_to_their_tools() {
 
     let o = s.run(&["report", "c.wprof", "--format", "pprof", "-o", "c.pb.gz"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    if let Some(go) = crate::tools::tool("go", "reading --format pprof with `go tool pprof`") {
-        let o = std::process::Command::new(go)
-            .current_dir(s.dir.path())
-            .args(["tool", "pprof", "-list", "^__original_main$", "c.pb.gz"])
-            .env("HOME", s.dir.path())
-            .env("PPROF_TMPDIR", s.dir.path())
-            .output()
-            .unwrap();
+    if let Some(mut go) = crate::tools::go_pprof(
+        &s,
+        "reading --format pprof with `go tool pprof`",
+        &["-list", "^__original_main$", "c.pb.gz"],
+    ) {
+        let o = go.output().unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(cost_beside(&stdout(&o), "line(i);"), wanted);
         // By function, the totals stay the profile's.

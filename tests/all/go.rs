@@ -107,20 +107,12 @@ fn names_and_files_as_go_prints_them_in_a_panic() {
 
         // go tool pprof: the file as Go's trace shows it.
         report_to(&s, "p.wprof", "pprof", "p.pb.gz");
-        if let Some(go) = tool("go", "reading --format pprof with `go tool pprof`") {
-            let o = Command::new(go)
-                .current_dir(s.dir.path())
-                .args([
-                    "tool",
-                    "pprof",
-                    "-top",
-                    "-lines",
-                    "-nodefraction=0",
-                    "p.pb.gz",
-                ])
-                .env("HOME", s.dir.path())
-                .output()
-                .unwrap();
+        if let Some(mut go) = crate::tools::go_pprof(
+            &s,
+            "reading --format pprof with `go tool pprof`",
+            &["-top", "-lines", "-nodefraction=0", "p.pb.gz"],
+        ) {
+            let o = go.output().unwrap();
             assert!(o.status.success(), "{}", stderr(&o));
             let top = stdout(&o);
             for (name, file, _) in &frames {

@@ -37,13 +37,12 @@ fn sources_from_dwarf_in_text_pprof_and_callgrind() {
     );
 
     report_to(&s, "c.wprof", "pprof", "c.pb.gz");
-    if let Some(go) = tool("go", "reading --format pprof with `go tool pprof`") {
-        let o = Command::new(go)
-            .current_dir(s.dir.path())
-            .args(["tool", "pprof", "-top", "-lines", "c.pb.gz"])
-            .env("HOME", s.dir.path())
-            .output()
-            .unwrap();
+    if let Some(mut go) = crate::tools::go_pprof(
+        &s,
+        "reading --format pprof with `go tool pprof`",
+        &["-top", "-lines", "c.pb.gz"],
+    ) {
+        let o = go.output().unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
         let top = stdout(&o);
         let row = top

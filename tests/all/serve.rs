@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
-use crate::tools::tool;
 
 /// A GET of `path` from `address` (`HOST:PORT`): the status code and the body.
 fn get(address: &str, path: &str) -> (u16, Vec<u8>) {
@@ -50,17 +49,14 @@ fn a_running_program_serves_windows_of_its_profile() {
     assert_eq!(status, 200);
     assert_eq!(&window[..2], [0x1f, 0x8b], "gzip'd profile.proto");
 
-    if let Some(go) = tool("go", "reading --serve's endpoint with `go tool pprof`") {
-        // As a Go program's endpoint is read: the tool asks for a window of N seconds.
-        let url = format!("http://{address}/debug/pprof/profile");
-        let o = std::process::Command::new(go)
-            .current_dir(s.dir.path())
-            .args(["tool", "pprof", "-top", "-sample_index=calls", "-seconds=1"])
-            .arg(&url)
-            .env("HOME", s.dir.path())
-            .env("PPROF_TMPDIR", s.dir.path())
-            .output()
-            .unwrap();
+    // As a Go program's endpoint is read: the tool asks for a window of N seconds.
+    let url = format!("http://{address}/debug/pprof/profile");
+    if let Some(mut go) = crate::tools::go_pprof(
+        &s,
+        "reading --serve's endpoint with `go tool pprof`",
+        &["-top", "-sample_index=calls", "-seconds=1", &url],
+    ) {
+        let o = go.output().unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
         let text = stdout(&o);
         let calls = |name: &str| -> u64 {
@@ -262,20 +258,13 @@ fn a_component_serves_windows_of_its_modules_profile() {
             text.contains("main!work") && text.contains("main!batch"),
             "{mode}"
         );
-        if let Some(go) = tool("go", "reading --serve's endpoint with `go tool pprof`") {
+        if let Some(mut go) = crate::tools::go_pprof(
+            &s,
+            "reading --serve's endpoint with `go tool pprof`",
+            &["-top", "-sample_index=calls", "window.pb.gz"],
+        ) {
             std::fs::write(s.path("window.pb.gz"), &window).unwrap();
-            let o = std::process::Command::new(go)
-                .current_dir(s.dir.path())
-                .args([
-                    "tool",
-                    "pprof",
-                    "-top",
-                    "-sample_index=calls",
-                    "window.pb.gz",
-                ])
-                .env("HOME", s.dir.path())
-                .output()
-                .unwrap();
+            let o = go.output().unwrap();
             assert!(o.status.success(), "{}", stderr(&o));
             let text = stdout(&o);
             let calls = |name: &str| -> u64 {

@@ -188,16 +188,12 @@ fn reports_show_each_thread() {
     // pprof: the `thread` label, read by `go tool pprof`.
     let pb = s.run(&["report", "t.wprof", "--format", "pprof", "-o", "t.pb.gz"]);
     assert!(pb.status.success(), "{}", stderr(&pb));
-    let Some(go) = crate::tools::tool("go", "reading pprof's thread labels") else {
+    let Some(mut go) =
+        crate::tools::go_pprof(&s, "reading pprof's thread labels", &["-tags", "t.pb.gz"])
+    else {
         return;
     };
-    let o = std::process::Command::new(&go)
-        .current_dir(s.dir.path())
-        .args(["tool", "pprof", "-tags", "t.pb.gz"])
-        .env("HOME", s.dir.path())
-        .env("PPROF_TMPDIR", s.dir.path())
-        .output()
-        .unwrap();
+    let o = go.output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let tags = stdout(&o);
     assert!(tags.contains("thread"), "{tags}");

@@ -66,6 +66,41 @@ pub fn node_modules(package: &str, why: &str) -> Option<PathBuf> {
     Some(dir)
 }
 
+/// `go tool pprof` with `args`, run in `s`'s folder, or `None` (test skipped) when go is
+/// missing and not required. Its home is the scratch folder (pprof writes there), but its
+/// build cache stays the user's: recent Go builds `pprof` on first use into that cache,
+/// about 30 s on two cores, which a fresh home would repeat at every call.
+pub fn go_pprof(
+    s: &crate::support::Scratch,
+    why: &str,
+    args: &[&str],
+) -> Option<std::process::Command> {
+    static BUILD_CACHE: std::sync::OnceLock<Option<std::ffi::OsString>> =
+        std::sync::OnceLock::new();
+    let go = tool("go", why)?;
+    let cache = BUILD_CACHE.get_or_init(|| {
+        std::env::var_os("GOCACHE").or_else(|| {
+            let o = std::process::Command::new(&go)
+                .args(["env", "GOCACHE"])
+                .output()
+                .ok()?;
+            let dir = String::from_utf8(o.stdout).ok()?.trim().to_string();
+            (o.status.success() && !dir.is_empty()).then(|| dir.into())
+        })
+    });
+    let mut cmd = std::process::Command::new(go);
+    cmd.current_dir(s.dir.path())
+        .arg("tool")
+        .arg("pprof")
+        .args(args)
+        .env("HOME", s.dir.path())
+        .env("PPROF_TMPDIR", s.dir.path());
+    if let Some(cache) = cache {
+        cmd.env("GOCACHE", cache);
+    }
+    Some(cmd)
+}
+
 /// `go tool pprof -top` rows: name -> (flat, cum), in the profile's unit (or the one `-unit`
 /// asks for, shown whole).
 pub fn pprof_top(
@@ -73,21 +108,17 @@ pub fn pprof_top(
     file: &str,
     extra: &[&str],
 ) -> Option<std::collections::BTreeMap<String, (u64, u64)>> {
-    let go = tool("go", "reading --format pprof with `go tool pprof`")?;
-    let mut cmd = std::process::Command::new(go);
-    cmd.current_dir(s.dir.path())
-        .args([
-            "tool",
-            "pprof",
+    let mut cmd = go_pprof(
+        s,
+        "reading --format pprof with `go tool pprof`",
+        &[
             "-top",
             "-nodecount=1000",
             "-nodefraction=0",
             "-edgefraction=0",
-        ])
-        .args(extra)
-        .arg(file)
-        .env("HOME", s.dir.path())
-        .env("PPROF_TMPDIR", s.dir.path());
+        ],
+    )?;
+    cmd.args(extra).arg(file);
     let o = cmd.output().unwrap();
     assert!(
         o.status.success(),
