@@ -473,6 +473,17 @@ fn stack_mode_walks_a_spawned_threads_stack_and_not_the_wait() {
         p["total"]
     );
     assert_eq!(self_sum(&p), p["total"].as_u64().unwrap());
+    // Taking the waiting thread's ticks cost it some CPU time, charged to no function, and
+    // the report says so.
+    let walks = &p["sampling"]["stacks"];
+    assert!(walks["interrupting_ns"].as_u64().unwrap() > 0, "{walks}");
+    let text = stdout(&s.run(&["report", "s.wprof"]));
+    assert!(text.contains("waking blocked threads for ticks"), "{text}");
+    let threads_line = text
+        .lines()
+        .find(|l| l.contains("threads (#0 the first"))
+        .unwrap_or_else(|| panic!("no threads line in {text}"));
+    assert!(!threads_line.contains("calls"), "{threads_line}");
     // Two threads, each context marked with its own; the loop's stack is the spawned
     // thread's, from its entry down.
     let threads: Vec<u64> = p["threads"]["threads"]

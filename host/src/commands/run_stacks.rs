@@ -7,7 +7,7 @@ use crate::commands::run_summary;
 use crate::exit::Failure;
 use crate::prepare::loader::LoadedModule;
 use crate::prepare::session::warn;
-use crate::profile::{Ending, FunctionInfo, ModuleRef, SamplingRecord};
+use crate::profile::{Ending, FunctionInfo, ModuleRef, SamplingRecord, StackWalkRecord};
 use crate::run::code_map::CodeMap;
 use crate::run::runner::{self, RunOutcome, Stdio};
 use crate::run::stacks::profile::profile_of_stacks;
@@ -65,12 +65,13 @@ pub fn run(
         blake3: loaded.digest_hex(),
     };
     let ticks = samples.ticks + spawned.iter().map(|(_, _, s)| s.ticks).sum::<u64>();
+    let walks = samples.record(spawned.iter().map(|(_, _, s)| s));
     let profile = timings.time("profile", || {
         let mut profile = profile_of_stacks(
             module_ref.clone(),
             &functions,
             &samples,
-            ending(&outcome, ticks, settings),
+            ending(&outcome, ticks, walks, settings),
         );
         if let Some((_, unfinished)) = threads {
             // Each spawned thread as if alone, then all of them in one profile.
@@ -99,7 +100,12 @@ pub fn run(
 }
 
 /// How the run ended, and how its time was sampled.
-fn ending(outcome: &RunOutcome, ticks: u64, settings: &RunSettings) -> Ending {
+fn ending(
+    outcome: &RunOutcome,
+    ticks: u64,
+    walks: StackWalkRecord,
+    settings: &RunSettings,
+) -> Ending {
     Ending {
         exit_code: outcome.exit_code,
         trap: outcome.trap.as_ref().map(|(m, _)| m.clone()),
@@ -114,6 +120,7 @@ fn ending(outcome: &RunOutcome, ticks: u64, settings: &RunSettings) -> Ending {
             ),
             probe_ns: 0,
             off_ns: 0,
+            stacks: Some(walks),
         }),
     }
 }

@@ -167,13 +167,15 @@ fn print_with(
         out.push_str(&crate::report::text::threads_summary(
             threads,
             &profile.unit,
+            profile.counts_calls(),
         ));
     }
     match &profile.sampling {
         Some(s) if stats.is_none() => out.push_str(&format!(
-            "wprof: stack mode, no probes: call stacks sampled every {}: {} ticks\n",
+            "wprof: stack mode, no probes: call stacks sampled every {}: {} ticks{}\n",
             crate::report::text::period_shown(s),
             s.answered,
+            crate::report::text::stack_walk_notes(s),
         )),
         Some(s) => out.push_str(&format!(
             "wprof: time sampled every {}: {} ticks located by program counter, {} readings; {} in wprof's probes left out\n",

@@ -510,6 +510,28 @@ pub struct SamplingRecord {
     /// (the timer sleeps) and charged to no function.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub off_ns: u64,
+    /// Stack mode: what the walks of the stacks could not place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<StackWalkRecord>,
+}
+
+/// Stack mode: the ticks and time its walks could not give a function, every thread's
+/// together (see `wprof run --mode stack`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackWalkRecord {
+    /// Time of ticks that found none of the module's functions on the stack (the host
+    /// before or after the program, or a walk stopped by code without frame pointers), in
+    /// nanoseconds: charged to no function.
+    pub outside_ns: u64,
+    /// CPU time that threads blocked in the host used between two ticks that both found
+    /// them blocked, in nanoseconds: taking the ticks, charged to no function.
+    pub interrupting_ns: u64,
+    /// Ticks read too late (a later tick took their slot): their time went to the next
+    /// tick read.
+    pub lost: u64,
+    /// Stacks deeper than the walk follows (192 frames): their outermost functions are
+    /// missing, so their contexts start below the program's entry.
+    pub truncated: u64,
 }
 
 impl Profile {

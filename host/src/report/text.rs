@@ -87,16 +87,21 @@ pub fn render(profile: &Profile, options: &Options) -> String {
         },
     );
     if let Some(threads) = &profile.threads {
-        out.push_str(&threads_summary(threads, &profile.unit));
+        out.push_str(&threads_summary(
+            threads,
+            &profile.unit,
+            profile.counts_calls(),
+        ));
     }
     match &profile.sampling {
         Some(s) if !profile.counts_calls() => {
             let _ = writeln!(
                 out,
                 "stack mode: times estimated from {} call stacks sampled one every {} \
-                 (the program ran without probes)",
+                 (the program ran without probes){}",
                 s.answered,
                 period_shown(s),
+                stack_walk_notes(s),
             );
         }
         Some(s) => {
@@ -329,8 +334,41 @@ fn more_edges(out: &mut String, what: &str, left_out: &[&EdgeRecord], inclusive:
     );
 }
 
-/// A threaded program's threads: each one's calls and total (the first few), and the
-/// threads that were still running when it ended.
+/// What stack mode's walks could not place (see [`crate::profile::StackWalkRecord`]), as
+/// "; ..." parts of a line: empty when all of it is zero.
+pub fn stack_walk_notes(sampling: &crate::profile::SamplingRecord) -> String {
+    let Some(walks) = sampling.stacks else {
+        return String::new();
+    };
+    let mut unplaced = Vec::new();
+    if walks.outside_ns > 0 {
+        unplaced.push(format!(
+            "{} outside the module's code",
+            crate::display::format_ns(walks.outside_ns)
+        ));
+    }
+    if walks.interrupting_ns > 0 {
+        unplaced.push(format!(
+            "{} waking blocked threads for ticks",
+            crate::display::format_ns(walks.interrupting_ns)
+        ));
+    }
+    let mut notes = String::new();
+    if !unplaced.is_empty() {
+        notes += &format!("; {} charged to no function", unplaced.join(" and "));
+    }
+    if walks.truncated > 0 {
+        notes += &format!("; {} stacks too deep to walk to the entry", walks.truncated);
+    }
+    if walks.lost > 0 {
+        notes += &format!(
+            "; {} ticks read too late (their time went to the next)",
+            walks.lost
+        );
+    }
+    notes
+}
+
 /// How often a run was sampled: its period, and how far it stretched.
 pub fn period_shown(s: &crate::profile::SamplingRecord) -> String {
     let period = crate::display::format_ns(s.period_ns);
@@ -343,19 +381,26 @@ pub fn period_shown(s: &crate::profile::SamplingRecord) -> String {
     }
 }
 
-pub fn threads_summary(threads: &crate::profile::ThreadsRecord, unit: &str) -> String {
+/// A threaded program's threads: each one's calls (when `calls_counted`) and total (the
+/// first few), and the threads that were still running when it ended.
+pub fn threads_summary(
+    threads: &crate::profile::ThreadsRecord,
+    unit: &str,
+    calls_counted: bool,
+) -> String {
     const SHOWN: usize = 8;
     let mut parts: Vec<String> = threads
         .threads
         .iter()
         .take(SHOWN)
-        .map(|t| {
-            format!(
+        .map(|t| match calls_counted {
+            true => format!(
                 "#{} {} calls, {}",
                 t.id,
                 t.calls,
                 format_amount(t.total, unit)
-            )
+            ),
+            false => format!("#{} {}", t.id, format_amount(t.total, unit)),
         })
         .collect();
     if threads.threads.len() > SHOWN {
@@ -499,5 +544,35 @@ mod tests {
         let untimed = untimed_summary(&p).unwrap();
         assert!(untimed.ends_with(": core::fmt::write, b"), "{untimed}");
         assert_eq!(first_names(&p.unprobed), "leaf(int)");
+    }
+
+    #[test]
+    fn stack_walks_say_only_what_they_could_not_place() {
+        let mut sampling = crate::profile::SamplingRecord {
+            period_ns: 200_000,
+            longest_period_ns: 0,
+            readings: 10,
+            answered: 10,
+            probe_ns: 0,
+            off_ns: 0,
+            stacks: None,
+        };
+        assert_eq!(stack_walk_notes(&sampling), "");
+        sampling.stacks = Some(crate::profile::StackWalkRecord::default());
+        assert_eq!(stack_walk_notes(&sampling), "");
+        sampling.stacks = Some(crate::profile::StackWalkRecord {
+            outside_ns: 1_500_000,
+            interrupting_ns: 0,
+            lost: 2,
+            truncated: 3,
+        });
+        let notes = stack_walk_notes(&sampling);
+        assert!(
+            notes.starts_with(
+                "; 1.50 ms outside the module's code charged to no function; 3 stacks"
+            ),
+            "{notes}"
+        );
+        assert!(notes.ends_with("; 2 ticks read too late (their time went to the next)"));
     }
 }

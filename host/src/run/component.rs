@@ -451,6 +451,7 @@ pub fn run(
             answered: samples.iter().map(|s| s.answered).sum(),
             probe_ns: probe_ps / crate::run::collector::PS_PER_NS,
             off_ns: 0,
+            stacks: None,
         }),
         coverage,
         injections,

@@ -565,6 +565,7 @@ pub fn run(
             answered: s.answered + answered,
             probe_ns: attribution.as_ref().map_or(0, |a| a.probe_ps / PS_PER_NS),
             off_ns: s.off_ps / PS_PER_NS,
+            stacks: None,
         }),
         collector,
         live: live_record,
