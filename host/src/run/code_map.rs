@@ -78,6 +78,18 @@ impl CodeMap {
         }
     }
 
+    /// An original module's map of `(start, end, function id)` ranges, for tests.
+    #[cfg(test)]
+    pub(crate) fn original_of_ranges(mut ranges: Vec<(usize, usize, u32)>) -> Self {
+        ranges.sort_unstable();
+        CodeMap {
+            text: ranges.first().map_or(0, |r| r.0),
+            ranges,
+            indices: FunctionIndices::default(),
+            original: true,
+        }
+    }
+
     /// Functions the original module imports: function ids below this are imports.
     pub fn imports(&self) -> u32 {
         self.indices.imports
@@ -90,6 +102,13 @@ impl CodeMap {
             Some((_, end, index)) if pc < end => self.classify(index),
             _ => Running::Outside,
         }
+    }
+
+    /// Where the compiled function whose code holds `pc` starts.
+    pub fn function_start(&self, pc: usize) -> Option<usize> {
+        let after = self.ranges.partition_point(|&(start, _, _)| start <= pc);
+        let (start, end, _) = self.ranges[after.checked_sub(1)?];
+        (pc < end).then_some(start)
     }
 
     /// The byte offset in the wasm module of the instruction each of `pcs` (sorted) is part

@@ -34,6 +34,9 @@ struct FrameSlot {
     len: AtomicUsize,
     /// The interrupted program counter, then the return addresses, innermost first.
     pcs: [AtomicUsize; DEPTH],
+    /// Where the interrupted function's return address is while it has no frame of its
+    /// own (see [`Stack::unframed`]).
+    unframed: [AtomicUsize; 2],
 }
 
 /// Set in [`FrameSlot::len`] when the stack went deeper than [`DEPTH`].
@@ -46,6 +49,7 @@ impl FrameSlot {
             cpu_ns: AtomicU64::new(0),
             len: AtomicUsize::new(0),
             pcs: [const { AtomicUsize::new(0) }; DEPTH],
+            unframed: [const { AtomicUsize::new(0) }; 2],
         }
     }
 }
@@ -128,6 +132,25 @@ pub fn walk(
     (len, false)
 }
 
+/// [`Stack::unframed`] of `registers`, reading the stack (ending at `top`) with `read`,
+/// which is given aligned addresses in `[registers.sp, top)` only.
+pub fn unframed_words(
+    registers: Registers,
+    top: usize,
+    read: impl Fn(usize) -> usize,
+) -> [usize; 2] {
+    const WORD: usize = std::mem::size_of::<usize>();
+    if !cfg!(target_arch = "x86_64") {
+        return [0, 0];
+    }
+    let sp = registers.sp;
+    let readable = |at: usize| {
+        at.is_multiple_of(WORD) && at >= sp && at.checked_add(WORD).is_some_and(|end| end <= top)
+    };
+    let word = |at: usize| if readable(at) { read(at) } else { 0 };
+    [word(sp), sp.checked_add(WORD).map_or(0, word)]
+}
+
 /// The signal handler, on the interrupted thread: records the stack of tick `tick` of
 /// session `session` in its slot. Async-signal-safe: a clock read and plain loads and stores.
 pub(crate) fn record(session: usize, tick: u64, registers: Registers, top: usize) {
@@ -140,6 +163,13 @@ pub(crate) fn record(session: usize, tick: u64, registers: Registers, top: usize
     });
     for (to, &pc) in slot.pcs.iter().zip(&pcs[..len]) {
         to.store(pc, Ordering::Relaxed);
+    }
+    let unframed = unframed_words(registers, top, |address| {
+        // SAFETY: as above: aligned words between the stack pointer and the stack's top.
+        unsafe { std::ptr::read_volatile(address as *const usize) }
+    });
+    for (to, word) in slot.unframed.iter().zip(unframed) {
+        to.store(word, Ordering::Relaxed);
     }
     slot.len.store(
         len | if truncated { TRUNCATED } else { 0 },
@@ -160,6 +190,13 @@ pub struct Stack {
     pub pcs: Vec<usize>,
     /// The stack went deeper than [`DEPTH`]: its outermost frames are missing.
     pub truncated: bool,
+    /// Where the interrupted function's return address is if it has no frame of its own
+    /// at the interrupted instruction (its first ones, before it saved the frame pointer,
+    /// or its return, after it restored it): then the frame pointer is still its caller's,
+    /// and the walk skips the caller. On x86-64 the two words at the stack pointer (the
+    /// return address at the first instruction and at the return, behind the saved frame
+    /// pointer at the second). 0 where unreadable, and on AArch64 (not looked for there).
+    pub unframed: [usize; 2],
 }
 
 /// The reader: the frames of tick `tick` of session `session` into `stack`. The caller
@@ -174,6 +211,9 @@ pub(crate) fn read(session: usize, tick: u64, stack: &mut Stack) {
     stack
         .pcs
         .extend(slot.pcs[..len].iter().map(|pc| pc.load(Ordering::Relaxed)));
+    for (to, word) in stack.unframed.iter_mut().zip(&slot.unframed) {
+        *to = word.load(Ordering::Relaxed);
+    }
     stack.at_ns = slot.at_ns.load(Ordering::Relaxed);
     stack.cpu_ns = slot.cpu_ns.load(Ordering::Relaxed);
 }
@@ -313,5 +353,32 @@ mod tests {
         // least ten return addresses, and the walk ends on its own on the thread's stack.
         let (len, deep) = innermost(12);
         assert!(deep, "{len} frames");
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_words_at_the_stack_pointer_are_read_only_on_the_stack() {
+        let base = 0x1000;
+        let words = [0xaaa, 0xbbb, 0xccc];
+        let at = |sp| Registers {
+            pc: 0x999,
+            fp: 0,
+            sp,
+        };
+        let top = base + 3 * 8;
+        assert_eq!(
+            unframed_words(at(base), top, reader(base, &words)),
+            [0xaaa, 0xbbb]
+        );
+        // One word left on the stack; none; a misaligned pointer.
+        assert_eq!(
+            unframed_words(at(base + 16), top, reader(base, &words)),
+            [0xccc, 0]
+        );
+        assert_eq!(unframed_words(at(top), top, reader(base, &words)), [0, 0]);
+        assert_eq!(
+            unframed_words(at(base + 3), top, reader(base, &words)),
+            [0, 0]
+        );
     }
 }

@@ -80,9 +80,10 @@ impl StackSamples {
     }
 
     /// The stack of the module's functions in `stack` (the program counter, then return
-    /// addresses), mapped by `code`; `None` when none of them is on it.
-    fn path_of(code: &CodeMap, stack: &Stack) -> Option<Path> {
-        let mut functions = Vec::with_capacity(stack.pcs.len());
+    /// addresses), mapped by `code`; `None` when none of them is on it. `at_return` says
+    /// whether the instruction at an address of the module's code is a return.
+    fn path_of(code: &CodeMap, stack: &Stack, at_return: impl Fn(usize) -> bool) -> Option<Path> {
+        let mut functions = Vec::with_capacity(stack.pcs.len() + 1);
         let mut host_call = None;
         for (i, &pc) in stack.pcs.iter().enumerate() {
             // A return address is just past its call: the byte before it is the call's.
@@ -92,6 +93,14 @@ impl StackSamples {
                     host_call = Some(pc);
                 }
                 functions.push(id);
+                if i == 0 {
+                    // The caller the frame pointers skip while this function has no frame.
+                    let caller = unframed_return(code, stack, &at_return)
+                        .map(|at| code.running(at.wrapping_sub(1)));
+                    if let Some(Running::Function(caller)) = caller {
+                        functions.push(caller);
+                    }
+                }
             }
         }
         if functions.is_empty() {
@@ -175,6 +184,40 @@ impl StackSamples {
             }
         }
     }
+}
+
+/// The return address of `stack`'s interrupted function when the frame pointer was still
+/// its caller's (see [`Stack::unframed`]): at its first instruction (`push rbp`), at its
+/// second (`mov rbp, rsp`), or at a return (`ret`, after `pop rbp`), as Cranelift's x86-64
+/// functions begin and end; `at_return` reads whether an instruction is a `ret`. `None`
+/// elsewhere, and on other machines.
+fn unframed_return(
+    code: &CodeMap,
+    stack: &Stack,
+    at_return: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    if !cfg!(target_arch = "x86_64") {
+        return None;
+    }
+    let pc = *stack.pcs.first()?;
+    let start = code.function_start(pc)?;
+    let word = match pc - start {
+        0 => stack.unframed[0],
+        1 => stack.unframed[1],
+        _ if at_return(pc) => stack.unframed[0],
+        _ => return None,
+    };
+    (word != 0).then_some(word)
+}
+
+/// Whether the instruction at `pc`, an address in the module's compiled code, is a `ret`.
+fn is_return(pc: usize) -> bool {
+    /// x86-64's `ret`.
+    const RET: u8 = 0xC3;
+    // SAFETY: `pc` is in one of the module's compiled functions (the code map says so),
+    // whose code stays mapped, readable, while the module lives, which is longer than the
+    // run its reader reads.
+    cfg!(target_arch = "x86_64") && unsafe { std::ptr::read_volatile(pc as *const u8) } == RET
 }
 
 /// Adds `ns` to `path`'s figure in `map` (the path copied only when it is new).
@@ -278,7 +321,7 @@ pub fn read(
             last_cpu = last_cpu.max(stack.cpu_ns);
             samples.ticks += 1;
             samples.truncated += u64::from(stack.truncated);
-            let path = StackSamples::path_of(code, &stack);
+            let path = StackSamples::path_of(code, &stack, is_return);
             let ran = last
                 .as_ref()
                 .filter(|(_, blocked)| !blocked)
@@ -355,6 +398,50 @@ mod tests {
         assert_eq!(samples.waited.get(&work), None);
         assert_eq!(samples.interrupting_ns, 4);
         assert_eq!(samples.outside_ns, 100);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_function_without_its_own_frame_keeps_its_caller() {
+        // Function 5 called by 6, called by 7.
+        let code = CodeMap::original_of_ranges(vec![
+            (0x100, 0x200, 5),
+            (0x200, 0x300, 6),
+            (0x300, 0x400, 7),
+        ]);
+        let into_6 = 0x250;
+        // The frame pointer is still 6's: the walk found the return into 7 only.
+        let unframed_at = |pc, unframed| Stack {
+            pcs: vec![pc, 0x350],
+            unframed,
+            ..Stack::default()
+        };
+        let never = |_| false;
+        let whole = Some((vec![7, 6, 5], None));
+        // At the first instruction the return address is at the stack pointer; at the
+        // second, behind the frame pointer just pushed; at a return, at the stack pointer.
+        let first = unframed_at(0x100, [into_6, 0]);
+        assert_eq!(StackSamples::path_of(&code, &first, never), whole);
+        let second = unframed_at(0x101, [0x7ffd_0000, into_6]);
+        assert_eq!(StackSamples::path_of(&code, &second, never), whole);
+        let at_return = unframed_at(0x180, [into_6, 0]);
+        assert_eq!(
+            StackSamples::path_of(&code, &at_return, |pc| pc == 0x180),
+            whole
+        );
+        // Elsewhere the function has its frame, and the walk its caller.
+        let framed = Stack {
+            pcs: vec![0x180, into_6, 0x350],
+            unframed: [0x1234, 0],
+            ..Stack::default()
+        };
+        assert_eq!(StackSamples::path_of(&code, &framed, never), whole);
+        // A word that returns into no function adds nothing.
+        let stray = unframed_at(0x100, [0x9999, 0]);
+        assert_eq!(
+            StackSamples::path_of(&code, &stray, never),
+            Some((vec![7, 5], None))
+        );
     }
 
     #[test]
