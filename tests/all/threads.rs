@@ -31,6 +31,16 @@ fn calls_by_thread(profile: &Value, name: &str) -> BTreeMap<u64, u64> {
     out
 }
 
+/// The ids of the profile's threads, in its order.
+fn thread_ids(profile: &Value) -> Vec<u64> {
+    profile["threads"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_u64().unwrap())
+        .collect()
+}
+
 fn run(s: &Scratch, mode: &str, out: &str, args: &[&str]) -> std::process::Output {
     let path = sample("threads.wasm");
     let mut all = vec![
@@ -58,12 +68,7 @@ fn every_mode_counts_each_thread_exactly() {
         assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
         assert_eq!(stdout(&out), OUTPUT, "{mode}");
         let p = s.profile(&name);
-        let threads: Vec<u64> = p["threads"]["threads"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["id"].as_u64().unwrap())
-            .collect();
+        let threads = thread_ids(&p);
         assert_eq!(threads, [0, 1, 2, 3], "{mode}");
         assert_eq!(p["threads"]["unfinished"], 0, "{mode}");
         let expected = |pairs: &[(u64, u64)]| pairs.iter().copied().collect::<BTreeMap<_, _>>();
@@ -486,12 +491,7 @@ fn stack_mode_walks_a_spawned_threads_stack_and_not_the_wait() {
     assert!(!threads_line.contains("calls"), "{threads_line}");
     // Two threads, each context marked with its own; the loop's stack is the spawned
     // thread's, from its entry down.
-    let threads: Vec<u64> = p["threads"]["threads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_u64().unwrap())
-        .collect();
+    let threads = thread_ids(&p);
     assert_eq!(threads, [0, 1]);
     let contexts = p["contexts"].as_array().unwrap();
     let spin = function(&p, "spin")["id"].clone();
