@@ -482,6 +482,17 @@ fn stack_mode_walks_a_spawned_threads_stack_and_not_the_wait() {
     // the report says so.
     let walks = &p["sampling"]["stacks"];
     assert!(walks["interrupting_ns"].as_u64().unwrap() > 0, "{walks}");
+    // The waiting thread's timer stopped soon after it blocked: about one thread's worth
+    // of ticks in all, not two.
+    let (ticks, period) = (
+        p["sampling"]["answered"].as_u64().unwrap(),
+        p["sampling"]["period_ns"].as_u64().unwrap(),
+    );
+    let wall = p["wall_time"].as_u64().unwrap();
+    assert!(
+        ticks * period * 2 < wall * 3,
+        "{ticks} ticks of {period} ns in {wall} ns"
+    );
     let text = stdout(&s.run(&["report", "s.wprof"]));
     assert!(text.contains("waking blocked threads for ticks"), "{text}");
     let threads_line = text

@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::run::clock::ThreadCpuClock;
 use crate::run::code_map::{CodeMap, Running};
 use crate::run::interrupt::frames::{self, Stack};
 use crate::run::interrupt::{Session, Target, SLOTS_KEPT};
@@ -31,6 +32,13 @@ use crate::sample_period::SamplePeriod;
 
 /// The shortest the reader sleeps between two readings.
 const MIN_NAP: Duration = Duration::from_micros(100);
+/// After this many ticks in a row that found the thread blocked (10 ms at the default
+/// period), its timer stops (a tick would only wake it) until its CPU clock says it runs
+/// again. Not sooner: a worker waiting a moment for its next job would then run unsampled
+/// for a while after it woke (on zstd_mt, 8 ticks put stack mode 7.2% from perf against
+/// 4.9% with 50, while the ticks' own cost on the waiting threads went from 38.8 ms of the
+/// run's 0.8 s without pausing to 5.4 ms and 9.6 ms).
+const PAUSE_AFTER: u32 = 50;
 
 /// A stack of the module's functions, outermost first, and where the innermost of them
 /// called into the host when the tick was taken there (the return address into it).
@@ -254,12 +262,15 @@ pub fn while_walking<R>(
     };
     let stop = AtomicBool::new(false);
     let started = (frames::monotonic_ns(), frames::thread_cpu_ns());
+    let cpu_clock = ThreadCpuClock::of_this_thread();
     let target = session.target();
     std::thread::scope(|s| {
         let stop = &stop;
         let reader = std::thread::Builder::new()
             .name("wprof stacks".into())
-            .spawn_scoped(s, move || read(target, code, stop, started, period));
+            .spawn_scoped(s, move || {
+                read(target, code, stop, started, period, cpu_clock)
+            });
         let Ok(reader) = reader else {
             drop(session);
             return (run(), None);
@@ -279,13 +290,17 @@ pub fn while_walking<R>(
 /// The timer's period follows `period` as the program runs on (see
 /// [`crate::sample_period`]), and the reader wakes often enough that the ring of ticks
 /// never fills. Whoever sets `stop` should unpark the reading thread. What is read after the
-/// last tick, up to `stop`, goes to that tick's stack.
+/// last tick, up to `stop`, goes to that tick's stack. After [`PAUSE_AFTER`] ticks in a row
+/// that found the thread blocked, the timer stops until `cpu_clock` (the thread's) shows it
+/// running again: what it waited meanwhile goes where it blocked, as the ticks would have
+/// put it (without the clock the timer never stops).
 pub fn read(
     target: Target,
     code: &CodeMap,
     stop: &AtomicBool,
     (started_ns, started_cpu_ns): (u64, u64),
     period: SamplePeriod,
+    cpu_clock: Option<ThreadCpuClock>,
 ) -> StackSamples {
     let mut current = period.base;
     let mut samples = StackSamples::default();
@@ -295,10 +310,42 @@ pub fn read(
     let mut last_cpu = started_cpu_ns;
     // What the last tick read found, and whether the thread was blocked.
     let mut last: Option<(Path, bool)> = None;
+    let mut blocked_in_a_row = 0u32;
+    // While the timer is stopped: the thread's CPU time when the reader last looked.
+    let mut paused: Option<u64> = None;
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if !stopping {
-            std::thread::park_timeout((current * (SLOTS_KEPT as u32 / 4)).max(MIN_NAP));
+            // Paused, the reader looks four times a period whether the thread runs again.
+            let ticks_per_nap = if paused.is_some() {
+                4
+            } else {
+                SLOTS_KEPT as u32 / 4
+            };
+            std::thread::park_timeout((current * ticks_per_nap).max(MIN_NAP));
+        }
+        if let (Some(looked), Some(clock)) = (paused, cpu_clock) {
+            let cpu_now = clock.now_ps().map_or(looked, |ps| ps / 1000);
+            let runs = cpu_now.saturating_sub(looked) * 4 >= current.as_nanos() as u64;
+            if runs || stopping {
+                // The time since the last tick: what the thread waited goes where it
+                // blocked (an import's sleep shows), and the CPU time it has used since it
+                // woke is left to the next tick (from as long before now as it used).
+                let now_ns = frames::monotonic_ns();
+                let used = cpu_now.saturating_sub(last_cpu);
+                if let Some((path, true)) = &last {
+                    let waited = now_ns.saturating_sub(last_at).saturating_sub(used);
+                    add(&mut samples.waited, path, waited);
+                }
+                last_at = last_at.max(now_ns.saturating_sub(used));
+                blocked_in_a_row = 0;
+                paused = None;
+                if !stopping {
+                    target.resume();
+                }
+            } else {
+                paused = Some(cpu_now);
+            }
         }
         let running = frames::monotonic_ns().saturating_sub(started_ns);
         let now = period.at(Duration::from_nanos(running));
@@ -327,9 +374,16 @@ pub fn read(
                 .filter(|(_, blocked)| !blocked)
                 .map(|(p, _)| p);
             let blocked = samples.place(path.as_ref(), ran, wall, cpu);
+            blocked_in_a_row = if blocked { blocked_in_a_row + 1 } else { 0 };
             last = path.map(|p| (p, blocked));
         }
         last_read = last_read.max(newest);
+        if blocked_in_a_row >= PAUSE_AFTER && paused.is_none() && !stopping {
+            if let Some(cpu_now) = cpu_clock.and_then(|c| c.now_ps()) {
+                target.pause();
+                paused = Some(cpu_now / 1000);
+            }
+        }
         if stopping {
             // The time since the last tick (the program's end), on its stack, up to a
             // period: not a tick of its own.
