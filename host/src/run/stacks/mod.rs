@@ -275,13 +275,24 @@ pub fn while_walking<R>(
             drop(session);
             return (run(), None);
         };
+        // Stops the reader however `run` ends: the scope waits for it, even in a panic.
+        let stopping = Stopping(stop, reader.thread().clone());
         let result = run();
-        stop.store(true, Ordering::Release);
-        reader.thread().unpark();
+        drop(stopping);
         let samples = reader.join().ok();
         drop(session);
         (result, samples)
     })
+}
+
+/// Sets its flag and wakes its thread when dropped.
+struct Stopping<'a>(&'a AtomicBool, std::thread::Thread);
+
+impl Drop for Stopping<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+        self.1.unpark();
+    }
 }
 
 /// Reads the ticks of `target` until `stop` is set, then once more, mapping their stacks
@@ -316,7 +327,7 @@ pub fn read(
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if !stopping {
-            // Paused, the reader looks four times a period whether the thread runs again.
+            // Paused, the reader looks every four periods whether the thread runs again.
             let ticks_per_nap = if paused.is_some() {
                 4
             } else {
@@ -326,7 +337,8 @@ pub fn read(
         }
         if let (Some(looked), Some(clock)) = (paused, cpu_clock) {
             let cpu_now = clock.now_ps().map_or(looked, |ps| ps / 1000);
-            let runs = cpu_now.saturating_sub(looked) * 4 >= current.as_nanos() as u64;
+            // It used a period of CPU time since the last look: a quarter of the time.
+            let runs = cpu_now.saturating_sub(looked) >= current.as_nanos() as u64;
             if runs || stopping {
                 // The time since the last tick: what the thread waited goes where it
                 // blocked (an import's sleep shows), and the CPU time it has used since it
