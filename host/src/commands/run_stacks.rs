@@ -45,12 +45,12 @@ pub fn run(
             code.module_offsets(module, None, calls)
         })
     };
-    let threads = outcome.threads.take();
+    let mut threads = outcome.threads.take();
     let mut spawned = Vec::new();
     timings.time("locate", || {
         locate(&mut samples);
-        for thread in threads.iter().flat_map(|(ended, _)| ended) {
-            if let Some(mut own) = thread.stacks.clone() {
+        for thread in threads.iter_mut().flat_map(|(ended, _)| ended) {
+            if let Some(mut own) = thread.stacks.take() {
                 locate(&mut own);
                 spawned.push((thread.tid, thread.wall_time, own));
             }
