@@ -156,18 +156,17 @@ pub fn unframed_words(
 pub(crate) fn record(session: usize, tick: u64, registers: Registers, top: usize) {
     let slot = &FRAMES[session][tick as usize % SLOTS_KEPT];
     let mut pcs = [0usize; DEPTH];
-    let (len, truncated) = walk(registers, top, &mut pcs, |address| {
-        // SAFETY: `walk` reads only aligned words between the interrupted stack pointer
-        // and the top of this thread's stack, which is mapped while the thread lives.
+    let read = |address| {
+        // SAFETY: `walk` and `unframed_words` read only aligned words between the
+        // interrupted stack pointer and the top of this thread's stack, which is mapped
+        // while the thread lives.
         unsafe { std::ptr::read_volatile(address as *const usize) }
-    });
+    };
+    let (len, truncated) = walk(registers, top, &mut pcs, read);
     for (to, &pc) in slot.pcs.iter().zip(&pcs[..len]) {
         to.store(pc, Ordering::Relaxed);
     }
-    let unframed = unframed_words(registers, top, |address| {
-        // SAFETY: as above: aligned words between the stack pointer and the stack's top.
-        unsafe { std::ptr::read_volatile(address as *const usize) }
-    });
+    let unframed = unframed_words(registers, top, read);
     for (to, word) in slot.unframed.iter().zip(unframed) {
         to.store(word, Ordering::Relaxed);
     }
