@@ -58,6 +58,29 @@ impl Scratch {
         self.wprof(args).output().unwrap()
     }
 
+    /// Runs `wprof` and says how much CPU time it used per unit of wall-clock time (its
+    /// children's user and system time, from `getrusage`). A single-threaded program that
+    /// had a core to itself uses about 1 (wprof's sampler a little more); a loaded machine
+    /// (tests side by side, a build beside them) shows far less.
+    pub fn run_measured(&self, args: &[&str]) -> (Output, f64) {
+        fn children_cpu_s() -> f64 {
+            // SAFETY: `getrusage` fills the zeroed struct it is given and has no other
+            // effect.
+            let usage = unsafe {
+                let mut usage: libc::rusage = std::mem::zeroed();
+                libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+                usage
+            };
+            let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+            seconds(usage.ru_utime) + seconds(usage.ru_stime)
+        }
+        let cpu_before = children_cpu_s();
+        let started = std::time::Instant::now();
+        let out = self.run(args);
+        let wall = started.elapsed().as_secs_f64();
+        (out, (children_cpu_s() - cpu_before) / wall.max(1e-9))
+    }
+
     /// Reads a profile (JSON) written in this directory.
     /// A profile file's JSON, decompressed as any zstd reader would (`zstd -dc`).
     pub fn profile(&self, name: &str) -> Value {
