@@ -56,6 +56,7 @@
 mod assemble;
 mod body;
 mod context_arena;
+pub mod entry_counts;
 mod error;
 mod finder;
 mod layout;
