@@ -63,8 +63,37 @@ fn sections(bytes: &[u8]) -> Result<Vec<Section>, AgentError> {
     Ok(out)
 }
 
+/// A module with entry counters, and where its code came from.
+#[derive(Debug)]
+pub struct CountedModule {
+    /// The module's bytes.
+    pub bytes: Vec<u8>,
+    /// Per defined function, in order: where its increment starts and its original code
+    /// resumes in `bytes`, and where that code starts in the original.
+    bodies: Vec<BodyPlace>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BodyPlace {
+    increment: usize,
+    code: usize,
+    original: usize,
+}
+
+impl CountedModule {
+    /// The offset in the original module of the instruction at `offset` in the counted
+    /// one (the increment's own instructions are the function's first instruction's); `None`
+    /// outside the code.
+    pub fn original_offset(&self, offset: usize) -> Option<usize> {
+        let at = self.bodies.partition_point(|b| b.increment <= offset);
+        let body = self.bodies.get(at.checked_sub(1)?)?;
+        let next = self.bodies.get(at).map_or(usize::MAX, |b| b.increment);
+        (offset < next).then(|| body.original + offset.saturating_sub(body.code))
+    }
+}
+
 /// `module` with an entry counter in every defined function (see the module docs).
-pub fn count_entries(module: &[u8]) -> Result<Vec<u8>, AgentError> {
+pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
     let layout = ModuleLayout::parse(module)?;
     let sections = sections(module)?;
     let imports = layout.imported_funcs.len() as u32;
@@ -74,6 +103,7 @@ pub fn count_entries(module: &[u8]) -> Result<Vec<u8>, AgentError> {
     out.extend_from_slice(&module[..8]);
     let mut wrote_globals = false;
     let mut wrote_exports = false;
+    let mut bodies = Vec::new();
     for section in &sections {
         let contents = &module[section.contents.clone()];
         // A section the format wants after ours: ours first, if the module has none.
@@ -114,7 +144,19 @@ pub fn count_entries(module: &[u8]) -> Result<Vec<u8>, AgentError> {
                 );
                 wrote_exports = true;
             }
-            CODE => put_section(&mut out, CODE, &code(&layout, first_global)?),
+            CODE => {
+                let (contents, places) = code(&layout, first_global)?;
+                put_section(&mut out, CODE, &contents);
+                let base = out.len() - contents.len();
+                bodies = places
+                    .into_iter()
+                    .map(|p| BodyPlace {
+                        increment: base + p.increment,
+                        code: base + p.code,
+                        original: p.original,
+                    })
+                    .collect();
+            }
             id => put_section(&mut out, id, contents),
         }
     }
@@ -128,7 +170,7 @@ pub fn count_entries(module: &[u8]) -> Result<Vec<u8>, AgentError> {
             &exports(&[], 0, imports, first_global, defined)?,
         );
     }
-    Ok(out)
+    Ok(CountedModule { bytes: out, bodies })
 }
 
 fn put_section(out: &mut Vec<u8>, id: u8, contents: &[u8]) {
@@ -207,13 +249,18 @@ fn exports(
     })
 }
 
-/// The code section: each body's locals, its counter's increment, then its code as it was.
-fn code(layout: &ModuleLayout<'_>, first_global: u32) -> Result<Vec<u8>, AgentError> {
+/// The code section: each body's locals, its counter's increment, then its code as it was;
+/// and where each body's increment and code are in it.
+fn code(
+    layout: &ModuleLayout<'_>,
+    first_global: u32,
+) -> Result<(Vec<u8>, Vec<BodyPlace>), AgentError> {
     let bodies = &layout.defined_funcs;
     let size: usize = bodies.iter().map(|f| f.body.len() + 24).sum();
     let mut out = Vec::with_capacity(size + 5);
     (bodies.len() as u32).encode(&mut out);
     let mut body = Vec::new();
+    let mut places = Vec::with_capacity(bodies.len());
     for (d, func) in bodies.iter().enumerate() {
         let bytes = &layout.bytes[func.body.clone()];
         let reader = FunctionBody::new(BinaryReader::new(bytes, func.body.start));
@@ -239,11 +286,17 @@ fn code(layout: &ModuleLayout<'_>, first_global: u32) -> Result<Vec<u8>, AgentEr
         }
         Instruction::I64Add.encode(&mut body);
         Instruction::GlobalSet(counter).encode(&mut body);
+        let increment_len = body.len() - split;
         body.extend_from_slice(&bytes[split..]);
         body.len().encode(&mut out);
+        places.push(BodyPlace {
+            increment: out.len() + split,
+            code: out.len() + split + increment_len,
+            original: code_start,
+        });
         out.extend_from_slice(&body);
     }
-    Ok(out)
+    Ok((out, places))
 }
 
 #[cfg(test)]
@@ -300,7 +353,7 @@ mod tests {
                  (func $two (call $one) drop))"#,
         )
         .unwrap();
-        let (exports, starts) = read(&count_entries(&wasm).unwrap());
+        let (exports, starts) = read(&count_entries(&wasm).unwrap().bytes);
         assert_eq!(
             exports,
             [
@@ -336,12 +389,12 @@ mod tests {
                  (data (i32.const 0) "x"))"#,
         )
         .unwrap();
-        let (exports, starts) = read(&count_entries(&wasm).unwrap());
+        let (exports, starts) = read(&count_entries(&wasm).unwrap().bytes);
         assert_eq!(exports, [("wprof:calls:0".to_string(), 0)]);
         assert_eq!(starts[0][..4], ["get 0", "i64 1", "I64Add", "set 0"]);
         // No defined function: nothing to count, still valid.
         let empty = wat::parse_str("(module)").unwrap();
-        let (exports, starts) = read(&count_entries(&empty).unwrap());
+        let (exports, starts) = read(&count_entries(&empty).unwrap().bytes);
         assert!(exports.is_empty() && starts.is_empty());
     }
 
@@ -363,7 +416,7 @@ mod tests {
             data: b"x".into(),
         }
         .append_to(&mut wasm);
-        let (_, starts) = read(&count_entries(&wasm).unwrap());
+        let (_, starts) = read(&count_entries(&wasm).unwrap().bytes);
         assert_eq!(
             starts[0][..6],
             [
@@ -387,5 +440,43 @@ mod tests {
             count_entries(b"\0asm\x01\0\0\0\x01").is_err(),
             "a cut section"
         );
+    }
+
+    #[test]
+    fn every_instruction_maps_back_to_its_offset_in_the_original() {
+        let wasm = wat::parse_str(
+            r#"(module
+                 (global $g (mut i32) (i32.const 0))
+                 (func $a (local i32) i32.const 1 local.set 0)
+                 (func $b (call $a) (call $a)))"#,
+        )
+        .unwrap();
+        let counted = count_entries(&wasm).unwrap();
+        let offsets = |bytes: &[u8]| -> Vec<Vec<usize>> {
+            Parser::new(0)
+                .parse_all(bytes)
+                .filter_map(|p| match p.unwrap() {
+                    Payload::CodeSectionEntry(body) => Some(
+                        body.get_operators_reader()
+                            .unwrap()
+                            .into_iter_with_offsets()
+                            .map(|op| op.unwrap().1)
+                            .collect(),
+                    ),
+                    _ => None,
+                })
+                .collect()
+        };
+        let (old, new) = (offsets(&wasm), offsets(&counted.bytes));
+        for (old, new) in old.iter().zip(&new) {
+            // The four of the increment are the first instruction's, the rest their own.
+            let mapped: Vec<usize> = new
+                .iter()
+                .map(|&at| counted.original_offset(at).unwrap())
+                .collect();
+            assert_eq!(mapped[..4], [old[0]; 4]);
+            assert_eq!(mapped[4..], old[..]);
+        }
+        assert_eq!(counted.original_offset(3), None, "before the code");
     }
 }
