@@ -12,7 +12,9 @@
 //!
 //! A Go module re-enters a goroutine's frames when it resumes it (see
 //! [`crate::ContextArena::go_table`]): a function with Go's calling convention adds one only
-//! when its resume point (`PC_B`, local 0) is 0, a call rather than a resumption.
+//! when its resume point (`PC_B`, local 0) is 0, a call rather than a resumption, and takes
+//! it back when it calls `runtime.morestack`, after which it starts over at 0. The
+//! counts are then those of the inline modes, whose probes follow the goroutines.
 
 use std::ops::Range;
 
@@ -68,27 +70,32 @@ fn sections(bytes: &[u8]) -> Result<Vec<Section>, AgentError> {
 pub struct CountedModule {
     /// The module's bytes.
     pub bytes: Vec<u8>,
-    /// Per defined function, in order: where its increment starts and its original code
-    /// resumes in `bytes`, and where that code starts in the original.
-    bodies: Vec<BodyPlace>,
+    /// The instructions added, in order: the original's code lies between them.
+    added: Vec<Added>,
+    /// The end of the code section in `bytes`.
+    code_end: usize,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct BodyPlace {
-    increment: usize,
-    code: usize,
-    original: usize,
+/// Instructions the counters added: where in the counted module, how many bytes, and the
+/// offset in the original of the instruction they precede.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Added {
+    at: usize,
+    len: usize,
+    before: usize,
 }
 
 impl CountedModule {
     /// The offset in the original module of the instruction at `offset` in the counted
-    /// one (the increment's own instructions are the function's first instruction's); `None`
-    /// outside the code.
+    /// one (an added instruction has the offset of the one it precedes); `None` outside the
+    /// code.
     pub fn original_offset(&self, offset: usize) -> Option<usize> {
-        let at = self.bodies.partition_point(|b| b.increment <= offset);
-        let body = self.bodies.get(at.checked_sub(1)?)?;
-        let next = self.bodies.get(at).map_or(usize::MAX, |b| b.increment);
-        (offset < next).then(|| body.original + offset.saturating_sub(body.code))
+        if offset >= self.code_end {
+            return None;
+        }
+        let at = self.added.partition_point(|a| a.at <= offset);
+        let added = self.added.get(at.checked_sub(1)?)?;
+        Some(added.before + offset.saturating_sub(added.at + added.len))
     }
 }
 
@@ -103,7 +110,8 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
     out.extend_from_slice(&module[..8]);
     let mut wrote_globals = false;
     let mut wrote_exports = false;
-    let mut bodies = Vec::new();
+    let mut added = Vec::new();
+    let mut code_end = 0;
     for section in &sections {
         let contents = &module[section.contents.clone()];
         // A section the format wants after ours: ours first, if the module has none.
@@ -148,14 +156,14 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
                 let (contents, places) = code(&layout, first_global)?;
                 put_section(&mut out, CODE, &contents);
                 let base = out.len() - contents.len();
-                bodies = places
+                added = places
                     .into_iter()
-                    .map(|p| BodyPlace {
-                        increment: base + p.increment,
-                        code: base + p.code,
-                        original: p.original,
+                    .map(|a| Added {
+                        at: base + a.at,
+                        ..a
                     })
                     .collect();
+                code_end = out.len();
             }
             id => put_section(&mut out, id, contents),
         }
@@ -170,7 +178,11 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
             &exports(&[], 0, imports, first_global, defined)?,
         );
     }
-    Ok(CountedModule { bytes: out, bodies })
+    Ok(CountedModule {
+        bytes: out,
+        added,
+        code_end,
+    })
 }
 
 fn put_section(out: &mut Vec<u8>, id: u8, contents: &[u8]) {
@@ -249,60 +261,149 @@ fn exports(
     })
 }
 
-/// The code section: each body's locals, its counter's increment, then its code as it was;
-/// and where each body's increment and code are in it.
-fn code(
-    layout: &ModuleLayout<'_>,
-    first_global: u32,
-) -> Result<(Vec<u8>, Vec<BodyPlace>), AgentError> {
+/// The code section: each body's locals, its counter's increment, then its code as it was
+/// (in a Go function, with the increment taken back before it calls `runtime.morestack`,
+/// after which it starts over); and where the added instructions are in it.
+fn code(layout: &ModuleLayout<'_>, first_global: u32) -> Result<(Vec<u8>, Vec<Added>), AgentError> {
     let bodies = &layout.defined_funcs;
     let size: usize = bodies.iter().map(|f| f.body.len() + 24).sum();
     let mut out = Vec::with_capacity(size + 5);
     (bodies.len() as u32).encode(&mut out);
+    let morestack: Vec<u32> = match layout.go {
+        true => layout
+            .names
+            .iter()
+            .filter(|(_, name)| {
+                matches!(
+                    name.as_str(),
+                    "runtime.morestack" | "runtime.morestack_noctxt"
+                )
+            })
+            .map(|(&id, _)| id)
+            .collect(),
+        false => Vec::new(),
+    };
     let mut body = Vec::new();
-    let mut places = Vec::with_capacity(bodies.len());
+    let mut added = Vec::with_capacity(bodies.len());
     for (d, func) in bodies.iter().enumerate() {
+        let base = func.body.start;
         let bytes = &layout.bytes[func.body.clone()];
-        let reader = FunctionBody::new(BinaryReader::new(bytes, func.body.start));
+        let reader = FunctionBody::new(BinaryReader::new(bytes, base));
         let code_start = reader
             .get_binary_reader_for_operators()?
             .original_position();
-        let split = code_start - func.body.start;
         let counter = first_global + d as u32;
-        // Go's calling convention, `(PC_B i32) -> (i32)`: a resumption is not a call.
-        let resumable = layout.go && {
-            let sig = layout.signature(func.type_index);
-            sig.params == [wasmparser::ValType::I32] && sig.results == [wasmparser::ValType::I32]
+        // Go's calling convention, `(PC_B i32) -> (i32)`: a resumption is not a call. But
+        // `runtime.goexit`, a goroutine's first frame, is entered once, when the
+        // goroutine's function returns into it (a resumption): that is its call.
+        let id = layout.function_id(d as u32);
+        let resumable =
+            layout.go && layout.names.get(&id).map(String::as_str) != Some("runtime.goexit") && {
+                let sig = layout.signature(func.type_index);
+                sig.params == [wasmparser::ValType::I32]
+                    && sig.results == [wasmparser::ValType::I32]
+            };
+        // `morestack_noctxt` calling `morestack` is not stopped by it.
+        let restart = match resumable && !morestack.is_empty() && !morestack.contains(&id) {
+            true => first_call_to(&reader, &morestack)?,
+            false => None,
         };
         body.clear();
-        body.extend_from_slice(&bytes[..split]);
-        Instruction::GlobalGet(counter).encode(&mut body);
-        if resumable {
-            Instruction::LocalGet(0).encode(&mut body);
-            Instruction::I32Eqz.encode(&mut body);
-            Instruction::I64ExtendI32U.encode(&mut body);
-        } else {
-            Instruction::I64Const(1).encode(&mut body);
+        let mut copied = base;
+        let mut add = |body: &mut Vec<u8>, before: usize, instructions: &[Instruction<'_>]| {
+            body.extend_from_slice(&layout.bytes[copied..before]);
+            copied = before;
+            let at = body.len();
+            for i in instructions {
+                i.encode(body);
+            }
+            (at, body.len() - at, before)
+        };
+        let mut places = Vec::with_capacity(2);
+        let increment: &[Instruction<'_>] = match resumable {
+            true => &[
+                Instruction::GlobalGet(counter),
+                Instruction::LocalGet(0),
+                Instruction::I32Eqz,
+                Instruction::I64ExtendI32U,
+                Instruction::I64Add,
+                Instruction::GlobalSet(counter),
+            ],
+            false => &[
+                Instruction::GlobalGet(counter),
+                Instruction::I64Const(1),
+                Instruction::I64Add,
+                Instruction::GlobalSet(counter),
+            ],
+        };
+        places.push(add(&mut body, code_start, increment));
+        if let Some(call) = restart {
+            let take_back = [
+                Instruction::GlobalGet(counter),
+                Instruction::I64Const(1),
+                Instruction::I64Sub,
+                Instruction::GlobalSet(counter),
+            ];
+            places.push(add(&mut body, call, &take_back));
         }
-        Instruction::I64Add.encode(&mut body);
-        Instruction::GlobalSet(counter).encode(&mut body);
-        let increment_len = body.len() - split;
-        body.extend_from_slice(&bytes[split..]);
+        body.extend_from_slice(&layout.bytes[copied..func.body.end]);
         body.len().encode(&mut out);
-        places.push(BodyPlace {
-            increment: out.len() + split,
-            code: out.len() + split + increment_len,
-            original: code_start,
-        });
+        added.extend(places.into_iter().map(|(at, len, before)| Added {
+            at: out.len() + at,
+            len,
+            before,
+        }));
         out.extend_from_slice(&body);
     }
-    Ok((out, places))
+    Ok((out, added))
+}
+
+/// The offset of the body's first call to one of `functions`, if any.
+fn first_call_to(body: &FunctionBody<'_>, functions: &[u32]) -> Result<Option<usize>, AgentError> {
+    let mut operators = body.get_operators_reader()?;
+    while !operators.eof() {
+        let (operator, at) = operators.read_with_offset()?;
+        if let wasmparser::Operator::Call { function_index } = operator {
+            if functions.contains(&function_index) {
+                return Ok(Some(at));
+            }
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use wasmparser::{Operator, Parser, Payload};
+
+    /// Each body's operators, named as [`read`] names them.
+    fn operators(bytes: &[u8]) -> Vec<Vec<String>> {
+        Parser::new(0)
+            .parse_all(bytes)
+            .filter_map(|p| match p.unwrap() {
+                Payload::CodeSectionEntry(body) => Some(
+                    body.get_operators_reader()
+                        .unwrap()
+                        .into_iter()
+                        .map(|op| named(op.unwrap()))
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn named(op: Operator<'_>) -> String {
+        match op {
+            Operator::GlobalGet { global_index } => format!("get {global_index}"),
+            Operator::GlobalSet { global_index } => format!("set {global_index}"),
+            Operator::I64Const { value } => format!("i64 {value}"),
+            Operator::LocalGet { local_index } => format!("local {local_index}"),
+            Operator::Call { function_index } => format!("call {function_index}"),
+            other => format!("{other:?}"),
+        }
+    }
 
     /// The module's exports, by name, and each body's first operators, after validating it.
     fn read(bytes: &[u8]) -> (Vec<(String, u32)>, Vec<Vec<String>>) {
@@ -321,18 +422,12 @@ mod tests {
                 }
                 Payload::CodeSectionEntry(body) => {
                     let ops = body.get_operators_reader().unwrap();
-                    let first: Vec<String> = ops
-                        .into_iter()
-                        .take(6)
-                        .map(|op| match op.unwrap() {
-                            Operator::GlobalGet { global_index } => format!("get {global_index}"),
-                            Operator::GlobalSet { global_index } => format!("set {global_index}"),
-                            Operator::I64Const { value } => format!("i64 {value}"),
-                            Operator::LocalGet { local_index } => format!("local {local_index}"),
-                            other => format!("{other:?}"),
-                        })
-                        .collect();
-                    starts.push(first);
+                    starts.push(
+                        ops.into_iter()
+                            .take(6)
+                            .map(|op| named(op.unwrap()))
+                            .collect(),
+                    );
                 }
                 _ => {}
             }
@@ -368,13 +463,7 @@ mod tests {
         );
         assert_eq!(
             starts[1][..5],
-            [
-                "get 2",
-                "i64 1",
-                "I64Add",
-                "set 2",
-                "Call { function_index: 2 }"
-            ]
+            ["get 2", "i64 1", "I64Add", "set 2", "call 2"]
         );
     }
 
@@ -405,8 +494,13 @@ mod tests {
                  (global (mut i32) (i32.const 0))
                  (global (mut i64) (i64.const 0))
                  (global (mut i64) (i64.const 0))
-                 (func $go (param i32) (result i32) i32.const 0)
-                 (func $other (param i64)))"#,
+                 (func $go (param i32) (result i32)
+                   i32.const 0
+                   call $runtime.morestack_noctxt
+                   drop
+                   i32.const 1)
+                 (func $other (param i64))
+                 (func $runtime.morestack_noctxt (param i32) (result i32) i32.const 1))"#,
         )
         .unwrap();
         // Go marks its modules with a build id.
@@ -416,7 +510,8 @@ mod tests {
             data: b"x".into(),
         }
         .append_to(&mut wasm);
-        let (_, starts) = read(&count_entries(&wasm).unwrap().bytes);
+        let counted = count_entries(&wasm).unwrap();
+        let (_, starts) = read(&counted.bytes);
         assert_eq!(
             starts[0][..6],
             [
@@ -428,6 +523,14 @@ mod tests {
                 "set 3"
             ]
         );
+        // It starts over after `morestack`: that call takes its count back.
+        let after: Vec<String> = operators(&counted.bytes)[0]
+            .iter()
+            .skip(7)
+            .take(5)
+            .cloned()
+            .collect();
+        assert_eq!(after, ["get 3", "i64 1", "I64Sub", "set 3", "call 2"]);
         assert_eq!(starts[1][..4], ["get 4", "i64 1", "I64Add", "set 4"]);
     }
 
@@ -478,5 +581,77 @@ mod tests {
             assert_eq!(mapped[4..], old[..]);
         }
         assert_eq!(counted.original_offset(3), None, "before the code");
+        assert_eq!(counted.original_offset(counted.bytes.len()), None);
+    }
+
+    #[test]
+    fn a_go_functions_instructions_map_back_around_both_additions() {
+        let mut wasm = wat::parse_str(
+            r#"(module
+                 (global (mut i32) (i32.const 0))
+                 (global (mut i64) (i64.const 0))
+                 (global (mut i64) (i64.const 0))
+                 (func $f (param i32) (result i32) (local i64)
+                   local.get 0
+                   call $runtime.morestack
+                   i32.const 2
+                   i32.add)
+                 (func $runtime.morestack (param i32) (result i32) local.get 0))"#,
+        )
+        .unwrap();
+        use wasm_encoder::Section;
+        wasm_encoder::CustomSection {
+            name: "go:buildid".into(),
+            data: b"x".into(),
+        }
+        .append_to(&mut wasm);
+        let counted = count_entries(&wasm).unwrap();
+        let with_offsets = |bytes: &[u8]| -> Vec<(String, usize)> {
+            Parser::new(0)
+                .parse_all(bytes)
+                .find_map(|p| match p.unwrap() {
+                    Payload::CodeSectionEntry(body) => Some(
+                        body.get_operators_reader()
+                            .unwrap()
+                            .into_iter_with_offsets()
+                            .map(|op| {
+                                let (op, at) = op.unwrap();
+                                (named(op), at)
+                            })
+                            .collect(),
+                    ),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        let old: Vec<usize> = with_offsets(&wasm).into_iter().map(|(_, at)| at).collect();
+        let new = with_offsets(&counted.bytes);
+        let names: Vec<&str> = new.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names[..12],
+            [
+                "get 3",
+                "local 0",
+                "I32Eqz",
+                "I64ExtendI32U",
+                "I64Add",
+                "set 3",
+                "local 0",
+                "get 3",
+                "i64 1",
+                "I64Sub",
+                "set 3",
+                "call 1"
+            ]
+        );
+        // The increment goes with the first instruction, the take-back with the call.
+        let mut expected = vec![old[0]; 7];
+        expected.extend([old[1]; 4]);
+        expected.extend(&old[1..]);
+        let mapped: Vec<usize> = new
+            .iter()
+            .map(|&(_, at)| counted.original_offset(at).unwrap())
+            .collect();
+        assert_eq!(mapped, expected);
     }
 }

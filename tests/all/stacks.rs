@@ -1,9 +1,10 @@
-//! Stack mode (`--mode stack`): the module runs without probes and its call stacks are
-//! sampled through the frame pointers. What must hold: the program's output, exit code and
-//! trap are its own; every sample's stack reaches the program's entry (the walk crosses
-//! every wasm frame); a callee shared by two callers is split by where its time was spent;
-//! time in the host goes to the import called; no call is counted; and what needs probes is
-//! refused in one line.
+//! Stack mode (`--mode stack`): the module runs with an entry counter per function and no
+//! other probe, and its call stacks are sampled through the frame pointers. What must hold:
+//! the program's output, exit code and trap are its own (the trap's offsets the
+//! original's); every sample's stack reaches the program's entry (the walk crosses every
+//! wasm frame); a callee shared by two callers is split by where its time was spent; time
+//! in the host goes to the import called; each function's calls are sample mode's exact
+//! ones, no edge's are counted; and what needs probes is refused in one line.
 
 use serde_json::Value;
 
@@ -30,15 +31,17 @@ fn stack_run(s: &Scratch, module: &str, out_name: &str) -> (std::process::Output
     (out, profile)
 }
 
-/// The promises of every profile, and stack mode's own: no call counted.
+/// The promises of every profile, and stack mode's own: each function's calls counted (a
+/// function that was sampled was called), no edge's.
 fn consistent(p: &Value) {
     assert_eq!(p["mode"], "stack");
+    assert_eq!(p["sampling"]["stacks"]["function_calls"], true);
     let total = u(&p["total"]);
     let functions = p["functions"].as_array().unwrap();
     assert_eq!(self_sum(p), total);
     for f in functions {
         assert!(u(&f["self"]) <= u(&f["inclusive"]), "{f}");
-        assert_eq!(u(&f["calls"]), 0, "{f}");
+        assert!(u(&f["self"]) == 0 || u(&f["calls"]) > 0, "{f}");
     }
     for e in p["edges"].as_array().unwrap() {
         assert_eq!(u(&e["calls"]), 0, "{e}");
@@ -107,23 +110,74 @@ fn the_programs_exit_code_and_trap_are_its_own() {
     assert!(stdout(&out).contains("exiting with code 3"));
     assert_eq!(u(&p["exit_code"]), 3);
 
-    // Fifty frames deep when it traps.
+    // Fifty frames deep when it traps: the backtrace is the one the original gives, though
+    // the counters moved the code.
     let (out, p) = stack_run(&s, "deep_trap.wasm", "t.wprof");
     assert_eq!(out.status.code(), Some(134));
     assert!(stderr(&out).contains("unreachable"), "{}", stderr(&out));
     assert_eq!(p["outcome"], "trap");
     consistent(&p);
+    let off = s
+        .wprof(&["run", sample("deep_trap.wasm").to_str().unwrap()])
+        .env("WPROF", "0")
+        .output()
+        .unwrap();
+    assert_eq!(off.status.code(), Some(134));
+    assert_eq!(stderr(&out), stderr(&off));
+    assert!(stderr(&off).contains("0x"), "{}", stderr(&off));
 }
 
 #[test]
-fn the_report_says_calls_were_not_counted() {
+fn each_functions_calls_are_counted_exactly_and_no_edges() {
     let s = Scratch::new();
-    let (_, _) = stack_run(&s, "gprof_trap.wasm", "g.wprof");
+    let (_, p) = stack_run(&s, "gprof_trap.wasm", "g.wprof");
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--mode",
+        "sample",
+        "-o",
+        "exact.wprof",
+        sample("gprof_trap.wasm").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let exact = s.profile("exact.wprof");
+    let mut called = 0;
+    for f in exact["functions"].as_array().unwrap() {
+        let name = f["name"].as_str().unwrap();
+        assert_eq!(calls(&p, name), u(&f["calls"]), "{name}");
+        called += u(&f["calls"]);
+    }
+    assert!(calls(&p, "d") > 1 && called > 10, "{exact}");
+    for e in p["edges"].as_array().unwrap() {
+        assert_eq!(u(&e["calls"]), 0, "{e}");
+    }
+    // The report shows the functions' calls, `-` for the edges'.
     let out = s.run(&["report", "g.wprof"]);
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
-    assert!(text.contains("calls not counted"), "{text}");
-    assert!(text.contains("stack mode: times estimated from"), "{text}");
+    assert!(
+        text.contains(&format!("{called} calls")) && !text.contains("calls not counted"),
+        "{text}"
+    );
+    assert!(
+        text.contains("stack mode: times estimated from")
+            && text.contains("each function's calls counted at its entry"),
+        "{text}"
+    );
+    let d_line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("d ") || l.starts_with("d  ("))
+        .unwrap_or_else(|| panic!("no section for d in {text}"));
+    assert!(
+        d_line.contains(&format!("({} calls", calls(&p, "d"))),
+        "{d_line}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("called by b") && l.contains(" - calls")),
+        "{text}"
+    );
 }
 
 #[test]

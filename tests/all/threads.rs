@@ -499,7 +499,12 @@ fn stack_mode_walks_a_spawned_threads_stack_and_not_the_wait() {
         .lines()
         .find(|l| l.contains("threads (#0 the first"))
         .unwrap_or_else(|| panic!("no threads line in {text}"));
-    assert!(!threads_line.contains("calls"), "{threads_line}");
+    // Each thread's calls, counted by its own instance's counters.
+    assert!(
+        threads_line.contains("#1 ") && threads_line.contains(" calls"),
+        "{threads_line}"
+    );
+    assert!(function(&p, "spin")["calls"].as_u64() > Some(0));
     // Two threads, each context marked with its own; the loop's stack is the spawned
     // thread's, from its entry down.
     let threads = thread_ids(&p);

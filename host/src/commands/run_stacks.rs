@@ -1,10 +1,12 @@
-//! `wprof run --mode stack`: the module runs as it is (its compiled code cached as
-//! `WPROF=0` caches it), and its thread's call stacks are sampled (see
-//! [`crate::run::stacks`]); the profile has every function's, edge's and context's time,
-//! and no calls.
+//! `wprof run --mode stack`: the module runs with an entry counter in each function and no
+//! other probe (see [`crate::prepare::counted`]), and its threads' call stacks are sampled
+//! (see [`crate::run::stacks`]); the profile has every function's, edge's and context's
+//! time, and each function's calls (read from the counters; WASI's from the host), not
+//! the edges' or the contexts'.
 
 use crate::commands::run_summary;
 use crate::exit::Failure;
+use crate::prepare::counted::{self, CountedCode};
 use crate::prepare::loader::LoadedModule;
 use crate::prepare::session::warn;
 use crate::profile::{Ending, FunctionInfo, ModuleRef, SamplingRecord, StackWalkRecord};
@@ -15,16 +17,18 @@ use crate::run::stacks::{self, StackSamples};
 use crate::settings::RunSettings;
 use crate::timings::Timings;
 
-/// Runs `module`, the original `loaded` compiled, sampling its stacks, and writes its
-/// profile; the program's exit code.
+/// Runs `compiled`, `loaded` compiled with its counters (or as it is), sampling its
+/// stacks, and writes its profile; the program's exit code.
 pub fn run(
     engine: &wasmtime::Engine,
-    module: &wasmtime::Module,
+    compiled: &CountedCode,
     loaded: &LoadedModule,
     settings: &RunSettings,
     timings: &mut Timings,
 ) -> Result<i32, Failure> {
     let shown = settings.module.display().to_string();
+    let module = &compiled.module;
+    // Same functions, same indices: the counted module's code maps as the original's.
     let code = CodeMap::of_original(module);
     let period = settings.sample_period;
     let (outcome, samples) = stacks::while_walking(&code, period, || {
@@ -40,9 +44,25 @@ pub fn run(
         ));
         return Ok(run_summary::finish_unprofiled(outcome, settings.quiet));
     };
+    // The counters moved the code: offsets go back to the original's through the counted
+    // module, made again (it is deterministic) if some stack needs it.
+    let counted_offsets = std::cell::OnceCell::new();
     let locate = |samples: &mut StackSamples| {
         samples.resolve_imports(&loaded.bytes, code.imports(), |calls| {
-            code.module_offsets(module, None, calls)
+            let offsets = code.module_offsets(module, None, calls);
+            if !compiled.counted {
+                return offsets;
+            }
+            let Some(counted) = counted_offsets.get_or_init(|| counted::offsets_of(loaded)) else {
+                return vec![None; offsets.len()];
+            };
+            offsets
+                .into_iter()
+                .map(|o| {
+                    let at = counted.original_offset(o? as usize)?;
+                    u32::try_from(at).ok()
+                })
+                .collect()
         })
     };
     let mut threads = outcome.threads.take();
@@ -52,39 +72,80 @@ pub fn run(
         for thread in threads.iter_mut().flat_map(|(ended, _)| ended) {
             if let Some(mut own) = thread.stacks.take() {
                 locate(&mut own);
-                spawned.push((thread.tid, thread.wall_time, own));
+                let calls = thread.entry_counts.take();
+                spawned.push((thread.tid, thread.wall_time, own, calls));
             }
         }
     });
-    if let Some((_, report)) = &outcome.trap {
-        crate::say!("Error: {report}");
+    if let Some((message, report)) = &outcome.trap {
+        if compiled.counted {
+            // Tell the backtrace in the original's offsets, as `wasmtime run` would.
+            let frames: Vec<_> = outcome
+                .backtrace
+                .iter()
+                .map(|f| crate::run::backtrace::Frame {
+                    module_offset: f.module_offset.and_then(|o| {
+                        counted_offsets
+                            .get_or_init(|| counted::offsets_of(loaded))
+                            .as_ref()?
+                            .original_offset(o)
+                    }),
+                    ..f.clone()
+                })
+                .collect();
+            crate::say!(
+                "Error: {}",
+                crate::run::backtrace::report(&shown, &frames, message)
+            );
+        } else {
+            crate::say!("Error: {report}");
+        }
     }
     let functions = timings.time("names", || function_infos(&loaded.bytes));
     let module_ref = ModuleRef {
         path: shown.clone(),
         blake3: loaded.digest_hex(),
     };
-    let ticks = samples.ticks + spawned.iter().map(|(_, _, s)| s.ticks).sum::<u64>();
-    let walks = samples.record(spawned.iter().map(|(_, _, s)| s));
+    let ticks = samples.ticks + spawned.iter().map(|(_, _, s, _)| s.ticks).sum::<u64>();
+    let mut walks = samples.record(spawned.iter().map(|(_, _, s, _)| s));
+    // The first thread's calls: its functions' counters and the host's count of WASI's.
+    let calls = outcome.entry_counts.take().map(|mut counts| {
+        counts.extend(
+            outcome
+                .host_calls
+                .iter()
+                .map(|h| (h.function, h.figures.calls)),
+        );
+        counts
+    });
+    walks.function_calls = calls.is_some();
     let profile = timings.time("profile", || {
         let mut profile = profile_of_stacks(
             module_ref.clone(),
             &functions,
             &samples,
+            calls.as_deref(),
             ending(&outcome, ticks, walks, settings),
         );
+        profile.host_calls = outcome.host_calls.clone();
         if let Some((_, unfinished)) = threads {
             // Each spawned thread as if alone, then all of them in one profile.
             let others = spawned
                 .iter()
-                .map(|(tid, wall_time, samples)| {
+                .map(|(tid, wall_time, samples, calls)| {
                     let ending = Ending {
                         exit_code: 0,
                         trap: None,
                         wall_time: *wall_time,
                         sampling: None,
                     };
-                    let own = profile_of_stacks(module_ref.clone(), &functions, samples, ending);
+                    let own = profile_of_stacks(
+                        module_ref.clone(),
+                        &functions,
+                        samples,
+                        calls.as_deref(),
+                        ending,
+                    );
                     (*tid, own)
                 })
                 .collect();

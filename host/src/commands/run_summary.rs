@@ -172,7 +172,11 @@ fn print_with(
     }
     match &profile.sampling {
         Some(s) if stats.is_none() => out.push_str(&format!(
-            "wprof: stack mode, no probes: call stacks sampled every {}: {} ticks{}\n",
+            "wprof: stack mode, {}: call stacks sampled every {}: {} ticks{}\n",
+            match profile.counts_calls() {
+                true => "calls counted at each function's entry",
+                false => "no probes",
+            },
             crate::report::text::period_shown(s),
             s.answered,
             crate::report::text::stack_walk_notes(s),

@@ -20,6 +20,7 @@ pub mod cache_values;
 pub mod compile;
 pub mod compiled;
 pub mod component;
+pub mod counted;
 pub mod guard;
 pub mod heap;
 pub mod injections;

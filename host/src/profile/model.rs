@@ -532,12 +532,28 @@ pub struct StackWalkRecord {
     /// Stacks deeper than the walk follows (192 frames): their outermost functions are
     /// missing, so their contexts start below the program's entry.
     pub truncated: u64,
+    /// Each function's calls were counted (an entry counter in each of the module's
+    /// functions; WASI's by the host, on the program's first thread): `calls` of functions
+    /// are exact, those of edges and contexts 0 (not counted).
+    #[serde(default)]
+    pub function_calls: bool,
 }
 
 impl Profile {
-    /// Whether its calls were counted: every mode but stack mode's, which runs the program
-    /// without probes (its `calls` are all 0).
+    /// Whether its functions' calls were counted: in every mode but stack mode, and there
+    /// when the module's functions counted their entries (see [`StackWalkRecord`]).
     pub fn counts_calls(&self) -> bool {
+        self.counts_edge_calls()
+            || self
+                .sampling
+                .as_ref()
+                .and_then(|s| s.stacks)
+                .is_some_and(|s| s.function_calls)
+    }
+
+    /// Whether the calls of its edges and contexts were counted: every mode but stack
+    /// mode's, whose probes (entry counters at most) know no caller.
+    pub fn counts_edge_calls(&self) -> bool {
         self.mode != crate::settings::Mode::STACK_NAME
     }
 

@@ -15,12 +15,20 @@ pub fn by_self_time(profile: &Profile) -> Vec<&FunctionRecord> {
     matching(profile, &Options::default())
 }
 
-/// A count of calls as shown: `-` in a profile that counts none (stack mode).
+/// A function's count of calls as shown: `-` in a profile that counts none (stack mode
+/// without entry counters).
 fn calls_shown(profile: &Profile, calls: u64) -> String {
-    if profile.counts_calls() {
-        calls.to_string()
-    } else {
-        "-".to_string()
+    match profile.counts_calls() {
+        true => calls.to_string(),
+        false => "-".to_string(),
+    }
+}
+
+/// An edge's count of calls as shown: `-` in a profile that counts none (stack mode).
+fn edge_calls_shown(profile: &Profile, calls: u64) -> String {
+    match profile.counts_edge_calls() {
+        true => calls.to_string(),
+        false => "-".to_string(),
     }
 }
 
@@ -94,13 +102,17 @@ pub fn render(profile: &Profile, options: &Options) -> String {
         ));
     }
     match &profile.sampling {
-        Some(s) if !profile.counts_calls() => {
+        Some(s) if !profile.counts_edge_calls() => {
             let _ = writeln!(
                 out,
                 "stack mode: times estimated from {} call stacks sampled one every {} \
-                 (the program ran without probes){}",
+                 ({}){}",
                 s.answered,
                 period_shown(s),
+                match profile.counts_calls() {
+                    true => "each function's calls counted at its entry, no other probe",
+                    false => "the program ran without probes",
+                },
                 stack_walk_notes(s),
             );
         }
@@ -226,7 +238,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
                     Some(site) => format!("{}+{site:#x}", name(e.caller)),
                     None => name(e.caller).to_string(),
                 },
-                calls_shown(profile, e.calls),
+                edge_calls_shown(profile, e.calls),
                 format_amount(e.inclusive, &profile.unit),
                 percent(e.inclusive, f.inclusive)
             );
@@ -247,7 +259,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
                     Some(site) => format!("{} (at +{site:#x})", name(Some(e.callee))),
                     None => name(Some(e.callee)).to_string(),
                 },
-                calls_shown(profile, e.calls),
+                edge_calls_shown(profile, e.calls),
                 format_amount(e.inclusive, &profile.unit),
                 percent(e.inclusive, f.inclusive)
             );
@@ -565,6 +577,7 @@ mod tests {
             interrupting_ns: 0,
             lost: 2,
             truncated: 3,
+            function_calls: true,
         });
         let notes = stack_walk_notes(&sampling);
         assert!(

@@ -42,6 +42,7 @@ pub mod component_state;
 pub mod component_ticks;
 pub mod coverage;
 pub mod engine;
+pub mod entry_counts;
 pub mod host_calls;
 pub mod host_meter;
 pub mod host_state;

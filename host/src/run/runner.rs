@@ -64,6 +64,8 @@ pub struct RunOutcome {
     /// A program that spawned threads: the spawned threads that ended, and how many were
     /// still running when the program ended (see [`crate::run::threads`]).
     pub threads: Option<(Vec<ThreadRun>, u32)>,
+    /// Stack mode: the first thread's calls, when its module counts them.
+    pub entry_counts: Option<crate::run::entry_counts::EntryCounts>,
 }
 
 /// What an instrumented module's run needs besides the module.
@@ -314,15 +316,16 @@ pub fn run(
     };
     let mut store = Store::new(engine, state);
     // Profiled runs measure the host's calls; `WPROF=0` wraps only what `--inject` names.
+    let profiled = mode.is_some() || settings.profiling && settings.stacks;
     let host_calls = HostCalls::install(
         &mut linker,
         &mut store,
         module,
         &settings.injections,
-        mode.is_some(),
+        profiled,
         mode != Some(ProbeMode::Cost),
     )?;
-    if mode.is_some() {
+    if profiled {
         store.data_mut().host = Some(HostAccount::new(imported_functions(module), None));
     }
     let threads = match threaded {
@@ -354,6 +357,7 @@ pub fn run(
     let mut attribution = None;
     let mut live_record = None;
     let mut adaptive_record = None;
+    let mut entry_counts = None;
     let (result, samples, wall_time) = match instantiated {
         Ok(instance) => {
             let board = match (live, mode) {
@@ -444,6 +448,9 @@ pub fn run(
                 walker.as_mut(),
                 &mut timings,
             )?;
+            if settings.profiling && settings.stacks {
+                entry_counts = crate::run::entry_counts::read(&mut store, &instance);
+            }
             // Windows stop before the tree's memory can go.
             ended.store(true, std::sync::atomic::Ordering::Release);
             drop(serving);
@@ -576,6 +583,7 @@ pub fn run(
         allocations,
         timings,
         threads,
+        entry_counts,
     })
 }
 

@@ -69,6 +69,8 @@ pub struct ThreadRun {
     pub answered: u64,
     /// Stack mode: its sampled stacks (`None` when it could not be interrupted).
     pub stacks: Option<StackSamples>,
+    /// Stack mode: its calls, when its module counts them.
+    pub entry_counts: Option<crate::run::entry_counts::EntryCounts>,
 }
 
 /// What the threads of one run share: how to start one, and the ones that ended.
@@ -354,6 +356,10 @@ impl Threads {
             .as_ref()
             .map_or((0, 0), |s| (s.readings, s.answered));
         let mut coverage = None;
+        let entry_counts = self
+            .stack_code
+            .as_ref()
+            .and_then(|_| crate::run::entry_counts::read(&mut store, &instance));
         if self.mode.is_some_and(ProbeMode::counts_inline) {
             crate::run::replay::replay_tree(&mut store, &instance, samples.as_ref());
             let functions = store
@@ -381,6 +387,7 @@ impl Threads {
             readings,
             answered,
             stacks,
+            entry_counts,
         })
     }
 

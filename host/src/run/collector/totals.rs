@@ -72,6 +72,13 @@ pub struct EdgeTotals {
 }
 
 impl Collector {
+    /// Adds `calls` to function `id`'s calls and nothing else: calls counted per function
+    /// only (stack mode's entry counters), which no edge or context knows of.
+    pub fn add_function_calls(&mut self, id: u32, calls: u64) {
+        self.ensure(id);
+        self.functions[id as usize].calls += calls;
+    }
+
     pub(super) fn ensure(&mut self, id: u32) {
         let needed = id as usize + 1;
         if self.functions.len() < needed {

@@ -2,7 +2,8 @@
 //! contexts, each with the time of the ticks that ended there, replayed into a collector
 //! (each context entered once, its own time passing before its callees') so that functions,
 //! edges and contexts get their self and inclusive times by the same rules as every mode,
-//! recursion included. No call is counted: every `calls` is 0.
+//! recursion included. Calls are the functions' own, when the module counted them (see
+//! [`crate::run::entry_counts`]); edges and contexts have none (their `calls` are 0).
 
 use std::collections::BTreeMap;
 
@@ -21,11 +22,13 @@ struct Node {
     children: BTreeMap<u32, usize>,
 }
 
-/// The profile of a run sampled in stack mode: `functions` name the module's functions.
+/// The profile of a run sampled in stack mode: `functions` name the module's functions;
+/// `calls`, each function's calls by id, when they were counted.
 pub fn profile_of_stacks(
     module: ModuleRef,
     functions: &[FunctionInfo],
     samples: &StackSamples,
+    calls: Option<&[(u32, u64)]>,
     ending: Ending,
 ) -> Profile {
     let mut nodes = vec![Node::default()];
@@ -48,6 +51,9 @@ pub fn profile_of_stacks(
     let mut now = 0u64;
     replay(&nodes, 0, &mut collector, &mut now);
     collector.finish_at(now);
+    for &(id, n) in calls.unwrap_or_default() {
+        collector.add_function_calls(id, n);
+    }
     let mut profile = crate::run::profile_of_run(
         module,
         functions,
@@ -116,6 +122,7 @@ mod tests {
             },
             &functions(),
             &samples,
+            None,
             Ending {
                 exit_code: 0,
                 trap: None,
