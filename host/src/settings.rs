@@ -256,7 +256,8 @@ mod tests {
 }
 
 /// The profiling modes, as the command line, `WPROF_MODE` and the configuration file name
-/// them: the agent's probe modes, and stack mode, which runs the module without probes.
+/// them: the agent's probe modes, and stack mode, which runs the module with an entry
+/// counter per function and no other probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Mode {
     /// Exact calls and contexts, sampled time (the default).
@@ -269,8 +270,8 @@ pub enum Mode {
     /// Sample mode, and exact times along the paths to the hot spots (timers walk up
     /// from the hottest contexts while the program runs).
     Adaptive,
-    /// No probes: time sampled from the program's call stack (frame pointers), as perf
-    /// samples it; calls are not counted.
+    /// Time sampled from the program's call stack (frame pointers), as perf samples it;
+    /// each function's calls counted by a counter at its entry, no other probe.
     Stack,
 }
 
@@ -300,7 +301,7 @@ impl Mode {
         Mode::ALL.into_iter().find(|m| m.name() == name)
     }
 
-    /// Whether the module runs without probes, its stacks sampled.
+    /// Whether the module runs with entry counters only, its stacks sampled.
     pub fn walks_stacks(self) -> bool {
         self == Mode::Stack
     }

@@ -249,7 +249,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         ];
         if let Some((what, _)) = wanting.iter().find(|w| w.1) {
             return Err(Failure::input(format!(
-                "stack mode runs the module without probes, which {what} needs; use sample mode"
+                "stack mode runs the module without probes but its entry counters, which {what} needs; use sample mode"
             )));
         }
     }

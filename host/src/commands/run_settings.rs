@@ -555,7 +555,7 @@ impl ProbeArgs {
             ];
             if let Some((what, _, source)) = wanting.iter().find(|w| w.1) {
                 return Err(Failure::input(format!(
-                    "stack mode ({}) runs the module without probes, which {what} ({source}) needs; \
+                    "stack mode ({}) runs the module without probes but its entry counters, which {what} ({source}) needs; \
                      use sample mode",
                     mode.1
                 )));
