@@ -108,7 +108,16 @@ pub fn run(
     };
     let ticks = samples.ticks + spawned.iter().map(|(_, _, s, _)| s.ticks).sum::<u64>();
     let mut walks = samples.record(spawned.iter().map(|(_, _, s, _)| s));
-    // The first thread's calls: its functions' counters and the host's count of WASI's.
+    // The first thread's calls: its functions' counters and the host's count of WASI's;
+    // and every thread started, as calls of `thread-spawn` (wprof's own import, which no
+    // wrapper counts).
+    let started = threads.as_ref().map_or(0, |(ended, unfinished)| {
+        ended.len() as u64 + u64::from(*unfinished)
+    });
+    let spawn = functions
+        .iter()
+        .find(|f| f.kind == "import" && f.name == "wasi::thread-spawn")
+        .map(|f| f.id);
     let calls = outcome.entry_counts.take().map(|mut counts| {
         counts.extend(
             outcome
@@ -116,6 +125,7 @@ pub fn run(
                 .iter()
                 .map(|h| (h.function, h.figures.calls)),
         );
+        counts.extend(spawn.filter(|_| started > 0).map(|id| (id, started)));
         counts
     });
     walks.function_calls = calls.is_some();

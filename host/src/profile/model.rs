@@ -533,7 +533,7 @@ pub struct StackWalkRecord {
     /// missing, so their contexts start below the program's entry.
     pub truncated: u64,
     /// Each function's calls were counted (an entry counter in each of the module's
-    /// functions; WASI's by the host, on the program's first thread): `calls` of functions
+    /// functions; WASI's by the host in each thread): `calls` of functions
     /// are exact, those of edges and contexts 0 (not counted).
     #[serde(default)]
     pub function_calls: bool,

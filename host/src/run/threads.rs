@@ -220,12 +220,17 @@ impl Threads {
             (Some(ProbeMode::Time), Some(c)) => (None, Some(ProbeLog::start(c))),
             (_, c) => (c, None),
         };
+        // Stack mode counts WASI's calls in each thread (the host's wrappers record them).
+        let host = self.stack_code.as_ref().map(|_| {
+            let imports = self.module.imports().filter(|i| i.ty().func().is_some());
+            crate::run::host_meter::HostAccount::new(imports.count() as u32, None)
+        });
         Ok(HostState {
             wasi: crate::run::wasi_ctx::wasi_context(&self.settings, self.stdio)?,
             collector,
             log,
             stopwatch: None,
-            host: None,
+            host,
             allocs: None,
             injected: None,
         })
@@ -372,6 +377,17 @@ impl Threads {
             });
         }
         let state = store.into_data();
+        // Stack mode: WASI's calls, counted by the host, beside the functions' counters.
+        let entry_counts = entry_counts.map(|mut counts| {
+            let host = state.host.as_ref().map(|h| h.totals()).unwrap_or_default();
+            counts.extend(
+                (0u32..)
+                    .zip(host)
+                    .filter(|(_, f)| f.calls > 0)
+                    .map(|(id, f)| (id, f.calls)),
+            );
+            counts
+        });
         let collector = match state.log {
             Some(log) => Some(log.finish().0),
             None => state.collector.map(|mut c| {
