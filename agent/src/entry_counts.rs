@@ -377,6 +377,16 @@ mod tests {
     use super::*;
     use wasmparser::{Operator, Parser, Payload};
 
+    /// Marks `wasm` as Go marks its modules: with a build id.
+    fn as_go(wasm: &mut Vec<u8>) {
+        use wasm_encoder::Section;
+        wasm_encoder::CustomSection {
+            name: "go:buildid".into(),
+            data: b"x".into(),
+        }
+        .append_to(wasm);
+    }
+
     /// Each body's operators, named as [`read`] names them.
     fn operators(bytes: &[u8]) -> Vec<Vec<String>> {
         Parser::new(0)
@@ -503,13 +513,7 @@ mod tests {
                  (func $runtime.morestack_noctxt (param i32) (result i32) i32.const 1))"#,
         )
         .unwrap();
-        // Go marks its modules with a build id.
-        use wasm_encoder::Section;
-        wasm_encoder::CustomSection {
-            name: "go:buildid".into(),
-            data: b"x".into(),
-        }
-        .append_to(&mut wasm);
+        as_go(&mut wasm);
         let counted = count_entries(&wasm).unwrap();
         let (_, starts) = read(&counted.bytes);
         assert_eq!(
@@ -599,12 +603,7 @@ mod tests {
                  (func $runtime.morestack (param i32) (result i32) local.get 0))"#,
         )
         .unwrap();
-        use wasm_encoder::Section;
-        wasm_encoder::CustomSection {
-            name: "go:buildid".into(),
-            data: b"x".into(),
-        }
-        .append_to(&mut wasm);
+        as_go(&mut wasm);
         let counted = count_entries(&wasm).unwrap();
         let with_offsets = |bytes: &[u8]| -> Vec<(String, usize)> {
             Parser::new(0)
