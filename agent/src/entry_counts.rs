@@ -112,10 +112,10 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
     let mut wrote_exports = false;
     let mut added = Vec::new();
     let mut code_end = 0;
-    for section in &sections {
-        let contents = &module[section.contents.clone()];
+    // The sections, then the end, before which any of ours not written yet go.
+    for section in sections.iter().map(Some).chain([None]) {
         // A section the format wants after ours: ours first, if the module has none.
-        if let Some(r) = rank(section.id) {
+        if let Some(r) = section.map_or(Some(usize::MAX), |s| rank(s.id)) {
             if !wrote_globals && r > rank(GLOBAL).unwrap() {
                 put_section(&mut out, GLOBAL, &globals(&[], 0, defined)?);
                 wrote_globals = true;
@@ -129,6 +129,8 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
                 wrote_exports = true;
             }
         }
+        let Some(section) = section else { break };
+        let contents = &module[section.contents.clone()];
         match section.id {
             GLOBAL => {
                 put_section(
@@ -167,16 +169,6 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
             }
             id => put_section(&mut out, id, contents),
         }
-    }
-    if !wrote_globals {
-        put_section(&mut out, GLOBAL, &globals(&[], 0, defined)?);
-    }
-    if !wrote_exports {
-        put_section(
-            &mut out,
-            EXPORT,
-            &exports(&[], 0, imports, first_global, defined)?,
-        );
     }
     Ok(CountedModule {
         bytes: out,
@@ -387,20 +379,31 @@ mod tests {
         .append_to(wasm);
     }
 
-    /// Each body's operators, named as [`read`] names them.
-    fn operators(bytes: &[u8]) -> Vec<Vec<String>> {
+    /// Each body's operators, named, with their offsets in the module.
+    fn bodies(bytes: &[u8]) -> Vec<Vec<(String, usize)>> {
         Parser::new(0)
             .parse_all(bytes)
             .filter_map(|p| match p.unwrap() {
                 Payload::CodeSectionEntry(body) => Some(
                     body.get_operators_reader()
                         .unwrap()
-                        .into_iter()
-                        .map(|op| named(op.unwrap()))
+                        .into_iter_with_offsets()
+                        .map(|op| {
+                            let (op, at) = op.unwrap();
+                            (named(op), at)
+                        })
                         .collect(),
                 ),
                 _ => None,
             })
+            .collect()
+    }
+
+    /// Each body's operators, named.
+    fn operators(bytes: &[u8]) -> Vec<Vec<String>> {
+        bodies(bytes)
+            .into_iter()
+            .map(|ops| ops.into_iter().map(|(name, _)| name).collect())
             .collect()
     }
 
@@ -421,27 +424,21 @@ mod tests {
             .validate_all(bytes)
             .expect("the counted module validates");
         let mut exports = Vec::new();
-        let mut starts = Vec::new();
         for payload in Parser::new(0).parse_all(bytes) {
-            match payload.unwrap() {
-                Payload::ExportSection(reader) => {
-                    for e in reader {
-                        let e = e.unwrap();
-                        exports.push((e.name.to_string(), e.index));
-                    }
+            if let Payload::ExportSection(reader) = payload.unwrap() {
+                for e in reader {
+                    let e = e.unwrap();
+                    exports.push((e.name.to_string(), e.index));
                 }
-                Payload::CodeSectionEntry(body) => {
-                    let ops = body.get_operators_reader().unwrap();
-                    starts.push(
-                        ops.into_iter()
-                            .take(6)
-                            .map(|op| named(op.unwrap()))
-                            .collect(),
-                    );
-                }
-                _ => {}
             }
         }
+        let starts = operators(bytes)
+            .into_iter()
+            .map(|mut ops| {
+                ops.truncate(6);
+                ops
+            })
+            .collect();
         (exports, starts)
     }
 
@@ -560,18 +557,9 @@ mod tests {
         .unwrap();
         let counted = count_entries(&wasm).unwrap();
         let offsets = |bytes: &[u8]| -> Vec<Vec<usize>> {
-            Parser::new(0)
-                .parse_all(bytes)
-                .filter_map(|p| match p.unwrap() {
-                    Payload::CodeSectionEntry(body) => Some(
-                        body.get_operators_reader()
-                            .unwrap()
-                            .into_iter_with_offsets()
-                            .map(|op| op.unwrap().1)
-                            .collect(),
-                    ),
-                    _ => None,
-                })
+            bodies(bytes)
+                .into_iter()
+                .map(|ops| ops.into_iter().map(|(_, at)| at).collect())
                 .collect()
         };
         let (old, new) = (offsets(&wasm), offsets(&counted.bytes));
@@ -605,24 +593,7 @@ mod tests {
         .unwrap();
         as_go(&mut wasm);
         let counted = count_entries(&wasm).unwrap();
-        let with_offsets = |bytes: &[u8]| -> Vec<(String, usize)> {
-            Parser::new(0)
-                .parse_all(bytes)
-                .find_map(|p| match p.unwrap() {
-                    Payload::CodeSectionEntry(body) => Some(
-                        body.get_operators_reader()
-                            .unwrap()
-                            .into_iter_with_offsets()
-                            .map(|op| {
-                                let (op, at) = op.unwrap();
-                                (named(op), at)
-                            })
-                            .collect(),
-                    ),
-                    _ => None,
-                })
-                .unwrap()
-        };
+        let with_offsets = |bytes: &[u8]| bodies(bytes).swap_remove(0);
         let old: Vec<usize> = with_offsets(&wasm).into_iter().map(|(_, at)| at).collect();
         let new = with_offsets(&counted.bytes);
         let names: Vec<&str> = new.iter().map(|(n, _)| n.as_str()).collect();

@@ -605,7 +605,7 @@ fn read_coverage(
 }
 
 /// How many functions `module` imports (their ids come first).
-fn imported_functions(module: &Module) -> u32 {
+pub(crate) fn imported_functions(module: &Module) -> u32 {
     module.imports().filter(|i| i.ty().func().is_some()).count() as u32
 }
 

@@ -222,8 +222,8 @@ impl Threads {
         };
         // Stack mode counts WASI's calls in each thread (the host's wrappers record them).
         let host = self.stack_code.as_ref().map(|_| {
-            let imports = self.module.imports().filter(|i| i.ty().func().is_some());
-            crate::run::host_meter::HostAccount::new(imports.count() as u32, None)
+            let imports = crate::run::runner::imported_functions(&self.module);
+            crate::run::host_meter::HostAccount::new(imports, None)
         });
         Ok(HostState {
             wasi: crate::run::wasi_ctx::wasi_context(&self.settings, self.stdio)?,
