@@ -167,6 +167,12 @@ impl HostAccount {
         }
     }
 
+    /// An account for `module`'s imported functions, without a context tree (stack mode).
+    pub fn for_module(module: &wasmtime::Module) -> Self {
+        let imports = module.imports().filter(|i| i.ty().func().is_some());
+        Self::new(imports.count() as u32, None)
+    }
+
     /// Records `call` to import `id`, made from the tree's node at address `node` (see
     /// [`import_node`]) if known.
     pub fn record(&mut self, id: u32, call: &HostCall, node: Option<u32>) {

@@ -326,7 +326,7 @@ pub fn run(
         mode != Some(ProbeMode::Cost),
     )?;
     if profiled {
-        store.data_mut().host = Some(HostAccount::new(imported_functions(module), None));
+        store.data_mut().host = Some(HostAccount::for_module(module));
     }
     let threads = match threaded {
         true => {
@@ -602,11 +602,6 @@ fn read_coverage(
     crate::run::coverage::read(store, instance, functions, map)
         .map_err(|e| crate::say!("wprof: warning: coverage not recorded: {e}"))
         .ok()
-}
-
-/// How many functions `module` imports (their ids come first).
-pub(crate) fn imported_functions(module: &Module) -> u32 {
-    module.imports().filter(|i| i.ty().func().is_some()).count() as u32
 }
 
 fn first_line(s: &str) -> String {

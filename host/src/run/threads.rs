@@ -221,10 +221,10 @@ impl Threads {
             (_, c) => (c, None),
         };
         // Stack mode counts WASI's calls in each thread (the host's wrappers record them).
-        let host = self.stack_code.as_ref().map(|_| {
-            let imports = crate::run::runner::imported_functions(&self.module);
-            crate::run::host_meter::HostAccount::new(imports, None)
-        });
+        let host = self
+            .stack_code
+            .as_ref()
+            .map(|_| crate::run::host_meter::HostAccount::for_module(&self.module));
         Ok(HostState {
             wasi: crate::run::wasi_ctx::wasi_context(&self.settings, self.stdio)?,
             collector,
