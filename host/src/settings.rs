@@ -146,6 +146,10 @@ pub struct RunSettings {
     /// Stack mode: the module runs as it is, its stacks sampled (see
     /// [`crate::run::stacks`]).
     pub stacks: bool,
+    /// Stack mode came by default (no flag, variable or file chose a mode): what needs
+    /// probes and is known only once the module is read (a component, `--inject` into its
+    /// own functions) and `--serve` bring sample mode instead of an error.
+    pub stack_by_default: bool,
     /// Subtract the probe overhead measured at start-up (time mode).
     pub subtract_overhead: bool,
     /// Split edges by call site.
@@ -177,6 +181,18 @@ pub struct RunSettings {
     pub serve: Option<String>,
     /// `--trace`: what the call trace keeps, and where it goes.
     pub trace: Option<TraceSettings>,
+}
+
+impl RunSettings {
+    /// These settings in sample mode (for what stack mode cannot profile).
+    pub fn in_sample_mode(&self) -> RunSettings {
+        RunSettings {
+            mode: wprof_agent::ProbeMode::Sample,
+            stacks: false,
+            stack_by_default: false,
+            ..self.clone()
+        }
+    }
 }
 
 /// `wprof run --trace` (time mode): a trace of the calls, written when the program ends
@@ -260,8 +276,7 @@ mod tests {
 /// counter per function and no other probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Mode {
-    /// Exact calls and contexts, sampled time (the default).
-    #[default]
+    /// Exact calls and contexts, sampled time.
     Sample,
     /// Exact calls and nanoseconds per activation.
     Time,
@@ -271,7 +286,9 @@ pub enum Mode {
     /// from the hottest contexts while the program runs).
     Adaptive,
     /// Time sampled from the program's call stack (frame pointers), as perf samples it;
-    /// each function's calls counted by a counter at its entry, no other probe.
+    /// each function's calls counted by a counter at its entry, no other probe (the
+    /// default: the closest to perf and the cheapest).
+    #[default]
     Stack,
 }
 

@@ -141,6 +141,8 @@ fn without_allocs_there_are_none_and_the_bodies_are_shared() {
     let s = Scratch::new();
     let o = s.run(&[
         "run",
+        "--mode",
+        "sample",
         "-o",
         "plain.wprof",
         sample("allocs.wasm").to_str().unwrap(),
@@ -156,7 +158,7 @@ fn without_allocs_there_are_none_and_the_bodies_are_shared() {
         .all(|c| c.get("allocs").is_none()));
     // WPROF_ALLOCS turns it on; only the allocators' bodies differ from the run before.
     let o = s
-        .wprof(&["run", "-o", "on.wprof"])
+        .wprof(&["run", "--mode", "sample", "-o", "on.wprof"])
         .arg(sample("allocs.wasm"))
         .env("WPROF_ALLOCS", "1")
         .output()

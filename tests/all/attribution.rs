@@ -253,7 +253,15 @@ fn call_sites_split_edges_by_caller_offset() {
         "{report}"
     );
     // Without the flag, one edge; with the variable, split again.
-    let plain = s.run(&["run", "-q", "-o", "plain.wprof", m.to_str().unwrap()]);
+    let plain = s.run(&[
+        "run",
+        "--mode",
+        "sample",
+        "-q",
+        "-o",
+        "plain.wprof",
+        m.to_str().unwrap(),
+    ]);
     assert_eq!(plain.status.code(), Some(0));
     assert_eq!(
         edge_calls(&s.profile("plain.wprof"), Some("fib"), "fib"),
@@ -268,7 +276,15 @@ fn call_sites_split_edges_by_caller_offset() {
     };
     assert!(!has_sites(&s.profile("plain.wprof")));
     let env = s
-        .wprof(&["run", "-q", "-o", "env.wprof", m.to_str().unwrap()])
+        .wprof(&[
+            "run",
+            "--mode",
+            "sample",
+            "-q",
+            "-o",
+            "env.wprof",
+            m.to_str().unwrap(),
+        ])
         .env("WPROF_CALL_SITES", "1")
         .output()
         .unwrap();

@@ -381,6 +381,14 @@ fn scale_reports_cold_warm_and_the_cache_against_wasmtime() {
     );
     positive(r, "off_warm");
     positive(r, "on_warm");
+    // Stack mode (the default) keeps its compiled module only: less than sample mode's.
+    positive(r, "stack_before_start");
+    positive(r, "stack_warm");
+    positive(r, "stack_cache_bytes");
+    assert!(
+        r["stack_cache_bytes"].as_u64() < r["cache_bytes"].as_u64(),
+        "{r}"
+    );
     if std::env::var_os("WASMTIME_CLI").is_some() {
         positive(&r["wasmtime_compile"], "peak_rss");
         positive(r, "wasmtime_run_warm");

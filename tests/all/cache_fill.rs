@@ -25,7 +25,7 @@ fn listed(s: &Scratch) -> Vec<Value> {
 fn instrument_ahead_of_time_makes_the_first_run_warm() {
     let s = Scratch::new();
     let fib = sample("fib.wasm");
-    let out = s.run(&["instrument", fib.to_str().unwrap()]);
+    let out = s.run(&["instrument", "--mode", "sample", fib.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let line = stdout(&out);
     assert!(
@@ -33,7 +33,7 @@ fn instrument_ahead_of_time_makes_the_first_run_warm() {
         "{line}"
     );
     assert!(!s.path("fib.wprof").exists(), "nothing ran");
-    let run = s.run(&["run", "-q", fib.to_str().unwrap()]);
+    let run = s.run(&["run", "--mode", "sample", "-q", fib.to_str().unwrap()]);
     assert_eq!(run.status.code(), Some(0));
     let i = &s.profile("fib.wprof")["instrumentation"];
     assert_eq!(i["module_from_cache"], true);
@@ -70,6 +70,8 @@ fn instrument_prepares_the_good_modules_and_fails_on_the_bad() {
     std::fs::write(s.path("bad.wasm"), b"not wasm").unwrap();
     let out = s.run(&[
         "instrument",
+        "--mode",
+        "sample",
         "bad.wasm",
         sample("wasi_loop.wasm").to_str().unwrap(),
         "missing.wasm",
@@ -93,7 +95,13 @@ fn instrument_watch_prepares_modules_as_they_appear_and_change() {
     std::fs::create_dir(&dir).unwrap();
     std::fs::copy(sample("wasi_loop.wasm"), dir.join("loop.wasm")).unwrap();
     let mut child = s
-        .wprof(&["instrument", "--watch", dir.to_str().unwrap()])
+        .wprof(&[
+            "instrument",
+            "--mode",
+            "sample",
+            "--watch",
+            dir.to_str().unwrap(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -129,7 +137,13 @@ fn instrument_watch_prepares_modules_as_they_appear_and_change() {
     let out = s.run(&["cache", "verify"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     // The next run of the new module starts warm.
-    let run = s.run(&["run", "-q", dir.join("fib.wasm").to_str().unwrap()]);
+    let run = s.run(&[
+        "run",
+        "--mode",
+        "sample",
+        "-q",
+        dir.join("fib.wasm").to_str().unwrap(),
+    ]);
     assert_eq!(run.status.code(), Some(0));
     assert_eq!(
         s.profile("fib.wprof")["instrumentation"]["compiled_from_cache"],
@@ -224,7 +238,7 @@ fn a_changed_module_reuses_the_compiled_code_of_its_unchanged_functions() {
     let s = Scratch::new();
     // The program rebuilt in place: a new version at the same path.
     let app = s.wat_module("app.wasm", &module_with_constant(2));
-    let out = s.run(&["run", "-q", app.to_str().unwrap()]);
+    let out = s.run(&["run", "--mode", "sample", "-q", app.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
     let first = s.profile("app.wprof");
     assert!(
@@ -238,7 +252,7 @@ fn a_changed_module_reuses_the_compiled_code_of_its_unchanged_functions() {
     // One value for all of them: the lineage's pack.
     assert_eq!(compiled_counts(&s)["entries"], 1);
     s.wat_module("app.wasm", &module_with_constant(3));
-    let out = s.run(&["run", "-q", app.to_str().unwrap()]);
+    let out = s.run(&["run", "--mode", "sample", "-q", app.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
     let p = s.profile("app.wprof");
     assert_eq!(p["instrumentation"]["functions_instrumented"], 1);
@@ -276,16 +290,16 @@ fn no_incremental_keeps_the_compiled_module_but_no_compiled_functions() {
     let app = app.to_str().unwrap();
     let instrumentation = |s: &Scratch| s.profile("app.wprof")["instrumentation"].clone();
     // The flag: the module is compiled and cached whole, its functions are not kept.
-    let out = s.run(&["run", "-q", "--no-incremental", app]);
+    let out = s.run(&["run", "--mode", "sample", "-q", "--no-incremental", app]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(compiled_counts(&s)["entries"], 0);
-    let out = s.run(&["run", "-q", "--no-incremental", app]);
+    let out = s.run(&["run", "--mode", "sample", "-q", "--no-incremental", app]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(instrumentation(&s)["compiled_from_cache"], true);
     // The variable, then the configuration file, the same; a changed module compiles whole.
     s.wat_module("app.wasm", &module_with_constant(3));
     let out = s
-        .wprof(&["run", "-q", app])
+        .wprof(&["run", "--mode", "sample", "-q", app])
         .env("WPROF_INCREMENTAL", "0")
         .output()
         .unwrap();
@@ -305,23 +319,23 @@ fn no_incremental_keeps_the_compiled_module_but_no_compiled_functions() {
         "{shown}"
     );
     s.wat_module("app.wasm", &module_with_constant(4));
-    let out = s.run(&["run", "-q", app]);
+    let out = s.run(&["run", "--mode", "sample", "-q", app]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(compiled_counts(&s)["entries"], 0);
     // Without it again: the next version keeps its functions, and the one after reuses them.
     std::fs::remove_file(s.path("wprof.toml")).unwrap();
     s.wat_module("app.wasm", &module_with_constant(5));
-    let out = s.run(&["run", "-q", app]);
+    let out = s.run(&["run", "--mode", "sample", "-q", app]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(compiled_counts(&s)["entries"], 1);
     s.wat_module("app.wasm", &module_with_constant(6));
-    let out = s.run(&["run", "-q", app]);
+    let out = s.run(&["run", "--mode", "sample", "-q", app]);
     assert_eq!(out.status.code(), Some(0));
     let i = instrumentation(&s);
     assert!(i["compiled_functions_reused"].as_u64().unwrap() >= 3, "{i}");
     // A value that is not a switch: one line, exit 2.
     let out = s
-        .wprof(&["run", "-q", app])
+        .wprof(&["run", "--mode", "sample", "-q", app])
         .env("WPROF_INCREMENTAL", "maybe")
         .output()
         .unwrap();
@@ -332,10 +346,17 @@ fn no_incremental_keeps_the_compiled_module_but_no_compiled_functions() {
     let s = Scratch::new();
     let app = s.wat_module("app.wasm", &module_with_constant(7));
     let app = app.to_str().unwrap();
-    let out = s.run(&["instrument", "-q", "--no-incremental", app]);
+    let out = s.run(&[
+        "instrument",
+        "--mode",
+        "sample",
+        "-q",
+        "--no-incremental",
+        app,
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(compiled_counts(&s)["entries"], 0);
-    let out = s.run(&["run", "-q", app]);
+    let out = s.run(&["run", "--mode", "sample", "-q", app]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(instrumentation(&s)["compiled_from_cache"], true);
 }
@@ -403,7 +424,7 @@ fn a_cold_start_stores_its_compiled_code_while_the_program_runs() {
     for profiling in ["1", "0"] {
         let run = |s: &Scratch| {
             let out = s
-                .wprof(&["run", "-q", "--timings=json", fib])
+                .wprof(&["run", "--mode", "sample", "-q", "--timings=json", fib])
                 .env("WPROF", profiling)
                 .output()
                 .unwrap();
@@ -434,10 +455,16 @@ fn what_is_stored_against_an_original_is_a_miss_without_it_and_runs_go_on() {
     let app = s.wat_module("app.wasm", &module_with_constant(2));
     let app = app.to_str().unwrap();
     let instrumentation = |s: &Scratch| s.profile("app.wprof")["instrumentation"].clone();
-    assert_eq!(s.run(&["run", "-q", app]).status.code(), Some(0));
+    assert_eq!(
+        s.run(&["run", "--mode", "sample", "-q", app]).status.code(),
+        Some(0)
+    );
     // The next version reads the bodies against the first one's original, from the cache.
     let second = s.wat_module("app.wasm", &module_with_constant(3));
-    assert_eq!(s.run(&["run", "-q", app]).status.code(), Some(0));
+    assert_eq!(
+        s.run(&["run", "--mode", "sample", "-q", app]).status.code(),
+        Some(0)
+    );
     assert_eq!(instrumentation(&s)["functions_instrumented"], 1);
     // Its original gone: the lineage's bodies and its instrumented module cannot be read.
     let original = *blake3::hash(&std::fs::read(&second).unwrap()).as_bytes();
@@ -471,7 +498,7 @@ fn what_is_stored_against_an_original_is_a_miss_without_it_and_runs_go_on() {
     );
     // The next version instruments every function anew, and profiles as before.
     s.wat_module("app.wasm", &module_with_constant(4));
-    let out = s.run(&["run", "-q", app]);
+    let out = s.run(&["run", "--mode", "sample", "-q", app]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(instrumentation(&s)["functions_instrumented"], 4);
     assert_eq!(calls(&s.profile("app.wprof"), "b"), 1);
@@ -482,7 +509,7 @@ fn what_is_stored_against_an_original_is_a_miss_without_it_and_runs_go_on() {
     );
     let out = s.run(&["cache", "verify"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    let out = s.run(&["run", "-q", app]);
+    let out = s.run(&["run", "--mode", "sample", "-q", app]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(instrumentation(&s)["compiled_from_cache"], true);
     // The compiled functions are stored against the compiled artifact: without it, verify
@@ -499,7 +526,7 @@ fn what_is_stored_against_an_original_is_a_miss_without_it_and_runs_go_on() {
         "{}",
         stdout(&out)
     );
-    let out = s.run(&["run", "-q", app]);
+    let out = s.run(&["run", "--mode", "sample", "-q", app]);
     assert_eq!(out.status.code(), Some(0));
     let i = instrumentation(&s);
     assert_eq!(i["compiled_from_cache"], false, "{i}");

@@ -37,7 +37,7 @@ fn total_bytes(s: &Scratch) -> u64 {
 
 fn run(s: &Scratch, name: &str, arg: &str) {
     let m = sample(name);
-    let mut args = vec!["run", "-q", m.to_str().unwrap()];
+    let mut args = vec!["run", "--mode", "sample", "-q", m.to_str().unwrap()];
     if !arg.is_empty() {
         args.extend(["--", arg]);
     }
@@ -133,7 +133,18 @@ fn gc_evicts_the_least_recently_used_modules_whole() {
     assert_eq!(evicted, report["evicted_entries"].as_u64().unwrap());
     // What stayed still serves a warm run.
     let m = sample("fib.wasm");
-    ok(&s, &["run", "-q", "-o", "w.wprof", m.to_str().unwrap()]);
+    ok(
+        &s,
+        &[
+            "run",
+            "--mode",
+            "sample",
+            "-q",
+            "-o",
+            "w.wprof",
+            m.to_str().unwrap(),
+        ],
+    );
     assert_eq!(
         s.profile("w.wprof")["instrumentation"]["module_from_cache"],
         true
@@ -156,7 +167,13 @@ fn runs_keep_the_cache_under_its_cap() {
     assert!(big > 400 << 10, "{big}");
     // The next run stores fib and brings the cache under 200 KiB: compress, older, goes.
     let out = s
-        .wprof(&["run", "-q", sample("fib.wasm").to_str().unwrap()])
+        .wprof(&[
+            "run",
+            "--mode",
+            "sample",
+            "-q",
+            sample("fib.wasm").to_str().unwrap(),
+        ])
         .env("WPROF_CACHE_MAX_SIZE", "200K")
         .output()
         .unwrap();
@@ -170,6 +187,8 @@ fn runs_keep_the_cache_under_its_cap() {
     let out = s
         .wprof(&[
             "run",
+            "--mode",
+            "sample",
             "-q",
             sample("compress.wasm").to_str().unwrap(),
             "--",
@@ -200,7 +219,7 @@ fn an_earlier_wprofs_cache_is_emptied_with_one_warning_and_never_read() {
     assert!(stale.join("ab".repeat(32)).exists());
     // A run empties it, says so once, and profiles.
     let m = sample("fib.wasm");
-    let out = s.run(&["run", "-q", m.to_str().unwrap()]);
+    let out = s.run(&["run", "--mode", "sample", "-q", m.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -209,7 +228,7 @@ fn an_earlier_wprofs_cache_is_emptied_with_one_warning_and_never_read() {
     assert!(!stale.exists());
     ok(&s, &["cache", "verify"]);
     // Once: the next run is warm and quiet.
-    let out = s.run(&["run", "-q", m.to_str().unwrap()]);
+    let out = s.run(&["run", "--mode", "sample", "-q", m.to_str().unwrap()]);
     assert_eq!(stderr(&out), "");
     assert_eq!(
         s.profile("fib.wprof")["instrumentation"]["module_from_cache"],

@@ -48,7 +48,15 @@ fn runs_at_the_same_time_all_run_all_profile_and_share_the_cache() {
         .map(|(i, (name, arg, _, _))| {
             let out = format!("p{i}.wprof");
             let module = sample(name);
-            let mut args = vec!["run", "-q", "-o", &out, module.to_str().unwrap()];
+            let mut args = vec![
+                "run",
+                "--mode",
+                "sample",
+                "-q",
+                "-o",
+                &out,
+                module.to_str().unwrap(),
+            ];
             if !arg.is_empty() {
                 args.extend(["--", arg]);
             }
@@ -74,6 +82,8 @@ fn runs_at_the_same_time_all_run_all_profile_and_share_the_cache() {
     // And the cache they filled serves the next run whole.
     let warm = s.run(&[
         "run",
+        "--mode",
+        "sample",
         "-q",
         "-o",
         "warm.wprof",
@@ -92,14 +102,26 @@ fn a_cache_in_use_elsewhere_is_shared_and_an_unusable_one_is_one_warning() {
     let s = Scratch::new();
     // Another process (here: this one) has the cache open: runs use it all the same.
     let held = Cache::open(&s.cache_dir()).unwrap();
-    let out = s.run(&["run", "-q", sample("fib.wasm").to_str().unwrap()]);
+    let out = s.run(&[
+        "run",
+        "--mode",
+        "sample",
+        "-q",
+        sample("fib.wasm").to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stderr(&out), "");
     assert_eq!(held.keys(Kind::Manifest).unwrap().len(), 1);
     drop(held);
     // A directory holding something else: one warning, and the run goes on without it.
     std::fs::write(s.cache_dir().join("FORMAT"), "some other tool 9\n").unwrap();
-    let out = s.run(&["run", "-q", sample("fib.wasm").to_str().unwrap()]);
+    let out = s.run(&[
+        "run",
+        "--mode",
+        "sample",
+        "-q",
+        sample("fib.wasm").to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0));
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -223,7 +245,7 @@ fn every_changed_byte_is_detected_never_used_and_rewritten() {
     let s = Scratch::new();
     let fib = sample("fib.wasm");
     let run = |s: &Scratch| {
-        let out = s.run(&["run", "-q", fib.to_str().unwrap()]);
+        let out = s.run(&["run", "--mode", "sample", "-q", fib.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert_eq!(stdout(&out), "fib(25) = 75025\n");
         assert_eq!(stderr(&out), "", "damage is a miss, not a warning");
@@ -306,7 +328,7 @@ fn a_copied_cache_recompiles_instead_of_loading_foreign_code() {
     let s = Scratch::new();
     let fib = sample("fib.wasm");
     let run = |s: &Scratch| {
-        let out = s.run(&["run", "-q", fib.to_str().unwrap()]);
+        let out = s.run(&["run", "--mode", "sample", "-q", fib.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         s.profile("fib.wprof")["instrumentation"].clone()
     };

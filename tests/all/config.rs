@@ -27,7 +27,7 @@ fn each_source_wins_over_the_next() {
             v["mode"]["source"].as_str().unwrap().to_string(),
         )
     };
-    assert_eq!(cfg(&s, &[], &[]), ("sample".into(), "default".into()));
+    assert_eq!(cfg(&s, &[], &[]), ("stack".into(), "default".into()));
     std::fs::write(s.path("wprof.toml"), "mode = \"cost\"\n").unwrap();
     assert_eq!(cfg(&s, &[], &[]), ("cost".into(), "wprof.toml:1".into()));
     assert_eq!(
@@ -46,7 +46,7 @@ fn each_source_wins_over_the_next() {
     );
     assert_eq!(
         cfg(&s, &[], &[("WPROF_CONFIG", "off")]),
-        ("sample".into(), "default".into())
+        ("stack".into(), "default".into())
     );
 
     // And a run does what `wprof config` says: the file's mode, then the variable's.

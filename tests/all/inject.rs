@@ -86,6 +86,8 @@ fn a_returned_value_replaces_the_call_and_a_trap_ends_the_program_as_a_trap() {
     let out = s
         .wprof(&[
             "run",
+            "--mode",
+            "sample",
             "-q",
             "-o",
             "ret.wprof",
@@ -100,7 +102,7 @@ fn a_returned_value_replaces_the_call_and_a_trap_ends_the_program_as_a_trap() {
     assert_eq!(s.profile("ret.wprof")["injections"][0]["injected"], 3);
     // From the environment, as a comma list: a trap on the first write.
     let out = s
-        .wprof(&["run", "-o", "trap.wprof"])
+        .wprof(&["run", "--mode", "sample", "-o", "trap.wprof"])
         .arg(&module)
         .env("WPROF_INJECT", "wasi:fd_write=trap@1,wasi:proc_exit=trap")
         .output()

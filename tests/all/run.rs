@@ -9,23 +9,40 @@ use crate::support::*;
 #[test]
 fn fib_call_counts_are_exact() {
     let s = Scratch::new();
-    let out = s.run(&["run", sample("fib.wasm").to_str().unwrap()]);
+    std::fs::copy(sample("fib.wasm"), s.path("fib.wasm")).unwrap();
+    let out = s.run(&["run", "fib.wasm"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "fib(25) = 75025\n");
-    let p = s.profile("fib.wprof");
-    // fib(n) makes 2·F(n+1) − 1 calls: 2·121393 − 1.
-    assert_eq!(calls(&p, "fib"), 242_785);
-    assert_eq!(edge_calls(&p, Some("_start"), "fib"), 1);
-    assert_eq!(edge_calls(&p, Some("fib"), "fib"), 242_784);
-    assert_eq!(edge_calls(&p, None, "_start"), 1);
-    assert_eq!(calls(&p, "wasi_snapshot_preview1::fd_write"), 1);
-    assert_eq!(
-        function(&p, "wasi_snapshot_preview1::fd_write")["kind"],
-        "import"
-    );
-    assert_eq!(function(&p, "fib")["kind"], "local");
     // The summary went to stderr.
     assert!(stderr(&out).contains("profile written to fib.wprof"));
+    // The default (stack mode) counts each function's calls; sample mode each edge's too.
+    let default = s.profile("fib.wprof");
+    assert_eq!(default["mode"], "stack");
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--mode",
+        "sample",
+        "-o",
+        "sample.wprof",
+        "fib.wasm",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let sampled = s.profile("sample.wprof");
+    for p in [&default, &sampled] {
+        // fib(n) makes 2·F(n+1) − 1 calls: 2·121393 − 1.
+        assert_eq!(calls(p, "fib"), 242_785);
+        assert_eq!(calls(p, "_start"), 1);
+        assert_eq!(calls(p, "wasi_snapshot_preview1::fd_write"), 1);
+        assert_eq!(
+            function(p, "wasi_snapshot_preview1::fd_write")["kind"],
+            "import"
+        );
+        assert_eq!(function(p, "fib")["kind"], "local");
+    }
+    assert_eq!(edge_calls(&sampled, Some("_start"), "fib"), 1);
+    assert_eq!(edge_calls(&sampled, Some("fib"), "fib"), 242_784);
+    assert_eq!(edge_calls(&sampled, None, "_start"), 1);
 }
 
 #[test]
@@ -33,6 +50,8 @@ fn import_calls_are_their_own_nodes() {
     let s = Scratch::new();
     let out = s.run(&[
         "run",
+        "--mode",
+        "sample",
         "-q",
         "--keep-overhead",
         sample("wasi_loop.wasm").to_str().unwrap(),
@@ -290,8 +309,24 @@ fn dir_grants_files() {
 fn warm_run_instruments_nothing() {
     let s = Scratch::new();
     let m = sample("fib.wasm");
-    let cold = s.run(&["run", "-q", "-o", "cold.wprof", m.to_str().unwrap()]);
-    let warm = s.run(&["run", "-q", "-o", "warm.wprof", m.to_str().unwrap()]);
+    let cold = s.run(&[
+        "run",
+        "--mode",
+        "sample",
+        "-q",
+        "-o",
+        "cold.wprof",
+        m.to_str().unwrap(),
+    ]);
+    let warm = s.run(&[
+        "run",
+        "--mode",
+        "sample",
+        "-q",
+        "-o",
+        "warm.wprof",
+        m.to_str().unwrap(),
+    ]);
     assert_eq!(cold.status.code(), Some(0));
     assert_eq!(warm.status.code(), Some(0));
     let cold = s.profile("cold.wprof");
@@ -324,11 +359,15 @@ fn a_one_function_change_instruments_one_function() {
     let v1 = s.wat_module("v1/app.wasm", &three_function_module(2));
     let v2 = s.wat_module("v2/app.wasm", &three_function_module(3));
     assert_eq!(
-        s.run(&["run", "-q", v1.to_str().unwrap()]).status.code(),
+        s.run(&["run", "--mode", "sample", "-q", v1.to_str().unwrap()])
+            .status
+            .code(),
         Some(0)
     );
     assert_eq!(
-        s.run(&["run", "-q", v2.to_str().unwrap()]).status.code(),
+        s.run(&["run", "--mode", "sample", "-q", v2.to_str().unwrap()])
+            .status
+            .code(),
         Some(0)
     );
     let p = s.profile("app.wprof");
@@ -445,7 +484,13 @@ fn output_path_from_flag_and_environment() {
 fn a_cache_open_in_another_process_is_shared() {
     let s = Scratch::new();
     let _held = wprof_cache::Cache::open(&s.cache_dir()).unwrap();
-    let out = s.run(&["run", "-q", sample("fib.wasm").to_str().unwrap()]);
+    let out = s.run(&[
+        "run",
+        "--mode",
+        "sample",
+        "-q",
+        sample("fib.wasm").to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stdout(&out), "fib(25) = 75025\n");
     assert_eq!(stderr(&out), "", "no lock, no warning");
@@ -551,7 +596,15 @@ fn behaves_like_the_original_on_every_sample() {
 fn c_samples_have_their_known_counts() {
     let s = Scratch::new();
     let run = |name: &str, arg: &str| {
-        let out = s.run(&["run", "-q", sample(name).to_str().unwrap(), "--", arg]);
+        let out = s.run(&[
+            "run",
+            "--mode",
+            "sample",
+            "-q",
+            sample(name).to_str().unwrap(),
+            "--",
+            arg,
+        ]);
         assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
         s.profile(&name.replace(".wasm", ".wprof"))
     };
@@ -619,13 +672,13 @@ fn help_documents_the_environment() {
         assert!(
             help.contains(&format!(
                 "WPROF_MODE               sample|time|cost|adaptive|stack: what `wprof run` measures\n{}\
-                 (like --mode; default sample)",
+                 (like --mode; default stack)",
                 " ".repeat(27)
             )),
             "{help}"
         );
     }
-    assert!(run.contains("[default: sample]"), "{run}");
+    assert!(run.contains("[default: stack]"), "{run}");
     for flag in [
         "--dir",
         "--env",
@@ -758,7 +811,7 @@ fn a_panic_in_the_agent_is_one_warning_and_an_unprofiled_run() {
     let s = Scratch::new();
     let fib = sample("fib.wasm");
     let out = s
-        .wprof(&["run", "-q", fib.to_str().unwrap()])
+        .wprof(&["run", "--mode", "sample", "-q", fib.to_str().unwrap()])
         .env("WPROF_TEST_PANIC_IN", "fib")
         .output()
         .unwrap();
@@ -775,7 +828,7 @@ fn a_panic_in_the_agent_is_one_warning_and_an_unprofiled_run() {
     assert!(!s.path("fib.wprof").exists());
     let verify = s.run(&["cache", "verify"]);
     assert_eq!(verify.status.code(), Some(0), "{}", stdout(&verify));
-    let out = s.run(&["run", "-q", fib.to_str().unwrap()]);
+    let out = s.run(&["run", "--mode", "sample", "-q", fib.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(calls(&s.profile("fib.wprof"), "fib"), 242_785);
 }
@@ -804,7 +857,7 @@ fn many_functions_are_instrumented_in_parallel_and_a_panic_in_any_is_caught() {
     let s = Scratch::new();
     let module = s.wat_module("many.wasm", &many_functions());
     let out = s
-        .wprof(&["run", "-q"])
+        .wprof(&["run", "--mode", "sample", "-q"])
         .arg(&module)
         .env("WPROF_TEST_PANIC_IN", "f251")
         .output()

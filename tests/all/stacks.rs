@@ -185,12 +185,14 @@ fn what_needs_probes_is_refused_in_one_line() {
     let s = Scratch::new();
     let module = sample("ratio.wasm");
     let module = module.to_str().unwrap();
-    for extra in [
+    let needing_probes = [
         &["--coverage"][..],
         &["--live"],
         &["--allocs"],
         &["--call-sites"],
-    ] {
+        &["--only", "spin"],
+    ];
+    for extra in needing_probes {
         let mut args = vec!["run", "--mode", "stack"];
         args.extend_from_slice(extra);
         args.push(module);
@@ -200,15 +202,39 @@ fn what_needs_probes_is_refused_in_one_line() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(err.contains("stack mode"), "{err}");
     }
-    let out = s.run(&["instrument", "--mode", "stack", module]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("nothing to instrument"),
-        "{}",
-        stderr(&out)
-    );
+    // Stack mode is only the default: without a mode, they bring sample mode, quietly.
+    for extra in needing_probes {
+        let mut args = vec!["run", "-q", "-o", "p.wprof"];
+        args.extend_from_slice(extra);
+        args.push(module);
+        let out = s.run(&args);
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{extra:?}");
+        assert_eq!(s.profile("p.wprof")["mode"], "sample", "{extra:?}");
+    }
     let out = s.run(&["run", "--mode", "stack", "--trace", module]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn instrument_compiles_the_counted_module_for_the_first_run() {
+    let s = Scratch::new();
+    let module = sample("ratio.wasm");
+    let module = module.to_str().unwrap();
+    let out = s.run(&["instrument", module]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("stack mode"), "{}", stdout(&out));
+    let out = s.run(&["run", "-q", module]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("ratio.wprof");
+    assert_eq!(p["mode"], "stack");
+    assert_eq!(p["instrumentation"]["compiled_from_cache"], true);
+    assert!(p["instrumentation"]["functions_total"].as_u64().unwrap() > 0);
+    // A module that is not one is refused, as in the other modes.
+    std::fs::write(s.path("bad.wasm"), b"not wasm").unwrap();
+    let out = s.run(&["instrument", "bad.wasm"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
 }
 
 #[test]

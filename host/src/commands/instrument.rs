@@ -105,12 +105,7 @@ impl InstrumentCommand {
             self.probes
                 .resolve(&self.given, file, file.and_then(|f| f.section_for(path)))?;
         if probes.mode.0.walks_stacks() {
-            return Err(Failure::input(format!(
-                "stack mode ({}) runs {} without probes: there is nothing to instrument (its \
-                 first run compiles it into the cache)",
-                probes.mode.1,
-                path.display()
-            )));
+            return self.prepare_counted(engine, &loaded, &mut cache, path, start);
         }
         let mut prepared = instrument::prepare(
             &loaded,
@@ -152,6 +147,43 @@ impl InstrumentCommand {
                 s.functions_instrumented,
                 s.functions_from_cache,
                 if s.compiled_from_cache {
+                    "from the cache"
+                } else {
+                    "stored"
+                },
+                start.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        Ok(())
+    }
+
+    /// Stack mode: compiles the module with its entry counters into the cache (what a
+    /// stack-mode run takes from it); one line on stdout.
+    fn prepare_counted(
+        &self,
+        engine: &wasmtime::Engine,
+        loaded: &crate::prepare::loader::LoadedModule,
+        cache: &mut CacheSession,
+        path: &Path,
+        start: Instant,
+    ) -> Result<(), Failure> {
+        crate::prepare::loader::validate(loaded, path, engine)?;
+        let progress = crate::progress::Progress::on_terminal(self.quiet);
+        progress.step("compiling", None);
+        let compiled = crate::prepare::counted::compile_counted(engine, loaded, cache);
+        progress.finish();
+        let compiled = compiled.map_err(|e| {
+            Failure::input(format!(
+                "cannot add entry counters to {} (stack mode): {}",
+                path.display(),
+                e.to_string().lines().next().unwrap_or_default()
+            ))
+        })?;
+        if !self.quiet {
+            println!(
+                "{}: stack mode, entry counters; compiled code {} ({:.1} ms)",
+                path.display(),
+                if compiled.functions.is_none() {
                     "from the cache"
                 } else {
                     "stored"

@@ -37,10 +37,12 @@ use crate::exit::USAGE_OR_INPUT;
 
 /// wprof: an exact profiler for WebAssembly programs (WASI modules and components).
 ///
-/// `wprof run app.wasm` runs the program under an embedded wasmtime with probes inserted
-/// into every function, then writes an exact profile (calls, self and inclusive time, who
-/// called whom). Instrumented code is cached, so each function is instrumented once; the
-/// original .wasm file is only ever read.
+/// `wprof run app.wasm` runs the program under an embedded wasmtime, then writes its
+/// profile: by default its call stacks sampled as perf samples them and each function's
+/// calls counted; with `--mode sample|time|cost|adaptive`, probes inserted into every
+/// function give exact calls per caller and calling context with sampled, measured or
+/// counted time. Instrumented and compiled code is cached, so each function is
+/// instrumented once; the original .wasm file is only ever read.
 #[derive(Debug, Parser)]
 #[command(name = "wprof", version, propagate_version = true, after_help = after_help())]
 pub struct Cli {

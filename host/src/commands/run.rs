@@ -21,8 +21,8 @@ use crate::run::runner::{self, Stdio};
 use crate::settings::{self, DirMapping, Mode, RunSettings};
 use crate::timings::Timings;
 
-/// Run a WASI command (a preview 1 module, or a WASI 0.2 component) with probes, then write
-/// its profile.
+/// Run a WASI command (a preview 1 module, or a WASI 0.2 component) and profile it, then
+/// write its profile.
 #[derive(Debug, clap::Args)]
 #[command(after_help = run_after_help(), disable_version_flag = true)]
 pub struct RunCommand {
@@ -143,6 +143,7 @@ impl RunCommand {
             profile_path: resolved.output.value.clone(),
             mode: mode.into(),
             stacks: mode.walks_stacks(),
+            stack_by_default: mode.walks_stacks() && resolved.mode.is_default(),
             cache_dir: resolved.cache_dir.value,
             incremental: resolved.incremental.value,
             quiet: self.quiet,
@@ -212,14 +213,13 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     let loaded = match timings.time("load", || loader::read_program(&settings.module))? {
         loader::Program::Module(loaded) => loaded,
         loader::Program::Component(bytes) if settings.stacks => {
-            warn(format_args!(
-                "stack mode samples a core module's stacks; {} is a component, profiled in sample mode",
-                settings.module.display()
-            ));
-            let settings = RunSettings {
-                stacks: false,
-                ..settings.clone()
-            };
+            if !settings.stack_by_default {
+                warn(format_args!(
+                    "stack mode samples a core module's stacks; {} is a component, profiled in sample mode",
+                    settings.module.display()
+                ));
+            }
+            let settings = settings.in_sample_mode();
             return crate::commands::run_component::run(&settings, &engine, bytes, timings);
         }
         loader::Program::Component(bytes) => {
@@ -236,6 +236,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             first.injection.spec, first.name
         )));
     }
+    let mut settings = std::borrow::Cow::Borrowed(settings);
     if settings.profiling && settings.stacks {
         let wanting = [
             (
@@ -248,14 +249,19 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             ),
         ];
         if let Some((what, _)) = wanting.iter().find(|w| w.1) {
-            return Err(Failure::input(format!(
-                "stack mode runs the module without probes but its entry counters, which {what} needs; use sample mode"
-            )));
+            if !settings.stack_by_default {
+                return Err(Failure::input(format!(
+                    "stack mode runs the module without probes but its entry counters, which {what} needs; use sample mode"
+                )));
+            }
+            // No mode was chosen: the default gives way to the probed mode closest to it.
+            tracing::debug!("{what} needs probes: sample mode instead of stack mode");
+            settings = std::borrow::Cow::Owned(settings.in_sample_mode());
         }
     }
     let settings = &RunSettings {
         injections: injections.imports.clone(),
-        ..settings.clone()
+        ..settings.into_owned()
     };
     // `--serve` listens before anything runs: a bad address is one line.
     let server = crate::commands::serve::PprofServer::bind_for(settings)?;

@@ -349,22 +349,25 @@ pub fn incremental(no_incremental: bool) -> Result<(bool, Source), Failure> {
 /// prepares the cache for runs with it.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProbeArgs {
-    /// What the probes measure; every mode but `stack` counts every call exactly and keeps
-    /// the whole calling-context tree. `sample` (the default): time sampled every 200 µs (sparser
-    /// after the first second) from the running thread's program counter and the context
-    /// the module keeps (of the modes that count calls, the closest to perf on real
-    /// programs, at 1.2-1.6x the uninstrumented run on a virtual machine). `time`: a clock read at every entry and exit, the probes'
-    /// cost subtracted: min/max self time per activation, but 3-11x on real programs (31x on
-    /// a call storm); functions of a few straight-line
-    /// instructions are counted, not timed (see --short-max).
-    /// `cost`: executed wasm instructions (deterministic: the same program and input give
-    /// the same profile on every run and machine). `adaptive`: sample mode, and while the
-    /// program runs, timers walk up from the hottest contexts, a few functions at a time:
+    /// How time is measured. `stack` (the default): the module runs with one counter at
+    /// each function's entry and no other probe, and its call stacks are sampled every
+    /// 200 µs (sparser after the first second) through the frame pointers, as `perf record
+    /// --call-graph fp` samples them: the closest to perf on real programs at the least
+    /// cost (about 1.1x the uninstrumented run), each function's calls counted exactly,
+    /// but not each caller -> callee edge's (a core module on Linux, x86-64 or AArch64).
+    /// What needs probes (--coverage, --live, --allocs, --call-sites, --only/--exclude,
+    /// --serve, --inject into the module's own functions, components) brings sample mode
+    /// when no mode was chosen. The other modes count every call and edge exactly and keep
+    /// the whole calling-context tree: `sample`: time sampled from the running thread's
+    /// program counter and the context the module keeps (1.2-1.7x). `time`: a clock read
+    /// at every entry and exit, the probes' cost subtracted: min/max self time per
+    /// activation, at 3-11x on real programs (31x on a call storm); functions of a few
+    /// straight-line instructions are counted, not timed (see --short-max). `cost`:
+    /// executed wasm instructions (deterministic: the same program and input give the same
+    /// profile on every run and machine). `adaptive`: sample mode, and while the program
+    /// runs, timers walk up from the hottest contexts, a few functions at a time:
     /// nanoseconds per activation along the hot paths at about sample mode's cost (`wprof
-    /// report` shows the paths). `stack`: no probes at all; the module runs as it is and its
-    /// call stacks are sampled every 200 µs through the frame pointers, as `perf record
-    /// --call-graph fp` samples them: perf's own profile at about the cost of the
-    /// interrupts, without calls (a core module on Linux, x86-64 or AArch64; one thread).
+    /// report` shows the paths).
     #[arg(long, value_enum, default_value_t = Mode::default(), env = "WPROF_MODE")]
     pub mode: Mode,
 
@@ -376,7 +379,7 @@ pub struct ProbeArgs {
 
     /// Count how often every basic block runs, for coverage: `wprof report --format lcov`
     /// (with the module's DWARF) or `--format coverage`, several runs' profiles merged.
-    /// In the inline modes (sample, the default; cost; adaptive); each block that control
+    /// In the inline modes (sample, which it brings when no mode is chosen; cost; adaptive); each block that control
     /// can jump to adds one to a counter of its own (Lua: 1.86x instead of sample mode's
     /// 1.46x).
     #[arg(long, env = "WPROF_COVERAGE", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -485,7 +488,7 @@ impl ProbeArgs {
         file: Option<&config::ConfigFile>,
         section: Option<&config::ModuleSection>,
     ) -> Result<ResolvedProbes, Failure> {
-        let mode = config::resolve(
+        let mut mode = config::resolve(
             given.with("mode", self.mode),
             "WPROF_MODE",
             file.and_then(|f| f.knob(section, |k| k.mode.as_ref())),
@@ -503,14 +506,6 @@ impl ProbeArgs {
             file.and_then(|f| f.knob(section, |k| k.coverage.as_ref())),
             self.coverage,
         );
-        if coverage.0 && (mode.0.walks_stacks() || !ProbeMode::from(mode.0).counts_inline()) {
-            return Err(Failure::input(format!(
-                "coverage ({}) counts blocks in the inline modes (sample, cost, adaptive), not in {} mode ({})",
-                coverage.1,
-                mode.0.name(),
-                mode.1
-            )));
-        }
         let allocs = config::resolve(
             given.with("allocs", self.allocs),
             "WPROF_ALLOCS",
@@ -545,21 +540,37 @@ impl ProbeArgs {
             // Switches that start off need switches.
             live = (true, off.1.clone());
         }
+        let filter = self.filter(file, section)?;
         if mode.0.walks_stacks() {
             // Each of these needs probes, and stack mode has none.
+            let filtered = !filter.0.only.is_empty() || !filter.0.exclude.is_empty();
             let wanting = [
+                ("a function filter", filtered, &filter.1),
                 ("coverage", coverage.0, &coverage.1),
                 ("live switches", live.0, &live.1),
                 ("allocation profiling", allocs.0, &allocs.1),
                 ("call sites", call_sites.0, &call_sites.1),
             ];
             if let Some((what, _, source)) = wanting.iter().find(|w| w.1) {
-                return Err(Failure::input(format!(
-                    "stack mode ({}) runs the module without probes but its entry counters, which {what} ({source}) needs; \
-                     use sample mode",
-                    mode.1
-                )));
+                if mode.1 != Source::Default {
+                    return Err(Failure::input(format!(
+                        "stack mode ({}) runs the module without probes but its entry counters, which {what} ({source}) needs; \
+                         use sample mode",
+                        mode.1
+                    )));
+                }
+                // No mode was chosen: the default gives way to the probed mode closest to it.
+                tracing::debug!("{what} needs probes: sample mode instead of stack mode");
+                mode.0 = Mode::Sample;
             }
+        }
+        if coverage.0 && (mode.0.walks_stacks() || !ProbeMode::from(mode.0).counts_inline()) {
+            return Err(Failure::input(format!(
+                "coverage ({}) counts blocks in the inline modes (sample, cost, adaptive), not in {} mode ({})",
+                coverage.1,
+                mode.0.name(),
+                mode.1
+            )));
         }
         if live.0 && mode.0 == Mode::Adaptive {
             return Err(Failure::input(format!(
@@ -579,7 +590,7 @@ impl ProbeArgs {
             coverage,
             allocs,
             allocators,
-            filter: self.filter(file, section)?,
+            filter,
             live,
             off,
             short_max,

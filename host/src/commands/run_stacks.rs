@@ -138,6 +138,11 @@ pub fn run(
             ending(&outcome, ticks, walks, settings),
         );
         profile.host_calls = outcome.host_calls.clone();
+        profile.instrumentation = crate::profile::InstrumentationStats {
+            functions_total: functions.iter().filter(|f| f.kind != "import").count() as u32,
+            compiled_from_cache: compiled.from_cache,
+            ..Default::default()
+        };
         if let Some((_, unfinished)) = threads {
             // Each spawned thread as if alone, then all of them in one profile.
             let others = spawned

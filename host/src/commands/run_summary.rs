@@ -135,9 +135,9 @@ fn print_with(
             Some(t) => format!("trapped ({t})"),
             None => format!("exited with code {}", profile.exit_code),
         },
-        match stats {
-            Some(_) => format!("{calls} calls"),
-            None => "calls not counted".to_string(),
+        match stats.is_some() || profile.counts_calls() {
+            true => format!("{calls} calls"),
+            false => "calls not counted".to_string(),
         },
         functions.len(),
         match waits {

@@ -26,6 +26,8 @@ pub fn digest(original: &[u8; 32]) -> [u8; 32] {
 pub struct CountedCode {
     pub module: Module,
     pub counted: bool,
+    /// The compiled code came from the cache.
+    pub from_cache: bool,
 }
 
 /// Compiles `loaded` with its entry counters (from the cache when it has them), or, when
@@ -36,20 +38,10 @@ pub fn compile(
     cache: &mut CacheSession,
     compile_original: impl FnOnce(&mut CacheSession) -> Result<Module, crate::exit::Failure>,
 ) -> Result<CountedCode, crate::exit::Failure> {
-    let mut rewritten: Option<CountedModule> = None;
-    let slot = &mut rewritten;
-    let compiled = crate::prepare::compile::compile_bytes(
-        engine,
-        move || {
-            let counted = entry_counts::count_entries(&loaded.bytes)?;
-            Ok(slot.insert(counted).bytes.as_slice())
-        },
-        &digest(&loaded.digest),
-        cache,
-        None,
-    );
+    let compiled = compile_counted(engine, loaded, cache);
     match compiled {
         Ok(compiled) => Ok(CountedCode {
+            from_cache: compiled.functions.is_none(),
             module: compiled.module,
             counted: true,
         }),
@@ -62,9 +54,31 @@ pub fn compile(
             Ok(CountedCode {
                 module: compile_original(cache)?,
                 counted: false,
+                from_cache: false,
             })
         }
     }
+}
+
+/// Compiles `loaded` with its entry counters, from the cache when it has them (else
+/// storing them while the caller goes on).
+pub fn compile_counted(
+    engine: &Engine,
+    loaded: &LoadedModule,
+    cache: &mut CacheSession,
+) -> anyhow::Result<crate::prepare::compile::Compiled> {
+    let mut rewritten: Option<CountedModule> = None;
+    let slot = &mut rewritten;
+    crate::prepare::compile::compile_bytes(
+        engine,
+        move || {
+            let counted = entry_counts::count_entries(&loaded.bytes)?;
+            Ok(slot.insert(counted).bytes.as_slice())
+        },
+        &digest(&loaded.digest),
+        cache,
+        None,
+    )
 }
 
 /// The counted module again (it is deterministic), to tell its offsets in the original's

@@ -136,7 +136,10 @@ pub fn measure(
     let floor_profile = dir.join("floor.wprof").to_string_lossy().into_owned();
     let profiled_with = |mode: Mode, out: &str, env: &[(&str, &str)]| {
         let mut args = vec!["-q", "--mode", mode.name(), "-o", out];
-        args.extend(selection.iter().map(String::as_str));
+        // A selection chooses probes: stack mode has none to choose.
+        if !mode.walks_stacks() {
+            args.extend(selection.iter().map(String::as_str));
+        }
         wprof_run(program, dir, env, &args)
     };
     let profiled = |mode: Mode| profiled_with(mode, &profile_of(mode).to_string_lossy(), &[]);

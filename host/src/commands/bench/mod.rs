@@ -92,10 +92,11 @@ For each module, medians of N runs (interleaved; empty stdin, output discarded):
 --scale: instead of the above, for each start-up program of the list (programs that exit at
   once: Yosys `-V`, a 69 MB module, and nextpnr `--version`, 2.3 MB), whole processes in one
   run: `wasmtime compile -C cache=n` of the original (wall time, peak memory) against a cold
-  `wprof run` (empty cache, default mode: its time before `_start` and its peak memory); the
+  `wprof run --mode sample` (empty cache: its time before `_start` and its peak memory); the
   bytes and files its cache then holds, and their multiple of the module; warm starts of
-  `wasmtime run` (its compilation cache warm), `WPROF=0 wprof run` and `wprof run`, and
-  the ratios of the last two to the first. Needs the wasmtime CLI for the ratios.
+  `wasmtime run` (its compilation cache warm), `WPROF=0 wprof run` and `wprof run --mode
+  sample`, and the ratios of the last two to the first; the same for stack mode (the
+  default): its cold start, its cache, its warm start. Needs the wasmtime CLI for the ratios.
 
 --quick: one run of everything (checks that the benchmark works; numbers are noisy).
 
@@ -162,9 +163,9 @@ pub struct BenchCommand {
     #[arg(long = "expect-ratio", value_name = "F/G=R", value_parser = parse_ratio)]
     expect_ratio: Vec<ExpectedRatio>,
 
-    /// With --accuracy: every profiled run probes only the functions matching PATTERN
+    /// With --accuracy: every probed run probes only the functions matching PATTERN
     /// (repeatable; as `wprof run --only`), to measure what a selection costs and how far
-    /// its times are from perf's.
+    /// its times are from perf's (stack mode, without probes, runs whole).
     #[arg(long, value_name = "PATTERN", requires = "accuracy")]
     only: Vec<String>,
 

@@ -59,6 +59,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         quiet: true,
         mode,
         stacks: false,
+        stack_by_default: false,
         subtract_overhead: false,
         call_sites: false,
         coverage: false,

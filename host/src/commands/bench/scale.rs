@@ -2,7 +2,9 @@
 //! side by side with the wasmtime CLI in one run: a cold start (empty cache) against
 //! `wasmtime compile` of the original, with peak memory; what the cache then holds (bytes,
 //! files, as a multiple of the module); warm starts with profiling off and on against
-//! `wasmtime run` with its compilation cache warm.
+//! `wasmtime run` with its compilation cache warm. Profiled runs in sample mode (every
+//! function instrumented: the cache's heaviest use) and in stack mode (the default: the
+//! module compiled with its entry counters).
 //!
 //! The programs are the list's start-up programs (they exit at once: `yosys -V`, `nextpnr
 //! --version`), so that every figure is start-up and nothing else.
@@ -41,7 +43,7 @@ pub struct ScaleBench {
     pub runs: u32,
     /// `wasmtime compile` of the original, no cache: wall time and peak memory.
     pub wasmtime_compile: Option<Measured>,
-    /// `wprof run` on an empty cache (the default mode): wall time and peak memory.
+    /// `wprof run --mode sample` on an empty cache: wall time and peak memory.
     pub cold: Measured,
     /// The part of `cold` before the program's `_start` (wprof's phases up to it).
     pub cold_before_start: u64,
@@ -67,8 +69,18 @@ pub struct ScaleBench {
     pub wasmtime_run_warm: Option<u64>,
     /// `WPROF=0 wprof run`, its cache warm.
     pub off_warm: u64,
-    /// `wprof run` in the default mode, its cache warm.
+    /// `wprof run --mode sample`, its cache warm.
     pub on_warm: u64,
+    /// `wprof run --mode stack` on an empty cache: the part before `_start`.
+    pub stack_before_start: u64,
+    /// `stack_before_start / wasmtime_compile.wall`.
+    pub stack_ratio: Option<f64>,
+    /// What that run left in its cache.
+    pub stack_cache_bytes: u64,
+    /// `wprof run --mode stack`, its cache warm.
+    pub stack_warm: u64,
+    /// `stack_warm / wasmtime_run_warm`.
+    pub stack_on_ratio: Option<f64>,
     /// `off_warm / wasmtime_run_warm`.
     pub off_ratio: Option<f64>,
     /// `on_warm / wasmtime_run_warm`.
@@ -172,6 +184,9 @@ pub fn measure(
     let (mut compile, mut cold, mut before) = (Vec::new(), Vec::new(), Vec::new());
     let (mut cache_bytes, mut cache_files) = (Vec::new(), Vec::new());
     let (mut lean_before, mut lean_bytes) = (Vec::new(), Vec::new());
+    let (mut stack_before, mut stack_bytes) = (Vec::new(), Vec::new());
+    let stack_cache = scratch.join("stack");
+    let stack_env = stack_cache.display().to_string();
     for run in 0..runs {
         if let Some(cli) = cli {
             let mut cmd = Command::new(&cli.path);
@@ -187,7 +202,7 @@ pub fn measure(
             program,
             scratch,
             &[("WPROF_CACHE_DIR", &cache_env)],
-            &["-q", "--timings=json"],
+            &["-q", "--timings=json", "--mode", "sample"],
         );
         let (m, stderr) = measured(cmd, &format!("a cold `wprof run` of {name}"))?;
         cold.push(m);
@@ -205,7 +220,13 @@ pub fn measure(
             program,
             scratch,
             &[("WPROF_CACHE_DIR", &lean_env)],
-            &["-q", "--timings=json", "--no-incremental"],
+            &[
+                "-q",
+                "--timings=json",
+                "--mode",
+                "sample",
+                "--no-incremental",
+            ],
         );
         let (_, stderr) = measured(
             cmd,
@@ -214,6 +235,17 @@ pub fn measure(
         lean_before.push(before_start(&stderr)?);
         lean_bytes.push(footprint(&lean).0);
         let _ = std::fs::remove_dir_all(&lean);
+        // Stack mode (the default), its cache kept after the last run for the warm ones.
+        let _ = std::fs::remove_dir_all(&stack_cache);
+        let cmd = programs::wprof_run(
+            program,
+            scratch,
+            &[("WPROF_CACHE_DIR", &stack_env)],
+            &["-q", "--timings=json", "--mode", "stack"],
+        );
+        let (_, stderr) = measured(cmd, &format!("a cold `wprof run --mode stack` of {name}"))?;
+        stack_before.push(before_start(&stderr)?);
+        stack_bytes.push(footprint(&stack_cache).0);
     }
     // Warm: each cache primed once (the profiling one by the last cold run).
     let warm_cache = scratch
@@ -226,7 +258,15 @@ pub fn measure(
             program,
             scratch,
             &[("WPROF_CACHE_DIR", &warm_cache)],
-            &["-q"],
+            &["-q", "--mode", "sample"],
+        )
+    };
+    let stack = || {
+        programs::wprof_run(
+            program,
+            scratch,
+            &[("WPROF_CACHE_DIR", &stack_env)],
+            &["-q", "--mode", "stack"],
         )
     };
     let off = || {
@@ -243,13 +283,14 @@ pub fn measure(
     if let Some(cli) = cli {
         measured(wasmtime(cli), "`wasmtime run`")?;
     }
-    let (mut w, mut o, mut p) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut w, mut o, mut p, mut k) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         if let Some(cli) = cli {
             w.push(measured(wasmtime(cli), "`wasmtime run`")?.0.wall);
         }
         o.push(measured(off(), "a `WPROF=0 wprof run`")?.0.wall);
-        p.push(measured(on(), "a warm `wprof run`")?.0.wall);
+        p.push(measured(on(), "a warm `wprof run --mode sample`")?.0.wall);
+        k.push(measured(stack(), "a warm `wprof run --mode stack`")?.0.wall);
     }
     let median_of = |v: &[Measured]| Measured {
         wall: median(v.iter().map(|m| m.wall).collect()),
@@ -261,7 +302,8 @@ pub fn measure(
     let cache_bytes = median(cache_bytes);
     let (lean_before_start, lean_cache_bytes) = (median(lean_before), median(lean_bytes));
     let wasmtime_run_warm = (!w.is_empty()).then(|| median(w));
-    let (off_warm, on_warm) = (median(o), median(p));
+    let (off_warm, on_warm, stack_warm) = (median(o), median(p), median(k));
+    let stack_before_start = median(stack_before);
     let ratio = |a: u64, b: Option<u64>| b.filter(|&b| b > 0).map(|b| a as f64 / b as f64);
     Ok(ScaleBench {
         program: name.clone(),
@@ -281,6 +323,11 @@ pub fn measure(
         cache_files: median(cache_files),
         off_ratio: ratio(off_warm, wasmtime_run_warm),
         on_ratio: ratio(on_warm, wasmtime_run_warm),
+        stack_ratio: ratio(stack_before_start, wasmtime_compile.map(|c| c.wall)),
+        stack_before_start,
+        stack_cache_bytes: median(stack_bytes),
+        stack_on_ratio: ratio(stack_warm, wasmtime_run_warm),
+        stack_warm,
         wasmtime_run_warm,
         off_warm,
         on_warm,
@@ -301,7 +348,7 @@ pub fn table(results: &[ScaleBench], runs: u32) -> String {
     let mut out = format!(
         "Start-up at scale, whole processes, medians of {runs} (ratios to the wasmtime CLI in the same run)\n\n"
     );
-    out.push_str("cold: empty caches\n");
+    out.push_str("sample mode (every function instrumented), cold: empty caches\n");
     out.push_str(&format!(
         "{:<18} {:>9} {:>11} {:>9} {:>11} {:>9} {:>7} {:>7}\n",
         "program", "module", "wt compile", "wt mem", "wprof start", "wprof mem", "time", "memory"
@@ -320,7 +367,7 @@ pub fn table(results: &[ScaleBench], runs: u32) -> String {
             ratio(r.cold_memory_ratio),
         ));
     }
-    out.push_str("\ncache after the cold run, and warm starts\n");
+    out.push_str("\nsample mode: cache after the cold run, and warm starts\n");
     out.push_str(&format!(
         "{:<18} {:>9} {:>6} {:>7} {:>10} {:>10} {:>10} {:>7} {:>7}\n",
         "program", "cache", "files", "x mod", "wt run", "WPROF=0", "profiled", "off", "on"
@@ -339,7 +386,23 @@ pub fn table(results: &[ScaleBench], runs: u32) -> String {
             ratio(r.on_ratio),
         ));
     }
-    out.push_str("\ncold with --no-incremental: no compiled function kept for the next version\n");
+    out.push_str("\nstack mode (the default): cold start, its cache, warm start\n");
+    out.push_str(&format!(
+        "{:<18} {:>11} {:>7} {:>9} {:>10} {:>7}\n",
+        "program", "wprof start", "time", "cache", "warm", "on"
+    ));
+    for r in results {
+        out.push_str(&format!(
+            "{:<18} {:>11} {:>7} {:>9} {:>10} {:>7}\n",
+            r.program,
+            format_ns(r.stack_before_start),
+            ratio(r.stack_ratio),
+            format_size(r.stack_cache_bytes),
+            format_ns(r.stack_warm),
+            ratio(r.stack_on_ratio),
+        ));
+    }
+    out.push_str("\nsample mode, cold with --no-incremental: no compiled function kept for the next version\n");
     out.push_str(&format!(
         "{:<18} {:>11} {:>7} {:>9} {:>7}\n",
         "program", "wprof start", "time", "cache", "x mod"
