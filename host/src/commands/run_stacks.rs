@@ -47,9 +47,18 @@ pub fn run(
     // The counters moved the code: offsets go back to the original's through the counted
     // module, made again (it is deterministic) if some stack needs it.
     let counted_offsets = std::cell::OnceCell::new();
+    // A module from the cache: its address map is read where the call sites are, instead
+    // of iterated whole (0.2 s on a 69 MB module).
+    let address_map = std::cell::OnceCell::new();
     let locate = |samples: &mut StackSamples| {
         samples.resolve_imports(&loaded.bytes, code.imports(), |calls| {
-            let offsets = code.module_offsets(module, None, calls);
+            let artifact = address_map.get_or_init(|| {
+                compiled
+                    .image
+                    .as_ref()
+                    .and_then(crate::run::address_map::ArtifactAddressMap::open)
+            });
+            let offsets = code.module_offsets(module, artifact.as_ref(), calls);
             if !compiled.counted {
                 return offsets;
             }

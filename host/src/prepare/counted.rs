@@ -28,6 +28,9 @@ pub struct CountedCode {
     pub counted: bool,
     /// The compiled code came from the cache.
     pub from_cache: bool,
+    /// wasmtime's serialized form it was mapped from, when it came from the cache: its
+    /// address map is read from there (see [`crate::run::address_map`]).
+    pub image: Option<std::fs::File>,
 }
 
 /// Compiles `loaded` with its entry counters (from the cache when it has them), or, when
@@ -44,6 +47,7 @@ pub fn compile(
             from_cache: compiled.functions.is_none(),
             module: compiled.module,
             counted: true,
+            image: compiled.image,
         }),
         Err(e) => {
             // Whatever failed (the rewrite, or compiling what it wrote), the original runs.
@@ -55,6 +59,7 @@ pub fn compile(
                 module: compile_original(cache)?,
                 counted: false,
                 from_cache: false,
+                image: None,
             })
         }
     }
