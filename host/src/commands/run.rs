@@ -236,7 +236,10 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             first.injection.spec, first.name
         )));
     }
-    let mut settings = std::borrow::Cow::Borrowed(settings);
+    let mut settings = RunSettings {
+        injections: injections.imports.clone(),
+        ..settings.clone()
+    };
     if settings.profiling && settings.stacks {
         let wanting = [
             (
@@ -256,13 +259,10 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             }
             // No mode was chosen: the default gives way to the probed mode closest to it.
             tracing::debug!("{what} needs probes: sample mode instead of stack mode");
-            settings = std::borrow::Cow::Owned(settings.in_sample_mode());
+            settings = settings.in_sample_mode();
         }
     }
-    let settings = &RunSettings {
-        injections: injections.imports.clone(),
-        ..settings.into_owned()
-    };
+    let settings = &settings;
     // `--serve` listens before anything runs: a bad address is one line.
     let server = crate::commands::serve::PprofServer::bind_for(settings)?;
     // `--live`: `wprof ctl` reaches the run while it prepares (and is told so).

@@ -149,7 +149,7 @@ pub fn run(
         profile.host_calls = outcome.host_calls.clone();
         profile.instrumentation = crate::profile::InstrumentationStats {
             functions_total: functions.iter().filter(|f| f.kind != "import").count() as u32,
-            compiled_from_cache: compiled.from_cache,
+            compiled_from_cache: compiled.image.is_some(),
             ..Default::default()
         };
         if let Some((_, unfinished)) = threads {

@@ -26,10 +26,8 @@ pub fn digest(original: &[u8; 32]) -> [u8; 32] {
 pub struct CountedCode {
     pub module: Module,
     pub counted: bool,
-    /// The compiled code came from the cache.
-    pub from_cache: bool,
-    /// wasmtime's serialized form it was mapped from, when it came from the cache: its
-    /// address map is read from there (see [`crate::run::address_map`]).
+    /// wasmtime's serialized form it was mapped from, when it came from the cache (`None`:
+    /// compiled now): its address map is read from there (see [`crate::run::address_map`]).
     pub image: Option<std::fs::File>,
 }
 
@@ -44,7 +42,6 @@ pub fn compile(
     let compiled = compile_counted(engine, loaded, cache);
     match compiled {
         Ok(compiled) => Ok(CountedCode {
-            from_cache: compiled.functions.is_none(),
             module: compiled.module,
             counted: true,
             image: compiled.image,
@@ -58,7 +55,6 @@ pub fn compile(
             Ok(CountedCode {
                 module: compile_original(cache)?,
                 counted: false,
-                from_cache: false,
                 image: None,
             })
         }
