@@ -70,9 +70,18 @@ fn sections(bytes: &[u8]) -> Result<Vec<Section>, AgentError> {
 pub struct CountedModule {
     /// The module's bytes.
     pub bytes: Vec<u8>,
+    /// Where the counters' instructions are, to tell offsets in the original's terms.
+    pub offsets: CounterOffsets,
+}
+
+/// Where a counted module's added instructions are: what turns its code offsets into the
+/// original's. Small enough to keep (about 4 bytes a function, [`CounterOffsets::encode`])
+/// where the module itself is not at hand.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CounterOffsets {
     /// The instructions added, in order: the original's code lies between them.
     added: Vec<Added>,
-    /// The end of the code section in `bytes`.
+    /// The end of the code section in the counted module.
     code_end: usize,
 }
 
@@ -85,7 +94,7 @@ struct Added {
     before: usize,
 }
 
-impl CountedModule {
+impl CounterOffsets {
     /// The offset in the original module of the instruction at `offset` in the counted
     /// one (an added instruction has the offset of the one it precedes); `None` outside the
     /// code.
@@ -93,9 +102,58 @@ impl CountedModule {
         if offset >= self.code_end {
             return None;
         }
-        let at = self.added.partition_point(|a| a.at <= offset);
-        let added = self.added.get(at.checked_sub(1)?)?;
+        let added = self.last_added_at_or_before(offset)?;
         Some(added.before + offset.saturating_sub(added.at + added.len))
+    }
+
+    /// Whether the byte at `offset` in the counted module belongs to a counter's
+    /// instructions rather than to the original's code.
+    pub fn is_added(&self, offset: usize) -> bool {
+        self.last_added_at_or_before(offset)
+            .is_some_and(|a| offset < a.at + a.len)
+    }
+
+    fn last_added_at_or_before(&self, offset: usize) -> Option<&Added> {
+        let at = self.added.partition_point(|a| a.at <= offset);
+        self.added.get(at.checked_sub(1)?)
+    }
+
+    /// The map in LEB128: the end of the code, the number of places, then each place as
+    /// the distances from the previous one (in the counted module and in the original) and
+    /// its length.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.added.len() * 4 + 10);
+        self.code_end.encode(&mut out);
+        self.added.len().encode(&mut out);
+        let (mut at, mut before) = (0, 0);
+        for a in &self.added {
+            (a.at - at).encode(&mut out);
+            (a.before - before).encode(&mut out);
+            a.len.encode(&mut out);
+            (at, before) = (a.at, a.before);
+        }
+        out
+    }
+
+    /// The map [`CounterOffsets::encode`] wrote; `None` if `bytes` is not one.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let mut reader = BinaryReader::new(bytes, 0);
+        let mut read = || reader.read_var_u32().ok().map(|v| v as usize);
+        let code_end = read()?;
+        let count = read()?;
+        let mut added = Vec::with_capacity(count.min(bytes.len()));
+        let (mut at, mut before) = (0usize, 0usize);
+        for _ in 0..count {
+            at = at.checked_add(read()?)?;
+            before = before.checked_add(read()?)?;
+            added.push(Added {
+                at,
+                before,
+                len: read()?,
+            });
+        }
+        (reader.eof() && added.last().is_none_or(|a| a.at + a.len <= code_end))
+            .then_some(Self { added, code_end })
     }
 }
 
@@ -172,8 +230,7 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
     }
     Ok(CountedModule {
         bytes: out,
-        added,
-        code_end,
+        offsets: CounterOffsets { added, code_end },
     })
 }
 
@@ -567,13 +624,13 @@ mod tests {
             // The four of the increment are the first instruction's, the rest their own.
             let mapped: Vec<usize> = new
                 .iter()
-                .map(|&at| counted.original_offset(at).unwrap())
+                .map(|&at| counted.offsets.original_offset(at).unwrap())
                 .collect();
             assert_eq!(mapped[..4], [old[0]; 4]);
             assert_eq!(mapped[4..], old[..]);
         }
-        assert_eq!(counted.original_offset(3), None, "before the code");
-        assert_eq!(counted.original_offset(counted.bytes.len()), None);
+        assert_eq!(counted.offsets.original_offset(3), None, "before the code");
+        assert_eq!(counted.offsets.original_offset(counted.bytes.len()), None);
     }
 
     #[test]
@@ -620,8 +677,58 @@ mod tests {
         expected.extend(&old[1..]);
         let mapped: Vec<usize> = new
             .iter()
-            .map(|&(_, at)| counted.original_offset(at).unwrap())
+            .map(|&(_, at)| counted.offsets.original_offset(at).unwrap())
             .collect();
         assert_eq!(mapped, expected);
+    }
+
+    #[test]
+    fn the_offset_map_survives_its_encoding_and_marks_the_added_bytes() {
+        let mut wasm = wat::parse_str(
+            r#"(module
+                 (global (mut i32) (i32.const 0))
+                 (global (mut i64) (i64.const 0))
+                 (global (mut i64) (i64.const 0))
+                 (func $f (param i32) (result i32)
+                   local.get 0
+                   call $runtime.morestack)
+                 (func $runtime.morestack (param i32) (result i32) local.get 0)
+                 (func $g (local i32) i32.const 1 local.set 0))"#,
+        )
+        .unwrap();
+        as_go(&mut wasm);
+        let counted = count_entries(&wasm).unwrap();
+        let encoded = counted.offsets.encode();
+        let decoded = CounterOffsets::decode(&encoded).unwrap();
+        assert_eq!(decoded, counted.offsets);
+        // Every byte of every counted body: the same original offset, added where the
+        // increments and take-backs are.
+        let ops: Vec<(String, usize)> = bodies(&counted.bytes).into_iter().flatten().collect();
+        let mut added = 0;
+        for (name, at) in &ops {
+            assert_eq!(
+                decoded.original_offset(*at),
+                counted.offsets.original_offset(*at)
+            );
+            let is_counter = name.starts_with("get ") || name.starts_with("set ");
+            if is_counter {
+                assert!(decoded.is_added(*at), "{name} at {at}");
+                added += 1;
+            }
+        }
+        assert_eq!(
+            added,
+            2 * 4,
+            "three increments and a take-back, a get and a set each"
+        );
+        assert!(!decoded.is_added(ops.last().unwrap().1));
+        // Not a map: cut, with bytes left over, or with a place past the code's end.
+        assert_eq!(CounterOffsets::decode(&encoded[..encoded.len() - 1]), None);
+        assert_eq!(
+            CounterOffsets::decode(&[encoded.as_slice(), &[0]].concat()),
+            None
+        );
+        assert_eq!(CounterOffsets::decode(&[1, 1, 5, 0, 3]), None);
+        assert_eq!(CounterOffsets::decode(&[]), None);
     }
 }

@@ -431,3 +431,95 @@ fn sections(module: &[u8]) -> Vec<(u8, Vec<u8>)> {
     known.extend(custom);
     known
 }
+
+/// Stack mode (the default) keeps its counted module as the probed modes keep theirs:
+/// listed with its compiled code, shown with its counters beside the original, exported as
+/// compiled, verified; a cache without its manifest (filled by an earlier wprof) gets one
+/// from the next run; and it is evicted whole, compiled code with it.
+#[test]
+fn a_stack_mode_module_is_listed_shown_exported_and_evicted_whole() {
+    let s = Scratch::new();
+    for name in ["fib.wasm", "wasi_loop.wasm"] {
+        std::fs::copy(sample(name), s.path(name)).unwrap();
+    }
+    run_ok(&s, &["run", "-q", "fib.wasm"]);
+    run_ok(&s, &["run", "-q", "fib.wasm"]);
+    let rows = json(&s, &["cache", "ls", "--json"]);
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
+    let fib = row(&rows, "fib.wasm").clone();
+    assert_eq!(fib["mode"], "stack");
+    assert_eq!(fib["functions"], 4);
+    assert_eq!(fib["imports"], 1);
+    assert_eq!(fib["hits"], 1, "the second run found it");
+    assert_eq!(fib["module_stored"], true);
+    assert_eq!(fib["original_stored"], true);
+    assert_eq!(fib["compiled"].as_array().unwrap().len(), 1, "{fib}");
+    run_ok(&s, &["cache", "verify"]);
+
+    // The counters, and nothing else, marked as added.
+    let shown = stdout(&run_ok(&s, &["cache", "show", "1", "fib"]));
+    assert!(shown.contains("(stack mode)"), "{shown}");
+    let added: Vec<&str> = shown.lines().filter(|l| l.starts_with('+')).collect();
+    assert_eq!(added.len(), 4, "{shown}");
+    assert!(added[0].contains("global.get") && added[3].contains("global.set"));
+    assert!(shown.contains("17 original instructions mapped"), "{shown}");
+
+    // Exported: the module that was compiled, its counters exported.
+    run_ok(&s, &["cache", "export", "1", "-o", "counted.wasm"]);
+    let counted = std::fs::read(s.path("counted.wasm")).unwrap();
+    assert_eq!(
+        blake3::hash(&counted).to_hex().as_str(),
+        fib["instrumented"]
+    );
+    wasmparser::Validator::new().validate_all(&counted).unwrap();
+    let exports: Vec<String> = wasmparser::Parser::new(0)
+        .parse_all(&counted)
+        .filter_map(|p| match p.unwrap() {
+            wasmparser::Payload::ExportSection(e) => Some(e),
+            _ => None,
+        })
+        .flat_map(|e| e.into_iter().map(|x| x.unwrap().name.to_string()))
+        .collect();
+    assert!(
+        exports.contains(&"wprof:calls:1".to_string()),
+        "{exports:?}"
+    );
+
+    // Without its manifest, the next run records it again.
+    {
+        let cache = Cache::open(&s.cache_dir()).unwrap();
+        for key in cache.keys(Kind::Manifest).unwrap() {
+            cache.remove(Kind::Manifest, &key).unwrap();
+        }
+    }
+    assert_eq!(json(&s, &["cache", "ls", "--json"]), serde_json::json!([]));
+    run_ok(&s, &["run", "-q", "fib.wasm"]);
+    let rows = json(&s, &["cache", "ls", "--json"]);
+    assert_eq!(row(&rows, "fib.wasm")["instrumented"], fib["instrumented"]);
+
+    // Evicted whole: fib, used first, goes with its modules and compiled code.
+    run_ok(&s, &["run", "-q", "wasi_loop.wasm"]);
+    let artifacts = |s: &Scratch| {
+        Cache::open(&s.cache_dir())
+            .unwrap()
+            .keys(Kind::Artifact)
+            .unwrap()
+            .len()
+    };
+    let before = artifacts(&s);
+    let total = Cache::open(&s.cache_dir()).unwrap().total_size().unwrap();
+    run_ok(&s, &["cache", "gc", "--max-size", &(total - 1).to_string()]);
+    let rows = json(&s, &["cache", "ls", "--json"]);
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
+    row(&rows, "wasi_loop.wasm");
+    assert_eq!(
+        artifacts(&s),
+        before - 1,
+        "fib's compiled code went with it"
+    );
+    let cache = Cache::open(&s.cache_dir()).unwrap();
+    for digest in [&fib["module"], &fib["instrumented"]] {
+        let key = wprof_cache::key_from_hex(digest.as_str().unwrap()).unwrap();
+        assert!(!cache.contains(Kind::Module, &key).unwrap(), "{digest}");
+    }
+}

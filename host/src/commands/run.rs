@@ -296,12 +296,17 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     if settings.stacks {
         progress.step("compiling", None);
         let code = timings.time("compile", || {
-            crate::prepare::counted::compile(&engine, &loaded, &mut cache, |cache| {
-                compile_original(&engine, &loaded, settings, cache)
-            })
+            crate::prepare::counted::compile(
+                &engine,
+                &loaded,
+                &settings.module,
+                &mut cache,
+                |cache| compile_original(&engine, &loaded, settings, cache),
+            )
         })?;
         progress.finish();
-        let code = crate::commands::run_stacks::run(&engine, &code, &loaded, settings, timings);
+        let code =
+            crate::commands::run_stacks::run(&engine, code, &loaded, settings, &mut cache, timings);
         cache.wait_for_stores(timings);
         return code;
     }

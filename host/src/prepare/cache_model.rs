@@ -95,7 +95,7 @@ pub fn modules(cache: &Cache) -> Result<Vec<ModuleRecord>, CacheError> {
             module_stored: stored(&manifest.instrumented_digest)?,
             original_stored: stored(&manifest.module_digest)?,
             compiled: compiled
-                .get(&manifest.instrumented_digest)
+                .get(manifest.compiled_digest())
                 .cloned()
                 .unwrap_or_default(),
             manifest,
@@ -273,7 +273,7 @@ pub fn gc(cache: &Cache, cap: u64) -> Result<GcReport, CacheError> {
                 p.push((Kind::Module, d));
             }
         }
-        if let Some(d) = key_from_hex(&m.instrumented_digest) {
+        if let Some(d) = key_from_hex(m.compiled_digest()) {
             for a in artifacts_of.get(&d).into_iter().flatten() {
                 p.push((Kind::Artifact, *a));
             }

@@ -67,7 +67,7 @@ pub fn module_in(cache: &wprof_cache::Cache, key: &[u8; 32]) -> Option<Vec<u8>> 
 }
 
 /// The current manifest schema.
-pub const MANIFEST_VERSION: u32 = 7;
+pub const MANIFEST_VERSION: u32 = 8;
 
 /// One instrumented function body as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,12 +277,28 @@ pub struct Manifest {
     /// Sample mode: the payload of the module's `wprof.probe-code` section (hex), so that a
     /// run from the cache knows where the probes are without reading the module.
     pub probe_code: Option<String>,
+    /// The digest its compiled code is stored under (hex) when that is not
+    /// `instrumented_digest`: stack mode's, derived from the original's so that a warm run
+    /// finds it without reading this manifest (see [`crate::prepare::counted::digest`]).
+    pub compiled_digest: Option<String>,
+    /// Stack mode: where the entry counters are in the instrumented module, which turns
+    /// its offsets into the original's
+    /// ([`wprof_agent::entry_counts::CounterOffsets::encode`]).
+    pub counter_offsets: Option<Vec<u8>>,
 }
 
 /// What a manifest's bytes start with, before they are compressed.
 const MANIFEST_MAGIC: &[u8; 8] = b"wpman5\0\0";
 
 impl Manifest {
+    /// The digest (hex) the module's compiled artifacts name: the one they were compiled
+    /// under.
+    pub fn compiled_digest(&self) -> &str {
+        self.compiled_digest
+            .as_deref()
+            .unwrap_or(&self.instrumented_digest)
+    }
+
     /// [`MANIFEST_MAGIC`] and the manifest in postcard, compressed. Binary rather than
     /// JSON: a run from the cache reads every function's name and key, and a
     /// 12k-function manifest took 4.5 ms to parse as JSON (hex keys were most of it).
@@ -370,6 +386,8 @@ mod tests {
                 },
             ],
             probe_code: Some("00ff".into()),
+            compiled_digest: Some("ef".repeat(32)),
+            counter_offsets: Some(vec![1, 2, 3]),
         }
     }
 

@@ -3,12 +3,25 @@
 //! under a key derived from the original's digest, so that a warm run neither rewrites nor
 //! hashes anything. A module the counters cannot be added to runs as it is, its calls not
 //! counted, after one warning.
+//!
+//! Beside its compiled code, the cache keeps what `wprof cache ls/show/export` and the end
+//! of a run need, as for the probed modes: the original, the counted module (against it),
+//! and a manifest with the functions' names, their bodies in both modules and where the
+//! counters are ([`record`], stored while the module compiles; [`recorded`]).
+
+use std::path::Path;
 
 use wasmtime::{Engine, Module};
-use wprof_agent::entry_counts::{self, CountedModule};
+use wprof_agent::entry_counts::{self, CountedModule, CounterOffsets};
+use wprof_cache::{hex, Cache, CacheError, Kind};
 
+use crate::prepare::cache_values::{self, Manifest, ManifestFunction, MANIFEST_VERSION};
 use crate::prepare::loader::LoadedModule;
 use crate::prepare::session::{warn, CacheSession};
+use crate::profile::FunctionInfo;
+
+/// The mode a counted module's manifest names.
+pub const MODE: &str = "stack";
 
 /// The key of the counted module's compiled code: the original's digest and the version
 /// of what the counters write.
@@ -21,6 +34,14 @@ pub fn digest(original: &[u8; 32]) -> [u8; 32] {
     *h.finalize().as_bytes()
 }
 
+/// The key of the counted module's manifest.
+pub fn manifest_key(original: &[u8; 32]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"wprof entry counts manifest\0");
+    h.update(&digest(original));
+    *h.finalize().as_bytes()
+}
+
 /// The compiled module stack mode runs, and whether it counts calls.
 #[derive(Debug)]
 pub struct CountedCode {
@@ -29,6 +50,9 @@ pub struct CountedCode {
     /// wasmtime's serialized form it was mapped from, when it came from the cache (`None`:
     /// compiled now): its address map is read from there (see [`crate::run::address_map`]).
     pub image: Option<std::fs::File>,
+    /// What its manifest records, when it was made now (else the run reads it from the
+    /// cache: [`recorded_or_made`]).
+    pub recorded: Option<Recorded>,
 }
 
 /// Compiles `loaded` with its entry counters (from the cache when it has them), or, when
@@ -36,15 +60,17 @@ pub struct CountedCode {
 pub fn compile(
     engine: &Engine,
     loaded: &LoadedModule,
+    path: &Path,
     cache: &mut CacheSession,
     compile_original: impl FnOnce(&mut CacheSession) -> Result<Module, crate::exit::Failure>,
 ) -> Result<CountedCode, crate::exit::Failure> {
-    let compiled = compile_counted(engine, loaded, cache);
+    let compiled = compile_counted(engine, loaded, path, cache);
     match compiled {
-        Ok(compiled) => Ok(CountedCode {
+        Ok((compiled, recorded)) => Ok(CountedCode {
             module: compiled.module,
             counted: true,
             image: compiled.image,
+            recorded,
         }),
         Err(e) => {
             // Whatever failed (the rewrite, or compiling what it wrote), the original runs.
@@ -56,34 +82,238 @@ pub fn compile(
                 module: compile_original(cache)?,
                 counted: false,
                 image: None,
+                recorded: None,
             })
         }
     }
 }
 
-/// Compiles `loaded` with its entry counters, from the cache when it has them (else
-/// storing them while the caller goes on).
+/// Compiles `loaded` (read from `path`) with its entry counters, from the cache when it
+/// has them; else adds them, and stores the counted module with its manifest (see
+/// [`record`]) while it compiles, and its compiled code while the caller goes on. What
+/// the manifest records comes back with it when it was made now.
 pub fn compile_counted(
     engine: &Engine,
     loaded: &LoadedModule,
+    path: &Path,
     cache: &mut CacheSession,
-) -> anyhow::Result<crate::prepare::compile::Compiled> {
-    let mut rewritten: Option<CountedModule> = None;
-    let slot = &mut rewritten;
-    crate::prepare::compile::compile_bytes(
-        engine,
-        move || {
-            let counted = entry_counts::count_entries(&loaded.bytes)?;
-            Ok(slot.insert(counted).bytes.as_slice())
-        },
-        &digest(&loaded.digest),
-        cache,
-        None,
-    )
+) -> anyhow::Result<(crate::prepare::compile::Compiled, Option<Recorded>)> {
+    let counted = std::sync::OnceLock::new();
+    let side = cache.is_enabled().then(|| cache.share());
+    std::thread::scope(|scope| {
+        let mut recording = None;
+        let compiled = crate::prepare::compile::compile_bytes(
+            engine,
+            || {
+                let made = counted.get_or_init(|| entry_counts::count_entries(&loaded.bytes));
+                let made = made.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
+                if let Some(mut side) = side {
+                    recording = Some(scope.spawn(move || {
+                        let manifest = manifest_of(loaded, made, path)?;
+                        side.with(|c| record(c, loaded, made, &manifest));
+                        side.release();
+                        Recorded::of(manifest)
+                    }));
+                }
+                Ok(made.bytes.as_slice())
+            },
+            &digest(&loaded.digest),
+            cache,
+            None,
+        )?;
+        let recorded = recording.and_then(|r| r.join().ok()).flatten();
+        Ok((compiled, recorded))
+    })
+}
+
+/// Stores in `cache` the original (unless there), `counted` against it, and then its
+/// `manifest`: a process killed in between leaves values nothing points to yet, never a
+/// manifest without its modules.
+fn record(
+    cache: &Cache,
+    loaded: &LoadedModule,
+    counted: &CountedModule,
+    manifest: &Manifest,
+) -> Result<(), CacheError> {
+    let encoded = |what: &str, value: std::io::Result<Vec<u8>>| {
+        value.map_err(|source| CacheError::Io {
+            what: format!("encode {what}"),
+            source,
+        })
+    };
+    if !cache.contains(Kind::Module, &loaded.digest)? {
+        let value = encoded("a module", cache_values::encode_module(&loaded.bytes))?;
+        cache.put(Kind::Module, &loaded.digest, &value)?;
+    }
+    let value = encoded(
+        "a module",
+        cache_values::encode_module_against(&counted.bytes, loaded.digest, &loaded.bytes),
+    )?;
+    cache.put(
+        Kind::Module,
+        blake3::hash(&counted.bytes).as_bytes(),
+        &value,
+    )?;
+    let key = manifest_key(&loaded.digest);
+    cache.put(
+        Kind::Manifest,
+        &key,
+        &encoded("a manifest", manifest.encode())?,
+    )?;
+    cache.set_note(Kind::Manifest, &key, manifest.path.as_bytes())
+}
+
+/// The manifest of `counted`, made from `loaded`; `None` if a module cannot be read.
+fn manifest_of(loaded: &LoadedModule, counted: &CountedModule, path: &Path) -> Option<Manifest> {
+    let functions = summaries(&loaded.bytes)?;
+    let mut counted_bodies = body_ranges(&counted.bytes)?.into_iter();
+    let range = |r: std::ops::Range<usize>| {
+        Some((u32::try_from(r.start).ok()?, u32::try_from(r.end).ok()?))
+    };
+    let functions = functions
+        .into_iter()
+        .map(|f| {
+            let instrumented_body = match f.body {
+                Some(_) => counted_bodies.next().and_then(range),
+                None => None,
+            };
+            ManifestFunction {
+                id: f.id,
+                name: f.name,
+                kind: f.kind.name().to_string(),
+                key: None,
+                original_body: f.body.and_then(range),
+                instrumented_body,
+                probed_body: None,
+                blocks: Vec::new(),
+                allocator: None,
+            }
+        })
+        .collect();
+    Some(Manifest {
+        manifest_version: MANIFEST_VERSION,
+        module_digest: loaded.digest_hex(),
+        instrumented_digest: hex(blake3::hash(&counted.bytes).as_bytes()),
+        original_size: loaded.bytes.len() as u64,
+        instrumented_size: counted.bytes.len() as u64,
+        agent_version: wprof_agent::AGENT_FORMAT_VERSION,
+        mode: MODE.to_string(),
+        call_sites: false,
+        short_max: 0,
+        coverage: false,
+        live: false,
+        path: std::fs::canonicalize(path)
+            .unwrap_or_else(|_| path.to_path_buf())
+            .display()
+            .to_string(),
+        functions,
+        probe_code: None,
+        compiled_digest: Some(hex(&digest(&loaded.digest))),
+        counter_offsets: Some(counted.offsets.encode()),
+    })
+}
+
+/// The body (locals and code) of each function the module defines, in order.
+fn body_ranges(bytes: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
+    let mut out = Vec::new();
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        if let wasmparser::Payload::CodeSectionEntry(body) = payload.ok()? {
+            out.push(body.range());
+        }
+    }
+    Some(out)
+}
+
+/// Every function of the module, as a profiled run names them.
+fn summaries(bytes: &[u8]) -> Option<Vec<wprof_agent::FunctionSummary>> {
+    let plan = wprof_agent::ProbePlan::default();
+    let instrumenter = wprof_agent::Instrumenter::new(bytes, &plan).ok()?;
+    Some(instrumenter.unkeyed_functions())
+}
+
+/// The module's functions, named as a profiled run names them (none if it cannot be
+/// read).
+pub fn functions(bytes: &[u8]) -> Vec<FunctionInfo> {
+    summaries(bytes)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| FunctionInfo {
+            id: f.id,
+            name: f.name,
+            kind: f.kind.name().to_string(),
+        })
+        .collect()
+}
+
+/// What the cache recorded of `loaded`'s counted module (a use of its manifest): its
+/// functions, and where its counters are; `None` if it has no manifest of it.
+pub fn recorded(cache: &mut CacheSession, loaded: &LoadedModule) -> Option<Recorded> {
+    let stored = cache.get(Kind::Manifest, &manifest_key(&loaded.digest))?;
+    let manifest = Manifest::decode(&stored)?;
+    if manifest.module_digest != loaded.digest_hex() || manifest.mode != MODE {
+        return None;
+    }
+    Recorded::of(manifest)
+}
+
+/// [`recorded`]; else, with a cache that lacks it (one filled by a wprof before counted
+/// modules had manifests), what it records made again from `loaded` (read from `path`)
+/// and stored while the caller goes on. `None` without a cache, or if the module cannot
+/// be counted.
+pub fn recorded_or_made(
+    cache: &mut CacheSession,
+    loaded: &LoadedModule,
+    path: &Path,
+) -> Option<Recorded> {
+    if !cache.is_enabled() {
+        return None;
+    }
+    if let Some(recorded) = recorded(cache, loaded) {
+        return Some(recorded);
+    }
+    let counted = entry_counts::count_entries(&loaded.bytes).ok()?;
+    let manifest = manifest_of(loaded, &counted, path)?;
+    let made = Recorded::of(manifest.clone());
+    let loaded = LoadedModule {
+        bytes: loaded.bytes.clone(),
+        digest: loaded.digest,
+    };
+    cache.store_in_background("a counted module's manifest", move |c| {
+        record(c, &loaded, &counted, &manifest)
+    });
+    made
+}
+
+/// A counted module's functions and counters, as its manifest records them.
+#[derive(Debug)]
+pub struct Recorded {
+    /// Every function, in id order.
+    pub functions: Vec<FunctionInfo>,
+    /// Where the counters are.
+    pub offsets: CounterOffsets,
+}
+
+impl Recorded {
+    fn of(manifest: Manifest) -> Option<Self> {
+        Some(Self {
+            offsets: CounterOffsets::decode(manifest.counter_offsets.as_deref()?)?,
+            functions: manifest
+                .functions
+                .into_iter()
+                .map(|f| FunctionInfo {
+                    id: f.id,
+                    name: f.name,
+                    kind: f.kind,
+                })
+                .collect(),
+        })
+    }
 }
 
 /// The counted module again (it is deterministic), to tell its offsets in the original's
 /// terms; `None` if it cannot be made.
-pub fn offsets_of(loaded: &LoadedModule) -> Option<CountedModule> {
-    entry_counts::count_entries(&loaded.bytes).ok()
+pub fn offsets_of(loaded: &LoadedModule) -> Option<CounterOffsets> {
+    entry_counts::count_entries(&loaded.bytes)
+        .ok()
+        .map(|c| c.offsets)
 }

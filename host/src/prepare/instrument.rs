@@ -349,6 +349,8 @@ pub fn instrument(
         live: plan.live,
         path: shown_path(path),
         probe_code: probe_code.as_ref().map(|code| hex(&code.encode())),
+        compiled_digest: None,
+        counter_offsets: None,
         functions: out
             .probe_map
             .functions

@@ -14,7 +14,7 @@ use crate::display::{format_size, format_time};
 use crate::exit::Failure;
 use crate::prepare::cache_model::{self, ModuleRecord};
 use crate::prepare::cache_values::{self, FunctionEntry, ManifestFunction};
-use crate::prepare::{compiled, instrument};
+use crate::prepare::{compiled, counted, instrument};
 
 /// Show a cached module, or one function's original and instrumented code side by side.
 #[derive(Debug, clap::Args)]
@@ -245,6 +245,19 @@ fn offset_map(
         .collect()
 }
 
+/// The offset map of a counted body's `lines`: each line of the original's code with the
+/// offset it came from; the counters' lines have none.
+fn counter_map(
+    counters: &wprof_agent::entry_counts::CounterOffsets,
+    lines: &[(u32, String)],
+) -> Vec<(u32, u32)> {
+    lines
+        .iter()
+        .filter(|(at, _)| !counters.is_added(*at as usize))
+        .filter_map(|&(at, _)| Some((counters.original_offset(at as usize)? as u32, at)))
+        .collect()
+}
+
 fn function_text(cache: &Cache, m: &ModuleRecord, f: &ManifestFunction) -> Result<String, Failure> {
     let (Some(orig_range), Some(inst_range)) = (f.original_body, f.instrumented_body) else {
         return Err(Failure::input(format!(
@@ -259,7 +272,17 @@ fn function_text(cache: &Cache, m: &ModuleRecord, f: &ManifestFunction) -> Resul
             m.index
         ))
     })?;
-    let map = offset_map(cache, m, f, original.as_deref());
+    // Stack mode's map is told by where its counters are, for the lines shown.
+    let counters = (m.manifest.mode == counted::MODE).then(|| {
+        m.manifest
+            .counter_offsets
+            .as_deref()
+            .and_then(wprof_agent::entry_counts::CounterOffsets::decode)
+    });
+    let map = match counters {
+        Some(_) => None,
+        None => offset_map(cache, m, f, original.as_deref()),
+    };
     let left = match &original {
         Some(bytes) => lines_in(bytes, orig_range)?,
         None => Vec::new(),
@@ -303,6 +326,10 @@ fn function_text(cache: &Cache, m: &ModuleRecord, f: &ManifestFunction) -> Resul
             );
         }
         let right = lines_in(&instrumented, range)?;
+        let map = match &counters {
+            Some(counters) => counters.as_ref().map(|c| counter_map(c, &right)),
+            None => map.clone(),
+        };
         side_by_side(&mut out, m, left.clone(), (range, right), map.as_deref());
         out.push('\n');
     }
