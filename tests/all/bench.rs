@@ -381,10 +381,14 @@ fn scale_reports_cold_warm_and_the_cache_against_wasmtime() {
     );
     positive(r, "off_warm");
     positive(r, "on_warm");
-    // Stack mode (the default) keeps its compiled module only: less than sample mode's.
+    // Stack mode (the default) keeps its manifest, both modules and its compiled code, no
+    // packs: fewer files, and less than sample mode's.
     positive(r, "stack_before_start");
     positive(r, "stack_warm");
     positive(r, "stack_cache_bytes");
+    positive(r, "stack_peak_rss");
+    let stack_files = r["stack_cache_files"].as_u64().unwrap();
+    assert!((4..files).contains(&stack_files), "{r}");
     assert!(
         r["stack_cache_bytes"].as_u64() < r["cache_bytes"].as_u64(),
         "{r}"

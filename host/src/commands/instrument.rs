@@ -105,7 +105,10 @@ impl InstrumentCommand {
             self.probes
                 .resolve(&self.given, file, file.and_then(|f| f.section_for(path)))?;
         if probes.mode.0.walks_stacks() {
-            return self.prepare_counted(engine, &loaded, &mut cache, path, start);
+            // Compiled whole: no incremental cache, whose keys Cranelift would compute for
+            // nothing.
+            let whole = crate::run::engine::new_engine()?;
+            return self.prepare_counted(&whole, &loaded, &mut cache, path, start);
         }
         let mut prepared = instrument::prepare(
             &loaded,

@@ -197,17 +197,23 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
     code
 }
 
+/// The engine for a run of `settings`: compiled functions (wasmtime's incremental cache) are
+/// kept only for runs with probes and a cache, unless `--no-incremental`; whole compiled
+/// modules for every run with a cache. Stack mode compiles its module whole, and the
+/// incremental cache would have Cranelift hash every function for nothing (2 s of CPU on
+/// a 69 MB module).
+fn engine_for(settings: &RunSettings, timings: &mut Timings) -> Result<wasmtime::Engine, Failure> {
+    let keeps_functions = settings.profiling
+        && !settings.stacks
+        && settings.cache_dir.is_some()
+        && settings.incremental;
+    Ok(timings.time("engine", || match keeps_functions {
+        true => crate::prepare::compiled::new_engine_caching(),
+        false => crate::run::engine::new_engine(),
+    })?)
+}
+
 fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failure> {
-    // Compiled functions (wasmtime's incremental cache) are cached only for profiled runs
-    // with a cache, unless `--no-incremental`; whole compiled modules for every run with a
-    // cache.
-    let engine = timings.time("engine", || {
-        if settings.profiling && settings.cache_dir.is_some() && settings.incremental {
-            crate::prepare::compiled::new_engine_caching()
-        } else {
-            crate::run::engine::new_engine()
-        }
-    })?;
     // Validated only where nothing else does: compiling validates, and a module the cache
     // knows by its digest was validated before it was stored.
     let loaded = match timings.time("load", || loader::read_program(&settings.module))? {
@@ -220,10 +226,12 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
                 ));
             }
             let settings = settings.in_sample_mode();
+            let engine = engine_for(&settings, timings)?;
             return crate::commands::run_component::run(&settings, &engine, bytes, timings);
         }
         loader::Program::Component(bytes) => {
-            return crate::commands::run_component::run(settings, &engine, bytes, timings)
+            let engine = engine_for(settings, timings)?;
+            return crate::commands::run_component::run(settings, &engine, bytes, timings);
         }
     };
     // `--inject` into imports stays with the host's wrappers; into the module's own
@@ -263,6 +271,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         }
     }
     let settings = &settings;
+    let engine = engine_for(settings, timings)?;
     // `--serve` listens before anything runs: a bad address is one line.
     let server = crate::commands::serve::PprofServer::bind_for(settings)?;
     // `--live`: `wprof ctl` reaches the run while it prepares (and is told so).

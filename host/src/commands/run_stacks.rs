@@ -48,17 +48,20 @@ pub fn run(
     };
     // The functions, and where the counters are: from the module's manifest (on a 69 MB
     // module, 0.2 s less than naming its functions and adding the counters again).
-    let recorded = match (compiled.counted, compiled.recorded.take()) {
-        (true, None) => timings.time("manifest", || {
+    let (functions, recorded_offsets) = match (compiled.counted, compiled.counters.take()) {
+        (true, None) => match timings.time("manifest", || {
             counted::recorded_or_made(cache, loaded, &settings.module)
-        }),
-        (_, made) => made,
-    };
-    let (functions, recorded_offsets) = match recorded {
-        Some(r) => (r.functions, Some(r.offsets)),
-        None => (
+        }) {
+            Some(r) => (r.functions, Some(r.offsets)),
+            None => (
+                timings.time("names", || counted::functions(&loaded.bytes)),
+                None,
+            ),
+        },
+        // Added now: their manifest is being stored.
+        (_, made) => (
             timings.time("names", || counted::functions(&loaded.bytes)),
-            None,
+            made,
         ),
     };
     // The counters moved the code: offsets go back to the original's through where they

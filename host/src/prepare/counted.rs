@@ -7,7 +7,7 @@
 //! Beside its compiled code, the cache keeps what `wprof cache ls/show/export` and the end
 //! of a run need, as for the probed modes: the original, the counted module (against it),
 //! and a manifest with the functions' names, their bodies in both modules and where the
-//! counters are ([`record`], stored while the module compiles; [`recorded`]).
+//! counters are ([`record`], stored while the program runs; [`recorded`]).
 
 use std::path::Path;
 
@@ -50,9 +50,9 @@ pub struct CountedCode {
     /// wasmtime's serialized form it was mapped from, when it came from the cache (`None`:
     /// compiled now): its address map is read from there (see [`crate::run::address_map`]).
     pub image: Option<std::fs::File>,
-    /// What its manifest records, when it was made now (else the run reads it from the
-    /// cache: [`recorded_or_made`]).
-    pub recorded: Option<Recorded>,
+    /// Where its counters are, when they were added now (else the run reads it from the
+    /// module's manifest: [`recorded_or_made`]).
+    pub counters: Option<CounterOffsets>,
 }
 
 /// Compiles `loaded` with its entry counters (from the cache when it has them), or, when
@@ -66,11 +66,11 @@ pub fn compile(
 ) -> Result<CountedCode, crate::exit::Failure> {
     let compiled = compile_counted(engine, loaded, path, cache);
     match compiled {
-        Ok((compiled, recorded)) => Ok(CountedCode {
+        Ok((compiled, counters)) => Ok(CountedCode {
             module: compiled.module,
             counted: true,
             image: compiled.image,
-            recorded,
+            counters,
         }),
         Err(e) => {
             // Whatever failed (the rewrite, or compiling what it wrote), the original runs.
@@ -82,48 +82,57 @@ pub fn compile(
                 module: compile_original(cache)?,
                 counted: false,
                 image: None,
-                recorded: None,
+                counters: None,
             })
         }
     }
 }
 
 /// Compiles `loaded` (read from `path`) with its entry counters, from the cache when it
-/// has them; else adds them, and stores the counted module with its manifest (see
-/// [`record`]) while it compiles, and its compiled code while the caller goes on. What
-/// the manifest records comes back with it when it was made now.
+/// has them; else adds them, compiles them (which validates the module: nothing is stored
+/// before), and stores the counted module with its manifest (see [`record`]) and its
+/// compiled code while the caller goes on. Where the counters are comes back with it when
+/// they were added now.
 pub fn compile_counted(
     engine: &Engine,
     loaded: &LoadedModule,
     path: &Path,
     cache: &mut CacheSession,
-) -> anyhow::Result<(crate::prepare::compile::Compiled, Option<Recorded>)> {
-    let counted = std::sync::OnceLock::new();
-    let side = cache.is_enabled().then(|| cache.share());
-    std::thread::scope(|scope| {
-        let mut recording = None;
-        let compiled = crate::prepare::compile::compile_bytes(
-            engine,
-            || {
-                let made = counted.get_or_init(|| entry_counts::count_entries(&loaded.bytes));
-                let made = made.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
-                if let Some(mut side) = side {
-                    recording = Some(scope.spawn(move || {
-                        let manifest = manifest_of(loaded, made, path)?;
-                        side.with(|c| record(c, loaded, made, &manifest));
-                        side.release();
-                        Recorded::of(manifest)
-                    }));
-                }
-                Ok(made.bytes.as_slice())
+) -> anyhow::Result<(crate::prepare::compile::Compiled, Option<CounterOffsets>)> {
+    let mut made: Option<CountedModule> = None;
+    let slot = &mut made;
+    let compiled = crate::prepare::compile::compile_bytes(
+        engine,
+        move || {
+            let counted = entry_counts::count_entries(&loaded.bytes)?;
+            Ok(slot.insert(counted).bytes.as_slice())
+        },
+        &digest(&loaded.digest),
+        cache,
+        None,
+    )?;
+    let Some(counted) = made else {
+        return Ok((compiled, None));
+    };
+    let offsets = counted.offsets.clone();
+    if cache.is_enabled() {
+        // While the program runs, as its compiled code is: on a 69 MB module, naming its
+        // functions and compressing both modules take seconds of CPU that the compile
+        // would have shared its cores with.
+        let loaded = LoadedModule {
+            bytes: loaded.bytes.clone(),
+            digest: loaded.digest,
+        };
+        let path = path.to_path_buf();
+        cache.store_in_background(
+            "a counted module and its manifest",
+            move |c| match manifest_of(&loaded, &counted, &path) {
+                Some(manifest) => record(c, &loaded, &counted, &manifest),
+                None => Ok(()),
             },
-            &digest(&loaded.digest),
-            cache,
-            None,
-        )?;
-        let recorded = recording.and_then(|r| r.join().ok()).flatten();
-        Ok((compiled, recorded))
-    })
+        );
+    }
+    Ok((compiled, Some(offsets)))
 }
 
 /// Stores in `cache` the original (unless there), `counted` against it, and then its

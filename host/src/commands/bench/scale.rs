@@ -75,8 +75,16 @@ pub struct ScaleBench {
     pub stack_before_start: u64,
     /// `stack_before_start / wasmtime_compile.wall`.
     pub stack_ratio: Option<f64>,
+    /// That run's peak memory (the whole process).
+    pub stack_peak_rss: u64,
+    /// `stack_peak_rss / wasmtime_compile.peak_rss`.
+    pub stack_memory_ratio: Option<f64>,
     /// What that run left in its cache.
     pub stack_cache_bytes: u64,
+    /// In how many files.
+    pub stack_cache_files: u64,
+    /// `stack_cache_bytes / module_bytes`.
+    pub stack_cache_ratio: f64,
     /// `wprof run --mode stack`, its cache warm.
     pub stack_warm: u64,
     /// `stack_warm / wasmtime_run_warm`.
@@ -185,6 +193,7 @@ pub fn measure(
     let (mut cache_bytes, mut cache_files) = (Vec::new(), Vec::new());
     let (mut lean_before, mut lean_bytes) = (Vec::new(), Vec::new());
     let (mut stack_before, mut stack_bytes) = (Vec::new(), Vec::new());
+    let (mut stack_rss, mut stack_files) = (Vec::new(), Vec::new());
     let stack_cache = scratch.join("stack");
     let stack_env = stack_cache.display().to_string();
     for run in 0..runs {
@@ -243,9 +252,12 @@ pub fn measure(
             &[("WPROF_CACHE_DIR", &stack_env)],
             &["-q", "--timings=json", "--mode", "stack"],
         );
-        let (_, stderr) = measured(cmd, &format!("a cold `wprof run --mode stack` of {name}"))?;
+        let (m, stderr) = measured(cmd, &format!("a cold `wprof run --mode stack` of {name}"))?;
         stack_before.push(before_start(&stderr)?);
-        stack_bytes.push(footprint(&stack_cache).0);
+        stack_rss.push(m.peak_rss);
+        let (bytes, files) = footprint(&stack_cache);
+        stack_bytes.push(bytes);
+        stack_files.push(files);
     }
     // Warm: each cache primed once (the profiling one by the last cold run).
     let warm_cache = scratch
@@ -304,6 +316,7 @@ pub fn measure(
     let wasmtime_run_warm = (!w.is_empty()).then(|| median(w));
     let (off_warm, on_warm, stack_warm) = (median(o), median(p), median(k));
     let stack_before_start = median(stack_before);
+    let (stack_peak_rss, stack_cache_bytes) = (median(stack_rss), median(stack_bytes));
     let ratio = |a: u64, b: Option<u64>| b.filter(|&b| b > 0).map(|b| a as f64 / b as f64);
     Ok(ScaleBench {
         program: name.clone(),
@@ -325,7 +338,11 @@ pub fn measure(
         on_ratio: ratio(on_warm, wasmtime_run_warm),
         stack_ratio: ratio(stack_before_start, wasmtime_compile.map(|c| c.wall)),
         stack_before_start,
-        stack_cache_bytes: median(stack_bytes),
+        stack_memory_ratio: ratio(stack_peak_rss, wasmtime_compile.map(|c| c.peak_rss)),
+        stack_peak_rss,
+        stack_cache_ratio: stack_cache_bytes as f64 / module_bytes.max(1) as f64,
+        stack_cache_bytes,
+        stack_cache_files: median(stack_files),
         stack_on_ratio: ratio(stack_warm, wasmtime_run_warm),
         stack_warm,
         wasmtime_run_warm,
@@ -388,16 +405,29 @@ pub fn table(results: &[ScaleBench], runs: u32) -> String {
     }
     out.push_str("\nstack mode (the default): cold start, its cache, warm start\n");
     out.push_str(&format!(
-        "{:<18} {:>11} {:>7} {:>9} {:>10} {:>7}\n",
-        "program", "wprof start", "time", "cache", "warm", "on"
+        "{:<18} {:>11} {:>7} {:>9} {:>7} {:>9} {:>6} {:>7} {:>10} {:>7}\n",
+        "program",
+        "wprof start",
+        "time",
+        "wprof mem",
+        "memory",
+        "cache",
+        "files",
+        "x mod",
+        "warm",
+        "on"
     ));
     for r in results {
         out.push_str(&format!(
-            "{:<18} {:>11} {:>7} {:>9} {:>10} {:>7}\n",
+            "{:<18} {:>11} {:>7} {:>9} {:>7} {:>9} {:>6} {:>6.1}x {:>10} {:>7}\n",
             r.program,
             format_ns(r.stack_before_start),
             ratio(r.stack_ratio),
+            format_size(r.stack_peak_rss),
+            ratio(r.stack_memory_ratio),
             format_size(r.stack_cache_bytes),
+            r.stack_cache_files,
+            r.stack_cache_ratio,
             format_ns(r.stack_warm),
             ratio(r.stack_on_ratio),
         ));
