@@ -44,6 +44,25 @@ fn each_bad_input_is_one_line_and_exit_code_2() {
     )
     .unwrap();
     assert_refused(&s, "bad.wat", "not valid WebAssembly text");
+    // Well formed, but not valid: found when it is compiled, in every mode, and nothing
+    // of it is stored.
+    s.wat_module(
+        "unbalanced.wasm",
+        r#"(module (func (export "_start") i32.const 1))"#,
+    );
+    for mode in ["stack", "sample"] {
+        let out = s.run(&["run", "--mode", mode, "unbalanced.wasm"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{mode}: {err}");
+        assert_eq!(err.lines().count(), 1, "{mode}: one line: {err}");
+        assert!(err.contains("not a valid module"), "{mode}: {err}");
+    }
+    if s.cache_dir().exists() {
+        let cache = wprof_cache::Cache::open(&s.cache_dir()).unwrap();
+        for kind in wprof_cache::Kind::ALL {
+            assert!(cache.keys(kind).unwrap().is_empty(), "{kind:?} stored");
+        }
+    }
     assert_eq!(
         std::fs::read_to_string(s.path("earlier.wprof")).unwrap(),
         "precious"

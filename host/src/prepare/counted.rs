@@ -73,13 +73,15 @@ pub fn compile(
             counters,
         }),
         Err(e) => {
-            // Whatever failed (the rewrite, or compiling what it wrote), the original runs.
+            // Whatever failed (the rewrite, or compiling what it wrote), the original runs;
+            // if it cannot be compiled either (an invalid module), its error is the one line.
+            let module = compile_original(cache)?;
             warn(format_args!(
                 "stack mode cannot count calls in this module ({}); they are not counted",
                 e.to_string().lines().next().unwrap_or_default()
             ));
             Ok(CountedCode {
-                module: compile_original(cache)?,
+                module,
                 counted: false,
                 image: None,
                 counters: None,
