@@ -308,15 +308,7 @@ impl Recorded {
     fn of(manifest: Manifest) -> Option<Self> {
         Some(Self {
             offsets: CounterOffsets::decode(manifest.counter_offsets.as_deref()?)?,
-            functions: manifest
-                .functions
-                .into_iter()
-                .map(|f| FunctionInfo {
-                    id: f.id,
-                    name: f.name,
-                    kind: f.kind,
-                })
-                .collect(),
+            functions: crate::prepare::instrument::functions_of(&manifest),
         })
     }
 }

@@ -564,7 +564,8 @@ fn allocators_of(manifest: &Manifest) -> Vec<crate::profile::AllocatorRecord> {
         .collect()
 }
 
-fn functions_of(manifest: &Manifest) -> Vec<FunctionInfo> {
+/// The functions a manifest records, as profiles name them.
+pub(crate) fn functions_of(manifest: &Manifest) -> Vec<FunctionInfo> {
     manifest
         .functions
         .iter()
