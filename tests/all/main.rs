@@ -6,6 +6,7 @@ mod annotate;
 mod attribution;
 mod bad_input;
 mod bench;
+mod busy_machine;
 mod cache_fill;
 mod cache_inspect;
 mod cache_maint;

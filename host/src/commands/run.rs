@@ -553,6 +553,11 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         allocations: outcome.allocations.clone(),
         ..profile
     };
+    if outcome.threads.is_none() {
+        profile.cpu_wait_ns = outcome
+            .start_cpu_ns
+            .and_then(|cpu| crate::run::to_profile::cpu_wait_ns(&profile, cpu));
+    }
     if let Some((threads, unfinished)) = outcome.threads.take() {
         // Each spawned thread as if alone, then all of them in one profile.
         let mut others = Vec::new();

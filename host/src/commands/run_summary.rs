@@ -209,6 +209,9 @@ fn print_with(
     if let Some(o) = &profile.probe_overhead {
         out.push_str(&format!("wprof: {}\n", text::overhead_summary(o)));
     }
+    if let Some(line) = text::cpu_wait_summary(profile) {
+        out.push_str(&format!("wprof: warning: {line}\n"));
+    }
     if let Some(live) = &profile.live {
         for line in text::live_summary(live).lines() {
             out.push_str("wprof: ");

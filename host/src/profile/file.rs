@@ -156,6 +156,7 @@ mod tests {
             total: 123_000_000,
             instrumentation: Default::default(),
             excluded_ns: None,
+            cpu_wait_ns: None,
             unprobed: Vec::new(),
             untimed: Vec::new(),
             untimed_samples: None,

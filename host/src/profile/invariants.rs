@@ -106,6 +106,7 @@ pub(crate) mod tests {
             total: 10,
             instrumentation: Default::default(),
             excluded_ns: None,
+            cpu_wait_ns: None,
             unprobed: Vec::new(),
             untimed: Vec::new(),
             untimed_samples: None,

@@ -300,6 +300,13 @@ pub struct Profile {
     /// the collector thread), excluded from every time and from `total`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excluded_ns: Option<u64>,
+    /// Time mode: nanoseconds the program's first thread was ready to run the module's code
+    /// but had no processor (a busy machine): its wall time in `_start` less its CPU time,
+    /// the host calls' time off the CPU and wprof's own pauses. Time mode reads a wall
+    /// clock, so this time is in the times of whatever ran then (the other modes charge
+    /// CPU time). Absent in the other modes and for threaded programs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_wait_ns: Option<u64>,
     /// Functions left without probes (`--only`, `--exclude`): each is part of its nearest
     /// probed caller, and calls to it are not counted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

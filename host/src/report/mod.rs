@@ -396,6 +396,7 @@ pub(crate) mod tests {
             allocations: None,
             threads: None,
             excluded_ns: None,
+            cpu_wait_ns: None,
             unprobed: Vec::new(),
             untimed: Vec::new(),
             untimed_samples: None,

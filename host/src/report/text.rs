@@ -165,6 +165,9 @@ pub fn render(profile: &Profile, options: &Options) -> String {
     if let Some(o) = &profile.probe_overhead {
         let _ = writeln!(out, "{}", overhead_summary(o));
     }
+    if let Some(line) = cpu_wait_summary(profile) {
+        let _ = writeln!(out, "warning: {line}");
+    }
     let _ = writeln!(out);
     let matching = matching(profile, options);
     let shown = options.top.count(&matching, options.sort);
@@ -528,6 +531,27 @@ fn first_names(names: &[String]) -> String {
     shown
 }
 
+/// Waits shorter than this, or than [`CPU_WAIT_SHARE`] of the run, are not worth a line.
+const CPU_WAIT_SHOWN_NS: u64 = 10_000_000;
+/// The share of the run's wall time from which a wait for a processor is shown.
+const CPU_WAIT_SHARE: f64 = 0.05;
+
+/// Time mode: the line saying the program's thread waited for a processor for much of the
+/// run (see [`Profile::cpu_wait_ns`]), if it did.
+pub fn cpu_wait_summary(profile: &Profile) -> Option<String> {
+    let (wait, wall) = (profile.cpu_wait_ns?, profile.wall_time?);
+    if wait < CPU_WAIT_SHOWN_NS || (wait as f64) < CPU_WAIT_SHARE * wall as f64 {
+        return None;
+    }
+    Some(format!(
+        "the program's thread waited {} of its {} for a processor (a busy machine): time \
+         mode reads a wall clock, so the wait is in the times of whatever ran then; stack and \
+         sample modes charge CPU time",
+        crate::display::format_ns(wait),
+        crate::display::format_ns(wall)
+    ))
+}
+
 /// Time mode: the probe overhead subtracted, as one line.
 pub fn overhead_summary(o: &crate::profile::OverheadRecord) -> String {
     let mut line = format!(
@@ -547,6 +571,42 @@ pub fn overhead_summary(o: &crate::profile::OverheadRecord) -> String {
 mod tests {
     use super::*;
     use crate::report::tests::sample_profile;
+
+    #[test]
+    fn a_wait_for_a_processor_is_the_wall_time_nothing_else_explains_and_shown_when_large() {
+        let mut p = sample_profile();
+        p.wall_time = Some(1_000_000_000);
+        p.excluded_ns = Some(50_000_000);
+        p.host_calls = vec![crate::profile::HostCallRecord {
+            function: 0,
+            name: "wasi_snapshot_preview1::poll_oneoff".into(),
+            figures: crate::profile::HostFigures {
+                calls: 1,
+                wall_ns: 300_000_000,
+                cpu_ns: 100_000_000,
+                bytes: None,
+            },
+        }];
+        // 1 s of wall time: 0.6 s on the CPU, 0.2 s asleep in the host, 50 ms wprof's.
+        let wait = crate::run::to_profile::cpu_wait_ns(&p, 600_000_000);
+        assert_eq!(wait, Some(150_000_000));
+        // More CPU than the rest leaves: no wait, never an underflow.
+        assert_eq!(
+            crate::run::to_profile::cpu_wait_ns(&p, 2_000_000_000),
+            Some(0)
+        );
+        p.cpu_wait_ns = wait;
+        let line = cpu_wait_summary(&p).unwrap();
+        assert!(line.contains("waited 150.00 ms of its 1.00 s"), "{line}");
+        // Under 5% of the run, or under 10 ms: not worth a line.
+        p.cpu_wait_ns = Some(40_000_000);
+        assert_eq!(cpu_wait_summary(&p), None);
+        p.wall_time = Some(100_000_000);
+        p.cpu_wait_ns = Some(9_000_000);
+        assert_eq!(cpu_wait_summary(&p), None);
+        p.cpu_wait_ns = None;
+        assert_eq!(cpu_wait_summary(&p), None);
+    }
 
     #[test]
     fn the_lists_of_untimed_and_unprobed_functions_show_names_demangled() {

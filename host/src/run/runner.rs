@@ -66,6 +66,8 @@ pub struct RunOutcome {
     pub threads: Option<(Vec<ThreadRun>, u32)>,
     /// Stack mode: the first thread's calls, when its module counts them.
     pub entry_counts: Option<crate::run::entry_counts::EntryCounts>,
+    /// Time mode: the first thread's CPU time in `_start`, in nanoseconds.
+    pub start_cpu_ns: Option<u64>,
 }
 
 /// What an instrumented module's run needs besides the module.
@@ -313,6 +315,7 @@ pub fn run(
         host: None,
         allocs,
         injected,
+        start_cpu_ns: None,
     };
     let mut store = Store::new(engine, state);
     // Profiled runs measure the host's calls; `WPROF=0` wraps only what `--inject` names.
@@ -552,6 +555,7 @@ pub fn run(
             c
         }),
     });
+    let start_cpu_ns = state.start_cpu_ns;
     let allocations = state.allocs.map(|mut t| t.with(|t| t.record_of_run()));
     let threads = threads.map(|t| t.take_ended());
     // The spawned threads' samplers read and were answered as the first's.
@@ -584,6 +588,7 @@ pub fn run(
         timings,
         threads,
         entry_counts,
+        start_cpu_ns,
     })
 }
 

@@ -233,6 +233,7 @@ impl Threads {
             host,
             allocs: None,
             injected: None,
+            start_cpu_ns: None,
         })
     }
 
