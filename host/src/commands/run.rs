@@ -556,7 +556,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     if outcome.threads.is_none() {
         profile.cpu_wait_ns = outcome
             .start_cpu_ns
-            .and_then(|cpu| crate::run::to_profile::cpu_wait_ns(&profile, cpu));
+            .and_then(|cpu| profile.cpu_wait_of(cpu));
     }
     if let Some((threads, unfinished)) = outcome.threads.take() {
         // Each spawned thread as if alone, then all of them in one profile.

@@ -571,4 +571,46 @@ impl Profile {
             .ok()
             .map(|i| &self.functions[i])
     }
+
+    /// Time mode: how long the first thread was ready to run the module's code but had no
+    /// processor (see [`Profile::cpu_wait_ns`]), from this profile's wall time, host calls
+    /// and wprof's excluded work, and the thread's CPU time in `_start`, `cpu_ns`. wprof's own
+    /// work is taken out whole, on the CPU or not, so the figure errs low.
+    pub fn cpu_wait_of(&self, cpu_ns: u64) -> Option<u64> {
+        let wall = self.wall_time?;
+        let host_off_cpu: u64 = self.host_calls.iter().map(|h| h.figures.off_cpu_ns()).sum();
+        Some(
+            wall.saturating_sub(cpu_ns)
+                .saturating_sub(host_off_cpu)
+                .saturating_sub(self.excluded_ns.unwrap_or(0)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_for_a_processor_is_the_wall_time_nothing_else_explains() {
+        let mut p = crate::profile::invariants::tests::profile();
+        p.wall_time = Some(1_000_000_000);
+        p.excluded_ns = Some(50_000_000);
+        p.host_calls = vec![HostCallRecord {
+            function: 0,
+            name: "wasi_snapshot_preview1::poll_oneoff".into(),
+            figures: HostFigures {
+                calls: 1,
+                wall_ns: 300_000_000,
+                cpu_ns: 100_000_000,
+                bytes: None,
+            },
+        }];
+        // 1 s of wall time: 0.6 s on the CPU, 0.2 s asleep in the host, 50 ms wprof's.
+        assert_eq!(p.cpu_wait_of(600_000_000), Some(150_000_000));
+        // More CPU than the rest leaves: no wait, never an underflow.
+        assert_eq!(p.cpu_wait_of(2_000_000_000), Some(0));
+        p.wall_time = None;
+        assert_eq!(p.cpu_wait_of(600_000_000), None);
+    }
 }

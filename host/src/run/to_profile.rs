@@ -14,24 +14,6 @@ pub const WAIT_NAME: &str = "memory.atomic.wait";
 /// Its kind.
 pub const WAIT_KIND: &str = "wait";
 
-/// Time mode: how long the first thread was ready to run the module's code but had no
-/// processor (see [`Profile::cpu_wait_ns`]), from `profile` (its wall time, host calls and
-/// wprof's excluded work) and the thread's CPU time in `_start`, `cpu_ns`. wprof's own
-/// work is taken out whole, on the CPU or not, so the figure errs low.
-pub fn cpu_wait_ns(profile: &Profile, cpu_ns: u64) -> Option<u64> {
-    let wall = profile.wall_time?;
-    let host_off_cpu: u64 = profile
-        .host_calls
-        .iter()
-        .map(|h| h.figures.off_cpu_ns())
-        .sum();
-    Some(
-        wall.saturating_sub(cpu_ns)
-            .saturating_sub(host_off_cpu)
-            .saturating_sub(profile.excluded_ns.unwrap_or(0)),
-    )
-}
-
 /// Builds the profile of a finished run (all frames closed) from its collector and what
 /// the preparation recorded of the module.
 pub fn profile_of_run(
