@@ -210,7 +210,7 @@ fn print_with(
         out.push_str(&format!("wprof: {}\n", text::overhead_summary(o)));
     }
     if let Some(line) = text::cpu_wait_summary(profile) {
-        out.push_str(&format!("wprof: warning: {line}\n"));
+        out.push_str(&format!("wprof: note: {line}\n"));
     }
     if let Some(live) = &profile.live {
         for line in text::live_summary(live).lines() {

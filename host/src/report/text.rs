@@ -166,7 +166,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
         let _ = writeln!(out, "{}", overhead_summary(o));
     }
     if let Some(line) = cpu_wait_summary(profile) {
-        let _ = writeln!(out, "warning: {line}");
+        let _ = writeln!(out, "note: {line}");
     }
     let _ = writeln!(out);
     let matching = matching(profile, options);
