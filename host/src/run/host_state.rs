@@ -30,9 +30,6 @@ pub struct HostState {
     pub(crate) allocs: Option<Allocs>,
     /// Fault injection into the module's own functions.
     pub(crate) injected: Option<crate::run::host_calls::inject::FunctionInjectors>,
-    /// Time mode: the first thread's CPU time in `_start`, in nanoseconds (see
-    /// [`crate::profile::Profile::cpu_wait_ns`]).
-    pub(crate) start_cpu_ns: Option<u64>,
 }
 
 impl std::fmt::Debug for HostState {
@@ -67,7 +64,6 @@ pub(crate) fn bare_store(engine: &Engine, collector: Option<Collector>) -> Store
             host: None,
             allocs: None,
             injected: None,
-            start_cpu_ns: None,
         },
     )
 }

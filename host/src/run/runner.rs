@@ -315,7 +315,6 @@ pub fn run(
         host: None,
         allocs,
         injected,
-        start_cpu_ns: None,
     };
     let mut store = Store::new(engine, state);
     // Profiled runs measure the host's calls; `WPROF=0` wraps only what `--inject` names.
@@ -361,6 +360,7 @@ pub fn run(
     let mut live_record = None;
     let mut adaptive_record = None;
     let mut entry_counts = None;
+    let mut start_cpu_ns = None;
     let (result, samples, wall_time) = match instantiated {
         Ok(instance) => {
             let board = match (live, mode) {
@@ -435,6 +435,12 @@ pub fn run(
                 }
                 _ => None,
             };
+            // Time mode reads a wall clock: the thread's CPU time in `_start` says how long
+            // it waited for a processor (see `Profile::cpu_wait_ns`).
+            let cpu = (mode == Some(ProbeMode::Time))
+                .then(crate::run::clock::ThreadCpuClock::of_this_thread)
+                .flatten()
+                .and_then(|c| Some((c, c.now_ps()?)));
             let (result, samples, wall_time) = call_start(
                 &mut store,
                 &instance,
@@ -451,6 +457,8 @@ pub fn run(
                 walker.as_mut(),
                 &mut timings,
             )?;
+            start_cpu_ns =
+                cpu.and_then(|(c, from)| Some(c.now_ps()?.saturating_sub(from) / PS_PER_NS));
             if settings.profiling && settings.stacks {
                 entry_counts = crate::run::entry_counts::read(&mut store, &instance);
             }
@@ -555,7 +563,6 @@ pub fn run(
             c
         }),
     });
-    let start_cpu_ns = state.start_cpu_ns;
     let allocations = state.allocs.map(|mut t| t.with(|t| t.record_of_run()));
     let threads = threads.map(|t| t.take_ended());
     // The spawned threads' samplers read and were answered as the first's.

@@ -247,20 +247,9 @@ pub(crate) fn call_entry(
             (result, samples, wall_time)
         }
         None => {
-            // Time mode's clock is a wall clock: the thread's CPU time says how much of
-            // the run it waited for a processor (see `Profile::cpu_wait_ns`).
-            let cpu = (first && mode == Some(ProbeMode::Time))
-                .then(crate::run::clock::ThreadCpuClock::of_this_thread)
-                .flatten()
-                .and_then(|c| Some((c, c.now_ps()?)));
             let result = start.call(&mut *store);
             returned();
             drop(ticking);
-            if let Some((clock, from)) = cpu {
-                store.data_mut().start_cpu_ns = clock
-                    .now_ps()
-                    .map(|to| to.saturating_sub(from) / crate::run::collector::PS_PER_NS);
-            }
             (result, None, started.elapsed())
         }
     };

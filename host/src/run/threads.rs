@@ -233,7 +233,6 @@ impl Threads {
             host,
             allocs: None,
             injected: None,
-            start_cpu_ns: None,
         })
     }
 
