@@ -247,6 +247,12 @@ fn accuracy_compares_every_mode_with_perf() {
     for m in program["modes"].as_array().unwrap() {
         let d = m["distance"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&d), "{m}");
+        // Within perf's noise: its distance at most the noise plus 2 points, or 5%.
+        assert_eq!(
+            m["within_perf_noise"].as_bool().unwrap(),
+            d <= (noise + 0.02).max(0.05),
+            "{m}"
+        );
         positive(m, "overhead");
         // The size of the times against perf's: none in cost mode (instructions).
         match m["mode"].as_str() {

@@ -10,7 +10,7 @@
 //! perf against itself on a second run gives the noise floor.
 //!
 //! Each program is also timed as a whole process in every mode against `WPROF=0`, caches
-//! warm, in the same run.
+//! warm, in the same run. The text printed from the figures is [`super::accuracy_table`]'s.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -43,6 +43,12 @@ pub fn distance(a: &Distribution, b: &Distribution) -> f64 {
         .sum::<f64>()
 }
 
+/// Whether a mode's `distance` to perf is as close as perf is to itself: within perf's
+/// run-to-run distance (`noise`) plus 2 points, or within 5%, whichever is larger.
+pub fn within_perf_noise(distance: f64, noise: f64) -> bool {
+    distance <= (noise + 0.02).max(0.05)
+}
+
 /// One mode's figures on one program.
 #[derive(Debug, Serialize)]
 pub struct ModeAccuracy {
@@ -50,6 +56,9 @@ pub struct ModeAccuracy {
     pub mode: &'static str,
     /// Total variation distance to perf's distribution.
     pub distance: f64,
+    /// Whether `distance` is within perf's noise plus 2 points, or 5% (see
+    /// [`within_perf_noise`]).
+    pub within_perf_noise: bool,
     /// Median whole-process wall time / `WPROF=0`'s, caches warm.
     pub overhead: f64,
     /// The profile's time in the module's functions (the sum of their self times) over
@@ -253,24 +262,29 @@ pub fn measure(
             })
             .collect()
     };
+    let perf_noise = distance(&truth, &again);
     let modes: Vec<ModeAccuracy> = Mode::ALL
         .iter()
         .zip(&by_mode)
         .zip(&last_shares)
-        .map(|((mode, runs), last)| ModeAccuracy {
-            mode: mode.name(),
-            distance: median(
+        .map(|((mode, runs), last)| {
+            let to_perf = median(
                 runs.distributions
                     .iter()
                     .map(|d| distance(d, &truth))
                     .collect(),
-            ),
-            overhead: median(runs.walls.clone()) as f64 / wprof_off.max(1) as f64,
-            time_over_perf: (!runs.module_ns.is_empty() && perf_ns > 0.0)
-                .then(|| median(runs.module_ns.clone()) as f64 / perf_ns),
-            violations: runs.violations.len(),
-            first_violation: runs.violations.first().cloned(),
-            largest_differences: largest_differences(last),
+            );
+            ModeAccuracy {
+                mode: mode.name(),
+                distance: to_perf,
+                within_perf_noise: within_perf_noise(to_perf, perf_noise),
+                overhead: median(runs.walls.clone()) as f64 / wprof_off.max(1) as f64,
+                time_over_perf: (!runs.module_ns.is_empty() && perf_ns > 0.0)
+                    .then(|| median(runs.module_ns.clone()) as f64 / perf_ns),
+                violations: runs.violations.len(),
+                first_violation: runs.violations.first().cloned(),
+                largest_differences: largest_differences(last),
+            }
         })
         .collect();
 
@@ -292,7 +306,7 @@ pub fn measure(
     Ok(ProgramAccuracy {
         name: program.name.clone(),
         selection: selection.to_vec(),
-        perf_noise: distance(&truth, &again),
+        perf_noise,
         probed_perf: probed.as_ref().map(|p| distance(p, &truth)),
         perf_samples: total as u64,
         wprof_off,
@@ -301,128 +315,6 @@ pub fn measure(
         time_floor: median(floors) as f64 / wprof_off.max(1) as f64,
         top,
     })
-}
-
-/// The table `wprof bench --accuracy` prints.
-pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "distance to perf (total variation of self-time shares over the module's functions; \
-         0% = the same profile), median of {runs} run(s);\nperf noise = perf against its own \
-         second run; probed = perf of the program with sample mode's probes against perf \
-         without (one run): what the probes themselves move, which no sampler undoes; overhead = whole process / WPROF=0, caches warm; off/wasmtime = WPROF=0 \
-         / `wasmtime run` (its cache warm), whole processes;\ntime floor = time mode's probes \
-         doing nothing but reading the clock, / WPROF=0; time/floor = time mode's overhead \
-         over it;\nbelow, times = the mode's time in the module's functions / perf's (its \
-         samples there x the period): whether the times are the program's in size"
-    );
-    if let Some(r) = results.iter().find(|r| !r.selection.is_empty()) {
-        let _ = writeln!(
-            out,
-            "every profiled run with `{}`: unprobed functions are their callers' (perf's \
-             shares of them count against the distance)",
-            r.selection.join(" ")
-        );
-    }
-    let _ = write!(
-        out,
-        "{:<12} {:>8} {:>10} {:>7} {:>13}",
-        "program", "samples", "perf noise", "probed", "off/wasmtime"
-    );
-    for mode in Mode::ALL {
-        let _ = write!(
-            out,
-            " {:>12} {:>9}",
-            format!("{} dist", mode.name()),
-            "overhead"
-        );
-    }
-    let _ = write!(out, " {:>10} {:>10}", "time floor", "time/floor");
-    out.push('\n');
-    for r in results {
-        let _ = write!(
-            out,
-            "{:<12} {:>8} {:>9.1}% {:>7} {:>13}",
-            r.name,
-            r.perf_samples,
-            r.perf_noise * 100.0,
-            percent(r.probed_perf),
-            r.wasmtime_run.map_or("-".to_string(), |w| format!(
-                "{:.2}x",
-                r.wprof_off as f64 / w.max(1) as f64
-            ))
-        );
-        for m in &r.modes {
-            let _ = write!(out, " {:>11.1}% {:>8.2}x", m.distance * 100.0, m.overhead);
-        }
-        let time = r
-            .modes
-            .iter()
-            .find(|m| m.mode == Mode::Time.name())
-            .map_or(0.0, |m| m.overhead);
-        let _ = write!(
-            out,
-            " {:>9.2}x {:>9.2}x",
-            r.time_floor,
-            time / r.time_floor.max(1e-9)
-        );
-        out.push('\n');
-    }
-    for r in results {
-        for m in r.modes.iter().filter(|m| m.violations > 0) {
-            let _ = writeln!(
-                out,
-                "\n{} in {} mode: {} broken promises in the profiles, the first: {}",
-                r.name,
-                m.mode,
-                m.violations,
-                m.first_violation.as_deref().unwrap_or("")
-            );
-        }
-    }
-    for r in results {
-        let _ = writeln!(
-            out,
-            "\n{}: largest shares in perf, in perf of the probed program, and in each mode",
-            r.name
-        );
-        let _ = write!(out, "  {:>7} {:>7}", "perf", "probed");
-        for mode in Mode::ALL {
-            let _ = write!(out, " {:>7}", mode.name());
-        }
-        out.push_str("  function\n");
-        for (name, share, probed, shares) in &r.top {
-            let _ = write!(out, "  {:>6.1}% {:>7}", share * 100.0, percent(*probed));
-            for s in shares {
-                let _ = write!(out, " {:>6.1}%", s * 100.0);
-            }
-            let shown: String = name.chars().take(70).collect();
-            let _ = writeln!(out, "  {shown}");
-        }
-        let _ = writeln!(out, "  largest differences, perf's share -> the mode's:");
-        for m in &r.modes {
-            let shown: Vec<String> = m
-                .largest_differences
-                .iter()
-                .map(|(name, perf, mode)| {
-                    let name: String = name.chars().take(40).collect();
-                    format!("{name} {:.1}% -> {:.1}%", perf * 100.0, mode * 100.0)
-                })
-                .collect();
-            let size = m
-                .time_over_perf
-                .map_or(String::new(), |r| format!("times {r:.2}x perf's; "));
-            let _ = writeln!(out, "  {:>8}: {size}{}", m.mode, shown.join("; "));
-        }
-    }
-    out
-}
-
-/// `12.3%`, or `-` for a figure not measured.
-fn percent(share: Option<f64>) -> String {
-    share.map_or("-".to_string(), |s| format!("{:.1}%", s * 100.0))
 }
 
 #[cfg(test)]
@@ -439,5 +331,13 @@ mod tests {
         let d: Distribution = [(1, 1.0), (2, 1.0)].into();
         assert!((distance(&a, &d) - 0.25).abs() < 1e-12);
         assert_eq!(distance(&a, &Distribution::new()), 1.0);
+    }
+
+    #[test]
+    fn within_perf_noise_is_noise_plus_two_points_or_five_percent() {
+        assert!(within_perf_noise(0.05, 0.0));
+        assert!(!within_perf_noise(0.051, 0.02));
+        assert!(within_perf_noise(0.12, 0.10));
+        assert!(!within_perf_noise(0.121, 0.10));
     }
 }

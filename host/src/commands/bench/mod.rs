@@ -10,6 +10,7 @@
 //! ([`accuracy`], with [`programs`] and [`perf`]).
 
 pub mod accuracy;
+mod accuracy_table;
 pub mod overhead;
 pub mod perf;
 pub mod process;
@@ -86,8 +87,10 @@ For each module, medians of N runs (interleaved; empty stdin, output discarded):
   contexts, an edge's inclusive <= its callee's, sum of self = total, min_self <= max_self);
   the five functions of largest share in perf with each mode's share; and each mode's time
   in the module's functions against perf's (its samples there x the period: whether the
-  times are the program's in size, which the shares leave out). Exit 3 when perf is
-  missing or may not sample, 4 when a program fails.
+  times are the program's in size, which the shares leave out); and per mode, over all the
+  programs, on how many its distance is within perf's noise plus 2 points (or 5%) and the
+  range and median of its overheads (`within_perf_noise` per program in --json). Exit 3 when
+  perf is missing or may not sample, 4 when a program fails.
 
 --scale: instead of the above, for each start-up program of the list (programs that exit at
   once: Yosys `-V`, a 69 MB module, and nextpnr `--version`, 2.3 MB), whole processes in one
@@ -412,7 +415,7 @@ impl BenchCommand {
                 self.top as usize,
             )?);
         }
-        self.print(&results, || accuracy::table(&results, runs));
+        self.print(&results, || accuracy_table::table(&results, runs));
         Ok(0)
     }
 }
