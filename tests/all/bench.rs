@@ -290,6 +290,30 @@ fn accuracy_compares_every_mode_with_perf() {
     assert_eq!(v[0]["selection"], serde_json::json!(["--exclude", "is_*"]));
     assert_eq!(v[0]["modes"].as_array().unwrap().len(), 5);
     assert_eq!(v[0]["top"].as_array().unwrap().len(), 1, "{}", v[0]);
+
+    // Some modes only, in the order given; no time mode, no time floor.
+    let out = bench(&["--modes", "stack,sample", "--top", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let modes: Vec<&str> = v[0]["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["stack", "sample"], "{}", v[0]);
+    assert!(v[0]["time_floor"].is_null(), "{}", v[0]);
+    for top in v[0]["top"].as_array().unwrap() {
+        assert_eq!(top[3].as_array().unwrap().len(), 2, "{top}");
+    }
+    // A mode that does not exist is a usage error naming the modes.
+    let out = bench(&["--modes", "stack,fast"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("time, cost, sample, adaptive, stack"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

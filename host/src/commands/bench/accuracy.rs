@@ -96,8 +96,9 @@ pub struct ProgramAccuracy {
     pub modes: Vec<ModeAccuracy>,
     /// Time mode's floor: the median whole process with time mode's probes doing nothing
     /// but reading the clock (see [`crate::run::probe_log::FLOOR_VARIABLE`]), over
-    /// `WPROF=0`'s. Time mode's overhead over this is what its bookkeeping costs.
-    pub time_floor: f64,
+    /// `WPROF=0`'s. Time mode's overhead over this is what its bookkeeping costs. `None`
+    /// when time mode is not among the modes measured.
+    pub time_floor: Option<f64>,
     /// perf of the program with sample mode's probes against perf of the program without
     /// (one run): how much the probes move the program's time between its functions,
     /// which no attribution of samples undoes (see [`perf_of_probed`]); `None` where the
@@ -118,10 +119,12 @@ fn self_times(profile: &Profile) -> Distribution {
         .collect()
 }
 
-/// Measures one program: perf twice, then every mode.
+/// Measures one program: perf twice, then each of `modes`.
+#[allow(clippy::too_many_arguments)]
 pub fn measure(
     perf: &Path,
     program: &Program,
+    modes: &[Mode],
     runs: u32,
     wasmtime: Option<&WasmtimeCli>,
     selection: &[String],
@@ -159,9 +162,13 @@ pub fn measure(
             &[(crate::run::probe_log::FLOOR_VARIABLE, "1")],
         )
     };
-    // Warm the cache in every mode; the cost profile names every function that ran.
-    for mode in Mode::ALL {
-        timed(profiled(mode), program)?;
+    // Warm the cache in every mode measured; the cost profile (made if cost mode is not
+    // measured) names every function that ran.
+    for mode in modes
+        .iter()
+        .chain((!modes.contains(&Mode::Cost)).then_some(&Mode::Cost))
+    {
+        timed(profiled(*mode), program)?;
     }
     let cost = Profile::read(&profile_of(Mode::Cost))?;
     let names: HashMap<String, u32> = cost
@@ -201,7 +208,7 @@ pub fn measure(
     let mut off = Vec::new();
     let mut plain = Vec::new();
     let mut floors = Vec::new();
-    let mut by_mode: Vec<Runs> = Mode::ALL.iter().map(|_| Runs::default()).collect();
+    let mut by_mode: Vec<Runs> = modes.iter().map(|_| Runs::default()).collect();
     for _ in 0..runs {
         off.push(timed(
             wprof_run(program, dir, &[("WPROF", "0")], &[]),
@@ -210,7 +217,7 @@ pub fn measure(
         if let Some(run) = &wasmtime_run {
             plain.push(timed(run(), program)?);
         }
-        for (mode, runs) in Mode::ALL.into_iter().zip(&mut by_mode) {
+        for (&mode, runs) in modes.iter().zip(&mut by_mode) {
             runs.walls.push(timed(profiled(mode), program)?);
             let profile = Profile::read(&profile_of(mode))?;
             runs.violations.extend(profile.violations());
@@ -221,7 +228,9 @@ pub fn measure(
             }
             runs.distributions.push(distribution);
         }
-        floors.push(timed(floor(), program)?);
+        if modes.contains(&Mode::Time) {
+            floors.push(timed(floor(), program)?);
+        }
     }
     let wprof_off = median(off);
     let total: f64 = truth.values().sum();
@@ -263,7 +272,7 @@ pub fn measure(
             .collect()
     };
     let perf_noise = distance(&truth, &again);
-    let modes: Vec<ModeAccuracy> = Mode::ALL
+    let measured: Vec<ModeAccuracy> = modes
         .iter()
         .zip(&by_mode)
         .zip(&last_shares)
@@ -311,8 +320,8 @@ pub fn measure(
         perf_samples: total as u64,
         wprof_off,
         wasmtime_run: (!plain.is_empty()).then(|| median(plain)),
-        modes,
-        time_floor: median(floors) as f64 / wprof_off.max(1) as f64,
+        modes: measured,
+        time_floor: (!floors.is_empty()).then(|| median(floors) as f64 / wprof_off.max(1) as f64),
         top,
     })
 }

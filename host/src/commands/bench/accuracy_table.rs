@@ -29,18 +29,18 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
             r.selection.join(" ")
         );
     }
+    // Every program measured the same modes.
+    let modes: Vec<&str> = results
+        .first()
+        .map(|r| r.modes.iter().map(|m| m.mode).collect())
+        .unwrap_or_default();
     let _ = write!(
         out,
         "{:<12} {:>8} {:>10} {:>7} {:>13}",
         "program", "samples", "perf noise", "probed", "off/wasmtime"
     );
-    for mode in Mode::ALL {
-        let _ = write!(
-            out,
-            " {:>12} {:>9}",
-            format!("{} dist", mode.name()),
-            "overhead"
-        );
+    for mode in &modes {
+        let _ = write!(out, " {:>12} {:>9}", format!("{mode} dist"), "overhead");
     }
     let _ = write!(out, " {:>10} {:>10}", "time floor", "time/floor");
     out.push('\n');
@@ -60,17 +60,15 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
         for m in &r.modes {
             let _ = write!(out, " {:>11.1}% {:>8.2}x", m.distance * 100.0, m.overhead);
         }
-        let time = r
-            .modes
-            .iter()
-            .find(|m| m.mode == Mode::Time.name())
-            .map_or(0.0, |m| m.overhead);
-        let _ = write!(
-            out,
-            " {:>9.2}x {:>9.2}x",
-            r.time_floor,
-            time / r.time_floor.max(1e-9)
-        );
+        let time = r.modes.iter().find(|m| m.mode == Mode::Time.name());
+        let (floor, over_floor) = match (r.time_floor, time) {
+            (Some(floor), Some(time)) => (
+                format!("{floor:.2}x"),
+                format!("{:.2}x", time.overhead / floor.max(1e-9)),
+            ),
+            _ => ("-".to_string(), "-".to_string()),
+        };
+        let _ = write!(out, " {floor:>10} {over_floor:>10}");
         out.push('\n');
     }
     summary(&mut out, results);
@@ -93,8 +91,8 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
             r.name
         );
         let _ = write!(out, "  {:>7} {:>7}", "perf", "probed");
-        for mode in Mode::ALL {
-            let _ = write!(out, " {:>7}", mode.name());
+        for mode in &modes {
+            let _ = write!(out, " {mode:>7}");
         }
         out.push_str("  function\n");
         for (name, share, probed, shares) in &r.top {
@@ -202,7 +200,7 @@ mod tests {
                     largest_differences: Vec::new(),
                 })
                 .collect(),
-            time_floor: 1.0,
+            time_floor: None,
             probed_perf: None,
             top: Vec::new(),
         }

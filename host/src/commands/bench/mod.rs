@@ -27,6 +27,7 @@ use serde::Serialize;
 use crate::exit::Failure;
 use crate::prepare::loader;
 use crate::run::collector::ProbeOverhead;
+use crate::settings::Mode;
 
 /// Measure probe overhead and start-up times on modules (the bundled samples by default).
 #[derive(Debug, clap::Args)]
@@ -112,7 +113,8 @@ Examples:
   wprof bench --scale --runs 3
   wprof bench --accuracy --program lua --quick
   wprof bench --accuracy --program lua --exclude 'luaH_*'
-  wprof bench --accuracy --program tiny_calls --top 20")]
+  wprof bench --accuracy --program tiny_calls --top 20
+  wprof bench --accuracy --modes stack,sample --runs 3")]
 pub struct BenchCommand {
     /// Modules to measure [default: every .wasm in ./samples].
     #[arg(value_name = "MODULE")]
@@ -155,6 +157,11 @@ pub struct BenchCommand {
     )]
     programs: PathBuf,
 
+    /// With --accuracy: only these modes (comma-separated or repeated; default every mode:
+    /// time, cost, sample, adaptive, stack). Time mode's floor is measured with time mode.
+    #[arg(long, value_name = "MODE", value_delimiter = ',', value_parser = parse_mode, requires = "accuracy")]
+    modes: Vec<Mode>,
+
     /// With --accuracy or --scale: only the programs of these names (repeatable).
     #[arg(long = "program", value_name = "NAME")]
     program_names: Vec<String>,
@@ -190,6 +197,13 @@ pub struct ExpectedRatio {
     numerator: String,
     denominator: String,
     ratio: f64,
+}
+
+fn parse_mode(name: &str) -> Result<Mode, String> {
+    Mode::named(name).ok_or_else(|| {
+        let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+        format!("{name:?} is not a mode ({})", names.join(", "))
+    })
 }
 
 fn parse_ratio(spec: &str) -> Result<ExpectedRatio, String> {
@@ -400,6 +414,16 @@ impl BenchCommand {
         }
         let perf = perf::find_perf()?;
         let wasmtime = process::WasmtimeCli::find()?;
+        let chosen = match self.modes.is_empty() {
+            true => &Mode::ALL[..],
+            false => &self.modes[..],
+        };
+        let mut modes: Vec<Mode> = Vec::new();
+        for &mode in chosen {
+            if !modes.contains(&mode) {
+                modes.push(mode);
+            }
+        }
         let mut results = Vec::new();
         for program in &programs {
             if !self.json {
@@ -408,6 +432,7 @@ impl BenchCommand {
             results.push(accuracy::measure(
                 &perf,
                 program,
+                &modes,
                 runs,
                 // The CLI runs no threaded program.
                 wasmtime.as_ref().filter(|_| !program.threads),
