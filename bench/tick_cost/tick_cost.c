@@ -94,7 +94,6 @@ int main(int argc, char **argv) {
     const char *mode = argv[1];
     period_ns = atol(argv[2]) * 1000;
     struct perf_event_mmap_page *ring = NULL;
-    size_t record_bytes = 0;
     if (!strcmp(mode, "periodic") || !strcmp(mode, "rearm")) {
         if (start_timer(!strcmp(mode, "rearm")) != 0) { perror("timer"); return 1; }
     } else if (!strcmp(mode, "perf") || !strcmp(mode, "perfcc")) {
@@ -119,7 +118,6 @@ int main(int argc, char **argv) {
             at += header->size;
         }
         interrupts = samples;
-        (void)record_bytes;
     }
     printf("%s %ld %.4f %lu %lu\n", mode, period_ns / 1000, took, (unsigned long)interrupts,
            (unsigned long)(result & 1));

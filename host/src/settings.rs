@@ -318,6 +318,14 @@ impl Mode {
         Mode::ALL.into_iter().find(|m| m.name() == name)
     }
 
+    /// The mode called `name`, or a line naming the modes there are.
+    pub fn parse(name: &str) -> Result<Mode, String> {
+        Mode::named(name).ok_or_else(|| {
+            let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+            format!("{name:?} is not a mode ({})", names.join(", "))
+        })
+    }
+
     /// Whether the module runs with entry counters only, its stacks sampled.
     pub fn walks_stacks(self) -> bool {
         self == Mode::Stack

@@ -273,18 +273,8 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
         let mode = match mode {
             None => None,
             Some(m) => {
-                let found = crate::settings::Mode::named(m.get_ref());
-                let Some(value) = found else {
-                    let names: Vec<&str> = crate::settings::Mode::ALL
-                        .iter()
-                        .map(|x| x.name())
-                        .collect();
-                    return Err(problem(
-                        m.span(),
-                        "mode",
-                        &format!("{:?} is not a mode ({})", m.get_ref(), names.join(", ")),
-                    ));
-                };
+                let value = crate::settings::Mode::parse(m.get_ref())
+                    .map_err(|why| problem(m.span(), "mode", &why))?;
                 Some(At {
                     value,
                     line: at(m.span()),

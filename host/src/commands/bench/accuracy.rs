@@ -120,7 +120,6 @@ fn self_times(profile: &Profile) -> Distribution {
 }
 
 /// Measures one program: perf twice, then each of `modes`.
-#[allow(clippy::too_many_arguments)]
 pub fn measure(
     perf: &Path,
     program: &Program,

@@ -29,11 +29,7 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
             r.selection.join(" ")
         );
     }
-    // Every program measured the same modes.
-    let modes: Vec<&str> = results
-        .first()
-        .map(|r| r.modes.iter().map(|m| m.mode).collect())
-        .unwrap_or_default();
+    let modes = measured_modes(results);
     let _ = write!(
         out,
         "{:<12} {:>8} {:>10} {:>7} {:>13}",
@@ -71,7 +67,7 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
         let _ = write!(out, " {floor:>10} {over_floor:>10}");
         out.push('\n');
     }
-    summary(&mut out, results);
+    summary(&mut out, results, &modes);
     for r in results {
         for m in r.modes.iter().filter(|m| m.violations > 0) {
             let _ = writeln!(
@@ -122,9 +118,17 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
     out
 }
 
+/// The modes measured, in the order they ran: every program measured the same.
+fn measured_modes(results: &[ProgramAccuracy]) -> Vec<&'static str> {
+    results
+        .first()
+        .map(|r| r.modes.iter().map(|m| m.mode).collect())
+        .unwrap_or_default()
+}
+
 /// Per mode, over every program: on how many its distance is within perf's noise (and
 /// which not), and the range and median of its overheads.
-fn summary(out: &mut String, results: &[ProgramAccuracy]) {
+fn summary(out: &mut String, results: &[ProgramAccuracy], modes: &[&str]) {
     use std::fmt::Write;
     if results.is_empty() {
         return;
@@ -135,25 +139,20 @@ fn summary(out: &mut String, results: &[ProgramAccuracy]) {
          overhead (lowest-highest, median)",
         results.len()
     );
-    for mode in Mode::ALL {
+    for (i, mode) in modes.iter().enumerate() {
         let of_mode: Vec<(&str, &ModeAccuracy)> = results
             .iter()
-            .filter_map(|r| {
-                let m = r.modes.iter().find(|m| m.mode == mode.name())?;
-                Some((r.name.as_str(), m))
-            })
+            .map(|r| (r.name.as_str(), &r.modes[i]))
             .collect();
-        if of_mode.is_empty() {
-            continue;
-        }
         let not: Vec<&str> = of_mode
             .iter()
             .filter(|(_, m)| !m.within_perf_noise)
             .map(|(name, _)| *name)
             .collect();
-        let mut overheads: Vec<f64> = of_mode.iter().map(|(_, m)| m.overhead).collect();
-        overheads.sort_by(f64::total_cmp);
-        let middle = median(overheads.clone());
+        let overheads: Vec<f64> = of_mode.iter().map(|(_, m)| m.overhead).collect();
+        let lowest = overheads.iter().copied().fold(f64::INFINITY, f64::min);
+        let highest = overheads.iter().copied().fold(0.0, f64::max);
+        let middle = median(overheads);
         let within = format!("{} of {}", of_mode.len() - not.len(), of_mode.len());
         let not = match not.is_empty() {
             true => String::new(),
@@ -161,10 +160,7 @@ fn summary(out: &mut String, results: &[ProgramAccuracy]) {
         };
         let _ = writeln!(
             out,
-            "  {:<9} {within}{not}; overhead {:.2}-{:.2}x, median {middle:.2}x",
-            mode.name(),
-            overheads[0],
-            overheads[overheads.len() - 1],
+            "  {mode:<9} {within}{not}; overhead {lowest:.2}-{highest:.2}x, median {middle:.2}x"
         );
     }
 }

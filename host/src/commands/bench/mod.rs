@@ -159,7 +159,7 @@ pub struct BenchCommand {
 
     /// With --accuracy: only these modes (comma-separated or repeated; default every mode:
     /// time, cost, sample, adaptive, stack). Time mode's floor is measured with time mode.
-    #[arg(long, value_name = "MODE", value_delimiter = ',', value_parser = parse_mode, requires = "accuracy")]
+    #[arg(long, value_name = "MODE", value_delimiter = ',', value_parser = Mode::parse, requires = "accuracy")]
     modes: Vec<Mode>,
 
     /// With --accuracy or --scale: only the programs of these names (repeatable).
@@ -197,13 +197,6 @@ pub struct ExpectedRatio {
     numerator: String,
     denominator: String,
     ratio: f64,
-}
-
-fn parse_mode(name: &str) -> Result<Mode, String> {
-    Mode::named(name).ok_or_else(|| {
-        let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
-        format!("{name:?} is not a mode ({})", names.join(", "))
-    })
 }
 
 fn parse_ratio(spec: &str) -> Result<ExpectedRatio, String> {
