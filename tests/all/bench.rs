@@ -442,3 +442,111 @@ fn scale_reports_cold_warm_and_the_cache_against_wasmtime() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// Creates `out.txt` in the folder preopened first (fd 3) and writes 2,000 short lines to
+/// it, one `fd_write` each; exits 2 when it cannot create it, 3 when a write fails.
+fn file_writer() -> Vec<u8> {
+    wat::parse_str(
+        r#"(module
+  (import "wasi_snapshot_preview1" "path_open"
+    (func $path_open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write"
+    (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "out.txt")
+  (data (i32.const 64) "a line of output\n")
+  (func (export "_start")
+    (local $fd i32) (local $left i32)
+    (if (call $path_open (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 7)
+                         (i32.const 9) (i64.const 64) (i64.const 0) (i32.const 0) (i32.const 40))
+      (then (call $proc_exit (i32.const 2))))
+    (local.set $fd (i32.load (i32.const 40)))
+    (i32.store (i32.const 16) (i32.const 64))
+    (i32.store (i32.const 20) (i32.const 17))
+    (local.set $left (i32.const 2000))
+    (loop $next
+      (if (call $fd_write (local.get $fd) (i32.const 16) (i32.const 1) (i32.const 32))
+        (then (call $proc_exit (i32.const 3))))
+      (local.set $left (i32.sub (local.get $left) (i32.const 1)))
+      (br_if $next (local.get $left)))))"#,
+    )
+    .unwrap()
+}
+
+#[test]
+fn vs_wasmtime_times_whole_runs_beside_the_cli() {
+    let s = Scratch::new();
+    let writer = s.path("writer.wasm");
+    std::fs::write(&writer, file_writer()).unwrap();
+    let list = s.path("programs.json");
+    std::fs::write(
+        &list,
+        serde_json::json!([
+            // Writes files: a fresh folder as /scratch (the run fails without it).
+            {"name": "writer", "kind": "io", "wasm": writer, "scratch": true},
+            // Its stdout read through a pipe.
+            {"name": "interp", "kind": "c", "wasm": sample("interp.wasm"), "stdout_pipe": true},
+            {"name": "fib_start", "wasm": sample("fib.wasm"), "startup_only": true},
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let bench = |extra: &[&str]| {
+        let base = ["bench", "--vs-wasmtime", "--quick", "--programs"];
+        s.wprof(&[&base[..], &[list.to_str().unwrap()], extra].concat())
+            .output()
+            .unwrap()
+    };
+    let out = bench(&["--json", "--modes", "stack,sample"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The start-up program is left out.
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["program"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["writer", "interp"], "{v}");
+    let cli = std::env::var_os("WASMTIME_CLI").is_some();
+    for r in v.as_array().unwrap() {
+        let ways: Vec<&str> = r["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["what"].as_str().unwrap())
+            .collect();
+        let expected: &[&str] = match cli {
+            true => &["wasmtime", "WPROF=0", "stack", "sample"],
+            false => &["WPROF=0", "stack", "sample"],
+        };
+        assert_eq!(ways, expected, "{r}");
+        for f in r["figures"].as_array().unwrap() {
+            positive(f, "wall_ns");
+            positive(f, "cpu_ns");
+            if cli {
+                positive(f, "ratio");
+                positive(f, "cpu_ratio");
+            } else {
+                assert!(f["ratio"].is_null(), "{f}");
+            }
+        }
+        assert_eq!(r["reference"].is_string(), cli, "{r}");
+    }
+    // The table ends with the goals, when there is a CLI to compare with.
+    let out = bench(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("writer") && text.contains("interp"), "{text}");
+    if cli {
+        assert!(
+            text.contains("WPROF=0 within 1.05x of wasmtime run on")
+                && text.contains("stack within 1.15x of wasmtime run on"),
+            "{text}"
+        );
+    }
+    // --modes belongs to --accuracy and --vs-wasmtime.
+    let out = s.run(&["bench", "--modes", "stack", "x.wasm"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

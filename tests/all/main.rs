@@ -40,3 +40,4 @@ mod support;
 mod threads;
 mod tools;
 mod trace;
+mod wasi_calls;

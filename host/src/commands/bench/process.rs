@@ -48,6 +48,11 @@ impl WasmtimeCli {
                 None => return Ok(None),
             },
         };
+        Self::at(path).map(Some)
+    }
+
+    /// The CLI at `path`; an error when it does not run.
+    pub fn at(path: PathBuf) -> Result<Self, Failure> {
         let out = Command::new(&path)
             .arg("--version")
             .stdin(Stdio::null())
@@ -66,11 +71,11 @@ impl WasmtimeCli {
             .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
             .is_ok()
             && &head == b"#!";
-        Ok(Some(Self {
+        Ok(Self {
             path,
             version,
             is_script,
-        }))
+        })
     }
 }
 

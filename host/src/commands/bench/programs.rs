@@ -15,6 +15,9 @@ use crate::exit::{Failure, PROGRAM_FAILED};
 pub struct Program {
     /// A short name.
     pub name: String,
+    /// What kind of program it is (`interpreter`, `database`, `io`, ...).
+    #[serde(default)]
+    pub kind: String,
     /// The module, relative to the list's folder.
     pub wasm: PathBuf,
     /// The program's arguments.
@@ -42,11 +45,21 @@ pub struct Program {
     /// it is measured against `WPROF=0` only.
     #[serde(default)]
     pub threads: bool,
+    /// The program writes files: each runner preopens a fresh empty folder of its own as
+    /// `/scratch` (see [`Program::dir_args`]).
+    #[serde(default)]
+    pub scratch: bool,
+    /// The program's output is meant for a pipe: its stdout is read through one (and
+    /// discarded) rather than sent to `/dev/null`.
+    #[serde(default)]
+    pub stdout_pipe: bool,
 }
 
 impl Program {
-    /// The `--dir` values of a `wprof run` of this program.
-    pub fn dir_args(&self) -> Vec<String> {
+    /// The `--dir` values of a run of this program in the runner's temporary folder
+    /// `scratch`: a program that writes files gets `scratch/files` (made here) as
+    /// `/scratch`.
+    pub fn dir_args(&self, scratch: &Path) -> Vec<String> {
         let mut out: Vec<String> = self.dirs.clone();
         if let Some(dir) = &self.dir {
             let data = format!("{}::/data", dir.display());
@@ -54,7 +67,22 @@ impl Program {
                 out.push(data);
             }
         }
+        if self.scratch {
+            let files = scratch.join("files");
+            // Where it cannot be made, the run that preopens it fails and says so.
+            let _ = std::fs::create_dir_all(&files);
+            out.push(format!("{}::/scratch", files.display()));
+        }
         out
+    }
+
+    /// Where a benchmark run sends the program's stdout: a pipe that [`timed`] drains, or
+    /// nowhere.
+    fn stdout(&self) -> Stdio {
+        match self.stdout_pipe {
+            true => Stdio::piped(),
+            false => Stdio::null(),
+        }
     }
 }
 
@@ -92,6 +120,8 @@ pub fn wprof_run(
     let exe = std::env::current_exe().expect("the running binary has a path");
     let mut cmd = Command::new(exe);
     cmd.current_dir(scratch)
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
         .env_remove("WPROF")
         .env_remove("WPROF_MODE")
         .env("WPROF_CONFIG", "off")
@@ -101,11 +131,11 @@ pub fn wprof_run(
     for (k, v) in envs {
         cmd.env(k, v);
     }
-    for dir in program.dir_args() {
+    for dir in program.dir_args(scratch) {
         cmd.arg("--dir").arg(dir);
     }
     cmd.arg(&program.wasm).arg("--").args(&program.args);
-    cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    cmd.stdin(Stdio::null()).stdout(program.stdout());
     cmd
 }
 
@@ -113,15 +143,19 @@ pub fn wprof_run(
 /// says, in `scratch`.
 pub fn wasmtime_run(program: &Program, cli: &Path, scratch: &Path, cache_config: &Path) -> Command {
     let mut cmd = Command::new(cli);
+    // With RUST_BACKTRACE set, the CLI captures a backtrace for every WASI call that
+    // returns an error (SQLite on a file looks for its journal 40,000 times: 2.5x slower).
     cmd.current_dir(scratch)
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
         .args(["run", "-C", "cache=y", "-C"])
         .arg(format!("cache-config={}", cache_config.display()))
         .args(&program.wasmtime_flags);
-    for dir in program.dir_args() {
+    for dir in program.dir_args(scratch) {
         cmd.arg("--dir").arg(dir);
     }
     cmd.arg(&program.wasm).args(&program.args);
-    cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    cmd.stdin(Stdio::null()).stdout(program.stdout());
     cmd
 }
 

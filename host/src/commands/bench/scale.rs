@@ -117,7 +117,8 @@ fn measured(mut cmd: Command, what: &str) -> Result<(Measured, Vec<u8>), Failure
         std::io::Read::read_to_end(&mut pipe, &mut stderr)
             .with_context(|| format!("cannot read the output of {what}"))?;
     }
-    let (status, peak_rss) = wait_with_peak_rss(child)?;
+    let usage = super::usage::wait(child)?;
+    let (status, peak_rss) = (usage.code, usage.peak_rss);
     let wall = started.elapsed().as_nanos() as u64;
     if status != Some(0) {
         let last = String::from_utf8_lossy(&stderr)
@@ -131,28 +132,6 @@ fn measured(mut cmd: Command, what: &str) -> Result<(Measured, Vec<u8>), Failure
         )));
     }
     Ok((Measured { wall, peak_rss }, stderr))
-}
-
-/// Waits for `child`: its exit code (`None` if killed) and peak resident set in bytes, from
-/// the kernel's accounting of the process (`wait4`).
-fn wait_with_peak_rss(child: std::process::Child) -> Result<(Option<i32>, u64), Failure> {
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our own child, not yet waited for (the `Child` is dropped unwaited
-    // below, which neither waits nor kills); both pointers are to live locals.
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    drop(child);
-    if waited != pid {
-        return Err(Failure::input(format!(
-            "cannot wait for a benchmark process: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    // Linux reports kilobytes.
-    Ok((code, (usage.ru_maxrss.max(0) as u64) * 1024))
 }
 
 /// Bytes and files under `dir`.
