@@ -137,4 +137,15 @@ fn a_default_profile_charges_the_reads_to_fd_read() {
         profile.total,
         profile.functions
     );
+    // The host's figures: calls and bytes counted, the time sampled (the import's own, on
+    // the CPU and waiting), not read from clocks around every call.
+    let host = profile
+        .host_calls
+        .iter()
+        .find(|h| h.function == fd_read.id)
+        .expect("fd_read's host figures");
+    assert_eq!(host.figures.calls, u64::from(READS) + 1, "{host:?}");
+    assert_eq!(host.figures.bytes, Some(u64::from(READS)), "{host:?}");
+    assert_eq!(host.figures.wall_ns, fd_read.self_time, "{host:?}");
+    assert!(host.figures.cpu_ns <= host.figures.wall_ns, "{host:?}");
 }

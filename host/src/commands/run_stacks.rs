@@ -170,6 +170,16 @@ pub fn run(
             ending(&outcome, ticks, walks, settings),
         );
         profile.host_calls = outcome.host_calls.clone();
+        // Their time is the samples' (the wrappers only count): on the CPU, and waiting.
+        for call in &mut profile.host_calls {
+            let time = samples
+                .imports
+                .get(&call.function)
+                .copied()
+                .unwrap_or_default();
+            call.figures.cpu_ns = time.cpu_ns;
+            call.figures.wall_ns = time.cpu_ns + time.waited_ns;
+        }
         profile.instrumentation = crate::profile::InstrumentationStats {
             functions_total: functions.iter().filter(|f| f.kind != "import").count() as u32,
             compiled_from_cache: compiled.image.is_some(),

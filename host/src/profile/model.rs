@@ -165,7 +165,10 @@ pub struct AllocatorRecord {
 }
 
 /// What the host did during calls to one of the functions it provides (WASI), measured
-/// around each call by wprof's wrapper of the function: exact, whatever the mode.
+/// by wprof's wrapper of the function: the calls and bytes exactly, whatever the mode; the
+/// times around each call in the probed modes, and in stack mode from its samples (the
+/// ticks that found the thread in the function, on the CPU or waiting), as its functions'
+/// times are.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostFigures {
     /// Calls measured.

@@ -109,6 +109,7 @@ pub fn run(
     mut probes: Option<ComponentProbes>,
 ) -> Result<ComponentOutcome, Failure> {
     let shown = settings.module.display().to_string();
+    let _runtime = crate::run::wasi_ctx::enter_runtime();
     let mut linker: Linker<ComponentState> = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
         .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;

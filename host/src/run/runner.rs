@@ -261,6 +261,7 @@ pub fn run(
     mut probes: Option<Probes>,
 ) -> Result<RunOutcome, Failure> {
     let shown = settings.module.display().to_string();
+    let _runtime = crate::run::wasi_ctx::enter_runtime();
     let mut linker: Linker<HostState> = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut HostState| &mut s.wasi)
         .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
@@ -318,6 +319,9 @@ pub fn run(
     };
     let mut store = Store::new(engine, state);
     // Profiled runs measure the host's calls; `WPROF=0` wraps only what `--inject` names.
+    // The probed modes time each call; cost mode times nothing, and stack mode samples the
+    // calls' time as it samples the rest (see `StackSamples::imports`): its wrappers count
+    // calls and bytes, and read no clock.
     let profiled = mode.is_some() || settings.profiling && settings.stacks;
     let host_calls = HostCalls::install(
         &mut linker,
@@ -325,7 +329,7 @@ pub fn run(
         module,
         &settings.injections,
         profiled,
-        mode != Some(ProbeMode::Cost),
+        mode.is_some_and(|m| m != ProbeMode::Cost),
     )?;
     if profiled {
         store.data_mut().host = Some(HostAccount::for_module(module));

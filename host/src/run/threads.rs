@@ -260,6 +260,7 @@ impl Threads {
 
     /// Runs the spawned thread `tid` to its end.
     fn run(&self, tid: u32, arg: i32) {
+        let _runtime = crate::run::wasi_ctx::enter_runtime();
         let wasm_done = std::cell::Cell::new(false);
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.run_thread(tid, arg, &wasm_done)

@@ -68,6 +68,21 @@ pub struct StackSamples {
     /// CPU time a thread blocked in the host used between two ticks that both found it
     /// blocked: taking the ticks (see [`StackSamples::place`]). Charged to no function.
     pub interrupting_ns: u64,
+    /// Per import, once [`StackSamples::resolve_imports`] found them: the sampled time the
+    /// thread spent in its calls, on the CPU and waiting (the wall time beyond the CPU
+    /// time), in nanoseconds. Stack mode's host-call figures: sampled, as its functions'
+    /// times are, rather than two readings of the thread's CPU clock around every call
+    /// (system calls that cost SQLite on a file more than its reads did).
+    pub imports: HashMap<u32, ImportTime>,
+}
+
+/// The sampled time of one import's calls (see [`StackSamples::imports`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ImportTime {
+    /// On the CPU, nanoseconds.
+    pub cpu_ns: u64,
+    /// Off it (blocked, asleep, or waiting for a processor), nanoseconds.
+    pub waited_ns: u64,
 }
 
 impl StackSamples {
@@ -182,12 +197,16 @@ impl StackSamples {
             call.and_then(|at| found.get(&at.wrapping_sub(1)).copied().flatten())
         };
         for ((mut functions, call), ns) in std::mem::take(&mut self.time) {
-            functions.extend(import_of(call));
+            if let Some(import) = import_of(call) {
+                functions.push(import);
+                self.imports.entry(import).or_default().cpu_ns += ns;
+            }
             *self.time.entry((functions, None)).or_default() += ns;
         }
         for ((mut functions, call), ns) in std::mem::take(&mut self.waited) {
             if let Some(import) = import_of(call) {
                 functions.push(import);
+                self.imports.entry(import).or_default().waited_ns += ns;
                 *self.time.entry((functions, None)).or_default() += ns;
             }
         }
@@ -440,6 +459,15 @@ mod tests {
         assert_eq!(samples.time.get(&(vec![4, 0], None)), Some(&7));
         assert_eq!(samples.time.len(), 3);
         assert!(samples.waited.is_empty());
+        // The import's own figures: its CPU time and its waits, apart.
+        assert_eq!(
+            samples.imports.get(&0),
+            Some(&ImportTime {
+                cpu_ns: 10,
+                waited_ns: 107
+            })
+        );
+        assert_eq!(samples.imports.len(), 1);
     }
 
     #[test]
