@@ -567,6 +567,12 @@ impl Profile {
         self.mode != crate::settings::Mode::STACK_NAME
     }
 
+    /// Whether its host calls' times are samples (stack mode's) rather than clocks read
+    /// around every call (see [`HostFigures`]).
+    pub fn samples_host_time(&self) -> bool {
+        self.mode == crate::settings::Mode::STACK_NAME
+    }
+
     /// The record of function `id`, if it ran.
     pub fn function(&self, id: u32) -> Option<&FunctionRecord> {
         self.functions

@@ -41,8 +41,13 @@ pub fn summary_line(profile: &Profile) -> Option<String> {
     if timed(profile) {
         let _ = write!(
             line,
-            ", {} in them ({} on CPU, {} off CPU)",
+            ", {} in them{} ({} on CPU, {} off CPU)",
             format_ns(t.wall_ns),
+            if profile.samples_host_time() {
+                " by the samples"
+            } else {
+                ""
+            },
             format_ns(t.cpu_ns),
             format_ns(t.off_cpu_ns())
         );
@@ -76,8 +81,13 @@ pub fn table(profile: &Profile) -> Option<String> {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Host calls (time in WASI's functions; off CPU = the program's thread blocked or \
-         waiting):"
+        "Host calls (time in WASI's functions{}; off CPU = the program's thread blocked or \
+         waiting):",
+        if profile.samples_host_time() {
+            ", sampled"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         out,
@@ -181,6 +191,20 @@ mod tests {
             summary_line(&cost).unwrap(),
             "host: 11 calls to WASI, 9.8 KiB moved (cost mode times nothing)"
         );
+    }
+
+    #[test]
+    fn a_stack_profile_says_its_host_times_are_sampled() {
+        let mut p = with_host();
+        p.mode = "stack".into();
+        let line = summary_line(&p).unwrap();
+        assert!(
+            line.contains("50.02 ms in them by the samples (115.00 µs on CPU"),
+            "{line}"
+        );
+        assert!(table(&p)
+            .unwrap()
+            .starts_with("Host calls (time in WASI's functions, sampled;"));
     }
 
     #[test]
