@@ -149,3 +149,77 @@ fn a_default_profile_charges_the_reads_to_fd_read() {
     assert_eq!(host.figures.wall_ns, fd_read.self_time, "{host:?}");
     assert!(host.figures.cpu_ns <= host.figures.wall_ns, "{host:?}");
 }
+
+/// `samples/host_io.wasm` with its stdin fed through a pipe in pieces, 20 ms apart, and its
+/// stdout read through a pipe: its reads of stdin wait for data, its sleep (`poll_oneoff`,
+/// 50 ms) waits for the clock, while a tick every 100 µs interrupts the program's thread
+/// (stack mode's timer is the wall clock's). A signal must never fail a WASI call: the
+/// program reads every byte, writes its 8,000 and exits 0, in every mode.
+#[test]
+fn ticks_never_fail_a_waiting_wasi_call() {
+    use std::io::{Read, Write};
+    const INPUT: usize = 12_345;
+    for mode in ["stack", "sample", "time", "adaptive"] {
+        let s = Scratch::new();
+        let out = s.path("io.wprof").to_string_lossy().into_owned();
+        let sample = crate::support::sample("host_io.wasm");
+        let mut child = s
+            .wprof(&[
+                "run",
+                "--mode",
+                mode,
+                "--sample-period-us",
+                "100",
+                "-o",
+                &out,
+            ])
+            .arg(&sample)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feeder = std::thread::spawn(move || {
+            for piece in [4000, 3000, 5000, INPUT - 12_000] {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                stdin.write_all(&vec![b'x'; piece]).unwrap();
+            }
+        });
+        let mut shown = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut shown)
+            .unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = child.wait().unwrap();
+        feeder.join().unwrap();
+        assert_eq!(status.code(), Some(0), "{mode} mode: {err}");
+        assert_eq!(shown.len(), 8000, "{mode} mode: {err}");
+        let profile = wprof::profile::Profile::read(&s.path("io.wprof")).unwrap();
+        let host = |name: &str| {
+            profile
+                .host_calls
+                .iter()
+                .find(|h| h.name.ends_with(name))
+                .unwrap_or_else(|| panic!("{mode} mode: no {name}"))
+                .figures
+        };
+        assert_eq!(host("fd_read").bytes, Some(INPUT as u64), "{mode} mode");
+        assert_eq!(host("fd_write").bytes, Some(8000), "{mode} mode");
+        // The sleep is the import's, and off the CPU, sampled (stack mode) or measured.
+        let sleep = host("poll_oneoff");
+        assert!(
+            sleep.wall_ns >= 40_000_000 && sleep.off_cpu_ns() >= 30_000_000,
+            "{mode} mode: {sleep:?}"
+        );
+    }
+}

@@ -40,6 +40,13 @@ const MIN_NAP: Duration = Duration::from_micros(100);
 /// run's 0.8 s without pausing to 5.4 ms and 9.6 ms).
 const PAUSE_AFTER: u32 = 50;
 
+/// While its timer is stopped, a thread that used this much CPU time since the reader last
+/// looked has run: the timer starts again. A stopped thread is not woken for ticks, so its
+/// CPU clock moves only when it runs; a waiting worker woken for nothing uses a few
+/// microseconds. Not a period's worth: a program that woke from a read of stdin, wrote its
+/// output in 50 µs and slept 50 ms in `poll_oneoff` had its sleep charged to the read.
+const RESUME_AFTER_CPU_NS: u64 = 10_000;
+
 /// A stack of the module's functions, outermost first, and where the innermost of them
 /// called into the host when the tick was taken there (the return address into it).
 pub type Path = (Vec<u32>, Option<usize>);
@@ -356,8 +363,7 @@ pub fn read(
         }
         if let (Some(looked), Some(clock)) = (paused, cpu_clock) {
             let cpu_now = clock.now_ps().map_or(looked, |ps| ps / 1000);
-            // It used a period of CPU time since the last look: a quarter of the time.
-            let runs = cpu_now.saturating_sub(looked) >= current.as_nanos() as u64;
+            let runs = cpu_now.saturating_sub(looked) >= RESUME_AFTER_CPU_NS;
             if runs || stopping {
                 // The time since the last tick: what the thread waited goes where it
                 // blocked (an import's sleep shows), and the CPU time it has used since it
