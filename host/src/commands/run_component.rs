@@ -68,12 +68,12 @@ pub(crate) fn run(
     // `--live`: `wprof ctl` reaches the run while it prepares (and is told so).
     let mut control = crate::live::open_control(settings);
     // The inline modes read each module's tree from its memory, which only an engine whose
-    // memories wprof makes can find (see `crate::run::component_memory`).
+    // memories wprof makes can find (see `crate::run::component::memory`).
     let own_engine;
     // So does `--allocs`, for the allocators that store a block's address in the program's.
     let engine = match settings.profiling && (settings.mode.counts_inline() || settings.allocs) {
         true => {
-            own_engine = crate::run::component_memory::engine().map_err(Failure::from)?;
+            own_engine = crate::run::component::memory::engine().map_err(Failure::from)?;
             &own_engine
         }
         false => engine,
@@ -154,7 +154,7 @@ pub(crate) fn run(
     }
     if settings.mode == ProbeMode::Time && settings.subtract_overhead {
         match timings.time("calibrate", || {
-            crate::run::component_calibrate::measure(
+            crate::run::component::calibrate::measure(
                 engine,
                 settings.call_sites,
                 settings.short_max > 0,
@@ -167,11 +167,11 @@ pub(crate) fn run(
         }
     }
     // Adaptive mode: what a timer costs, reached through the component's lowered calls (see
-    // `crate::run::component_calibrate::measure_timers`).
+    // `crate::run::component::calibrate::measure_timers`).
     let mut timer_cost = None;
     if settings.mode == ProbeMode::Adaptive && settings.subtract_overhead {
         match timings.time("calibrate", || {
-            crate::run::component_calibrate::measure_timers(engine)
+            crate::run::component::calibrate::measure_timers(engine)
         }) {
             Ok(cost) => timer_cost = Some(cost),
             Err(e) => warn(format_args!(

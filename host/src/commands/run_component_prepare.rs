@@ -16,8 +16,8 @@ use crate::prepare::loader::LoadedModule;
 use crate::prepare::session::CacheSession;
 use crate::profile::{FunctionInfo, InstrumentationStats};
 use crate::progress::Progress;
+use crate::run::component::coverage::{self, ModuleCoverage};
 use crate::run::component::{ExpectedMemory, ModuleProbes};
-use crate::run::component_coverage::{self, ModuleCoverage};
 use crate::settings::RunSettings;
 
 /// The component's core modules instrumented, the component rewritten around them.
@@ -138,12 +138,9 @@ pub(super) fn prepare(
         );
         if !imports.is_empty() {
             let coverage = prepared.blocks.clone().map(|map| ModuleCoverage {
-                map: component_coverage::in_component(
-                    map,
-                    offset,
-                    module.range.start as u32,
-                    |name| qualified_name(&module.name, name, several),
-                ),
+                map: coverage::in_component(map, offset, module.range.start as u32, |name| {
+                    qualified_name(&module.name, name, several)
+                }),
                 functions: prepared.functions.len() as u32,
             });
             modules.push(ModuleProbes {

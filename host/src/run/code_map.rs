@@ -66,7 +66,7 @@ impl CodeMap {
     }
 
     /// The map of an instrumented module whose functions were found elsewhere (a
-    /// component's, see [`crate::run::component_code`]): `(start, end, instrumented function
+    /// component's, see [`crate::run::component::code`]): `(start, end, instrumented function
     /// index)`, and how the module numbers its functions.
     pub fn from_ranges(mut ranges: Vec<(usize, usize, u32)>, indices: FunctionIndices) -> Self {
         ranges.sort_unstable();

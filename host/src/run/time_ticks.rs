@@ -30,7 +30,7 @@ use wprof_agent::ProbeCode;
 use crate::run::address_map::ArtifactAddressMap;
 use crate::run::clock::{Clock, ThreadCpuClock};
 use crate::run::code_map::{CodeMap, Running};
-use crate::run::component_code::ComponentCode;
+use crate::run::component::code::ComponentCode;
 use crate::run::interrupt::{Session, Target};
 
 /// The mean time between ticks: about 2,000 a second, each costing the thread ~15 µs in

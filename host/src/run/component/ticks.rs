@@ -8,8 +8,8 @@ use wasmtime::component::Component;
 use wasmtime::Store;
 use wprof_agent::ProbeMode;
 
-use crate::run::component_code::ComponentCode;
-use crate::run::component_state::{ComponentState, ModuleProbes};
+use crate::run::component::code::ComponentCode;
+use crate::run::component::state::{ComponentState, ModuleProbes};
 use crate::run::interrupt::Session;
 use crate::run::time_ticks::TickCode;
 

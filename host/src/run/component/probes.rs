@@ -9,7 +9,7 @@ use wprof_agent::{ProbeImports as P, ProbeMode};
 
 use crate::components::{probe_function_name, probe_instance_name};
 use crate::run::adaptive::stopwatch::Stopwatch;
-use crate::run::component_state::{ComponentState, ModuleProbes};
+use crate::run::component::state::{ComponentState, ModuleProbes};
 use crate::run::probe_log::ProbeLog;
 
 /// Defines probe instance `k` (see [`probe_instance_name`]) for `module`: time mode's log

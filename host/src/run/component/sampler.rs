@@ -20,9 +20,9 @@ use wasmtime::Store;
 use crate::run::adaptive::walker::Walker;
 use crate::run::clock::Clock;
 use crate::run::code_map::Running;
-use crate::run::component_code::ComponentCode;
-use crate::run::component_memory::MadeMemory;
-use crate::run::component_state::{ComponentState, ModuleProbes};
+use crate::run::component::code::ComponentCode;
+use crate::run::component::memory::MadeMemory;
+use crate::run::component::state::{ComponentState, ModuleProbes};
 use crate::run::interrupt::Target;
 use crate::run::sampler::Watch;
 use crate::run::sampler::{SampleDesk, Samples};
@@ -177,7 +177,7 @@ pub fn sample(
 }
 
 /// Sample and adaptive mode: calls `run` with the program thread's timer asking where it is
-/// and a sampler thread charging the time (see [`crate::run::component_sampler`]) and
+/// and a sampler thread charging the time (see [`crate::run::component::sampler`]) and
 /// telling each module's walker (adaptive mode, `walkers` by position): the result, and per
 /// core module (by position) its samples.
 #[allow(clippy::too_many_arguments)]
@@ -209,13 +209,13 @@ pub(crate) fn call_sampled(
         // module's), and stays where it is while the store lives, past the sampler.
         cells[module.position] = unsafe { Cell::new(memory.base) };
     }
-    let code = crate::run::component_code::ComponentCode::of(
+    let code = crate::run::component::code::ComponentCode::of(
         component,
         &indices,
         probe_code,
         settings.mode,
     );
-    let (first, more) = crate::run::component_sampler::cells_of(&cells);
+    let (first, more) = crate::run::component::sampler::cells_of(&cells);
     // SAFETY: every cell is in a tree memory that stays where it is while the store lives,
     // or is the static `NO_CELL`; the session ends before either goes.
     let session = unsafe {

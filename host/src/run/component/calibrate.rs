@@ -17,8 +17,8 @@ use crate::run::adaptive::calibrate::CALLS as CALLS_TIMED;
 use crate::run::adaptive::stopwatch::{NodeTimes, TimerCost};
 use crate::run::calibrate::{repeat, Run, CALIBRATION, CALLS};
 use crate::run::collector::{Collector, ProbeOverhead};
-use crate::run::component_probes::define_probes;
-use crate::run::component_state::{ComponentState, ModuleProbes};
+use crate::run::component::probes::define_probes;
+use crate::run::component::state::{ComponentState, ModuleProbes};
 use crate::run::probe_log::ProbeLog;
 
 /// The calibration module in a component exporting `run: func(n: u32)`.
@@ -161,7 +161,7 @@ pub fn measure(
 }
 
 /// Measures what adaptive mode's timers cost in a component on `engine`, an engine whose
-/// memories wprof makes (see [`crate::run::component_memory::engine`]): the same
+/// memories wprof makes (see [`crate::run::component::memory::engine`]): the same
 /// measurement as [`crate::run::adaptive::calibrate::measure`]'s (the calibration module's
 /// empty function timed at every call, against the same component with no timer armed),
 /// through the component's lowered calls, instrumented as a profiled run instruments a
@@ -184,7 +184,7 @@ pub fn measure_timers(engine: &Engine) -> anyhow::Result<TimerCost> {
     let time_run = |armed: bool| -> anyhow::Result<(u64, HashMap<u32, NodeTimes>)> {
         let mut store = Store::new(engine, ComponentState::bare(None));
         let (instance, made) =
-            crate::run::component_memory::record(|| linker.instantiate(&mut store, &component));
+            crate::run::component::memory::record(|| linker.instantiate(&mut store, &component));
         let instance = instance.map_err(|e| anyhow::anyhow!("{e}"))?;
         // The tree memory is the last the module makes (the agent appends it).
         let memory = made
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn a_components_timers_are_measured_and_cost_more_than_nothing() {
-        let engine = crate::run::component_memory::engine().unwrap();
+        let engine = crate::run::component::memory::engine().unwrap();
         let cost = super::measure_timers(&engine).unwrap();
         assert!(cost.inside_ps + cost.outside_ps > 0, "{cost:?}");
         assert!(cost.inside_ps + cost.outside_ps < 1_000_000_000, "{cost:?}");

@@ -1,7 +1,7 @@
 //! What a component's run keeps in its store ([`ComponentState`]: WASI 0.2, time mode's
 //! log, fault injection, `--allocs`, adaptive mode's stopwatches) and what it knows of each
 //! instrumented core module ([`ModuleProbes`]); shared by the run
-//! ([`crate::run::component`]), its probe instances ([`crate::run::component_probes`]), its
+//! ([`crate::run::component`]), its probe instances ([`crate::run::component::probes`]), its
 //! sampler and the calibrations.
 
 use wasmtime::component::ResourceTable;
@@ -20,7 +20,7 @@ pub struct ComponentState {
     /// `--inject` into the modules' own functions, by component id.
     pub(crate) injected: FunctionInjectors,
     /// `--allocs`: every module's blocks.
-    pub(crate) allocs: Option<crate::run::component_allocs::ComponentAllocs>,
+    pub(crate) allocs: Option<crate::run::component::allocs::ComponentAllocs>,
     /// Adaptive mode: each instrumented module's stopwatch (by probe instance), which its
     /// timed activations' probes start and stop.
     pub(crate) stopwatches: Vec<Option<Stopwatch>>,
@@ -85,14 +85,14 @@ pub struct ModuleProbes {
     /// defined, and how many the original imports).
     pub indices: wprof_agent::FunctionIndices,
     /// Its position among the component's core modules (the `M` of its compiled code's
-    /// symbols, see [`crate::run::component_code`]).
+    /// symbols, see [`crate::run::component::code`]).
     pub position: usize,
     /// Sample mode: which of its bytes are probes.
     pub probe_code: Option<wprof_agent::ProbeCode>,
     /// Its probe imports, as [`crate::components::probe_imports`] read them.
     pub imports: Vec<ProbeImport>,
     /// With `--coverage`: its block map and where its counters are.
-    pub coverage: Option<crate::run::component_coverage::ModuleCoverage>,
+    pub coverage: Option<crate::run::component::coverage::ModuleCoverage>,
     /// With `--allocs`: its allocator functions, by component id.
     pub allocators: Vec<crate::profile::AllocatorRecord>,
 }

@@ -7,7 +7,7 @@
 //! grafted tree's nodes take too (see [`InlineTree::graft`](crate::run::inline_tree::InlineTree::graft)).
 
 use crate::run::allocs::{Allocs, Change, Owner};
-use crate::run::component_memory::MadeMemory;
+use crate::run::component::memory::MadeMemory;
 use crate::run::inline_tree::module_node_key;
 
 /// What a component's allocation reports go to.

@@ -1,14 +1,14 @@
 //! Coverage of a component's core modules (`wprof run --coverage`): each instrumented
 //! module counts its blocks in its tree memory, as a module does (see
 //! [`crate::run::coverage`]). wprof made those memories (see
-//! [`crate::run::component_memory`]), so it reads the counts when the program has ended,
+//! [`crate::run::component::memory`]), so it reads the counts when the program has ended,
 //! however it ended: after a trap or `exit` wasmtime runs nothing in the component any
 //! more, but its memories are still there.
 
 use std::sync::atomic::Ordering;
 
 use crate::profile::coverage::Coverage;
-use crate::run::component_memory::MadeMemory;
+use crate::run::component::memory::MadeMemory;
 
 /// One instrumented module's coverage: its block map, and its number of functions (which
 /// says where its counters are).

@@ -8,9 +8,19 @@
 //! component's id space (module `k`'s function `i` is `offset(k) + i`), so that in time mode
 //! one probe log sees calls cross from module to module as one calling-context tree. In the
 //! inline modes (cost, sample) each module counts into its own tree, in a memory found among
-//! those the instantiation made ([`crate::run::component_memory`]); sample mode's ticks say
-//! which module runs ([`crate::run::component_code`], [`crate::run::component_sampler`]);
+//! those the instantiation made ([`crate::run::component::memory`]); sample mode's ticks say
+//! which module runs ([`crate::run::component::code`], [`crate::run::component::sampler`]);
 //! at the end the trees are grafted into one, each module's a root of its own.
+
+pub mod allocs;
+pub mod calibrate;
+pub mod code;
+pub mod coverage;
+pub mod memory;
+pub mod probes;
+pub mod sampler;
+pub mod state;
+pub mod ticks;
 
 use std::io::Write;
 
@@ -24,7 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::run::adaptive::stopwatch::{Stopwatch, TimerCost};
 use crate::run::adaptive::walker::Walker;
 use crate::run::collector::Collector;
-use crate::run::component_memory::MadeMemory;
+use crate::run::component::memory::MadeMemory;
 use crate::run::host_calls::inject::FunctionInjectors;
 use crate::run::inline_tree::InlineTree;
 use crate::run::probe_log::ProbeLog;
@@ -33,7 +43,7 @@ use crate::run::switches::Switchboard;
 use crate::run::wasi_ctx::{wasi_builder, Stdio};
 use crate::settings::RunSettings;
 
-pub use crate::run::component_state::{ComponentState, ModuleProbes};
+pub use crate::run::component::state::{ComponentState, ModuleProbes};
 
 /// What an instrumented component's run needs besides the component.
 #[derive(Debug)]
@@ -54,7 +64,7 @@ pub struct ComponentProbes {
     /// The instrumented modules, in the order of their probe instances.
     pub modules: Vec<ModuleProbes>,
     /// The inline modes and `--allocs`: every memory the component's instantiation makes,
-    /// in order (see [`crate::run::component_memory`]), and which are the modules' tree
+    /// in order (see [`crate::run::component::memory`]), and which are the modules' tree
     /// memories and memories 0.
     pub memories: Vec<ExpectedMemory>,
     /// Adaptive mode: what a timer costs, subtracted from what it measures.
@@ -136,7 +146,7 @@ pub fn run(
         None => (None, None, Vec::new(), Vec::new()),
     };
     for (k, module) in modules.iter().enumerate() {
-        crate::run::component_probes::define_probes(&mut linker, k, module)
+        crate::run::component::probes::define_probes(&mut linker, k, module)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
     }
     let wasi = wasi_builder(settings, stdio)?.build();
@@ -151,7 +161,7 @@ pub fn run(
             stopwatches: Vec::new(),
         },
     );
-    let (instantiated, made) = crate::run::component_memory::record(|| -> wasmtime::Result<_> {
+    let (instantiated, made) = crate::run::component::memory::record(|| -> wasmtime::Result<_> {
         let instance = linker.instantiate(&mut store, component)?;
         wasmtime_wasi::p2::bindings::sync::Command::new(&mut store, &instance)
     });
@@ -176,7 +186,7 @@ pub fn run(
             }
             None => crate::run::allocs::Allocs::Own(tracker),
         };
-        store.data_mut().allocs = Some(crate::run::component_allocs::ComponentAllocs {
+        store.data_mut().allocs = Some(crate::run::component::allocs::ComponentAllocs {
             tracker,
             memories: (0..modules.len())
                 .map(|k| {
@@ -275,7 +285,7 @@ pub fn run(
     let (result, samples) = match (sampled, &trees) {
         (true, Some(trees)) => {
             let switches = board.as_ref().map(|(b, _, _)| &**b);
-            let (result, samples) = crate::run::component_sampler::call_sampled(
+            let (result, samples) = crate::run::component::sampler::call_sampled(
                 &mut store,
                 &command,
                 component,
@@ -288,7 +298,7 @@ pub fn run(
             (result, Some(samples))
         }
         _ => {
-            let ticking = crate::run::component_ticks::start(
+            let ticking = crate::run::component::ticks::start(
                 &store,
                 component,
                 &modules,
@@ -402,7 +412,7 @@ pub fn run(
                 }
                 tree.graft(own, *k, module.offset);
             }
-            coverage = crate::run::component_coverage::at_end(
+            coverage = crate::run::component::coverage::at_end(
                 trees
                     .iter()
                     .filter_map(|(k, memory)| Some((modules[*k].coverage.as_ref()?, memory))),
