@@ -436,7 +436,11 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     }
     if settings.mode == ProbeMode::Time && settings.subtract_overhead {
         match timings.time("calibrate", || {
-            crate::run::calibrate::measure(&engine, settings.call_sites, settings.short_max > 0)
+            crate::run::time::calibrate::measure(
+                &engine,
+                settings.call_sites,
+                settings.short_max > 0,
+            )
         }) {
             Ok(overhead) => {
                 tracing::debug!(?overhead, "probe overhead measured");

@@ -319,12 +319,12 @@ pub struct Profile {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub untimed: Vec<String>,
     /// Time mode: how many program-counter samples shared the callers' self time with the
-    /// short functions they called (see `run::time_ticks`); absent when none did, and
+    /// short functions they called (see `run::time::ticks`); absent when none did, and
     /// those functions' time is then all their callers'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untimed_samples: Option<u64>,
     /// Time mode: the program-counter ticks taken to share the short functions' time (see
-    /// `run::time_ticks`); absent when none were taken.
+    /// `run::time::ticks`); absent when none were taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ticks: Option<TicksRecord>,
     /// The probe overhead subtracted from every frame, if any.

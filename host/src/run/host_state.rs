@@ -13,7 +13,7 @@ use crate::run::adaptive::timers::Timers;
 use crate::run::allocs::{Allocs, Change, Owner};
 use crate::run::collector::Collector;
 use crate::run::host_meter::HostAccount;
-use crate::run::probe_log::ProbeLog;
+use crate::run::time::probe_log::ProbeLog;
 
 /// What the store holds: WASI's state and, when the module is instrumented, the probe log
 /// feeding the collector (time mode) or the collector itself (the inline modes, which fill
@@ -97,7 +97,9 @@ pub(crate) fn define_probes(
             .expect("time-mode probes are linked only with a probe log")
     }
     match mode {
-        ProbeMode::Time if std::env::var_os(crate::run::probe_log::FLOOR_VARIABLE).is_some() => {
+        ProbeMode::Time
+            if std::env::var_os(crate::run::time::probe_log::FLOOR_VARIABLE).is_some() =>
+        {
             // The benchmark's floor: the same host calls, each reading the clock only.
             for name in [P::ENTER, P::EXIT, P::TAIL, P::UNWIND, P::SITE] {
                 linker.func_wrap(P::MODULE, name, |mut c: Caller<'_, HostState>, _: i32| {

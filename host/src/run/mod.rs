@@ -5,8 +5,8 @@
 //! with a store whose state and probe imports are [`host_state`]'s, calling `_start` through
 //! [`start`], each thread of the program with its WASI context from [`wasi_ctx`]; a threaded
 //! program's spawned threads run through [`threads`].
-//! Time mode's probes log events ([`probe_log`], read with [`clock`]) that a thread replays
-//! into the [`collector`], less the probe cost [`calibrate`] measured; the inline modes count
+//! Time mode's probes log events ([`time::probe_log`], read with [`clock`]) that a thread
+//! replays into the [`collector`], less the probe cost [`time::calibrate`] measured; the inline modes count
 //! in module memory, read back by [`inline_tree`] and replayed by [`replay`]; in sample mode [`sampler`] charges time
 //! to where the program is, asking its thread ([`interrupt`]) for the program counter, which
 //! [`code_map`] names, [`address_map`] places in the module's bytes (a probe's, or the
@@ -26,7 +26,6 @@ pub mod address_map;
 pub mod allocs;
 pub mod attribution;
 pub mod backtrace;
-pub mod calibrate;
 pub mod clock;
 pub mod code_map;
 pub mod collector;
@@ -40,7 +39,6 @@ pub mod host_state;
 pub mod image;
 pub mod inline_tree;
 pub mod interrupt;
-pub mod probe_log;
 pub mod replay;
 pub mod runner;
 pub mod sampler;
@@ -48,7 +46,7 @@ pub mod stacks;
 pub mod start;
 pub mod switches;
 pub mod threads;
-pub mod time_ticks;
+pub mod time;
 pub mod to_profile;
 pub mod wasi_ctx;
 pub mod window;

@@ -258,7 +258,7 @@ pub(crate) fn call_entry(
 
 /// Time mode, on each thread of the program when some functions may be counted, not
 /// timed: the thread's timer interrupts it, and the ticks go to its collector (see
-/// [`crate::run::time_ticks`]) until the session returned is dropped (on this thread).
+/// [`crate::run::time::ticks`]) until the session returned is dropped (on this thread).
 fn time_ticks(
     store: &Store<HostState>,
     module: &Module,
@@ -271,16 +271,16 @@ fn time_ticks(
     }
     let log = store.data().log.as_ref()?;
     let probes = probe_bytes.map(|b| {
-        crate::run::time_ticks::ProbeFinder::new(module, b.code.clone(), b.image.as_ref())
+        crate::run::time::ticks::ProbeFinder::new(module, b.code.clone(), b.image.as_ref())
     });
-    let code = crate::run::time_ticks::TickCode::Module {
+    let code = crate::run::time::ticks::TickCode::Module {
         code: CodeMap::of(module, ProbeMode::Time),
         probes,
     };
     // SAFETY: the store keeps the log until the run's end, after the session (dropped by
     // the caller once the entry returned).
     unsafe {
-        crate::run::time_ticks::start(log.logged_cell(), log.clock(), code, |r| log.read_ticks(r))
+        crate::run::time::ticks::start(log.logged_cell(), log.clock(), code, |r| log.read_ticks(r))
     }
 }
 

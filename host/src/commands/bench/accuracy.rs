@@ -95,7 +95,7 @@ pub struct ProgramAccuracy {
     /// Per mode.
     pub modes: Vec<ModeAccuracy>,
     /// Time mode's floor: the median whole process with time mode's probes doing nothing
-    /// but reading the clock (see [`crate::run::probe_log::FLOOR_VARIABLE`]), over
+    /// but reading the clock (see [`crate::run::time::probe_log::FLOOR_VARIABLE`]), over
     /// `WPROF=0`'s. Time mode's overhead over this is what its bookkeeping costs. `None`
     /// when time mode is not among the modes measured.
     pub time_floor: Option<f64>,
@@ -158,7 +158,7 @@ pub fn measure(
         profiled_with(
             Mode::Time,
             &floor_profile,
-            &[(crate::run::probe_log::FLOOR_VARIABLE, "1")],
+            &[(crate::run::time::probe_log::FLOOR_VARIABLE, "1")],
         )
     };
     // Warm the cache in every mode measured; the cost profile (made if cost mode is not

@@ -349,7 +349,7 @@ impl BenchCommand {
         let overhead = if self.expect_ratio.is_empty() {
             ProbeOverhead::default()
         } else {
-            crate::run::calibrate::measure(&engine, false, true)?
+            crate::run::time::calibrate::measure(&engine, false, true)?
         };
         let mut modules = Vec::new();
         for path in self.modules()? {

@@ -1,5 +1,5 @@
 //! Measuring what adaptive mode's timers cost, so the stopwatch can subtract it: the
-//! calibration module of [`crate::run::calibrate`] (a loop calling an empty function)
+//! calibration module of [`crate::run::time::calibrate`] (a loop calling an empty function)
 //! instrumented for adaptive mode runs with the empty function's timer armed and disarmed,
 //! interleaved, several times. The empty function's timed duration is the cost inside an
 //! activation; the rest of the armed run's extra time per call is the cost outside it.
@@ -12,9 +12,9 @@ use std::collections::HashMap;
 
 use super::stopwatch::{NodeTimes, TimerCost};
 use super::timers::Timers;
-use crate::run::calibrate::{CALIBRATION, REPEATS};
 use crate::run::inline_tree::InlineTree;
 use crate::run::runner;
+use crate::run::time::calibrate::{CALIBRATION, REPEATS};
 use crate::stats::median;
 
 /// Calls of the empty function per run: fewer than time mode's calibration takes, since a

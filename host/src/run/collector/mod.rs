@@ -74,7 +74,7 @@ pub struct Collector {
     /// The remainder not yet charged (below `quantum`).
     carry: u64,
     /// Picoseconds of wprof's own work inside the run excluded from every time (see
-    /// [`crate::run::probe_log`]).
+    /// [`crate::run::time::probe_log`]).
     excluded: u64,
     /// Inline modes with call sites: per function id, the offsets of its call
     /// instructions (call site `k` of the module's tree is at index `k`).

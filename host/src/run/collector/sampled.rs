@@ -1,5 +1,5 @@
 //! Time mode: the short functions' share of their callers' exact self time, from the
-//! program-counter ticks taken among the events (see [`crate::run::time_ticks`]).
+//! program-counter ticks taken among the events (see [`crate::run::time::ticks`]).
 //!
 //! A tick whose program counter is in the function of the frame on top counts for that
 //! frame's context; one in a short function (counted, not timed) that the frame called

@@ -8,7 +8,7 @@ use crate::profile::context_tree::ROOT_NODE;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Frame {
     pub(super) id: u32,
-    /// The frame token the probes gave it, if it catches (see [`crate::run::probe_log`]).
+    /// The frame token the probes gave it, if it catches (see [`crate::run::time::probe_log`]).
     pub(super) token: u32,
     pub(super) edge: u32,
     /// Its node in the calling-context tree.
@@ -42,7 +42,7 @@ pub(super) struct Frame {
 
 impl Collector {
     /// [`Collector::enter_at`] for a catching function whose frame token was chosen by the
-    /// probes (see [`crate::run::probe_log`]).
+    /// probes (see [`crate::run::time::probe_log`]).
     pub fn enter_with_token_at(&mut self, id: u32, token: u32, now: u64) {
         self.enter_at(id, now);
         if let Some(top) = self.stack.last_mut() {

@@ -1,12 +1,12 @@
 //! The accounting: per-function, per-edge and per-context totals, charged when a frame
-//! closes, with the probes' own cost subtracted (see [`crate::run::calibrate`]) so that no
+//! closes, with the probes' own cost subtracted (see [`crate::run::time::calibrate`]) so that no
 //! estimate makes a time negative or self time exceed inclusive time.
 
 use super::stack::Frame;
 use super::Collector;
 
 /// What the probes themselves cost per activation, in the collector's unit (picoseconds in
-/// time mode); subtracted from every frame as it closes (see [`crate::run::calibrate`]).
+/// time mode); subtracted from every frame as it closes (see [`crate::run::time::calibrate`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProbeOverhead {
     /// Charged to the activation itself: from its entry clock read to its first

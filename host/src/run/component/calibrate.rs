@@ -1,7 +1,7 @@
 //! Measuring what time mode's probes cost in a component, where they reach the host
 //! through the component model's lowered calls (dearer than a core module's host calls).
 //!
-//! The same measurement as [`crate::run::calibrate`]'s: its calibration module (a loop
+//! The same measurement as [`crate::run::time::calibrate`]'s: its calibration module (a loop
 //! calling an empty function), here wrapped in a component that exports its `run`, runs
 //! as it is and instrumented (the component rewritten as a profiled run's is, its probes
 //! linked as a run links them), interleaved, several times; medians.
@@ -15,11 +15,11 @@ use std::collections::HashMap;
 
 use crate::run::adaptive::calibrate::CALLS as CALLS_TIMED;
 use crate::run::adaptive::stopwatch::{NodeTimes, TimerCost};
-use crate::run::calibrate::{repeat, Run, CALIBRATION, CALLS};
 use crate::run::collector::{Collector, ProbeOverhead};
 use crate::run::component::probes::define_probes;
 use crate::run::component::state::{ComponentState, ModuleProbes};
-use crate::run::probe_log::ProbeLog;
+use crate::run::time::calibrate::{repeat, Run, CALIBRATION, CALLS};
+use crate::run::time::probe_log::ProbeLog;
 
 /// The calibration module in a component exporting `run: func(n: u32)`.
 fn wrapper(module: &[u8]) -> Vec<u8> {
@@ -101,7 +101,7 @@ fn calibration_component(
 }
 
 /// Measures time mode's probe overhead in a component on `engine`, in picoseconds (see
-/// [`crate::run::calibrate::measure`] for `call_sites` and `counts_short`).
+/// [`crate::run::time::calibrate::measure`] for `call_sites` and `counts_short`).
 pub fn measure(
     engine: &Engine,
     call_sites: bool,

@@ -37,9 +37,9 @@ use crate::run::collector::Collector;
 use crate::run::component::memory::MadeMemory;
 use crate::run::host_calls::inject::FunctionInjectors;
 use crate::run::inline_tree::InlineTree;
-use crate::run::probe_log::ProbeLog;
 use crate::run::sampler::{SampleDesk, Samples};
 use crate::run::switches::Switchboard;
+use crate::run::time::probe_log::ProbeLog;
 use crate::run::wasi_ctx::{wasi_builder, Stdio};
 use crate::settings::RunSettings;
 

@@ -10,7 +10,7 @@ use wprof_agent::{ProbeImports as P, ProbeMode};
 use crate::components::{probe_function_name, probe_instance_name};
 use crate::run::adaptive::stopwatch::Stopwatch;
 use crate::run::component::state::{ComponentState, ModuleProbes};
-use crate::run::probe_log::ProbeLog;
+use crate::run::time::probe_log::ProbeLog;
 
 /// Defines probe instance `k` (see [`probe_instance_name`]) for `module`: time mode's log
 /// entries, ids moved by the module's offset; in adaptive mode, module `k`'s stopwatch.

@@ -10,7 +10,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::components::ProbeImport;
 use crate::run::adaptive::stopwatch::{Stopwatch, TimerCost};
 use crate::run::host_calls::inject::FunctionInjectors;
-use crate::run::probe_log::ProbeLog;
+use crate::run::time::probe_log::ProbeLog;
 
 /// What a component's run keeps: WASI 0.2's context and resources, and time mode's log.
 pub struct ComponentState {

@@ -1,4 +1,4 @@
-//! Time mode's program-counter ticks in a component (see [`crate::run::time_ticks`]): the
+//! Time mode's program-counter ticks in a component (see [`crate::run::time::ticks`]): the
 //! program's thread is interrupted as for a module, and each tick's program counter is
 //! looked up in the component's compiled code, module by module, their probes' instructions
 //! told apart, so that the short functions of every core module get their share of their
@@ -11,7 +11,7 @@ use wprof_agent::ProbeMode;
 use crate::run::component::code::ComponentCode;
 use crate::run::component::state::{ComponentState, ModuleProbes};
 use crate::run::interrupt::Session;
-use crate::run::time_ticks::TickCode;
+use crate::run::time::ticks::TickCode;
 
 /// Starts the ticks on the calling thread, the program's, when `wanted` and the store has
 /// time mode's log. The ticks stop when the session is dropped, on this thread, before the
@@ -40,7 +40,7 @@ pub fn start(
     // SAFETY: the store keeps the log until the run's end, after the session (dropped by
     // the caller once the program returned).
     unsafe {
-        crate::run::time_ticks::start(
+        crate::run::time::ticks::start(
             log.logged_cell(),
             log.clock(),
             TickCode::Component { code, offsets },

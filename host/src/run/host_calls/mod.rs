@@ -9,7 +9,7 @@
 //! Where the figures go: every call counts in its import's totals (the profile's
 //! `host_calls`); a call the probes bracketed also counts in the import's calling context,
 //! which time mode's probe log and the inline modes' tree both name (see
-//! [`HostAccount`] and [`crate::run::probe_log::ProbeLog::host`]). In time mode the
+//! [`HostAccount`] and [`crate::run::time::probe_log::ProbeLog::host`]). In time mode the
 //! wrapper's own work is excluded from every time, as a hand-over of the probe log is.
 //!
 //! What it costs, per call to the host: a call through the trampoline and two readings of

@@ -19,7 +19,7 @@ use crate::profile::HostFigures;
 use crate::run::clock::Clock;
 use crate::run::collector::Collector;
 use crate::run::host_meter::HostCall;
-use crate::run::time_ticks::{TickReader, READ_EVERY};
+use crate::run::time::ticks::{TickReader, READ_EVERY};
 use wprof_agent::ProbeImports;
 
 /// The test hook behind `wprof bench --accuracy`'s time-mode floor: with it set, a run's
@@ -217,7 +217,7 @@ pub struct ProbeLog {
     /// the buffer (it may since have been handed over: the event there is checked).
     fold_slots: [u32; FOLD_SLOTS],
     /// The number of events logged so far, modulo 2^32, where the tick handler reads it
-    /// (see [`crate::run::time_ticks`]); boxed, so that its address stays put.
+    /// (see [`crate::run::time::ticks`]); boxed, so that its address stays put.
     logged: Box<AtomicU32>,
 }
 
@@ -315,7 +315,7 @@ impl ProbeLog {
     }
 
     /// Where the tick handler reads how many events were logged (see
-    /// [`crate::run::time_ticks`]); valid for as long as the log lives.
+    /// [`crate::run::time::ticks`]); valid for as long as the log lives.
     pub fn logged_cell(&self) -> *const u32 {
         self.logged.as_ptr()
     }
