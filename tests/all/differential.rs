@@ -218,7 +218,7 @@ fn observe_switching(
                     instance.get_export(&mut store, wprof_agent::ContextArena::MEMORY)
                 {
                     let data = m.data_mut(&mut store);
-                    let tree = wprof::run::inline_tree::InlineTree::read(&data[..], functions);
+                    let tree = wprof::run::inline::tree::InlineTree::read(&data[..], functions);
                     for (i, node) in tree.nodes.iter().enumerate().skip(1) {
                         let on = pattern >> ((i as u32 + call) % 64) & 1 == 1;
                         let bit = wprof_agent::ContextArena::TIMED;

@@ -547,7 +547,7 @@ pub(crate) fn instrument_body(
             }
             // No store of the current node after a call between the module's functions:
             // sample mode's sampler reads the program counter, which says when the caller
-            // runs again (see the host's `run::attribution`).
+            // runs again (see the host's `run::inline::attribution`).
             Operator::Call { function_index } => {
                 e.flush_before_call();
                 let callee = layout

@@ -82,7 +82,9 @@ pub(crate) fn environment_help() -> String {
         ("default_mode", default_mode),
         (
             "period_us",
-            crate::run::sampler::DEFAULT_PERIOD.as_micros().to_string(),
+            crate::run::inline::sampler::DEFAULT_PERIOD
+                .as_micros()
+                .to_string(),
         ),
         (
             "default_cap",

@@ -48,7 +48,7 @@ pub struct SettingsArgs {
     /// proportion to the time run, up to 2000 at ten seconds (5,000 samples in the first
     /// second, 500 a second from the tenth), so that a long run is not slowed by ticks it
     /// does not need (adaptive mode keeps 200: its walks follow the ticks).
-    #[arg(long, value_name = "MICROSECONDS", default_value_t = crate::run::sampler::DEFAULT_PERIOD.as_micros() as u64, env = "WPROF_SAMPLE_PERIOD_US", value_parser = clap::value_parser!(u64).range(config::file::SAMPLE_PERIOD_US.start as u64..config::file::SAMPLE_PERIOD_US.end as u64))]
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = crate::run::inline::sampler::DEFAULT_PERIOD.as_micros() as u64, env = "WPROF_SAMPLE_PERIOD_US", value_parser = clap::value_parser!(u64).range(config::file::SAMPLE_PERIOD_US.start as u64..config::file::SAMPLE_PERIOD_US.end as u64))]
     pub sample_period_us: u64,
 
     /// Adaptive mode: activations a step of a walk times before it moves to the caller.

@@ -2,7 +2,7 @@
 //! one (`net/http/pprof`), for `go tool pprof http://ADDR/debug/pprof/profile?seconds=N` and
 //! the continuous-profiling agents that scrape it. `/debug/pprof/profile?seconds=N` (default
 //! 30) answers after N seconds with the profile of those seconds (see
-//! [`crate::run::window`]), gzip'd `profile.proto`; with `--allocs`, `/debug/pprof/allocs`
+//! [`crate::run::inline::window`]), gzip'd `profile.proto`; with `--allocs`, `/debug/pprof/allocs`
 //! (and `heap`) the blocks handed out since the start and those live now, by context, with
 //! Go's heap-profile sample types; `/debug/pprof/` lists the endpoints.
 //! Requests are answered one at a time, on one thread; the server stops when the program
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::exit::Failure;
-use crate::run::window::WindowSource;
+use crate::run::inline::window::WindowSource;
 
 /// The longest window asked for, in seconds.
 const MAX_SECONDS: u64 = 3600;

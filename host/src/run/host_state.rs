@@ -195,7 +195,7 @@ pub(crate) fn define_probes(
         }
         ProbeMode::Cost | ProbeMode::Sample => {
             // The inline modes import the probes but never call them: the module counts
-            // into its own tree (see `crate::run::inline_tree`).
+            // into its own tree (see `crate::run::inline::tree`).
             for name in [P::ENTER, P::EXIT, P::TAIL, P::UNWIND, P::SITE, P::CALLED] {
                 linker.func_wrap(P::MODULE, name, |_: i32| {})?;
             }

@@ -14,7 +14,7 @@ use crate::run::adaptive::AdaptiveSettings;
 use crate::run::collector::{Collector, PS_PER_NS};
 use crate::run::host_calls::{HostCalls, InjectedTrap};
 use crate::run::host_meter::HostAccount;
-use crate::run::replay::replay_tree;
+use crate::run::inline::replay::replay_tree;
 pub use crate::run::start::ProbeBytes;
 use crate::run::start::{call_start, StartProbes};
 use crate::run::switches::Switchboard;
@@ -94,7 +94,7 @@ pub struct Probes {
 }
 
 /// `--serve` (the inline modes): who serves windows of the profile while the program runs
-/// (see [`crate::run::window`]).
+/// (see [`crate::run::inline::window`]).
 pub struct Serve {
     /// Every function of the original module, in id order (the windows' names).
     pub functions: Vec<crate::profile::FunctionInfo>,
@@ -102,7 +102,7 @@ pub struct Serve {
     pub module_ref: crate::profile::ModuleRef,
     /// Called with the window source before the program starts; what it returns is dropped
     /// when the program ends, which must stop whatever reads windows.
-    pub start: Box<dyn FnOnce(crate::run::window::WindowSource) -> Box<dyn std::any::Any>>,
+    pub start: Box<dyn FnOnce(crate::run::inline::window::WindowSource) -> Box<dyn std::any::Any>>,
 }
 
 impl std::fmt::Debug for Serve {
@@ -405,12 +405,12 @@ pub fn run(
             let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let desk = mode
                 .filter(|m| m.samples())
-                .map(|_| Arc::new(crate::run::sampler::SampleDesk::default()));
+                .map(|_| Arc::new(crate::run::inline::sampler::SampleDesk::default()));
             let serving = match (serve, mode) {
                 (Some(serve), Some(mode)) if mode.counts_inline() => {
                     match live_tree(&mut store, &instance) {
                         Some(tree) => {
-                            let source = crate::run::window::WindowSource::new(
+                            let source = crate::run::inline::window::WindowSource::new(
                                 tree,
                                 mode,
                                 serve.functions,
@@ -615,7 +615,7 @@ fn read_coverage(
         .collector
         .as_ref()
         .map_or(0, |c| c.functions().len() as u32);
-    crate::run::coverage::read(store, instance, functions, map)
+    crate::run::inline::coverage::read(store, instance, functions, map)
         .map_err(|e| crate::say!("wprof: warning: coverage not recorded: {e}"))
         .ok()
 }

@@ -13,7 +13,7 @@ use crate::run::adaptive::walker::Walker;
 use crate::run::address_map::ArtifactAddressMap;
 use crate::run::code_map::CodeMap;
 use crate::run::host_state::{never_moves, reset_slot, HostState};
-use crate::run::sampler::{Asking, CurrentCell, Samples};
+use crate::run::inline::sampler::{Asking, CurrentCell, Samples};
 use crate::run::switches::Switchboard;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
@@ -45,9 +45,9 @@ pub(crate) struct StartProbes<'a> {
     /// Live probes: the switches.
     pub(crate) switches: Option<&'a Switchboard>,
     /// `--serve`: where the sampler hands copies of its readings.
-    pub(crate) desk: Option<&'a crate::run::sampler::SampleDesk>,
+    pub(crate) desk: Option<&'a crate::run::inline::sampler::SampleDesk>,
     /// A threaded program: sample mode charges the thread's CPU time (see
-    /// [`crate::run::sampler::Timing::cpu`]).
+    /// [`crate::run::inline::sampler::Timing::cpu`]).
     pub(crate) cpu_time: bool,
     /// A spawned thread: told on the thread as soon as the entry function returns, before
     /// the sampler is stopped and joined (which may sleep), so that the end of the program
@@ -216,11 +216,11 @@ pub(crate) fn call_entry(
                 let (clock, stop, period) = (&clock, &stop, settings.sample_period);
                 let from = clock.now_ps();
                 let sampler = s.spawn(move || {
-                    let watch = walker.map(|w| w as &mut dyn crate::run::sampler::Watch);
-                    crate::run::sampler::sample(
+                    let watch = walker.map(|w| w as &mut dyn crate::run::inline::sampler::Watch);
+                    crate::run::inline::sampler::sample(
                         cell,
                         asking,
-                        crate::run::sampler::Timing {
+                        crate::run::inline::sampler::Timing {
                             clock,
                             period,
                             stop,

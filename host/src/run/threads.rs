@@ -367,14 +367,14 @@ impl Threads {
             .as_ref()
             .and_then(|_| crate::run::entry_counts::read(&mut store, &instance));
         if self.mode.is_some_and(ProbeMode::counts_inline) {
-            crate::run::replay::replay_tree(&mut store, &instance, samples.as_ref());
+            crate::run::inline::replay::replay_tree(&mut store, &instance, samples.as_ref());
             let functions = store
                 .data()
                 .collector
                 .as_ref()
                 .map_or(0, |c| c.functions().len() as u32);
             coverage = self.blocks.clone().and_then(|map| {
-                crate::run::coverage::read(&mut store, &instance, functions, map).ok()
+                crate::run::inline::coverage::read(&mut store, &instance, functions, map).ok()
             });
         }
         let state = store.into_data();

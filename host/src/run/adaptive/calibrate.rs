@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use super::stopwatch::{NodeTimes, TimerCost};
 use super::timers::Timers;
-use crate::run::inline_tree::InlineTree;
+use crate::run::inline::tree::InlineTree;
 use crate::run::runner;
 use crate::run::time::calibrate::{CALIBRATION, REPEATS};
 use crate::stats::median;

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use wprof_agent::ContextArena as A;
 
-use crate::run::inline_tree::TreeBytes;
+use crate::run::inline::tree::TreeBytes;
 
 /// The tree memory of a running module.
 #[derive(Debug, Clone, Copy)]

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use crate::profile::{AdaptiveRecord, TimedContext};
 use crate::run::collector::PS_PER_NS;
-use crate::run::inline_tree::InlineTree;
+use crate::run::inline::tree::InlineTree;
 
 use stopwatch::{NodeTimes, TimerCost};
 use walker::Walks;

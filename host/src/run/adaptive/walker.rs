@@ -13,8 +13,8 @@
 use std::collections::{HashMap, HashSet};
 use wprof_agent::ContextArena as A;
 
-use crate::run::inline_tree::{InlineTree, TreeBytes};
-use crate::run::sampler::Watch;
+use crate::run::inline::sampler::Watch;
+use crate::run::inline::tree::{InlineTree, TreeBytes};
 
 use super::live_tree::LiveTree;
 use super::timers::Timers;
@@ -322,7 +322,7 @@ impl Watch for Walker {
                 None => return,
             },
             // The cell names the context the probes entered last: the function running,
-            // or one of its callees that has returned (see `crate::run::attribution`).
+            // or one of its callees that has returned (see `crate::run::inline::attribution`).
             None => cell,
         };
         for _ in 0..64 {

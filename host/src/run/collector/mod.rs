@@ -22,7 +22,7 @@
 //!
 //! "Time" is whatever the probes report: picoseconds of [`crate::run::clock`] in time mode. In
 //! the inline modes the module counts calls itself and the collector is fed by replaying
-//! its calling-context tree (see [`crate::run::inline_tree`]), in instructions (cost mode) or
+//! its calling-context tree (see [`crate::run::inline::tree`]), in instructions (cost mode) or
 //! sampled picoseconds (sample mode). [`Collector::last`] is the latest value seen.
 
 use std::collections::HashMap;

@@ -86,7 +86,7 @@ impl Collector {
     }
 
     /// [`Collector::enter_at`] for a frame that stands for `calls` activations: a calling
-    /// context the module counted itself, replayed once (see [`crate::run::inline_tree`]).
+    /// context the module counted itself, replayed once (see [`crate::run::inline::tree`]).
     pub fn enter_counted_at(&mut self, id: u32, calls: u64, now: u64) {
         self.last = now;
         self.ensure(id);

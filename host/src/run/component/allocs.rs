@@ -4,11 +4,11 @@
 //! component. Each module has its own linear memory and its own tree, so a block's address
 //! and an allocator's node are told apart by module: addresses as `module << 48 | address`
 //! (the component model's memories are 32-bit), nodes by [`module_node_key`], which the
-//! grafted tree's nodes take too (see [`InlineTree::graft`](crate::run::inline_tree::InlineTree::graft)).
+//! grafted tree's nodes take too (see [`InlineTree::graft`](crate::run::inline::tree::InlineTree::graft)).
 
 use crate::run::allocs::{Allocs, Change, Owner};
 use crate::run::component::memory::MadeMemory;
-use crate::run::inline_tree::module_node_key;
+use crate::run::inline::tree::module_node_key;
 
 /// What a component's allocation reports go to.
 #[derive(Debug)]

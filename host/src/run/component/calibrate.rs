@@ -204,7 +204,7 @@ pub fn measure_timers(engine: &Engine) -> anyhow::Result<TimerCost> {
             let size = memory.size.load(std::sync::atomic::Ordering::Acquire);
             // SAFETY: `size` bytes from the base are accessible; nothing runs meanwhile.
             let bytes = unsafe { std::slice::from_raw_parts(memory.base as *const u8, size) };
-            let leaf = crate::run::inline_tree::InlineTree::read(bytes, functions)
+            let leaf = crate::run::inline::tree::InlineTree::read(bytes, functions)
                 .nodes
                 .iter()
                 .find(|n| n.function == 0)

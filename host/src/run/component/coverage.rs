@@ -1,6 +1,6 @@
 //! Coverage of a component's core modules (`wprof run --coverage`): each instrumented
 //! module counts its blocks in its tree memory, as a module does (see
-//! [`crate::run::coverage`]). wprof made those memories (see
+//! [`crate::run::inline::coverage`]). wprof made those memories (see
 //! [`crate::run::component::memory`]), so it reads the counts when the program has ended,
 //! however it ended: after a trap or `exit` wasmtime runs nothing in the component any
 //! more, but its memories are still there.
@@ -27,8 +27,8 @@ pub fn read(module: &ModuleCoverage, memory: &MadeMemory) -> Result<Coverage, St
     // SAFETY: the memory stays where it is while the store lives, which it does while the
     // run reads it, and its first `size` bytes are accessible; nothing runs in it any more.
     let tree = unsafe { std::slice::from_raw_parts(memory.base as *const u8, size) };
-    let counts = crate::run::coverage::in_memory(tree, module.functions, &module.map)?;
-    crate::run::coverage::assign(module.map.clone(), &counts)
+    let counts = crate::run::inline::coverage::in_memory(tree, module.functions, &module.map)?;
+    crate::run::inline::coverage::assign(module.map.clone(), &counts)
         .ok_or_else(|| "the counters do not match the block map".to_string())
 }
 

@@ -36,8 +36,8 @@ use crate::run::adaptive::walker::Walker;
 use crate::run::collector::Collector;
 use crate::run::component::memory::MadeMemory;
 use crate::run::host_calls::inject::FunctionInjectors;
-use crate::run::inline_tree::InlineTree;
-use crate::run::sampler::{SampleDesk, Samples};
+use crate::run::inline::sampler::{SampleDesk, Samples};
+use crate::run::inline::tree::InlineTree;
 use crate::run::switches::Switchboard;
 use crate::run::time::probe_log::ProbeLog;
 use crate::run::wasi_ctx::{wasi_builder, Stdio};
@@ -256,7 +256,7 @@ pub fn run(
         (Some(serve), Some(trees)) => {
             let windows = trees
                 .iter()
-                .map(|(k, memory)| crate::run::window::ModuleTree {
+                .map(|(k, memory)| crate::run::inline::window::ModuleTree {
                     k: *k,
                     position: modules[*k].position,
                     offset: modules[*k].offset,
@@ -268,7 +268,7 @@ pub fn run(
                     },
                 })
                 .collect();
-            let source = crate::run::window::WindowSource::of_component(
+            let source = crate::run::inline::window::WindowSource::of_component(
                 windows,
                 settings.mode,
                 serve.functions,
@@ -377,7 +377,7 @@ pub fn run(
                 if let Some(samples) = &samples {
                     // Sample mode: each node's sampled time in place of its cost.
                     let attribution =
-                        crate::run::attribution::attribute(&own, &samples[module.position]);
+                        crate::run::inline::attribution::attribute(&own, &samples[module.position]);
                     probe_ps += attribution.probe_ps;
                     for node in &mut own.nodes {
                         node.self_cost = attribution.time.get(&node.address).copied().unwrap_or(0);

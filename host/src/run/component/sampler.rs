@@ -23,9 +23,9 @@ use crate::run::code_map::Running;
 use crate::run::component::code::ComponentCode;
 use crate::run::component::memory::MadeMemory;
 use crate::run::component::state::{ComponentState, ModuleProbes};
+use crate::run::inline::sampler::Watch;
+use crate::run::inline::sampler::{SampleDesk, Samples};
 use crate::run::interrupt::Target;
-use crate::run::sampler::Watch;
-use crate::run::sampler::{SampleDesk, Samples};
 use crate::run::switches::Switchboard;
 use crate::sample_period::SamplePeriod;
 use crate::settings::RunSettings;
@@ -84,7 +84,7 @@ pub fn cells_of(cells: &[Cell]) -> (*const u32, Vec<*const u32>) {
 /// Samples the program thread until `stop`: per module (index in `cells`), the time
 /// charged to each of its readings, in picoseconds. With live probes, `switches` and each
 /// module's first component id: a tick in a function whose switch is off is marked so
-/// (bit 0 of its cell, see [`crate::run::attribution`]). With `--serve`, `desk` gets a copy
+/// (bit 0 of its cell, see [`crate::run::inline::attribution`]). With `--serve`, `desk` gets a copy
 /// of the readings when asked. Adaptive mode: each module's walker (`walkers`, by
 /// position) learns of every tick in that module's functions and of every reading.
 #[allow(clippy::too_many_arguments)]
@@ -110,8 +110,13 @@ pub fn sample(
     loop {
         let stopping = stop.load(Ordering::Acquire);
         let target = asking.map(|(target, _)| target);
-        let period =
-            crate::run::sampler::period_now(period, clock, started, &mut now_period, target);
+        let period = crate::run::inline::sampler::period_now(
+            period,
+            clock,
+            started,
+            &mut now_period,
+            target,
+        );
         if !stopping {
             std::thread::park_timeout(period);
         }

@@ -5,10 +5,10 @@
 use wasmtime::Store;
 use wprof_agent::ContextArena;
 
-use crate::run::attribution::Attribution;
 use crate::run::host_state::HostState;
-use crate::run::inline_tree::InlineTree;
-use crate::run::sampler::Samples;
+use crate::run::inline::attribution::Attribution;
+use crate::run::inline::sampler::Samples;
+use crate::run::inline::tree::InlineTree;
 
 /// Inline modes: replays the module's tree into the collector, with each context's self
 /// cost (cost mode) or sampled time (sample and adaptive mode, where the samples'
@@ -41,7 +41,7 @@ pub(crate) fn replay_tree(
     let sites = collector.take_call_site_offsets();
     let attribution = match samples {
         Some(samples) => {
-            let attribution = crate::run::attribution::attribute(&tree, samples);
+            let attribution = crate::run::inline::attribution::attribute(&tree, samples);
             tracing::info!(
                 probe_ps = attribution.probe_ps,
                 moved_ps = attribution.moved_ps,

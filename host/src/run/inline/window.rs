@@ -8,7 +8,7 @@
 //! in a memory that never moves. A node's figures only grow, so the window's are
 //! differences; a node made during the window counts from zero. A component's window reads
 //! every module's tree and grafts them as its run's end does (nodes keyed by
-//! [`crate::run::inline_tree::module_node_key`]).
+//! [`crate::run::inline::tree::module_node_key`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,8 +23,8 @@ use crate::run::adaptive::live_tree::LiveTree;
 use crate::run::allocs::AllocTracker;
 use crate::run::code_map::CodeMap;
 use crate::run::collector::{Collector, PS_PER_NS};
-use crate::run::inline_tree::InlineTree;
-use crate::run::sampler::{SampleDesk, Samples};
+use crate::run::inline::sampler::{SampleDesk, Samples};
+use crate::run::inline::tree::InlineTree;
 use crate::run::start::ProbeBytes;
 
 /// What the window's profile is made from; shared with the thread that asks for windows.
@@ -217,7 +217,7 @@ impl WindowSource {
         }
         let tree = InlineTree::read(live, self.functions.len() as u32);
         let time = if sampling.is_some() {
-            crate::run::attribution::attribute(&tree, &time).time
+            crate::run::inline::attribution::attribute(&tree, &time).time
         } else {
             HashMap::new()
         };
@@ -235,7 +235,7 @@ impl WindowSource {
         modules: &[ModuleTree],
         desk: &Option<(Arc<SampleDesk<Vec<Samples>>>, Duration)>,
     ) -> Result<End, String> {
-        use crate::run::inline_tree::module_node_key;
+        use crate::run::inline::tree::module_node_key;
         let samples = match desk {
             Some((desk, period)) => Some(
                 desk.ask(*period * 20 + Duration::from_millis(200))
@@ -250,7 +250,7 @@ impl WindowSource {
         let mut time = HashMap::new();
         let tree = Self::grafted(modules, |m, own| {
             if let Some(samples) = samples.as_ref().and_then(|s| s.get(m.position)) {
-                let attribution = crate::run::attribution::attribute(own, samples);
+                let attribution = crate::run::inline::attribution::attribute(own, samples);
                 for (address, ps) in attribution.time {
                     if let Some(key) = module_node_key(m.k, address) {
                         time.insert(key, ps);
@@ -309,7 +309,7 @@ impl WindowSource {
             n.self_cost = n.self_cost.saturating_sub(cost);
         }
         let cost = self.mode == ProbeMode::Cost;
-        let self_time = |n: &crate::run::inline_tree::InlineNode| {
+        let self_time = |n: &crate::run::inline::tree::InlineNode| {
             if cost {
                 n.self_cost
             } else {

@@ -11,15 +11,15 @@
 //! the nearest ancestor.
 //! Time in wprof's own code (the node finder, and the probes' instructions inside the
 //! module's functions, told apart by the module's `wprof.probe-code` section; see
-//! [`crate::run::sampler::Samples::resolve`]) is left out: the uninstrumented program
+//! [`crate::run::inline::sampler::Samples::resolve`]) is left out: the uninstrumented program
 //! never spends it. Time outside the module (the engine, a host function) stays with the
 //! cell, which names the import while the host runs one.
 
 use std::collections::HashMap;
 
 use crate::run::code_map::Running;
-use crate::run::inline_tree::InlineTree;
-use crate::run::sampler::Samples;
+use crate::run::inline::sampler::Samples;
+use crate::run::inline::tree::InlineTree;
 
 /// The readings' time by node, and what was left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -117,7 +117,7 @@ fn nearest(tree: &InlineTree, node: usize, function: u32) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::inline_tree::InlineNode;
+    use crate::run::inline::tree::InlineNode;
 
     fn node(address: u32, function: u32, calls: u64, parent: usize) -> InlineNode {
         InlineNode {

@@ -10,7 +10,7 @@
 //! reads the ticks since its previous reading. While the cell names an import (the host
 //! runs, perhaps blocked in a system call) for a few readings, the sampler stops the timer
 //! and the cell alone decides, as it does where no timer can be had.
-//! [`crate::run::attribution`] turns the two facts into a node of the tree.
+//! [`crate::run::inline::attribution`] turns the two facts into a node of the tree.
 //!
 //! Every picosecond between the start and the end of the run is charged to exactly one
 //! tick or reading: an interval goes to the ticks taken in it, the usual sampling estimate. Calls are never sampled: the module counts them exactly.
@@ -174,7 +174,7 @@ pub struct Asking<'a> {
     pub code: &'a CodeMap,
     /// Live probes: the switches. A reading in a function whose switch is off gets its cell
     /// tagged (bit 0): that function is part of the cell's context, whatever nodes it has
-    /// from when it was on (see [`crate::run::attribution`]).
+    /// from when it was on (see [`crate::run::inline::attribution`]).
     pub switches: Option<&'a crate::run::switches::Switchboard>,
 }
 
