@@ -12,7 +12,7 @@ use crate::run::adaptive::stopwatch::{Stopwatch, TimerCost};
 use crate::run::adaptive::timers::Timers;
 use crate::run::allocs::{Allocs, Change, Owner};
 use crate::run::collector::Collector;
-use crate::run::host_meter::HostAccount;
+use crate::run::host_calls::meter::HostAccount;
 use crate::run::time::probe_log::ProbeLog;
 
 /// What the store holds: WASI's state and, when the module is instrumented, the probe log

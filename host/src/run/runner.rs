@@ -12,8 +12,8 @@ use crate::run::adaptive::stopwatch::TimerCost;
 use crate::run::adaptive::walker::Walker;
 use crate::run::adaptive::AdaptiveSettings;
 use crate::run::collector::{Collector, PS_PER_NS};
+use crate::run::host_calls::meter::HostAccount;
 use crate::run::host_calls::{HostCalls, InjectedTrap};
-use crate::run::host_meter::HostAccount;
 use crate::run::inline::replay::replay_tree;
 pub use crate::run::start::ProbeBytes;
 use crate::run::start::{call_start, StartProbes};
@@ -65,7 +65,7 @@ pub struct RunOutcome {
     /// still running when the program ended (see [`crate::run::threads`]).
     pub threads: Option<(Vec<ThreadRun>, u32)>,
     /// Stack mode: the first thread's calls, when its module counts them.
-    pub entry_counts: Option<crate::run::entry_counts::EntryCounts>,
+    pub entry_counts: Option<crate::run::stacks::entry_counts::EntryCounts>,
     /// Time mode: the first thread's CPU time in `_start`, in nanoseconds.
     pub start_cpu_ns: Option<u64>,
 }
@@ -464,7 +464,7 @@ pub fn run(
             start_cpu_ns =
                 cpu.and_then(|(c, from)| Some(c.now_ps()?.saturating_sub(from) / PS_PER_NS));
             if settings.profiling && settings.stacks {
-                entry_counts = crate::run::entry_counts::read(&mut store, &instance);
+                entry_counts = crate::run::stacks::entry_counts::read(&mut store, &instance);
             }
             // Windows stop before the tree's memory can go.
             ended.store(true, std::sync::atomic::Ordering::Release);

@@ -70,7 +70,7 @@ pub struct ThreadRun {
     /// Stack mode: its sampled stacks (`None` when it could not be interrupted).
     pub stacks: Option<StackSamples>,
     /// Stack mode: its calls, when its module counts them.
-    pub entry_counts: Option<crate::run::entry_counts::EntryCounts>,
+    pub entry_counts: Option<crate::run::stacks::entry_counts::EntryCounts>,
 }
 
 /// What the threads of one run share: how to start one, and the ones that ended.
@@ -224,7 +224,7 @@ impl Threads {
         let host = self
             .stack_code
             .as_ref()
-            .map(|_| crate::run::host_meter::HostAccount::for_module(&self.module));
+            .map(|_| crate::run::host_calls::meter::HostAccount::for_module(&self.module));
         Ok(HostState {
             wasi: crate::run::wasi_ctx::wasi_context(&self.settings, self.stdio)?,
             collector,
@@ -365,7 +365,7 @@ impl Threads {
         let entry_counts = self
             .stack_code
             .as_ref()
-            .and_then(|_| crate::run::entry_counts::read(&mut store, &instance));
+            .and_then(|_| crate::run::stacks::entry_counts::read(&mut store, &instance));
         if self.mode.is_some_and(ProbeMode::counts_inline) {
             crate::run::inline::replay::replay_tree(&mut store, &instance, samples.as_ref());
             let functions = store

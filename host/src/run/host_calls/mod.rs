@@ -18,6 +18,7 @@
 //! them); nothing inside the module. `WPROF=0` links the real functions alone.
 
 pub mod inject;
+pub mod meter;
 mod trampoline;
 
 pub use trampoline::compile_with;
@@ -32,9 +33,9 @@ use crate::injection::{Injection, InjectionRecord};
 use crate::profile::HostCallRecord;
 use crate::run::host_state::HostState;
 
-use crate::run::host_meter::{self, HostAccount, HostCall, Meter};
 use inject::Injector;
 pub use inject::{FunctionInjectors, InjectedTrap};
+use meter::{HostAccount, HostCall, Meter};
 
 /// The modules WASI preview 1 functions are imported from.
 const WASI_MODULES: [&str; 2] = ["wasi_snapshot_preview1", "wasi_unstable"];
@@ -348,7 +349,7 @@ impl Wrapper {
             .host
             .as_ref()
             .and_then(HostAccount::arena)
-            .and_then(|arena| host_meter::import_node(arena.data(&caller), self.id));
+            .and_then(|arena| meter::import_node(arena.data(&caller), self.id));
         let overhead_ps = entered.map_or(0, |entered| {
             meter
                 .now_ps()

@@ -18,6 +18,7 @@
 //! Every thread of a program that spawns threads is sampled so, by its own timer and its
 //! own reader ([`while_walking`]).
 
+pub mod entry_counts;
 pub mod profile;
 
 use std::collections::HashMap;

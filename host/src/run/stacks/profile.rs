@@ -3,7 +3,7 @@
 //! (each context entered once, its own time passing before its callees') so that functions,
 //! edges and contexts get their self and inclusive times by the same rules as every mode,
 //! recursion included. Calls are the functions' own, when the module counted them (see
-//! [`crate::run::entry_counts`]); edges and contexts have none (their `calls` are 0).
+//! [`crate::run::stacks::entry_counts`]); edges and contexts have none (their `calls` are 0).
 
 use std::collections::BTreeMap;
 

@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use crate::profile::HostFigures;
 use crate::run::clock::Clock;
 use crate::run::collector::Collector;
-use crate::run::host_meter::HostCall;
+use crate::run::host_calls::meter::HostCall;
 use crate::run::time::ticks::{TickReader, READ_EVERY};
 use wprof_agent::ProbeImports;
 
