@@ -16,7 +16,7 @@ const ROOMS: &[(&str, &[&str])] = &[
         &["prepare", "run", "report", "profile", "config", "live"],
     ),
     ("live", &["run", "config"]),
-    ("prepare", &["run::engine", "run::image", "profile"]),
+    ("prepare", &["run::engine", "run::code::image", "profile"]),
     ("run", &["profile"]),
     ("report", &["profile"]),
     ("profile", &[]),

@@ -10,7 +10,7 @@ use crate::prepare::counted::{self, CountedCode};
 use crate::prepare::loader::LoadedModule;
 use crate::prepare::session::{warn, CacheSession};
 use crate::profile::{Ending, ModuleRef, SamplingRecord, StackWalkRecord};
-use crate::run::code_map::CodeMap;
+use crate::run::code::map::CodeMap;
 use crate::run::runner::{self, RunOutcome, Stdio};
 use crate::run::stacks::profile::profile_of_stacks;
 use crate::run::stacks::{self, StackSamples};
@@ -80,7 +80,7 @@ pub fn run(
                 compiled
                     .image
                     .as_ref()
-                    .and_then(crate::run::address_map::ArtifactAddressMap::open)
+                    .and_then(crate::run::code::address_map::ArtifactAddressMap::open)
             });
             let offsets = code.module_offsets(module, artifact.as_ref(), calls);
             if !compiled.counted {

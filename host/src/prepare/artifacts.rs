@@ -120,7 +120,7 @@ pub enum LoadError {
 }
 
 /// A loaded artifact: the module, and the expanded image it was mapped from (its address
-/// map finds sampled program counters; see [`crate::run::address_map`]).
+/// map finds sampled program counters; see [`crate::run::code::address_map`]).
 #[derive(Debug)]
 pub struct Loaded {
     /// The compiled module.
@@ -227,7 +227,7 @@ pub fn store(
 ) -> anyhow::Result<()> {
     store_bytes(
         cache,
-        crate::run::image::module_image(module),
+        crate::run::code::image::module_image(module),
         instrumented_digest,
         fingerprint,
         secret,

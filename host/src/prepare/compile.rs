@@ -123,7 +123,7 @@ pub fn compile_bytes<'b>(
                     c,
                     &lineage,
                     artifacts::artifact_key(&digest, &fingerprint),
-                    crate::run::image::module_image(&module),
+                    crate::run::code::image::module_image(&module),
                 ),
                 None => Ok(()),
             }

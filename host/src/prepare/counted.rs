@@ -48,7 +48,7 @@ pub struct CountedCode {
     pub module: Module,
     pub counted: bool,
     /// wasmtime's serialized form it was mapped from, when it came from the cache (`None`:
-    /// compiled now): its address map is read from there (see [`crate::run::address_map`]).
+    /// compiled now): its address map is read from there (see [`crate::run::code::address_map`]).
     pub image: Option<std::fs::File>,
     /// Where its counters are, when they were added now (else the run reads it from the
     /// module's manifest: [`recorded_or_made`]).

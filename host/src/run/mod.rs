@@ -22,17 +22,15 @@
 //! instrument the calibration module and to map trap offsets back to the original.
 
 pub mod adaptive;
-pub mod address_map;
 pub mod allocs;
 pub mod backtrace;
 pub mod clock;
-pub mod code_map;
+pub mod code;
 pub mod collector;
 pub mod component;
 pub mod engine;
 pub mod host_calls;
 pub mod host_state;
-pub mod image;
 pub mod inline;
 pub mod interrupt;
 pub mod runner;

@@ -10,8 +10,8 @@ use wprof_agent::{ContextArena, ProbeCode, ProbeMode};
 
 use crate::exit::Failure;
 use crate::run::adaptive::walker::Walker;
-use crate::run::address_map::ArtifactAddressMap;
-use crate::run::code_map::CodeMap;
+use crate::run::code::address_map::ArtifactAddressMap;
+use crate::run::code::map::CodeMap;
 use crate::run::host_state::{never_moves, reset_slot, HostState};
 use crate::run::inline::sampler::{Asking, CurrentCell, Samples};
 use crate::run::switches::Switchboard;
@@ -316,7 +316,7 @@ pub struct ProbeBytes {
     pub code: ProbeCode,
     /// wasmtime's serialized module, when the module was loaded from one: its address map
     /// finds a sampled program counter's wasm offset quickly (see
-    /// [`crate::run::address_map`]).
+    /// [`crate::run::code::address_map`]).
     pub image: Option<std::fs::File>,
 }
 

@@ -30,7 +30,7 @@ use wprof_agent::ProbeMode;
 
 use crate::exit::Failure;
 use crate::profile::coverage::Coverage;
-use crate::run::code_map::CodeMap;
+use crate::run::code::map::CodeMap;
 use crate::run::collector::Collector;
 use crate::run::host_state::{define_probes, reset_slot, HostState};
 use crate::run::stacks::{self, StackSamples};

@@ -39,7 +39,7 @@ pub fn compile(
     if let Some(secret) = secret {
         let stored = component.clone();
         cache.store_in_background("the compiled component", move |c| {
-            let image = crate::run::image::component_image(&stored);
+            let image = crate::run::code::image::component_image(&stored);
             artifacts::store_bytes(c, image, &digest, &fingerprint, &secret).map_err(|e| {
                 wprof_cache::CacheError::Io {
                     what: "store a compiled component".into(),

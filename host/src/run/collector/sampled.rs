@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use super::Collector;
-use crate::run::code_map::Running;
+use crate::run::code::map::Running;
 
 /// Ticks that landed in one context's frames.
 #[derive(Debug, Clone, Default)]

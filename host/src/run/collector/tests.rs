@@ -449,7 +449,7 @@ fn go_frame_restarted_after_morestack_is_one_call() {
 /// Time mode's ticks: `0` calls the short function `1` (counted, not timed) and the timed
 /// `2`; its self time is shared with `1` by the ticks taken while it was on top.
 fn ticked(ticks_in_short: u64, ticks_own: u64) -> Collector {
-    use crate::run::code_map::Running;
+    use crate::run::code::map::Running;
     let mut c = Collector::new(3).with_quantum(10);
     c.enter_at(0, 0);
     c.called_at(1, 0);

@@ -11,8 +11,8 @@ use wprof_agent::{FunctionIndices, ProbeMode};
 
 use wprof_agent::ProbeCode;
 
-use crate::run::address_map::ArtifactAddressMap;
-use crate::run::code_map::{CodeMap, Running};
+use crate::run::code::address_map::ArtifactAddressMap;
+use crate::run::code::map::{CodeMap, Running};
 
 /// The compiled functions of a component's core modules, by address.
 #[derive(Debug, Default)]
@@ -40,7 +40,7 @@ impl ComponentCode {
         probes: Vec<Option<ProbeCode>>,
         mode: ProbeMode,
     ) -> Option<Self> {
-        let image = crate::run::image::component_image(component);
+        let image = crate::run::code::image::component_image(component);
         let elf = object::File::parse(image).ok()?;
         let text = elf.section_by_name(".text")?;
         let (text_offset, _) = text.file_range()?;

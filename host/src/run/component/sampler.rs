@@ -19,7 +19,7 @@ use wasmtime::Store;
 
 use crate::run::adaptive::walker::Walker;
 use crate::run::clock::Clock;
-use crate::run::code_map::Running;
+use crate::run::code::map::Running;
 use crate::run::component::code::ComponentCode;
 use crate::run::component::memory::MadeMemory;
 use crate::run::component::state::{ComponentState, ModuleProbes};

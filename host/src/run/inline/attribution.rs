@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use crate::run::code_map::Running;
+use crate::run::code::map::Running;
 use crate::run::inline::sampler::Samples;
 use crate::run::inline::tree::InlineTree;
 

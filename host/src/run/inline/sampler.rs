@@ -23,7 +23,7 @@ use std::time::Duration;
 use wprof_agent::ContextArena;
 
 use crate::run::clock::{Clock, ThreadCpuClock};
-use crate::run::code_map::{CodeMap, Running};
+use crate::run::code::map::{CodeMap, Running};
 use crate::run::interrupt::{Target, Where};
 
 use crate::sample_period::SamplePeriod;

@@ -21,7 +21,7 @@ use wprof_agent::ProbeMode;
 use crate::profile::{Ending, FunctionInfo, InstrumentationStats, ModuleRef, Profile};
 use crate::run::adaptive::live_tree::LiveTree;
 use crate::run::allocs::AllocTracker;
-use crate::run::code_map::CodeMap;
+use crate::run::code::map::CodeMap;
 use crate::run::collector::{Collector, PS_PER_NS};
 use crate::run::inline::sampler::{SampleDesk, Samples};
 use crate::run::inline::tree::InlineTree;

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::run::clock::ThreadCpuClock;
-use crate::run::code_map::{CodeMap, Running};
+use crate::run::code::map::{CodeMap, Running};
 use crate::run::interrupt::frames::{self, Stack};
 use crate::run::interrupt::{Session, Target, SLOTS_KEPT};
 use crate::sample_period::SamplePeriod;

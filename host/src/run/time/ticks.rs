@@ -27,9 +27,9 @@ use std::time::Duration;
 
 use wprof_agent::ProbeCode;
 
-use crate::run::address_map::ArtifactAddressMap;
 use crate::run::clock::{Clock, ThreadCpuClock};
-use crate::run::code_map::{CodeMap, Running};
+use crate::run::code::address_map::ArtifactAddressMap;
+use crate::run::code::map::{CodeMap, Running};
 use crate::run::component::code::ComponentCode;
 use crate::run::interrupt::{Session, Target};
 

@@ -4,7 +4,7 @@
 
 use wprof_agent::{ContextArena, FunctionIndices, Indexed, ProbeImports, ProbeMode, SwitchTable};
 
-use crate::run::address_map::ArtifactAddressMap;
+use crate::run::code::address_map::ArtifactAddressMap;
 
 /// What runs at an address of the module's compiled code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
