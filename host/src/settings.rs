@@ -196,7 +196,7 @@ impl RunSettings {
 }
 
 /// `wprof run --trace` (time mode): a trace of the calls, written when the program ends
-/// (see `crate::commands::run_trace`).
+/// (see `crate::commands::run::trace`).
 #[derive(Debug, Clone)]
 pub struct TraceSettings {
     /// The trace file.

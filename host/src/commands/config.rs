@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::commands::run_settings::{RunConfig, SettingsArgs};
+use crate::commands::run::settings::{RunConfig, SettingsArgs};
 use crate::exit::Failure;
 
 /// Print the settings `wprof run` would use (with the same flags and variables) and where

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::commands::run_settings::ProbeArgs;
+use crate::commands::run::settings::ProbeArgs;
 use crate::exit::Failure;
 use crate::prepare::instrument;
 use crate::prepare::session::{warn, CacheSession};
@@ -200,7 +200,7 @@ impl InstrumentCommand {
 
     /// Runs the command; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
-        let (incremental, _) = crate::commands::run_settings::incremental(self.no_incremental)?;
+        let (incremental, _) = crate::commands::run::settings::incremental(self.no_incremental)?;
         let engine = if incremental {
             crate::prepare::compiled::new_engine_caching()?
         } else {

@@ -14,12 +14,6 @@ pub mod diff;
 pub mod instrument;
 pub mod report;
 pub mod run;
-pub mod run_component;
-mod run_component_prepare;
-pub mod run_settings;
-mod run_stacks;
-pub mod run_summary;
-pub mod run_trace;
 pub mod serve;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -64,16 +58,16 @@ Exit status:
 }
 
 /// The environment variables' help, filled from the definitions the code uses: the modes
-/// and the default one from [`run_settings::Mode`], the sample period from the sampler, the cache's
+/// and the default one from [`run::settings::Mode`], the sample period from the sampler, the cache's
 /// default cap.
 pub(crate) fn environment_help() -> String {
     use clap::ValueEnum;
-    let modes: Vec<String> = run_settings::Mode::value_variants()
+    let modes: Vec<String> = run::settings::Mode::value_variants()
         .iter()
         .filter_map(|m| m.to_possible_value())
         .map(|v| v.get_name().to_string())
         .collect();
-    let default_mode = run_settings::Mode::default()
+    let default_mode = run::settings::Mode::default()
         .to_possible_value()
         .map(|v| v.get_name().to_string())
         .unwrap_or_default();
@@ -90,7 +84,7 @@ pub(crate) fn environment_help() -> String {
             "default_cap",
             format!("{}G", crate::prepare::session::DEFAULT_MAX_SIZE >> 30),
         ),
-        ("short_max", run_settings::DEFAULT_SHORT_MAX.to_string()),
+        ("short_max", run::settings::DEFAULT_SHORT_MAX.to_string()),
     ])
 }
 

@@ -65,7 +65,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         coverage: false,
         allocs: false,
         allocators: Default::default(),
-        short_max: crate::commands::run_settings::DEFAULT_SHORT_MAX as u32,
+        short_max: crate::commands::run::settings::DEFAULT_SHORT_MAX as u32,
         filter: Default::default(),
         live: false,
         off: Vec::new(),
@@ -141,7 +141,7 @@ impl Instrumented {
             call_sites: false,
             selection: None,
             live: variant == Variant::LiveOff,
-            short_max: crate::commands::run_settings::DEFAULT_SHORT_MAX as u32,
+            short_max: crate::commands::run::settings::DEFAULT_SHORT_MAX as u32,
             coverage: variant == Variant::Coverage,
             allocators: (variant == Variant::Allocs)
                 .then(|| std::sync::Arc::new(rules.allocators.plan())),
@@ -180,7 +180,7 @@ impl Instrumented {
         let mut collector = Collector::new(self.prepared.functions.len()).with_overhead(overhead);
         if self.variant == Variant::Trace {
             collector = collector.with_trace(crate::run::collector::Tracer::new(
-                crate::commands::run_trace::DEFAULT_BUFFER as usize,
+                crate::commands::run::trace::DEFAULT_BUFFER as usize,
                 u32::MAX,
                 None,
             ));

@@ -173,7 +173,7 @@ pub fn measure_timers(engine: &Engine) -> anyhow::Result<TimerCost> {
         engine,
         &ProbePlan {
             mode: ProbeMode::Adaptive,
-            // As a component's modules are (see `crate::commands::run_component`).
+            // As a component's modules are (see `crate::commands::run::component`).
             live: true,
             ..ProbePlan::default()
         },

@@ -5,7 +5,7 @@
 
 use wprof_agent::ProbeMode;
 
-use super::run_component_prepare::{inject_into, prepare};
+use super::component_prepare::{inject_into, prepare};
 use crate::components::ComponentLayout;
 use crate::exit::Failure;
 use crate::prepare::instrument;
@@ -149,7 +149,7 @@ pub(crate) fn run(
         collector = collector.with_trace(crate::run::collector::Tracer::new(
             trace.buffer,
             trace.max_depth,
-            crate::commands::run_trace::selected(trace, &prepared.functions, &bytes),
+            crate::commands::run::trace::selected(trace, &prepared.functions, &bytes),
         ));
     }
     if settings.mode == ProbeMode::Time && settings.subtract_overhead {
@@ -256,9 +256,9 @@ pub(crate) fn run(
     if let Some(coverage) = &mut profile.coverage {
         coverage.set_calls(&profile.functions);
     }
-    let written = crate::commands::run_summary::write_profile(&profile, settings, timings);
+    let written = crate::commands::run::summary::write_profile(&profile, settings, timings);
     if !settings.quiet {
-        crate::commands::run_summary::print_component(
+        crate::commands::run::summary::print_component(
             &profile,
             &prepared.stats,
             &prepared.module_names,
@@ -269,7 +269,7 @@ pub(crate) fn run(
     }
     if let (Some(trace), Some(to)) = (&trace, &settings.trace) {
         match timings.time("trace", || {
-            crate::commands::run_trace::write(trace, to, &profile, &bytes)
+            crate::commands::run::trace::write(trace, to, &profile, &bytes)
         }) {
             Ok(line) if !settings.quiet => crate::say!("{line}"),
             Ok(_) => {}

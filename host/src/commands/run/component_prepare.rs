@@ -1,4 +1,4 @@
-//! A component's core modules prepared for `wprof run` (see [`super::run_component`]): each
+//! A component's core modules prepared for `wprof run` (see [`super::component`]): each
 //! module that can have probes instrumented through the cache by its own bytes (the
 //! functions the canonical ABI's callbacks may reach left out in time mode), the component
 //! rewritten around them, and what the run must know of each: its ids in the component's

@@ -4,7 +4,7 @@
 //! time, and each function's calls (read from the counters; WASI's from the host), not
 //! the edges' or the contexts'.
 
-use crate::commands::run_summary;
+use crate::commands::run::summary;
 use crate::exit::Failure;
 use crate::prepare::counted::{self, CountedCode};
 use crate::prepare::loader::LoadedModule;
@@ -44,7 +44,7 @@ pub fn run(
              timer can be made, or this platform is not Linux on x86-64 or AArch64); \
              {shown} ran without profiling"
         ));
-        return Ok(run_summary::finish_unprofiled(outcome, settings.quiet));
+        return Ok(summary::finish_unprofiled(outcome, settings.quiet));
     };
     // The functions, and where the counters are: from the module's manifest (on a 69 MB
     // module, 0.2 s less than naming its functions and adding the counters again).
@@ -210,9 +210,9 @@ pub fn run(
         }
         profile
     });
-    let written = run_summary::write_profile(&profile, settings, timings);
+    let written = summary::write_profile(&profile, settings, timings);
     if !settings.quiet {
-        run_summary::print_stacks(&profile, &loaded.bytes, settings, written);
+        summary::print_stacks(&profile, &loaded.bytes, settings, written);
     }
     Ok(outcome.exit_code)
 }

@@ -1,5 +1,12 @@
 //! `wprof run`: run a WASI program under the profiler.
 
+pub mod component;
+mod component_prepare;
+pub mod settings;
+mod stacks;
+pub mod summary;
+pub mod trace;
+
 use std::path::PathBuf;
 
 use std::collections::HashMap;
@@ -7,9 +14,6 @@ use wasmtime::Module;
 
 use wprof_agent::{ProbeMode, ProbePlan};
 
-use crate::commands::run_settings::SettingsArgs;
-use crate::commands::run_summary;
-use crate::commands::run_trace::{self, TraceArgs};
 use crate::exit::Failure;
 use crate::prepare::instrument::{self, Prepared};
 use crate::prepare::loader::{self, LoadedModule};
@@ -18,8 +22,10 @@ use crate::profile::{Ending, ModuleRef, Profile};
 use crate::progress::Progress;
 use crate::run::collector::Collector;
 use crate::run::runner::{self, Stdio};
-use crate::settings::{self, DirMapping, Mode, RunSettings};
+use crate::settings::{DirMapping, Mode, RunSettings};
 use crate::timings::Timings;
+use settings::SettingsArgs;
+use trace::TraceArgs;
 
 /// Run a WASI command (a preview 1 module, or a WASI 0.2 component) and profile it, then
 /// write its profile.
@@ -132,7 +138,7 @@ impl RunCommand {
         let env = self
             .envs
             .iter()
-            .map(|e| settings::parse_env(e))
+            .map(|e| crate::settings::parse_env(e))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(RunSettings {
             module: self.module.clone(),
@@ -175,7 +181,7 @@ impl RunCommand {
     pub fn execute(&self) -> Result<i32, Failure> {
         let settings = self.settings()?;
         let perf_map = std::env::var("WPROF_PERFMAP").ok();
-        crate::run::engine::set_perf_map(settings::switch(
+        crate::run::engine::set_perf_map(crate::settings::switch(
             "WPROF_PERFMAP",
             perf_map.as_deref(),
             false,
@@ -227,11 +233,11 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             }
             let settings = settings.in_sample_mode();
             let engine = engine_for(&settings, timings)?;
-            return crate::commands::run_component::run(&settings, &engine, bytes, timings);
+            return crate::commands::run::component::run(&settings, &engine, bytes, timings);
         }
         loader::Program::Component(bytes) => {
             let engine = engine_for(settings, timings)?;
-            return crate::commands::run_component::run(settings, &engine, bytes, timings);
+            return crate::commands::run::component::run(settings, &engine, bytes, timings);
         }
     };
     // `--inject` into imports stays with the host's wrappers; into the module's own
@@ -299,7 +305,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
         cache.wait_for_stores(timings);
-        return Ok(run_summary::finish_unprofiled(outcome, settings.quiet));
+        return Ok(summary::finish_unprofiled(outcome, settings.quiet));
     }
 
     if settings.stacks {
@@ -314,8 +320,9 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
             )
         })?;
         progress.finish();
-        let code =
-            crate::commands::run_stacks::run(&engine, code, &loaded, settings, &mut cache, timings);
+        let code = crate::commands::run::stacks::run(
+            &engine, code, &loaded, settings, &mut cache, timings,
+        );
         cache.wait_for_stores(timings);
         return code;
     }
@@ -408,7 +415,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
         timings.extend(&outcome.timings);
         cache.wait_for_stores(timings);
-        return Ok(run_summary::finish_unprofiled(outcome, settings.quiet));
+        return Ok(summary::finish_unprofiled(outcome, settings.quiet));
     };
 
     progress.finish();
@@ -428,7 +435,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         collector = collector.with_trace(crate::run::collector::Tracer::new(
             trace.buffer,
             trace.max_depth,
-            run_trace::selected(trace, &prepared.functions, &loaded.bytes),
+            trace::selected(trace, &prepared.functions, &loaded.bytes),
         ));
     }
     if settings.call_sites && settings.mode.counts_inline() {
@@ -597,14 +604,12 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     if let Some(coverage) = &mut profile.coverage {
         coverage.set_calls(&profile.functions);
     }
-    let written = run_summary::write_profile(&profile, settings, timings);
+    let written = summary::write_profile(&profile, settings, timings);
     if !settings.quiet {
-        run_summary::print(&profile, &loaded.bytes, &prepared, settings, written);
+        summary::print(&profile, &loaded.bytes, &prepared, settings, written);
     }
     if let (Some(trace), Some(to)) = (&trace, &settings.trace) {
-        match timings.time("trace", || {
-            run_trace::write(trace, to, &profile, &loaded.bytes)
-        }) {
+        match timings.time("trace", || trace::write(trace, to, &profile, &loaded.bytes)) {
             Ok(line) if !settings.quiet => crate::say!("{line}"),
             Ok(_) => {}
             Err(e) => warn(format_args!("{e}; no trace written")),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::settings::Mode;
 
-use crate::commands::run_settings::RunConfig;
+use crate::commands::run::settings::RunConfig;
 use crate::commands::GivenArgs;
 use crate::config::Given;
 use crate::exit::Failure;
