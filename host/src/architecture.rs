@@ -25,17 +25,12 @@ const ROOMS: &[(&str, &[&str])] = &[
 
 /// Helpers at the crate's root: every room may use them; they use no room.
 const HELPERS: &[&str] = &[
-    "allocators",
     "components",
     "demangle",
     "display",
-    "environment",
     "exit",
     "go_symbols",
-    "injection",
     "logging",
-    "patterns",
-    "sample_period",
     "settings",
     "progress",
     "stats",

@@ -17,7 +17,7 @@
 //!   configuration file watched); uses `run` and `config`.
 //!
 //! Beside them, helpers every room may use and that use no room: [`exit`], [`settings`],
-//! [`demangle`], [`allocators`], [`go_symbols`], [`logging`], [`patterns`], [`display`], [`stats`] and [`timings`].
+//! [`demangle`], [`settings::allocators`], [`go_symbols`], [`logging`], [`settings::patterns`], [`display`], [`stats`] and [`timings`].
 
 pub mod commands;
 pub mod config;
@@ -28,17 +28,12 @@ pub mod progress;
 pub mod report;
 pub mod run;
 
-pub mod allocators;
 pub mod components;
 pub mod demangle;
 pub mod display;
-pub mod environment;
 pub mod exit;
 pub mod go_symbols;
-pub mod injection;
 pub mod logging;
-pub mod patterns;
-pub mod sample_period;
 pub mod settings;
 pub mod stats;
 pub mod timings;

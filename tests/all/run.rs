@@ -662,9 +662,9 @@ fn help_documents_the_environment() {
     ] {
         assert!(run.contains(var), "wprof run --help lacks {var}");
     }
-    // Both list every variable the code reads (one list: wprof::environment), and the
+    // Both list every variable the code reads (one list: wprof::settings::environment), and the
     // modes as `--mode` takes them, with the same default.
-    for v in wprof::environment::VARIABLES {
+    for v in wprof::settings::environment::VARIABLES {
         assert!(top.contains(v.name), "wprof --help lacks {}", v.name);
         assert!(run.contains(v.name), "wprof run --help lacks {}", v.name);
     }

@@ -71,7 +71,7 @@ pub(crate) fn environment_help() -> String {
         .to_possible_value()
         .map(|v| v.get_name().to_string())
         .unwrap_or_default();
-    crate::environment::help(&[
+    crate::settings::environment::help(&[
         ("modes", modes.join("|")),
         ("default_mode", default_mode),
         (

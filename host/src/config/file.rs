@@ -38,13 +38,13 @@ pub struct Knobs {
     pub adaptive_timers: Option<At<u64>>,
     /// `short_max`: time mode's bound on short functions, counted but not timed.
     pub short_max: Option<At<u64>>,
-    /// `inject`: faults to inject into imported functions (see [`crate::injection`]).
-    pub inject: Option<At<Vec<crate::injection::Injection>>>,
+    /// `inject`: faults to inject into imported functions (see [`crate::settings::injection`]).
+    pub inject: Option<At<Vec<crate::settings::injection::Injection>>>,
     /// `allocs`: allocation profiling.
     pub allocs: Option<At<bool>>,
     /// `allocators`: the allocator functions, `ROLE=PATTERN` each (see
-    /// [`crate::allocators`]).
-    pub allocators: Option<At<Vec<crate::allocators::AllocatorSpec>>>,
+    /// [`crate::settings::allocators`]).
+    pub allocators: Option<At<Vec<crate::settings::allocators::AllocatorSpec>>>,
 }
 
 /// A value and the line of the file it was written on.
@@ -318,14 +318,14 @@ pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Failure> {
             }),
         };
         let inject = parsed_list(inject, "inject", text, &problem, |spec| {
-            crate::injection::Injection::parse(spec).map_err(|e| format!("{spec}: {e}"))
+            crate::settings::injection::Injection::parse(spec).map_err(|e| format!("{spec}: {e}"))
         })?;
         let allocators = parsed_list(
             allocators,
             "allocators",
             text,
             &problem,
-            crate::allocators::AllocatorSpec::parse,
+            crate::settings::allocators::AllocatorSpec::parse,
         )?;
         Ok(Knobs {
             allocs: flag(allocs),

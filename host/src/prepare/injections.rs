@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use wprof_agent::{InjectedValue, Injections, Instrumenter, ProbePlan};
 
 use crate::exit::Failure;
-use crate::injection::{parse_value, Action, Injection};
+use crate::settings::injection::{parse_value, Action, Injection};
 
 /// An injection into one of the module's own functions.
 #[derive(Debug, Clone)]

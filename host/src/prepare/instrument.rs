@@ -197,7 +197,7 @@ pub struct FunctionRules<'a> {
     /// left without probes.
     pub filter: &'a FunctionFilter,
     /// With allocators in the plan: the allocator functions.
-    pub allocators: &'a crate::allocators::AllocatorRules,
+    pub allocators: &'a crate::settings::allocators::AllocatorRules,
     /// With a selection in the plan: more functions left without probes, whatever the
     /// filter says (a component's allocation callbacks in time mode, see
     /// [`crate::prepare::component::callbacks`]).
@@ -211,7 +211,8 @@ impl FunctionRules<'static> {
             only: Vec::new(),
             exclude: Vec::new(),
         };
-        static KNOWN: crate::allocators::AllocatorRules = crate::allocators::AllocatorRules::Known;
+        static KNOWN: crate::settings::allocators::AllocatorRules =
+            crate::settings::allocators::AllocatorRules::Known;
         FunctionRules {
             filter: &FILTER,
             allocators: &KNOWN,
@@ -557,7 +558,7 @@ fn allocators_of(manifest: &Manifest) -> Vec<crate::profile::AllocatorRecord> {
             Some(crate::profile::AllocatorRecord {
                 function: f.id,
                 name: f.name.clone(),
-                kind: crate::allocators::kind_name(role).to_string(),
+                kind: crate::settings::allocators::kind_name(role).to_string(),
                 calls: 0,
             })
         })

@@ -349,7 +349,7 @@ pub struct Profile {
     pub adaptive: Option<AdaptiveRecord>,
     /// Faults injected into imported functions (`--inject`), and how often.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub injections: Vec<crate::injection::InjectionRecord>,
+    pub injections: Vec<crate::settings::injection::InjectionRecord>,
     /// Coverage (`--coverage`): every probed function's basic blocks and how often each
     /// ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]

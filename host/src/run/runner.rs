@@ -52,7 +52,7 @@ pub struct RunOutcome {
     /// Adaptive mode: the walks and what was timed.
     pub adaptive: Option<crate::profile::AdaptiveRecord>,
     /// What `--inject` did.
-    pub injections: Vec<crate::injection::InjectionRecord>,
+    pub injections: Vec<crate::settings::injection::InjectionRecord>,
     /// The host's figures per WASI function called (profiled runs only).
     pub host_calls: Vec<crate::profile::HostCallRecord>,
     /// Coverage: every probed function's block counts.
@@ -579,7 +579,7 @@ pub fn run(
         wall_time,
         sampling: samples.as_ref().map(|s| crate::profile::SamplingRecord {
             period_ns: settings.sample_period.base.as_nanos() as u64,
-            longest_period_ns: crate::sample_period::longest_reached(
+            longest_period_ns: crate::settings::sample_period::longest_reached(
                 settings.sample_period,
                 std::time::Duration::from_nanos(wall_time),
             ),

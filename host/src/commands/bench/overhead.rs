@@ -70,7 +70,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         live: false,
         off: Vec::new(),
         adaptive: Default::default(),
-        sample_period: crate::sample_period::SamplePeriod::default(),
+        sample_period: crate::settings::sample_period::SamplePeriod::default(),
         timings: None,
         injections: Vec::new(),
         serve: None,

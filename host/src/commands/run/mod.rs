@@ -157,7 +157,7 @@ impl RunCommand {
             call_sites: resolved.call_sites.value,
             coverage: resolved.coverage.value,
             short_max: u32::try_from(resolved.short_max.value).unwrap_or(u32::MAX),
-            sample_period: crate::sample_period::SamplePeriod {
+            sample_period: crate::settings::sample_period::SamplePeriod {
                 base: std::time::Duration::from_micros(resolved.sample_period_us.value),
                 // A period someone chose stays; the default stretches as the program runs,
                 // in sample mode (adaptive mode's walks follow the ticks: they stay dense).

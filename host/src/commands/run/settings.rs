@@ -158,10 +158,10 @@ pub struct RunConfig {
     pub inject: Resolved<String>,
     /// The same, parsed.
     #[serde(skip)]
-    pub injections: Vec<crate::injection::Injection>,
+    pub injections: Vec<crate::settings::injection::Injection>,
     /// [`RunConfig::allocators`], parsed.
     #[serde(skip)]
-    pub allocator_rules: crate::allocators::AllocatorRules,
+    pub allocator_rules: crate::settings::allocators::AllocatorRules,
 }
 
 impl RunConfig {
@@ -231,7 +231,7 @@ impl SettingsArgs {
             .inject
             .iter()
             .map(|spec| {
-                crate::injection::Injection::parse(spec)
+                crate::settings::injection::Injection::parse(spec)
                     .map_err(|why| Failure::input(format!("--inject {spec}: {why}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -445,7 +445,7 @@ pub struct ResolvedProbes {
     /// Allocation profiling.
     pub allocs: (bool, Source),
     /// Which functions are the allocator.
-    pub allocators: (crate::allocators::AllocatorRules, Source),
+    pub allocators: (crate::settings::allocators::AllocatorRules, Source),
     /// Which functions get probes.
     pub filter: (settings::FunctionFilter, Source),
     /// The probes sit behind switches.
@@ -514,8 +514,16 @@ impl ProbeArgs {
         );
         let allocators = file
             .and_then(|f| f.knob(section, |k| k.allocators.as_ref()))
-            .map(|(specs, source)| (crate::allocators::AllocatorRules::Named(specs), source))
-            .unwrap_or((crate::allocators::AllocatorRules::Known, Source::Default));
+            .map(|(specs, source)| {
+                (
+                    crate::settings::allocators::AllocatorRules::Named(specs),
+                    source,
+                )
+            })
+            .unwrap_or((
+                crate::settings::allocators::AllocatorRules::Known,
+                Source::Default,
+            ));
         let off = if !self.off.is_empty() {
             let patterns = self
                 .off

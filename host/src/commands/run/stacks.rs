@@ -232,7 +232,7 @@ fn ending(
             period_ns: settings.sample_period.base.as_nanos() as u64,
             readings: ticks,
             answered: ticks,
-            longest_period_ns: crate::sample_period::longest_reached(
+            longest_period_ns: crate::settings::sample_period::longest_reached(
                 settings.sample_period,
                 std::time::Duration::from_nanos(outcome.wall_time),
             ),

@@ -9,7 +9,7 @@ use crate::settings::RunSettings;
 use crate::timings::Timings;
 
 /// One summary line per `--inject`: what was injected, how often, of how many calls.
-pub fn injection_lines(injections: &[crate::injection::InjectionRecord]) -> String {
+pub fn injection_lines(injections: &[crate::settings::injection::InjectionRecord]) -> String {
     injections
         .iter()
         .map(|i| {

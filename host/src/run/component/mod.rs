@@ -100,7 +100,7 @@ pub struct ComponentOutcome {
     /// With `--coverage`: every instrumented module's blocks, in the component's id space.
     pub coverage: Option<crate::profile::coverage::Coverage>,
     /// What each `--inject` did.
-    pub injections: Vec<crate::injection::InjectionRecord>,
+    pub injections: Vec<crate::settings::injection::InjectionRecord>,
     /// With `--allocs`: the blocks handed out and taken back.
     pub allocations: Option<crate::profile::AllocationsRecord>,
     /// With `--live`: what was switched when.
@@ -454,7 +454,7 @@ pub fn run(
         collector,
         sampling: samples.map(|samples| crate::profile::SamplingRecord {
             period_ns: settings.sample_period.base.as_nanos() as u64,
-            longest_period_ns: crate::sample_period::longest_reached(
+            longest_period_ns: crate::settings::sample_period::longest_reached(
                 settings.sample_period,
                 std::time::Duration::from_nanos(wall_time),
             ),

@@ -27,7 +27,7 @@ use crate::run::inline::sampler::Watch;
 use crate::run::inline::sampler::{SampleDesk, Samples};
 use crate::run::interrupt::Target;
 use crate::run::switches::Switchboard;
-use crate::sample_period::SamplePeriod;
+use crate::settings::sample_period::SamplePeriod;
 use crate::settings::RunSettings;
 use wprof_agent::ContextArena;
 

@@ -4,14 +4,14 @@
 //! `wasi_snapshot_preview1` functions) instead of running; every other call runs. The
 //! profile and the summary say what was injected and how often.
 //!
-//! What a spec says, and how it is read: [`crate::injection`]; the wrapper that asks an
+//! What a spec says, and how it is read: [`crate::settings::injection`]; the wrapper that asks an
 //! [`Injector`] at each call: [`super`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasmtime::{FuncType, Val, ValRaw, ValType};
 
-use crate::injection::{parse_value, Action, Injection, InjectionRecord};
+use crate::settings::injection::{parse_value, Action, Injection, InjectionRecord};
 
 /// The error an injected trap ends the program with (under a [`wasmtime::Trap`]).
 #[derive(Debug)]

@@ -29,9 +29,9 @@ use std::sync::{Arc, OnceLock};
 use wasmtime::{AsContextMut, Caller, Extern, Func, Instance, Linker, Module, Store, ValRaw};
 
 use crate::exit::Failure;
-use crate::injection::{Injection, InjectionRecord};
 use crate::profile::HostCallRecord;
 use crate::run::host_state::HostState;
+use crate::settings::injection::{Injection, InjectionRecord};
 
 use inject::Injector;
 pub use inject::{FunctionInjectors, InjectedTrap};

@@ -26,8 +26,8 @@ use crate::run::clock::{Clock, ThreadCpuClock};
 use crate::run::code::map::{CodeMap, Running};
 use crate::run::interrupt::{Target, Where};
 
-use crate::sample_period::SamplePeriod;
-pub use crate::sample_period::DEFAULT_PERIOD;
+use crate::settings::sample_period::SamplePeriod;
+pub use crate::settings::sample_period::DEFAULT_PERIOD;
 
 /// Module time waits this many readings for a tick; then the cell read alone takes it.
 const PATIENCE: u64 = 16;

@@ -29,7 +29,7 @@ use crate::run::clock::ThreadCpuClock;
 use crate::run::code::map::{CodeMap, Running};
 use crate::run::interrupt::frames::{self, Stack};
 use crate::run::interrupt::{Session, Target, SLOTS_KEPT};
-use crate::sample_period::SamplePeriod;
+use crate::settings::sample_period::SamplePeriod;
 
 /// The shortest the reader sleeps between two readings.
 const MIN_NAP: Duration = Duration::from_micros(100);
@@ -326,7 +326,7 @@ impl Drop for Stopping<'_> {
 /// with `code`; the ticks began at `started` (on [`frames::monotonic_ns`]'s clock, and the
 /// program thread's CPU clock, [`frames::thread_cpu_ns`]).
 /// The timer's period follows `period` as the program runs on (see
-/// [`crate::sample_period`]), and the reader wakes often enough that the ring of ticks
+/// [`crate::settings::sample_period`]), and the reader wakes often enough that the ring of ticks
 /// never fills. Whoever sets `stop` should unpark the reading thread. What is read after the
 /// last tick, up to `stop`, goes to that tick's stack. After [`PAUSE_AFTER`] ticks in a row
 /// that found the thread blocked, the timer stops until `cpu_clock` (the thread's) shows it

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use wprof_agent::AllocRole;
 
-use crate::patterns::FunctionPattern;
+use crate::settings::patterns::FunctionPattern;
 
 /// The roles a configuration names, each with the signature of the function it is named
 /// after (parameters from 0).

@@ -2,6 +2,12 @@
 //! configuration file over defaults. Commands turn their clap structs into these plain
 //! structs before any work.
 
+pub mod allocators;
+pub mod environment;
+pub mod injection;
+pub mod patterns;
+pub mod sample_period;
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -118,7 +124,7 @@ pub fn parse_env(spec: &str) -> Result<(String, String), Failure> {
     }
 }
 
-pub use crate::patterns::{FunctionFilter, FunctionPattern};
+pub use crate::settings::patterns::{FunctionFilter, FunctionPattern};
 
 /// Everything `wprof run` needs, resolved.
 #[derive(Debug, Clone)]
@@ -159,12 +165,12 @@ pub struct RunSettings {
     /// Profile allocations.
     pub allocs: bool,
     /// Which functions are the allocator.
-    pub allocators: crate::allocators::AllocatorRules,
+    pub allocators: crate::settings::allocators::AllocatorRules,
     /// Time mode: short functions (at most this many instructions of straight-line code)
     /// are counted, not timed (see [`wprof_agent::ProbePlan::short_max`]).
     pub short_max: u32,
     /// Sample mode: time between two readings of the running context.
-    pub sample_period: crate::sample_period::SamplePeriod,
+    pub sample_period: crate::settings::sample_period::SamplePeriod,
     /// Print how long each of wprof's phases took (`--timings`), and how.
     pub timings: Option<crate::timings::Format>,
     /// Which functions get probes.
@@ -176,7 +182,7 @@ pub struct RunSettings {
     /// Adaptive mode: how the hot paths are walked.
     pub adaptive: AdaptiveSettings,
     /// Faults to inject into imported functions (`--inject`).
-    pub injections: Vec<crate::injection::Injection>,
+    pub injections: Vec<crate::settings::injection::Injection>,
     /// `--serve`: the address of the pprof endpoint served while the program runs.
     pub serve: Option<String>,
     /// `--trace`: what the call trace keeps, and where it goes.
