@@ -254,6 +254,34 @@ fn no_module_circles() {
     }
 }
 
+/// The most source files a folder holds directly: past it, a folder is a corridor whose
+/// files no longer show which job each does; its parts want folders of their own.
+const MOST_FILES_IN_A_FOLDER: usize = 20;
+
+#[test]
+fn no_folder_holds_more_than_twenty_source_files() {
+    let mut per_folder: BTreeMap<PathBuf, usize> = BTreeMap::new();
+    for s in sources() {
+        let folder = s
+            .file
+            .parent()
+            .expect("a file is in a folder")
+            .to_path_buf();
+        *per_folder.entry(folder).or_default() += 1;
+    }
+    let crowded: Vec<String> = per_folder
+        .iter()
+        .filter(|(_, &n)| n > MOST_FILES_IN_A_FOLDER)
+        .map(|(folder, n)| format!("{} holds {n}", folder.display()))
+        .collect();
+    assert!(
+        crowded.is_empty(),
+        "folders with more than {MOST_FILES_IN_A_FOLDER} source files (give their parts \
+         folders of their own, see ARCHITECTURE.md):\n{}",
+        crowded.join("\n")
+    );
+}
+
 #[test]
 fn the_checker_sees_arrows_and_circles() {
     let module = vec!["run".to_string(), "runner".to_string()];

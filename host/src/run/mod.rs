@@ -1,22 +1,21 @@
-//! Running the program and the host side of the probes.
+//! Running the program and the host side of the probes: a folder per mode's machinery and
+//! per shared concern, and at the top what every run goes through.
 //!
 //! [`engine`] is the wasmtime configuration every module is compiled and run with;
 //! [`runner`] runs a WASI command (exit codes, traps, [`backtrace`]s in original offsets),
 //! with a store whose state and probe imports are [`host_state`]'s, calling `_start` through
 //! [`start`], each thread of the program with its WASI context from [`wasi_ctx`]; a threaded
-//! program's spawned threads run through [`threads`].
-//! Time mode's probes log events ([`time::probe_log`], read with [`clock`]) that a thread
-//! replays into the [`collector`], less the probe cost [`time::calibrate`] measured; the inline modes count
-//! in module memory, read back by [`inline_tree`] and replayed by [`replay`]; in sample mode [`sampler`] charges time
-//! to where the program is, asking its thread ([`interrupt`]) for the program counter, which
-//! [`code_map`] names, [`address_map`] places in the module's bytes (a probe's, or the
-//! original's) and [`attribution`] places in the tree. With live probes, [`switches`] turns
-//! the module's switches from any thread and logs when. [`host_calls`] wraps the WASI
-//! functions the module imports: the host's time and bytes per call ([`host_meter`]), and
-//! `--inject`. With `--allocs`, [`allocs`] keeps the blocks the module's allocator reports.
-//! In adaptive mode, [`adaptive`] times
-//! the activations its walker selects along the hot paths, on top of sample mode.
-//! [`to_profile`] turns a finished run into its profile.
+//! program's spawned threads run through [`threads`]. Every mode's measurements are
+//! replayed into a [`collector`], which [`to_profile`] turns into the run's profile.
+//!
+//! The modes' machinery: [`time`] (probes that log clock readings, read with [`clock`]),
+//! [`inline`] (sample, cost and adaptive mode: the tree the module counts in, and sample
+//! mode's [`inline::sampler`]), [`adaptive`] (timers along the hot paths, on top of sample
+//! mode) and [`stacks`] (stack mode: call stacks walked at each tick). Shared by several:
+//! [`interrupt`] (the program thread's timer and `SIGPROF` handler), [`code`] (which
+//! function a program counter is in), [`host_calls`] (the WASI functions wrapped: calls,
+//! bytes, time, `--inject`), [`component`] (a WASI 0.2 component's run), [`allocs`]
+//! (`--allocs`) and [`switches`] (live probes).
 //!
 //! May use: `profile` only. Nothing here touches the cache; the agent is called only to
 //! instrument the calibration module and to map trap offsets back to the original.
