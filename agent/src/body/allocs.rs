@@ -4,20 +4,8 @@
 use wasm_encoder::{Instruction, ValType};
 
 use super::emitter::Emitter;
+use super::locals::AllocLocals;
 use crate::{AgentError, AllocRole};
-
-/// An allocator's added locals: the two parameters its role reports, as they were at
-/// entry (`i64`), and its result.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct AllocLocals {
-    pub(super) id: u32,
-    pub(super) role: AllocRole,
-    /// (the parameter, the local keeping it) for the probe's `a` and `b` arguments.
-    pub(super) a: Option<(u32, u32)>,
-    pub(super) b: Option<(u32, u32)>,
-    /// The local keeping the result at an exit, and whether it is an `i32`.
-    pub(super) result: Option<(u32, bool)>,
-}
 
 /// The locals an allocator of `role` with signature `params -> results` adds, in order,
 /// or why the role does not fit the signature.

@@ -23,7 +23,7 @@ pub(super) struct InlineLocals {
     /// The function tail-calls itself.
     pub(super) self_tail: Option<SelfTailLocals>,
     /// A Go module's function (see [`super::go_frames`]).
-    pub(super) go: Option<super::go_frames::GoLocals>,
+    pub(super) go: Option<super::locals::GoLocals>,
 }
 
 /// The locals of a function that tail-calls itself (inline modes): a loop of such calls
@@ -63,11 +63,11 @@ pub(super) struct Emitter<'p> {
     pub(super) counted: bool,
     /// Coverage: the blocks so far and where their counters' increments are; `None`
     /// without coverage.
-    pub(super) blocks: Option<super::coverage::BlockMap>,
+    pub(super) blocks: Option<super::blocks::BlockMap>,
     /// Time mode, a Go function with Go's signature (see [`super::go_frames`]).
-    pub(super) go_time: Option<super::go_frames::GoTimeLocals>,
+    pub(super) go_time: Option<super::locals::GoTimeLocals>,
     /// An allocator (allocation profiling, see [`crate::Allocators`]).
-    pub(super) alloc: Option<super::allocs::AllocLocals>,
+    pub(super) alloc: Option<super::locals::AllocLocals>,
     /// Sample and cost mode, a function that calls nothing (see [`Emitter::find_and_count`]):
     /// how many parameters it takes, when its entry probe leaves for its retry function
     /// rather than call the node finder.

@@ -5,28 +5,9 @@
 use wasm_encoder::{BlockType, Instruction, MemArg};
 
 use super::emitter::Emitter;
+use super::locals::{GoLocals, GoTimeLocals};
 use crate::probe_map::{GoIndices, InlineIndices};
 use crate::ContextArena;
-
-/// The locals a Go module's probed function adds.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct GoLocals {
-    /// Scratch: a goroutine table entry's address.
-    pub(crate) scratch: u32,
-    /// The function has Go's own calling convention, `(PC_B i32) -> (unwinding i32)`,
-    /// local 0 being `PC_B`: it can be re-entered.
-    pub(crate) resumable: bool,
-}
-
-/// Time mode, a Go function with Go's signature: what its probes flag (see
-/// [`crate::GoTimeFlags`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct GoTimeLocals {
-    /// The global holding the goroutine last told to the host.
-    pub(crate) told: u32,
-    /// Scratch: the function's result at an exit.
-    pub(crate) result: u32,
-}
 
 impl Emitter<'_> {
     /// Time mode: `enter(id | REENTRY if PC_B != 0 | SWITCHED if g changed)`.

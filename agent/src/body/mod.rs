@@ -42,6 +42,7 @@
 //! probe.
 
 mod allocs;
+mod blocks;
 mod cost;
 mod counted;
 mod coverage;
@@ -50,6 +51,7 @@ mod go_frames;
 mod host_calls;
 mod inject;
 mod inline_tree;
+mod locals;
 mod sample;
 mod scan;
 mod timer;
@@ -64,7 +66,7 @@ use emitter::{Emitter, InlineLocals, SelfTailLocals};
 use scan::{catch_labels, ends_basic_block, is_call, runs_in_engine, scan};
 
 pub(crate) use allocs::extra_locals as alloc_locals;
-pub use coverage::BlockCount;
+pub use blocks::BlockCount;
 pub(crate) use coverage::{padded_leb, patch as patch_counter};
 pub use scan::instruction_weight;
 
@@ -372,7 +374,7 @@ pub(crate) fn instrument_body(
                 came_from: first_new + at,
                 via_self_tail: first_new + at + 1,
             }),
-            go: go_at.map(|at| go_frames::GoLocals {
+            go: go_at.map(|at| locals::GoLocals {
                 scratch: first_new + at,
                 resumable: go_signature,
             }),
@@ -393,14 +395,14 @@ pub(crate) fn instrument_body(
         e.inline = Some((arena, locals));
     }
     if let (Some(at), Some(told)) = (go_time_at, probes.go_time_global()) {
-        e.go_time = Some(go_frames::GoTimeLocals {
+        e.go_time = Some(locals::GoTimeLocals {
             told,
             result: first_new + at,
         });
     }
     e.enter(id, facts.slot_count, token);
     if let Some((role, at)) = alloc_at {
-        e.alloc = Some(allocs::AllocLocals::at(
+        e.alloc = Some(locals::AllocLocals::at(
             id,
             role,
             first_new + at,
