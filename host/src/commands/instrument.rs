@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::commands::run::settings::ProbeArgs;
+use crate::commands::run::probe_settings::ProbeArgs;
 use crate::exit::Failure;
 use crate::prepare::instrument;
 use crate::prepare::session::{warn, CacheSession};

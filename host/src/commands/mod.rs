@@ -84,7 +84,10 @@ pub(crate) fn environment_help() -> String {
             "default_cap",
             format!("{}G", crate::prepare::session::DEFAULT_MAX_SIZE >> 30),
         ),
-        ("short_max", run::settings::DEFAULT_SHORT_MAX.to_string()),
+        (
+            "short_max",
+            run::probe_settings::DEFAULT_SHORT_MAX.to_string(),
+        ),
     ])
 }
 

@@ -65,7 +65,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         coverage: false,
         allocs: false,
         allocators: Default::default(),
-        short_max: crate::commands::run::settings::DEFAULT_SHORT_MAX as u32,
+        short_max: crate::commands::run::probe_settings::DEFAULT_SHORT_MAX as u32,
         filter: Default::default(),
         live: false,
         off: Vec::new(),
@@ -141,7 +141,7 @@ impl Instrumented {
             call_sites: false,
             selection: None,
             live: variant == Variant::LiveOff,
-            short_max: crate::commands::run::settings::DEFAULT_SHORT_MAX as u32,
+            short_max: crate::commands::run::probe_settings::DEFAULT_SHORT_MAX as u32,
             coverage: variant == Variant::Coverage,
             allocators: (variant == Variant::Allocs)
                 .then(|| std::sync::Arc::new(rules.allocators.plan())),

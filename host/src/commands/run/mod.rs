@@ -2,6 +2,7 @@
 
 pub mod component;
 mod component_prepare;
+pub mod probe_settings;
 pub mod settings;
 mod stacks;
 pub mod summary;
