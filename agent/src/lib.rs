@@ -63,6 +63,7 @@ mod layout;
 mod plan;
 mod probe_code;
 mod probe_map;
+mod renumber;
 
 pub use body::{instruction_weight, BlockCount, InstrumentedBody};
 pub use context_arena::ContextArena;
