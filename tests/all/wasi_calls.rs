@@ -68,16 +68,8 @@ fn run_counted(s: &Scratch, envs: &[(&str, &str)], args: &[&str]) -> (Option<i32
         .unwrap();
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: our own child, not yet waited for; the pointers are to live locals.
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
-    drop(child);
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    (code, err, usage.ru_nvcsw as u64)
+    let usage = wprof::commands::bench::usage::wait(child).unwrap();
+    (usage.code, err, usage.voluntary_switches)
 }
 
 fn scratch_with_data() -> Scratch {

@@ -159,27 +159,54 @@ pub fn wasmtime_run(program: &Program, cli: &Path, scratch: &Path, cache_config:
     cmd
 }
 
+/// A whole process's wall time and the kernel's accounting of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Measured {
+    /// Spawn to exit, nanoseconds.
+    pub wall_ns: u64,
+    /// CPU time, peak memory and context switches of all its threads.
+    pub usage: super::usage::Usage,
+}
+
 /// Runs `cmd` to its end: its wall time; a failure names the program.
-pub fn timed(mut cmd: Command, program: &Program) -> Result<u64, Failure> {
+pub fn timed(cmd: Command, program: &Program) -> Result<u64, Failure> {
+    Ok(measured(cmd, program)?.wall_ns)
+}
+
+/// Runs `cmd` to its end, its stdout (when piped) drained and discarded: its wall time and
+/// usage; a failure names the program and its last line of stderr.
+pub fn measured(mut cmd: Command, program: &Program) -> Result<Measured, Failure> {
     cmd.stderr(Stdio::piped());
     let started = Instant::now();
-    let out = cmd.output().context("cannot start a benchmark process")?;
-    let took = started.elapsed().as_nanos() as u64;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut child = cmd.spawn().context("cannot start a benchmark process")?;
+    let drain = child
+        .stdout
+        .take()
+        .map(|mut out| std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink())));
+    let mut stderr = Vec::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        std::io::Read::read_to_end(&mut pipe, &mut stderr)
+            .context("cannot read a benchmark process's stderr")?;
+    }
+    if let Some(drain) = drain {
+        let _ = drain.join();
+    }
+    let usage = super::usage::wait(child)?;
+    let wall_ns = started.elapsed().as_nanos() as u64;
+    if usage.code != Some(0) {
+        let text = String::from_utf8_lossy(&stderr);
+        let last = text.lines().rev().find(|l| !l.trim().is_empty());
         return Err(Failure {
             code: PROGRAM_FAILED,
             message: format!(
                 "{} failed ({}): {}",
                 program.name,
-                out.status,
-                stderr
-                    .lines()
-                    .rev()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("")
+                usage
+                    .code
+                    .map_or("killed".to_string(), |c| format!("exit {c}")),
+                last.unwrap_or("")
             ),
         });
     }
-    Ok(took)
+    Ok(Measured { wall_ns, usage })
 }

