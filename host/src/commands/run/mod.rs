@@ -2,27 +2,18 @@
 
 pub mod component;
 mod component_prepare;
+pub mod modes;
 pub mod probe_settings;
 pub mod settings;
-mod stacks;
 pub mod summary;
 pub mod trace;
 
 use std::path::PathBuf;
 
-use std::collections::HashMap;
-use wasmtime::Module;
-
-use wprof_agent::{ProbeMode, ProbePlan};
-
 use crate::exit::Failure;
-use crate::prepare::instrument::{self, Prepared};
-use crate::prepare::loader::{self, LoadedModule};
+use crate::prepare::loader;
 use crate::prepare::session::{warn, CacheSession};
-use crate::profile::{Ending, ModuleRef, Profile};
 use crate::progress::Progress;
-use crate::run::collector::Collector;
-use crate::run::runner::{self, Stdio};
 use crate::settings::{DirMapping, Mode, RunSettings};
 use crate::timings::Timings;
 use settings::SettingsArgs;
@@ -204,496 +195,64 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
     code
 }
 
-/// The engine for a run of `settings`: compiled functions (wasmtime's incremental cache) are
-/// kept only for runs with probes and a cache, unless `--no-incremental`; whole compiled
-/// modules for every run with a cache. Stack mode compiles its module whole, and the
-/// incremental cache would have Cranelift hash every function for nothing (2 s of CPU on
-/// a 69 MB module).
-fn engine_for(settings: &RunSettings, timings: &mut Timings) -> Result<wasmtime::Engine, Failure> {
-    let keeps_functions = settings.profiling
-        && !settings.stacks
-        && settings.cache_dir.is_some()
-        && settings.incremental;
-    Ok(timings.time("engine", || match keeps_functions {
-        true => crate::prepare::compiled::new_engine_caching(),
-        false => crate::run::engine::new_engine(),
-    })?)
-}
-
+/// The run of a module or component: read, its mode chosen, then the mode's steps (see
+/// [`modes::RunMode`]) in order.
 fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failure> {
     // Validated only where nothing else does: compiling validates, and a module the cache
     // knows by its digest was validated before it was stored.
     let loaded = match timings.time("load", || loader::read_program(&settings.module))? {
         loader::Program::Module(loaded) => loaded,
-        loader::Program::Component(bytes) if settings.stacks => {
-            if !settings.stack_by_default {
-                warn(format_args!(
-                    "stack mode samples a core module's stacks; {} is a component, profiled in sample mode",
-                    settings.module.display()
-                ));
-            }
-            let settings = settings.in_sample_mode();
-            let engine = engine_for(&settings, timings)?;
-            return crate::commands::run::component::run(&settings, &engine, bytes, timings);
-        }
         loader::Program::Component(bytes) => {
-            let engine = engine_for(settings, timings)?;
-            return crate::commands::run::component::run(settings, &engine, bytes, timings);
+            let settings = modes::settle_component(settings);
+            let engine = modes::engine_for(&*modes::of(&settings), &settings, timings)?;
+            return component::run(&settings, &engine, bytes, timings);
         }
     };
-    // `--inject` into imports stays with the host's wrappers; into the module's own
-    // functions, it goes to the agent.
-    let injections = crate::prepare::injections::split(&loaded.bytes, &settings.injections)?;
-    if let (false, Some(first)) = (settings.profiling, injections.functions.first()) {
-        return Err(Failure::input(format!(
-            "--inject {}: {} is one of the module's own functions, which only a profiled run \
-             can inject into (WPROF=0 runs the original as it is)",
-            first.injection.spec, first.name
-        )));
-    }
-    let mut settings = RunSettings {
-        injections: injections.imports.clone(),
-        ..settings.clone()
-    };
-    if settings.profiling && settings.stacks {
-        let wanting = [
-            (
-                "--serve (profiles the probes keep while the program runs)",
-                settings.serve.is_some(),
-            ),
-            (
-                "--inject into the module's own functions",
-                !injections.functions.is_empty(),
-            ),
-        ];
-        if let Some((what, _)) = wanting.iter().find(|w| w.1) {
-            if !settings.stack_by_default {
-                return Err(Failure::input(format!(
-                    "stack mode runs the module without probes but its entry counters, which {what} needs; use sample mode"
-                )));
-            }
-            // No mode was chosen: the default gives way to the probed mode closest to it.
-            tracing::debug!("{what} needs probes: sample mode instead of stack mode");
-            settings = settings.in_sample_mode();
-        }
-    }
-    let settings = &settings;
-    let engine = engine_for(settings, timings)?;
+    let (settings, injections) = modes::settle(settings, &loaded)?;
+    let mut mode = modes::of(&settings);
+    let engine = modes::engine_for(&*mode, &settings, timings)?;
     // `--serve` listens before anything runs: a bad address is one line.
-    let server = crate::commands::serve::PprofServer::bind_for(settings)?;
+    let server = crate::commands::serve::PprofServer::bind_for(&settings)?;
     // `--live`: `wprof ctl` reaches the run while it prepares (and is told so).
-    let mut control = crate::live::open_control(settings);
+    let control = crate::live::open_control(&settings);
     if settings.trace.is_some() && !settings.profiling {
         warn(format_args!(
             "--trace: profiling is off (WPROF=0); no trace is written"
         ));
     }
-    let shown = settings.module.display().to_string();
-
-    let mut cache = timings.time("open cache", || {
+    let cache = timings.time("open cache", || {
         CacheSession::open(settings.cache_dir.as_deref())
     });
-    compile_trampolines_through(&cache, settings);
-    // Cleared before the program runs (or when this returns early).
-    let progress = Progress::on_terminal(settings.quiet);
-    if !settings.profiling {
-        // Off: the original, as wasmtime would run it, its compiled code cached.
-        progress.step("compiling", None);
-        let module = timings.time("compile", || {
-            compile_original(&engine, &loaded, settings, &mut cache)
-        })?;
-        progress.finish();
-        let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
-        timings.extend(&outcome.timings);
-        cache.wait_for_stores(timings);
-        return Ok(summary::finish_unprofiled(outcome, settings.quiet));
-    }
-
-    if settings.stacks {
-        progress.step("compiling", None);
-        let code = timings.time("compile", || {
-            crate::prepare::counted::compile(
-                &engine,
-                &loaded,
-                &settings.module,
-                &mut cache,
-                |cache| compile_original(&engine, &loaded, settings, cache),
-            )
-        })?;
-        progress.finish();
-        let code = crate::commands::run::stacks::run(
-            &engine, code, &loaded, settings, &mut cache, timings,
-        );
-        cache.wait_for_stores(timings);
-        return code;
-    }
-
-    let plan = ProbePlan {
-        mode: settings.mode,
-        call_sites: settings.call_sites,
-        selection: settings.filter.selection().map(std::sync::Arc::new),
-        live: settings.live,
-        short_max: settings.short_max,
-        coverage: settings.coverage,
-        allocators: settings
-            .allocs
-            .then(|| std::sync::Arc::new(settings.allocators.plan())),
-        injections: injections.plan.clone().map(std::sync::Arc::new),
-    };
-    crate::prepare::guard::test_slow_prepare();
-    // A panic in the agent or the cache is caught: one warning, the program runs as it is.
-    let prepared = timings.time("instrument", || {
-        crate::prepare::guard::quietly(|| {
-            if let Some(hit) = instrument::from_cache(&loaded, &settings.module, &plan, &mut cache)
-            {
-                return Ok(Some(hit));
-            }
-            // Bad input stops here, before anything of it reaches the cache.
-            loader::validate(&loaded, &settings.module, &engine)?;
-            match instrument::instrument(
-                &loaded,
-                &settings.module,
-                &plan,
-                &instrument::FunctionRules {
-                    filter: &settings.filter,
-                    allocators: &settings.allocators,
-                    left_out: None,
-                },
-                &mut cache,
-                &progress,
-            ) {
-                Ok(p) => Ok(Some(p)),
-                Err(e) => {
-                    warn(format_args!(
-                        "cannot instrument {shown} ({e}); running it without profiling"
-                    ));
-                    Ok::<_, Failure>(None)
-                }
-            }
-        })
-        .unwrap_or_else(|why| {
-            warn(format_args!(
-                "wprof failed while preparing {shown} ({why}); running it without profiling"
-            ));
-            Ok(None)
-        })
-    })?;
-    // What instrumenting freed is not reused by the compiling threads.
-    crate::prepare::heap::give_back_freed();
-    // Compiled through the cache of compiled artifacts (see `prepare::compile`).
-    progress.step("compiling", None);
-    let compiled = timings.time("compile", || {
-        prepared.and_then(|mut p| {
-            match crate::prepare::guard::quietly(|| {
-                crate::prepare::compile::compile(
-                    &engine,
-                    &mut p,
-                    &loaded,
-                    &mut cache,
-                    settings.incremental,
-                )
-            })
-            .unwrap_or_else(|why| Err(anyhow::anyhow!("wprof failed: {why}")))
-            {
-                Ok(module) => Some((p, module)),
-                Err(e) => {
-                    warn(format_args!(
-                    "the instrumented {shown} does not compile ({}); running it without profiling",
-                    e.to_string().lines().next().unwrap_or_default()
-                ));
-                    None
-                }
-            }
-        })
-    });
-    let Some((mut prepared, compiled)) = compiled else {
-        // No probes, no switches: `wprof ctl` finds no run.
-        drop(control.take());
-        let module = timings.time("compile", || {
-            compile_original(&engine, &loaded, settings, &mut cache)
-        })?;
-        progress.finish();
-        let outcome = runner::run(&engine, &module, settings, Stdio::Inherit, None)?;
-        timings.extend(&outcome.timings);
-        cache.wait_for_stores(timings);
-        return Ok(summary::finish_unprofiled(outcome, settings.quiet));
-    };
-
-    progress.finish();
-    let mut collector = Collector::new(prepared.functions.len());
-    if settings.mode != ProbeMode::Cost {
-        collector = collector.with_quantum(crate::run::collector::PS_PER_NS);
-    }
-    if settings.mode == ProbeMode::Time && crate::go_symbols::is_go(&loaded.bytes) {
-        let morestack = prepared
-            .functions
-            .iter()
-            .find(|f| f.name == "runtime.morestack")
-            .map(|f| f.id);
-        collector = collector.with_go(morestack);
-    }
-    if let Some(trace) = &settings.trace {
-        collector = collector.with_trace(crate::run::collector::Tracer::new(
-            trace.buffer,
-            trace.max_depth,
-            trace::selected(trace, &prepared.functions, &loaded.bytes),
-        ));
-    }
-    if settings.call_sites && settings.mode.counts_inline() {
-        collector = collector.with_call_site_offsets(call_site_offsets(&loaded.bytes, settings));
-    }
-    if settings.mode == ProbeMode::Time && settings.subtract_overhead {
-        match timings.time("calibrate", || {
-            crate::run::time::calibrate::measure(
-                &engine,
-                settings.call_sites,
-                settings.short_max > 0,
-            )
-        }) {
-            Ok(overhead) => {
-                tracing::debug!(?overhead, "probe overhead measured");
-                collector = collector.with_overhead(overhead);
-            }
-            Err(e) => warn(format_args!(
-                "cannot measure the probe overhead ({e}); times include it"
-            )),
-        }
-    }
-    let mut probes = runner::Probes::new(
-        collector,
-        settings.mode,
-        prepared.probe_code.clone(),
-        compiled.image,
-    );
-    if settings.live {
-        probes = probes.with_live(live_hook(
-            settings,
-            control.take(),
-            &prepared,
-            &loaded.bytes,
-        ));
-    }
-    if let Some(map) = prepared.blocks.take() {
-        probes = probes.with_coverage(map);
-    }
-    if settings.allocs {
-        probes = probes.with_allocators(std::mem::take(&mut prepared.allocators));
-    }
-    if let Some(server) = server {
-        probes = probes.with_serve(server.serve(
-            settings,
-            prepared.functions.clone(),
-            crate::profile::ModuleRef {
-                path: shown.clone(),
-                blake3: loaded.digest_hex(),
-            },
-        ));
-    }
-    if !injections.functions.is_empty() {
-        let mut injected = crate::run::host_calls::inject::FunctionInjectors::default();
-        for f in &injections.functions {
-            injected.add(f.id, &f.name, &f.injection, f.order);
-        }
-        probes = probes.with_injected(injected);
-    }
-    if settings.mode == ProbeMode::Adaptive && settings.subtract_overhead {
-        match timings.time("calibrate", || {
-            crate::run::adaptive::calibrate::measure(&engine)
-        }) {
-            Ok(cost) => {
-                tracing::debug!(?cost, "timer cost measured");
-                probes = probes.with_timer_cost(cost);
-            }
-            Err(e) => warn(format_args!(
-                "cannot measure the timers' cost ({e}); times include it"
-            )),
-        }
-    }
-    let mut outcome = runner::run(
-        &engine,
-        &compiled.module,
+    compile_trampolines_through(&cache, &settings);
+    let mut job = modes::Job {
+        shown: settings.module.display().to_string(),
+        // Cleared before the program runs (or when this returns early).
+        progress: Progress::on_terminal(settings.quiet),
         settings,
-        Stdio::Inherit,
-        Some(probes),
-    )?;
-    let trace = outcome.collector.as_mut().and_then(Collector::take_trace);
-    timings.extend(&outcome.timings);
-    if let Some((message, _)) = &outcome.trap {
-        // Tell the backtrace in terms of the original module, as `wasmtime run` would.
-        let frames = match prepared.bytes(&loaded) {
-            Some(instrumented) => crate::run::backtrace::to_original(
-                &outcome.backtrace,
-                &loaded.bytes,
-                instrumented,
-                &plan,
-            ),
-            None => outcome.backtrace.clone(),
-        };
-        crate::say!(
-            "Error: {}",
-            crate::run::backtrace::report(&shown, &frames, message)
-        );
-    }
-    let collector = outcome
-        .collector
-        .as_ref()
-        .expect("instrumented runs have a collector");
-    let profile = timings.time("profile", || {
-        crate::run::profile_of_run(
-            ModuleRef {
-                path: shown.clone(),
-                blake3: loaded.digest_hex(),
-            },
-            &prepared.functions,
-            prepared.stats,
-            settings.mode,
-            collector,
-            Ending {
-                exit_code: outcome.exit_code,
-                trap: outcome.trap.as_ref().map(|(m, _)| m.clone()),
-                wall_time: outcome.wall_time,
-                sampling: outcome.sampling,
-            },
-        )
-    });
-    let mut profile = Profile {
-        live: outcome.live.clone(),
-        adaptive: outcome.adaptive.clone(),
-        injections: outcome.injections.clone(),
-        coverage: outcome.coverage.clone(),
-        host_calls: outcome.host_calls.clone(),
-        allocations: outcome.allocations.clone(),
-        ..profile
-    };
-    if outcome.threads.is_none() {
-        profile.cpu_wait_ns = outcome
-            .start_cpu_ns
-            .and_then(|cpu| profile.cpu_wait_of(cpu));
-    }
-    if let Some((threads, unfinished)) = outcome.threads.take() {
-        // Each spawned thread as if alone, then all of them in one profile.
-        let mut others = Vec::new();
-        for thread in threads {
-            if let (Some(mine), Some(theirs)) = (profile.coverage.as_mut(), &thread.coverage) {
-                if let Err(e) = mine.merge(theirs) {
-                    warn(format_args!(
-                        "thread {}'s coverage not merged: {e}",
-                        thread.tid
-                    ));
-                }
-            }
-            let Some(collector) = &thread.collector else {
-                continue;
-            };
-            let own = crate::run::profile_of_run(
-                profile.module.clone(),
-                &prepared.functions,
-                prepared.stats,
-                settings.mode,
-                collector,
-                Ending {
-                    exit_code: 0,
-                    trap: None,
-                    wall_time: thread.wall_time,
-                    sampling: None,
-                },
-            );
-            others.push((thread.tid, own));
-        }
-        crate::profile::threads::merge(&mut profile, others, unfinished);
-    }
-    if let Some(coverage) = &mut profile.coverage {
-        coverage.set_calls(&profile.functions);
-    }
-    let written = summary::write_profile(&profile, settings, timings);
-    if !settings.quiet {
-        summary::print(&profile, &loaded.bytes, &prepared, settings, written);
-    }
-    if let (Some(trace), Some(to)) = (&trace, &settings.trace) {
-        match timings.time("trace", || trace::write(trace, to, &profile, &loaded.bytes)) {
-            Ok(line) if !settings.quiet => crate::say!("{line}"),
-            Ok(_) => {}
-            Err(e) => warn(format_args!("{e}; no trace written")),
-        }
-    }
-    cache.wait_for_stores(timings);
-    Ok(outcome.exit_code)
-}
-
-/// Live probes: the switches of every probed function, turned by `wprof ctl` through a
-/// socket in the cache directory and by edits of the configuration file.
-fn live_hook(
-    settings: &RunSettings,
-    control: Option<crate::live::control::Server>,
-    prepared: &Prepared,
-    module: &[u8],
-) -> runner::Live {
-    let names: Vec<String> = prepared.functions.iter().map(|f| f.name.clone()).collect();
-    let shown = crate::go_symbols::shown_names(module, &names);
-    let switchable = instrument::switchable(&prepared.functions);
-    crate::live::hook(
-        crate::live::LiveSetup::of(settings),
-        control,
-        names,
-        shown,
-        switchable,
-    )
-}
-
-/// Per function id, the offsets of its call instructions (the inline modes number call
-/// sites in this order). Empty if the module cannot be read, which instrumenting it
-/// already ruled out.
-fn call_site_offsets(module: &[u8], settings: &RunSettings) -> HashMap<u32, Vec<u32>> {
-    let plan = ProbePlan {
-        mode: settings.mode,
-        call_sites: true,
-        selection: None,
-        live: false,
-        short_max: 0,
-        coverage: false,
-        allocators: None,
-        injections: None,
-    };
-    let Ok(instrumenter) = wprof_agent::Instrumenter::new(module, &plan) else {
-        return HashMap::new();
-    };
-    let imports = instrumenter.imported_function_count();
-    (0..instrumenter.defined_function_count())
-        .filter_map(|defined| {
-            let sites = instrumenter.call_sites(defined).ok()?;
-            Some((imports + defined, sites))
-        })
-        .collect()
-}
-
-/// Compiles the original module (which validates it) through the cache of compiled
-/// artifacts, as `WPROF=0` and a run whose instrumentation failed both run it: a module
-/// that does not validate is the loader's one-line failure, any other compile error one
-/// line of its own.
-fn compile_original(
-    engine: &wasmtime::Engine,
-    loaded: &LoadedModule,
-    settings: &RunSettings,
-    cache: &mut CacheSession,
-) -> Result<Module, Failure> {
-    crate::prepare::compile::compile_bytes(
+        loaded,
+        injections,
         engine,
-        || Ok(&loaded.bytes),
-        &loaded.digest,
         cache,
-        None,
-    )
-    .map(|compiled| compiled.module)
-    .map_err(|e| {
-        if let Err(invalid) = loader::validate(loaded, &settings.module, engine) {
-            return invalid;
-        }
-        Failure::input(format!(
-            "cannot compile {}: {}",
-            settings.module.display(),
-            e.to_string().lines().next().unwrap_or_default()
-        ))
-    })
+        timings,
+        control,
+        server,
+    };
+    let code = run_in(&mut *mode, &mut job);
+    job.cache.wait_for_stores(job.timings);
+    code
+}
+
+/// Runs `job` in `mode`: prepared, run, and its profile written and summed up.
+fn run_in(mode: &mut dyn modes::RunMode, job: &mut modes::Job) -> Result<i32, Failure> {
+    let module = mode.prepare(job)?;
+    let mut outcome = mode.run(job, &module)?;
+    job.timings.extend(&outcome.timings);
+    let Some(profile) = mode.profile(job, &mut outcome) else {
+        return Ok(summary::finish_unprofiled(outcome, job.settings.quiet));
+    };
+    let written = summary::write_profile(&profile, &job.settings, job.timings);
+    mode.summarize(job, &profile, written);
+    Ok(outcome.exit_code)
 }
 
 /// The host calls' trampoline (a small module made for the program's WASI imports, see
