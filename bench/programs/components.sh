@@ -9,7 +9,7 @@
 #                          componentize-py (PyPI) for wasi:cli/command: 14 core modules,
 #                          dynamically linked
 #
-# Run them with `wprof run`, and compare with `wasmtime run` (the README's Components section
+# Run them with `wprof run`, and compare with `wasmtime run` (docs/components.md
 # has the figures and the commands). The WASI WIT files come from the wasmtime-wasi crate in
 # cargo's registry (a dependency of wprof), so nothing is downloaded but componentize-py.
 set -euo pipefail

@@ -782,10 +782,11 @@ fn a_start_function_that_ends_the_program_ends_it_as_under_wasmtime() {
 #[test]
 fn run_help_lists_every_variable_of_the_readme() {
     let readme = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md"),
     )
     .unwrap();
-    // The rows of the README's table of environment variables: "| `WPROF_...` | ... |".
+    // The rows of the user guide's table of environment variables (docs/configuration.md):
+    // "| `WPROF_...` | ... |".
     let variables: Vec<&str> = readme
         .lines()
         .filter_map(|l| l.strip_prefix("| `WPROF"))

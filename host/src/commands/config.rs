@@ -33,7 +33,7 @@ defaults; in the file, the first [[module]] section matching the module wins ove
 level. Relative paths in the file are relative to its directory.
 
   profiling = true              # false: run the original, as WPROF=0
-  mode = \"sample\"               # sample | time | cost | adaptive
+  mode = \"stack\"                # stack (the default) | sample | time | cost | adaptive
   output = \"profiles/app.wprof\"
   call_sites = false
   coverage = false              # count basic blocks (wprof report --format coverage|lcov)
@@ -43,7 +43,7 @@ level. Relative paths in the file are relative to its directory.
                                 # aligned_alloc posix_memalign rust_alloc rust_realloc
                                 # rust_dealloc (the signature of the function so named)
   short_max = 40                # time mode: short functions are counted, not timed
-  sample_period_us = 100
+  sample_period_us = 100        # stack, sample and adaptive mode: µs between ticks
   adaptive_calls = 1000         # adaptive mode: timed activations per step
   adaptive_timers = 4           # adaptive mode: functions timed at once
   include = [\"sqlite3_*\"]      # probe only these (globs, /regex/, #N-M ids)
@@ -52,6 +52,7 @@ level. Relative paths in the file are relative to its directory.
   [cache]
   dir = \"/var/cache/wprof\"
   max_size = \"2G\"               # or \"off\"
+  incremental = true            # probed modes: keep compiled functions for the next version
 
   [[module]]
   name = \"sqlite*.wasm\"         # a glob on the file name, or

@@ -18,8 +18,8 @@ use crate::prepare::session::{warn, CacheSession};
 #[command(after_help = "\
 Does what `wprof run` does before `_start` — load, instrument (reusing every cached
 function), compile (storing the authenticated compiled code) — and nothing after. Use the
-same --mode and --call-sites as the runs you want warm (or the same WPROF_MODE and
-WPROF_CALL_SITES).
+same probe settings as the runs you want warm (--mode, --call-sites, --coverage, --allocs,
+--only/--exclude, --live/--off, --short-max, or their WPROF_* variables).
 
 With --watch DIR, every *.wasm in DIR is prepared first, then each one created or changed
 in DIR is prepared again once it has been quiet for 200 ms (a module caught half-written is
@@ -47,7 +47,8 @@ pub struct InstrumentCommand {
     probes: ProbeArgs,
 
     /// Keep no compiled function for the module's next version, as `wprof run
-    /// --no-incremental` (also `WPROF_INCREMENTAL=0`, or `[cache] incremental = false`).
+    /// --no-incremental` (also `WPROF_INCREMENTAL=0`, or `[cache] incremental = false`):
+    /// the probed modes' choice; stack mode keeps none either way.
     #[arg(long)]
     no_incremental: bool,
 

@@ -280,7 +280,7 @@ pub struct Profile {
     pub tool: String,
     /// The module.
     pub module: ModuleRef,
-    /// Probe mode (`time`, `sample` or `cost`).
+    /// The mode: `stack`, `sample`, `time`, `cost` or `adaptive`.
     pub mode: String,
     /// Unit of `self`, `inclusive`, `total` and friends: `ns` or `instructions`.
     pub unit: String,
@@ -338,7 +338,7 @@ pub struct Profile {
     /// see [`crate::profile::context_tree`]).
     #[serde(default)]
     pub contexts: Vec<ContextRecord>,
-    /// Sample mode: how the time was sampled.
+    /// Stack, sample and adaptive mode: how the time was sampled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<SamplingRecord>,
     /// Live probes (`--live`): what was switched on and off while the program ran.

@@ -58,8 +58,8 @@ pub const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: "WPROF_INCREMENTAL",
-        meaning: "0|off: like --no-incremental (no compiled function kept for the\n\
-                  module's next version: a faster first run, half the cache)",
+        meaning: "0|off: like --no-incremental (the probed modes keep no compiled function\n\
+                  for the module's next version: a faster first run, half the cache)",
     },
     Variable {
         name: "WPROF_CALL_SITES",
@@ -102,7 +102,8 @@ pub const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: "WPROF_SAMPLE_PERIOD_US",
-        meaning: "sample mode's period in µs (like --sample-period-us; default {period_us})",
+        meaning: "stack, sample and adaptive mode's period in µs (like --sample-period-us;\n\
+                  default {period_us})",
     },
     Variable {
         name: "WPROF_ADAPTIVE_CALLS",

@@ -293,7 +293,7 @@ pub enum Mode {
     Adaptive,
     /// Time sampled from the program's call stack (frame pointers), as perf samples it;
     /// each function's calls counted by a counter at its entry, no other probe (the
-    /// default: the closest to perf and the cheapest).
+    /// default: perf's view at the least cost).
     #[default]
     Stack,
 }

@@ -17,14 +17,17 @@ use crate::prepare::instrument;
 use crate::prepare::session::CacheSession;
 use crate::stats::median;
 
-/// Measure start-up with the cache: cold, warm and one-function-changed, against plain
-/// wasmtime compiling the original.
+/// Measure start-up with the cache in time mode: cold, warm and one-function-changed,
+/// against plain wasmtime compiling the original.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-For each module, medians of N runs of (in nanoseconds, and as ratios to `plain`):
+For each module, medians of N runs of (in nanoseconds, and as ratios to `plain`), with
+time mode's probes in every function (not the default stack mode, which adds only entry
+counters and compiles its module whole):
   plain    read the original file and compile it with wasmtime, no cache (the baseline)
-  cold     what `wprof run` does before `_start` on an empty cache: load and validate,
-           instrument every function, compile, store everything (artifact included)
+  cold     what `wprof run --mode time` does before `_start` on an empty cache: load and
+           validate, instrument every function, compile, store everything (artifact
+           included)
   warm     the same again: the instrumented module and its compiled code come from the
            cache (the code is authenticated, expanded in memory and mapped)
   changed  a copy of the module with one function changed (a `nop` added to its largest

@@ -18,22 +18,22 @@ pub struct ProbeArgs {
     /// How time is measured. `stack` (the default): the module runs with one counter at
     /// each function's entry and no other probe, and its call stacks are sampled every
     /// 200 µs (sparser after the first second) through the frame pointers, as `perf record
-    /// --call-graph fp` samples them: the closest to perf on real programs at the least
-    /// cost (about 1.1x the uninstrumented run), each function's calls counted exactly,
+    /// --call-graph fp` samples them: within perf's own noise on most real programs at the
+    /// least cost (1.0-1.3x the uninstrumented run), each function's calls counted exactly,
     /// but not each caller -> callee edge's (a core module on Linux, x86-64 or AArch64).
     /// What needs probes (--coverage, --live, --allocs, --call-sites, --only/--exclude,
     /// --serve, --inject into the module's own functions, components) brings sample mode
     /// when no mode was chosen. The other modes count every call and edge exactly and keep
     /// the whole calling-context tree: `sample`: time sampled from the running thread's
-    /// program counter and the context the module keeps (1.2-1.7x). `time`: a clock read
+    /// program counter and the context the module keeps (1.1-1.7x). `time`: a clock read
     /// at every entry and exit, the probes' cost subtracted: min/max self time per
-    /// activation, at 3-11x on real programs (31x on a call storm); functions of a few
+    /// activation, at 2.7-12x on real programs (30x on a call storm); functions of a few
     /// straight-line instructions are counted, not timed (see --short-max). `cost`:
     /// executed wasm instructions (deterministic: the same program and input give the same
     /// profile on every run and machine). `adaptive`: sample mode, and while the program
     /// runs, timers walk up from the hottest contexts, a few functions at a time:
-    /// nanoseconds per activation along the hot paths at about sample mode's cost (`wprof
-    /// report` shows the paths).
+    /// nanoseconds per activation along the hot paths at sample mode's cost and up to a
+    /// fifth more (`wprof report` shows the paths). Cost mode: 1.0-1.6x.
     #[arg(long, value_enum, default_value_t = Mode::default(), env = "WPROF_MODE")]
     pub mode: Mode,
 

@@ -31,25 +31,28 @@ pub struct SettingsArgs {
     pub cache_dir: Option<PathBuf>,
 
     /// Keep no compiled function for the module's next version (`WPROF_INCREMENTAL=0`, or
-    /// the configuration file's `[cache] incremental = false`). By default a first run also
-    /// stores each function's machine code apart, so that a rebuilt module compiles only
-    /// the functions that changed; that costs a first run of a large module about a tenth
-    /// of its compile time and half of its cache. For a module profiled once (a release
-    /// build, a CI job): the compiled module is still cached whole, and runs of this very
-    /// module start as fast; a changed module compiles whole.
+    /// the configuration file's `[cache] incremental = false`). By default a first run in
+    /// a probed mode (sample, time, cost, adaptive) also stores each function's machine
+    /// code apart, so that a rebuilt module compiles only the functions that changed; that
+    /// costs a first run of a large module about a tenth of its compile time and half of
+    /// its cache. Stack mode, the default, never does: it compiles its module whole, and
+    /// this flag changes nothing there. For a module profiled once in a probed mode (a
+    /// release build, a CI job): the compiled module is still cached whole, and runs of
+    /// this very module start as fast; a changed module compiles whole.
     #[arg(long)]
     pub no_incremental: bool,
 
     #[command(flatten)]
     pub probes: ProbeArgs,
 
-    /// Sample mode: microseconds between two ticks of the program thread's timer, each a
-    /// sample of where it is (shorter: finer estimates, and each tick interrupts the
-    /// program). A period given here, by its variable or by the configuration file stays for
-    /// the whole run; in sample mode the default, 200, stretches after the first second in
-    /// proportion to the time run, up to 2000 at ten seconds (5,000 samples in the first
-    /// second, 500 a second from the tenth), so that a long run is not slowed by ticks it
-    /// does not need (adaptive mode keeps 200: its walks follow the ticks).
+    /// Stack, sample and adaptive mode: microseconds between two ticks of the program
+    /// thread's timer, each a sample of where it is (shorter: finer estimates, and each
+    /// tick interrupts the program). A period given here, by its variable or by the
+    /// configuration file stays for the whole run; in stack and sample mode the default,
+    /// 200, stretches after the first second in proportion to the time run, up to 2000 at
+    /// ten seconds (5,000 samples in the first second, 500 a second from the tenth), so
+    /// that a long run is not slowed by ticks it does not need (adaptive mode keeps 200:
+    /// its walks follow the ticks).
     #[arg(long, value_name = "MICROSECONDS", default_value_t = crate::run::inline::sampler::DEFAULT_PERIOD.as_micros() as u64, env = "WPROF_SAMPLE_PERIOD_US", value_parser = clap::value_parser!(u64).range(config::file::SAMPLE_PERIOD_US.start as u64..config::file::SAMPLE_PERIOD_US.end as u64))]
     pub sample_period_us: u64,
 

@@ -1,8 +1,10 @@
-//! Stack mode: the original module runs without a probe, and a timer of its thread
-//! interrupts it every sample period; the signal handler walks the thread's frame pointers
-//! ([`frames`]) and a reader thread turns each tick's return addresses into the stack of the
-//! module's functions that were running, as `perf record --call-graph fp` would. Time is
-//! sampled as perf samples it; calls are not counted (no probe runs).
+//! Stack mode: the module runs with one counter at each function's entry and no other
+//! probe, and a timer of its thread interrupts it every sample period; the signal handler
+//! walks the thread's frame pointers ([`frames`]) and a reader thread turns each tick's
+//! return addresses into the stack of the module's functions that were running, as `perf
+//! record --call-graph fp` would. Time is sampled as perf samples it; each function's calls
+//! are counted exactly by its entry counter ([`entry_counts`]), and edges and contexts get
+//! no calls.
 //!
 //! Each tick is charged the time since the tick read before it (its own timestamps, taken by
 //! the handler), so a tick lost to the ring (the reader was late) leaves its time to the
