@@ -36,8 +36,8 @@ pub struct RunCommand {
     #[command(flatten)]
     pub settings: SettingsArgs,
 
-    /// Keep the probes' own cost in the times (time mode subtracts it by default, measured
-    /// at start-up).
+    /// Keep the probes' own cost in the times (time mode's probes and adaptive mode's
+    /// timers: both are measured at start-up and subtracted by default).
     #[arg(long)]
     keep_overhead: bool,
 
@@ -99,10 +99,12 @@ Time in the host: every profiled run measures each call to WASI (wall time, the 
 thread's on-CPU time, so that wall - CPU is time blocked or waiting, and the bytes fd_read,
 fd_write, fd_pread, fd_pwrite, sock_recv and sock_send moved), per import and per calling
 context: the summary's `host:` line, `wprof report`'s host calls table, pprof's host_*
-sample types. Cost mode counts calls and bytes only.
+sample types. Cost mode counts calls and bytes only; stack mode, the default, counts calls
+and bytes at each call and samples the times, as it samples its functions'.
 
-Go modules (GOOS=wasip1): every mode counts calls exactly across goroutine switches and
-keeps the work resumed after a switch under its real caller.
+Go modules (GOOS=wasip1): every probed mode counts calls exactly across goroutine switches
+and keeps the work resumed after a switch under its real caller; stack mode's stacks start
+at wasm_pc_f_loop, as perf's do.
 
 Threaded programs (wasi-threads: a shared memory and wasi::thread-spawn, as wasm32-wasip1-
 threads builds them): every thread runs and is profiled, each with its own calling-context
@@ -113,9 +115,10 @@ charged to `memory.atomic.wait [waiting]`, a callee of the function that waited.
 that traps or calls proc_exit ends the program, with its exit code and no profile.
 
 Components (WASI 0.2 commands, exporting wasi:cli/run): run as `wasmtime run` runs them,
-every core module at the top level instrumented (through the cache, each by its own bytes)
-and profiled, functions named MODULE!function: in sample and cost mode a tree per module, in
-time mode one tree across them. Adaptive mode asked for samples instead (one warning).
+every core module instrumented, nested components' too (through the cache, each by its own
+bytes) and profiled, functions named MODULE!function: in sample, cost and adaptive mode a
+tree per module, in time mode one tree across them. Stack mode samples a core module's
+stacks: a component is profiled in sample mode (one warning when stack mode was chosen).
 
 Exit status:
   the program's own exit code (134 if it trapped, as under `wasmtime run`);
