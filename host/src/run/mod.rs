@@ -32,6 +32,8 @@ pub mod host_calls;
 pub mod host_state;
 pub mod inline;
 pub mod interrupt;
+pub mod outcome;
+pub mod probes;
 pub mod runner;
 pub mod stacks;
 pub mod start;

@@ -1,256 +1,41 @@
-//! Running a WASI preview 1 command under wasmtime, with or without the probes linked.
+//! Running a WASI preview 1 command under wasmtime, with or without the probes linked:
+//! the store and its linker, the host's wrappers, a threaded program's spawned threads,
+//! what the probes start and stop around `_start` (live switches, adaptive mode's walker,
+//! `--serve`'s windows), and what is read once it returned.
 
 use std::io::Write;
-
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use wasmtime::{Engine, Linker, Module, Store};
-use wprof_agent::{ContextArena, ProbeCode, ProbeMode, SwitchTable};
+use wprof_agent::{ContextArena, ProbeMode};
 
 use crate::exit::Failure;
-use crate::run::adaptive::stopwatch::TimerCost;
-use crate::run::adaptive::walker::Walker;
-use crate::run::adaptive::AdaptiveSettings;
-use crate::run::collector::{Collector, PS_PER_NS};
+use crate::run::allocs::{AllocTracker, Allocs};
+use crate::run::collector::PS_PER_NS;
 use crate::run::host_calls::meter::HostAccount;
-use crate::run::host_calls::{HostCalls, InjectedTrap};
-use crate::run::inline::replay::replay_tree;
-pub use crate::run::start::ProbeBytes;
+use crate::run::host_calls::HostCalls;
+use crate::run::inline::replay::read_after_entry;
+use crate::run::outcome::{ending_of, first_line};
 use crate::run::start::{call_start, StartProbes};
-use crate::run::switches::Switchboard;
-use crate::run::threads::{ThreadRun, Threads};
+use crate::run::switches::LiveRun;
+use crate::run::threads::Threads;
 use crate::run::time::probe_log::ProbeLog;
 use crate::run::wasi_ctx::wasi_context;
-pub use crate::run::wasi_ctx::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::{Timings, PROGRAM};
 
+use crate::run::host_state::define_probes;
 pub use crate::run::host_state::HostState;
 pub(crate) use crate::run::host_state::{
     attach_stopwatch, bare_store, probe_linker, reset_slot, take_collector, take_stopwatch,
 };
-use crate::run::host_state::{define_probes, never_moves};
-
-/// How a run ended.
-#[derive(Debug)]
-pub struct RunOutcome {
-    /// The program's exit code (0 when `_start` returns, the `proc_exit` code, or
-    /// [`crate::exit::TRAP`]).
-    pub exit_code: i32,
-    /// The trap, if the program trapped: a one-line message and the full report.
-    pub trap: Option<(String, String)>,
-    /// The trap's wasm backtrace, innermost first (frames of the module that ran).
-    pub backtrace: Vec<crate::run::backtrace::Frame>,
-    /// Wall time of `_start` in nanoseconds.
-    pub wall_time: u64,
-    /// Sample mode: how the time was sampled.
-    pub sampling: Option<crate::profile::SamplingRecord>,
-    /// The collector, every frame closed, when the module was instrumented.
-    pub collector: Option<Collector>,
-    /// Live probes: what was switched when.
-    pub live: Option<crate::profile::LiveRecord>,
-    /// Adaptive mode: the walks and what was timed.
-    pub adaptive: Option<crate::profile::AdaptiveRecord>,
-    /// What `--inject` did.
-    pub injections: Vec<crate::settings::injection::InjectionRecord>,
-    /// The host's figures per WASI function called (profiled runs only).
-    pub host_calls: Vec<crate::profile::HostCallRecord>,
-    /// Coverage: every probed function's block counts.
-    pub coverage: Option<crate::profile::coverage::Coverage>,
-    /// Allocation profiling: the allocator and the run's totals.
-    pub allocations: Option<crate::profile::AllocationsRecord>,
-    /// How long instantiating, running and collecting took.
-    pub timings: Timings,
-    /// A program that spawned threads: the spawned threads that ended, and how many were
-    /// still running when the program ended (see [`crate::run::threads`]).
-    pub threads: Option<(Vec<ThreadRun>, u32)>,
-    /// Stack mode: the first thread's calls, when its module counts them.
-    pub entry_counts: Option<crate::run::stacks::entry_counts::EntryCounts>,
-    /// Time mode: the first thread's CPU time in `_start`, in nanoseconds.
-    pub start_cpu_ns: Option<u64>,
-}
-
-/// What an instrumented module's run needs besides the module.
-#[derive(Debug)]
-pub struct Probes {
-    /// Where the probes report.
-    pub collector: Collector,
-    /// The mode the module was instrumented for.
-    pub mode: ProbeMode,
-    /// Sample mode: where the probes' own instructions are, to leave out their time.
-    pub probe_bytes: Option<ProbeBytes>,
-    /// Live probes: who turns the switches.
-    pub live: Option<Live>,
-    /// Adaptive mode: what a timer costs, subtracted from the times it measures.
-    pub timer_cost: Option<TimerCost>,
-    /// Coverage: the module's block map, filled with its counts when the program ends.
-    pub blocks: Option<crate::profile::coverage::Coverage>,
-    /// Allocation profiling: the module's allocator functions.
-    pub allocators: Option<Vec<crate::profile::AllocatorRecord>>,
-    /// Fault injection into the module's own functions.
-    pub injected: Option<crate::run::host_calls::inject::FunctionInjectors>,
-    /// `--serve`: who serves windows of the profile while the program runs.
-    pub serve: Option<Serve>,
-}
-
-/// `--serve` (the inline modes): who serves windows of the profile while the program runs
-/// (see [`crate::run::inline::window`]).
-pub struct Serve {
-    /// Every function of the original module, in id order (the windows' names).
-    pub functions: Vec<crate::profile::FunctionInfo>,
-    /// The module, as profiles name it.
-    pub module_ref: crate::profile::ModuleRef,
-    /// Called with the window source before the program starts; what it returns is dropped
-    /// when the program ends, which must stop whatever reads windows.
-    pub start: Box<dyn FnOnce(crate::run::inline::window::WindowSource) -> Box<dyn std::any::Any>>,
-}
-
-impl std::fmt::Debug for Serve {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Serve")
-            .field("functions", &self.functions.len())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Live probes (see [`crate::run::switches`]): which functions have switches, and who
-/// turns them while the program runs.
-pub struct Live {
-    /// Per function id, its name (for the profile's record).
-    pub names: Vec<String>,
-    /// Per function id, whether it has switched probes.
-    pub switchable: Vec<bool>,
-    /// Called with the switchboard before the program starts: sets the switches' first
-    /// state and starts whatever turns them; what it returns is dropped when the program
-    /// ends, which must stop it.
-    pub start: Box<dyn FnOnce(Arc<Switchboard>) -> Box<dyn std::any::Any>>,
-}
-
-impl std::fmt::Debug for Live {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Live")
-            .field("functions", &self.names.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Probes {
-    /// The probes of a module instrumented for `mode`, whose probe code (sample mode) is
-    /// `probe_code`, loaded from the serialized `image` when known.
-    pub fn new(
-        collector: Collector,
-        mode: ProbeMode,
-        probe_code: Option<ProbeCode>,
-        image: Option<std::fs::File>,
-    ) -> Self {
-        let probe_bytes = probe_code
-            .filter(|_| mode.samples() || mode == ProbeMode::Time)
-            .map(|code| ProbeBytes { code, image });
-        Probes {
-            collector,
-            mode,
-            probe_bytes,
-            live: None,
-            timer_cost: None,
-            blocks: None,
-            allocators: None,
-            injected: None,
-            serve: None,
-        }
-    }
-
-    /// With windows served while the program runs.
-    pub fn with_serve(mut self, serve: Serve) -> Self {
-        self.serve = Some(serve);
-        self
-    }
-
-    /// With injections into the module's own functions.
-    pub fn with_injected(
-        mut self,
-        injected: crate::run::host_calls::inject::FunctionInjectors,
-    ) -> Self {
-        self.injected = Some(injected);
-        self
-    }
-
-    /// With allocation profiling, the module's allocator being `allocators`.
-    pub fn with_allocators(mut self, allocators: Vec<crate::profile::AllocatorRecord>) -> Self {
-        self.allocators = Some(allocators);
-        self
-    }
-
-    /// With block counters, laid out as `map` says.
-    pub fn with_coverage(mut self, map: crate::profile::coverage::Coverage) -> Self {
-        self.blocks = Some(map);
-        self
-    }
-
-    /// With the cost of adaptive mode's timers, to subtract.
-    pub fn with_timer_cost(mut self, cost: TimerCost) -> Self {
-        self.timer_cost = Some(cost);
-        self
-    }
-
-    /// With live probes.
-    pub fn with_live(mut self, live: Live) -> Self {
-        self.live = Some(live);
-        self
-    }
-}
-
-/// Live probes: the switchboard over the module's switch table, `None` where its memory
-/// is missing or could move while the program runs.
-fn switchboard(
-    store: &mut Store<HostState>,
-    instance: &wasmtime::Instance,
-    mode: ProbeMode,
-    switchable: Vec<bool>,
-) -> Option<Switchboard> {
-    let memory = instance.get_memory(&mut *store, SwitchTable::MEMORY)?;
-    let functions = switchable.len() as u32;
-    let base = SwitchTable::base(mode, functions) as usize;
-    if !never_moves(&memory.ty(&*store)) || memory.data_size(&*store) < base + functions as usize {
-        return None;
-    }
-    // SAFETY: in bounds (checked above); the memory never moves, and the board is closed
-    // before the store goes (see `run`).
-    Some(unsafe {
-        Switchboard::new(
-            memory.data_ptr(&*store).wrapping_add(base),
-            functions,
-            switchable,
-        )
-    })
-}
-
-/// The module's tree read while it runs, `None` where its memory could move.
-fn live_tree(
-    store: &mut Store<HostState>,
-    instance: &wasmtime::Instance,
-) -> Option<crate::run::adaptive::live_tree::LiveTree> {
-    let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
-    if !never_moves(&memory.ty(&*store)) {
-        return None;
-    }
-    // SAFETY: the memory never moves, and the view is used only while the store lives
-    // (the windows stop before `run` goes on past the program).
-    Some(unsafe { crate::run::adaptive::live_tree::LiveTree::new(memory.data_ptr(&*store)) })
-}
-
-/// Adaptive mode: puts a stopwatch in the store that subtracts `cost`, and returns the
-/// walker that arms its timers; `None` where the tree's memory could move while the
-/// program runs.
-fn start_stopwatch(
-    store: &mut Store<HostState>,
-    instance: &wasmtime::Instance,
-    settings: AdaptiveSettings,
-    cost: TimerCost,
-) -> Option<Walker> {
-    let functions = store.data().collector.as_ref()?.functions().len() as u32;
-    let tree = attach_stopwatch(store, instance, cost)?;
-    Some(Walker::new(tree, functions, settings))
-}
+pub use crate::run::inline::window::Serve;
+pub use crate::run::outcome::RunOutcome;
+pub use crate::run::probes::Probes;
+pub use crate::run::start::ProbeBytes;
+pub use crate::run::switches::Live;
+pub use crate::run::wasi_ctx::Stdio;
 
 /// Runs `module`'s `_start`. With `probes`, the probe imports are linked to its collector.
 pub fn run(
@@ -273,23 +58,18 @@ pub fn run(
     let injected = probes.as_mut().and_then(|p| p.injected.take());
     let serve = probes.as_mut().and_then(|p| p.serve.take());
     // Shared with `--serve`'s thread when it serves allocation profiles.
-    let shared_allocs = Arc::new(std::sync::Mutex::new(
-        crate::run::allocs::AllocTracker::new(Vec::new()),
-    ));
     let allocs = probes
         .as_mut()
         .and_then(|p| p.allocators.take())
-        .map(crate::run::allocs::AllocTracker::new)
+        .map(AllocTracker::new)
         .map(|tracker| match serve {
-            Some(_) => {
-                *shared_allocs.lock().unwrap_or_else(|e| e.into_inner()) = tracker;
-                crate::run::allocs::Allocs::Shared(shared_allocs.clone())
-            }
-            None => crate::run::allocs::Allocs::Own(tracker),
+            Some(_) => Allocs::Shared(Arc::new(std::sync::Mutex::new(tracker))),
+            None => Allocs::Own(tracker),
         });
-    let served_allocs = matches!(allocs, Some(crate::run::allocs::Allocs::Shared(_)))
-        .then(|| shared_allocs.clone());
-    let mut coverage = None;
+    let served_allocs = match &allocs {
+        Some(Allocs::Shared(shared)) => Some(shared.clone()),
+        _ => None,
+    };
     if let Some(mode) = mode {
         define_probes(&mut linker, mode)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
@@ -360,36 +140,24 @@ pub fn run(
             account.set_arena(arena);
         }
     }
-    let mut attribution = None;
+    let mut read = crate::run::inline::replay::Read::default();
     let mut live_record = None;
-    let mut adaptive_record = None;
     let mut entry_counts = None;
     let mut start_cpu_ns = None;
     let (result, samples, wall_time) = match instantiated {
         Ok(instance) => {
-            let board = match (live, mode) {
-                (Some(live), Some(mode)) => {
-                    match switchboard(&mut store, &instance, mode, live.switchable) {
-                        Some(board) => {
-                            let board = Arc::new(board);
-                            let running = (live.start)(board.clone());
-                            Some((board, running, live.names))
-                        }
-                        None => {
-                            crate::say!(
-                                "wprof: warning: the probes' switches cannot be reached on this \
-                                 host; every probe stays on"
-                            );
-                            None
-                        }
-                    }
-                }
-                _ => None,
-            };
+            let live = live
+                .zip(mode)
+                .and_then(|(live, mode)| LiveRun::start(&mut store, &instance, mode, live));
             let mut walker = match mode {
                 Some(ProbeMode::Adaptive) => {
                     let cost = timer_cost.unwrap_or_default();
-                    let walker = start_stopwatch(&mut store, &instance, settings.adaptive, cost);
+                    let walker = crate::run::adaptive::walker::start(
+                        &mut store,
+                        &instance,
+                        settings.adaptive,
+                        cost,
+                    );
                     if walker.is_none() {
                         crate::say!(
                             "wprof: warning: adaptive mode cannot reach the module's timers on \
@@ -402,40 +170,28 @@ pub fn run(
             };
             // `--serve`: windows read the tree while the program runs, and ask the sampler
             // for its readings.
-            let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let ended = Arc::new(AtomicBool::new(false));
             let desk = mode
                 .filter(|m| m.samples())
                 .map(|_| Arc::new(crate::run::inline::sampler::SampleDesk::default()));
             let serving = match (serve, mode) {
                 (Some(serve), Some(mode)) if mode.counts_inline() => {
-                    match live_tree(&mut store, &instance) {
-                        Some(tree) => {
-                            let source = crate::run::inline::window::WindowSource::new(
-                                tree,
-                                mode,
-                                serve.functions,
-                                serve.module_ref,
-                                desk.clone().map(|d| {
-                                    (
-                                        d,
-                                        module.clone(),
-                                        probe_bytes.as_ref().map(ProbeBytes::try_clone),
-                                        settings.sample_period.longest(),
-                                    )
-                                }),
-                                ended.clone(),
+                    crate::run::inline::window::serve_while_running(
+                        serve,
+                        &mut store,
+                        &instance,
+                        mode,
+                        module,
+                        desk.clone().map(|d| {
+                            (
+                                d,
+                                probe_bytes.as_ref().map(ProbeBytes::try_clone),
+                                settings.sample_period.longest(),
                             )
-                            .with_allocs(served_allocs.clone());
-                            Some((serve.start)(source))
-                        }
-                        None => {
-                            crate::say!(
-                                "wprof: warning: --serve cannot read the module's tree while it \
-                                 runs on this host; nothing is served"
-                            );
-                            None
-                        }
-                    }
+                        }),
+                        ended.clone(),
+                        served_allocs,
+                    )
                 }
                 _ => None,
             };
@@ -452,7 +208,7 @@ pub fn run(
                 StartProbes {
                     mode,
                     bytes: probe_bytes.as_ref(),
-                    switches: board.as_ref().map(|(b, _, _)| &**b),
+                    switches: live.as_ref().map(LiveRun::board),
                     desk: desk.as_deref(),
                     cpu_time: threaded,
                     returned: None,
@@ -467,37 +223,26 @@ pub fn run(
                 entry_counts = crate::run::stacks::entry_counts::read(&mut store, &instance);
             }
             // Windows stop before the tree's memory can go.
-            ended.store(true, std::sync::atomic::Ordering::Release);
+            ended.store(true, Ordering::Release);
             drop(serving);
-            let walks = walker.map(Walker::finish);
+            let walks = walker.map(crate::run::adaptive::walker::Walker::finish);
             let stopwatch = store.data_mut().stopwatch.take();
             timings.record(PROGRAM, std::time::Duration::from_nanos(wall_time));
-            if let Some((board, running, names)) = board {
-                // Whoever turns the switches stops before the memory goes.
-                drop(running);
-                live_record =
-                    Some(board.close(&|id| names.get(id as usize).cloned().unwrap_or_default()));
-            }
+            // Whoever turns the switches stops before the memory goes.
+            live_record = live.map(LiveRun::close);
             if mode.is_some_and(ProbeMode::counts_inline) {
-                let replayed = timings.time("collect", || {
-                    replay_tree(&mut store, &instance, samples.as_ref())
-                });
-                coverage = blocks.and_then(|map| read_coverage(&mut store, &instance, map));
-                if let (Some((tree, Some(attribution))), Some(walks), Some(stopwatch)) =
-                    (&replayed, &walks, stopwatch)
-                {
-                    let (times, unfinished) = stopwatch.finish();
-                    adaptive_record = Some(crate::run::adaptive::record(
-                        settings.adaptive,
-                        timer_cost.unwrap_or_default(),
-                        walks,
-                        &times,
-                        unfinished,
-                        tree,
-                        |address| attribution.time.get(&address).copied().unwrap_or(0),
-                    ));
-                }
-                attribution = replayed.and_then(|(_, a)| a);
+                let adaptive = walks
+                    .zip(stopwatch)
+                    .map(|(w, s)| (w, s, timer_cost.unwrap_or_default()));
+                read = read_after_entry(
+                    &mut store,
+                    &instance,
+                    samples.as_ref(),
+                    blocks,
+                    adaptive,
+                    settings,
+                    &mut timings,
+                );
             }
             (result, samples, wall_time)
         }
@@ -522,32 +267,7 @@ pub fn run(
         Err(e) => crate::run::backtrace::frames_of(e),
         Ok(()) => Vec::new(),
     };
-    let (exit_code, trap) = match result {
-        Ok(()) => (0, None),
-        Err(e) => {
-            if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
-                (exit.0, None)
-            } else {
-                // A trap exits as under `wasmtime run` (134); any other error that ends the
-                // program (a host error) exits with 1, as wasmtime's does.
-                let code = if e.downcast_ref::<wasmtime::Trap>().is_some() {
-                    crate::exit::TRAP
-                } else {
-                    1
-                };
-                let message = match (
-                    e.downcast_ref::<InjectedTrap>(),
-                    e.downcast_ref::<wasmtime::Trap>(),
-                ) {
-                    (Some(injected), _) => injected.to_string(),
-                    (None, Some(trap)) => trap.to_string(),
-                    (None, None) => first_line(&e.root_cause().to_string()),
-                };
-                let report = crate::run::backtrace::report(&shown, &backtrace, &message);
-                (code, Some((message, report)))
-            }
-        }
-    };
+    let (exit_code, trap) = ending_of(result, &shown, &backtrace);
     // Frames left open (a trap, proc_exit) close at the end: now (time mode), or the last
     // count (the inline modes).
     let state = store.into_data();
@@ -585,41 +305,23 @@ pub fn run(
             ),
             readings: s.readings + readings,
             answered: s.answered + answered,
-            probe_ns: attribution.as_ref().map_or(0, |a| a.probe_ps / PS_PER_NS),
+            probe_ns: read
+                .attribution
+                .as_ref()
+                .map_or(0, |a| a.probe_ps / PS_PER_NS),
             off_ns: s.off_ps / PS_PER_NS,
             stacks: None,
         }),
         collector,
         live: live_record,
-        adaptive: adaptive_record,
+        adaptive: read.adaptive,
         injections: host_calls.injections(state.injected.as_ref()),
         host_calls: host_records,
-        coverage,
+        coverage: read.coverage,
         allocations,
         timings,
         threads,
         entry_counts,
         start_cpu_ns,
     })
-}
-
-/// Coverage: `map` with the counts of the module's block counters; `None` (and a warning)
-/// if they cannot be read.
-fn read_coverage(
-    store: &mut Store<HostState>,
-    instance: &wasmtime::Instance,
-    map: crate::profile::coverage::Coverage,
-) -> Option<crate::profile::coverage::Coverage> {
-    let functions = store
-        .data()
-        .collector
-        .as_ref()
-        .map_or(0, |c| c.functions().len() as u32);
-    crate::run::inline::coverage::read(store, instance, functions, map)
-        .map_err(|e| crate::say!("wprof: warning: coverage not recorded: {e}"))
-        .ok()
-}
-
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().to_string()
 }

@@ -11,7 +11,107 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use std::sync::Arc;
+
+use wasmtime::Store;
+use wprof_agent::{ProbeMode, SwitchTable};
+
 use crate::profile::{LiveRecord, SwitchChange, SwitchedFunction};
+use crate::run::host_state::{never_moves, HostState};
+
+/// Live probes: which functions have switches, and who
+/// turns them while the program runs.
+pub struct Live {
+    /// Per function id, its name (for the profile's record).
+    pub names: Vec<String>,
+    /// Per function id, whether it has switched probes.
+    pub switchable: Vec<bool>,
+    /// Called with the switchboard before the program starts: sets the switches' first
+    /// state and starts whatever turns them; what it returns is dropped when the program
+    /// ends, which must stop it.
+    pub start: Box<dyn FnOnce(Arc<Switchboard>) -> Box<dyn std::any::Any>>,
+}
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live")
+            .field("functions", &self.names.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Live probes while the program runs: the board, whoever turns its switches, and the
+/// functions' names for the record.
+pub(crate) struct LiveRun {
+    board: Arc<Switchboard>,
+    running: Box<dyn std::any::Any>,
+    names: Vec<String>,
+}
+
+impl LiveRun {
+    /// Sets the switches of the module `instance` (instrumented for `mode`) and starts
+    /// whoever turns them; `None` (after one warning) where they cannot be reached.
+    pub(crate) fn start(
+        store: &mut Store<HostState>,
+        instance: &wasmtime::Instance,
+        mode: ProbeMode,
+        live: Live,
+    ) -> Option<LiveRun> {
+        let Some(board) = switchboard(store, instance, mode, live.switchable) else {
+            crate::say!(
+                "wprof: warning: the probes' switches cannot be reached on this host; every \
+                 probe stays on"
+            );
+            return None;
+        };
+        let board = Arc::new(board);
+        let running = (live.start)(board.clone());
+        Some(LiveRun {
+            board,
+            running,
+            names: live.names,
+        })
+    }
+
+    /// The switches.
+    pub(crate) fn board(&self) -> &Switchboard {
+        &self.board
+    }
+
+    /// Stops whoever turns the switches (before the memory goes), and closes the board:
+    /// what was switched when.
+    pub(crate) fn close(self) -> LiveRecord {
+        drop(self.running);
+        let names = self.names;
+        self.board
+            .close(&|id| names.get(id as usize).cloned().unwrap_or_default())
+    }
+}
+
+/// Live probes: the switchboard over the module's switch table, `None` where its memory
+/// is missing or could move while the program runs.
+fn switchboard(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+    mode: ProbeMode,
+    switchable: Vec<bool>,
+) -> Option<Switchboard> {
+    let memory = instance.get_memory(&mut *store, SwitchTable::MEMORY)?;
+    let functions = switchable.len() as u32;
+    let base = SwitchTable::base(mode, functions) as usize;
+    if !never_moves(&memory.ty(&*store)) || memory.data_size(&*store) < base + functions as usize {
+        return None;
+    }
+    // SAFETY: in bounds (checked above); the memory never moves, and the board is closed
+    // before the store goes (see `run`).
+    Some(unsafe {
+        Switchboard::new(
+            memory.data_ptr(&*store).wrapping_add(base),
+            functions,
+            switchable,
+        )
+    })
+}
 
 /// A running module's switches, and what was done with them.
 #[derive(Debug)]

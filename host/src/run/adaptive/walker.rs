@@ -368,6 +368,20 @@ impl Watch for Walker {
     }
 }
 
+/// Adaptive mode: puts a stopwatch in the store that subtracts `cost`, and returns the
+/// walker that arms its timers; `None` where the tree's memory could move while the
+/// program runs.
+pub(crate) fn start(
+    store: &mut wasmtime::Store<crate::run::host_state::HostState>,
+    instance: &wasmtime::Instance,
+    settings: crate::run::adaptive::AdaptiveSettings,
+    cost: crate::run::adaptive::stopwatch::TimerCost,
+) -> Option<Walker> {
+    let functions = store.data().collector.as_ref()?.functions().len() as u32;
+    let tree = crate::run::host_state::attach_stopwatch(store, instance, cost)?;
+    Some(Walker::new(tree, functions, settings))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -66,6 +66,23 @@ pub fn in_memory(tree: &[u8], functions: u32, map: &Coverage) -> Result<Vec<u64>
         .collect())
 }
 
+/// Coverage: `map` with the counts of the module's block counters; `None` (and a warning)
+/// if they cannot be read.
+pub(crate) fn read_counts(
+    store: &mut Store<crate::run::host_state::HostState>,
+    instance: &wasmtime::Instance,
+    map: crate::profile::coverage::Coverage,
+) -> Option<crate::profile::coverage::Coverage> {
+    let functions = store
+        .data()
+        .collector
+        .as_ref()
+        .map_or(0, |c| c.functions().len() as u32);
+    read(store, instance, functions, map)
+        .map_err(|e| crate::say!("wprof: warning: coverage not recorded: {e}"))
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,3 +70,55 @@ pub(crate) fn replay_tree(
     };
     Some((tree, attribution))
 }
+
+/// What the inline modes read when the first thread's entry returned.
+#[derive(Debug, Default)]
+pub(crate) struct Read {
+    /// Sample and adaptive mode: where the samples' time went, and the probes' share.
+    pub(crate) attribution: Option<Attribution>,
+    /// `--coverage`: the block counts.
+    pub(crate) coverage: Option<crate::profile::coverage::Coverage>,
+    /// Adaptive mode: the walks and what was timed.
+    pub(crate) adaptive: Option<crate::profile::AdaptiveRecord>,
+}
+
+/// Inline modes, once the entry returned: the tree replayed into the collector (timed as
+/// `collect`), the block counts of `blocks` read, and adaptive mode's `walks` and
+/// `stopwatch` (whose timers cost `cost`) made its record.
+pub(crate) fn read_after_entry(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::Instance,
+    samples: Option<&Samples>,
+    blocks: Option<crate::profile::coverage::Coverage>,
+    adaptive: Option<(
+        crate::run::adaptive::walker::Walks,
+        crate::run::adaptive::stopwatch::Stopwatch,
+        crate::run::adaptive::stopwatch::TimerCost,
+    )>,
+    settings: &crate::settings::RunSettings,
+    timings: &mut crate::timings::Timings,
+) -> Read {
+    let replayed = timings.time("collect", || replay_tree(store, instance, samples));
+    let coverage =
+        blocks.and_then(|map| crate::run::inline::coverage::read_counts(store, instance, map));
+    let adaptive = match (&replayed, adaptive) {
+        (Some((tree, Some(attribution))), Some((walks, stopwatch, cost))) => {
+            let (times, unfinished) = stopwatch.finish();
+            Some(crate::run::adaptive::record(
+                settings.adaptive,
+                cost,
+                &walks,
+                &times,
+                unfinished,
+                tree,
+                |address| attribution.time.get(&address).copied().unwrap_or(0),
+            ))
+        }
+        _ => None,
+    };
+    Read {
+        attribution: replayed.and_then(|(_, a)| a),
+        coverage,
+        adaptive,
+    }
+}

@@ -27,6 +27,74 @@ use crate::run::inline::sampler::{SampleDesk, Samples};
 use crate::run::inline::tree::InlineTree;
 use crate::run::start::ProbeBytes;
 
+/// `--serve` (the inline modes): who serves windows of the profile while the program runs
+/// (see [`crate::run::inline::window`]).
+pub struct Serve {
+    /// Every function of the original module, in id order (the windows' names).
+    pub functions: Vec<crate::profile::FunctionInfo>,
+    /// The module, as profiles name it.
+    pub module_ref: crate::profile::ModuleRef,
+    /// Called with the window source before the program starts; what it returns is dropped
+    /// when the program ends, which must stop whatever reads windows.
+    pub start: Box<dyn FnOnce(crate::run::inline::window::WindowSource) -> Box<dyn std::any::Any>>,
+}
+
+impl std::fmt::Debug for Serve {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serve")
+            .field("functions", &self.functions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `--serve` while the program runs: windows read the module's tree (`instance`'s, in a
+/// memory that never moves) and, in the sampling modes, ask the sampler's `desk` for its
+/// readings until `ended`. What it returns is dropped when the program ends, which stops
+/// whatever reads windows; `None` (after one warning) where the tree cannot be read.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn serve_while_running(
+    serve: Serve,
+    store: &mut wasmtime::Store<crate::run::host_state::HostState>,
+    instance: &wasmtime::Instance,
+    mode: ProbeMode,
+    module: &Module,
+    sampler: Option<(Arc<SampleDesk>, Option<ProbeBytes>, Duration)>,
+    ended: Arc<AtomicBool>,
+    allocs: Option<Arc<Mutex<AllocTracker>>>,
+) -> Option<Box<dyn std::any::Any>> {
+    let Some(tree) = live_tree(store, instance) else {
+        crate::say!(
+            "wprof: warning: --serve cannot read the module's tree while it runs on this host; \
+             nothing is served"
+        );
+        return None;
+    };
+    let source = WindowSource::new(
+        tree,
+        mode,
+        serve.functions,
+        serve.module_ref,
+        sampler.map(|(desk, bytes, longest)| (desk, module.clone(), bytes, longest)),
+        ended,
+    )
+    .with_allocs(allocs);
+    Some((serve.start)(source))
+}
+
+/// The module's tree read while it runs, `None` where its memory could move.
+fn live_tree(
+    store: &mut wasmtime::Store<crate::run::host_state::HostState>,
+    instance: &wasmtime::Instance,
+) -> Option<crate::run::adaptive::live_tree::LiveTree> {
+    let memory = instance.get_memory(&mut *store, wprof_agent::ContextArena::MEMORY)?;
+    if !crate::run::host_state::never_moves(&memory.ty(&*store)) {
+        return None;
+    }
+    // SAFETY: the memory never moves, and the view is used only while the store lives
+    // (the windows stop before `run` goes on past the program).
+    Some(unsafe { crate::run::adaptive::live_tree::LiveTree::new(memory.data_ptr(&*store)) })
+}
+
 /// What the window's profile is made from; shared with the thread that asks for windows.
 pub struct WindowSource {
     trees: Trees,
