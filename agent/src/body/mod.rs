@@ -57,7 +57,7 @@ mod sample;
 mod scan;
 mod timer;
 
-use wasm_encoder::{Encode, Instruction};
+use wasm_encoder::Instruction;
 use wasmparser::{BinaryReader, FunctionBody, Operator};
 
 use crate::layout::ModuleLayout;
@@ -65,6 +65,7 @@ use crate::probe_map::ProbeLayout;
 use crate::{AgentError, ProbePlan};
 use dispatch::dispatch;
 use emitter::{Emitter, InlineLocals, SelfTailLocals};
+use locals::locals_with_extra;
 use scan::{catch_labels, ends_basic_block, is_call, runs_in_engine, scan};
 
 pub(crate) use allocs::extra_locals as alloc_locals;
@@ -123,37 +124,6 @@ fn complement(original: &[(u32, u32)], from: u32, to: u32) -> Vec<(u32, u32)> {
         out.push((at, to));
     }
     out
-}
-
-/// The local declarations re-encoded with `extra` locals appended, and the index of the
-/// first of them (`params + locals`).
-fn locals_with_extra(
-    body: &FunctionBody<'_>,
-    params: u32,
-    bytes: &[u8],
-    base: usize,
-    code_start: usize,
-    extra: &[wasm_encoder::ValType],
-) -> Result<(Vec<u8>, u32), AgentError> {
-    let mut reader = body.get_binary_reader();
-    let groups = reader.read_var_u32()?;
-    let groups_end = reader.original_position();
-    let mut locals = params;
-    for local in body.get_locals_reader()? {
-        let (count, _) = local?;
-        locals = locals.checked_add(count).ok_or(AgentError::Unsupported {
-            what: "a function with more than 2^32 locals".to_string(),
-            offset: base,
-        })?;
-    }
-    let mut out = Vec::new();
-    (groups + extra.len() as u32).encode(&mut out);
-    out.extend_from_slice(&bytes[groups_end..code_start]);
-    for ty in extra {
-        1u32.encode(&mut out);
-        ty.encode(&mut out);
-    }
-    Ok((out, locals))
 }
 
 /// The offsets, from the start of the body, of the call instructions of the `defined`-th
