@@ -73,6 +73,7 @@ pub(crate) use allocs::extra_locals as alloc_locals;
 pub use blocks::BlockCount;
 pub(crate) use coverage::{padded_leb, patch as patch_counter};
 pub use instrumented_body::InstrumentedBody;
+pub(crate) use scan::call_sites;
 pub use scan::instruction_weight;
 
 /// The complement of `original` (sorted, not overlapping) within `from..to`.
@@ -89,23 +90,6 @@ fn complement(original: &[(u32, u32)], from: u32, to: u32) -> Vec<(u32, u32)> {
         out.push((at, to));
     }
     out
-}
-
-/// The offsets, from the start of the body, of the call instructions of the `defined`-th
-/// defined function, in order.
-pub(crate) fn call_sites(layout: &ModuleLayout<'_>, defined: u32) -> Result<Vec<u32>, AgentError> {
-    let func = &layout.defined_funcs[defined as usize];
-    let base = func.body.start;
-    let body = FunctionBody::new(BinaryReader::new(&layout.bytes[func.body.clone()], base));
-    let mut ops = body.get_operators_reader()?;
-    let mut sites = Vec::new();
-    while !ops.eof() {
-        let start = ops.original_position();
-        if is_call(&ops.read()?) {
-            sites.push((start - base) as u32);
-        }
-    }
-    Ok(sites)
 }
 
 /// Rewrites the body of the `defined`-th defined function.
