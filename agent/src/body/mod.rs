@@ -37,75 +37,44 @@
 //!
 //! This file is the rewriting loop; `scan.rs` the first pass over a body; `counted.rs` which
 //! functions time mode counts but does not time; `emitter.rs` the probe points every mode
-//! shares; `host_calls.rs` (time mode), `inline_tree.rs`,
-//! `cost.rs`, `coverage.rs`, `sample.rs` and `timer.rs` (adaptive mode) the instructions of each kind of
-//! probe.
+//! shares; `dispatch.rs` a function's own body under live probes; `host_calls.rs` (time
+//! mode), `inline_tree.rs`, `cost.rs`, `coverage.rs`, `sample.rs` and `timer.rs` (adaptive
+//! mode) the instructions of each kind of probe.
 
 mod allocs;
 mod blocks;
 mod cost;
 mod counted;
 mod coverage;
+mod dispatch;
 mod emitter;
 mod go_frames;
 mod host_calls;
 mod inject;
 mod inline_tree;
+mod instrumented_body;
 mod locals;
 mod sample;
 mod scan;
 mod timer;
 
-use wasm_encoder::{Encode, Instruction};
+use wasm_encoder::Instruction;
 use wasmparser::{BinaryReader, FunctionBody, Operator};
 
 use crate::layout::ModuleLayout;
 use crate::probe_map::ProbeLayout;
 use crate::{AgentError, ProbePlan};
+use dispatch::dispatch;
 use emitter::{Emitter, InlineLocals, SelfTailLocals};
+use locals::locals_with_extra;
 use scan::{catch_labels, ends_basic_block, is_call, runs_in_engine, scan};
 
 pub(crate) use allocs::extra_locals as alloc_locals;
 pub use blocks::BlockCount;
 pub(crate) use coverage::{padded_leb, patch as patch_counter};
+pub use instrumented_body::InstrumentedBody;
+pub(crate) use scan::call_sites;
 pub use scan::instruction_weight;
-
-/// One instrumented function body, independent of where it lands in a module.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InstrumentedBody {
-    /// The body's bytes (locals and code, without the size prefix). With live probes (see
-    /// [`crate::SwitchTable`]), two bodies one after the other: the function's own, then,
-    /// from [`InstrumentedBody::probed_at`], its probed copy's.
-    pub bytes: Vec<u8>,
-    /// With live probes, where the probed copy's body starts in
-    /// [`InstrumentedBody::bytes`].
-    pub probed_at: Option<u32>,
-    /// For each original instruction, in order: its offset from the start of the original
-    /// body, and the offset of its copy from the start of [`InstrumentedBody::bytes`]. With
-    /// live probes, the function's own body's entries, then the probed copy's; the
-    /// instrumented offsets always increase.
-    pub offsets: Vec<(u32, u32)>,
-    /// The byte ranges of this body's code that are wprof's probes, not the original's
-    /// instructions: sorted, from the start of this body. (The original's instructions are
-    /// the rest of the code after the local declarations.)
-    pub probe_code: Vec<(u32, u32)>,
-    /// With [`crate::ProbePlan::coverage`]: where each basic block starts, as an offset
-    /// from the start of the original body, in order (a block ends where the next one
-    /// starts, the last at the body's end), and how its count is known: the `k`-th block
-    /// with a counter has the function's `k`-th counter. Empty without coverage, and for a
-    /// function without probes. The first block always has a counter.
-    pub blocks: Vec<(u32, BlockCount)>,
-    /// With [`crate::ProbePlan::coverage`]: where the `k`-th counter's increment starts in
-    /// [`InstrumentedBody::bytes`]. The body places its counters at `0, 8, 16, ...`, each
-    /// address a five-byte LEB128 that the assembler overwrites with the counter's real
-    /// address in the tree's memory (see [`crate::ContextArena::counters`]).
-    pub counter_sites: Vec<u32>,
-    /// Sample and cost mode, a function that calls nothing: where in
-    /// [`InstrumentedBody::bytes`] its entry probe's `return_call` to the function's retry
-    /// function has its index, a five-byte LEB128 the assembler overwrites (see
-    /// [`crate::ContextArena::RETRY`]).
-    pub retry_site: Option<u32>,
-}
 
 /// The complement of `original` (sorted, not overlapping) within `from..to`.
 fn complement(original: &[(u32, u32)], from: u32, to: u32) -> Vec<(u32, u32)> {
@@ -121,113 +90,6 @@ fn complement(original: &[(u32, u32)], from: u32, to: u32) -> Vec<(u32, u32)> {
         out.push((at, to));
     }
     out
-}
-
-/// The local declarations re-encoded with `extra` locals appended, and the index of the
-/// first of them (`params + locals`).
-fn locals_with_extra(
-    body: &FunctionBody<'_>,
-    params: u32,
-    bytes: &[u8],
-    base: usize,
-    code_start: usize,
-    extra: &[wasm_encoder::ValType],
-) -> Result<(Vec<u8>, u32), AgentError> {
-    let mut reader = body.get_binary_reader();
-    let groups = reader.read_var_u32()?;
-    let groups_end = reader.original_position();
-    let mut locals = params;
-    for local in body.get_locals_reader()? {
-        let (count, _) = local?;
-        locals = locals.checked_add(count).ok_or(AgentError::Unsupported {
-            what: "a function with more than 2^32 locals".to_string(),
-            offset: base,
-        })?;
-    }
-    let mut out = Vec::new();
-    (groups + extra.len() as u32).encode(&mut out);
-    out.extend_from_slice(&bytes[groups_end..code_start]);
-    for ty in extra {
-        1u32.encode(&mut out);
-        ty.encode(&mut out);
-    }
-    Ok((out, locals))
-}
-
-/// The offsets, from the start of the body, of the call instructions of the `defined`-th
-/// defined function, in order.
-pub(crate) fn call_sites(layout: &ModuleLayout<'_>, defined: u32) -> Result<Vec<u32>, AgentError> {
-    let func = &layout.defined_funcs[defined as usize];
-    let base = func.body.start;
-    let body = FunctionBody::new(BinaryReader::new(&layout.bytes[func.body.clone()], base));
-    let mut ops = body.get_operators_reader()?;
-    let mut sites = Vec::new();
-    while !ops.eof() {
-        let start = ops.original_position();
-        if is_call(&ops.read()?) {
-            sites.push((start - base) as u32);
-        }
-    }
-    Ok(sites)
-}
-
-/// Live probes (see [`crate::SwitchTable`]): the function's own code, after its locals.
-/// `switch == 0; if; local.get 0..; return_call PROBED_COPY; end; ORIGINAL`: with the
-/// switch on, the probed copy takes the activation over (with the same arguments); off, the
-/// original's instructions run as they are (function indices renumbered), in a body that
-/// holds nothing else. The original's offsets go to `offsets`.
-#[allow(clippy::too_many_arguments)]
-fn dispatch(
-    e: &mut Emitter<'_>,
-    layout: &ModuleLayout<'_>,
-    probes: &ProbeLayout,
-    id: u32,
-    params: u32,
-    self_tail: bool,
-    mut ops: wasmparser::OperatorsReader<'_>,
-    base: usize,
-    offsets: &mut Vec<(u32, u32)>,
-) -> Result<(), AgentError> {
-    let copy = probes
-        .indices()
-        .probed_copy(id)
-        .expect("every defined function of a live module has a probed copy");
-    e.read_switch(id);
-    e.instrs(&[
-        Instruction::I32Eqz,
-        Instruction::If(wasm_encoder::BlockType::Empty),
-    ]);
-    for local in 0..params {
-        e.instr(Instruction::LocalGet(local));
-    }
-    e.instrs(&[Instruction::ReturnCall(copy), Instruction::End]);
-    if let (true, Some(arena)) = (self_tail, probes.arena()) {
-        // A probed activation's tail call to itself announced itself: nobody else may
-        // read that.
-        e.instrs(&[
-            Instruction::I32Const(0),
-            Instruction::GlobalSet(arena.self_tail),
-        ]);
-    }
-    while !ops.eof() {
-        let start = ops.original_position();
-        let op = ops.read()?;
-        let end = ops.original_position();
-        offsets.push(((start - base) as u32, e.out.len() as u32));
-        match op {
-            Operator::Call { function_index } => {
-                e.original_instr(Instruction::Call(probes.renumber(function_index)))
-            }
-            Operator::ReturnCall { function_index } => {
-                e.original_instr(Instruction::ReturnCall(probes.renumber(function_index)))
-            }
-            Operator::RefFunc { function_index } => {
-                e.original_instr(Instruction::RefFunc(probes.renumber(function_index)))
-            }
-            _ => e.original(&layout.bytes[start..end]),
-        }
-    }
-    Ok(())
 }
 
 /// Rewrites the body of the `defined`-th defined function.

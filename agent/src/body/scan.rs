@@ -1,8 +1,10 @@
 //! The first pass over a body: its basic blocks and their weights, whether it catches,
-//! the slot of each call in the inline modes, and self tail calls.
+//! the slot of each call in the inline modes, and self tail calls; and the offsets of a
+//! body's calls ([`call_sites`]).
 
-use wasmparser::{Operator, OperatorsReader};
+use wasmparser::{BinaryReader, FunctionBody, Operator, OperatorsReader};
 
+use crate::layout::ModuleLayout;
 use crate::AgentError;
 
 /// Whether the instruction after `op` starts a new basic block: control may arrive there
@@ -227,4 +229,21 @@ pub(super) fn scan(
     }
     facts.block_weights.push(current);
     Ok(facts)
+}
+
+/// The offsets, from the start of the body, of the call instructions of the `defined`-th
+/// defined function, in order.
+pub(crate) fn call_sites(layout: &ModuleLayout<'_>, defined: u32) -> Result<Vec<u32>, AgentError> {
+    let func = &layout.defined_funcs[defined as usize];
+    let base = func.body.start;
+    let body = FunctionBody::new(BinaryReader::new(&layout.bytes[func.body.clone()], base));
+    let mut ops = body.get_operators_reader()?;
+    let mut sites = Vec::new();
+    while !ops.eof() {
+        let start = ops.original_position();
+        if is_call(&ops.read()?) {
+            sites.push((start - base) as u32);
+        }
+    }
+    Ok(sites)
 }

@@ -3,6 +3,14 @@
 
 use serde::{Deserialize, Serialize};
 
+mod host_and_allocations;
+mod sampling;
+
+pub use host_and_allocations::{
+    AllocFigures, AllocationsRecord, AllocatorRecord, HostCallRecord, HostFigures,
+};
+pub use sampling::{SamplingRecord, StackWalkRecord, TicksRecord};
+
 /// The current profile format.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -109,117 +117,6 @@ pub struct ThreadRecord {
     /// Wall time from its start to its end, in nanoseconds (not in cost mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_time: Option<u64>,
-}
-
-/// The blocks an allocator handed out in one context, or in a whole run: exact, every
-/// block counted once, by the context that asked for it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AllocFigures {
-    /// Bytes asked for (a block's size as the program asked, not what the allocator
-    /// rounded it to).
-    pub bytes: u64,
-    /// Blocks handed out.
-    pub objects: u64,
-    /// Of those, bytes not taken back when the program ended.
-    pub live_bytes: u64,
-    /// Of those, blocks not taken back when the program ended.
-    pub live_objects: u64,
-}
-
-impl AllocFigures {
-    /// Adds `other`'s figures.
-    pub fn add(&mut self, other: &AllocFigures) {
-        self.bytes += other.bytes;
-        self.objects += other.objects;
-        self.live_bytes += other.live_bytes;
-        self.live_objects += other.live_objects;
-    }
-}
-
-/// Allocation profiling (`--allocs`): the allocator functions and the run's totals.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AllocationsRecord {
-    /// The functions profiled as the allocator (empty: none was found).
-    pub allocators: Vec<AllocatorRecord>,
-    /// Every block of the run (per context in `contexts`).
-    #[serde(flatten)]
-    pub totals: AllocFigures,
-    /// Blocks taken back that wprof never saw handed out (by an allocator it does not
-    /// know, or while its probes were off).
-    pub unknown_frees: u64,
-    /// Calls that handed out nothing (the allocator returned 0).
-    pub failed: u64,
-}
-
-/// One allocator function.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AllocatorRecord {
-    /// Its function id.
-    pub function: u32,
-    /// Its name.
-    pub name: String,
-    /// What it does: `alloc`, `calloc`, `realloc`, `free` or `alloc_at`.
-    pub kind: String,
-    /// Calls it reported.
-    pub calls: u64,
-}
-
-/// What the host did during calls to one of the functions it provides (WASI), measured
-/// by wprof's wrapper of the function: the calls and bytes exactly, whatever the mode; the
-/// times around each call in the probed modes, and in stack mode from its samples (the
-/// ticks that found the thread in the function, on the CPU or waiting), as its functions'
-/// times are.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostFigures {
-    /// Calls measured.
-    pub calls: u64,
-    /// Wall-clock time in the host, in nanoseconds. Cost mode, whose profiles hold no
-    /// time, measures none: 0, and absent from the file.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub wall_ns: u64,
-    /// The program thread's on-CPU time in the host, in nanoseconds: `wall_ns - cpu_ns`
-    /// is time the thread spent off the CPU (blocked in I/O, sleeping, or waiting for it).
-    /// Absent where `wall_ns` is.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cpu_ns: u64,
-    /// The I/O functions (`fd_read`, `fd_write`, `fd_pread`, `fd_pwrite`, `sock_recv`,
-    /// `sock_send`): bytes read or written, as the host reported them to the program.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bytes: Option<u64>,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
-}
-
-impl HostFigures {
-    /// Adds `other`'s figures.
-    pub fn add(&mut self, other: &HostFigures) {
-        self.calls += other.calls;
-        self.wall_ns += other.wall_ns;
-        self.cpu_ns += other.cpu_ns;
-        if let Some(b) = other.bytes {
-            *self.bytes.get_or_insert(0) += b;
-        }
-    }
-
-    /// Time the thread was off the CPU during the calls.
-    pub fn off_cpu_ns(&self) -> u64 {
-        self.wall_ns.saturating_sub(self.cpu_ns)
-    }
-}
-
-/// One host function the program imported, and everything the host did in its calls.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostCallRecord {
-    /// The import's function id.
-    pub function: u32,
-    /// `module::field`.
-    pub name: String,
-    /// Every call, whether or not a probe saw it (a call through a table, or from a
-    /// function without probes, counts here and in no context).
-    #[serde(flatten)]
-    pub figures: HostFigures,
 }
 
 /// The probe overhead subtracted, in nanoseconds.
@@ -475,78 +372,6 @@ pub struct Ending {
     pub wall_time: u64,
     /// Sample mode: how time was sampled.
     pub sampling: Option<SamplingRecord>,
-}
-
-/// Time mode: the program-counter ticks of a run (see [`Profile::ticks`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TicksRecord {
-    /// Ticks read, each at its place among the probes' events.
-    pub taken: u64,
-    /// Of those, in a timed activation's own function or a short function it called (the
-    /// ones that share time; the rest were in the probes, the host or the engine).
-    pub placed: u64,
-    /// Ticks the timer took but a later one overwrote before they were read.
-    pub lost: u64,
-    /// What one tick cost the thread it interrupted, measured when the ticks started and
-    /// taken out of the times (part of `excluded_ns`).
-    pub cost_ns: u64,
-    /// How many times the timer stopped while the program's thread waited (used under a
-    /// quarter of the CPU), to start again when it ran.
-    pub pauses: u64,
-}
-
-/// Sample mode: how the time of a profile was sampled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SamplingRecord {
-    /// The period asked for, in nanoseconds (readings can come later on a busy machine).
-    pub period_ns: u64,
-    /// When the default period stretched as the program ran on (see `wprof run
-    /// --sample-period-us`): the longest it reached, in nanoseconds; else absent.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub longest_period_ns: u64,
-    /// The samplers' readings (every thread's): the intervals the time was split into, each
-    /// among the ticks in it (or, with none, the calling context read at its end).
-    pub readings: u64,
-    /// Ticks of the program threads' timers, each locating its thread by its program
-    /// counter and calling context.
-    #[serde(default)]
-    pub answered: u64,
-    /// Time the program spent in wprof's own code (the probes' instructions and the node
-    /// finder), in nanoseconds: charged to no function, since the program without probes
-    /// never spends it.
-    #[serde(default)]
-    pub probe_ns: u64,
-    /// Live probes: time during which every switch was off, in nanoseconds. Not sampled
-    /// (the timer sleeps) and charged to no function.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub off_ns: u64,
-    /// Stack mode: what the walks of the stacks could not place.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stacks: Option<StackWalkRecord>,
-}
-
-/// Stack mode: the ticks and time its walks could not give a function, every thread's
-/// together (see `wprof run --mode stack`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StackWalkRecord {
-    /// Time of ticks that found none of the module's functions on the stack (the host
-    /// before or after the program, or a walk stopped by code without frame pointers), in
-    /// nanoseconds: charged to no function.
-    pub outside_ns: u64,
-    /// CPU time that threads blocked in the host used between two ticks that both found
-    /// them blocked, in nanoseconds: taking the ticks, charged to no function.
-    pub interrupting_ns: u64,
-    /// Ticks read too late (a later tick took their slot): their time went to the next
-    /// tick read.
-    pub lost: u64,
-    /// Stacks deeper than the walk follows (192 frames): their outermost functions are
-    /// missing, so their contexts start below the program's entry.
-    pub truncated: u64,
-    /// Each function's calls were counted (an entry counter in each of the module's
-    /// functions; WASI's by the host in each thread): `calls` of functions
-    /// are exact, those of edges and contexts 0 (not counted).
-    #[serde(default)]
-    pub function_calls: bool,
 }
 
 impl Profile {

@@ -27,6 +27,13 @@ use crate::profile::{FunctionInfo, InstrumentationStats};
 use crate::settings::FunctionFilter;
 use wprof_cache::hex;
 
+mod function_cache;
+mod parallel;
+
+use function_cache::BODIES_MAGIC;
+pub use function_cache::{function_lookups, unpack_bodies, FunctionLookups};
+use parallel::instrument_missing;
+
 /// The instrumented module, ready to compile.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -97,97 +104,6 @@ pub fn manifest_key(module_digest: &[u8; 32], plan: &ProbePlan) -> [u8; 32] {
     h.update(&plan.digest());
     h.update(&AGENT_FORMAT_VERSION.to_le_bytes());
     *h.finalize().as_bytes()
-}
-
-/// What a pack of instrumented bodies starts with (see [`crate::prepare::pack`]).
-const BODIES_MAGIC: &[u8; 8] = b"wpbpack1";
-
-/// The bodies (encoded [`FunctionEntry`]s by function key) of a stored pack; `None` if it
-/// is not one. A pack stored against the original module its bodies were made from (see
-/// [`instrument`]) is expanded with the bytes `original` gives for that module's digest.
-pub fn unpack_bodies<'r>(
-    stored: &[u8],
-    original: impl FnOnce(&[u8; 32]) -> Option<std::borrow::Cow<'r, [u8]>>,
-) -> Option<pack::Values> {
-    match referenced::reference(stored) {
-        None => pack::unpack(BODIES_MAGIC, stored),
-        Some(named) => pack::decode(
-            BODIES_MAGIC,
-            &referenced::decode(stored, &original(&named.locator)?)?,
-        ),
-    }
-}
-
-/// The original module of digest `digest` for [`unpack_bodies`]: `module` itself, or as
-/// the cache holds it (a changed module's bodies are stored against its previous version).
-fn original_module<'m>(
-    module: &'m LoadedModule,
-    cache: &mut CacheSession,
-    digest: &[u8; 32],
-) -> Option<std::borrow::Cow<'m, [u8]>> {
-    if digest == &module.digest {
-        return Some(std::borrow::Cow::Borrowed(&module.bytes[..]));
-    }
-    let stored = cache.get(Kind::Module, digest)?;
-    cache_values::decode_module(&stored, digest).map(std::borrow::Cow::Owned)
-}
-
-/// The per-function cache lookups of a start whose module manifest missed (a module seen
-/// for the first time, or changed).
-#[derive(Debug)]
-pub struct FunctionLookups {
-    /// Every function of the module, imports first (from [`Instrumenter::functions`]).
-    pub summaries: Vec<wprof_agent::FunctionSummary>,
-    /// The cache key of each defined function's instrumented body.
-    pub keys: Vec<[u8; 32]>,
-    /// Each defined function's instrumented body, where the cache has it.
-    pub cached: Vec<Option<InstrumentedBody>>,
-    /// How many bodies the lineage's pack held.
-    pub pack_len: usize,
-    /// The original module the pack is stored against, if it is.
-    pub pack_against: Option<[u8; 32]>,
-}
-
-/// Computes every defined function's key (a digest of its body and everything the
-/// instrumented body depends on) and looks each one up in the pack of bodies of `lineage`
-/// (the module's previous version). This is all the function-level cache work of a start;
-/// `wprof bench` times it.
-pub fn function_lookups(
-    instrumenter: &Instrumenter<'_>,
-    module: &LoadedModule,
-    cache: &mut CacheSession,
-    lineage: &[u8; 32],
-) -> FunctionLookups {
-    let summaries = instrumenter.functions();
-    let first_defined = instrumenter.imported_function_count() as usize;
-    let keys: Vec<[u8; 32]> = summaries[first_defined..]
-        .iter()
-        .map(|s| s.key.expect("defined functions have keys"))
-        .collect();
-    let stored = cache.get(Kind::Function, lineage);
-    let pack_against = stored
-        .as_deref()
-        .and_then(referenced::reference)
-        .map(|r| r.locator);
-    let earlier = stored
-        .and_then(|stored| unpack_bodies(&stored, |d| original_module(module, cache, d)))
-        .unwrap_or_default();
-    let cached = keys
-        .iter()
-        .map(|key| {
-            earlier
-                .get(key)
-                .and_then(|bytes| FunctionEntry::decode(bytes))
-                .map(|e| e.body)
-        })
-        .collect();
-    FunctionLookups {
-        summaries,
-        keys,
-        cached,
-        pack_len: earlier.len(),
-        pack_against,
-    }
 }
 
 /// What chooses functions by their names, when a module is instrumented.
@@ -430,83 +346,6 @@ pub fn instrument(
         functions: functions_of(&manifest),
         stats,
     })
-}
-
-/// Instruments the defined functions whose body `cached` lacks, in order, on every core:
-/// the agent works on one function at a time and shares nothing between them. A panic
-/// in the agent (caught: the caller runs the program as it is) or an error is the first
-/// one in function order, as if they had been instrumented one after another.
-fn instrument_missing(
-    instrumenter: &Instrumenter<'_>,
-    summaries: &[wprof_agent::FunctionSummary],
-    cached: &[Option<InstrumentedBody>],
-    progress: &Progress,
-) -> Result<Vec<InstrumentedBody>, wprof_agent::AgentError> {
-    let missing: Vec<u32> = (0..cached.len() as u32)
-        .filter(|&d| cached[d as usize].is_none())
-        .collect();
-    let imported = instrumenter.imported_function_count() as usize;
-    let one = |defined: u32| -> Result<InstrumentedBody, wprof_agent::AgentError> {
-        let name = &summaries[imported + defined as usize].name;
-        // The panic hook is the caller's (silent inside its `guard::quietly`): a worker
-        // thread must not swap it.
-        let body = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            crate::prepare::guard::test_panic(name);
-            instrumenter.instrument_function(defined)
-        }))
-        .map_err(|payload| wprof_agent::AgentError::Panicked {
-            function: name.clone(),
-            message: crate::prepare::guard::message(payload.as_ref()),
-        })?;
-        progress.advance(1);
-        body
-    };
-    // A thread per core, for enough work to pay for one (about 100 functions each).
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(missing.len().div_ceil(100))
-        .max(1);
-    if threads == 1 {
-        return missing.into_iter().map(one).collect();
-    }
-    // Thread `t` takes every `threads`-th function from the `t`-th: big and small
-    // functions spread evenly.
-    let mut done: Vec<Vec<Result<InstrumentedBody, wprof_agent::AgentError>>> =
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|t| {
-                    let missing = &missing;
-                    let one = &one;
-                    scope.spawn(move || {
-                        missing
-                            .iter()
-                            .skip(t)
-                            .step_by(threads)
-                            .map(|&d| one(d))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| w.join().unwrap_or_default())
-                .collect()
-        });
-    let mut results = Vec::with_capacity(missing.len());
-    let mut iters: Vec<_> = done.iter_mut().map(|d| d.drain(..)).collect();
-    for i in 0..missing.len() {
-        match iters[i % threads].next() {
-            Some(r) => results.push(r?),
-            // A worker that died without a result: only a panic outside the agent.
-            None => {
-                return Err(wprof_agent::AgentError::Panicked {
-                    function: summaries[imported + missing[i] as usize].name.clone(),
-                    message: "an instrumenting thread stopped".to_string(),
-                })
-            }
-        }
-    }
-    Ok(results)
 }
 
 /// The path the cache records for a module: absolute (as support will want it), else as

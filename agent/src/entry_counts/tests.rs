@@ -1,0 +1,311 @@
+//! Tests of the entry counters: the counted module validates, each function counts its
+//! calls (a Go function its calls, not its resumptions), and its offsets map back.
+
+use super::*;
+use wasmparser::{Operator, Parser, Payload};
+
+/// Marks `wasm` as Go marks its modules: with a build id.
+fn as_go(wasm: &mut Vec<u8>) {
+    use wasm_encoder::Section;
+    wasm_encoder::CustomSection {
+        name: "go:buildid".into(),
+        data: b"x".into(),
+    }
+    .append_to(wasm);
+}
+
+/// Each body's operators, named, with their offsets in the module.
+fn bodies(bytes: &[u8]) -> Vec<Vec<(String, usize)>> {
+    Parser::new(0)
+        .parse_all(bytes)
+        .filter_map(|p| match p.unwrap() {
+            Payload::CodeSectionEntry(body) => Some(
+                body.get_operators_reader()
+                    .unwrap()
+                    .into_iter_with_offsets()
+                    .map(|op| {
+                        let (op, at) = op.unwrap();
+                        (named(op), at)
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Each body's operators, named.
+fn operators(bytes: &[u8]) -> Vec<Vec<String>> {
+    bodies(bytes)
+        .into_iter()
+        .map(|ops| ops.into_iter().map(|(name, _)| name).collect())
+        .collect()
+}
+
+fn named(op: Operator<'_>) -> String {
+    match op {
+        Operator::GlobalGet { global_index } => format!("get {global_index}"),
+        Operator::GlobalSet { global_index } => format!("set {global_index}"),
+        Operator::I64Const { value } => format!("i64 {value}"),
+        Operator::LocalGet { local_index } => format!("local {local_index}"),
+        Operator::Call { function_index } => format!("call {function_index}"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The module's exports, by name, and each body's first operators, after validating it.
+fn read(bytes: &[u8]) -> (Vec<(String, u32)>, Vec<Vec<String>>) {
+    wasmparser::Validator::new()
+        .validate_all(bytes)
+        .expect("the counted module validates");
+    let mut exports = Vec::new();
+    for payload in Parser::new(0).parse_all(bytes) {
+        if let Payload::ExportSection(reader) = payload.unwrap() {
+            for e in reader {
+                let e = e.unwrap();
+                exports.push((e.name.to_string(), e.index));
+            }
+        }
+    }
+    let starts = operators(bytes)
+        .into_iter()
+        .map(|mut ops| {
+            ops.truncate(6);
+            ops
+        })
+        .collect();
+    (exports, starts)
+}
+
+#[test]
+fn each_defined_function_counts_its_entries_in_a_global_exported_under_its_id() {
+    // Two imports, a global and an export of the module's own, locals in a body.
+    let wasm = wat::parse_str(
+        r#"(module
+                 (import "a" "f" (func))
+                 (import "a" "g" (func))
+                 (global $g (mut i32) (i32.const 7))
+                 (func $one (export "one") (result i32) (local i32 i64)
+                   global.get $g)
+                 (func $two (call $one) drop))"#,
+    )
+    .unwrap();
+    let (exports, starts) = read(&count_entries(&wasm).unwrap().bytes);
+    assert_eq!(
+        exports,
+        [
+            ("one".to_string(), 2),
+            ("wprof:calls:2".to_string(), 1),
+            ("wprof:calls:3".to_string(), 2)
+        ]
+    );
+    assert_eq!(
+        starts[0][..5],
+        ["get 1", "i64 1", "I64Add", "set 1", "get 0"]
+    );
+    assert_eq!(
+        starts[1][..5],
+        ["get 2", "i64 1", "I64Add", "set 2", "call 2"]
+    );
+}
+
+#[test]
+fn a_module_without_globals_or_exports_gets_both_sections_in_their_places() {
+    // A start function and a data segment: the new sections go between the others.
+    let wasm = wat::parse_str(
+        r#"(module
+                 (memory 1)
+                 (func $main)
+                 (start $main)
+                 (data (i32.const 0) "x"))"#,
+    )
+    .unwrap();
+    let (exports, starts) = read(&count_entries(&wasm).unwrap().bytes);
+    assert_eq!(exports, [("wprof:calls:0".to_string(), 0)]);
+    assert_eq!(starts[0][..4], ["get 0", "i64 1", "I64Add", "set 0"]);
+    // No defined function: nothing to count, still valid.
+    let empty = wat::parse_str("(module)").unwrap();
+    let (exports, starts) = read(&count_entries(&empty).unwrap().bytes);
+    assert!(exports.is_empty() && starts.is_empty());
+}
+
+#[test]
+fn a_go_function_counts_calls_and_not_resumptions() {
+    let mut wasm = wat::parse_str(
+        r#"(module
+                 (global (mut i32) (i32.const 0))
+                 (global (mut i64) (i64.const 0))
+                 (global (mut i64) (i64.const 0))
+                 (func $go (param i32) (result i32)
+                   i32.const 0
+                   call $runtime.morestack_noctxt
+                   drop
+                   i32.const 1)
+                 (func $other (param i64))
+                 (func $runtime.morestack_noctxt (param i32) (result i32) i32.const 1))"#,
+    )
+    .unwrap();
+    as_go(&mut wasm);
+    let counted = count_entries(&wasm).unwrap();
+    let (_, starts) = read(&counted.bytes);
+    assert_eq!(
+        starts[0][..6],
+        [
+            "get 3",
+            "local 0",
+            "I32Eqz",
+            "I64ExtendI32U",
+            "I64Add",
+            "set 3"
+        ]
+    );
+    // It starts over after `morestack`: that call takes its count back.
+    let after: Vec<String> = operators(&counted.bytes)[0]
+        .iter()
+        .skip(7)
+        .take(5)
+        .cloned()
+        .collect();
+    assert_eq!(after, ["get 3", "i64 1", "I64Sub", "set 3", "call 2"]);
+    assert_eq!(starts[1][..4], ["get 4", "i64 1", "I64Add", "set 4"]);
+}
+
+#[test]
+fn a_module_using_the_counters_names_is_refused() {
+    let wasm = wat::parse_str(r#"(module (func (export "wprof:calls:0")))"#).unwrap();
+    let e = count_entries(&wasm).unwrap_err();
+    assert!(e.to_string().contains("a name wprof uses"), "{e}");
+    assert!(
+        count_entries(b"\0asm\x01\0\0\0\x01").is_err(),
+        "a cut section"
+    );
+}
+
+#[test]
+fn every_instruction_maps_back_to_its_offset_in_the_original() {
+    let wasm = wat::parse_str(
+        r#"(module
+                 (global $g (mut i32) (i32.const 0))
+                 (func $a (local i32) i32.const 1 local.set 0)
+                 (func $b (call $a) (call $a)))"#,
+    )
+    .unwrap();
+    let counted = count_entries(&wasm).unwrap();
+    let offsets = |bytes: &[u8]| -> Vec<Vec<usize>> {
+        bodies(bytes)
+            .into_iter()
+            .map(|ops| ops.into_iter().map(|(_, at)| at).collect())
+            .collect()
+    };
+    let (old, new) = (offsets(&wasm), offsets(&counted.bytes));
+    for (old, new) in old.iter().zip(&new) {
+        // The four of the increment are the first instruction's, the rest their own.
+        let mapped: Vec<usize> = new
+            .iter()
+            .map(|&at| counted.offsets.original_offset(at).unwrap())
+            .collect();
+        assert_eq!(mapped[..4], [old[0]; 4]);
+        assert_eq!(mapped[4..], old[..]);
+    }
+    assert_eq!(counted.offsets.original_offset(3), None, "before the code");
+    assert_eq!(counted.offsets.original_offset(counted.bytes.len()), None);
+}
+
+#[test]
+fn a_go_functions_instructions_map_back_around_both_additions() {
+    let mut wasm = wat::parse_str(
+        r#"(module
+                 (global (mut i32) (i32.const 0))
+                 (global (mut i64) (i64.const 0))
+                 (global (mut i64) (i64.const 0))
+                 (func $f (param i32) (result i32) (local i64)
+                   local.get 0
+                   call $runtime.morestack
+                   i32.const 2
+                   i32.add)
+                 (func $runtime.morestack (param i32) (result i32) local.get 0))"#,
+    )
+    .unwrap();
+    as_go(&mut wasm);
+    let counted = count_entries(&wasm).unwrap();
+    let with_offsets = |bytes: &[u8]| bodies(bytes).swap_remove(0);
+    let old: Vec<usize> = with_offsets(&wasm).into_iter().map(|(_, at)| at).collect();
+    let new = with_offsets(&counted.bytes);
+    let names: Vec<&str> = new.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names[..12],
+        [
+            "get 3",
+            "local 0",
+            "I32Eqz",
+            "I64ExtendI32U",
+            "I64Add",
+            "set 3",
+            "local 0",
+            "get 3",
+            "i64 1",
+            "I64Sub",
+            "set 3",
+            "call 1"
+        ]
+    );
+    // The increment goes with the first instruction, the take-back with the call.
+    let mut expected = vec![old[0]; 7];
+    expected.extend([old[1]; 4]);
+    expected.extend(&old[1..]);
+    let mapped: Vec<usize> = new
+        .iter()
+        .map(|&(_, at)| counted.offsets.original_offset(at).unwrap())
+        .collect();
+    assert_eq!(mapped, expected);
+}
+
+#[test]
+fn the_offset_map_survives_its_encoding_and_marks_the_added_bytes() {
+    let mut wasm = wat::parse_str(
+        r#"(module
+                 (global (mut i32) (i32.const 0))
+                 (global (mut i64) (i64.const 0))
+                 (global (mut i64) (i64.const 0))
+                 (func $f (param i32) (result i32)
+                   local.get 0
+                   call $runtime.morestack)
+                 (func $runtime.morestack (param i32) (result i32) local.get 0)
+                 (func $g (local i32) i32.const 1 local.set 0))"#,
+    )
+    .unwrap();
+    as_go(&mut wasm);
+    let counted = count_entries(&wasm).unwrap();
+    let encoded = counted.offsets.encode();
+    let decoded = CounterOffsets::decode(&encoded).unwrap();
+    assert_eq!(decoded, counted.offsets);
+    // Every byte of every counted body: the same original offset, added where the
+    // increments and take-backs are.
+    let ops: Vec<(String, usize)> = bodies(&counted.bytes).into_iter().flatten().collect();
+    let mut added = 0;
+    for (name, at) in &ops {
+        assert_eq!(
+            decoded.original_offset(*at),
+            counted.offsets.original_offset(*at)
+        );
+        let is_counter = name.starts_with("get ") || name.starts_with("set ");
+        if is_counter {
+            assert!(decoded.is_added(*at), "{name} at {at}");
+            added += 1;
+        }
+    }
+    assert_eq!(
+        added,
+        2 * 4,
+        "three increments and a take-back, a get and a set each"
+    );
+    assert!(!decoded.is_added(ops.last().unwrap().1));
+    // Not a map: cut, with bytes left over, or with a place past the code's end.
+    assert_eq!(CounterOffsets::decode(&encoded[..encoded.len() - 1]), None);
+    assert_eq!(
+        CounterOffsets::decode(&[encoded.as_slice(), &[0]].concat()),
+        None
+    );
+    assert_eq!(CounterOffsets::decode(&[1, 1, 5, 0, 3]), None);
+    assert_eq!(CounterOffsets::decode(&[]), None);
+}
