@@ -299,6 +299,63 @@ fn no_folder_holds_more_than_twenty_source_files() {
     );
 }
 
+/// The most lines of source a file holds (its unit tests aside): past it, a file usually
+/// does more than one job. A file that does one thing at greater length says so in its
+/// `//!` header with [`LONG_BY_DESIGN`], and why.
+const MOST_LINES_IN_A_FILE: usize = 600;
+
+/// The words a long file's header says it with.
+const LONG_BY_DESIGN: &str = "long by design";
+
+/// Files of the workspace's crates longer than [`MOST_LINES_IN_A_FILE`] without saying why,
+/// as `path: lines`; test files (`tests.rs`, and a file's code after its first
+/// `#[cfg(test)]`) are not counted.
+fn long_files() -> Vec<String> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut long = Vec::new();
+    for krate in ["host", "agent", "cache"] {
+        let root = workspace.join(krate).join("src");
+        for source in sources_in(&root) {
+            if source.file.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(root.join(&source.file)).unwrap();
+            if let Some(lines) = too_long(&text) {
+                long.push(format!("{krate}/src/{}: {lines}", source.file.display()));
+            }
+        }
+    }
+    long
+}
+
+/// How many lines of source (before the first `#[cfg(test)]`) `text` holds, if more than
+/// [`MOST_LINES_IN_A_FILE`] and its header does not say it is [`LONG_BY_DESIGN`].
+fn too_long(text: &str) -> Option<usize> {
+    let lines = text
+        .split("#[cfg(test)]")
+        .next()
+        .unwrap_or("")
+        .lines()
+        .count();
+    let header: String = text
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    (lines > MOST_LINES_IN_A_FILE && !header.contains(LONG_BY_DESIGN)).then_some(lines)
+}
+
+#[test]
+fn no_source_file_is_longer_than_six_hundred_lines() {
+    let long = long_files();
+    assert!(
+        long.is_empty(),
+        "source files over {MOST_LINES_IN_A_FILE} lines (split them by job, or say in the \
+         header that the file is {LONG_BY_DESIGN:?} and why):\n{}",
+        long.join("\n")
+    );
+}
+
 #[test]
 fn the_checker_sees_arrows_and_circles() {
     let module = vec!["run".to_string(), "runner".to_string()];
@@ -324,4 +381,15 @@ fn the_checker_sees_arrows_and_circles() {
     assert!(!allowed(&run("prepare::artifacts"), &run("run::runner")));
     assert!(allowed(&run("commands::run"), &run("prepare::instrument")));
     assert!(allowed(&run("report::text"), &run("display")));
+    // A long file is seen, its tests aside, unless its header says why.
+    let body = "fn f() {}\n".repeat(MOST_LINES_IN_A_FILE);
+    assert_eq!(too_long(&format!("//! A file.\n{body}")), Some(601));
+    assert_eq!(
+        too_long(&format!("//! A file, {LONG_BY_DESIGN}.\n{body}")),
+        None
+    );
+    assert_eq!(
+        too_long(&format!("//! A file.\n#[cfg(test)]\n{body}")),
+        None
+    );
 }
