@@ -12,6 +12,7 @@ pub mod config;
 pub mod ctl;
 pub mod diff;
 pub mod instrument;
+pub mod reference;
 pub mod report;
 pub mod run;
 pub mod serve;

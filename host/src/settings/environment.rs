@@ -179,6 +179,7 @@ mod tests {
         "WPROF_TEST_PANIC_IN",
         "WPROF_TEST_SLOW_PREPARE_MS",
         "WPROF_TEST_TIME_FLOOR",
+        "WPROF_WRITE_REFERENCE",
     ];
 
     fn sources(dir: &std::path::Path, out: &mut String) {
