@@ -24,10 +24,10 @@ pub fn go_modules() -> Vec<PathBuf> {
     if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
         panic!("the Go modules are required (WPROF_REQUIRE_TOOLS): run `bash bench/programs/build.sh --small`");
     }
-    eprintln!(
-        "skipped: no Go modules in {} (bash bench/programs/build.sh --small)",
+    crate::tools::skip(&format!(
+        "no Go modules in {} (bash bench/programs/build.sh --small)",
         dir.display()
-    );
+    ));
     Vec::new()
 }
 

@@ -27,10 +27,10 @@ fn programs_file() -> Option<PathBuf> {
             file.display()
         );
     }
-    eprintln!(
-        "skipped: no {} (bash bench/programs/build.sh --small)",
+    crate::tools::skip(&format!(
+        "no {} (bash bench/programs/build.sh --small)",
         file.display()
-    );
+    ));
     None
 }
 
@@ -44,7 +44,7 @@ fn every_mode_keeps_its_promises(name: &str) {
         if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
             panic!("{name} is not in {}", file.display());
         }
-        eprintln!("skipped: {name} is not in {}", file.display());
+        crate::tools::skip(&format!("{name} is not in {}", file.display()));
         return;
     };
     let on_stderr = program.expect_stream.as_deref() == Some("stderr");

@@ -13,6 +13,29 @@ pub fn on_path(name: &str) -> Option<PathBuf> {
     })
 }
 
+/// Says on stderr that the running test cannot do its work here (`why`). A test that may
+/// skip must be among those the default profile of `.config/nextest.toml` leaves out, so
+/// that nextest counts it as skipped instead of passed: if it is not, this fails, naming
+/// it. (A skip on a thread the test spawned, which libtest does not name, is not checked.)
+pub fn skip(why: &str) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or_default()
+        .to_string();
+    if !test.is_empty() && test != "main" {
+        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.config/nextest.toml");
+        let listed = std::fs::read_to_string(&config).unwrap_or_default();
+        let module = test.split("::").next().unwrap_or_default();
+        assert!(
+            listed.contains(&format!("test(={test})"))
+                || listed.contains(&format!("test(/^{module}::/)")),
+            "{test} needs what is missing here ({why}): add it to the tests that need \
+             outside tools in .config/nextest.toml"
+        );
+    }
+    eprintln!("skipped: {why}");
+}
+
 /// The tool, or `None` (test skipped) when it is missing and not required.
 pub fn tool(name: &str, why: &str) -> Option<PathBuf> {
     let found = on_path(name);
@@ -20,7 +43,7 @@ pub fn tool(name: &str, why: &str) -> Option<PathBuf> {
         if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
             panic!("{name} is required (WPROF_REQUIRE_TOOLS) for {why}, but it is not on PATH");
         }
-        eprintln!("skipped: {name} is not installed ({why})");
+        skip(&format!("{name} is not installed ({why})"));
     }
     found
 }
@@ -35,7 +58,7 @@ pub fn flamegraph_pl() -> Option<PathBuf> {
         if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
             panic!("perl and flamegraph.pl (FLAMEGRAPH_PL) are required (WPROF_REQUIRE_TOOLS) for reading --format folded");
         }
-        eprintln!("skipped: perl or flamegraph.pl (FLAMEGRAPH_PL) not found");
+        skip("perl or flamegraph.pl (FLAMEGRAPH_PL) not found");
         return None;
     }
     found
@@ -57,10 +80,10 @@ pub fn node_modules(package: &str, why: &str) -> Option<PathBuf> {
                 dir.display()
             );
         }
-        eprintln!(
-            "skipped: node or {package} not installed in {} ({why})",
+        skip(&format!(
+            "node or {package} not installed in {} ({why})",
             dir.display()
-        );
+        ));
         return None;
     }
     Some(dir)
