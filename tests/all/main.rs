@@ -17,6 +17,7 @@ mod cost;
 mod coverage;
 mod diff;
 mod differential;
+mod docs;
 mod formats;
 mod fuzz;
 mod go;

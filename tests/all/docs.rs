@@ -1,0 +1,131 @@
+//! The pages a reader follows: every relative link of README.md, ARCHITECTURE.md and docs/
+//! leads to a file that exists and, where it names an `#anchor`, to a heading of that page
+//! (as a Markdown renderer such as GitHub's makes them from the heading's text).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The pages checked.
+fn pages() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut pages = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
+    pages
+}
+
+/// The anchors of `text`'s headings: lower case, punctuation dropped, spaces as hyphens, a
+/// repeated one numbered (`-1`, `-2`).
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut out = BTreeSet::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        let Some(heading) = line.strip_prefix('#').filter(|_| !in_code) else {
+            continue;
+        };
+        let heading = heading.trim_start_matches('#').trim();
+        let slug: String = heading
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let n = seen.entry(slug.clone()).or_default();
+        out.insert(match *n {
+            0 => slug.clone(),
+            k => format!("{slug}-{k}"),
+        });
+        *n += 1;
+    }
+    out
+}
+
+/// Every relative link of `text` outside code blocks: its target and anchor.
+fn links(text: &str) -> Vec<(String, Option<String>)> {
+    let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    let mut out = Vec::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        for c in link.captures_iter(line) {
+            let target = &c[1];
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, anchor) = match target.split_once('#') {
+                Some((p, a)) => (p.to_string(), Some(a.to_string())),
+                None => (target.to_string(), None),
+            };
+            out.push((path, anchor));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_link_of_the_pages_leads_somewhere() {
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (path, anchor) in links(&text) {
+            checked += 1;
+            let target = match path.is_empty() {
+                true => page.clone(),
+                false => page.parent().unwrap().join(&path),
+            };
+            let shown = format!(
+                "{}: ({path}#{})",
+                page.display(),
+                anchor.as_deref().unwrap_or("")
+            );
+            if !target.exists() {
+                broken.push(format!("{shown}: no such file"));
+                continue;
+            }
+            let Some(anchor) = anchor else { continue };
+            if target.extension().is_none_or(|e| e != "md") {
+                continue;
+            }
+            let headings = anchors(&std::fs::read_to_string(&target).unwrap());
+            if !headings.contains(&anchor) {
+                broken.push(format!("{shown}: no such heading"));
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} links found");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn anchors_are_made_as_renderers_make_them() {
+    let made =
+        anchors("# A page\n## `wprof run` flags\n```\n# not a heading\n```\n## Flags\n## Flags\n");
+    let want: BTreeSet<String> = ["a-page", "wprof-run-flags", "flags", "flags-1"]
+        .map(String::from)
+        .into();
+    assert_eq!(made, want);
+    assert_eq!(
+        links("[a](b.md#c) [d](https://x/y) [e](#f)"),
+        [
+            ("b.md".to_string(), Some("c".to_string())),
+            (String::new(), Some("f".to_string()))
+        ]
+    );
+}
