@@ -19,18 +19,23 @@ fn pages() -> Vec<PathBuf> {
     pages
 }
 
+/// The lines of `text` outside its fenced code blocks.
+fn outside_code(text: &str) -> impl Iterator<Item = &str> {
+    let mut in_code = false;
+    text.lines().filter(move |line| {
+        let fence = line.trim_start().starts_with("```");
+        in_code ^= fence;
+        !fence && !in_code
+    })
+}
+
 /// The anchors of `text`'s headings: lower case, punctuation dropped, spaces as hyphens, a
 /// repeated one numbered (`-1`, `-2`).
 fn anchors(text: &str) -> BTreeSet<String> {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut out = BTreeSet::new();
-    let mut in_code = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            in_code = !in_code;
-            continue;
-        }
-        let Some(heading) = line.strip_prefix('#').filter(|_| !in_code) else {
+    for line in outside_code(text) {
+        let Some(heading) = line.strip_prefix('#') else {
             continue;
         };
         let heading = heading.trim_start_matches('#').trim();
@@ -54,15 +59,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
 fn links(text: &str) -> Vec<(String, Option<String>)> {
     let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
     let mut out = Vec::new();
-    let mut in_code = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            in_code = !in_code;
-            continue;
-        }
-        if in_code {
-            continue;
-        }
+    for line in outside_code(text) {
         for c in link.captures_iter(line) {
             let target = &c[1];
             if target.contains("://") || target.starts_with("mailto:") {
