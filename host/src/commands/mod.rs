@@ -53,7 +53,10 @@ Exit status:
   `wprof run` exits with the program's exit code; wprof's own errors exit with 2.
   `wprof diff --threshold PCT` exits with 1 when a function's cost grew past PCT.
   `wprof cache verify` exits with 1 when it found bad entries.
-  `wprof ctl` exits with 1 when the run refused (no function with probes matched).",
+  `wprof ctl` exits with 1 when the run refused (no function with probes matched).
+  `wprof bench --accuracy` exits with 3 when perf is missing or may not sample, 4 when a
+  program fails.
+  Every other command exits with 0, or 2 for wprof's own errors.",
         environment_help()
     )
 }

@@ -111,8 +111,8 @@ threads builds them): every thread runs and is profiled, each with its own calli
 tree, merged into one profile with a thread column (the summary's `threads` line, pprof's
 `thread` label, a Firefox thread and a speedscope profile per thread). In time mode, a
 thread blocked in memory.atomic.wait32/wait64 (a mutex, a condition variable, a join) is
-charged to `memory.atomic.wait [waiting]`, a callee of the function that waited. A thread
-that traps or calls proc_exit ends the program, with its exit code and no profile.
+charged to `memory.atomic.wait [waiting]`, a callee of the function that waited. A spawned
+thread that traps or calls proc_exit ends the program, with its exit code and no profile.
 
 Components (WASI 0.2 commands, exporting wasi:cli/run): run as `wasmtime run` runs them,
 every core module instrumented, nested components' too (through the cache, each by its own

@@ -57,7 +57,8 @@ pub struct ProbeArgs {
     /// `alloc_objects`, `inuse_space`, `inuse_objects`; the text and HTML reports). The
     /// allocator is found by name (C's `malloc` family, else C++'s `operator new` and
     /// `delete`, Rust's `__rust_alloc` family), or named by the configuration file's
-    /// `allocators = ["malloc=my_alloc", "free=my_free"]`. In every mode.
+    /// `allocators = ["malloc=my_alloc", "free=my_free"]`. In every probed mode: with no mode
+    /// chosen it brings sample mode, and stack mode chosen refuses it (it has no probes).
     #[arg(long, env = "WPROF_ALLOCS", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub allocs: bool,
 
