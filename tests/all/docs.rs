@@ -1,6 +1,7 @@
 //! The pages a reader follows: every relative link of README.md, ARCHITECTURE.md and docs/
 //! leads to a file that exists and, where it names an `#anchor`, to a heading of that page
-//! (as a Markdown renderer such as GitHub's makes them from the heading's text).
+//! (as a Markdown renderer such as GitHub's makes them from the heading's text); and every
+//! `--flag` they name is one that some `--help` of wprof shows, or another program's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -124,5 +125,56 @@ fn anchors_are_made_as_renderers_make_them() {
             ("b.md".to_string(), Some("c".to_string())),
             (String::new(), Some("f".to_string()))
         ]
+    );
+}
+
+/// Flags the pages give to other programs (cargo, git, zstd, callgrind_annotate, wasmtime,
+/// wasm-tools, the benchmark scripts), not to wprof.
+const OTHER_PROGRAMS_FLAGS: &[&str] = &[
+    "--adapt",
+    "--auto",
+    "--bin",
+    "--doc",
+    "--follow",
+    "--invoke",
+    "--locked",
+    "--patch-from",
+    "--path",
+    "--release",
+    "--sanitizer",
+    "--show",
+    "--small",
+    "--workspace",
+    "--wprof",
+];
+
+#[test]
+fn every_flag_the_pages_name_is_one_of_wprof() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // The reference is every command's `--help` (a unit test keeps it so).
+    let reference = std::fs::read_to_string(root.join("docs/reference.md")).unwrap();
+    let flag = regex::Regex::new(r"(?:^|[^\w-])(--[a-z][a-z0-9-]*)").unwrap();
+    let known: BTreeSet<&str> = flag
+        .captures_iter(&reference)
+        .map(|c| c.get(1).unwrap().as_str())
+        .collect();
+    assert!(known.contains("--mode") && known.contains("--sample-period-us"));
+    let mut unknown = Vec::new();
+    for page in pages() {
+        if page.ends_with("reference.md") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&page).unwrap();
+        for c in flag.captures_iter(&text) {
+            let name = c.get(1).unwrap().as_str();
+            if !known.contains(name) && !OTHER_PROGRAMS_FLAGS.contains(&name) {
+                unknown.push(format!("{}: {name}", page.display()));
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "flags that no `--help` of wprof shows:\n{}",
+        unknown.join("\n")
     );
 }
