@@ -1,7 +1,8 @@
 //! The pages a reader follows: every relative link of README.md, ARCHITECTURE.md and docs/
 //! leads to a file that exists and, where it names an `#anchor`, to a heading of that page
 //! (as a Markdown renderer such as GitHub's makes them from the heading's text); and every
-//! `--flag` they name is one that some `--help` of wprof shows, or another program's.
+//! `--flag` they name is one that some `--help` of wprof shows, or another program's; and every
+//! `WPROF_*` variable they name is one the code reads.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -176,5 +177,52 @@ fn every_flag_the_pages_name_is_one_of_wprof() {
         unknown.is_empty(),
         "flags that no `--help` of wprof shows:\n{}",
         unknown.join("\n")
+    );
+}
+
+/// The text of every file under `dir` whose name ends with one of `endings`.
+fn texts_under(dir: &Path, endings: &[&str], out: &mut String) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() && name != "node_modules" && name != "target" {
+            texts_under(&path, endings, out);
+        } else if endings.iter().any(|e| name.ends_with(e)) {
+            out.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+        }
+    }
+}
+
+#[test]
+fn every_variable_the_pages_name_is_read_by_the_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut code = String::new();
+    for dir in [
+        "host/src",
+        "agent/src",
+        "cache/src",
+        "tests",
+        "bench",
+        ".ci",
+    ] {
+        texts_under(&root.join(dir), &[".rs", ".sh", ".py", "run"], &mut code);
+    }
+    let variable = regex::Regex::new(r"WPROF_[A-Z0-9_]*[A-Z0-9]").unwrap();
+    let mut unread = BTreeSet::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for m in variable.find_iter(&text) {
+            if !code.contains(m.as_str()) {
+                unread.insert(format!("{}: {}", page.display(), m.as_str()));
+            }
+        }
+    }
+    assert!(
+        unread.is_empty(),
+        "variables no code reads:\n{}",
+        unread.into_iter().collect::<Vec<_>>().join("\n")
     );
 }
