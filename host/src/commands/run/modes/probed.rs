@@ -253,14 +253,9 @@ impl<P: Probing> RunMode for Probed<P> {
     }
 
     fn run(&mut self, job: &mut Job, module: &Module) -> Result<RunOutcome, Failure> {
-        let probes = match self.prepared.take() {
-            Some(mut prepared) => {
-                let probes = self.probes(job, &mut prepared);
-                self.prepared = Some(prepared);
-                Some(probes)
-            }
-            None => None,
-        };
+        let mut prepared = self.prepared.take();
+        let probes = prepared.as_mut().map(|p| self.probes(job, p));
+        self.prepared = prepared;
         runner::run(&job.engine, module, &job.settings, Stdio::Inherit, probes)
     }
 

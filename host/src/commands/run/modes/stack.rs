@@ -29,6 +29,9 @@ use wprof_agent::entry_counts::CounterOffsets;
 pub struct Stack {
     /// The module that runs, counted (or as it is), set by `prepare`.
     compiled: Option<CountedCode>,
+    /// Where the running module's functions are, set by `run`: the walks' map, then
+    /// the samples'.
+    code: Option<CodeMap>,
     /// The first thread's samples, `None` if its timer could not be made.
     samples: Option<StackSamples>,
 }
@@ -62,8 +65,8 @@ impl RunMode for Stack {
 
     fn run(&mut self, job: &mut Job, module: &Module) -> Result<RunOutcome, Failure> {
         // Same functions, same indices: the counted module's code maps as the original's.
-        let code = CodeMap::of_original(module);
-        let (outcome, samples) = stacks::while_walking(&code, job.settings.sample_period, || {
+        let code = self.code.insert(CodeMap::of_original(module));
+        let (outcome, samples) = stacks::while_walking(code, job.settings.sample_period, || {
             runner::run(&job.engine, module, &job.settings, Stdio::Inherit, None)
         });
         self.samples = samples;
@@ -81,6 +84,7 @@ impl RunMode for Stack {
             return None;
         };
         let mut compiled = self.compiled.take()?;
+        let code = self.code.take()?;
         let (functions, recorded_offsets) = functions_and_counters(job, &mut compiled);
         // The counters moved the code: offsets go back to the original's through where
         // they are, told by the manifest, else by the counted module made again (it is
@@ -92,7 +96,7 @@ impl RunMode for Stack {
         let mut threads = outcome.threads.take();
         let mut spawned: Vec<Spawned> = Vec::new();
         job.timings.time("locate", || {
-            let mut locate = locator(&job.loaded, &compiled, &counted_offsets);
+            let mut locate = locator(&job.loaded, &compiled, &code, &counted_offsets);
             locate(&mut samples);
             for thread in threads.iter_mut().flat_map(|(ended, _)| ended) {
                 if let Some(mut own) = thread.stacks.take() {
@@ -201,9 +205,9 @@ fn functions_and_counters(
 fn locator<'a>(
     loaded: &'a LoadedModule,
     compiled: &'a CountedCode,
+    code: &'a CodeMap,
     counted_offsets: &'a OnceCell<Option<CounterOffsets>>,
 ) -> impl FnMut(&mut StackSamples) + 'a {
-    let code = CodeMap::of_original(&compiled.module);
     // A module from the cache: its address map is read where the call sites are, instead
     // of iterated whole (0.2 s on a 69 MB module).
     let address_map = OnceCell::new();
