@@ -57,24 +57,30 @@ pub(crate) fn ending_of(
     let Err(e) = result else {
         return (0, None);
     };
+    match exit_of(&e) {
+        (code, None) => (code, None),
+        (code, Some(message)) => {
+            let report = crate::run::backtrace::report(shown, backtrace, &message);
+            (code, Some((message, report)))
+        }
+    }
+}
+
+/// The exit code of an error that ended a program's entry, and, unless it was
+/// `proc_exit`, its one-line message: 134 for a trap (an injected one told as wprof's
+/// injection), 1 for any other error (a host error), as wasmtime's CLI exits.
+pub(crate) fn exit_of(e: &wasmtime::Error) -> (i32, Option<String>) {
     if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return (exit.0, None);
     }
-    let code = if e.downcast_ref::<wasmtime::Trap>().is_some() {
-        TRAP
-    } else {
-        1
-    };
-    let message = match (
-        e.downcast_ref::<InjectedTrap>(),
-        e.downcast_ref::<wasmtime::Trap>(),
-    ) {
+    let trap = e.downcast_ref::<wasmtime::Trap>();
+    let code = if trap.is_some() { TRAP } else { 1 };
+    let message = match (e.downcast_ref::<InjectedTrap>(), trap) {
         (Some(injected), _) => injected.to_string(),
         (None, Some(trap)) => trap.to_string(),
         (None, None) => first_line(&e.root_cause().to_string()),
     };
-    let report = crate::run::backtrace::report(shown, backtrace, &message);
-    (code, Some((message, report)))
+    (code, Some(message))
 }
 
 /// The first line of `s`.

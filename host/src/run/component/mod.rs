@@ -168,7 +168,7 @@ pub fn run(
     let command = instantiated.map_err(|e| {
         Failure::input(format!(
             "cannot instantiate {shown}: {}",
-            first_line(&e.to_string())
+            crate::run::outcome::first_line(&e.to_string())
         ))
     })?;
     let found = as_expected(&memories, &made);
@@ -322,23 +322,9 @@ pub fn run(
     let (exit_code, trap) = match result {
         Ok(Ok(())) => (0, None),
         Ok(Err(())) => (1, None),
-        Err(e) => {
-            if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
-                (exit.0, None)
-            } else {
-                let code = if e.downcast_ref::<wasmtime::Trap>().is_some() {
-                    crate::exit::TRAP
-                } else {
-                    1
-                };
-                let message = match (
-                    e.downcast_ref::<crate::run::host_calls::InjectedTrap>(),
-                    e.downcast_ref::<wasmtime::Trap>(),
-                ) {
-                    (Some(injected), _) => injected.to_string(),
-                    (None, Some(trap)) => trap.to_string(),
-                    (None, None) => first_line(&e.root_cause().to_string()),
-                };
+        Err(e) => match crate::run::outcome::exit_of(&e) {
+            (code, None) => (code, None),
+            (code, Some(message)) => {
                 // An injected trap is wprof's, not the `unreachable` it is marked as (so that
                 // it exits as a trap): the report names it alone, under the backtrace.
                 let injected = e
@@ -354,7 +340,7 @@ pub fn run(
                 };
                 (code, Some((message, report)))
             }
-        }
+        },
     };
     let mut probe_ps = 0;
     let mut coverage = None;
@@ -534,8 +520,4 @@ fn as_expected(
             .collect()
     };
     Some((of(|e| e.tree_of), of(|e| e.main_of)))
-}
-
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().to_string()
 }
