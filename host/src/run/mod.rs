@@ -4,7 +4,7 @@
 //! [`engine`] is the wasmtime configuration every module is compiled and run with;
 //! [`runner`] runs a WASI command (exit codes, traps, [`backtrace`]s in original offsets),
 //! with a store whose state and probe imports are [`host_state`]'s, calling `_start` through
-//! [`start`], each thread of the program with its WASI context from [`wasi_ctx`]; a threaded
+//! [`start`], each thread of the program with its WASI context from [`wasi`]; a threaded
 //! program's spawned threads run through [`threads`]. Every mode's measurements are
 //! replayed into a [`collector`], which [`to_profile`] turns into the run's profile.
 //!
@@ -41,6 +41,6 @@ pub mod switches;
 pub mod threads;
 pub mod time;
 pub mod to_profile;
-pub mod wasi_ctx;
+pub mod wasi;
 
 pub use to_profile::profile_of_run;

@@ -21,7 +21,7 @@ use crate::run::start::{call_start, StartProbes};
 use crate::run::switches::LiveRun;
 use crate::run::threads::Threads;
 use crate::run::time::probe_log::ProbeLog;
-use crate::run::wasi_ctx::wasi_context;
+use crate::run::wasi::context::wasi_context;
 use crate::settings::RunSettings;
 use crate::timings::{Timings, PROGRAM};
 
@@ -35,7 +35,7 @@ pub use crate::run::outcome::RunOutcome;
 pub use crate::run::probes::Probes;
 pub use crate::run::start::ProbeBytes;
 pub use crate::run::switches::Live;
-pub use crate::run::wasi_ctx::Stdio;
+pub use crate::run::wasi::context::Stdio;
 
 /// Runs `module`'s `_start`. With `probes`, the probe imports are linked to its collector.
 pub fn run(
@@ -46,7 +46,7 @@ pub fn run(
     mut probes: Option<Probes>,
 ) -> Result<RunOutcome, Failure> {
     let shown = settings.module.display().to_string();
-    let _runtime = crate::run::wasi_ctx::enter_runtime();
+    let _runtime = crate::run::wasi::context::enter_runtime();
     let mut linker: Linker<HostState> = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut HostState| &mut s.wasi)
         .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;

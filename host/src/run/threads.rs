@@ -36,7 +36,7 @@ use crate::run::host_state::{define_probes, reset_slot, HostState};
 use crate::run::stacks::{self, StackSamples};
 use crate::run::start::{call_entry, Entry, ProbeBytes, StartProbes};
 use crate::run::time::probe_log::ProbeLog;
-use crate::run::wasi_ctx::Stdio;
+use crate::run::wasi::context::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
 
@@ -226,7 +226,7 @@ impl Threads {
             .as_ref()
             .map(|_| crate::run::host_calls::meter::HostAccount::for_module(&self.module));
         Ok(HostState {
-            wasi: crate::run::wasi_ctx::wasi_context(&self.settings, self.stdio)?,
+            wasi: crate::run::wasi::context::wasi_context(&self.settings, self.stdio)?,
             collector,
             log,
             stopwatch: None,
@@ -260,7 +260,7 @@ impl Threads {
 
     /// Runs the spawned thread `tid` to its end.
     fn run(&self, tid: u32, arg: i32) {
-        let _runtime = crate::run::wasi_ctx::enter_runtime();
+        let _runtime = crate::run::wasi::context::enter_runtime();
         let wasm_done = std::cell::Cell::new(false);
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.run_thread(tid, arg, &wasm_done)

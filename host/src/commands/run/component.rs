@@ -15,7 +15,7 @@ use crate::progress::Progress;
 use crate::run::collector::Collector;
 use crate::run::component::{ComponentOutcome, ComponentProbes};
 use crate::run::host_calls::inject::FunctionInjectors;
-use crate::run::wasi_ctx::Stdio;
+use crate::run::wasi::context::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
 

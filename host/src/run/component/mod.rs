@@ -40,7 +40,7 @@ use crate::run::inline::sampler::{SampleDesk, Samples};
 use crate::run::inline::tree::InlineTree;
 use crate::run::switches::Switchboard;
 use crate::run::time::probe_log::ProbeLog;
-use crate::run::wasi_ctx::{wasi_builder, Stdio};
+use crate::run::wasi::context::{wasi_builder, Stdio};
 use crate::settings::RunSettings;
 
 pub use crate::run::component::state::{ComponentState, ModuleProbes};
@@ -119,7 +119,7 @@ pub fn run(
     mut probes: Option<ComponentProbes>,
 ) -> Result<ComponentOutcome, Failure> {
     let shown = settings.module.display().to_string();
-    let _runtime = crate::run::wasi_ctx::enter_runtime();
+    let _runtime = crate::run::wasi::context::enter_runtime();
     let mut linker: Linker<ComponentState> = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
         .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
