@@ -34,6 +34,7 @@ mod run;
 mod sample;
 mod selective;
 mod serve;
+mod shared_wasi;
 mod short;
 mod spec;
 mod stacks;

@@ -174,6 +174,14 @@ pub fn wasmtime_cli() -> Option<PathBuf> {
     found
 }
 
+/// The reference for threaded programs, wasi-threads' implementation in the wasmtime CLI
+/// 45 (`WASMTIME_THREADS_CLI`, which `.ci/run` installs); `None` when it is not set.
+pub fn wasmtime_threads_cli() -> Option<PathBuf> {
+    std::env::var_os("WASMTIME_THREADS_CLI")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+}
+
 /// A WASI preview 1 command module wrapped with the preview 1 adapter into a WASI 0.2
 /// command component, as `examples/componentize` does.
 pub fn componentize(module: &std::path::Path) -> Vec<u8> {

@@ -3,7 +3,6 @@
 //! benchmarks' stores all link the probes here.
 
 use wasmtime::{Caller, Engine, Linker, Store};
-use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::WasiCtxBuilder;
 use wprof_agent::{ContextArena, ProbeMode};
 
@@ -14,12 +13,14 @@ use crate::run::allocs::{Allocs, Change, Owner};
 use crate::run::collector::Collector;
 use crate::run::host_calls::meter::HostAccount;
 use crate::run::time::probe_log::ProbeLog;
+use crate::run::wasi::Wasi;
 
 /// What the store holds: WASI's state and, when the module is instrumented, the probe log
 /// feeding the collector (time mode) or the collector itself (the inline modes, which fill
 /// it when the program ends).
 pub struct HostState {
-    pub(crate) wasi: WasiP1Ctx,
+    /// The program's WASI context: this thread's own, or shared by its threads.
+    pub(crate) wasi: Wasi,
     pub(crate) collector: Option<Collector>,
     pub(crate) log: Option<ProbeLog>,
     /// Adaptive mode: times the activations the timers select.
@@ -41,6 +42,12 @@ impl std::fmt::Debug for HostState {
     }
 }
 
+impl crate::run::wasi::HoldsWasi for HostState {
+    fn wasi(&mut self) -> &mut Wasi {
+        &mut self.wasi
+    }
+}
+
 /// A linker with the probe imports of `mode` bound to the store's collector (and nothing
 /// else).
 pub(crate) fn probe_linker(
@@ -57,7 +64,7 @@ pub(crate) fn bare_store(engine: &Engine, collector: Option<Collector>) -> Store
     Store::new(
         engine,
         HostState {
-            wasi: WasiCtxBuilder::new().build_p1(),
+            wasi: Wasi::Own(WasiCtxBuilder::new().build_p1()),
             collector: None,
             log: collector.map(ProbeLog::start),
             stopwatch: None,

@@ -22,6 +22,7 @@ use crate::run::switches::LiveRun;
 use crate::run::threads::Threads;
 use crate::run::time::probe_log::ProbeLog;
 use crate::run::wasi::context::wasi_context;
+use crate::run::wasi::Wasi;
 use crate::settings::RunSettings;
 use crate::timings::{Timings, PROGRAM};
 
@@ -47,9 +48,9 @@ pub fn run(
 ) -> Result<RunOutcome, Failure> {
     let shown = settings.module.display().to_string();
     let _runtime = crate::run::wasi::context::enter_runtime();
+    let threaded = crate::run::threads::is_threaded(module);
     let mut linker: Linker<HostState> = Linker::new(engine);
-    wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut HostState| &mut s.wasi)
-        .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
+    crate::run::wasi::link(&mut linker, threaded)?;
     let mode = probes.as_ref().map(|p| p.mode);
     let probe_bytes = probes.as_mut().and_then(|p| p.probe_bytes.take());
     let live = probes.as_mut().and_then(|p| p.live.take());
@@ -74,7 +75,6 @@ pub fn run(
         define_probes(&mut linker, mode)
             .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
     }
-    let threaded = crate::run::threads::is_threaded(module);
     let template = probes
         .as_ref()
         .filter(|_| threaded)
@@ -88,8 +88,16 @@ pub fn run(
         Some(p) => (Some(p.collector), None),
         None => (None, None),
     };
+    // A threaded program's threads share one context (see `crate::run::wasi::shared`).
+    let (wasi, shared_wasi) = match (wasi_context(settings, stdio)?, threaded) {
+        (ctx, true) => {
+            let (wasi, shared) = Wasi::share(ctx);
+            (wasi, Some(shared))
+        }
+        (ctx, false) => (Wasi::Own(ctx), None),
+    };
     let state = HostState {
-        wasi: wasi_context(settings, stdio)?,
+        wasi,
         collector,
         log,
         stopwatch: None,
@@ -98,6 +106,9 @@ pub fn run(
         injected,
     };
     let mut store = Store::new(engine, state);
+    if threaded {
+        crate::run::wasi::give_back_on_return(&mut store);
+    }
     // Profiled runs measure the host's calls; `WPROF=0` wraps only what `--inject` names.
     // The probed modes time each call; cost mode times nothing, and stack mode samples the
     // calls' time as it samples the rest (see `StackSamples::imports`): its wrappers count
@@ -114,13 +125,13 @@ pub fn run(
     if profiled {
         store.data_mut().host = Some(HostAccount::for_module(module));
     }
-    let threads = match threaded {
-        true => {
+    let threads = match shared_wasi {
+        Some(wasi) => {
             let threads = Threads::new(
                 engine,
                 module,
                 settings,
-                stdio,
+                wasi,
                 mode,
                 probe_bytes.as_ref().map(ProbeBytes::try_clone),
                 template,
@@ -129,7 +140,7 @@ pub fn run(
             threads.link(&mut linker, &store)?;
             Some(threads)
         }
-        false => None,
+        None => None,
     };
     let mut timings = Timings::new();
     let instantiated = timings.time("instantiate", || linker.instantiate(&mut store, module));

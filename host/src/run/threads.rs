@@ -6,9 +6,9 @@
 //! prescribes. The instance's globals and the memory the agent adds are the thread's own,
 //! so each thread counts into its own calling-context tree and, in time mode, logs into its
 //! own collector; the runner merges them when the program ends (see
-//! [`crate::profile::threads`]). A thread's WASI context is made from the same settings as
-//! the first thread's (arguments, environment, stdio, `--dir`): descriptors it opens are
-//! its own.
+//! [`crate::profile::threads`]). All the threads share the first thread's WASI context,
+//! as wasi-threads prescribes (see [`crate::run::wasi::shared`]): a descriptor one of them
+//! opens is valid in all.
 //!
 //! Sample mode samples a spawned thread as the first: its own timer interrupts it (see
 //! [`crate::run::interrupt`]) and its own sampler reads its program counter and cell; each
@@ -36,7 +36,7 @@ use crate::run::host_state::{define_probes, reset_slot, HostState};
 use crate::run::stacks::{self, StackSamples};
 use crate::run::start::{call_entry, Entry, ProbeBytes, StartProbes};
 use crate::run::time::probe_log::ProbeLog;
-use crate::run::wasi::context::Stdio;
+use crate::run::wasi::SharedWasi;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
 
@@ -78,7 +78,8 @@ pub struct Threads {
     engine: Engine,
     module: Module,
     settings: RunSettings,
-    stdio: Stdio,
+    /// The program's WASI context, shared by its threads.
+    wasi: SharedWasi,
     mode: Option<ProbeMode>,
     /// Sample mode: where the probes' instructions are, for each thread's sampler.
     probe_bytes: Option<ProbeBytes>,
@@ -137,7 +138,7 @@ impl Threads {
         engine: &Engine,
         module: &Module,
         settings: &RunSettings,
-        stdio: Stdio,
+        wasi: SharedWasi,
         mode: Option<ProbeMode>,
         probe_bytes: Option<ProbeBytes>,
         template: Option<Collector>,
@@ -162,7 +163,7 @@ impl Threads {
             engine: engine.clone(),
             module: module.clone(),
             settings: settings.clone(),
-            stdio,
+            wasi,
             mode,
             probe_bytes,
             stack_code: (settings.stacks && mode.is_none()).then(|| CodeMap::of_original(module)),
@@ -175,8 +176,7 @@ impl Threads {
             changed: Condvar::new(),
         });
         let mut linker: Linker<HostState> = Linker::new(engine);
-        wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut HostState| &mut s.wasi)
-            .map_err(|e| Failure::input(format!("cannot link WASI: {e}")))?;
+        crate::run::wasi::link(&mut linker, true)?;
         if let Some(mode) = mode {
             define_probes(&mut linker, mode)
                 .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
@@ -214,7 +214,8 @@ impl Threads {
         Ok(())
     }
 
-    /// A new thread's store state: its WASI context, and its own collector.
+    /// A new thread's store state: its handle on the program's WASI context, and its own
+    /// collector.
     fn state(&self, template: Option<Collector>) -> Result<HostState, Failure> {
         let (collector, log) = match (self.mode, template) {
             (Some(ProbeMode::Time), Some(c)) => (None, Some(ProbeLog::start(c))),
@@ -226,7 +227,7 @@ impl Threads {
             .as_ref()
             .map(|_| crate::run::host_calls::meter::HostAccount::for_module(&self.module));
         Ok(HostState {
-            wasi: crate::run::wasi::context::wasi_context(&self.settings, self.stdio)?,
+            wasi: crate::run::wasi::Wasi::Shared(self.wasi.lease()),
             collector,
             log,
             stopwatch: None,
@@ -308,6 +309,7 @@ impl Threads {
             .map(Collector::fresh_copy);
         let state = self.state(template).map_err(ThreadEnding::Wprof)?;
         let mut store = Store::new(&self.engine, state);
+        crate::run::wasi::give_back_on_return(&mut store);
         let Some(pre) = self.pre.get() else {
             return Err(ThreadEnding::Wprof(Failure::input(
                 "a thread was spawned before threads were linked",

@@ -1,4 +1,40 @@
 //! WASI preview 1 for a module's run: the context its threads run with, made from the
-//! run's settings ([`context`]).
+//! run's settings ([`context`]); in a threaded program one context for all its threads
+//! ([`shared`]), whose sleeps do not hold it ([`sleep`]).
 
 pub mod context;
+pub(crate) mod shared;
+mod sleep;
+
+use wasmtime::{CallHook, Linker, Store};
+
+use crate::exit::Failure;
+
+pub(crate) use shared::{SharedWasi, Wasi};
+
+/// A store's state that holds a thread's [`Wasi`] (the run's `HostState`).
+pub(crate) trait HoldsWasi: Send + 'static {
+    fn wasi(&mut self) -> &mut Wasi;
+}
+
+/// Links WASI preview 1 into a linker of the program's stores, reaching each store's
+/// context through [`Wasi::ctx`]; `threaded`: with the sleeps of [`sleep`].
+pub(crate) fn link<T: HoldsWasi>(linker: &mut Linker<T>, threaded: bool) -> Result<(), Failure> {
+    let linked = wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut T| s.wasi().ctx())
+        .and_then(|()| match threaded {
+            true => sleep::link(linker),
+            false => Ok(()),
+        });
+    linked.map_err(|e| Failure::input(format!("cannot link WASI: {e}")))
+}
+
+/// A store of a threaded program's: each host function that returns to wasm gives back
+/// the shared context it took, if it took it.
+pub(crate) fn give_back_on_return<T: HoldsWasi>(store: &mut Store<T>) {
+    store.call_hook(|mut store, hook| {
+        if matches!(hook, CallHook::ReturningFromHost) {
+            store.data_mut().wasi().returned_to_wasm();
+        }
+        Ok(())
+    });
+}

@@ -1,0 +1,111 @@
+//! Threads that share one WASI context, as wasi-threads prescribes, through the binary:
+//! `samples/shared_wasi.wasm` opens a file in its first thread and writes to it from a
+//! spawned one, opens a file in a spawned thread and writes to it from the first, and ends
+//! while a spawned thread sleeps 30 s, saying whether its own calls waited for the sleeper.
+//! Its output is the same with profiling off, in every mode, and under wasi-threads' own
+//! implementation (the wasmtime CLI 45 with `-S threads`).
+
+use crate::support::{sample, stderr, stdout, Scratch};
+
+const OUTPUT: &str = "thread write: 0\n\
+                      thread open: 0\n\
+                      shared.txt: written by a thread\n\
+                      opened.txt: opened by a thread|and written by the first\n\
+                      not held up\n";
+
+/// Runs the sample under wprof in `mode` (`None`: `WPROF=0`), in a fresh directory of
+/// `s` it writes its files into.
+fn run(s: &Scratch, mode: Option<&str>) -> std::process::Output {
+    let dir = s.path(mode.unwrap_or("off"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.to_str().unwrap();
+    let module = sample("shared_wasi.wasm");
+    let mut cmd = match mode {
+        Some(mode) => s.wprof(&["run", "-q", "--mode", mode, "-o", &format!("{mode}.wprof")]),
+        None => {
+            let mut cmd = s.wprof(&["run"]);
+            cmd.env("WPROF", "0");
+            cmd
+        }
+    };
+    cmd.args(["--dir", dir, module.to_str().unwrap(), dir]);
+    cmd.output().unwrap()
+}
+
+#[test]
+fn every_thread_reaches_the_descriptors_of_every_other_in_every_mode() {
+    let s = Scratch::new();
+    for mode in [
+        None,
+        Some("stack"),
+        Some("sample"),
+        Some("time"),
+        Some("cost"),
+        Some("adaptive"),
+    ] {
+        let out = run(&s, mode);
+        assert_eq!(out.status.code(), Some(0), "{mode:?}: {}", stderr(&out));
+        assert_eq!(stdout(&out), OUTPUT, "{mode:?}");
+        if let Some(mode) = mode {
+            let profile = s.profile(&format!("{mode}.wprof"));
+            // The first thread, the two that finished; the sleeper is left running.
+            assert_eq!(
+                profile["threads"]["threads"].as_array().unwrap().len(),
+                3,
+                "{mode}"
+            );
+            assert_eq!(profile["threads"]["unfinished"], 1, "{mode}");
+        }
+    }
+}
+
+#[test]
+fn threaded_programs_end_as_under_the_wasmtime_cli_45() {
+    let Some(cli) = crate::support::wasmtime_threads_cli() else {
+        crate::tools::skip("WASMTIME_THREADS_CLI (the wasmtime CLI 45) is not set");
+        return;
+    };
+    let s = Scratch::new();
+    let dir = s.path("cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = std::process::Command::new(&cli)
+        .args([
+            "run",
+            "-W",
+            "threads=y,shared-memory=y",
+            "-S",
+            "threads=y",
+            "--dir",
+        ])
+        .arg(&dir)
+        .arg(sample("shared_wasi.wasm"))
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), OUTPUT);
+    let ours = run(&s, Some("stack"));
+    assert_eq!(stdout(&ours), stdout(&out));
+    for name in ["shared.txt", "opened.txt"] {
+        assert_eq!(
+            std::fs::read(dir.join(name)).unwrap(),
+            std::fs::read(s.path("stack").join(name)).unwrap(),
+            "{name}"
+        );
+    }
+    // A thread that traps or exits ends the program with the code the CLI gives it.
+    for how in ["", "trap", "exit"] {
+        let threads = sample("threads.wasm");
+        let reference = std::process::Command::new(&cli)
+            .args(["run", "-W", "threads=y,shared-memory=y", "-S", "threads=y"])
+            .arg(&threads)
+            .args((!how.is_empty()).then_some(how))
+            .output()
+            .unwrap();
+        let mut args = vec!["run", "-q", "-o", "t.wprof", threads.to_str().unwrap()];
+        args.extend((!how.is_empty()).then_some(how));
+        let ours = s.run(&args);
+        assert_eq!(ours.status.code(), reference.status.code(), "threads {how}");
+        assert_eq!(stdout(&ours), stdout(&reference), "threads {how}");
+    }
+}
