@@ -140,6 +140,9 @@ impl<'a> Sections<'a> {
         let mut units = dwarf.units();
         while let Some(header) = units.next()? {
             let unit = dwarf.unit(header)?;
+            if !has_code(&dwarf, &unit)? {
+                continue;
+            }
             let mut entries = unit.entries();
             while let Some(entry) = entries.next_dfs()? {
                 if entry.tag() != gimli::DW_TAG_subprogram {
@@ -164,6 +167,26 @@ impl<'a> Sections<'a> {
         }
         Ok(())
     }
+}
+
+/// Whether `unit` may describe code: not when it says where its code is and that is
+/// nowhere (every range empty: the linker dropped its functions, or a tool cleared the
+/// addresses), which spares reading its entries.
+fn has_code(
+    dwarf: &gimli::Dwarf<Reader<'_>>,
+    unit: &gimli::Unit<Reader<'_>>,
+) -> gimli::Result<bool> {
+    let root = unit.entry(unit.header.root_offset())?;
+    if root.attr(gimli::DW_AT_ranges).is_none() && root.attr(gimli::DW_AT_high_pc).is_none() {
+        return Ok(true);
+    }
+    let mut ranges = dwarf.unit_ranges(unit)?;
+    while let Some(range) = ranges.next()? {
+        if range.begin < range.end {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The name of a subprogram, from it or the entries it refers to (in its own unit): its
