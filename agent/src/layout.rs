@@ -52,7 +52,9 @@ impl FunctionKind {
 pub struct FunctionSummary {
     /// The function's index in the original module: its id in probes and profiles.
     pub id: u32,
-    /// Name from the name section, `module::field` for imports, else `func[N]`.
+    /// Name from the name section, `module::field` for imports, else a name given by
+    /// [`crate::Instrumenter::name_unnamed`] (the module's DWARF), else the export name,
+    /// else `func[N]`.
     pub name: String,
     /// Local or imported.
     pub kind: FunctionKind,
@@ -77,6 +79,9 @@ pub(crate) struct ModuleLayout<'a> {
     pub tags: u32,
     /// Function names from the name section, by original index.
     pub names: HashMap<u32, String>,
+    /// Names of defined functions the name section leaves unnamed, from elsewhere (the
+    /// host reads them from DWARF): only shown, never written into a module.
+    pub other_names: HashMap<u32, String>,
     /// The first exported name of each exported function.
     pub export_names: HashMap<u32, String>,
     /// A Go module (`GOOS=wasip1 GOARCH=wasm`): a `go:buildid` section, and Go's registers
@@ -95,6 +100,7 @@ impl<'a> ModuleLayout<'a> {
             memories: 0,
             tags: 0,
             names: HashMap::new(),
+            other_names: HashMap::new(),
             export_names: HashMap::new(),
             go: false,
         };
@@ -233,6 +239,9 @@ impl<'a> ModuleLayout<'a> {
             return format!("{}::{}", import.module, import.field);
         }
         if let Some(name) = self.names.get(&id) {
+            return name.clone();
+        }
+        if let Some(name) = self.other_names.get(&id) {
             return name.clone();
         }
         if let Some(name) = self.export_names.get(&id) {

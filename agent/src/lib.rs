@@ -248,6 +248,30 @@ impl<'a> Instrumenter<'a> {
         self.layout.defined_funcs.len() as u32
     }
 
+    /// The ids of the defined functions the name section does not name (all of them in a
+    /// module without one).
+    pub fn unnamed_functions(&self) -> Vec<u32> {
+        (0..self.defined_function_count())
+            .map(|defined| self.layout.function_id(defined))
+            .filter(|id| !self.layout.names.contains_key(id))
+            .collect()
+    }
+
+    /// Names functions the name section leaves unnamed, by id (the host reads them from
+    /// the module's DWARF): [`Instrumenter::functions`] shows them, before export names.
+    /// Names of functions the name section names, or that the module does not define, are
+    /// ignored. They change no instrumented byte (nor any key): they are only shown.
+    pub fn name_unnamed(&mut self, names: impl IntoIterator<Item = (u32, String)>) {
+        for (id, name) in names {
+            let defined = id
+                .checked_sub(self.imported_function_count())
+                .is_some_and(|d| d < self.defined_function_count());
+            if defined && !self.layout.names.contains_key(&id) {
+                self.layout.other_names.insert(id, name);
+            }
+        }
+    }
+
     /// The cache key of the instrumented body of the `defined`-th defined function: a
     /// digest of everything that body depends on.
     pub fn function_key(&self, defined: u32) -> Digest {

@@ -116,6 +116,38 @@ fn names_and_kinds() {
 }
 
 #[test]
+fn names_given_fill_only_what_the_name_section_leaves() {
+    let wasm = wat::parse_str(
+        r#"(module
+          (import "env" "f" (func))
+          (func $named)
+          (func (export "exported"))
+          (func))"#,
+    )
+    .unwrap();
+    let plan = ProbePlan::default();
+    let mut instrumenter = Instrumenter::new(&wasm, &plan).unwrap();
+    assert_eq!(instrumenter.unnamed_functions(), [2, 3]);
+    instrumenter.name_unnamed([
+        (0, "import".to_string()),
+        (1, "other".to_string()),
+        (2, "from_dwarf".to_string()),
+        (3, "also".to_string()),
+        (9, "none".to_string()),
+    ]);
+    let names = instrumenter.function_names();
+    assert_eq!(names, ["env::f", "named", "from_dwarf", "also"]);
+    // Only shown: the instrumented module is the same, and so are its names.
+    let bodies: Vec<_> = (0..3)
+        .map(|d| instrumenter.instrument_function(d).unwrap())
+        .collect();
+    let out = instrumenter.assemble(&bodies).unwrap();
+    assert_eq!(out.bytes, instrument(&wasm, &plan).unwrap().bytes);
+    let shown: Vec<_> = out.probe_map.functions.iter().map(|f| &f.name).collect();
+    assert_eq!(shown, names.iter().collect::<Vec<_>>());
+}
+
+#[test]
 fn module_without_types_or_imports() {
     let out = instrument_wat("(module (memory 1) (data (i32.const 0) \"x\"))");
     assert!(out.probe_map.functions.is_empty());

@@ -28,6 +28,7 @@ const HELPERS: &[&str] = &[
     "components",
     "demangle",
     "display",
+    "dwarf_names",
     "exit",
     "go_symbols",
     "logging",

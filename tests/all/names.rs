@@ -151,3 +151,99 @@ fn mangled_names_are_shown_demangled() {
     let json = String::from_utf8(report_to(&s, "mangled.wprof", "json", "m.json")).unwrap();
     assert!(json.contains("\"_Z3fooi\""));
 }
+
+/// `bytes` without its name section (every other section as it was).
+fn without_name_section(bytes: &[u8]) -> Vec<u8> {
+    let mut module = wasm_encoder::Module::new();
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        let payload = payload.unwrap();
+        if matches!(&payload, wasmparser::Payload::CustomSection(c) if c.name() == "name") {
+            continue;
+        }
+        if let Some((id, range)) = payload.as_section() {
+            module.section(&wasm_encoder::RawSection {
+                id,
+                data: &bytes[range],
+            });
+        }
+    }
+    module.finish()
+}
+
+#[test]
+fn a_module_without_a_name_section_is_named_from_its_dwarf() {
+    let s = Scratch::new();
+    let original = std::fs::read(sample("compress.wasm")).unwrap();
+    let bare = without_name_section(&original);
+    assert!(bare.len() < original.len());
+    let module = s.path("bare.wasm");
+    std::fs::write(&module, &bare).unwrap();
+    let module = module.to_str().unwrap();
+    let crc = definition_line("compress.c", "crc32");
+    // The original's names, from its name section.
+    let o = s.run(&[
+        "run",
+        "-q",
+        "-o",
+        "named.wprof",
+        sample("compress.wasm").to_str().unwrap(),
+        "--",
+        "4",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let named = s.profile("named.wprof");
+    let original_name = |id: u64| {
+        named["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == id)
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    // Stack mode (its names made while the program runs, then from its manifest), and a
+    // probed mode (from the instrumented module's manifest), each cold then from the cache.
+    for (mode, run) in [("stack", 1), ("stack", 2), ("sample", 1), ("sample", 2)] {
+        let out = format!("{mode}{run}.wprof");
+        let o = s.run(&["run", "--mode", mode, "-o", &out, module, "--", "4"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let summary = stderr(&o);
+        let profile = s.profile(&out);
+        let mut unnamed = Vec::new();
+        let mut names = Vec::new();
+        for f in profile["functions"].as_array().unwrap() {
+            let name = f["name"].as_str().unwrap();
+            if name.starts_with("func[") {
+                unnamed.push(original_name(f["id"].as_u64().unwrap()));
+            }
+            names.push(name);
+        }
+        for own in [
+            "crc32",
+            "crc32_init",
+            "generate",
+            "lz_compress",
+            "find_match",
+        ] {
+            assert!(names.contains(&own), "{mode} {run}: {own} in {names:?}");
+        }
+        // Only what the linker made, or the C library's start-up code, has no DWARF.
+        unnamed.sort();
+        assert_eq!(
+            unnamed,
+            ["__main_void", "__wasm_call_ctors"],
+            "{mode} {run}"
+        );
+        for own in ["find_match", "crc32"] {
+            assert!(
+                summary.contains(&format!("  {own}\n")),
+                "{mode} {run}: {summary}"
+            );
+        }
+        let text = stdout(&s.run(&["report", &out, "--top", "100"]));
+        assert!(
+            text.contains(&format!("crc32  [compress.c:{crc}]")),
+            "{mode} {run}: {text}"
+        );
+    }
+}

@@ -66,8 +66,10 @@ pub fn module_in(cache: &wprof_cache::Cache, key: &[u8; 32]) -> Option<Vec<u8>> 
     })
 }
 
-/// The current manifest schema.
-pub const MANIFEST_VERSION: u32 = 8;
+/// The current manifest schema, and what its names are made of: since 9, a function the
+/// name section leaves unnamed is named from the module's DWARF (an earlier manifest's
+/// `func[N]` must not be read as the name).
+pub const MANIFEST_VERSION: u32 = 9;
 
 /// One instrumented function body as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]

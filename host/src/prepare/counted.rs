@@ -235,10 +235,12 @@ fn body_ranges(bytes: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
     Some(out)
 }
 
-/// Every function of the module, as a profiled run names them.
+/// Every function of the module, as a profiled run names them (from DWARF too, where the
+/// name section leaves some unnamed).
 fn summaries(bytes: &[u8]) -> Option<Vec<wprof_agent::FunctionSummary>> {
     let plan = wprof_agent::ProbePlan::default();
-    let instrumenter = wprof_agent::Instrumenter::new(bytes, &plan).ok()?;
+    let mut instrumenter = wprof_agent::Instrumenter::new(bytes, &plan).ok()?;
+    crate::dwarf_names::name_unnamed(&mut instrumenter, bytes);
     Some(instrumenter.unkeyed_functions())
 }
 
