@@ -28,7 +28,6 @@ const HELPERS: &[&str] = &[
     "components",
     "demangle",
     "display",
-    "dwarf_names",
     "exit",
     "go_symbols",
     "logging",

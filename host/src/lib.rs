@@ -31,7 +31,6 @@ pub mod run;
 pub mod components;
 pub mod demangle;
 pub mod display;
-pub mod dwarf_names;
 pub mod exit;
 pub mod go_symbols;
 pub mod logging;

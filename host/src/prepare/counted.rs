@@ -240,7 +240,7 @@ fn body_ranges(bytes: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
 fn summaries(bytes: &[u8]) -> Option<Vec<wprof_agent::FunctionSummary>> {
     let plan = wprof_agent::ProbePlan::default();
     let mut instrumenter = wprof_agent::Instrumenter::new(bytes, &plan).ok()?;
-    crate::dwarf_names::name_unnamed(&mut instrumenter, bytes);
+    crate::prepare::instrument::dwarf_names::name_unnamed(&mut instrumenter, bytes);
     Some(instrumenter.unkeyed_functions())
 }
 

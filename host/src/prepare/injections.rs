@@ -168,7 +168,7 @@ impl<'a> OwnFunctions<'a> {
     fn read(bytes: &'a [u8]) -> Result<Self, Failure> {
         let mut instrumenter = Instrumenter::new(bytes, &ProbePlan::default())
             .map_err(|e| Failure::input(format!("--inject: cannot read the module: {e}")))?;
-        crate::dwarf_names::name_unnamed(&mut instrumenter, bytes);
+        crate::prepare::instrument::dwarf_names::name_unnamed(&mut instrumenter, bytes);
         let names = instrumenter.function_names();
         let imported = instrumenter.imported_function_count() as usize;
         let shown = crate::go_symbols::shown_names(bytes, &names);

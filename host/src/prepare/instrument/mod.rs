@@ -27,6 +27,7 @@ use crate::profile::{FunctionInfo, InstrumentationStats};
 use crate::settings::FunctionFilter;
 use wprof_cache::hex;
 
+pub mod dwarf_names;
 mod function_cache;
 mod parallel;
 
@@ -182,7 +183,7 @@ pub fn instrument(
     let lineage = crate::prepare::compiled::lineage(path, &plan.body_digest());
 
     let mut instrumenter = Instrumenter::new(&module.bytes, plan)?;
-    crate::dwarf_names::name_unnamed(&mut instrumenter, &module.bytes);
+    crate::prepare::instrument::dwarf_names::name_unnamed(&mut instrumenter, &module.bytes);
     let mut excluded = std::collections::BTreeSet::new();
     let mut allocators = std::collections::BTreeMap::new();
     if plan.selection.is_some() || plan.allocators.is_some() {

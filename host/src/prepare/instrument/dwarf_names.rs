@@ -1,6 +1,7 @@
 //! Function names from a module's DWARF, for the functions its name section leaves
-//! unnamed (or for all of them, in a module without one: CPython's WASI builds ship DWARF
-//! and no name section). `prepare` gives them to the agent before it names the functions,
+//! unnamed (or for all of them, in a module without one). A subprogram names the function
+//! whose body starts at its `low_pc`; a build whose DWARF records no addresses (CPython
+//! 3.12's WASI build has them all 0) names nothing. `prepare` gives them to the agent before it names the functions,
 //! so that they are in the cached manifests, the profiles and every report; a run from
 //! the cache reads them from its manifest and never parses DWARF.
 //!
