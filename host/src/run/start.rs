@@ -12,7 +12,7 @@ use crate::exit::Failure;
 use crate::run::adaptive::walker::Walker;
 use crate::run::code::address_map::ArtifactAddressMap;
 use crate::run::code::map::CodeMap;
-use crate::run::host_state::{never_moves, reset_slot, HostState};
+use crate::run::host_state::{reset_slot, HostState};
 use crate::run::inline::sampler::{Asking, CurrentCell, Samples};
 use crate::run::switches::Switchboard;
 use crate::settings::RunSettings;
@@ -25,14 +25,14 @@ fn current_cell(
     instance: &wasmtime::Instance,
 ) -> Option<CurrentCell> {
     let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
-    if !never_moves(&memory.ty(&*store))
-        || memory.data_size(&*store) < ContextArena::CURRENT as usize + 4
-    {
+    let (base, size) = crate::run::adaptive::live_tree::prepare(&mut *store, &memory)?;
+    if size < u64::from(ContextArena::CURRENT) + 4 {
         return None;
     }
     // SAFETY: in bounds (checked above); the memory never moves (a 32-bit memory in a
-    // full reservation) and the cell is only read inside `run`, while the store is alive.
-    Some(unsafe { CurrentCell::new(memory.data_ptr(&*store)) })
+    // full reservation), holds `size` bytes, and the cell is only read inside `run`, while
+    // the store is alive.
+    Some(unsafe { CurrentCell::new(base, size) })
 }
 
 /// What [`call_start`] needs to know of the probes.
