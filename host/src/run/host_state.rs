@@ -274,7 +274,10 @@ pub(crate) fn attach_stopwatch(
     cost: TimerCost,
 ) -> Option<LiveTree> {
     let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
-    let (base, size) = crate::run::adaptive::live_tree::prepare(&mut *store, &memory)?;
+    if !never_moves(&memory.ty(&*store)) {
+        return None;
+    }
+    let (base, size) = crate::run::adaptive::live_tree::prepare(&mut *store, &memory);
     // SAFETY: the memory never moves and holds `size` bytes, and the tree view (in the
     // walker and the stopwatch) is used only while the store lives (see `run` and the
     // calibration).

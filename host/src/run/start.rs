@@ -12,7 +12,7 @@ use crate::exit::Failure;
 use crate::run::adaptive::walker::Walker;
 use crate::run::code::address_map::ArtifactAddressMap;
 use crate::run::code::map::CodeMap;
-use crate::run::host_state::{reset_slot, HostState};
+use crate::run::host_state::{never_moves, reset_slot, HostState};
 use crate::run::inline::sampler::{Asking, CurrentCell, Samples};
 use crate::run::switches::Switchboard;
 use crate::settings::RunSettings;
@@ -25,7 +25,10 @@ fn current_cell(
     instance: &wasmtime::Instance,
 ) -> Option<CurrentCell> {
     let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
-    let (base, size) = crate::run::adaptive::live_tree::prepare(&mut *store, &memory)?;
+    if !never_moves(&memory.ty(&*store)) {
+        return None;
+    }
+    let (base, size) = crate::run::adaptive::live_tree::prepare(&mut *store, &memory);
     if size < u64::from(ContextArena::CURRENT) + 4 {
         return None;
     }

@@ -108,23 +108,21 @@ impl TreeBytes for LiveTree {
 /// A module's tree memory made ready to be read while the program runs: grown now, if it
 /// is smaller, to hold every node the module can allocate (pages made accessible, none
 /// touched); its base and the size it has then, which bounds the reads (if the system
-/// refuses the growth, the size it had). `None` where the memory could move as it grows.
+/// refuses the growth, the size it had). The caller has checked that the memory never moves
+/// as it grows (see `crate::run::host_state::never_moves`).
 pub(crate) fn prepare(
     mut store: impl wasmtime::AsContextMut,
     memory: &wasmtime::Memory,
-) -> Option<(*const u8, u64)> {
-    if !crate::run::host_state::never_moves(&memory.ty(&store)) {
-        return None;
-    }
+) -> (*const u8, u64) {
     let wanted = TREE_SPAN.div_ceil(memory.page_size(&store));
     let pages = memory.size(&store);
     if pages < wanted {
         let _ = memory.grow(&mut store, wanted - pages);
     }
-    Some((
+    (
         memory.data_ptr(&store).cast_const(),
         memory.data_size(&store) as u64,
-    ))
+    )
 }
 
 #[cfg(test)]

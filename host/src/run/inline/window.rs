@@ -88,7 +88,10 @@ fn live_tree(
 ) -> Option<crate::run::adaptive::live_tree::LiveTree> {
     use crate::run::adaptive::live_tree::{prepare, LiveTree, TreeSize};
     let memory = instance.get_memory(&mut *store, wprof_agent::ContextArena::MEMORY)?;
-    let (base, size) = prepare(&mut *store, &memory)?;
+    if !crate::run::host_state::never_moves(&memory.ty(&*store)) {
+        return None;
+    }
+    let (base, size) = prepare(&mut *store, &memory);
     // SAFETY: the memory never moves and holds `size` bytes, and the view is used only
     // while the store lives (the windows stop before `run` goes on past the program).
     Some(unsafe { LiveTree::new(base, TreeSize::Fixed(size)) })
