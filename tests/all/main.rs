@@ -26,6 +26,7 @@ mod host_time;
 mod html;
 mod inject;
 mod live;
+mod many_threads;
 mod names;
 mod progress;
 mod real_programs;

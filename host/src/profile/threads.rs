@@ -103,6 +103,7 @@ fn record(id: u32, profile: &Profile) -> ThreadRecord {
         calls: profile.contexts.iter().map(|c| c.calls).sum(),
         total: profile.total,
         wall_time: profile.wall_time,
+        unsampled: false,
     }
 }
 

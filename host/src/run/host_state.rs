@@ -284,9 +284,12 @@ pub(crate) fn attach_stopwatch(
     if !never_moves(&memory.ty(&*store)) {
         return None;
     }
-    // SAFETY: the memory never moves, and the tree view (in the walker and the stopwatch)
-    // is used only while the store lives (see `run` and the calibration).
-    let tree = unsafe { LiveTree::new(memory.data_ptr(&*store)) };
+    let (base, size) = crate::run::adaptive::live_tree::prepare(&mut *store, &memory);
+    // SAFETY: the memory never moves and holds `size` bytes, and the tree view (in the
+    // walker and the stopwatch) is used only while the store lives (see `run` and the
+    // calibration).
+    let tree =
+        unsafe { LiveTree::new(base, crate::run::adaptive::live_tree::TreeSize::Fixed(size)) };
     store.data_mut().stopwatch = Some(Stopwatch::new(
         crate::run::clock::Clock::new(),
         Timers::new(tree),

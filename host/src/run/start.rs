@@ -25,14 +25,17 @@ fn current_cell(
     instance: &wasmtime::Instance,
 ) -> Option<CurrentCell> {
     let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
-    if !never_moves(&memory.ty(&*store))
-        || memory.data_size(&*store) < ContextArena::CURRENT as usize + 4
-    {
+    if !never_moves(&memory.ty(&*store)) {
+        return None;
+    }
+    let (base, size) = crate::run::adaptive::live_tree::prepare(&mut *store, &memory);
+    if size < u64::from(ContextArena::CURRENT) + 4 {
         return None;
     }
     // SAFETY: in bounds (checked above); the memory never moves (a 32-bit memory in a
-    // full reservation) and the cell is only read inside `run`, while the store is alive.
-    Some(unsafe { CurrentCell::new(memory.data_ptr(&*store)) })
+    // full reservation), holds `size` bytes, and the cell is only read inside `run`, while
+    // the store is alive.
+    Some(unsafe { CurrentCell::new(base, size) })
 }
 
 /// What [`call_start`] needs to know of the probes.

@@ -117,6 +117,10 @@ pub struct ThreadRecord {
     /// Wall time from its start to its end, in nanoseconds (not in cost mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_time: Option<u64>,
+    /// Stack mode: the thread could not be interrupted (the system refused its timer), so
+    /// its time was not sampled; its calls are counted all the same.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsampled: bool,
 }
 
 /// The probe overhead subtracted, in nanoseconds.

@@ -92,6 +92,20 @@ pub fn threads_summary(
             threads.unfinished
         );
     }
+    let unsampled: Vec<String> = threads
+        .threads
+        .iter()
+        .filter(|t| t.unsampled)
+        .map(|t| format!("#{}", t.id))
+        .collect();
+    if !unsampled.is_empty() {
+        let _ = write!(
+            line,
+            "; {} unsampled (the system refused their timers: calls counted, time not): {}",
+            unsampled.len(),
+            unsampled.join(" ")
+        );
+    }
     line.push('\n');
     line
 }

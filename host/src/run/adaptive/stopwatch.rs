@@ -122,7 +122,13 @@ mod tests {
     fn frames_an_exception_skipped_are_unfinished_and_budgets_are_spent() {
         let memory: Box<[AtomicU64]> = (0..32).map(|_| AtomicU64::new(0)).collect();
         // SAFETY: the box outlives the stopwatch and is never moved.
-        let tree = unsafe { super::super::live_tree::LiveTree::new(memory.as_ptr().cast()) };
+        let tree = unsafe {
+            use super::super::live_tree::{LiveTree, TreeSize};
+            LiveTree::new(
+                memory.as_ptr().cast(),
+                TreeSize::Fixed(memory.len() as u64 * 8),
+            )
+        };
         let timers = Timers::new(tree);
         let (a, b) = (88, 128);
         timers.arm(a, 2);

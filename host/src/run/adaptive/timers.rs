@@ -75,7 +75,8 @@ mod tests {
     fn a_spent_budget_disarms() {
         let memory: Box<[AtomicU64]> = (0..32).map(|_| AtomicU64::new(0)).collect();
         // SAFETY: the box outlives the timers and is never moved.
-        let timers = Timers::new(unsafe { LiveTree::new(memory.as_ptr().cast()) });
+        let size = super::super::live_tree::TreeSize::Fixed(memory.len() as u64 * 8);
+        let timers = Timers::new(unsafe { LiveTree::new(memory.as_ptr().cast(), size) });
         let node = 96;
         memory[(node + A::FUNCTION) as usize / 8].store(5, Ordering::Relaxed);
         timers.arm(node, 2);

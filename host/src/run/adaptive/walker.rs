@@ -427,7 +427,12 @@ mod tests {
 
         fn tree(&self) -> LiveTree {
             // SAFETY: the box outlives every use in the test and is never moved.
-            unsafe { LiveTree::new(self.0.as_ptr().cast()) }
+            unsafe {
+                LiveTree::new(
+                    self.0.as_ptr().cast(),
+                    super::super::live_tree::TreeSize::Fixed(self.0.len() as u64 * 8),
+                )
+            }
         }
     }
 

@@ -167,7 +167,6 @@ pub fn measure(
 /// through the component's lowered calls, instrumented as a profiled run instruments a
 /// component's modules.
 pub fn measure_timers(engine: &Engine) -> anyhow::Result<TimerCost> {
-    use crate::run::adaptive::live_tree::LiveTree;
     use crate::run::adaptive::timers::Timers;
     let (component, module) = calibration_component(
         engine,
@@ -192,7 +191,7 @@ pub fn measure_timers(engine: &Engine) -> anyhow::Result<TimerCost> {
             .ok_or_else(|| anyhow::anyhow!("the calibration's tree memory was not made"))?;
         // SAFETY: the memory never moves and lives as long as the store, which outlives
         // every use of the tree here.
-        let tree = unsafe { LiveTree::new(memory.base as *const u8) };
+        let tree = unsafe { memory.live_tree() };
         store.data_mut().attach_stopwatch(tree);
         let run = instance
             .get_typed_func::<(u32,), ()>(&mut store, "run")

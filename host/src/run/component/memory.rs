@@ -26,6 +26,23 @@ pub struct MadeMemory {
     pub minimum: usize,
 }
 
+impl MadeMemory {
+    /// The tree read while the program runs, if this memory is a module's tree memory,
+    /// bounded by its size as it grows.
+    ///
+    /// # Safety
+    ///
+    /// The view must not be used once the memory is dropped (its size cell, shared by the
+    /// memory and this record, lives at least as long).
+    pub unsafe fn live_tree(&self) -> crate::run::adaptive::live_tree::LiveTree {
+        use crate::run::adaptive::live_tree::{LiveTree, TreeSize};
+        // SAFETY: the memory never moves and holds the bytes its size cell says, which it
+        // updates once grown; the caller keeps it, and so the cell, alive while the view
+        // is used.
+        unsafe { LiveTree::new(self.base as *const u8, TreeSize::Tracked(&*self.size)) }
+    }
+}
+
 thread_local! {
     static RECORDING: RefCell<Option<Vec<MadeMemory>>> = const { RefCell::new(None) };
 }

@@ -232,8 +232,7 @@ pub fn run(
             // SAFETY: the tree memory never moves and lives as long as the store; the
             // walkers and stopwatches go before it (the sampler is joined, the store's data
             // dropped with it).
-            let tree =
-                unsafe { crate::run::adaptive::live_tree::LiveTree::new(memory.base as *const u8) };
+            let tree = unsafe { memory.live_tree() };
             stopwatches[*k] = Some(Stopwatch::new(
                 crate::run::clock::Clock::new(),
                 crate::run::adaptive::timers::Timers::new(tree),
@@ -263,9 +262,7 @@ pub fn run(
                     functions: modules[*k].indices.functions,
                     // SAFETY: the tree memory never moves and lives as long as the store;
                     // the windows stop (`ended`, then `serving` dropped) before it goes.
-                    tree: unsafe {
-                        crate::run::adaptive::live_tree::LiveTree::new(memory.base as *const u8)
-                    },
+                    tree: unsafe { memory.live_tree() },
                 })
                 .collect();
             let source = crate::run::inline::window::WindowSource::of_component(

@@ -374,13 +374,70 @@ impl Wrapper {
                 .data(caller)
                 .get(at..at + 4)
                 .map(|b| [b[0], b[1], b[2], b[3]]),
-            Some(Extern::SharedMemory(m)) => m.data().get(at..at + 4).map(|cells| {
-                // SAFETY: reading bytes other threads may write, as the program's own
-                // racy loads would: the word may be torn, never out of bounds.
-                [0, 1, 2, 3].map(|i| unsafe { *cells[i].get() })
-            }),
+            Some(Extern::SharedMemory(m)) => shared_word(m.data(), at),
             _ => None,
         };
         word.map_or(0, u32::from_le_bytes)
+    }
+}
+
+/// The four bytes at `at` of a shared memory's `cells`, which other threads may be writing:
+/// read with atomic loads (one of the word where it is aligned, else one per byte, which
+/// may then come from different writes, as the program's own unaligned loads would),
+/// never with plain ones, which would race with the writers. `None` out of bounds.
+fn shared_word(cells: &[std::cell::UnsafeCell<u8>], at: usize) -> Option<[u8; 4]> {
+    use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+    let cells = cells.get(at..at.checked_add(4)?)?;
+    let first = cells[0].get();
+    if (first as usize).is_multiple_of(4) {
+        // SAFETY: four bytes in bounds of the memory, which lives as long as `cells`;
+        // aligned; every access of another thread to them is the engine's (atomic or
+        // racy wasm loads and stores), never a Rust reference.
+        let word = unsafe { AtomicU32::from_ptr(first.cast()) }.load(Ordering::Relaxed);
+        return Some(word.to_le_bytes());
+    }
+    // SAFETY: as above, one byte at a time.
+    Some(
+        [0, 1, 2, 3].map(|i| unsafe { AtomicU8::from_ptr(cells[i].get()) }.load(Ordering::Relaxed)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::UnsafeCell;
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+    use super::shared_word;
+
+    #[test]
+    fn a_shared_memorys_word_is_read_whole_while_another_thread_writes_it() {
+        // Four aligned words seen as the bytes a shared memory gives, one of them written
+        // over and over by another thread.
+        let words: Box<[AtomicU32; 4]> = Box::new([const { AtomicU32::new(0) }; 4]);
+        words[1].store(0x1111_1111, Ordering::Relaxed);
+        // SAFETY: the words' bytes, alive for the test; every access to them is atomic.
+        let cells: &[UnsafeCell<u8>] =
+            unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), 16) };
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut value = 0x1111_1111;
+                while !stop.load(Ordering::Relaxed) {
+                    value ^= 0x3333_3333;
+                    words[1].store(value, Ordering::Relaxed);
+                }
+            });
+            for _ in 0..100_000 {
+                let word = u32::from_le_bytes(shared_word(cells, 4).unwrap());
+                assert!(matches!(word, 0x1111_1111 | 0x2222_2222), "{word:#x}");
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        // Unaligned: byte by byte; past the end: nothing.
+        words[2].store(0x0403_0201, Ordering::Relaxed);
+        words[3].store(0x0807_0605, Ordering::Relaxed);
+        assert_eq!(shared_word(cells, 10), Some([3, 4, 5, 6]));
+        assert_eq!(shared_word(cells, 13), None);
+        assert_eq!(shared_word(cells, usize::MAX - 1), None);
     }
 }

@@ -39,53 +39,70 @@ const PAUSE_AFTER: u32 = 8;
 
 /// Where the module keeps its current node: four bytes of its tree memory, a 32-bit
 /// memory inside a full 4 GiB reservation (see [`crate::run::engine::MEMORY_RESERVATION`]), so
-/// the address stays valid, however the memory grows, for as long as the store owns it.
+/// the address stays valid, however the memory grows, for as long as the store owns it;
+/// and how many bytes of that memory the sampler may read (the nodes the cell names).
 #[derive(Debug, Clone, Copy)]
-pub struct CurrentCell(*const u32);
+pub struct CurrentCell {
+    cell: *const u32,
+    /// A size the memory has at least (see [`crate::run::adaptive::live_tree::prepare`]).
+    readable: u64,
+}
 
 // SAFETY: the cell is only read, with atomic loads, while the store owning the memory is
 // alive (the sampler runs inside a scope the run does not leave before joining it).
 unsafe impl Send for CurrentCell {}
 
 impl CurrentCell {
-    /// The cell of the tree memory whose data starts at `memory`.
+    /// The cell of the tree memory whose data starts at `memory` and holds `readable`
+    /// bytes.
     ///
     /// # Safety
     ///
-    /// `memory` must point to the data of a linear memory holding at least
-    /// `ContextArena::CURRENT + 4` bytes, whose base never moves, and the cell must not
-    /// be read after its store is dropped.
-    pub unsafe fn new(memory: *const u8) -> Self {
-        CurrentCell(memory.wrapping_add(ContextArena::CURRENT as usize).cast())
+    /// `memory` must point to the data of a linear memory holding at least `readable`
+    /// bytes, and at least `ContextArena::CURRENT + 4`, whose base never moves, and the
+    /// cell must not be read after its store is dropped.
+    pub unsafe fn new(memory: *const u8, readable: u64) -> Self {
+        CurrentCell {
+            cell: memory.wrapping_add(ContextArena::CURRENT as usize).cast(),
+            readable,
+        }
     }
 
     /// The cell's address, for [`crate::run::interrupt::Session::begin`].
     pub fn as_ptr(self) -> *const u32 {
-        self.0
+        self.cell
     }
 
     fn read(self) -> u32 {
-        Self::load(self.0)
+        Self::load(self.cell)
     }
 
-    /// The function id of the node at `node`, if it names one.
+    /// The function id of the node at `node`, if it names one; `None` for a field past the
+    /// memory's size.
     fn function_of(self, node: u32) -> Option<u32> {
-        if node < ContextArena::ROOT + 32 {
+        let at = node.checked_add(ContextArena::FUNCTION)?;
+        if node < ContextArena::ROOT + 32
+            || !at.is_multiple_of(4)
+            || u64::from(at) + 4 > self.readable
+        {
             return None;
         }
         let base = self
-            .0
+            .cell
             .cast::<u8>()
             .wrapping_sub(ContextArena::CURRENT as usize);
-        let field = base.wrapping_add((node + ContextArena::FUNCTION) as usize);
-        (Self::load(field.cast()) & !ContextArena::TIMED).checked_sub(1)
+        Some(
+            (Self::load(base.wrapping_add(at as usize).cast()) & !ContextArena::TIMED)
+                .checked_sub(1),
+        )
+        .flatten()
     }
 
     fn load(at: *const u32) -> u32 {
-        // SAFETY: aligned (wasm memories are page-aligned, node fields 4-aligned), in
-        // bounds (the cell, or a field of a node the module allocated before publishing
-        // its address) and alive (see `new`); the module writes with plain aligned 4-byte
-        // stores, which an atomic load never observes torn.
+        // SAFETY: aligned (wasm memories are page-aligned, fields checked 4-aligned), in
+        // bounds (the cell, or a field checked to lie inside the size the memory has) and
+        // alive (see `new`); the module writes with plain aligned 4-byte stores, which an
+        // atomic load never observes torn.
         unsafe { AtomicU32::from_ptr(at.cast_mut()).load(Ordering::Relaxed) }
     }
 }
@@ -460,6 +477,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_node_is_read_only_inside_the_memorys_size() {
+        // A node at 64 naming function 2; what a cell may name past the memory's end.
+        let memory: Box<[AtomicU32; 64]> = Box::new([const { AtomicU32::new(0) }; 64]);
+        memory[(64 + ContextArena::FUNCTION) as usize / 4].store(3, Ordering::Relaxed);
+        // SAFETY: the box outlives the cells and is never moved; each size is at most its.
+        let (whole, short) = unsafe {
+            let base = memory.as_ptr().cast();
+            (CurrentCell::new(base, 256), CurrentCell::new(base, 80))
+        };
+        assert_eq!(whole.function_of(64), Some(2));
+        // Its field lies past what the memory holds: not read.
+        assert_eq!(short.function_of(64), None);
+        assert_eq!(whole.function_of(240), None);
+        assert_eq!(whole.function_of(u32::MAX - 8), None);
+        // Misaligned (not a node's or a slot's address).
+        assert_eq!(whole.function_of(65), None);
+    }
+
+    #[test]
     fn every_interval_goes_to_the_node_read_at_its_end() {
         // The start of a tree memory: the cell at byte 8.
         let memory: Box<[AtomicU32; 16]> = Box::new([const { AtomicU32::new(0) }; 16]);
@@ -470,7 +506,7 @@ mod tests {
         let started = clock.now_ps();
         let samples = std::thread::scope(|s| {
             // SAFETY: the box outlives the scope and is never moved.
-            let reader = unsafe { CurrentCell::new(memory.as_ptr().cast()) };
+            let reader = unsafe { CurrentCell::new(memory.as_ptr().cast(), 64) };
             let (clock, stop) = (&clock, &stop);
             let sampler = s.spawn(move || {
                 sample(
@@ -520,7 +556,7 @@ mod tests {
         let cpu = Some((thread, cpu_at_start));
         let samples = std::thread::scope(|s| {
             // SAFETY: the box outlives the scope and is never moved.
-            let reader = unsafe { CurrentCell::new(memory.as_ptr().cast()) };
+            let reader = unsafe { CurrentCell::new(memory.as_ptr().cast(), 64) };
             let (clock, stop) = (&clock, &stop);
             let sampler = s.spawn(move || {
                 let timing = Timing {

@@ -86,13 +86,15 @@ fn live_tree(
     store: &mut wasmtime::Store<crate::run::host_state::HostState>,
     instance: &wasmtime::Instance,
 ) -> Option<crate::run::adaptive::live_tree::LiveTree> {
+    use crate::run::adaptive::live_tree::{prepare, LiveTree, TreeSize};
     let memory = instance.get_memory(&mut *store, wprof_agent::ContextArena::MEMORY)?;
     if !crate::run::host_state::never_moves(&memory.ty(&*store)) {
         return None;
     }
-    // SAFETY: the memory never moves, and the view is used only while the store lives
-    // (the windows stop before `run` goes on past the program).
-    Some(unsafe { crate::run::adaptive::live_tree::LiveTree::new(memory.data_ptr(&*store)) })
+    let (base, size) = prepare(&mut *store, &memory);
+    // SAFETY: the memory never moves and holds `size` bytes, and the view is used only
+    // while the store lives (the windows stop before `run` goes on past the program).
+    Some(unsafe { LiveTree::new(base, TreeSize::Fixed(size)) })
 }
 
 /// What the window's profile is made from; shared with the thread that asks for windows.

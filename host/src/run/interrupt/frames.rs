@@ -13,11 +13,16 @@
 //! the interrupted stack pointer, aligned, and above the previous one (a frame of code
 //! built without frame pointers, such as the C library's, leaves the register holding
 //! anything; the walk stops there). Every address it reads is then between the stack
-//! pointer and the stack's top, memory the thread owns.
+//! pointer and the stack's top, memory the thread owns. The stack pointer itself must be on
+//! the thread's stack: the tick may have interrupted a signal handler running on another
+//! stack (wasmtime's, handling a trap, runs on the thread's alternate signal stack), from
+//! where the range up to the thread's top would span memory that is not the thread's; such
+//! a tick records its program counter alone.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use super::{SESSIONS, SLOTS_KEPT};
+use super::SLOTS_KEPT;
 
 /// The most frames a tick records: the interrupted program counter and this many return
 /// addresses less one. A deeper stack keeps its innermost frames (see [`Stack::truncated`]).
@@ -42,22 +47,9 @@ struct FrameSlot {
 /// Set in [`FrameSlot::len`] when the stack went deeper than [`DEPTH`].
 const TRUNCATED: usize = 1 << 20;
 
-impl FrameSlot {
-    const fn new() -> Self {
-        FrameSlot {
-            at_ns: AtomicU64::new(0),
-            cpu_ns: AtomicU64::new(0),
-            len: AtomicUsize::new(0),
-            pcs: [const { AtomicUsize::new(0) }; DEPTH],
-            unframed: [const { AtomicUsize::new(0) }; 2],
-        }
-    }
-}
-
-/// Every session's frames, slot by slot as its ticks (zero until used: no room in the
-/// binary, and pages never touched by a session that does not walk).
-static FRAMES: [[FrameSlot; SLOTS_KEPT]; SESSIONS] =
-    [const { [const { FrameSlot::new() }; SLOTS_KEPT] }; SESSIONS];
+/// A session's frames, slot by slot as its ticks (zero until used: pages never touched by
+/// a session that does not walk). All zero is a valid value.
+pub(crate) struct Frames([FrameSlot; SLOTS_KEPT]);
 
 /// Where the interrupted thread's stack is, for the walk.
 #[derive(Debug, Clone, Copy, Default)]
@@ -70,9 +62,9 @@ pub struct Registers {
     pub sp: usize,
 }
 
-/// The bounds of the calling thread's stack, as the thread library knows them: the top
-/// (highest address, exclusive). `None` where it cannot say.
-pub fn stack_top_of_this_thread() -> Option<usize> {
+/// The bounds of the calling thread's stack, as the thread library knows them: its lowest
+/// address to its top (highest address, exclusive). `None` where it cannot say.
+pub fn stack_of_this_thread() -> Option<Range<usize>> {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: pthread_getattr_np fills the zeroed attribute for the calling thread,
@@ -86,20 +78,21 @@ pub fn stack_top_of_this_thread() -> Option<usize> {
             let mut size: libc::size_t = 0;
             let got = libc::pthread_attr_getstack(&attr, &mut base, &mut size);
             libc::pthread_attr_destroy(&mut attr);
-            (got == 0 && !base.is_null()).then(|| base as usize + size)
+            (got == 0 && !base.is_null()).then(|| base as usize..base as usize + size)
         }
     }
     #[cfg(not(target_os = "linux"))]
     None
 }
 
-/// Follows the frame pointers from `registers` on a stack ending (exclusive) at `top`,
-/// writing the program counter and then each return address into `out`; how many it
-/// wrote and whether it stopped for want of room. `read` reads one aligned word at an
-/// address the walk has checked lies in `[registers.sp, top)`.
+/// Follows the frame pointers from `registers` on the thread's `stack`, writing the
+/// program counter and then each return address into `out`; how many it wrote and whether
+/// it stopped for want of room. `read` reads one aligned word at an address the walk has
+/// checked lies in `[registers.sp, stack.end)`. With a stack pointer off `stack`, the
+/// program counter alone.
 pub fn walk(
     registers: Registers,
-    top: usize,
+    stack: Range<usize>,
     out: &mut [usize],
     read: impl Fn(usize) -> usize,
 ) -> (usize, bool) {
@@ -109,6 +102,10 @@ pub fn walk(
     }
     out[0] = registers.pc;
     let mut len = 1;
+    if !stack.contains(&registers.sp) {
+        return (len, false);
+    }
+    let top = stack.end;
     let mut fp = registers.fp;
     // The lowest address the next frame may start at.
     let mut floor = registers.sp;
@@ -132,18 +129,19 @@ pub fn walk(
     (len, false)
 }
 
-/// [`Stack::unframed`] of `registers`, reading the stack (ending at `top`) with `read`,
-/// which is given aligned addresses in `[registers.sp, top)` only.
+/// [`Stack::unframed`] of `registers`, reading the thread's `stack` with `read`, which is
+/// given aligned addresses in `[registers.sp, stack.end)` only (none with a stack pointer
+/// off `stack`).
 pub fn unframed_words(
     registers: Registers,
-    top: usize,
+    stack: Range<usize>,
     read: impl Fn(usize) -> usize,
 ) -> [usize; 2] {
     const WORD: usize = std::mem::size_of::<usize>();
-    if !cfg!(target_arch = "x86_64") {
+    if !cfg!(target_arch = "x86_64") || !stack.contains(&registers.sp) {
         return [0, 0];
     }
-    let sp = registers.sp;
+    let (sp, top) = (registers.sp, stack.end);
     let readable = |at: usize| {
         at.is_multiple_of(WORD) && at >= sp && at.checked_add(WORD).is_some_and(|end| end <= top)
     };
@@ -151,22 +149,23 @@ pub fn unframed_words(
     [word(sp), sp.checked_add(WORD).map_or(0, word)]
 }
 
-/// The signal handler, on the interrupted thread: records the stack of tick `tick` of
-/// session `session` in its slot. Async-signal-safe: a clock read and plain loads and stores.
-pub(crate) fn record(session: usize, tick: u64, registers: Registers, top: usize) {
-    let slot = &FRAMES[session][tick as usize % SLOTS_KEPT];
+/// The signal handler, on the interrupted thread: records the stack of tick `tick` of a
+/// session in its slot of `frames`, walking the thread's `stack`. Async-signal-safe: a clock
+/// read and plain loads and stores.
+pub(crate) fn record(frames: &Frames, tick: u64, registers: Registers, stack: Range<usize>) {
+    let slot = &frames.0[tick as usize % SLOTS_KEPT];
     let mut pcs = [0usize; DEPTH];
     let read = |address| {
         // SAFETY: `walk` and `unframed_words` read only aligned words between the
-        // interrupted stack pointer and the top of this thread's stack, which is mapped
-        // while the thread lives.
+        // interrupted stack pointer, on this thread's stack, and the top of that stack,
+        // which is mapped while the thread lives.
         unsafe { std::ptr::read_volatile(address as *const usize) }
     };
-    let (len, truncated) = walk(registers, top, &mut pcs, read);
+    let (len, truncated) = walk(registers, stack.clone(), &mut pcs, read);
     for (to, &pc) in slot.pcs.iter().zip(&pcs[..len]) {
         to.store(pc, Ordering::Relaxed);
     }
-    let unframed = unframed_words(registers, top, read);
+    let unframed = unframed_words(registers, stack, read);
     for (to, word) in slot.unframed.iter().zip(unframed) {
         to.store(word, Ordering::Relaxed);
     }
@@ -198,11 +197,11 @@ pub struct Stack {
     pub unframed: [usize; 2],
 }
 
-/// The reader: the frames of tick `tick` of session `session` into `stack`. The caller
-/// checks afterwards that the tick still owns its slot (a seqlock: the handler clears the
-/// slot's tick before writing and sets it after).
-pub(crate) fn read(session: usize, tick: u64, stack: &mut Stack) {
-    let slot = &FRAMES[session][tick as usize % SLOTS_KEPT];
+/// The reader: the frames of tick `tick` of a session, from its `frames`, into `stack`. The
+/// caller checks afterwards that the tick still owns its slot (a seqlock: the handler
+/// clears the slot's tick before writing and sets it after).
+pub(crate) fn read(frames: &Frames, tick: u64, stack: &mut Stack) {
+    let slot = &frames.0[tick as usize % SLOTS_KEPT];
     let len = slot.len.load(Ordering::Relaxed);
     stack.truncated = len & TRUNCATED != 0;
     let len = (len & !TRUNCATED).min(DEPTH);
@@ -266,7 +265,12 @@ mod tests {
             sp: 0x1000,
         };
         let mut out = [0; 8];
-        let (len, truncated) = walk(registers, base + 12 * 8, &mut out, reader(base, &words));
+        let (len, truncated) = walk(
+            registers,
+            base..base + 12 * 8,
+            &mut out,
+            reader(base, &words),
+        );
         assert_eq!(&out[..len], &[0x999, 0xaaa, 0xbbb]);
         assert!(!truncated);
     }
@@ -283,13 +287,36 @@ mod tests {
             sp: 0x1000,
         };
         let mut out = [0; 8];
-        let (len, _) = walk(registers, base + 8 * 8, &mut out, reader(base, &words));
+        let (len, _) = walk(
+            registers,
+            base..base + 8 * 8,
+            &mut out,
+            reader(base, &words),
+        );
         assert_eq!(&out[..len], &[0x999, 0xaaa]);
         // Below the stack pointer, misaligned, or past the top: the program counter alone.
         for fp in [0x0ff8, 0x1011, base + 8 * 8] {
             let registers = Registers { fp, ..registers };
-            let (len, _) = walk(registers, base + 8 * 8, &mut out, |_| unreachable!());
+            let (len, _) = walk(registers, base..base + 8 * 8, &mut out, |_| unreachable!());
             assert_eq!(len, 1, "{fp:#x}");
+        }
+    }
+
+    #[test]
+    fn a_walk_from_a_stack_pointer_off_the_threads_stack_records_the_program_counter_alone() {
+        // The tick interrupted a handler on the alternate signal stack (below or above the
+        // thread's stack): nothing between its stack pointer and the thread's top is read,
+        // however good the frame pointer looks.
+        let stack = 0x10_0000..0x10_1000;
+        let mut out = [0; 8];
+        for sp in [0x8000, 0x20_0000, stack.end] {
+            let registers = Registers {
+                pc: 0x999,
+                fp: 0x10_0800,
+                sp,
+            };
+            let (len, truncated) = walk(registers, stack.clone(), &mut out, |_| unreachable!());
+            assert_eq!((&out[..len], truncated), (&[0x999][..], false), "{sp:#x}");
         }
     }
 
@@ -312,7 +339,12 @@ mod tests {
             sp: base,
         };
         let mut out = [0; 4];
-        let (len, truncated) = walk(registers, base + 64 * 8, &mut out, reader(base, &words));
+        let (len, truncated) = walk(
+            registers,
+            base..base + 64 * 8,
+            &mut out,
+            reader(base, &words),
+        );
         assert_eq!(&out[..len], &[0x999, 0x5001, 0x5003, 0x5005]);
         assert!(truncated);
     }
@@ -334,9 +366,9 @@ mod tests {
         unsafe {
             std::arch::asm!("mov {}, x29", "mov {}, sp", out(reg) fp, out(reg) sp);
         }
-        let top = stack_top_of_this_thread().expect("this thread's stack");
+        let stack = stack_of_this_thread().expect("this thread's stack");
         let registers = Registers { pc: 1, fp, sp };
-        let (len, _) = walk(registers, top, &mut out, |a| unsafe {
+        let (len, _) = walk(registers, stack, &mut out, |a| unsafe {
             std::ptr::read_volatile(a as *const usize)
         });
         (len, len > 10)
@@ -366,17 +398,25 @@ mod tests {
         };
         let top = base + 3 * 8;
         assert_eq!(
-            unframed_words(at(base), top, reader(base, &words)),
+            unframed_words(at(base), base..top, reader(base, &words)),
             [0xaaa, 0xbbb]
         );
         // One word left on the stack; none; a misaligned pointer.
         assert_eq!(
-            unframed_words(at(base + 16), top, reader(base, &words)),
+            unframed_words(at(base + 16), base..top, reader(base, &words)),
             [0xccc, 0]
         );
-        assert_eq!(unframed_words(at(top), top, reader(base, &words)), [0, 0]);
         assert_eq!(
-            unframed_words(at(base + 3), top, reader(base, &words)),
+            unframed_words(at(top), base..top, reader(base, &words)),
+            [0, 0]
+        );
+        assert_eq!(
+            unframed_words(at(base + 3), base..top, reader(base, &words)),
+            [0, 0]
+        );
+        // A stack pointer below the thread's stack (another stack: a signal handler's).
+        assert_eq!(
+            unframed_words(at(base - 0x100), base..top, |_| unreachable!()),
             [0, 0]
         );
     }

@@ -18,127 +18,51 @@
 //! so that ticks never keep step with a loop that repeats at the period.
 //!
 //! Every thread of the program that runs wasm (wasi-threads spawns more) has its own
-//! session: its own timer, its own ring of ticks, and its own cells, found by the handler
-//! through a thread-local index into a fixed array of states, so a worker thread's time is
-//! located by its program counter as the first thread's is.
+//! session: its own timer, its own ring of ticks, and its own cells, in a record of its own
+//! found by the handler through a thread-local pointer, so a worker thread's time is
+//! located by its program counter as the first thread's is. There are as many records as
+//! threads interrupted at once ([`records`]: chunks added as needed, never freed, so that a
+//! [`Target`] that outlives its session still points at memory it may read, and learns
+//! from the record's generation that the record is no longer its session's).
 //!
-//! The handler does nothing but read that thread-local, atomic loads and stores into static
-//! slots and `timer_settime`, so it is async-signal-safe. It is installed once per process,
-//! with `SA_RESTART` (an interrupted system call resumes) and `SA_ONSTACK` (it runs on the
-//! signal stack wasmtime gives every thread that enters wasm, so a program deep in
-//! recursion cannot overflow its stack), and stays installed: a late signal finds no
-//! session and returns.
+//! The handler ([`handler`]) does nothing but read that thread-local, atomic loads and
+//! stores into the record and `timer_settime`, so it is async-signal-safe; it keeps
+//! `errno` as it found it, and takes for a tick only the signal of the thread's own timer
+//! (a `SIGPROF` sent by anything else, `kill` or `setitimer`, is not one). It is installed
+//! once per process, with `SA_RESTART` (an interrupted system call resumes) and
+//! `SA_ONSTACK` (it runs on the signal stack wasmtime gives every thread that enters wasm,
+//! so a program deep in recursion cannot overflow its stack), and stays installed: a late
+//! signal finds no session and returns.
 //!
-//! Up to [`SESSIONS`] threads of a process can be sampled this way at once ([`Session::begin`]
-//! says `None` to more, which then fall back to reading the cell alone), as on a platform
-//! other than Linux on x86-64 or AArch64, or when something else already handles `SIGPROF`.
+//! Any number of threads of a process can be sampled this way at once. A thread is refused
+//! a session ([`Session::begin`] says `None`, and the caller reads the cell alone or says
+//! the thread went unsampled) only when the system refuses its timer (`timer_create` is
+//! limited by `RLIMIT_SIGPENDING`) or memory for its record, as on a platform other than
+//! Linux on x86-64 or AArch64, or when something else already handles `SIGPROF`.
 
 pub mod frames;
+mod handler;
+mod records;
 mod timer;
 
 use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-/// How many threads can be interrupted at once: a thread that begins a session while this
-/// many are alive is read by its cell alone.
-pub const SESSIONS: usize = 32;
+use records::Record;
+
 /// How many cells besides the first a tick can record.
 pub const MORE_CELLS: usize = 31;
 /// How many ticks are kept: the sampler must read a tick before this many more come
 /// (6.4 ms at the default period; older ones are lost and their time goes to the others).
 pub const SLOTS_KEPT: usize = 64;
 
-/// Every session's state, one per thread being interrupted. All of it zero until a session
-/// claims it, so the array takes no room in the binary.
-static STATES: [State; SESSIONS] = [const { State::new() }; SESSIONS];
-/// Where the next claim starts looking, so that a state just given up is not taken again
-/// at once (a reader of the session that ended may still be finishing its last ticks).
-static NEXT_CLAIM: AtomicUsize = AtomicUsize::new(0);
-
 thread_local! {
-    /// The state of the session interrupting this thread, plus one (0: none). A `const`
+    /// The record of the session interrupting this thread (null: none). A `const`
     /// thread-local of a type without destructor: a plain access to the thread's own
     /// memory, which the signal handler may make.
-    static MINE: Cell<usize> = const { Cell::new(0) };
-}
-
-/// One thread's session: what its handler writes and its sampler reads.
-struct State {
-    /// Whether a session owns this state.
-    claimed: AtomicBool,
-    /// Counts the claims, so that a [`Target`] of an earlier session reads nothing here.
-    generation: AtomicU64,
-    /// The cell the handler reads.
-    cell: AtomicPtr<u32>,
-    /// More cells the handler reads, up to the first null (a component's other core
-    /// modules).
-    more: [AtomicPtr<u32>; MORE_CELLS],
-    /// The number of the last tick recorded (ticks count from 1; only the handler writes
-    /// it).
-    ticks: AtomicU64,
-    /// Ticks by number modulo their count.
-    slots: [Slot; SLOTS_KEPT],
-    /// Whether the handler arms the timer for the next tick (false while paused or ending).
-    rearm: AtomicBool,
-    /// The session's timer, for the handler to arm.
-    timer: AtomicUsize,
-    /// The mean time between ticks, in nanoseconds.
-    period_ns: AtomicU64,
-    /// The state of the generator of the time to the next tick (xorshift64, never 0 while
-    /// claimed).
-    random: AtomicU64,
-    /// The top of the thread's stack when each tick walks its frame pointers (see
-    /// [`crate::run::interrupt::frames`]); 0 when ticks record the program counter alone.
-    walk_top: AtomicUsize,
-}
-
-impl State {
-    const fn new() -> Self {
-        State {
-            claimed: AtomicBool::new(false),
-            generation: AtomicU64::new(0),
-            cell: AtomicPtr::new(std::ptr::null_mut()),
-            more: [const { AtomicPtr::new(std::ptr::null_mut()) }; MORE_CELLS],
-            ticks: AtomicU64::new(0),
-            slots: [const { Slot::new() }; SLOTS_KEPT],
-            rearm: AtomicBool::new(false),
-            timer: AtomicUsize::new(0),
-            period_ns: AtomicU64::new(0),
-            random: AtomicU64::new(0),
-            walk_top: AtomicUsize::new(0),
-        }
-    }
-
-    /// A free state, now claimed for a new session, and its index; `None` if all are taken.
-    fn claim() -> Option<(usize, u64)> {
-        let from = NEXT_CLAIM.fetch_add(1, Ordering::Relaxed);
-        (0..SESSIONS).map(|i| (from + i) % SESSIONS).find_map(|i| {
-            let state = &STATES[i];
-            state
-                .claimed
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .ok()?;
-            // A new generation first: a reader of the last session sees it before any
-            // slot is reset.
-            let generation = state.generation.fetch_add(1, Ordering::AcqRel) + 1;
-            state.ticks.store(0, Ordering::Relaxed);
-            for slot in &state.slots {
-                slot.tick.store(0, Ordering::Relaxed);
-            }
-            let seed = 0x9e37_79b9_7f4a_7c15_u64 ^ (generation << 8 | i as u64);
-            state.random.store(seed | 1, Ordering::Relaxed);
-            Some((i, generation))
-        })
-    }
-
-    fn clear_cells(&self) {
-        self.cell.store(std::ptr::null_mut(), Ordering::Release);
-        for slot in &self.more {
-            slot.store(std::ptr::null_mut(), Ordering::Release);
-        }
-    }
+    static MINE: Cell<*const Record> = const { Cell::new(std::ptr::null()) };
 }
 
 /// Where the thread was at a tick.
@@ -152,25 +76,6 @@ pub struct Where {
     pub more: [u32; MORE_CELLS],
 }
 
-struct Slot {
-    /// The tick recorded here (0: none yet). Written last, read first and last (a seqlock).
-    tick: AtomicU64,
-    pc: AtomicUsize,
-    cell: AtomicU32,
-    more: [AtomicU32; MORE_CELLS],
-}
-
-impl Slot {
-    const fn new() -> Self {
-        Slot {
-            tick: AtomicU64::new(0),
-            pc: AtomicUsize::new(0),
-            cell: AtomicU32::new(0),
-            more: [const { AtomicU32::new(0) }; MORE_CELLS],
-        }
-    }
-}
-
 /// The right to interrupt the thread that began it, for as long as it lives. Not `Send`:
 /// it is dropped on the thread it targets, so no signal can be handled while it ends.
 #[derive(Debug)]
@@ -179,19 +84,31 @@ pub struct Session {
     _on_this_thread: PhantomData<*const ()>,
 }
 
-/// What the sampler thread needs to read the ticks and pause the timer.
-#[derive(Debug, Clone, Copy)]
+/// What the sampler thread needs to read the ticks and pause the timer. It may outlive its
+/// session: it then reads the ticks the session recorded until another session takes the
+/// record, and its pauses and resumptions do nothing.
+#[derive(Clone, Copy)]
 pub struct Target {
     timer: timer::ThreadTimer,
-    index: usize,
+    record: &'static Record,
     generation: u64,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("timer", &self.timer)
+            .field("record", &(self.record as *const Record))
+            .field("generation", &self.generation)
+            .finish()
+    }
 }
 
 impl Session {
     /// Installs the handler if needed and arms a timer that interrupts the calling thread
     /// every `period` on average, with `cell` the address of the current-node cell. `None` where
-    /// interrupting is unsupported or the timer cannot be made, while this thread has a
-    /// session already, or while [`SESSIONS`] threads of this process have one.
+    /// interrupting is unsupported or the timer cannot be made, or while this thread has a
+    /// session already.
     ///
     /// # Safety
     ///
@@ -213,7 +130,7 @@ impl Session {
         period: Duration,
     ) -> Option<Session> {
         // SAFETY: as promised by the caller.
-        unsafe { Self::begin_on(cell, more, period, 0) }
+        unsafe { Self::begin_on(cell, more, period, 0..0) }
     }
 
     /// A session whose every tick also records the thread's call stack, walked through its
@@ -222,46 +139,48 @@ impl Session {
     pub fn begin_walking(period: Duration) -> Option<Session> {
         /// The cell such a session reads: nothing writes it.
         static NO_CELL: AtomicU32 = AtomicU32::new(0);
-        let top = crate::run::interrupt::frames::stack_top_of_this_thread()?;
+        let stack = crate::run::interrupt::frames::stack_of_this_thread()?;
         // SAFETY: a static cell is valid for ever.
-        unsafe { Self::begin_on(NO_CELL.as_ptr(), &[], period, top) }
+        unsafe { Self::begin_on(NO_CELL.as_ptr(), &[], period, stack) }
     }
 
     /// # Safety
     ///
-    /// As for [`Session::begin_with`].
+    /// As for [`Session::begin_with`]. `walk`: the thread's stack, empty when ticks do not
+    /// walk.
     unsafe fn begin_on(
         cell: *const u32,
         more: &[*const u32],
         period: Duration,
-        walk_top: usize,
+        walk: std::ops::Range<usize>,
     ) -> Option<Session> {
-        if MINE.get() != 0 || !handler::install() {
+        if !MINE.get().is_null() || !handler::install() {
             return None;
         }
-        let (index, generation) = State::claim()?;
-        let state = &STATES[index];
-        let Some(timer) = timer::ThreadTimer::create(period) else {
-            state.claimed.store(false, Ordering::Release);
+        let (record, generation) = Record::claim()?;
+        let Some(timer) = timer::ThreadTimer::create(period, handler::cookie(record)) else {
+            record.release();
             return None;
         };
         // Everything the handler reads is in place before the first tick can come.
-        state.timer.store(timer.id(), Ordering::Relaxed);
-        state
+        record.timer.store(timer.id(), Ordering::Relaxed);
+        record
             .period_ns
             .store(period.as_nanos() as u64, Ordering::Relaxed);
-        for (i, slot) in state.more.iter().enumerate() {
+        for (i, slot) in record.more.iter().enumerate() {
             let p = more.get(i).copied().unwrap_or(std::ptr::null());
             slot.store(p.cast_mut(), Ordering::Release);
         }
-        state.walk_top.store(walk_top, Ordering::Release);
-        state.cell.store(cell.cast_mut(), Ordering::Release);
-        state.rearm.store(true, Ordering::Release);
-        MINE.set(index + 1);
+        record.walk_low.store(walk.start, Ordering::Release);
+        record.walk_top.store(walk.end, Ordering::Release);
+        record.cell.store(cell.cast_mut(), Ordering::Release);
+        record.rearm.store(true, Ordering::Release);
+        record.live.store(generation, Ordering::SeqCst);
+        MINE.set(record);
         let session = Session {
             target: Target {
                 timer,
-                index,
+                record,
                 generation,
             },
             _on_this_thread: PhantomData,
@@ -279,28 +198,25 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         // First, so that a signal taken while this runs finds no session.
-        MINE.set(0);
-        let state = self.target.state();
-        state.rearm.store(false, Ordering::Release);
+        MINE.set(std::ptr::null());
+        let record = self.target.record;
+        // No target acts on the timer once this returns.
+        record.end();
+        record.rearm.store(false, Ordering::Release);
         self.target.timer.delete();
-        state.clear_cells();
-        state.claimed.store(false, Ordering::Release);
+        record.release();
     }
 }
 
 impl Target {
-    fn state(&self) -> &'static State {
-        &STATES[self.index]
-    }
-
-    /// Whether the session is still the state's (a later one may have claimed it).
+    /// Whether the session is still the record's (a later one may have claimed it).
     fn current(&self) -> bool {
-        self.state().generation.load(Ordering::Acquire) == self.generation
+        self.record.generation.load(Ordering::Acquire) == self.generation
     }
 
-    /// The number of the last tick (0: none yet, or the state is another session's now).
+    /// The number of the last tick (0: none yet, or the record is another session's now).
     pub fn ticks(&self) -> u64 {
-        let ticks = self.state().ticks.load(Ordering::Acquire);
+        let ticks = self.record.ticks.load(Ordering::Acquire);
         if self.current() {
             ticks
         } else {
@@ -313,7 +229,7 @@ impl Target {
         if tick == 0 {
             return None;
         }
-        let slot = &self.state().slots[tick as usize % SLOTS_KEPT];
+        let slot = &self.record.slots[tick as usize % SLOTS_KEPT];
         if slot.tick.load(Ordering::Acquire) != tick {
             return None;
         }
@@ -332,173 +248,45 @@ impl Target {
         if tick == 0 {
             return false;
         }
-        let slot = &self.state().slots[tick as usize % SLOTS_KEPT];
+        let slot = &self.record.slots[tick as usize % SLOTS_KEPT];
         if slot.tick.load(Ordering::Acquire) != tick {
             return false;
         }
-        crate::run::interrupt::frames::read(self.index, tick, stack);
+        crate::run::interrupt::frames::read(&self.record.frames, tick, stack);
         std::sync::atomic::fence(Ordering::Acquire);
         slot.tick.load(Ordering::Relaxed) == tick && self.current()
     }
 
     /// Stops the timer while ticks are not wanted (the program waits in the host: a tick
-    /// would only wake it).
+    /// would only wake it). Nothing once the session has ended.
     pub fn pause(&self) {
-        if !self.current() {
+        let Some(_lease) = self.record.lease(self.generation) else {
             return;
-        }
-        self.state().rearm.store(false, Ordering::Release);
+        };
+        self.record.rearm.store(false, Ordering::Release);
         // A handler running now may still arm one more tick, whose handler then stops.
         self.timer.set(None);
     }
 
     /// Makes `period` the mean time to the next ticks (the handler draws each from it).
+    /// Nothing once the session has ended.
     pub fn set_period(&self, period: Duration) {
-        if self.current() {
+        if let Some(_lease) = self.record.lease(self.generation) {
             let ns = period.as_nanos().max(2) as u64;
-            self.state().period_ns.store(ns, Ordering::Relaxed);
+            self.record.period_ns.store(ns, Ordering::Relaxed);
         }
     }
 
     /// Starts the timer again after [`Target::pause`]. The kernel arms it on the core of the
     /// thread that asks, so its first tick may come from another core, late; the later ones
-    /// are re-armed on the target's own.
+    /// are re-armed on the target's own. Nothing once the session has ended.
     pub fn resume(&self) {
-        if !self.current() {
+        let Some(_lease) = self.record.lease(self.generation) else {
             return;
-        }
-        let state = self.state();
-        state.rearm.store(true, Ordering::Release);
-        let period = Duration::from_nanos(state.period_ns.load(Ordering::Relaxed));
+        };
+        self.record.rearm.store(true, Ordering::Release);
+        let period = Duration::from_nanos(self.record.period_ns.load(Ordering::Relaxed));
         self.timer.set(Some(period));
-    }
-}
-
-/// Records a tick on the interrupted thread: what the handler does.
-fn record(registers: crate::run::interrupt::frames::Registers) {
-    let pc = registers.pc;
-    // Async-signal-safe: a const thread-local without destructor is read in place.
-    let Some(index) = MINE.get().checked_sub(1) else {
-        return;
-    };
-    let state = &STATES[index];
-    let cell = state.cell.load(Ordering::Acquire);
-    if cell.is_null() {
-        return;
-    }
-    // Only this handler, on the one target thread, writes the count.
-    let tick = state.ticks.load(Ordering::Relaxed) + 1;
-    let slot = &state.slots[tick as usize % SLOTS_KEPT];
-    // SAFETY: non-null only during a session, whose creator promised the cell is valid;
-    // the session is dropped on this very thread, never while this handler runs.
-    let value = unsafe { AtomicU32::from_ptr(cell).load(Ordering::Relaxed) };
-    slot.tick.store(0, Ordering::Relaxed);
-    std::sync::atomic::fence(Ordering::Release);
-    slot.pc.store(pc, Ordering::Relaxed);
-    slot.cell.store(value, Ordering::Relaxed);
-    for (i, more) in state.more.iter().enumerate() {
-        let more = more.load(Ordering::Acquire);
-        if more.is_null() {
-            break;
-        }
-        // SAFETY: as for the first cell.
-        let value = unsafe { AtomicU32::from_ptr(more).load(Ordering::Relaxed) };
-        slot.more[i].store(value, Ordering::Relaxed);
-    }
-    let top = state.walk_top.load(Ordering::Acquire);
-    if top != 0 {
-        crate::run::interrupt::frames::record(index, tick, registers, top);
-    }
-    slot.tick.store(tick, Ordering::Release);
-    state.ticks.store(tick, Ordering::Release);
-    if state.rearm.load(Ordering::Acquire) {
-        // A refusal leaves the timer idle: the sampler then charges by the cell alone.
-        let timer = state.timer.load(Ordering::Relaxed);
-        let _ = timer::ThreadTimer::arm_once(timer, next_delay(state));
-    }
-}
-
-/// The time to the next tick: uniform between half and one and a half periods, so that
-/// ticks never keep step with a program that repeats itself at the period (a strictly
-/// periodic timer sampled one loop's every activation at the same point, or none of them).
-fn next_delay(state: &State) -> u64 {
-    let mut x = state.random.load(Ordering::Relaxed);
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    state.random.store(x, Ordering::Relaxed);
-    let period = state.period_ns.load(Ordering::Relaxed).max(2);
-    period / 2 + x % period
-}
-
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-mod handler {
-    use std::sync::OnceLock;
-
-    use crate::run::interrupt::frames::Registers;
-
-    /// Installs the `SIGPROF` handler once; false if it cannot be, or if another handler
-    /// was there first.
-    pub fn install() -> bool {
-        static INSTALLED: OnceLock<bool> = OnceLock::new();
-        *INSTALLED.get_or_init(|| {
-            // SAFETY: plain libc calls on zeroed, then filled, sigaction structures.
-            unsafe {
-                let mut old: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut old) != 0
-                    || old.sa_sigaction != libc::SIG_DFL
-                {
-                    return false;
-                }
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = on_signal as *const () as usize;
-                action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-                libc::sigemptyset(&mut action.sa_mask);
-                libc::sigaction(libc::SIGPROF, &action, std::ptr::null_mut()) == 0
-            }
-        })
-    }
-
-    extern "C" fn on_signal(_: libc::c_int, _: *mut libc::siginfo_t, context: *mut libc::c_void) {
-        if context.is_null() {
-            return;
-        }
-        // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
-        let registers = unsafe { registers(&*context.cast::<libc::ucontext_t>()) };
-        super::record(registers);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    fn registers(context: &libc::ucontext_t) -> Registers {
-        let gregs = &context.uc_mcontext.gregs;
-        Registers {
-            pc: gregs[libc::REG_RIP as usize] as usize,
-            fp: gregs[libc::REG_RBP as usize] as usize,
-            sp: gregs[libc::REG_RSP as usize] as usize,
-        }
-    }
-
-    #[cfg(target_arch = "aarch64")]
-    fn registers(context: &libc::ucontext_t) -> Registers {
-        let mcontext = &context.uc_mcontext;
-        Registers {
-            pc: mcontext.pc as usize,
-            fp: mcontext.regs[29] as usize,
-            sp: mcontext.sp as usize,
-        }
-    }
-}
-
-#[cfg(not(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-)))]
-mod handler {
-    pub fn install() -> bool {
-        false
     }
 }
 
@@ -506,24 +294,20 @@ mod handler {
 mod tests {
     use super::*;
 
-    /// A session on this thread, waiting while other tests of this process hold every
-    /// state; `None` only where sessions are unsupported.
+    const SUPPORTED: bool = cfg!(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ));
+
+    /// A session on this thread; `None` only where sessions are unsupported.
     fn session(cell: &AtomicU32, period: Duration) -> Option<Session> {
-        let supported = cfg!(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ));
-        for _ in 0..500 {
-            // SAFETY: the caller's cell outlives the session, which ends within its test.
-            if let Some(session) = unsafe { Session::begin(cell.as_ptr(), period) } {
-                return Some(session);
-            }
-            if !supported {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("no session on a platform that supports them");
+        // SAFETY: the caller's cell outlives the session, which ends within its test.
+        let session = unsafe { Session::begin(cell.as_ptr(), period) };
+        assert!(
+            session.is_some() || !SUPPORTED,
+            "no session on a platform that supports them"
+        );
+        session
     }
 
     /// Spins on this thread until `ticks` more ticks came (or ten seconds passed).
@@ -601,8 +385,27 @@ mod tests {
     /// Any period: the second session is refused before its timer is made.
     const MEASURE: Duration = Duration::from_millis(1);
 
+    /// Claims records until `wanted` is taken again: its new generation (`None` if memory
+    /// ran out first). The others claimed meanwhile are given back.
+    fn claim_again(wanted: &'static Record) -> Option<u64> {
+        let mut held = Vec::new();
+        let taken = loop {
+            match Record::claim() {
+                Some((record, generation)) if std::ptr::eq(record, wanted) => {
+                    break Some(generation)
+                }
+                Some((record, _)) => held.push(record),
+                None => break None,
+            }
+        };
+        for record in held {
+            record.release();
+        }
+        taken
+    }
+
     #[test]
-    fn a_target_reads_nothing_once_its_state_is_claimed_again() {
+    fn a_target_reads_nothing_once_its_record_is_claimed_again() {
         let cell = Box::new(AtomicU32::new(5));
         let Some(session) = session(&cell, Duration::from_micros(200)) else {
             return;
@@ -614,23 +417,196 @@ mod tests {
             old.at(last).is_some(),
             "read after its session, before a claim"
         );
-        // Claim every state in turn until the old one is taken again.
-        let mut held = Vec::new();
-        let taken = loop {
-            match State::claim() {
-                Some((index, generation)) if index == old.index => break Some(generation),
-                Some((index, _)) => held.push(index),
-                None => break None,
-            }
+        claim_again(old.record).expect("the record is claimed again");
+        old.record.release();
+        assert_eq!(old.ticks(), 0);
+        assert_eq!(old.at(last), None);
+    }
+
+    /// What a target could change in a record.
+    fn controls(record: &Record) -> (bool, u64, usize, u64) {
+        (
+            record.rearm.load(Ordering::SeqCst),
+            record.period_ns.load(Ordering::SeqCst),
+            record.timer.load(Ordering::SeqCst),
+            record.leases.load(Ordering::SeqCst).into(),
+        )
+    }
+
+    #[test]
+    fn a_dropped_sessions_target_changes_no_record() {
+        let cell = Box::new(AtomicU32::new(5));
+        let Some(session) = session(&cell, Duration::from_secs(60)) else {
+            return;
         };
-        for index in held {
-            STATES[index].claimed.store(false, Ordering::Release);
+        let old = session.target();
+        drop(session);
+        // Ended, not claimed again: pausing, resuming or a new period touches nothing (the
+        // timer is deleted: its id may be another's now).
+        let ended = controls(old.record);
+        old.resume();
+        old.set_period(Duration::from_micros(7));
+        old.pause();
+        assert_eq!(controls(old.record), ended);
+        // Claimed by another session since, ticking: the old target stops nothing.
+        let generation = claim_again(old.record).expect("the record is claimed again");
+        let record = old.record;
+        record.rearm.store(true, Ordering::SeqCst);
+        record.period_ns.store(1_000_000, Ordering::SeqCst);
+        record.live.store(generation, Ordering::SeqCst);
+        let claimed = controls(record);
+        old.pause();
+        old.set_period(Duration::from_micros(7));
+        old.resume();
+        assert_eq!(controls(record), claimed);
+        record.end();
+        record.release();
+    }
+
+    #[test]
+    fn a_session_ends_only_once_a_targets_pause_is_done() {
+        // A lease taken while the session lives holds its end back until given up; one
+        // asked for after the end is refused.
+        let cell = Box::new(AtomicU32::new(5));
+        let Some(session) = session(&cell, Duration::from_secs(60)) else {
+            return;
+        };
+        let target = session.target();
+        let lease = target.record.lease(target.generation).expect("alive");
+        let ended = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let ended = &ended;
+            s.spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                assert!(!ended.load(Ordering::SeqCst), "ended under a lease");
+                drop(lease);
+            });
+            drop(session);
+            ended.store(true, Ordering::SeqCst);
+        });
+        assert!(target.record.lease(target.generation).is_none());
+    }
+
+    #[test]
+    fn more_threads_than_a_chunk_each_get_their_own_session() {
+        // Far more threads at once than the records there were: each still gets its own
+        // session, and its ticks record its own cell.
+        const THREADS: u32 = 100;
+        let barrier = std::sync::Barrier::new(THREADS as usize);
+        let seen: Vec<Option<bool>> = std::thread::scope(|s| {
+            let spawned: Vec<_> = (1..=THREADS)
+                .map(|value| {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        let cell = Box::new(AtomicU32::new(value));
+                        let session = session(&cell, Duration::from_micros(500));
+                        // Every session begun before any ends.
+                        barrier.wait();
+                        let session = session?;
+                        let target = session.target();
+                        let last = spin_for(target, 2);
+                        target.pause();
+                        let own = (1..=last)
+                            .filter_map(|t| target.at(t))
+                            .all(|w| w.cell == value);
+                        barrier.wait();
+                        drop(session);
+                        Some(own && last >= 2)
+                    })
+                })
+                .collect();
+            spawned.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        if !SUPPORTED {
+            return;
         }
-        if taken.is_some() {
-            STATES[old.index].claimed.store(false, Ordering::Release);
-            assert_eq!(old.ticks(), 0);
-            assert_eq!(old.at(last), None);
+        assert!(seen.iter().all(|s| *s == Some(true)), "{seen:?}");
+        assert!(Record::count() >= THREADS as usize);
+    }
+
+    /// Sends `SIGPROF` to this thread with `code` and `value` in its `siginfo`, as
+    /// `sigqueue` would from another process.
+    #[cfg(target_os = "linux")]
+    fn queue_sigprof(code: i32, value: usize) {
+        // SAFETY: a zeroed siginfo, then filled; rt_tgsigqueueinfo to this thread.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            info.si_signo = libc::SIGPROF;
+            info.si_code = code;
+            // The value sits after two ints in the kernel's `_rt` and `_timer` layouts.
+            let fields = (&mut info as *mut libc::siginfo_t)
+                .cast::<u8>()
+                .add(std::mem::size_of::<i32>() * 4);
+            fields.add(8).cast::<usize>().write_unaligned(value);
+            let got = libc::syscall(
+                libc::SYS_rt_tgsigqueueinfo,
+                libc::getpid(),
+                libc::gettid(),
+                libc::SIGPROF,
+                &info as *const libc::siginfo_t,
+            );
+            assert_eq!(got, 0, "{}", std::io::Error::last_os_error());
         }
+    }
+
+    #[test]
+    fn a_foreign_sigprof_is_not_a_tick() {
+        let cell = Box::new(AtomicU32::new(5));
+        // No tick of its own for a minute.
+        let Some(session) = session(&cell, Duration::from_secs(60)) else {
+            return;
+        };
+        let target = session.target();
+        let record = target.record;
+        // `kill -PROF`, `raise`, a timer's code with another value, the handler's own
+        // test of a tick.
+        // SAFETY: the handler is installed (the session began).
+        unsafe {
+            libc::raise(libc::SIGPROF);
+            libc::kill(libc::getpid(), libc::SIGPROF);
+        }
+        #[cfg(target_os = "linux")]
+        {
+            queue_sigprof(libc::SI_QUEUE, handler::cookie(record));
+            queue_sigprof(handler::SI_TIMER, handler::cookie(record) + 8);
+        }
+        // `kill` may reach another thread of this process first: wait for it.
+        std::thread::sleep(Duration::from_millis(20));
+        let foreign = target.ticks();
+        handler::handle(
+            handler::SI_TIMER,
+            handler::cookie(record),
+            frames::Registers::default(),
+        );
+        let own = target.ticks();
+        drop(session);
+        assert_eq!((foreign, own), (0, 1));
+    }
+
+    #[test]
+    fn the_handler_leaves_errno_as_it_found_it() {
+        let cell = Box::new(AtomicU32::new(5));
+        let Some(session) = session(&cell, Duration::from_secs(60)) else {
+            return;
+        };
+        let target = session.target();
+        let record = target.record;
+        // A timer deleted: arming it fails and sets errno, in a tick and in a foreign
+        // signal alike.
+        let deleted = timer::ThreadTimer::create(Duration::from_secs(1), 0).unwrap();
+        deleted.delete();
+        let own = record.timer.swap(deleted.id(), Ordering::SeqCst);
+        let mut found = Vec::new();
+        for code in [handler::SI_TIMER, 0] {
+            handler::errno_set(1234);
+            handler::handle(code, handler::cookie(record), frames::Registers::default());
+            found.push(handler::errno_get());
+        }
+        record.timer.store(own, Ordering::SeqCst);
+        let ticks = target.ticks();
+        drop(session);
+        assert_eq!(ticks, 1);
+        assert_eq!(found, [1234, 1234]);
     }
 
     #[test]

@@ -31,8 +31,10 @@ mod linux {
     }
 
     impl ThreadTimer {
-        /// Makes the calling thread's timer, not armed yet; `None` if the system refuses.
-        pub fn create(period: Duration) -> Option<ThreadTimer> {
+        /// Makes the calling thread's timer, not armed yet, whose signals carry `value`
+        /// (how the handler tells them from other `SIGPROF`s); `None` if the system
+        /// refuses.
+        pub fn create(period: Duration, value: usize) -> Option<ThreadTimer> {
             if period.is_zero() {
                 return None;
             }
@@ -43,6 +45,9 @@ mod linux {
                 event.sigev_notify = libc::SIGEV_THREAD_ID;
                 event.sigev_signo = libc::SIGPROF;
                 event.sigev_notify_thread_id = libc::gettid();
+                event.sigev_value = libc::sigval {
+                    sival_ptr: value as *mut libc::c_void,
+                };
                 let mut id: libc::timer_t = std::ptr::null_mut();
                 if libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut id) != 0 {
                     return None;
@@ -77,6 +82,19 @@ mod linux {
             }
         }
 
+        /// Whether timer `id` is disarmed (its last tick came and nothing armed it since).
+        /// Async-signal-safe.
+        pub fn idle(id: usize) -> bool {
+            // SAFETY: timer_gettime is async-signal-safe and writes the itimerspec given;
+            // a stale id fails with EINVAL, and the timer is then taken for armed.
+            unsafe {
+                let mut value: libc::itimerspec = std::mem::zeroed();
+                libc::timer_gettime(id as libc::timer_t, &mut value) == 0
+                    && value.it_value.tv_sec == 0
+                    && value.it_value.tv_nsec == 0
+            }
+        }
+
         /// Arms it for one tick after `period` (the signal handler arms each next one), or
         /// disarms it; false if the kernel refused.
         pub fn set(self, period: Option<Duration>) -> bool {
@@ -107,8 +125,11 @@ mod none {
     pub struct ThreadTimer;
 
     impl ThreadTimer {
-        pub fn create(_: Duration) -> Option<ThreadTimer> {
+        pub fn create(_: Duration, _: usize) -> Option<ThreadTimer> {
             None
+        }
+        pub fn idle(_: usize) -> bool {
+            false
         }
         pub fn id(self) -> usize {
             0

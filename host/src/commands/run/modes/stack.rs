@@ -95,17 +95,35 @@ impl RunMode for Stack {
         }
         let mut threads = outcome.threads.take();
         let mut spawned: Vec<Spawned> = Vec::new();
+        // Spawned threads that could not be interrupted: their calls are counted all the
+        // same, and the profile names them.
+        let mut unsampled = Vec::new();
         job.timings.time("locate", || {
             let mut locate = locator(&job.loaded, &compiled, &code, &counted_offsets);
             locate(&mut samples);
             for thread in threads.iter_mut().flat_map(|(ended, _)| ended) {
-                if let Some(mut own) = thread.stacks.take() {
-                    locate(&mut own);
-                    let calls = thread.entry_counts.take();
-                    spawned.push((thread.tid, thread.wall_time, own, calls));
-                }
+                let own = match thread.stacks.take() {
+                    Some(mut own) => {
+                        locate(&mut own);
+                        own
+                    }
+                    None => {
+                        unsampled.push(thread.tid);
+                        StackSamples::default()
+                    }
+                };
+                let calls = thread.entry_counts.take();
+                spawned.push((thread.tid, thread.wall_time, own, calls));
             }
         });
+        if !unsampled.is_empty() {
+            warn(format_args!(
+                "{} of {}'s threads could not be interrupted (the system refused their timers); \
+                 their calls are counted, their time is not sampled",
+                unsampled.len(),
+                job.shown
+            ));
+        }
         tell_trap(job, outcome, &compiled, &counted_offsets);
         let module_ref = ModuleRef {
             path: job.shown.clone(),
@@ -161,6 +179,10 @@ impl RunMode for Stack {
             };
             if let Some((_, unfinished)) = threads {
                 merge_threads(&mut profile, &module_ref, &functions, &spawned, unfinished);
+                let records = profile.threads.iter_mut().flat_map(|t| &mut t.threads);
+                for thread in records.filter(|t| unsampled.contains(&t.id)) {
+                    thread.unsampled = true;
+                }
             }
             profile
         });
