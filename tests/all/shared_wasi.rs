@@ -35,6 +35,7 @@ fn run(s: &Scratch, mode: Option<&str>) -> std::process::Output {
 #[test]
 fn every_thread_reaches_the_descriptors_of_every_other_in_every_mode() {
     let s = Scratch::new();
+    let mut counted = std::collections::BTreeMap::new();
     for mode in [
         None,
         Some("stack"),
@@ -55,8 +56,33 @@ fn every_thread_reaches_the_descriptors_of_every_other_in_every_mode() {
                 "{mode}"
             );
             assert_eq!(profile["threads"]["unfinished"], 1, "{mode}");
+            // Every thread's WASI calls are counted, by the functions' figures and by the
+            // host's, the same in every mode.
+            for name in ["fd_write", "path_open"] {
+                let name = format!("wasi_snapshot_preview1::{name}");
+                let calls = crate::support::calls(&profile, &name);
+                let host = profile["host_calls"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|h| h["name"] == name.as_str())
+                    .map_or(0, |h| h["calls"].as_u64().unwrap());
+                assert_eq!(host, calls, "{mode} {name}");
+                let first = *counted.entry(name.clone()).or_insert(calls);
+                assert_eq!(calls, first, "{mode} {name}");
+            }
         }
     }
+    // Both spawned threads wrote once and the first thread opened 4 files; the program's
+    // own count of its calls is the same with and without wprof.
+    assert!(
+        counted["wasi_snapshot_preview1::fd_write"] >= 3,
+        "{counted:?}"
+    );
+    assert_eq!(
+        counted["wasi_snapshot_preview1::path_open"], 5,
+        "{counted:?}"
+    );
 }
 
 #[test]

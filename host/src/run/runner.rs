@@ -300,6 +300,22 @@ pub fn run(
     });
     let allocations = state.allocs.map(|mut t| t.with(|t| t.record_of_run()));
     let threads = threads.map(|t| t.take_ended());
+    // The spawned threads' calls to WASI join the first thread's.
+    let mut host_records = host_records;
+    for record in threads
+        .iter()
+        .flat_map(|(ended, _)| ended)
+        .flat_map(|t| &t.host_calls)
+    {
+        match host_records
+            .iter_mut()
+            .find(|r| r.function == record.function)
+        {
+            Some(mine) => mine.figures.add(&record.figures),
+            None => host_records.push(record.clone()),
+        }
+    }
+    host_records.sort_by_key(|r| r.function);
     // The spawned threads' samplers read and were answered as the first's.
     let spawned = threads.iter().flat_map(|(ended, _)| ended);
     let (readings, answered) = spawned.fold((0, 0), |(r, a), t| (r + t.readings, a + t.answered));

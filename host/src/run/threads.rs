@@ -13,25 +13,27 @@
 //! Sample mode samples a spawned thread as the first: its own timer interrupts it (see
 //! [`crate::run::interrupt`]) and its own sampler reads its program counter and cell; each
 //! thread's time is its CPU time. Stack mode walks a spawned thread's stack as the first's:
-//! its own timer and its own reader (see [`crate::run::stacks`]). Host-call figures,
-//! `--inject` into WASI, `--allocs`, `--trace`, live switching, `--serve` and adaptive mode
-//! see the first thread only.
+//! its own timer and its own reader (see [`crate::run::stacks`]). Each thread's calls to
+//! WASI go through the host's wrappers as the first thread's do, and its figures join the
+//! first's. `--inject` into WASI, `--allocs`, `--trace`, live switching, `--serve` and
+//! adaptive mode's walks see the first thread only.
 //!
 //! A spawned thread that traps or calls `proc_exit` ends the whole program, as under
 //! wasi-threads: wprof prints what `wasmtime run` would and exits with the program's code,
 //! with one warning that no profile was written.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use wasmtime::{Engine, InstancePre, Linker, Module, SharedMemory, Store};
+use wasmtime::{Engine, Linker, Module, SharedMemory, Store};
 use wprof_agent::ProbeMode;
 
 use crate::exit::Failure;
 use crate::profile::coverage::Coverage;
 use crate::run::code::map::CodeMap;
 use crate::run::collector::Collector;
+use crate::run::host_calls::HostCalls;
 use crate::run::host_state::{define_probes, reset_slot, HostState};
 use crate::run::stacks::{self, StackSamples};
 use crate::run::start::{call_entry, Entry, ProbeBytes, StartProbes};
@@ -71,6 +73,8 @@ pub struct ThreadRun {
     pub stacks: Option<StackSamples>,
     /// Stack mode: its calls, when its module counts them.
     pub entry_counts: Option<crate::run::stacks::entry_counts::EntryCounts>,
+    /// Profiled runs: its calls to WASI's functions, as the host's wrappers measured them.
+    pub host_calls: Vec<crate::profile::HostCallRecord>,
 }
 
 /// What the threads of one run share: how to start one, and the ones that ended.
@@ -90,8 +94,6 @@ pub struct Threads {
     /// Coverage: the block map, filled by each thread.
     blocks: Option<Coverage>,
     memories: Vec<(String, String, SharedMemory)>,
-    /// The module linked for spawned threads (set once, before the program starts).
-    pre: OnceLock<InstancePre<HostState>>,
     next: AtomicU32,
     /// Where the spawned threads are, told to [`Threads::take_ended`] through `changed`.
     progress: Mutex<Progress>,
@@ -170,24 +172,38 @@ impl Threads {
             template: Mutex::new(template),
             blocks,
             memories,
-            pre: OnceLock::new(),
             next: AtomicU32::new(1),
             progress: Mutex::new(Progress::default()),
             changed: Condvar::new(),
         });
-        let mut linker: Linker<HostState> = Linker::new(engine);
+        // What a thread will be linked with is checked now, before the program starts.
+        let mut store = Store::new(engine, threads.state(None)?);
+        let (linker, _) = threads.linker(&mut store)?;
+        linker
+            .instantiate_pre(module)
+            .map_err(|e| Failure::input(format!("cannot link a thread's instance: {e}")))?;
+        Ok(threads)
+    }
+
+    /// The linker of a spawned thread's `store`: WASI, the probes, the shared memories and
+    /// `thread-spawn`, and the host's wrappers of WASI's functions, which count the thread's
+    /// calls into its store as the first thread's count into its own.
+    fn linker(
+        self: &Arc<Self>,
+        store: &mut Store<HostState>,
+    ) -> Result<(Linker<HostState>, HostCalls), Failure> {
+        let mut linker: Linker<HostState> = Linker::new(&self.engine);
         crate::run::wasi::link(&mut linker, true)?;
-        if let Some(mode) = mode {
+        if let Some(mode) = self.mode {
             define_probes(&mut linker, mode)
                 .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
         }
-        let store = Store::new(engine, threads.state(None)?);
-        threads.link(&mut linker, &store)?;
-        let pre = linker
-            .instantiate_pre(module)
-            .map_err(|e| Failure::input(format!("cannot link a thread's instance: {e}")))?;
-        let _ = threads.pre.set(pre);
-        Ok(threads)
+        self.link(&mut linker, store)?;
+        let measured = self.mode.is_some() || self.stack_code.is_some();
+        let timed = self.mode.is_some_and(|m| m != ProbeMode::Cost);
+        let host_calls =
+            HostCalls::install(&mut linker, store, &self.module, &[], measured, timed)?;
+        Ok((linker, host_calls))
     }
 
     /// Defines the shared memories and `thread-spawn` in `linker` (the first thread's, or
@@ -221,11 +237,9 @@ impl Threads {
             (Some(ProbeMode::Time), Some(c)) => (None, Some(ProbeLog::start(c))),
             (_, c) => (c, None),
         };
-        // Stack mode counts WASI's calls in each thread (the host's wrappers record them).
-        let host = self
-            .stack_code
-            .as_ref()
-            .map(|_| crate::run::host_calls::meter::HostAccount::for_module(&self.module));
+        // Profiled runs count WASI's calls in each thread (the host's wrappers record them).
+        let host = (self.mode.is_some() || self.stack_code.is_some())
+            .then(|| crate::run::host_calls::meter::HostAccount::for_module(&self.module));
         Ok(HostState {
             wasi: crate::run::wasi::Wasi::Shared(self.wasi.lease()),
             collector,
@@ -260,7 +274,7 @@ impl Threads {
     }
 
     /// Runs the spawned thread `tid` to its end.
-    fn run(&self, tid: u32, arg: i32) {
+    fn run(self: &Arc<Self>, tid: u32, arg: i32) {
         let _runtime = crate::run::wasi::context::enter_runtime();
         let wasm_done = std::cell::Cell::new(false);
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -291,7 +305,7 @@ impl Threads {
     }
 
     fn run_thread(
-        &self,
+        self: &Arc<Self>,
         tid: u32,
         arg: i32,
         wasm_done: &std::cell::Cell<bool>,
@@ -310,12 +324,15 @@ impl Threads {
         let state = self.state(template).map_err(ThreadEnding::Wprof)?;
         let mut store = Store::new(&self.engine, state);
         crate::run::wasi::give_back_on_return(&mut store);
-        let Some(pre) = self.pre.get() else {
-            return Err(ThreadEnding::Wprof(Failure::input(
-                "a thread was spawned before threads were linked",
-            )));
-        };
-        let instance = pre.instantiate(&mut store).map_err(ThreadEnding::Program)?;
+        let (linker, host_calls) = self.linker(&mut store).map_err(ThreadEnding::Wprof)?;
+        let instance = linker
+            .instantiate(&mut store, &self.module)
+            .map_err(ThreadEnding::Program)?;
+        host_calls.connect(&mut store, &instance);
+        let arena = instance.get_memory(&mut store, wprof_agent::ContextArena::MEMORY);
+        if let (Some(account), Some(arena)) = (store.data_mut().host.as_mut(), arena) {
+            account.set_arena(arena);
+        }
         if self.mode.is_some_and(ProbeMode::counts_inline) {
             reset_slot(&mut store, &instance);
         }
@@ -380,6 +397,11 @@ impl Threads {
             });
         }
         let state = store.into_data();
+        let host_calls = state
+            .host
+            .as_ref()
+            .map(|account| host_calls.records(account))
+            .unwrap_or_default();
         // Stack mode: WASI's calls, counted by the host, beside the functions' counters.
         let entry_counts = entry_counts.map(|mut counts| {
             let host = state.host.as_ref().map(|h| h.totals()).unwrap_or_default();
@@ -407,6 +429,7 @@ impl Threads {
             answered,
             stacks,
             entry_counts,
+            host_calls,
         })
     }
 

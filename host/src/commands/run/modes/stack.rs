@@ -141,13 +141,20 @@ impl RunMode for Stack {
             .iter()
             .find(|f| f.kind == "import" && f.name == "wasi::thread-spawn")
             .map(|f| f.id);
+        // The host's counts are the whole program's: the spawned threads' own are theirs.
+        let mut spawned_calls: std::collections::HashMap<u32, u64> = Default::default();
+        for record in threads
+            .iter()
+            .flat_map(|(ended, _)| ended)
+            .flat_map(|t| &t.host_calls)
+        {
+            *spawned_calls.entry(record.function).or_default() += record.figures.calls;
+        }
         let calls = outcome.entry_counts.take().map(|mut counts| {
-            counts.extend(
-                outcome
-                    .host_calls
-                    .iter()
-                    .map(|h| (h.function, h.figures.calls)),
-            );
+            counts.extend(outcome.host_calls.iter().map(|h| {
+                let others = spawned_calls.get(&h.function).copied().unwrap_or(0);
+                (h.function, h.figures.calls.saturating_sub(others))
+            }));
             counts.extend(spawn.filter(|_| started > 0).map(|id| (id, started)));
             counts
         });
@@ -164,13 +171,12 @@ impl RunMode for Stack {
             profile.host_calls = outcome.host_calls.clone();
             // Their time is the samples' (the wrappers only count): on the CPU, and waiting.
             for call in &mut profile.host_calls {
-                let time = samples
-                    .imports
-                    .get(&call.function)
-                    .copied()
-                    .unwrap_or_default();
-                call.figures.cpu_ns = time.cpu_ns;
-                call.figures.wall_ns = time.cpu_ns + time.waited_ns;
+                let every_thread = std::iter::once(&samples).chain(spawned.iter().map(|t| &t.2));
+                let (cpu_ns, waited_ns) = every_thread
+                    .filter_map(|s| s.imports.get(&call.function))
+                    .fold((0, 0), |(c, w), t| (c + t.cpu_ns, w + t.waited_ns));
+                call.figures.cpu_ns = cpu_ns;
+                call.figures.wall_ns = cpu_ns + waited_ns;
             }
             profile.instrumentation = crate::profile::InstrumentationStats {
                 functions_total: functions.iter().filter(|f| f.kind != "import").count() as u32,
