@@ -122,10 +122,12 @@ fn run(checker: &Checker, first: u64, cases: u64, log: Option<std::fs::File>) ->
                 let seed = first.wrapping_add(case);
                 let bytes = bytes_for(seed);
                 let pattern = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                let label = format!("case {case} (seed {seed})");
+                // Everything of a case comes from its seed: `WPROF_FUZZ_SEED=S
+                // WPROF_FUZZ_CASES=1` runs seed S's case again.
+                let label = format!("seed {seed}");
                 // A panic of the agent (or of the check) is a finding, not the run's end.
                 let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    checker.check(case, &label, &bytes, pattern)
+                    checker.check(seed, &label, &bytes, pattern)
                 }))
                 .unwrap_or_else(|_| CaseReport {
                     divergences: vec![format!("{label}: panicked")],
