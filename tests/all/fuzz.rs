@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::Module;
 
-use crate::differential::{observe, CaseReport, Checker, Skip, FUEL};
+use crate::differential::{observe, CaseReport, Checker, Skip, Threads, FUEL};
 
 /// Deterministic bytes for case `seed` (xorshift).
 fn bytes_for(seed: u64) -> Vec<u8> {
@@ -199,4 +199,22 @@ fn instrumented_modules_behave_as_the_originals() {
         tally.divergences[0]
     );
     assert!(tally.compared >= cases, "too few cases compared");
+}
+
+#[test]
+fn a_wait_on_a_shared_memory_is_told_from_one_on_an_unshared_memory() {
+    let module = |memory: &str| {
+        wat::parse_str(format!(
+            r#"(module (memory {memory})
+            (func (drop (memory.atomic.wait32 (i32.const 0) (i32.const 0) (i64.const -1)))))"#
+        ))
+        .unwrap()
+    };
+    let shared = Threads::of(&module("1 1 shared"));
+    assert!(shared.shared_memory && shared.atomics && shared.waits_on_shared_memory);
+    // A wait on an unshared memory traps: the case runs.
+    let unshared = Threads::of(&module("1"));
+    assert!(!unshared.shared_memory && unshared.atomics && !unshared.waits_on_shared_memory);
+    let plain = Threads::of(&wat::parse_str("(module (memory 1 1 shared))").unwrap());
+    assert!(plain.shared_memory && !plain.atomics);
 }
