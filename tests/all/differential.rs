@@ -39,10 +39,13 @@ pub const FUEL: u64 = 200_000;
 pub fn engine() -> Engine {
     let mut config = wprof::run::engine::config();
     // The rewrite's semantics do not depend on Cranelift's optimizations; compiling without
-    // them makes a case about three times faster.
+    // them makes a case about three times faster. Compiling is most of a case's time, and
+    // the drivers run a case per core: one thread compiles each module, which spares the
+    // pool of compiling threads fighting the other cases' for the cores.
     config
         .consume_fuel(true)
-        .cranelift_opt_level(wasmtime::OptLevel::None);
+        .cranelift_opt_level(wasmtime::OptLevel::None)
+        .parallel_compilation(false);
     Engine::new(&config).unwrap()
 }
 
@@ -54,8 +57,10 @@ pub fn smith_config() -> wasm_smith::Config {
         max_funcs: 25,
         export_everything: true,
         canonicalize_nans: true,
-        // wprof's engine runs no shared memories.
-        threads_enabled: false,
+        // Shared memories (a quarter of the memories) and atomics; a case runs on one thread,
+        // which is enough to see that the rewrite keeps their semantics. Wasmtime runs no
+        // shared globals or tables.
+        threads_enabled: true,
         shared_everything_threads_enabled: false,
         wide_arithmetic_enabled: true,
         // Small memories and tables (each run hashes every memory), two memories at most.
@@ -259,6 +264,17 @@ fn observe_switching(
                     .state
                     .push((name.clone(), digest.to_hex().to_string()));
             }
+            Some(Extern::SharedMemory(m)) => {
+                let cells = m.data();
+                // SAFETY: `UnsafeCell<u8>` has `u8`'s layout, and nothing writes the memory
+                // while it is read: the store's one thread has returned from the module.
+                let bytes =
+                    unsafe { std::slice::from_raw_parts(cells.as_ptr().cast::<u8>(), cells.len()) };
+                let digest = blake3::hash(bytes);
+                observed
+                    .state
+                    .push((name.clone(), format!("shared {}", digest.to_hex())));
+            }
             Some(Extern::Global(g)) => {
                 let v = g.get(&mut store);
                 observed.state.push((name.clone(), show(&v)));
@@ -273,13 +289,110 @@ fn inconclusive(o: &Observed) -> bool {
     o.calls.iter().any(|(_, c)| *c == Outcome::Inconclusive)
 }
 
+/// Why a case compared nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Skip {
+    /// The bytes were too few for wasm-smith to make a module.
+    NoModule,
+    /// Wasmtime does not compile the generated module.
+    DoesNotCompile,
+    /// The module has a `memory.atomic.wait` on a shared memory: with one thread, no
+    /// notify comes, and a wait's timeout may be forever.
+    WaitsOnSharedMemory,
+    /// The original ran out of fuel or stack.
+    Inconclusive,
+}
+
+impl Skip {
+    /// Every reason, in the order a tally lists them.
+    pub const ALL: [Skip; 4] = [
+        Skip::NoModule,
+        Skip::DoesNotCompile,
+        Skip::WaitsOnSharedMemory,
+        Skip::Inconclusive,
+    ];
+
+    /// A few words for a tally.
+    pub fn name(self) -> &'static str {
+        match self {
+            Skip::NoModule => "too few bytes for a module",
+            Skip::DoesNotCompile => "module does not compile",
+            Skip::WaitsOnSharedMemory => "atomic wait on a shared memory",
+            Skip::Inconclusive => "original out of fuel or stack",
+        }
+    }
+}
+
+/// What of the threads proposal a module uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Threads {
+    /// A memory is shared.
+    pub shared_memory: bool,
+    /// A function has an atomic instruction (`fence` included).
+    pub atomics: bool,
+    /// A `memory.atomic.wait32` or `wait64` on a shared memory (see
+    /// [`Skip::WaitsOnSharedMemory`]); a wait on an unshared memory traps, and is kept.
+    pub waits_on_shared_memory: bool,
+}
+
+impl Threads {
+    /// What `wasm` (a valid module) uses; a part it cannot read counts as a wait.
+    pub fn of(wasm: &[u8]) -> Self {
+        use wasmparser::{Operator, Payload};
+        let mut threads = Threads::default();
+        let mut shared = Vec::new();
+        let unreadable = Threads {
+            waits_on_shared_memory: true,
+            ..threads
+        };
+        for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+            match payload {
+                Ok(Payload::MemorySection(memories)) => {
+                    shared.extend(memories.into_iter().map(|m| m.is_ok_and(|m| m.shared)));
+                    threads.shared_memory = shared.contains(&true);
+                }
+                Ok(Payload::CodeSectionEntry(body)) => {
+                    let Ok(mut ops) = body.get_operators_reader() else {
+                        return unreadable;
+                    };
+                    while !ops.eof() {
+                        let Ok(op) = ops.read() else {
+                            return unreadable;
+                        };
+                        // Every atomic instruction's name has it (`I32AtomicRmwAdd`,
+                        // `MemoryAtomicNotify`, `AtomicFence`).
+                        if !threads.atomics && format!("{op:?}").contains("Atomic") {
+                            threads.atomics = true;
+                        }
+                        if let Operator::MemoryAtomicWait32 { memarg }
+                        | Operator::MemoryAtomicWait64 { memarg } = op
+                        {
+                            if shared.get(memarg.memory as usize).copied().unwrap_or(true) {
+                                threads.waits_on_shared_memory = true;
+                            }
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => return unreadable,
+            }
+        }
+        threads
+    }
+}
+
 /// What one case gave.
 #[derive(Debug, Default)]
 pub struct CaseReport {
     /// Instrumented runs compared with the original's.
     pub compared: u64,
-    /// The bytes made no valid module, or the original ran out of fuel or stack.
-    pub skipped: bool,
+    /// Why the case compared nothing, if it did not.
+    pub skipped: Option<Skip>,
+    /// What of the threads proposal the module uses.
+    pub threads: Threads,
+    /// Instrumented runs that ran out of fuel or stack where the original did not (the
+    /// probes use some of both): not compared.
+    pub inconclusive: u64,
     /// Plans the agent refused, each with its error.
     pub refused: Vec<String>,
     /// Differences between the original and an instrumented copy, and panics of the agent:
@@ -348,7 +461,7 @@ impl Checker {
         let engine = &self.engine;
         let mut u = arbitrary::Unstructured::new(data);
         let Ok(generated) = wasm_smith::Module::new(self.config.clone(), &mut u) else {
-            report.skipped = true;
+            report.skipped = Some(Skip::NoModule);
             return report;
         };
         let wasm = generated.to_bytes();
@@ -370,14 +483,19 @@ impl Checker {
                     .push(format!("{label}: the agent panicked on damaged input"));
             }
         }
+        report.threads = Threads::of(&wasm);
+        if report.threads.waits_on_shared_memory {
+            report.skipped = Some(Skip::WaitsOnSharedMemory);
+            return report;
+        }
         let Ok(original) = Module::new(engine, &wasm) else {
-            report.skipped = true;
+            report.skipped = Some(Skip::DoesNotCompile);
             return report;
         };
         let exports: Vec<String> = original.exports().map(|e| e.name().to_string()).collect();
         let reference = observe(engine, &original, &exports, FUEL);
         if inconclusive(&reference) {
-            report.skipped = true;
+            report.skipped = Some(Skip::Inconclusive);
             return report;
         }
         for plan in &self.plans {
@@ -425,6 +543,7 @@ impl Checker {
             };
             let got = observe_switching(engine, &module, &exports, 50 * FUEL, turning);
             if inconclusive(&got) {
+                report.inconclusive += 1;
                 continue;
             }
             report.compared += 1;
