@@ -40,7 +40,8 @@ pub struct RunOutcome {
     /// A program that spawned threads: the spawned threads that ended, and how many were
     /// still running when the program ended (see [`crate::run::threads`]).
     pub threads: Option<(Vec<ThreadRun>, u32)>,
-    /// Stack mode: the first thread's calls, when its module counts them.
+    /// Stack mode: the first thread's calls (its functions' counters and its calls to
+    /// WASI), when its module counts them.
     pub entry_counts: Option<crate::run::stacks::entry_counts::EntryCounts>,
     /// Time mode: the first thread's CPU time in `_start`, in nanoseconds.
     pub start_cpu_ns: Option<u64>,

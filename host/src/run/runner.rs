@@ -89,12 +89,13 @@ pub fn run(
         None => (None, None),
     };
     // A threaded program's threads share one context (see `crate::run::wasi::shared`).
-    let (wasi, shared_wasi) = match (wasi_context(settings, stdio)?, threaded) {
-        (ctx, true) => {
+    let ctx = wasi_context(settings, stdio)?;
+    let (wasi, shared_wasi) = match threaded {
+        true => {
             let (wasi, shared) = Wasi::share(ctx);
             (wasi, Some(shared))
         }
-        (ctx, false) => (Wasi::Own(ctx), None),
+        false => (Wasi::Own(ctx), None),
     };
     let state = HostState {
         wasi,
@@ -282,7 +283,10 @@ pub fn run(
     // Frames left open (a trap, proc_exit) close at the end: now (time mode), or the last
     // count (the inline modes).
     let state = store.into_data();
-    let host_records = state
+    // Stack mode: the first thread's calls to WASI beside its functions' counters.
+    let entry_counts = entry_counts
+        .map(|c| crate::run::stacks::entry_counts::with_host_calls(c, state.host.as_ref()));
+    let mut host_records = state
         .host
         .as_ref()
         .map(|account| host_calls.records(account))
@@ -301,7 +305,6 @@ pub fn run(
     let allocations = state.allocs.map(|mut t| t.with(|t| t.record_of_run()));
     let threads = threads.map(|t| t.take_ended());
     // The spawned threads' calls to WASI join the first thread's.
-    let mut host_records = host_records;
     for record in threads
         .iter()
         .flat_map(|(ended, _)| ended)

@@ -35,7 +35,7 @@ use crate::run::code::map::CodeMap;
 use crate::run::collector::Collector;
 use crate::run::host_calls::HostCalls;
 use crate::run::host_state::{define_probes, reset_slot, HostState};
-use crate::run::stacks::{self, StackSamples};
+use crate::run::stacks::{self, entry_counts, StackSamples};
 use crate::run::start::{call_entry, Entry, ProbeBytes, StartProbes};
 use crate::run::time::probe_log::ProbeLog;
 use crate::run::wasi::SharedWasi;
@@ -403,16 +403,8 @@ impl Threads {
             .map(|account| host_calls.records(account))
             .unwrap_or_default();
         // Stack mode: WASI's calls, counted by the host, beside the functions' counters.
-        let entry_counts = entry_counts.map(|mut counts| {
-            let host = state.host.as_ref().map(|h| h.totals()).unwrap_or_default();
-            counts.extend(
-                (0u32..)
-                    .zip(host)
-                    .filter(|(_, f)| f.calls > 0)
-                    .map(|(id, f)| (id, f.calls)),
-            );
-            counts
-        });
+        let entry_counts =
+            entry_counts.map(|c| entry_counts::with_host_calls(c, state.host.as_ref()));
         let collector = match state.log {
             Some(log) => Some(log.finish().0),
             None => state.collector.map(|mut c| {

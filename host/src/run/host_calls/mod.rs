@@ -386,7 +386,7 @@ impl Wrapper {
 /// may then come from different writes, as the program's own unaligned loads would),
 /// never with plain ones, which would race with the writers. `None` out of bounds.
 fn shared_word(cells: &[std::cell::UnsafeCell<u8>], at: usize) -> Option<[u8; 4]> {
-    use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+    use std::sync::atomic::{AtomicU32, Ordering};
     let cells = cells.get(at..at.checked_add(4)?)?;
     let first = cells[0].get();
     if (first as usize).is_multiple_of(4) {
@@ -396,10 +396,9 @@ fn shared_word(cells: &[std::cell::UnsafeCell<u8>], at: usize) -> Option<[u8; 4]
         let word = unsafe { AtomicU32::from_ptr(first.cast()) }.load(Ordering::Relaxed);
         return Some(word.to_le_bytes());
     }
-    // SAFETY: as above, one byte at a time.
-    Some(
-        [0, 1, 2, 3].map(|i| unsafe { AtomicU8::from_ptr(cells[i].get()) }.load(Ordering::Relaxed)),
-    )
+    let mut word = [0u8; 4];
+    crate::run::wasi::memory::read(cells, 0, &mut word)?;
+    Some(word)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Stack mode's calls: the entry counters of a counted module (see
-//! [`wprof_agent::entry_counts`]), read from an instance when its thread is done.
+//! [`wprof_agent::entry_counts`]), read from an instance when its thread is done, and the
+//! thread's calls to WASI beside them, which the host's wrappers counted.
 
 use wasmtime::{AsContextMut, Instance};
 use wprof_agent::entry_counts::EXPORT_PREFIX;
@@ -28,4 +29,20 @@ pub fn read(mut store: impl AsContextMut, instance: &Instance) -> Option<EntryCo
         .collect();
     counts.sort_unstable();
     Some(counts)
+}
+
+/// `counts` with the calls to WASI's functions that `host` (the thread's account, if it
+/// has one) counted.
+pub fn with_host_calls(
+    mut counts: EntryCounts,
+    host: Option<&crate::run::host_calls::meter::HostAccount>,
+) -> EntryCounts {
+    let totals = host.map(|h| h.totals()).unwrap_or_default();
+    counts.extend(
+        (0u32..)
+            .zip(totals)
+            .filter(|(_, f)| f.calls > 0)
+            .map(|(id, f)| (id, f.calls)),
+    );
+    counts
 }

@@ -1,8 +1,10 @@
 //! WASI preview 1 for a module's run: the context its threads run with, made from the
 //! run's settings ([`context`]); in a threaded program one context for all its threads
-//! ([`shared`]), whose sleeps do not hold it ([`sleep`]).
+//! ([`shared`]), whose sleeps do not hold it ([`sleep`]); the host's accesses to a shared
+//! memory ([`memory`]).
 
 pub mod context;
+pub(crate) mod memory;
 pub(crate) mod shared;
 mod sleep;
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use wasmtime::{Caller, Extern, Linker};
 
+use super::memory::{read, write};
 use super::HoldsWasi;
 
 /// WASI preview 1's module.
@@ -48,17 +49,19 @@ fn poll_oneoff<T: HoldsWasi>(
     let memory = caller.get_export("memory");
     if let Some(Extern::SharedMemory(memory)) = &memory {
         let cells = memory.data();
-        if let Some((userdata, timeout)) = lone_relative_clock(cells, subs, count) {
+        let fits = |at: i32, len: usize| (at as u32 as usize).saturating_add(len) <= cells.len();
+        // Out of bounds, wasmtime-wasi's own says which error (and sleeps only then).
+        let sleep = lone_relative_clock(cells, subs, count)
+            .filter(|_| fits(events, EVENT) && fits(nevents, 4));
+        if let Some((userdata, timeout)) = sleep {
             std::thread::sleep(Duration::from_nanos(timeout));
             let mut event = [0u8; EVENT];
             event[..8].copy_from_slice(&userdata.to_le_bytes());
             event[16..24].copy_from_slice(&1u64.to_le_bytes());
-            if write(cells, events as u32, &event)
-                && write(cells, nevents as u32, &1u32.to_le_bytes())
-            {
-                return Ok(0);
-            }
-            // Out of bounds: wasmtime-wasi's own says which error.
+            let written = write(cells, events as u32 as usize, &event)
+                .and_then(|()| write(cells, nevents as u32 as usize, &1u32.to_le_bytes()));
+            debug_assert!(written.is_some(), "checked to fit");
+            return Ok(0);
         }
     }
     real_poll_oneoff(&mut caller, memory, [subs, events, count, nevents])
@@ -71,39 +74,13 @@ fn lone_relative_clock(cells: &[UnsafeCell<u8>], subs: i32, count: i32) -> Optio
         return None;
     }
     let mut sub = [0u8; SUBSCRIPTION];
-    read(cells, subs as u32, &mut sub)?;
+    read(cells, subs as u32 as usize, &mut sub)?;
     let flags = u16::from_le_bytes([sub[40], sub[41]]);
     if sub[8] != TAG_CLOCK || flags & ABSTIME != 0 {
         return None;
     }
     let word = |at: usize| u64::from_le_bytes(sub[at..at + 8].try_into().expect("8 bytes"));
     Some((word(0), word(24)))
-}
-
-/// Copies the program's bytes at `at` into `out`; `None` out of bounds.
-fn read(cells: &[UnsafeCell<u8>], at: u32, out: &mut [u8]) -> Option<()> {
-    let range = cells.get(at as usize..(at as usize).checked_add(out.len())?)?;
-    for (byte, cell) in out.iter_mut().zip(range) {
-        // SAFETY: in bounds; the program's other threads may write these bytes, as its own
-        // racy accesses would (the calling thread, which owns them, waits in this call).
-        *byte = unsafe { std::ptr::read_volatile(cell.get()) };
-    }
-    Some(())
-}
-
-/// Writes `bytes` at `at` in the program's memory; false out of bounds.
-fn write(cells: &[UnsafeCell<u8>], at: u32, bytes: &[u8]) -> bool {
-    let Some(range) = (at as usize)
-        .checked_add(bytes.len())
-        .and_then(|end| cells.get(at as usize..end))
-    else {
-        return false;
-    };
-    for (cell, &byte) in range.iter().zip(bytes) {
-        // SAFETY: as in `read`.
-        unsafe { std::ptr::write_volatile(cell.get(), byte) };
-    }
-    true
 }
 
 /// wasmtime-wasi's `poll_oneoff`, as its synchronous bindings call it.
@@ -169,8 +146,8 @@ mod tests {
         assert_eq!(lone_relative_clock(cells(&mut memory), 64, 1), None);
         // Past the end: not read.
         assert_eq!(lone_relative_clock(cells(&mut memory), 240, 1), None);
-        assert!(!write(cells(&mut memory), 250, &[0; 8]));
-        assert!(write(cells(&mut memory), 248, &[9; 8]));
+        assert_eq!(write(cells(&mut memory), 250, &[0; 8]), None);
+        assert_eq!(write(cells(&mut memory), 248, &[9; 8]), Some(()));
         assert_eq!(memory[255], 9);
     }
 }

@@ -132,7 +132,7 @@ impl RunMode for Stack {
         let ticks = samples.ticks + spawned.iter().map(|(_, _, s, _)| s.ticks).sum::<u64>();
         let mut walks = samples.record(spawned.iter().map(|(_, _, s, _)| s));
         // The first thread's calls: its functions' counters and the host's count of
-        // WASI's; and every thread started, as calls of `thread-spawn` (wprof's own
+        // WASI's (see `entry_counts::with_host_calls`); and every thread started, as calls of `thread-spawn` (wprof's own
         // import, which no wrapper counts).
         let started = threads.as_ref().map_or(0, |(ended, unfinished)| {
             ended.len() as u64 + u64::from(*unfinished)
@@ -141,20 +141,7 @@ impl RunMode for Stack {
             .iter()
             .find(|f| f.kind == "import" && f.name == "wasi::thread-spawn")
             .map(|f| f.id);
-        // The host's counts are the whole program's: the spawned threads' own are theirs.
-        let mut spawned_calls: std::collections::HashMap<u32, u64> = Default::default();
-        for record in threads
-            .iter()
-            .flat_map(|(ended, _)| ended)
-            .flat_map(|t| &t.host_calls)
-        {
-            *spawned_calls.entry(record.function).or_default() += record.figures.calls;
-        }
         let calls = outcome.entry_counts.take().map(|mut counts| {
-            counts.extend(outcome.host_calls.iter().map(|h| {
-                let others = spawned_calls.get(&h.function).copied().unwrap_or(0);
-                (h.function, h.figures.calls.saturating_sub(others))
-            }));
             counts.extend(spawn.filter(|_| started > 0).map(|id| (id, started)));
             counts
         });
