@@ -153,11 +153,16 @@ fn every_mode_keeps_its_promises(name: &str) {
             }
             // Go: a few of the runtime's functions that run while goroutines switch
             // (the allocator's, 4 to 1,300 calls of 46k-566k) are counted apart from the
-            // probes' rules for frames started over; within 1% of the calls.
+            // probes' rules for frames started over; within 1% of the calls. zstd's worker
+            // pool makes a compression context or a buffer when no worker has handed one
+            // back yet, so those calls follow the threads' race: run after run in one mode
+            // (stack: `malloc` 90, 92, 93 times; sample: 93, 95) as across modes. Each
+            // thread's exact calls are checked on a program without races
+            // (`threads::every_mode_counts_each_thread_exactly`).
             let off: u64 = mismatched.iter().map(|(_, d)| d).sum();
             let all: u64 = profile.functions.iter().map(|f| f.calls).sum();
             assert!(
-                mismatched.is_empty() || go && off * 100 <= all,
+                mismatched.is_empty() || (go || program.threads) && off * 100 <= all,
                 "{name}: stack mode's calls differ from the probes' for {mismatched:?}"
             );
             assert!(
