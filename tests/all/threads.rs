@@ -100,6 +100,34 @@ fn every_mode_counts_each_thread_exactly() {
         let profile = wprof::profile::Profile::read(&s.path(&name)).unwrap();
         assert_eq!(profile.violations(), Vec::<String>::new(), "{mode}");
     }
+    // Stack mode counts each thread's calls with its entry counters (its contexts are
+    // sampled stacks): the same functions' calls, thread by thread, as sample mode's.
+    let calls_of_threads = |p: &Value| -> Vec<(u64, u64)> {
+        p["threads"]["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["id"].as_u64().unwrap(), t["calls"].as_u64().unwrap()))
+            .collect()
+    };
+    let out = run(&s, "stack", "stack.wprof", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), OUTPUT);
+    let stack = s.profile("stack.wprof");
+    assert_eq!(stack["threads"]["unfinished"], 0);
+    assert_eq!(crate::support::calls(&stack, "leaf"), 6500);
+    assert_eq!(crate::support::calls(&stack, "work"), 4);
+    assert_eq!(crate::support::calls(&stack, "thread_main"), 3);
+    assert_eq!(crate::support::calls(&stack, "wasi::thread-spawn"), 3);
+    let sampled = s.profile("sample.wprof");
+    assert_eq!(calls_of_threads(&stack), calls_of_threads(&sampled));
+    assert_eq!(
+        calls_of_threads(&stack)
+            .iter()
+            .map(|t| t.0)
+            .collect::<Vec<_>>(),
+        [0, 1, 2, 3]
+    );
 }
 
 #[test]

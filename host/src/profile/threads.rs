@@ -100,7 +100,9 @@ pub fn merge(first: &mut Profile, others: Vec<(u32, Profile)>, unfinished: u32) 
 fn record(id: u32, profile: &Profile) -> ThreadRecord {
     ThreadRecord {
         id,
-        calls: profile.contexts.iter().map(|c| c.calls).sum(),
+        // Its functions' calls: exact in every mode (stack mode's contexts are sampled
+        // stacks, whose calls are not counted).
+        calls: profile.functions.iter().map(|f| f.calls).sum(),
         total: profile.total,
         wall_time: profile.wall_time,
         unsampled: false,
