@@ -3,9 +3,12 @@
 //!
 //! [`engine`] is the wasmtime configuration every module is compiled and run with;
 //! [`runner`] runs a WASI command (exit codes, traps, [`backtrace`]s in original offsets),
-//! with a store whose state and probe imports are [`host_state`]'s, calling `_start` through
-//! [`start`], each thread of the program with its WASI context from [`wasi`]; a threaded
-//! program's spawned threads run through [`threads`]. Every mode's measurements are
+//! with a store whose state and probe imports are [`host_state`]'s, each thread of the
+//! program with its WASI context from [`wasi`]; a threaded program's spawned threads run
+//! through [`threads`]. What a mode links, starts and stops around a thread's entry
+//! function and reads once it returned is its module in `modes` (one trait, `ThreadMode`,
+//! asked by the runner and the spawned threads alike), which calls the entry through
+//! [`start`]. Every mode's measurements are
 //! replayed into a [`collector`], which [`to_profile`] turns into the run's profile.
 //!
 //! The modes' machinery: [`time`] (probes that log clock readings, read with [`clock`]),
@@ -32,6 +35,7 @@ pub mod host_calls;
 pub mod host_state;
 pub mod inline;
 pub mod interrupt;
+pub(crate) mod modes;
 pub mod outcome;
 pub mod probes;
 pub mod runner;

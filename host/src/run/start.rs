@@ -1,19 +1,23 @@
-//! Calling the instance's `_start`: plainly, or (sample and adaptive mode) with the sampler
-//! reading where the program is from another thread, and adaptive mode's walker beside it.
+//! Calling a thread's entry function (`_start`, or a spawned thread's `wasi_thread_start`):
+//! plainly, or (sample and adaptive mode) with the sampler reading where the program is from
+//! another thread, and adaptive mode's walker beside it. The modes (see
+//! [`crate::run::modes`]) call these with what they start and stop around them.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use wasmtime::{Module, Store};
+use wasmtime::{Instance, Module, Store};
 use wprof_agent::{ContextArena, ProbeCode, ProbeMode};
 
 use crate::exit::Failure;
 use crate::run::adaptive::walker::Walker;
 use crate::run::code::address_map::ArtifactAddressMap;
 use crate::run::code::map::CodeMap;
-use crate::run::host_state::{never_moves, reset_slot, HostState};
-use crate::run::inline::sampler::{Asking, CurrentCell, Samples};
+use crate::run::host_state::{never_moves, HostState};
+use crate::run::inline::sampler::{Asking, CurrentCell};
+use crate::run::inline::sampler::{SampleDesk, Samples};
+use crate::run::stacks::StackSamples;
 use crate::run::switches::Switchboard;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
@@ -37,30 +41,6 @@ fn current_cell(
     // the store is alive.
     Some(unsafe { CurrentCell::new(base, size) })
 }
-
-/// What [`call_start`] needs to know of the probes.
-#[derive(Clone, Copy)]
-pub(crate) struct StartProbes<'a> {
-    /// The mode the module was instrumented for (`None`: not instrumented).
-    pub(crate) mode: Option<ProbeMode>,
-    /// Sample mode: where the probes' own instructions are.
-    pub(crate) bytes: Option<&'a ProbeBytes>,
-    /// Live probes: the switches.
-    pub(crate) switches: Option<&'a Switchboard>,
-    /// `--serve`: where the sampler hands copies of its readings.
-    pub(crate) desk: Option<&'a crate::run::inline::sampler::SampleDesk>,
-    /// A threaded program: sample mode charges the thread's CPU time (see
-    /// [`crate::run::inline::sampler::Timing::cpu`]).
-    pub(crate) cpu_time: bool,
-    /// A spawned thread: told on the thread as soon as the entry function returns, before
-    /// the sampler is stopped and joined (which may sleep), so that the end of the program
-    /// does not take the thread for one blocked in wasm (see
-    /// [`crate::run::threads::Threads::take_ended`]).
-    pub(crate) returned: Option<&'a dyn Fn()>,
-}
-
-/// Adaptive mode: the walker, on the sampler's thread, and the clock the stopwatch reads.
-pub(crate) type Walking<'a> = Option<&'a mut Walker>;
 
 /// The export a spawned thread (wasi-threads) starts at.
 pub const THREAD_START: &str = "wasi_thread_start";
@@ -114,177 +94,172 @@ impl EntryFunc {
     }
 }
 
-/// Calls the instance's `_start` (sampling it in sample mode): its result, the samples and
-/// its wall time in nanoseconds.
-pub(crate) fn call_start(
-    store: &mut Store<HostState>,
-    instance: &wasmtime::Instance,
-    module: &Module,
-    probes: StartProbes<'_>,
-    settings: &RunSettings,
-    walker: Walking<'_>,
-    timings: &mut Timings,
-) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
-    call_entry(
-        store,
-        instance,
-        module,
-        Entry::Start,
-        probes,
-        settings,
-        walker,
-        timings,
-    )
+/// One call of a thread's entry function, and what it is called with.
+pub(crate) struct EntryCall<'a> {
+    pub store: &'a mut Store<HostState>,
+    pub instance: &'a Instance,
+    pub module: &'a Module,
+    pub entry: Entry,
+    pub settings: &'a RunSettings,
+    /// Live probes: the switches.
+    pub switches: Option<&'a Switchboard>,
+    /// `--serve`: where the sampler hands copies of its readings.
+    pub desk: Option<&'a SampleDesk>,
+    /// A threaded program: sample mode charges the thread's CPU time (see
+    /// [`crate::run::inline::sampler::Timing::cpu`]).
+    pub cpu_time: bool,
+    /// Adaptive mode's walker, on the sampler's thread (the first thread's).
+    pub walker: Option<&'a mut Walker>,
+    /// A spawned thread: told on the thread as soon as the entry function returns, before
+    /// the sampler is stopped and joined (which may sleep), so that the end of the program
+    /// does not take the thread for one blocked in wasm (see
+    /// [`crate::run::threads::Threads::take_ended`]).
+    pub returned: Option<&'a dyn Fn()>,
+    pub timings: &'a mut Timings,
 }
 
-/// Calls the thread's `entry` (sampling it in sample mode): its result, the samples and
-/// its wall time in nanoseconds.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn call_entry(
-    store: &mut Store<HostState>,
-    instance: &wasmtime::Instance,
-    module: &Module,
-    entry: Entry,
-    probes: StartProbes<'_>,
-    settings: &RunSettings,
-    walker: Walking<'_>,
-    timings: &mut Timings,
-) -> Result<(wasmtime::Result<()>, Option<Samples>, u64), Failure> {
-    let StartProbes {
-        mode,
-        bytes: probe_bytes,
+/// How a thread's entry function ended, and what was measured around it.
+#[derive(Debug)]
+pub(crate) struct Entered {
+    /// The entry function's result.
+    pub result: wasmtime::Result<()>,
+    /// Sample mode: where the sampler found the thread.
+    pub samples: Option<Samples>,
+    /// Its wall time in nanoseconds.
+    pub wall_time: u64,
+    /// Time mode: the thread's CPU time in its entry, in nanoseconds (a wall clock times the
+    /// functions: see `Profile::cpu_wait_ns`).
+    pub cpu_ns: Option<u64>,
+    /// Stack mode, a spawned thread: its stacks (`None` when it could not be interrupted;
+    /// the first thread's are walked over the whole run, see
+    /// `commands::run::modes::stack`).
+    pub stacks: Option<StackSamples>,
+}
+
+impl Entered {
+    /// An entry that ran with nothing measured around it.
+    pub fn plain(result: wasmtime::Result<()>, wall_time: u64) -> Self {
+        Entered {
+            result,
+            samples: None,
+            wall_time,
+            cpu_ns: None,
+            stacks: None,
+        }
+    }
+}
+
+/// Calls the thread's entry function with nothing started around it: its result and wall
+/// time in nanoseconds.
+pub(crate) fn call_plain(call: &mut EntryCall<'_>) -> Result<Entered, Failure> {
+    let entry = EntryFunc::of(call.store, call.instance, call.entry, call.settings)?;
+    let started = Instant::now();
+    let result = entry.call(&mut *call.store);
+    if let Some(returned) = call.returned {
+        returned();
+    }
+    Ok(Entered::plain(result, started.elapsed().as_nanos() as u64))
+}
+
+/// Calls the thread's entry function with sample mode's sampler reading where it is from
+/// another thread (and adaptive mode's walker beside it); plainly, with a warning on the
+/// first thread, where the running context cannot be read. `mode` is the module's
+/// (sample or adaptive), whose probes are at `probe_bytes`.
+pub(crate) fn call_sampled(
+    mut call: EntryCall<'_>,
+    mode: ProbeMode,
+    probe_bytes: Option<&ProbeBytes>,
+) -> Result<Entered, Failure> {
+    let first = call.entry == Entry::Start;
+    let Some(cell) = current_cell(call.store, call.instance) else {
+        if first {
+            crate::say!(
+                "wprof: warning: sample mode cannot read the running context on this \
+                 host; calls are counted, times will be zero"
+            );
+        }
+        return call_plain(&mut call);
+    };
+    let start = EntryFunc::of(call.store, call.instance, call.entry, call.settings)?;
+    let EntryCall {
+        store,
+        module,
+        settings,
         switches,
         desk,
         cpu_time,
+        walker,
         returned,
-    } = probes;
-    let returned = || {
+        timings,
+        ..
+    } = call;
+    let clock = crate::run::clock::Clock::new();
+    let started = Instant::now();
+    let stop = AtomicBool::new(false);
+    // SAFETY: the cell stays valid while the store lives, which outlives the session
+    // (dropped at the end of this function).
+    let session = unsafe {
+        crate::run::interrupt::Session::begin(cell.as_ptr(), settings.sample_period.base)
+    };
+    if session.is_none() && first {
+        crate::say!(
+            "wprof: warning: sample mode cannot ask the program's thread where it is \
+             (SIGPROF is taken, no thread timer can be made, or this platform is not Linux \
+             on x86-64 or AArch64); \
+             the time a function spends after a call returns goes to the callee"
+        );
+    }
+    let code = session.as_ref().map(|_| CodeMap::of(module, mode));
+    let asking = session
+        .as_ref()
+        .zip(code.as_ref())
+        .map(|(session, code)| Asking {
+            target: session.target(),
+            code,
+            switches,
+        });
+    let cpu = cpu_time
+        .then(crate::run::clock::ThreadCpuClock::of_this_thread)
+        .flatten()
+        .and_then(|c| Some((c, c.now_ps()?)));
+    let (result, mut samples) = std::thread::scope(|s| {
+        let (clock, stop, period) = (&clock, &stop, settings.sample_period);
+        let from = clock.now_ps();
+        let sampler = s.spawn(move || {
+            let watch = walker.map(|w| w as &mut dyn crate::run::inline::sampler::Watch);
+            crate::run::inline::sampler::sample(
+                cell,
+                asking,
+                crate::run::inline::sampler::Timing {
+                    clock,
+                    period,
+                    stop,
+                    started: from,
+                    cpu,
+                },
+                watch,
+                desk,
+            )
+        });
+        let result = start.call(&mut *store);
         if let Some(returned) = returned {
             returned();
         }
-    };
-    let first = entry == Entry::Start;
-    let start = EntryFunc::of(store, instance, entry, settings)?;
-    if mode.is_some_and(ProbeMode::counts_inline) {
-        reset_slot(store, instance);
-    }
-    let cell = match mode {
-        Some(m) if m.samples() => {
-            let cell = current_cell(store, instance);
-            if cell.is_none() && first {
-                crate::say!(
-                    "wprof: warning: sample mode cannot read the running context on this \
-                     host; calls are counted, times will be zero"
-                );
-            }
-            cell
-        }
-        _ => None,
-    };
-    let ticking = time_ticks(store, module, mode, probe_bytes, settings.short_max > 0);
-    let clock = crate::run::clock::Clock::new();
-    let started = Instant::now();
-    let (result, samples, wall_time) = match cell {
-        Some(cell) => {
-            let stop = AtomicBool::new(false);
-            // SAFETY: the cell stays valid while the store lives, which outlives the session
-            // (dropped at the end of this block).
-            let session = unsafe {
-                crate::run::interrupt::Session::begin(cell.as_ptr(), settings.sample_period.base)
-            };
-            if session.is_none() && first {
-                crate::say!(
-                    "wprof: warning: sample mode cannot ask the program's thread where it is \
-                     (SIGPROF is taken, no thread timer can be made, or this platform is not Linux \
-                     on x86-64 or AArch64); \
-                     the time a function spends after a call returns goes to the callee"
-                );
-            }
-            let code = session
-                .as_ref()
-                .map(|_| CodeMap::of(module, mode.unwrap_or(ProbeMode::Sample)));
-            let asking = session
-                .as_ref()
-                .zip(code.as_ref())
-                .map(|(session, code)| Asking {
-                    target: session.target(),
-                    code,
-                    switches,
-                });
-            let cpu = cpu_time
-                .then(crate::run::clock::ThreadCpuClock::of_this_thread)
-                .flatten()
-                .and_then(|c| Some((c, c.now_ps()?)));
-            let (result, mut samples) = std::thread::scope(|s| {
-                let (clock, stop, period) = (&clock, &stop, settings.sample_period);
-                let from = clock.now_ps();
-                let sampler = s.spawn(move || {
-                    let watch = walker.map(|w| w as &mut dyn crate::run::inline::sampler::Watch);
-                    crate::run::inline::sampler::sample(
-                        cell,
-                        asking,
-                        crate::run::inline::sampler::Timing {
-                            clock,
-                            period,
-                            stop,
-                            started: from,
-                            cpu,
-                        },
-                        watch,
-                        desk,
-                    )
-                });
-                let result = start.call(&mut *store);
-                returned();
-                stop.store(true, Ordering::Release);
-                sampler.thread().unpark();
-                (result, sampler.join().ok())
-            });
-            let wall_time = started.elapsed();
-            if let (Some(samples), Some(code)) = (samples.as_mut(), code.as_ref()) {
-                timings.time("locate", || {
-                    let probes = probe_pcs(module, code, probe_bytes, &samples.located_pcs());
-                    samples.resolve(code, &probes);
-                });
-            }
-            (result, samples, wall_time)
-        }
-        None => {
-            let result = start.call(&mut *store);
-            returned();
-            drop(ticking);
-            (result, None, started.elapsed())
-        }
-    };
-    Ok((result, samples, wall_time.as_nanos() as u64))
-}
-
-/// Time mode, on each thread of the program when some functions may be counted, not
-/// timed: the thread's timer interrupts it, and the ticks go to its collector (see
-/// [`crate::run::time::ticks`]) until the session returned is dropped (on this thread).
-fn time_ticks(
-    store: &Store<HostState>,
-    module: &Module,
-    mode: Option<ProbeMode>,
-    probe_bytes: Option<&ProbeBytes>,
-    wanted: bool,
-) -> Option<crate::run::interrupt::Session> {
-    if !wanted || mode != Some(ProbeMode::Time) {
-        return None;
-    }
-    let log = store.data().log.as_ref()?;
-    let probes = probe_bytes.map(|b| {
-        crate::run::time::ticks::ProbeFinder::new(module, b.code.clone(), b.image.as_ref())
+        stop.store(true, Ordering::Release);
+        sampler.thread().unpark();
+        (result, sampler.join().ok())
     });
-    let code = crate::run::time::ticks::TickCode::Module {
-        code: CodeMap::of(module, ProbeMode::Time),
-        probes,
-    };
-    // SAFETY: the store keeps the log until the run's end, after the session (dropped by
-    // the caller once the entry returned).
-    unsafe {
-        crate::run::time::ticks::start(log.logged_cell(), log.clock(), code, |r| log.read_ticks(r))
+    let wall_time = started.elapsed();
+    if let (Some(samples), Some(code)) = (samples.as_mut(), code.as_ref()) {
+        timings.time("locate", || {
+            let probes = probe_pcs(module, code, probe_bytes, &samples.located_pcs());
+            samples.resolve(code, &probes);
+        });
     }
+    Ok(Entered {
+        samples,
+        ..Entered::plain(result, wall_time.as_nanos() as u64)
+    })
 }
 
 /// Which of `pcs` (sorted) are in wprof's probes rather than the original's instructions,

@@ -27,17 +27,15 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use wasmtime::{Engine, Linker, Module, SharedMemory, Store};
-use wprof_agent::ProbeMode;
 
 use crate::exit::Failure;
 use crate::profile::coverage::Coverage;
-use crate::run::code::map::CodeMap;
 use crate::run::collector::Collector;
 use crate::run::host_calls::HostCalls;
-use crate::run::host_state::{define_probes, reset_slot, HostState};
-use crate::run::stacks::{self, entry_counts, StackSamples};
-use crate::run::start::{call_entry, Entry, ProbeBytes, StartProbes};
-use crate::run::time::probe_log::ProbeLog;
+use crate::run::host_state::HostState;
+use crate::run::modes::{EntryCall, HostFigures, ReadCall, ThreadMode};
+use crate::run::stacks::{entry_counts, StackSamples};
+use crate::run::start::Entry;
 use crate::run::wasi::SharedWasi;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
@@ -84,11 +82,8 @@ pub struct Threads {
     settings: RunSettings,
     /// The program's WASI context, shared by its threads.
     wasi: SharedWasi,
-    mode: Option<ProbeMode>,
-    /// Sample mode: where the probes' instructions are, for each thread's sampler.
-    probe_bytes: Option<ProbeBytes>,
-    /// Stack mode: where the module's functions are, for each thread's reader.
-    stack_code: Option<CodeMap>,
+    /// The mode each thread runs in, the first thread's.
+    mode: Arc<dyn ThreadMode>,
     /// An empty collector configured for this run, copied for each thread.
     template: Mutex<Option<Collector>>,
     /// Coverage: the block map, filled by each thread.
@@ -135,14 +130,12 @@ impl std::fmt::Debug for Threads {
 impl Threads {
     /// The threads of a run of `module` (threaded: see [`is_threaded`]): creates its shared
     /// memories and links the module for the threads it will spawn.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         engine: &Engine,
         module: &Module,
         settings: &RunSettings,
         wasi: SharedWasi,
-        mode: Option<ProbeMode>,
-        probe_bytes: Option<ProbeBytes>,
+        mode: Arc<dyn ThreadMode>,
         template: Option<Collector>,
         blocks: Option<Coverage>,
     ) -> Result<Arc<Threads>, Failure> {
@@ -167,8 +160,6 @@ impl Threads {
             settings: settings.clone(),
             wasi,
             mode,
-            probe_bytes,
-            stack_code: (settings.stacks && mode.is_none()).then(|| CodeMap::of_original(module)),
             template: Mutex::new(template),
             blocks,
             memories,
@@ -194,13 +185,10 @@ impl Threads {
     ) -> Result<(Linker<HostState>, HostCalls), Failure> {
         let mut linker: Linker<HostState> = Linker::new(&self.engine);
         crate::run::wasi::link(&mut linker, true)?;
-        if let Some(mode) = self.mode {
-            define_probes(&mut linker, mode)
-                .map_err(|e| Failure::input(format!("cannot link probes: {e}")))?;
-        }
+        self.mode.link(&mut linker)?;
         self.link(&mut linker, store)?;
-        let measured = self.mode.is_some() || self.stack_code.is_some();
-        let timed = self.mode.is_some_and(|m| m != ProbeMode::Cost);
+        let figures = self.mode.host_figures();
+        let (measured, timed) = (figures.measured(), figures == HostFigures::Timed);
         let host_calls =
             HostCalls::install(&mut linker, store, &self.module, &[], measured, timed)?;
         Ok((linker, host_calls))
@@ -233,12 +221,9 @@ impl Threads {
     /// A new thread's store state: its handle on the program's WASI context, and its own
     /// collector.
     fn state(&self, template: Option<Collector>) -> Result<HostState, Failure> {
-        let (collector, log) = match (self.mode, template) {
-            (Some(ProbeMode::Time), Some(c)) => (None, Some(ProbeLog::start(c))),
-            (_, c) => (c, None),
-        };
+        let (collector, log) = self.mode.reporting(template);
         // Profiled runs count WASI's calls in each thread (the host's wrappers record them).
-        let host = (self.mode.is_some() || self.stack_code.is_some())
+        let host = (self.mode.host_figures().measured())
             .then(|| crate::run::host_calls::meter::HostAccount::for_module(&self.module));
         Ok(HostState {
             wasi: crate::run::wasi::Wasi::Shared(self.wasi.lease()),
@@ -333,14 +318,11 @@ impl Threads {
         if let (Some(account), Some(arena)) = (store.data_mut().host.as_mut(), arena) {
             account.set_arena(arena);
         }
-        if self.mode.is_some_and(ProbeMode::counts_inline) {
-            reset_slot(&mut store, &instance);
-        }
         let mut timings = Timings::new();
         // Done with wasm as soon as the entry returns (whatever wprof does after it may
         // sleep: joining the sampler), so that the end of the program waits for this
         // thread's profile rather than taking it for one blocked for good.
-        // `call_entry` calls it once, right after the entry returns.
+        // The mode calls it once, right after the entry returns.
         let returned = || {
             wasm_done.set(true);
             self.update(|p| {
@@ -349,53 +331,42 @@ impl Threads {
                 p.collecting += 1;
             });
         };
-        let mut enter = || {
-            call_entry(
-                &mut store,
-                &instance,
-                &self.module,
-                Entry::Thread {
+        let mut entered = self
+            .mode
+            .enter(EntryCall {
+                store: &mut store,
+                instance: &instance,
+                module: &self.module,
+                entry: Entry::Thread {
                     tid: tid as i32,
                     arg,
                 },
-                StartProbes {
-                    mode: self.mode,
-                    bytes: self.probe_bytes.as_ref(),
-                    switches: None,
-                    desk: None,
-                    cpu_time: true,
-                    returned: Some(&returned),
-                },
-                &self.settings,
-                None,
-                &mut timings,
-            )
-        };
-        let (entered, stacks) = match &self.stack_code {
-            Some(code) => stacks::while_walking(code, self.settings.sample_period, enter),
-            None => (enter(), None),
-        };
-        let (result, samples, wall_time) = entered.map_err(ThreadEnding::Wprof)?;
-        result.map_err(ThreadEnding::Program)?;
-        let (readings, answered) = samples
+                settings: &self.settings,
+                switches: None,
+                desk: None,
+                cpu_time: true,
+                walker: None,
+                returned: Some(&returned),
+                timings: &mut timings,
+            })
+            .map_err(ThreadEnding::Wprof)?;
+        std::mem::replace(&mut entered.result, Ok(())).map_err(ThreadEnding::Program)?;
+        let readings = self.mode.read(ReadCall {
+            store: &mut store,
+            instance: &instance,
+            entered: &entered,
+            blocks: self.blocks.clone(),
+            walker: None,
+            timer_cost: Default::default(),
+            first: false,
+            settings: &self.settings,
+            timings: &mut timings,
+        });
+        let (readings_taken, answered) = entered
+            .samples
             .as_ref()
             .map_or((0, 0), |s| (s.readings, s.answered));
-        let mut coverage = None;
-        let entry_counts = self
-            .stack_code
-            .as_ref()
-            .and_then(|_| crate::run::stacks::entry_counts::read(&mut store, &instance));
-        if self.mode.is_some_and(ProbeMode::counts_inline) {
-            crate::run::inline::replay::replay_tree(&mut store, &instance, samples.as_ref());
-            let functions = store
-                .data()
-                .collector
-                .as_ref()
-                .map_or(0, |c| c.functions().len() as u32);
-            coverage = self.blocks.clone().and_then(|map| {
-                crate::run::inline::coverage::read(&mut store, &instance, functions, map).ok()
-            });
-        }
+        let (wall_time, stacks) = (entered.wall_time, entered.stacks);
         let state = store.into_data();
         let host_calls = state
             .host
@@ -403,8 +374,9 @@ impl Threads {
             .map(|account| host_calls.records(account))
             .unwrap_or_default();
         // Stack mode: WASI's calls, counted by the host, beside the functions' counters.
-        let entry_counts =
-            entry_counts.map(|c| entry_counts::with_host_calls(c, state.host.as_ref()));
+        let entry_counts = readings
+            .entry_counts
+            .map(|c| entry_counts::with_host_calls(c, state.host.as_ref()));
         let collector = match state.log {
             Some(log) => Some(log.finish().0),
             None => state.collector.map(|mut c| {
@@ -416,8 +388,8 @@ impl Threads {
             tid,
             collector,
             wall_time,
-            coverage,
-            readings,
+            coverage: readings.coverage,
+            readings: readings_taken,
             answered,
             stacks,
             entry_counts,
@@ -433,7 +405,20 @@ impl Threads {
         let mut progress = self.progress.lock().unwrap_or_else(|e| e.into_inner());
         let mut asleep = 0;
         while progress.in_wasm > 0 && started.elapsed() < PATIENCE {
-            let all_asleep = progress.os_threads.values().all(|&t| sleeps(t));
+            // Looked at without the lock: a thread that has just left wasm sleeps on it
+            // while it tells so, and would be taken for one blocked in wasm.
+            let (in_wasm, os_threads): (u32, Vec<i32>) = (
+                progress.in_wasm,
+                progress.os_threads.values().copied().collect(),
+            );
+            drop(progress);
+            let all_asleep = os_threads.into_iter().all(sleeps);
+            progress = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+            if progress.in_wasm != in_wasm {
+                // Some thread moved on meanwhile: what was seen is stale.
+                asleep = 0;
+                continue;
+            }
             asleep = if all_asleep { asleep + 1 } else { 0 };
             if asleep >= 3 {
                 break;

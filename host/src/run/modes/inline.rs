@@ -1,0 +1,102 @@
+//! Sample and cost mode, the inline modes: the probes count in a calling-context tree in
+//! the module's memory (see [`crate::run::inline`]), which is replayed into the thread's
+//! collector once its entry returned; sample mode's sampler reads where the thread is
+//! meanwhile (see [`crate::run::inline::sampler`]). Adaptive mode builds on this (see
+//! [`super::adaptive`]).
+
+use wasmtime::Linker;
+use wprof_agent::ProbeMode;
+
+use super::{Entered, EntryCall, HostFigures, ReadCall, Readings, ThreadMode};
+use crate::exit::Failure;
+use crate::run::host_state::HostState;
+use crate::run::inline::attribution::Attribution;
+use crate::run::inline::tree::InlineTree;
+use crate::run::start::ProbeBytes;
+
+/// An inline mode.
+#[derive(Debug)]
+pub struct Inline {
+    /// Sample, cost or adaptive mode.
+    mode: ProbeMode,
+    /// Sample mode: where the probes' own instructions are, to leave out their time.
+    probe_bytes: Option<ProbeBytes>,
+}
+
+impl Inline {
+    /// The inline `mode`, over a module whose probes are at `probe_bytes`.
+    pub fn new(mode: ProbeMode, probe_bytes: Option<ProbeBytes>) -> Self {
+        Inline { mode, probe_bytes }
+    }
+
+    /// Replays the thread's tree into its collector (timed as `collect`) and reads its
+    /// block counts: the readings and the tree.
+    pub(super) fn replay(&self, read: &mut ReadCall<'_>) -> (Readings, Option<InlineTree>) {
+        let samples = read.entered.samples.as_ref();
+        let replayed = read.timings.time("collect", || {
+            crate::run::inline::replay::replay_tree(read.store, read.instance, samples)
+        });
+        let coverage = read.blocks.take().and_then(|map| match read.first {
+            true => crate::run::inline::coverage::read_counts(read.store, read.instance, map),
+            // A spawned thread's counters were made as the first's: said once, there.
+            false => {
+                let functions = read.store.data().collector.as_ref();
+                let functions = functions.map_or(0, |c| c.functions().len() as u32);
+                crate::run::inline::coverage::read(read.store, read.instance, functions, map).ok()
+            }
+        });
+        let (tree, attribution): (_, Option<Attribution>) = match replayed {
+            Some((tree, attribution)) => (Some(tree), attribution),
+            None => (None, None),
+        };
+        let readings = Readings {
+            attribution,
+            coverage,
+            ..Readings::default()
+        };
+        (readings, tree)
+    }
+}
+
+impl ThreadMode for Inline {
+    fn probes(&self) -> Option<ProbeMode> {
+        Some(self.mode)
+    }
+
+    fn link(&self, linker: &mut Linker<HostState>) -> Result<(), Failure> {
+        crate::run::host_state::define_probes(linker, self.mode)
+            .map_err(|e| Failure::input(format!("cannot link probes: {e}")))
+    }
+
+    fn host_figures(&self) -> HostFigures {
+        // Cost mode times nothing.
+        match self.mode {
+            ProbeMode::Cost => HostFigures::Counted,
+            _ => HostFigures::Timed,
+        }
+    }
+
+    fn samples(&self) -> bool {
+        self.mode.samples()
+    }
+
+    fn serves_windows(&self) -> bool {
+        true
+    }
+
+    fn probe_bytes(&self) -> Option<&ProbeBytes> {
+        self.probe_bytes.as_ref()
+    }
+
+    fn enter(&self, mut call: EntryCall<'_>) -> Result<Entered, Failure> {
+        crate::run::host_state::reset_slot(call.store, call.instance);
+        match self.mode.samples() {
+            true => crate::run::start::call_sampled(call, self.mode, self.probe_bytes.as_ref()),
+            false => crate::run::start::call_plain(&mut call),
+        }
+    }
+
+    fn read(&self, mut read: ReadCall<'_>) -> Readings {
+        self.replay(&mut read).0
+    }
+}
