@@ -135,3 +135,95 @@ fn threaded_programs_end_as_under_the_wasmtime_cli_45() {
         assert_eq!(stdout(&ours), stdout(&reference), "threads {how}");
     }
 }
+
+/// Runs `samples/stdin_threads.wasm` through `command` with stdin and stdout piped: writes
+/// `hello` to its stdin once its spawned thread said `thread: ready` (which that thread
+/// writes while the first thread waits for stdin). Its stdout and exit code, or why not:
+/// the line never came (the thread's write waited for the first thread's read).
+fn feed_after_ready(mut command: std::process::Command) -> Result<(String, Option<i32>), String> {
+    use std::io::{BufRead, Write};
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while seen.last().map(String::as_str) != Some("thread: ready") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match said.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                return Err(format!(
+                    "no `thread: ready` while the first thread waited for stdin (said {seen:?}); \
+                     stderr: {}",
+                    stderr(&out)
+                ));
+            }
+        }
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"hello\n").unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    seen.extend(said.iter());
+    Ok((format!("{}\n", seen.join("\n")), status.code()))
+}
+
+#[test]
+fn a_thread_waiting_for_stdin_does_not_hold_up_the_others_in_every_mode() {
+    // The first thread's lines in its order; the spawned thread's wherever it came.
+    let check = |(out, code): (String, Option<i32>), what: &str| {
+        assert_eq!(code, Some(0), "{what}");
+        let first: Vec<&str> = out.lines().filter(|l| *l != "thread: ready").collect();
+        assert_eq!(
+            first,
+            ["poll: 0, clock 1", "first thread read: hello"],
+            "{what}"
+        );
+        assert_eq!(out.lines().count(), 3, "{what}: {out}");
+    };
+    let s = Scratch::new();
+    let module = sample("stdin_threads.wasm");
+    for mode in [
+        None,
+        Some("stack"),
+        Some("sample"),
+        Some("time"),
+        Some("cost"),
+    ] {
+        let mut command = match mode {
+            Some(mode) => s.wprof(&["run", "-q", "--mode", mode, "-o", "p.wprof"]),
+            None => {
+                let mut cmd = s.wprof(&["run"]);
+                cmd.env("WPROF", "0");
+                cmd
+            }
+        };
+        command.arg(&module);
+        let ran = feed_after_ready(command).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        check(ran, &format!("{mode:?}"));
+    }
+    // wasi-threads' own implementation behaves so.
+    if let Some(cli) = crate::support::wasmtime_threads_cli() {
+        let mut command = std::process::Command::new(cli);
+        command
+            .args(["run", "-W", "threads=y,shared-memory=y", "-S", "threads=y"])
+            .arg(&module);
+        check(feed_after_ready(command).unwrap(), "the wasmtime CLI 45");
+    }
+}

@@ -78,7 +78,7 @@ pub fn run(
     let ctx = wasi_context(settings, stdio)?;
     let (wasi, shared_wasi) = match threaded {
         true => {
-            let (wasi, shared) = Wasi::share(ctx);
+            let (wasi, shared) = Wasi::share(ctx, stdio == Stdio::Inherit);
             (wasi, Some(shared))
         }
         false => (Wasi::Own(ctx), None),

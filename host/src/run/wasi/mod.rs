@@ -1,12 +1,15 @@
 //! WASI preview 1 for a module's run: the context its threads run with, made from the
 //! run's settings ([`context`]); in a threaded program one context for all its threads
-//! ([`shared`]), whose sleeps do not hold it ([`sleep`]); the host's accesses to a shared
-//! memory ([`memory`]).
+//! ([`shared`]), whose sleeps ([`sleep`]) and waits for stdin ([`stdin`]) do not hold it,
+//! both calling wasmtime-wasi's own functions when they must ([`real`]); the host's
+//! accesses to a shared memory ([`memory`]).
 
 pub mod context;
 pub(crate) mod memory;
+mod real;
 pub(crate) mod shared;
 mod sleep;
+mod stdin;
 
 use wasmtime::{CallHook, Linker, Store};
 
@@ -20,11 +23,12 @@ pub(crate) trait HoldsWasi: Send + 'static {
 }
 
 /// Links WASI preview 1 into a linker of the program's stores, reaching each store's
-/// context through [`Wasi::ctx`]; `threaded`: with the sleeps of [`sleep`].
+/// context through [`Wasi::ctx`]; `threaded`: with the sleeps of [`sleep`] and the reads
+/// of [`stdin`].
 pub(crate) fn link<T: HoldsWasi>(linker: &mut Linker<T>, threaded: bool) -> Result<(), Failure> {
     let linked = wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut T| s.wasi().ctx())
         .and_then(|()| match threaded {
-            true => sleep::link(linker),
+            true => sleep::link(linker).and_then(|()| stdin::link(linker)),
             false => Ok(()),
         });
     linked.map_err(|e| Failure::input(format!("cannot link WASI: {e}")))

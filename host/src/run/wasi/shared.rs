@@ -15,10 +15,12 @@
 //! A call that waits holds the context while it waits, which would make every other
 //! thread's WASI calls wait behind a sleeping one: the sleeps (`poll_oneoff` on clocks
 //! alone, what `nanosleep` and `usleep` make) are answered without it (see
-//! [`super::sleep`]). A read that waits for input (stdin, a pipe, a socket) still holds it.
+//! [`super::sleep`]), and a read of stdin waits for input without it (see
+//! [`super::stdin`]). A `poll_oneoff` on descriptors, and a write to a pipe its reader
+//! leaves full, still wait with the context held.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -53,12 +55,31 @@ impl Wasi {
         }
     }
 
+    /// Whether descriptor 0 is the process's stdin (a threaded program's that inherited it
+    /// and has not closed or renumbered it).
+    pub(crate) fn reads_process_stdin(&self) -> bool {
+        match self {
+            Wasi::Own(_) => false,
+            Wasi::Shared(lease) => lease.context.process_stdin.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The program closes or renumbers descriptor 0: it is no longer taken for the
+    /// process's stdin.
+    pub(crate) fn stdin_moved(&self) {
+        if let Wasi::Shared(lease) = self {
+            lease.context.process_stdin.store(false, Ordering::Relaxed);
+        }
+    }
+
     /// Shares the context among the threads of a threaded program: this thread's handle,
-    /// and one to copy for each thread it spawns.
-    pub(crate) fn share(ctx: WasiP1Ctx) -> (Wasi, SharedWasi) {
+    /// and one to copy for each thread it spawns. `inherits_stdin`: its descriptor 0 is the
+    /// process's stdin.
+    pub(crate) fn share(ctx: WasiP1Ctx, inherits_stdin: bool) -> (Wasi, SharedWasi) {
         let shared = SharedWasi(Arc::new(Context {
             lock: Lock::default(),
             ctx: UnsafeCell::new(ctx),
+            process_stdin: AtomicBool::new(inherits_stdin),
         }));
         (Wasi::Shared(shared.lease()), shared)
     }
@@ -89,6 +110,8 @@ impl std::fmt::Debug for SharedWasi {
 struct Context {
     lock: Lock,
     ctx: UnsafeCell<WasiP1Ctx>,
+    /// Whether descriptor 0 is the process's stdin (see [`super::stdin`]).
+    process_stdin: AtomicBool,
 }
 
 // SAFETY: the context is reached only through `Lease::ctx`, by the thread holding the lock;
@@ -202,7 +225,7 @@ mod tests {
     #[test]
     fn a_lease_gives_back_what_it_took_and_only_that() {
         let ctx = wasmtime_wasi::WasiCtxBuilder::new().build_p1();
-        let (mut first, shared) = Wasi::share(ctx);
+        let (mut first, shared) = Wasi::share(ctx, false);
         let mut second = shared.lease();
         let _ = first.ctx();
         let _ = first.ctx(); // the same call asking again does not wait for itself

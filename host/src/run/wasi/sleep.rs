@@ -64,7 +64,10 @@ fn poll_oneoff<T: HoldsWasi>(
             return Ok(0);
         }
     }
-    real_poll_oneoff(&mut caller, memory, [subs, events, count, nevents])
+    super::real::call(&mut caller, |ctx, memory| {
+        use wasmtime_wasi::p1::wasi_snapshot_preview1::poll_oneoff;
+        wasmtime_wasi::runtime::in_tokio(poll_oneoff(ctx, memory, subs, events, count, nevents))
+    })
 }
 
 /// The subscription's userdata and relative timeout in nanoseconds, when `count` is one
@@ -81,36 +84,6 @@ fn lone_relative_clock(cells: &[UnsafeCell<u8>], subs: i32, count: i32) -> Optio
     }
     let word = |at: usize| u64::from_le_bytes(sub[at..at + 8].try_into().expect("8 bytes"));
     Some((word(0), word(24)))
-}
-
-/// wasmtime-wasi's `poll_oneoff`, as its synchronous bindings call it.
-fn real_poll_oneoff<T: HoldsWasi>(
-    caller: &mut Caller<'_, T>,
-    memory: Option<Extern>,
-    [subs, events, count, nevents]: [i32; 4],
-) -> wasmtime::Result<i32> {
-    use wasmtime_wasi::p1::wasi_snapshot_preview1::poll_oneoff;
-    let poll = |ctx, mut memory: wiggle::GuestMemory<'_>| {
-        wasmtime_wasi::runtime::in_tokio(poll_oneoff(
-            ctx,
-            &mut memory,
-            subs,
-            events,
-            count,
-            nevents,
-        ))
-    };
-    match memory {
-        Some(Extern::Memory(memory)) => {
-            let (bytes, state) = memory.data_and_store_mut(caller);
-            poll(state.wasi().ctx(), wiggle::GuestMemory::Unshared(bytes))
-        }
-        Some(Extern::SharedMemory(memory)) => poll(
-            caller.data_mut().wasi().ctx(),
-            wiggle::GuestMemory::Shared(memory.data()),
-        ),
-        _ => Err(wasmtime::format_err!("missing required memory export")),
-    }
 }
 
 #[cfg(test)]

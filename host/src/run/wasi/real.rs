@@ -1,0 +1,36 @@
+//! wasmtime-wasi's own preview 1 functions, called by the functions wprof puts in their
+//! place for threaded programs ([`super::sleep`], [`super::stdin`]) with the store's
+//! context and the program's memory, as wasmtime-wasi's synchronous bindings call them.
+
+use wasmtime::{Caller, Extern};
+use wasmtime_wasi::p1::WasiP1Ctx;
+
+use super::HoldsWasi;
+
+/// Calls `call` with the calling thread's context (taken until the call returns to wasm)
+/// and the memory the program exports. As the bindings do, the context is first given the
+/// store's allowance of bytes a call may copy (wasmtime-wasi's "hostcall fuel"): without
+/// it, every call that copies an array (the iovecs of a read, the subscriptions of a poll)
+/// fails with `ENOMEM`.
+pub(super) fn call<T: HoldsWasi>(
+    caller: &mut Caller<'_, T>,
+    call: impl FnOnce(&mut WasiP1Ctx, &mut wiggle::GuestMemory<'_>) -> wasmtime::Result<i32>,
+) -> wasmtime::Result<i32> {
+    use wasmtime::AsContextMut;
+    use wasmtime_wasi::p1::wasi_snapshot_preview1::WasiSnapshotPreview1;
+    let fuel = caller.as_context_mut().hostcall_fuel();
+    match caller.get_export("memory") {
+        Some(Extern::Memory(memory)) => {
+            let (bytes, state) = memory.data_and_store_mut(caller);
+            let ctx = state.wasi().ctx();
+            ctx.set_hostcall_fuel(fuel);
+            call(ctx, &mut wiggle::GuestMemory::Unshared(bytes))
+        }
+        Some(Extern::SharedMemory(memory)) => {
+            let ctx = caller.data_mut().wasi().ctx();
+            ctx.set_hostcall_fuel(fuel);
+            call(ctx, &mut wiggle::GuestMemory::Shared(memory.data()))
+        }
+        _ => Err(wasmtime::format_err!("missing required memory export")),
+    }
+}

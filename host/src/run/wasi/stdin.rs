@@ -1,0 +1,84 @@
+//! `fd_read` of stdin for a threaded program, whose threads share one WASI context (see
+//! [`super::shared`]): a thread waiting for input does not hold the context while it waits.
+//!
+//! wasmtime-wasi reads the process's stdin on a worker thread of its own, into one buffer
+//! that every handle on stdin shares. A read of descriptor 0 first waits here, without the
+//! context, until that buffer holds data (or stdin ended); the read itself is then
+//! wasmtime-wasi's, made with the context held, and finds the data there at once. Two
+//! threads reading stdin at the same moment may still see one of them take the other's
+//! data, and the other wait with the context held: the same race as on any shared stdin.
+//!
+//! Descriptor 0 is the process's stdin only until the program closes or renumbers it
+//! (WASI has no `dup`): `fd_close` and `fd_renumber` are watched, and from then on every
+//! read of descriptor 0 is wasmtime-wasi's alone.
+
+use wasmtime::{Caller, Linker};
+
+use super::HoldsWasi;
+
+/// WASI preview 1's module.
+const MODULE: &str = "wasi_snapshot_preview1";
+
+/// Replaces the linker's `fd_read`, `fd_close` and `fd_renumber` (the linker of a threaded
+/// program's stores, WASI already in it).
+pub(crate) fn link<T: HoldsWasi>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let defined = define(linker);
+    linker.allow_shadowing(false);
+    defined
+}
+
+fn define<T: HoldsWasi>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    linker.func_wrap(MODULE, "fd_read", fd_read::<T>)?;
+    linker.func_wrap(
+        MODULE,
+        "fd_close",
+        |mut caller: Caller<'_, T>, fd: i32| -> wasmtime::Result<i32> {
+            if fd == 0 {
+                caller.data_mut().wasi().stdin_moved();
+            }
+            super::real::call(&mut caller, |ctx, memory| {
+                use wasmtime_wasi::p1::wasi_snapshot_preview1::fd_close;
+                wasmtime_wasi::runtime::in_tokio(fd_close(ctx, memory, fd))
+            })
+        },
+    )?;
+    linker.func_wrap(
+        MODULE,
+        "fd_renumber",
+        |mut caller: Caller<'_, T>, from: i32, to: i32| -> wasmtime::Result<i32> {
+            if from == 0 || to == 0 {
+                caller.data_mut().wasi().stdin_moved();
+            }
+            super::real::call(&mut caller, |ctx, memory| {
+                use wasmtime_wasi::p1::wasi_snapshot_preview1::fd_renumber;
+                wasmtime_wasi::runtime::in_tokio(fd_renumber(ctx, memory, from, to))
+            })
+        },
+    )?;
+    Ok(())
+}
+
+fn fd_read<T: HoldsWasi>(
+    mut caller: Caller<'_, T>,
+    fd: i32,
+    iovs: i32,
+    iovs_len: i32,
+    nread: i32,
+) -> wasmtime::Result<i32> {
+    if fd == 0 && iovs_len > 0 && caller.data_mut().wasi().reads_process_stdin() {
+        wait_for_stdin();
+    }
+    super::real::call(&mut caller, |ctx, memory| {
+        use wasmtime_wasi::p1::wasi_snapshot_preview1::fd_read;
+        wasmtime_wasi::runtime::in_tokio(fd_read(ctx, memory, fd, iovs, iovs_len, nread))
+    })
+}
+
+/// Waits until the process's stdin, as wasmtime-wasi reads it, holds data or has ended.
+fn wait_for_stdin() {
+    use wasmtime_wasi::cli::StdinStream;
+    use wasmtime_wasi::p2::Pollable;
+    let mut stdin = StdinStream::p2_stream(&tokio::io::stdin());
+    wasmtime_wasi::runtime::in_tokio(async { stdin.ready().await });
+}
