@@ -3,6 +3,8 @@
 
 use std::process::Command;
 
+use wprof::profile::Profile;
+
 use crate::formats::{cost_profile, report_to};
 use crate::support::*;
 use crate::tools::tool;
@@ -77,31 +79,79 @@ fn sources_from_dwarf_in_text_pprof_and_callgrind() {
 }
 
 #[test]
-fn no_module_no_sources_and_a_wrong_module_is_refused() {
+fn a_profile_keeps_its_names_and_sources_without_its_module() {
     let s = Scratch::new();
-    // A module written here, profiled, then removed: the report works, without sources.
+    // A module written here, profiled (the default mode and cost mode), then removed, and
+    // the profiles reported from another directory with another (empty) cache: the same
+    // reports, sources and demangled names included, and nothing to warn about.
     let module = s.path("gone.wasm");
     std::fs::copy(sample("compress.wasm"), &module).unwrap();
-    let o = s.run(&[
-        "run",
-        "-q",
-        "--mode",
-        "cost",
-        module.to_str().unwrap(),
-        "--",
-        "1",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let with = stdout(&s.run(&["report", "gone.wprof"]));
-    assert!(with.contains("[compress.c:"), "{with}");
+    let mangled = s.wat_module("mangled.wasm", MANGLED);
+    for args in [
+        vec!["--mode", "cost", module.to_str().unwrap(), "--", "1"],
+        vec!["-o", "stack.wprof", module.to_str().unwrap(), "--", "1"],
+        vec!["--mode", "cost", mangled.to_str().unwrap()],
+    ] {
+        let mut all = vec!["run", "-q"];
+        all.extend(args);
+        let o = s.run(&all);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let here: Vec<String> = ["gone.wprof", "stack.wprof", "mangled.wprof"]
+        .iter()
+        .map(|p| stdout(&s.run(&["report", p])))
+        .collect();
+    assert!(here[0].contains("[compress.c:"), "{}", here[0]);
+    assert!(here[1].contains("[compress.c:"), "{}", here[1]);
+    assert!(here[2].contains("  foo(int)\n"), "{}", here[2]);
     std::fs::remove_file(&module).unwrap();
-    let o = s.run(&["report", "gone.wprof"]);
+    std::fs::remove_file(&mangled).unwrap();
+    let elsewhere = s.path("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    for (i, name) in ["gone.wprof", "stack.wprof", "mangled.wprof"]
+        .iter()
+        .enumerate()
+    {
+        std::fs::rename(s.path(name), elsewhere.join(name)).unwrap();
+        let o = s
+            .wprof(&["report", name])
+            .current_dir(&elsewhere)
+            .env("WPROF_CACHE_DIR", s.path("another-cache"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(stdout(&o), here[i], "{name}");
+        assert_eq!(stderr(&o), "", "{name}");
+        // The profile says where the module was, as an absolute path.
+        let kept = Profile::read(&elsewhere.join(name)).unwrap();
+        let path = kept.symbols.unwrap().module_path.unwrap();
+        assert!(std::path::Path::new(&path).is_absolute(), "{path}");
+    }
+    // A profile of an earlier wprof keeps no names: its module comes from the cache (the
+    // original, by its digest), else one warning says what is missing.
+    let mut older: serde_json::Value = s.profile("elsewhere/gone.wprof");
+    older.as_object_mut().unwrap().remove("symbols");
+    std::fs::write(s.path("older.wprof"), older.to_string()).unwrap();
+    let o = s.run(&["report", "older.wprof"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), here[0], "from the cache");
+    let o = s
+        .wprof(&["report", "older.wprof"])
+        .env("WPROF_CACHE_DIR", s.path("another-cache"))
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!stdout(&o).contains("[compress.c:"));
+    assert!(
+        stderr(&o).contains("the profiled module is not at")
+            && stderr(&o).matches("warning").count() == 1,
+        "{}",
+        stderr(&o)
+    );
     // --module finds it elsewhere; a different module is an error.
     let o = s.run(&[
         "report",
-        "gone.wprof",
+        "older.wprof",
         "--module",
         sample("compress.wasm").to_str().unwrap(),
     ]);
@@ -109,7 +159,7 @@ fn no_module_no_sources_and_a_wrong_module_is_refused() {
     assert!(stdout(&o).contains("[compress.c:"));
     let o = s.run(&[
         "report",
-        "gone.wprof",
+        "older.wprof",
         "--module",
         sample("fib.wasm").to_str().unwrap(),
     ]);

@@ -61,9 +61,15 @@ impl AnnotateCommand {
         }
         let found = source::profiled_module(&profile, &self.profile, self.module.as_deref())
             .map_err(Failure::input)?;
+        // No longer on disk: the cache keeps the original by its digest.
+        let found = found.or_else(|| {
+            let bytes = crate::commands::cache::module_by_digest(&profile.module.blake3)?;
+            Some((recorded_path(&profile), bytes))
+        });
         let Some((path, bytes)) = found else {
             return Err(Failure::input(format!(
-                "the module of {} is not found (its blake3 {}): give it with --module",
+                "the module of {} is not found, nor in the cache (its blake3 {}): give it with \
+                 --module",
                 self.profile.display(),
                 &profile.module.blake3[..16.min(profile.module.blake3.len())]
             )));
@@ -131,4 +137,11 @@ impl AnnotateCommand {
         print!("{out}");
         Ok(0)
     }
+}
+
+/// Where the profiled module was (its absolute path when the profile keeps it), for the
+/// source files found beside it.
+pub(crate) fn recorded_path(profile: &Profile) -> std::path::PathBuf {
+    let absolute = profile.symbols.as_ref().and_then(|s| s.module_path.clone());
+    std::path::PathBuf::from(absolute.unwrap_or_else(|| profile.module.path.clone()))
 }

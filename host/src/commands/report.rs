@@ -140,7 +140,9 @@ impl ReportCommand {
         let (mut symbols, found) = if self.format == Format::Json {
             Default::default()
         } else {
-            source::symbolize(&mut profile, first, self.module.as_deref())?
+            let digest = profile.module.blake3.clone();
+            let cached = move || crate::commands::cache::module_by_digest(&digest);
+            source::symbolize(&mut profile, first, self.module.as_deref(), &cached)?
         };
         // Per-line costs (a cost-mode profile with block counts), for the formats that carry
         // them.
@@ -148,6 +150,12 @@ impl ReportCommand {
             self.format,
             Format::Callgrind | Format::Pprof | Format::Html
         );
+        // No longer on disk: the cache keeps the original by its digest.
+        let found = found.or_else(|| {
+            let bytes = carries_lines
+                .then(|| crate::commands::cache::module_by_digest(&profile.module.blake3))??;
+            Some((crate::commands::annotate::recorded_path(&profile), bytes))
+        });
         if let Some((path, bytes)) = found.as_ref().filter(|_| carries_lines) {
             symbols.lines = report::annotate::line_costs(&profile, bytes, path.parent())?;
         }

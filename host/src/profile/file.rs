@@ -173,6 +173,7 @@ mod tests {
             host_calls: Vec::new(),
             allocations: None,
             threads: None,
+            symbols: None,
         };
         p.functions = (0..2000)
             .map(|id| FunctionRecord {

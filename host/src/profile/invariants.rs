@@ -139,6 +139,7 @@ pub(crate) mod tests {
             host_calls: Vec::new(),
             allocations: None,
             threads: None,
+            symbols: None,
         }
     }
 

@@ -401,6 +401,7 @@ pub(crate) mod tests {
             untimed: Vec::new(),
             untimed_samples: None,
             ticks: None,
+            symbols: None,
         }
     }
 

@@ -73,8 +73,9 @@ pub fn demangle_names(profile: &mut Profile) -> HashMap<u32, String> {
     raw
 }
 
-/// The module file to read DWARF from: `explicit`, else the profiled path, else a file of
-/// that name beside the profile. Only a file whose blake3 matches the profile's is used.
+/// The module file to read DWARF from: `explicit`, else where the module was when it was
+/// profiled (its absolute path, then the path as given), else a file of that name beside
+/// the profile. Only a file whose blake3 matches the profile's is used.
 fn find_module(
     profile: &Profile,
     profile_path: &Path,
@@ -84,7 +85,12 @@ fn find_module(
     let candidates: Vec<PathBuf> = match explicit {
         Some(p) => vec![p.to_path_buf()],
         None => {
-            let mut c = vec![recorded.to_path_buf()];
+            let absolute = profile
+                .symbols
+                .as_ref()
+                .and_then(|s| s.module_path.as_ref());
+            let mut c: Vec<PathBuf> = absolute.into_iter().map(PathBuf::from).collect();
+            c.push(recorded.to_path_buf());
             if let (Some(dir), Some(name)) = (profile_path.parent(), recorded.file_name()) {
                 c.push(dir.join(name));
             }
@@ -196,6 +202,14 @@ pub fn module_dwarf(bytes: &[u8]) -> anyhow::Result<Option<ModuleDwarf<'_>>> {
 /// of every function of its core modules, in the ids of its profile (see
 /// [`crate::components::function_count`]).
 pub fn sources_from_module(bytes: &[u8]) -> anyhow::Result<HashMap<u32, Source>> {
+    sources_of(bytes, None)
+}
+
+/// The sources of [`sources_from_module`], of the functions `wanted` only when given.
+fn sources_of(
+    bytes: &[u8],
+    wanted: Option<&std::collections::HashSet<u32>>,
+) -> anyhow::Result<HashMap<u32, Source>> {
     if wasmparser::Parser::is_component(bytes) {
         let layout = crate::components::ComponentLayout::read(bytes).map_err(anyhow::Error::msg)?;
         let mut out = HashMap::new();
@@ -204,7 +218,9 @@ pub fn sources_from_module(bytes: &[u8]) -> anyhow::Result<HashMap<u32, Source>>
         for module in layout.modules.iter().filter(|m| m.probed) {
             let core = &bytes[module.range.clone()];
             for (id, source) in sources_from_module(core)? {
-                out.insert(offset + id, source);
+                if wanted.is_none_or(|w| w.contains(&(offset + id))) {
+                    out.insert(offset + id, source);
+                }
             }
             offset += crate::components::function_count(core).map_err(anyhow::Error::msg)?;
         }
@@ -215,6 +231,10 @@ pub fn sources_from_module(bytes: &[u8]) -> anyhow::Result<HashMap<u32, Source>>
     };
     let mut out = HashMap::new();
     for (i, range) in dwarf.bodies.iter().enumerate() {
+        let id = dwarf.imported + i as u32;
+        if wanted.is_some_and(|w| !w.contains(&id)) {
+            continue;
+        }
         let (Some(start), Some(end)) = (
             range.start.checked_sub(dwarf.code_start),
             range.end.checked_sub(dwarf.code_start),
@@ -228,7 +248,7 @@ pub fn sources_from_module(bytes: &[u8]) -> anyhow::Result<HashMap<u32, Source>>
             .find_map(|(_, _, loc)| Some((loc.file?, loc.line?)));
         if let Some((file, line)) = found {
             out.insert(
-                dwarf.imported + i as u32,
+                id,
                 Source {
                     file: file.to_string(),
                     line,
@@ -252,17 +272,30 @@ pub fn profiled_module(
 /// A profiled module found on disk: its path and bytes.
 pub type FoundModule = (PathBuf, Vec<u8>);
 
-/// Demangles `profile`'s names and finds its functions' sources; returns them with the
-/// module found (its path and bytes), for whatever else needs it. A module that cannot be
-/// found (or has changed) only means no sources; an explicit `module` that cannot be used
-/// is an error.
+/// Gives `profile`'s functions the names the reports show and finds their sources: those
+/// the profile keeps (see [`crate::profile::SymbolsRecord`]), else the module's. Returns
+/// them with the module found on disk (its path and bytes), for whatever else needs it;
+/// `cached` is the module as the cache keeps it by its digest, asked only where the profile
+/// keeps no symbols and the module is not on disk. An explicit `module` that cannot be used
+/// is an error; a module found nowhere, for a profile that keeps no symbols, one warning.
 pub fn symbolize(
     profile: &mut Profile,
     profile_path: &Path,
     module: Option<&Path>,
+    cached: &dyn Fn() -> Option<Vec<u8>>,
 ) -> anyhow::Result<(Symbols, Option<FoundModule>)> {
     let found = find_module(profile, profile_path, module).map_err(anyhow::Error::msg)?;
+    if let Some(stored) = profile.symbols.clone() {
+        return Ok((kept_symbols(profile, &stored), found));
+    }
+    let found = found.or_else(|| Some((PathBuf::from("(the cache)"), cached()?)));
     let Some((path, bytes)) = found else {
+        crate::say!(
+            "wprof: warning: the profiled module is not at {} (nor beside the profile, nor in \
+             the cache, by its digest): names are the name section's, without source lines; \
+             give --module",
+            profile.module.path
+        );
         let symbols = Symbols {
             raw_names: demangle_names(profile),
             ..Default::default()
@@ -306,6 +339,93 @@ pub fn module_symbols(profile: &mut Profile, bytes: &[u8]) -> anyhow::Result<Sym
     })
 }
 
+/// The shown names and sources `profile` keeps, applied: its functions (and coverage
+/// records) renamed, the module's names kept as the raw names.
+fn kept_symbols(profile: &mut Profile, stored: &crate::profile::SymbolsRecord) -> Symbols {
+    let by_id: HashMap<u32, &crate::profile::FunctionSymbol> =
+        stored.functions.iter().map(|f| (f.id, f)).collect();
+    let mut raw_names = HashMap::new();
+    for f in &mut profile.functions {
+        if let Some(shown) = by_id.get(&f.id).and_then(|s| s.shown.clone()) {
+            raw_names.insert(f.id, std::mem::replace(&mut f.name, shown));
+        }
+    }
+    if let Some(coverage) = &mut profile.coverage {
+        for f in &mut coverage.functions {
+            if let Some(shown) = by_id.get(&f.id).and_then(|s| s.shown.clone()) {
+                f.name = shown;
+            }
+        }
+    }
+    let sources = stored
+        .functions
+        .iter()
+        .filter_map(|f| {
+            let source = Source {
+                file: f.file.clone()?,
+                line: f.line?,
+            };
+            Some((f.id, source))
+        })
+        .collect();
+    Symbols {
+        raw_names,
+        sources,
+        lines: HashMap::new(),
+    }
+}
+
+/// Keeps in `profile` what the reports show of its functions, from the profiled module's
+/// `bytes` (found at `path` when profiled): each function's shown name (Go's own, or
+/// demangled) where it is not the module's, and its source file and line (Go's table, or
+/// the DWARF). Only the profile's functions are looked up.
+pub fn record_symbols(profile: &mut Profile, bytes: &[u8], path: &Path) {
+    let mut functions = profile.functions.clone();
+    let (raw_names, sources) = match crate::go_symbols::read(bytes) {
+        crate::go_symbols::GoTable::Functions(go) => {
+            let raw = go_names(&mut functions, &go);
+            let sources = go_sources(&go);
+            (raw, sources)
+        }
+        other => {
+            if let crate::go_symbols::GoTable::Unreadable(why) = other {
+                tracing::debug!("a Go module, but {why}");
+            }
+            let mut raw = HashMap::new();
+            for f in &mut functions {
+                if let Some(shown) = demangle(&f.name) {
+                    raw.insert(f.id, std::mem::replace(&mut f.name, shown));
+                }
+            }
+            let wanted = functions.iter().map(|f| f.id).collect();
+            let sources = sources_of(bytes, Some(&wanted)).unwrap_or_else(|e| {
+                tracing::debug!("no source lines from {}: {e:#}", path.display());
+                HashMap::new()
+            });
+            (raw, sources)
+        }
+    };
+    let functions = functions
+        .iter()
+        .filter_map(|f| {
+            let shown = raw_names.contains_key(&f.id).then(|| f.name.clone());
+            let source = sources.get(&f.id);
+            (shown.is_some() || source.is_some()).then(|| crate::profile::FunctionSymbol {
+                id: f.id,
+                shown,
+                file: source.map(|s| s.file.clone()),
+                line: source.map(|s| s.line),
+            })
+        })
+        .collect();
+    profile.symbols = Some(crate::profile::SymbolsRecord {
+        module_path: std::path::absolute(path)
+            .ok()
+            .map(|p| p.display().to_string()),
+        functions,
+    });
+}
+
 /// The names `profile`'s functions are shown by, in place of the module's: Go's own for a
 /// Go module (`bytes`), else demangled. For the run's summary, which needs no sources.
 pub fn rename(functions: &mut [FunctionRecord], bytes: &[u8]) {
@@ -341,18 +461,21 @@ fn go_symbols(profile: &mut Profile, go: &HashMap<u32, crate::go_symbols::GoFunc
             }
         }
     }
-    let sources = go
-        .iter()
+    Symbols {
+        raw_names,
+        sources: go_sources(go),
+        lines: HashMap::new(),
+    }
+}
+
+/// Go's files and lines of its functions.
+fn go_sources(go: &HashMap<u32, crate::go_symbols::GoFunction>) -> HashMap<u32, Source> {
+    go.iter()
         .filter_map(|(&id, g)| {
             let file = g.file.clone()?;
             Some((id, Source { file, line: g.line }))
         })
-        .collect();
-    Symbols {
-        raw_names,
-        sources,
-        lines: HashMap::new(),
-    }
+        .collect()
 }
 
 #[cfg(test)]

@@ -162,6 +162,7 @@ pub fn profile_of_run(
         host_calls: Vec::new(),
         allocations: None,
         threads: None,
+        symbols: None,
     }
 }
 

@@ -98,6 +98,18 @@ impl CacheDirArg {
     }
 }
 
+/// The module of digest `blake3_hex` as the cache keeps it (`WPROF_CACHE_DIR`, else the
+/// default cache), checked against its digest; `None` when there is no cache or it holds
+/// no such module. Reports read a profiled module from here when it is no longer on disk.
+pub fn module_by_digest(blake3_hex: &str) -> Option<Vec<u8>> {
+    let digest = blake3::Hash::from_hex(blake3_hex).ok()?;
+    let dir = std::env::var_os("WPROF_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(crate::settings::default_cache_dir)?;
+    let cache = open_existing(&dir).ok()?;
+    crate::prepare::cache_values::module_in(&cache, digest.as_bytes())
+}
+
 /// Opens the cache in `dir`, which must already hold one.
 pub fn open_existing(dir: &Path) -> Result<Cache, Failure> {
     if !Cache::exists(dir) {

@@ -256,6 +256,9 @@ pub(crate) fn run(
     if let Some(coverage) = &mut profile.coverage {
         coverage.set_calls(&profile.functions);
     }
+    timings.time("symbols", || {
+        crate::report::source::record_symbols(&mut profile, &bytes, &settings.module)
+    });
     let written = crate::commands::run::summary::write_profile(&profile, settings, timings);
     if !settings.quiet {
         crate::commands::run::summary::print_component(

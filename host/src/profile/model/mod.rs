@@ -5,11 +5,13 @@ use serde::{Deserialize, Serialize};
 
 mod host_and_allocations;
 mod sampling;
+mod symbols;
 
 pub use host_and_allocations::{
     AllocFigures, AllocationsRecord, AllocatorRecord, HostCallRecord, HostFigures,
 };
 pub use sampling::{SamplingRecord, StackWalkRecord, TicksRecord};
+pub use symbols::{FunctionSymbol, SymbolsRecord};
 
 /// The current profile format.
 pub const FORMAT_VERSION: u32 = 1;
@@ -266,6 +268,10 @@ pub struct Profile {
     /// A program that spawned threads: its threads (see [`ThreadsRecord`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<ThreadsRecord>,
+    /// The functions' shown names and sources, and where the module was (see
+    /// [`SymbolsRecord`]); absent in profiles of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbols: Option<SymbolsRecord>,
 }
 
 /// Adaptive mode: from each hot spot (a context where samples found the most self time) the

@@ -1,0 +1,34 @@
+//! What the reports show of the module's functions beyond the profile's own records, kept
+//! in the profile when it is written: the names a reader knows them by (demangled, or Go's
+//! own) and their source files and lines. A report then reads the same from any directory
+//! and on any machine, without the module.
+
+use serde::{Deserialize, Serialize};
+
+/// The module's functions as the reports show them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SymbolsRecord {
+    /// Where the module was when it was profiled, as an absolute path (reports that need
+    /// its bytes look there, after `--module`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module_path: Option<String>,
+    /// The profile's functions whose shown name or source the module told, by id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<FunctionSymbol>,
+}
+
+/// One function's shown name and source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionSymbol {
+    /// The function's id, as in `functions`.
+    pub id: u32,
+    /// The name the reports show, where it is not the record's (`name`, the module's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown: Option<String>,
+    /// Its source file, as the compiler recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The first line of its code in that file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
