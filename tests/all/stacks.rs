@@ -281,3 +281,39 @@ fn a_component_in_stack_mode_is_profiled_in_sample_mode_with_a_warning() {
     );
     assert_eq!(s.profile("c.wprof")["mode"], "sample");
 }
+
+#[test]
+fn a_run_of_few_samples_says_its_times_are_rough() {
+    let s = Scratch::new();
+    // fib(25) runs a few milliseconds: a few dozen samples at most.
+    let out = s.run(&[
+        "run",
+        "-o",
+        "fib.wprof",
+        sample("fib.wasm").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said = stderr(&out);
+    let note = said
+        .lines()
+        .find(|l| l.starts_with("wprof: note: only about"))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(
+        note.contains("samples fell in the program")
+            && note.contains("the calls exact")
+            && note.contains("`--mode time`"),
+        "{note}"
+    );
+    let report = stdout(&s.run(&["report", "fib.wprof"]));
+    assert!(report.contains("\nnote: only about"), "{report}");
+    // About 0.1 s of work: hundreds of samples, no note.
+    let out = s.run(&[
+        "run",
+        "-o",
+        "ratio.wprof",
+        sample("ratio.wasm").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("only about"), "{}", stderr(&out));
+    assert!(!stdout(&s.run(&["report", "ratio.wprof"])).contains("only about"));
+}

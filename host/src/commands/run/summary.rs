@@ -190,6 +190,9 @@ fn print_with(
         )),
         None => {}
     }
+    if let Some(note) = text::few_samples_note(profile) {
+        out.push_str(&format!("wprof: note: {note}\n"));
+    }
     out.push_str(&injection_lines(&profile.injections));
     if let Some(line) = crate::report::host_time::summary_line(profile) {
         out.push_str(&format!("wprof: {line}\n"));

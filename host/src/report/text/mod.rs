@@ -14,8 +14,8 @@ mod summaries;
 
 use summaries::first_names;
 pub use summaries::{
-    cpu_wait_summary, live_summary, overhead_summary, period_shown, stack_walk_notes,
-    threads_summary, untimed_summary, untimed_time,
+    cpu_wait_summary, few_samples_note, live_summary, overhead_summary, period_shown,
+    stack_walk_notes, threads_summary, untimed_summary, untimed_time,
 };
 
 /// Functions sorted by self time, most expensive first (ties by name).
@@ -123,6 +123,9 @@ pub fn render(profile: &Profile, options: &Options) -> String {
                 },
                 stack_walk_notes(s),
             );
+            if let Some(note) = few_samples_note(profile) {
+                let _ = writeln!(out, "note: {note}");
+            }
         }
         Some(s) => {
             let _ = writeln!(
@@ -134,6 +137,9 @@ pub fn render(profile: &Profile, options: &Options) -> String {
                 s.readings,
                 crate::display::format_ns(s.probe_ns)
             );
+            if let Some(note) = few_samples_note(profile) {
+                let _ = writeln!(out, "note: {note}");
+            }
             if s.off_ns > 0 {
                 let _ = writeln!(
                     out,

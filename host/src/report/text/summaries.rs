@@ -43,6 +43,42 @@ pub fn stack_walk_notes(sampling: &crate::profile::SamplingRecord) -> String {
     notes
 }
 
+/// Fewer samples than this in the program make a note that its sampled times are rough.
+const FEW_SAMPLES: u64 = 100;
+
+/// A sampled profile (stack or sample mode) whose program took fewer than [`FEW_SAMPLES`]
+/// samples: how many, how far a share may be off, and
+/// what to run instead; `None` otherwise. A share `p` of `n` samples is off by
+/// `sqrt(p (1 - p) / n)` (one standard deviation), said for `p` = 10%.
+pub fn few_samples_note(profile: &Profile) -> Option<String> {
+    let sampling = profile.sampling.as_ref()?;
+    if profile.unit != "ns" || sampling.period_ns == 0 {
+        return None;
+    }
+    // Stack mode's ticks include those outside the program (its instantiation, wprof's
+    // own code): its samples are its sampled time over the period. Sample mode's readings
+    // are its samples, when fewer.
+    let mut samples = profile.total / sampling.period_ns;
+    if profile.counts_edge_calls() {
+        samples = samples.min(sampling.readings);
+    }
+    if samples >= FEW_SAMPLES {
+        return None;
+    }
+    let off = 100.0 * (0.1 * 0.9 / samples.max(1) as f64).sqrt();
+    Some(format!(
+        "only about {samples} samples fell in the program ({} of it, one every {}): its times \
+         are rough, a 10% share within about ±{off:.0} points{}; `--mode time` times every call \
+         of a short run",
+        crate::display::format_ns(profile.total),
+        crate::display::format_ns(sampling.period_ns),
+        match profile.counts_calls() {
+            true => ", the calls exact",
+            false => "",
+        }
+    ))
+}
+
 /// How often a run was sampled: its period, and how far it stretched.
 pub fn period_shown(s: &crate::profile::SamplingRecord) -> String {
     let period = crate::display::format_ns(s.period_ns);
