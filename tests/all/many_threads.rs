@@ -193,55 +193,58 @@ fn threads_the_system_refuses_a_timer_are_named_and_their_calls_counted() {
     let s = Scratch::new();
     let module = s.wat_module("hundred.wasm", &spawning(100, 200_000, true));
     let module = module.to_str().unwrap();
-    // The first thread may itself be refused while other tests hold timers: then stack
-    // mode profiles nothing, and the run is tried again.
-    let mut tries = 0;
-    let (out, p) = loop {
-        tries += 1;
-        let mut cmd = s.wprof(&["run", "-q", "-o", "s.wprof", module]);
-        // SAFETY: only setrlimit between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                let limit = libc::rlimit {
-                    rlim_cur: 24,
-                    rlim_max: 24,
-                };
-                if libc::setrlimit(libc::RLIMIT_SIGPENDING, &limit) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let out = cmd.output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        if s.path("s.wprof").exists() {
-            break (out, s.profile("s.wprof"));
-        }
+    for mode in ["stack", "sample"] {
+        let name = format!("{mode}.wprof");
+        // The first thread may itself be refused while other tests hold timers: then stack
+        // mode profiles nothing, and the run is tried again.
+        let mut tries = 0;
+        let (out, p) = loop {
+            tries += 1;
+            let mut cmd = s.wprof(&["run", "-q", "--mode", mode, "-o", &name, module]);
+            // SAFETY: only setrlimit between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    let limit = libc::rlimit {
+                        rlim_cur: 24,
+                        rlim_max: 24,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_SIGPENDING, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            let out = cmd.output().unwrap();
+            assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+            if s.path(&name).exists() {
+                break (out, s.profile(&name));
+            }
+            assert!(
+                tries < 10,
+                "never a timer for the first thread: {}",
+                stderr(&out)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        };
+        all_accounted_for(&p, 100, mode);
+        let unsampled: Vec<u64> = threads(&p)
+            .iter()
+            .filter(|(_, t)| t["unsampled"] == true)
+            .map(|(id, _)| *id)
+            .collect();
+        assert!(unsampled.len() >= 50, "{mode}: {unsampled:?}");
+        assert!(!unsampled.contains(&0), "{mode}");
+        let err = stderr(&out);
         assert!(
-            tries < 10,
-            "never a timer for the first thread: {}",
-            stderr(&out)
+            err.contains(&format!("{} of ", unsampled.len()))
+                && err.contains("could not be interrupted"),
+            "{mode}: {err}"
         );
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    };
-    all_accounted_for(&p, 100, "stack");
-    let unsampled: Vec<u64> = threads(&p)
-        .iter()
-        .filter(|(_, t)| t["unsampled"] == true)
-        .map(|(id, _)| *id)
-        .collect();
-    assert!(unsampled.len() >= 50, "{unsampled:?}");
-    assert!(!unsampled.contains(&0));
-    let err = stderr(&out);
-    assert!(
-        err.contains(&format!("{} of ", unsampled.len()))
-            && err.contains("could not be interrupted"),
-        "{err}"
-    );
-    // The report names them.
-    let text = crate::support::stdout(&s.run(&["report", "s.wprof"]));
-    assert!(
-        text.contains(&format!("{} unsampled", unsampled.len())),
-        "{text}"
-    );
+        // The report names them.
+        let text = crate::support::stdout(&s.run(&["report", &name]));
+        assert!(
+            text.contains(&format!("{} unsampled", unsampled.len())),
+            "{mode}: {text}"
+        );
+    }
 }

@@ -134,6 +134,9 @@ pub(crate) struct Entered {
     /// the first thread's are walked over the whole run, see
     /// `commands::run::modes::stack`).
     pub stacks: Option<StackSamples>,
+    /// A sampled thread whose own timer could not be made (the system refused it): its
+    /// time was read from the calling context alone.
+    pub unsampled: bool,
 }
 
 impl Entered {
@@ -145,6 +148,7 @@ impl Entered {
             wall_time,
             cpu_ns: None,
             stacks: None,
+            unsampled: false,
         }
     }
 }
@@ -258,6 +262,7 @@ pub(crate) fn call_sampled(
     }
     Ok(Entered {
         samples,
+        unsampled: session.is_none(),
         ..Entered::plain(result, wall_time.as_nanos() as u64)
     })
 }

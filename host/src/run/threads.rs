@@ -69,6 +69,8 @@ pub struct ThreadRun {
     pub answered: u64,
     /// Stack mode: its sampled stacks (`None` when it could not be interrupted).
     pub stacks: Option<StackSamples>,
+    /// Sample and stack mode: it could not be interrupted (the system refused its timer).
+    pub unsampled: bool,
     /// Stack mode: its calls, when its module counts them.
     pub entry_counts: Option<crate::run::stacks::entry_counts::EntryCounts>,
     /// Profiled runs: its calls to WASI's functions, as the host's wrappers measured them.
@@ -366,7 +368,7 @@ impl Threads {
             .samples
             .as_ref()
             .map_or((0, 0), |s| (s.readings, s.answered));
-        let (wall_time, stacks) = (entered.wall_time, entered.stacks);
+        let (wall_time, stacks, unsampled) = (entered.wall_time, entered.stacks, entered.unsampled);
         let state = store.into_data();
         let host_calls = state
             .host
@@ -392,6 +394,7 @@ impl Threads {
             readings: readings_taken,
             answered,
             stacks,
+            unsampled,
             entry_counts,
             host_calls,
         })

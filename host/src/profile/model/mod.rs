@@ -119,8 +119,9 @@ pub struct ThreadRecord {
     /// Wall time from its start to its end, in nanoseconds (not in cost mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_time: Option<u64>,
-    /// Stack mode: the thread could not be interrupted (the system refused its timer), so
-    /// its time was not sampled; its calls are counted all the same.
+    /// The thread could not be interrupted (the system refused its timer): in stack mode
+    /// its time was not sampled, in sample and adaptive mode it was read from the calling
+    /// context alone; its calls are counted all the same.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unsampled: bool,
 }

@@ -46,7 +46,11 @@ impl ThreadMode for Stack {
         let (entered, stacks) = crate::run::stacks::while_walking(&self.code, period, || {
             crate::run::start::call_plain(&mut call)
         });
-        Ok(Entered { stacks, ..entered? })
+        Ok(Entered {
+            unsampled: stacks.is_none(),
+            stacks,
+            ..entered?
+        })
     }
 
     fn read(&self, read: ReadCall<'_>) -> Readings {

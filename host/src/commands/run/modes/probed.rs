@@ -349,6 +349,22 @@ fn merge_threads(
     unfinished: u32,
 ) {
     let mut others = Vec::new();
+    // Sampled threads the system refused a timer: their time comes from the context the
+    // module keeps alone, and the profile names them.
+    let unsampled: Vec<u32> = threads
+        .iter()
+        .filter(|t| t.unsampled)
+        .map(|t| t.tid)
+        .collect();
+    if !unsampled.is_empty() {
+        warn(format_args!(
+            "{} of {}'s threads could not be interrupted (the system refused their timers); \
+             their calls are counted, their time is read from the calling context alone (the \
+             time a function spends after a call returns goes to the callee)",
+            unsampled.len(),
+            profile.module.path
+        ));
+    }
     for thread in threads {
         if let (Some(mine), Some(theirs)) = (profile.coverage.as_mut(), &thread.coverage) {
             if let Err(e) = mine.merge(theirs) {
@@ -377,6 +393,10 @@ fn merge_threads(
         others.push((thread.tid, own));
     }
     crate::profile::threads::merge(profile, others, unfinished);
+    let records = profile.threads.iter_mut().flat_map(|t| &mut t.threads);
+    for thread in records.filter(|t| unsampled.contains(&t.id)) {
+        thread.unsampled = true;
+    }
 }
 
 /// Live probes: the switches of every probed function, turned by `wprof ctl` through a
