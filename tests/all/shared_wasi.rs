@@ -13,6 +13,18 @@ const OUTPUT: &str = "thread write: 0\n\
                       opened.txt: opened by a thread|and written by the first\n\
                       not held up\n";
 
+/// `wprof run` in `mode`, its profile written to `MODE.wprof` (`None`: `WPROF=0`).
+fn wprof_run(s: &Scratch, mode: Option<&str>) -> std::process::Command {
+    match mode {
+        Some(mode) => s.wprof(&["run", "-q", "--mode", mode, "-o", &format!("{mode}.wprof")]),
+        None => {
+            let mut cmd = s.wprof(&["run"]);
+            cmd.env("WPROF", "0");
+            cmd
+        }
+    }
+}
+
 /// Runs the sample under wprof in `mode` (`None`: `WPROF=0`), in a fresh directory of
 /// `s` it writes its files into.
 fn run(s: &Scratch, mode: Option<&str>) -> std::process::Output {
@@ -20,14 +32,7 @@ fn run(s: &Scratch, mode: Option<&str>) -> std::process::Output {
     std::fs::create_dir_all(&dir).unwrap();
     let dir = dir.to_str().unwrap();
     let module = sample("shared_wasi.wasm");
-    let mut cmd = match mode {
-        Some(mode) => s.wprof(&["run", "-q", "--mode", mode, "-o", &format!("{mode}.wprof")]),
-        None => {
-            let mut cmd = s.wprof(&["run"]);
-            cmd.env("WPROF", "0");
-            cmd
-        }
-    };
+    let mut cmd = wprof_run(s, mode);
     cmd.args(["--dir", dir, module.to_str().unwrap(), dir]);
     cmd.output().unwrap()
 }
@@ -206,14 +211,7 @@ fn a_thread_waiting_for_stdin_does_not_hold_up_the_others_in_every_mode() {
         Some("time"),
         Some("cost"),
     ] {
-        let mut command = match mode {
-            Some(mode) => s.wprof(&["run", "-q", "--mode", mode, "-o", "p.wprof"]),
-            None => {
-                let mut cmd = s.wprof(&["run"]);
-                cmd.env("WPROF", "0");
-                cmd
-            }
-        };
+        let mut command = wprof_run(&s, mode);
         command.arg(&module);
         let ran = feed_after_ready(command).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
         check(ran, &format!("{mode:?}"));

@@ -2,10 +2,25 @@
 //! place for threaded programs ([`super::sleep`], [`super::stdin`]) with the store's
 //! context and the program's memory, as wasmtime-wasi's synchronous bindings call them.
 
-use wasmtime::{Caller, Extern};
+use wasmtime::{Caller, Extern, Linker};
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::HoldsWasi;
+
+/// WASI preview 1's module.
+pub(super) const MODULE: &str = "wasi_snapshot_preview1";
+
+/// Defines in `linker` (WASI already in it) the functions `define` puts in place of
+/// wasmtime-wasi's.
+pub(super) fn replace<T>(
+    linker: &mut Linker<T>,
+    define: impl FnOnce(&mut Linker<T>) -> wasmtime::Result<()>,
+) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let defined = define(linker);
+    linker.allow_shadowing(false);
+    defined
+}
 
 /// Calls `call` with the calling thread's context (taken until the call returns to wasm)
 /// and the memory the program exports. As the bindings do, the context is first given the

@@ -14,10 +14,8 @@ use std::time::Duration;
 use wasmtime::{Caller, Extern, Linker};
 
 use super::memory::{read, write};
+use super::real::MODULE;
 use super::HoldsWasi;
-
-/// WASI preview 1's module.
-const MODULE: &str = "wasi_snapshot_preview1";
 
 /// `subscription`: 48 bytes; its `userdata` at 0, the union's tag at 8 (0: a clock) and
 /// the clock's `timeout` at 24 and `flags` at 40 (bit 0: an absolute deadline).
@@ -31,12 +29,10 @@ const EVENT: usize = 32;
 /// Replaces the linker's `poll_oneoff` (the linker of a threaded program's stores, WASI
 /// already in it).
 pub(crate) fn link<T: HoldsWasi>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let defined = linker
-        .func_wrap(MODULE, "poll_oneoff", poll_oneoff::<T>)
-        .map(|_| ());
-    linker.allow_shadowing(false);
-    defined
+    super::real::replace(linker, |linker| {
+        linker.func_wrap(MODULE, "poll_oneoff", poll_oneoff::<T>)?;
+        Ok(())
+    })
 }
 
 fn poll_oneoff<T: HoldsWasi>(

@@ -14,18 +14,13 @@
 
 use wasmtime::{Caller, Linker};
 
+use super::real::MODULE;
 use super::HoldsWasi;
-
-/// WASI preview 1's module.
-const MODULE: &str = "wasi_snapshot_preview1";
 
 /// Replaces the linker's `fd_read`, `fd_close` and `fd_renumber` (the linker of a threaded
 /// program's stores, WASI already in it).
 pub(crate) fn link<T: HoldsWasi>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let defined = define(linker);
-    linker.allow_shadowing(false);
-    defined
+    super::real::replace(linker, define)
 }
 
 fn define<T: HoldsWasi>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
