@@ -139,10 +139,13 @@ fn all_accounted_for(p: &Value, spawned: u64, what: &str) {
 
 #[test]
 fn stack_mode_samples_each_of_a_hundred_threads_alive_at_once() {
-    // A hundred threads at once, each spinning a few milliseconds: each has its own
-    // timer (there is no fixed number of them), so each has sampled time of its own.
+    // A hundred threads at once, each spinning tens of milliseconds: each has its own
+    // timer (there is no fixed number of them), so each has sampled time of its own. (With
+    // a few milliseconds each, on two busy cores, a thread that waited long for a core had
+    // its timer paused as a blocked one's and could run its whole loop before the reader
+    // looked again: no tick, its time charged nowhere.)
     let s = Scratch::new();
-    let module = s.wat_module("hundred.wasm", &spawning(100, 5_000_000, true));
+    let module = s.wat_module("hundred.wasm", &spawning(100, 20_000_000, true));
     let out = s.run(&["run", "-q", "-o", "s.wprof", module.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
