@@ -64,7 +64,7 @@ impl AnnotateCommand {
         // No longer on disk: the cache keeps the original by its digest.
         let found = found.or_else(|| {
             let bytes = crate::commands::cache::module_by_digest(&profile.module.blake3)?;
-            Some((recorded_path(&profile), bytes))
+            Some((source::recorded_path(&profile), bytes))
         });
         let Some((path, bytes)) = found else {
             return Err(Failure::input(format!(
@@ -137,11 +137,4 @@ impl AnnotateCommand {
         print!("{out}");
         Ok(0)
     }
-}
-
-/// Where the profiled module was (its absolute path when the profile keeps it), for the
-/// source files found beside it.
-pub(crate) fn recorded_path(profile: &Profile) -> std::path::PathBuf {
-    let absolute = profile.symbols.as_ref().and_then(|s| s.module_path.clone());
-    std::path::PathBuf::from(absolute.unwrap_or_else(|| profile.module.path.clone()))
 }

@@ -154,7 +154,7 @@ impl ReportCommand {
         let found = found.or_else(|| {
             let bytes = carries_lines
                 .then(|| crate::commands::cache::module_by_digest(&profile.module.blake3))??;
-            Some((crate::commands::annotate::recorded_path(&profile), bytes))
+            Some((source::recorded_path(&profile), bytes))
         });
         if let Some((path, bytes)) = found.as_ref().filter(|_| carries_lines) {
             symbols.lines = report::annotate::line_costs(&profile, bytes, path.parent())?;

@@ -64,8 +64,13 @@ pub use crate::demangle::demangle;
 
 /// Replaces mangled names in `profile` by their demangled form; returns the originals.
 pub fn demangle_names(profile: &mut Profile) -> HashMap<u32, String> {
+    demangle_functions(&mut profile.functions)
+}
+
+/// Replaces mangled names in `functions` by their demangled form; returns the originals.
+fn demangle_functions(functions: &mut [FunctionRecord]) -> HashMap<u32, String> {
     let mut raw = HashMap::new();
-    for f in &mut profile.functions {
+    for f in functions {
         if let Some(d) = demangle(&f.name) {
             raw.insert(f.id, std::mem::replace(&mut f.name, d));
         }
@@ -285,8 +290,10 @@ pub fn symbolize(
     cached: &dyn Fn() -> Option<Vec<u8>>,
 ) -> anyhow::Result<(Symbols, Option<FoundModule>)> {
     let found = find_module(profile, profile_path, module).map_err(anyhow::Error::msg)?;
-    if let Some(stored) = profile.symbols.clone() {
-        return Ok((kept_symbols(profile, &stored), found));
+    if let Some(stored) = profile.symbols.take() {
+        let symbols = kept_symbols(profile, &stored);
+        profile.symbols = Some(stored);
+        return Ok((symbols, found));
     }
     let found = found.or_else(|| Some((PathBuf::from("(the cache)"), cached()?)));
     let Some((path, bytes)) = found else {
@@ -337,6 +344,13 @@ pub fn module_symbols(profile: &mut Profile, bytes: &[u8]) -> anyhow::Result<Sym
         sources: sources_from_module(bytes)?,
         lines: HashMap::new(),
     })
+}
+
+/// Where the profiled module was: its absolute path when the profile keeps it, else the
+/// path as given (for the source files found beside it).
+pub fn recorded_path(profile: &Profile) -> PathBuf {
+    let absolute = profile.symbols.as_ref().and_then(|s| s.module_path.clone());
+    PathBuf::from(absolute.unwrap_or_else(|| profile.module.path.clone()))
 }
 
 /// The shown names and sources `profile` keeps, applied: its functions (and coverage
@@ -391,12 +405,7 @@ pub fn record_symbols(profile: &mut Profile, bytes: &[u8], path: &Path) {
             if let crate::go_symbols::GoTable::Unreadable(why) = other {
                 tracing::debug!("a Go module, but {why}");
             }
-            let mut raw = HashMap::new();
-            for f in &mut functions {
-                if let Some(shown) = demangle(&f.name) {
-                    raw.insert(f.id, std::mem::replace(&mut f.name, shown));
-                }
-            }
+            let raw = demangle_functions(&mut functions);
             let wanted = functions.iter().map(|f| f.id).collect();
             let sources = sources_of(bytes, Some(&wanted)).unwrap_or_else(|e| {
                 tracing::debug!("no source lines from {}: {e:#}", path.display());

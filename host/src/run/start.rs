@@ -127,7 +127,7 @@ pub(crate) struct Entered {
     pub samples: Option<Samples>,
     /// Its wall time in nanoseconds.
     pub wall_time: u64,
-    /// Time mode: the thread's CPU time in its entry, in nanoseconds (a wall clock times the
+    /// Time mode, the first thread: its CPU time in its entry, in nanoseconds (a wall clock times the
     /// functions: see `Profile::cpu_wait_ns`).
     pub cpu_ns: Option<u64>,
     /// Stack mode, a spawned thread: its stacks (`None` when it could not be interrupted;

@@ -10,7 +10,7 @@ use crate::exit::Failure;
 use crate::run::code::map::CodeMap;
 use crate::run::collector::{Collector, PS_PER_NS};
 use crate::run::host_state::HostState;
-use crate::run::start::ProbeBytes;
+use crate::run::start::{Entry, ProbeBytes};
 use crate::run::time::probe_log::ProbeLog;
 
 /// Time mode.
@@ -74,9 +74,11 @@ impl ThreadMode for Time {
         let ticking = (call.settings.short_max > 0)
             .then(|| self.ticks(call.store, call.module))
             .flatten();
-        // A wall clock times the functions: the thread's CPU time in its entry says how
-        // long it waited for a processor (see `Profile::cpu_wait_ns`).
-        let cpu = crate::run::clock::ThreadCpuClock::of_this_thread()
+        // A wall clock times the functions: the first thread's CPU time in its entry says
+        // how long it waited for a processor (see `Profile::cpu_wait_ns`).
+        let cpu = (call.entry == Entry::Start)
+            .then(crate::run::clock::ThreadCpuClock::of_this_thread)
+            .flatten()
             .and_then(|c| Some((c, c.now_ps()?)));
         let entered = crate::run::start::call_plain(&mut call);
         drop(ticking);
