@@ -3,8 +3,6 @@
 //! [`crate::prepare::component`]), run under WASI 0.2, and one profile over every module,
 //! its functions named `module!function` when there are several.
 
-use wprof_agent::ProbeMode;
-
 use super::component_prepare::{inject_into, prepare};
 use crate::components::ComponentLayout;
 use crate::exit::Failure;
@@ -37,7 +35,8 @@ pub(crate) fn run(
     }
     // `--serve` listens before anything runs: a bad address is one line.
     let server = crate::commands::serve::PprofServer::bind_for(settings)?;
-    if settings.profiling && settings.live && !settings.mode.counts_inline() {
+    let mut mode = crate::run::component::modes::of(settings.mode);
+    if settings.profiling && settings.live && !mode.counts_in_trees() {
         return Err(Failure::input(format!(
             "--live on a component needs sample or cost mode, not {} mode ({shown} is one)",
             settings.mode.name()
@@ -71,7 +70,7 @@ pub(crate) fn run(
     // memories wprof makes can find (see `crate::run::component::memory`).
     let own_engine;
     // So does `--allocs`, for the allocators that store a block's address in the program's.
-    let engine = match settings.profiling && (settings.mode.counts_inline() || settings.allocs) {
+    let engine = match settings.profiling && (mode.counts_in_trees() || settings.allocs) {
         true => {
             own_engine = crate::run::component::memory::engine().map_err(Failure::from)?;
             &own_engine
@@ -141,10 +140,7 @@ pub(crate) fn run(
         return Ok(finish(&outcome));
     };
     progress.finish();
-    let mut collector = Collector::new(prepared.functions.len());
-    if settings.mode != ProbeMode::Cost {
-        collector = collector.with_quantum(crate::run::collector::PS_PER_NS);
-    }
+    let mut collector = mode.collector(prepared.functions.len());
     if let Some(trace) = &settings.trace {
         collector = collector.with_trace(crate::run::collector::Tracer::new(
             trace.buffer,
@@ -152,33 +148,7 @@ pub(crate) fn run(
             crate::commands::run::trace::selected(trace, &prepared.functions, &bytes),
         ));
     }
-    if settings.mode == ProbeMode::Time && settings.subtract_overhead {
-        match timings.time("calibrate", || {
-            crate::run::component::calibrate::measure(
-                engine,
-                settings.call_sites,
-                settings.short_max > 0,
-            )
-        }) {
-            Ok(overhead) => collector = collector.with_overhead(overhead),
-            Err(e) => warn(format_args!(
-                "cannot measure the probe overhead ({e}); times include it"
-            )),
-        }
-    }
-    // Adaptive mode: what a timer costs, reached through the component's lowered calls (see
-    // `crate::run::component::calibrate::measure_timers`).
-    let mut timer_cost = None;
-    if settings.mode == ProbeMode::Adaptive && settings.subtract_overhead {
-        match timings.time("calibrate", || {
-            crate::run::component::calibrate::measure_timers(engine)
-        }) {
-            Ok(cost) => timer_cost = Some(cost),
-            Err(e) => warn(format_args!(
-                "cannot measure the timers' cost ({e}); timed figures include it"
-            )),
-        }
-    }
+    let collector = mode.calibrate(engine, settings, timings, collector);
     let mut injected = FunctionInjectors::default();
     for f in &injections.functions {
         injected.add(f.id, &f.name, &f.injection, f.order);
@@ -206,8 +176,9 @@ pub(crate) fn run(
             },
         )
     });
+    let probed = mode.probes();
     let probes = ComponentProbes {
-        mode: settings.mode,
+        mode,
         injected,
         allocs: settings.allocs,
         live,
@@ -215,7 +186,6 @@ pub(crate) fn run(
         collector,
         modules: prepared.modules.clone(),
         memories: prepared.memories.clone(),
-        timer_cost,
     };
     let mut outcome =
         crate::run::component::run(engine, &component, settings, Stdio::Inherit, Some(probes))?;
@@ -235,7 +205,7 @@ pub(crate) fn run(
             },
             &prepared.functions,
             prepared.stats,
-            settings.mode,
+            probed,
             collector,
             Ending {
                 exit_code: outcome.exit_code,

@@ -22,6 +22,35 @@ pub struct ComponentAllocs {
 }
 
 impl ComponentAllocs {
+    /// Attaches the tracker of the allocators of `modules` to `store`, with each module's
+    /// memory 0 among `mains` (as `(module, memory)`, when found): the tracker, when
+    /// `served` by `--serve`'s thread too.
+    pub fn attach(
+        store: &mut wasmtime::Store<crate::run::component::ComponentState>,
+        modules: &[crate::run::component::ModuleProbes],
+        mains: Option<&[(usize, MadeMemory)]>,
+        served: bool,
+    ) -> Option<std::sync::Arc<std::sync::Mutex<crate::run::allocs::AllocTracker>>> {
+        let tracker = crate::run::allocs::AllocTracker::new(
+            modules.iter().flat_map(|m| m.allocators.clone()).collect(),
+        );
+        let (tracker, shared) = match served {
+            true => {
+                let shared = std::sync::Arc::new(std::sync::Mutex::new(tracker));
+                (Allocs::Shared(shared.clone()), Some(shared))
+            }
+            false => (Allocs::Own(tracker), None),
+        };
+        let memories = (0..modules.len())
+            .map(|k| {
+                let (_, memory) = mains?.iter().find(|(of, _)| *of == k)?;
+                Some(memory.clone())
+            })
+            .collect();
+        store.data_mut().allocs = Some(ComponentAllocs { tracker, memories });
+        shared
+    }
+
     /// Allocator `id` of probe instance `k` (ids from `offset` in the component) reported
     /// `kind` with `a`, `b` and `result`, from `node` of its module's tree (inline modes) or
     /// numbered by time mode's log (`numbered`); returns what time mode logs.

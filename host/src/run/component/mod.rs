@@ -10,14 +10,19 @@
 //! inline modes (cost, sample) each module counts into its own tree, in a memory found among
 //! those the instantiation made ([`crate::run::component::memory`]); sample mode's ticks say
 //! which module runs ([`crate::run::component::code`], [`crate::run::component::sampler`]);
-//! at the end the trees are grafted into one, each module's a root of its own.
+//! at the end the trees are grafted into one, each module's a root of its own
+//! ([`crate::run::component::read`]). What differs by mode is behind one interface,
+//! [`crate::run::component::modes::ComponentMode`], which [`run`] calls step by step.
 
 pub mod allocs;
 pub mod calibrate;
 pub mod code;
 pub mod coverage;
+pub mod live;
 pub mod memory;
+pub mod modes;
 pub mod probes;
+pub mod read;
 pub mod sampler;
 pub mod state;
 pub mod ticks;
@@ -26,30 +31,25 @@ use std::io::Write;
 
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
-use wprof_agent::ProbeMode;
 
 use crate::exit::Failure;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::run::adaptive::stopwatch::{Stopwatch, TimerCost};
-use crate::run::adaptive::walker::Walker;
 use crate::run::collector::Collector;
 use crate::run::component::memory::MadeMemory;
 use crate::run::host_calls::inject::FunctionInjectors;
 use crate::run::inline::sampler::{SampleDesk, Samples};
-use crate::run::inline::tree::InlineTree;
-use crate::run::switches::Switchboard;
-use crate::run::time::probe_log::ProbeLog;
 use crate::run::wasi::context::{wasi_builder, Stdio};
 use crate::settings::RunSettings;
 
+pub use crate::run::component::modes::ComponentMode;
 pub use crate::run::component::state::{ComponentState, ModuleProbes};
 
 /// What an instrumented component's run needs besides the component.
 #[derive(Debug)]
 pub struct ComponentProbes {
-    /// The mode every module was instrumented for.
-    pub mode: ProbeMode,
+    /// The mode every module was instrumented for, calibrated.
+    pub mode: Box<dyn ComponentMode>,
     /// `--inject` into the modules' own functions, by component id.
     pub injected: FunctionInjectors,
     /// `--allocs`: the allocators report.
@@ -67,8 +67,6 @@ pub struct ComponentProbes {
     /// in order (see [`crate::run::component::memory`]), and which are the modules' tree
     /// memories and memories 0.
     pub memories: Vec<ExpectedMemory>,
-    /// Adaptive mode: what a timer costs, subtracted from what it measures.
-    pub timer_cost: Option<TimerCost>,
 }
 
 /// A memory a component's instantiation makes: its minimum size, and whether it is the
@@ -130,20 +128,12 @@ pub fn run(
     let allocs = probes.as_ref().is_some_and(|p| p.allocs);
     let live = probes.as_mut().and_then(|p| p.live.take());
     let serve = probes.as_mut().and_then(|p| p.serve.take());
-    let timer_cost = probes
-        .as_ref()
-        .and_then(|p| p.timer_cost)
-        .unwrap_or_default();
-    let (log, collector, modules, memories) = match probes {
-        Some(p) if p.mode == ProbeMode::Time => (
-            Some(ProbeLog::start(p.collector)),
-            None,
-            p.modules,
-            p.memories,
-        ),
-        // The inline modes: cost and sample.
-        Some(p) => (None, Some(p.collector), p.modules, p.memories),
-        None => (None, None, Vec::new(), Vec::new()),
+    let (mode, log, collector, modules, memories) = match probes {
+        Some(p) => {
+            let (collector, log) = p.mode.reporting(p.collector);
+            (Some(p.mode), log, collector, p.modules, p.memories)
+        }
+        None => (None, None, None, Vec::new(), Vec::new()),
     };
     for (k, module) in modules.iter().enumerate() {
         crate::run::component::probes::define_probes(&mut linker, k, module)
@@ -173,32 +163,15 @@ pub fn run(
     })?;
     let found = as_expected(&memories, &made);
     // Shared with `--serve`'s thread, which serves allocation profiles too.
-    let mut served_allocs = None;
-    if allocs {
-        let tracker = crate::run::allocs::AllocTracker::new(
-            modules.iter().flat_map(|m| m.allocators.clone()).collect(),
-        );
-        let tracker = match serve {
-            Some(_) => {
-                let shared = std::sync::Arc::new(std::sync::Mutex::new(tracker));
-                served_allocs = Some(shared.clone());
-                crate::run::allocs::Allocs::Shared(shared)
-            }
-            None => crate::run::allocs::Allocs::Own(tracker),
-        };
-        store.data_mut().allocs = Some(crate::run::component::allocs::ComponentAllocs {
-            tracker,
-            memories: (0..modules.len())
-                .map(|k| {
-                    let mains = &found.as_ref()?.1;
-                    mains
-                        .iter()
-                        .find(|(of, _)| *of == k)
-                        .map(|(_, m)| m.clone())
-                })
-                .collect(),
-        });
-    }
+    let served_allocs = match allocs {
+        true => allocs::ComponentAllocs::attach(
+            &mut store,
+            &modules,
+            found.as_ref().map(|(_, mains)| mains.as_slice()),
+            serve.is_some(),
+        ),
+        false => None,
+    };
     let trees = match collector.is_some() {
         true => {
             let trees = found.map(|(trees, _)| trees);
@@ -212,99 +185,54 @@ pub fn run(
         }
         false => None,
     };
-    let board = match (live, &trees) {
-        (Some(live), Some(trees)) => switchboard(&modules, trees, settings.mode, live),
-        (Some(_), None) => {
-            switches_unreachable();
+    let board = match (live, &trees, &mode) {
+        (Some(live), Some(trees), Some(mode)) => {
+            live::switchboard(&modules, trees, mode.probes(), live)
+        }
+        (Some(_), _, _) => {
+            live::switches_unreachable();
             None
         }
         _ => None,
     };
-    // Adaptive mode: a stopwatch and a walker per module, over its tree; the walkers by the
-    // module's position, as the sampler knows the modules.
-    let mut walkers: Vec<Option<Walker>> = Vec::new();
-    if let (ProbeMode::Adaptive, Some(trees)) = (settings.mode, &trees) {
-        let positions = modules.iter().map(|m| m.position + 1).max().unwrap_or(0);
-        walkers.resize_with(positions, || None);
-        let mut stopwatches: Vec<Option<Stopwatch>> = (0..modules.len()).map(|_| None).collect();
-        for (k, memory) in trees {
-            let module = &modules[*k];
-            // SAFETY: the tree memory never moves and lives as long as the store; the
-            // walkers and stopwatches go before it (the sampler is joined, the store's data
-            // dropped with it).
-            let tree = unsafe { memory.live_tree() };
-            stopwatches[*k] = Some(Stopwatch::new(
-                crate::run::clock::Clock::new(),
-                crate::run::adaptive::timers::Timers::new(tree),
-                timer_cost,
-            ));
-            walkers[module.position] = Some(Walker::new(
-                tree,
-                module.indices.functions,
-                settings.adaptive,
-            ));
-        }
-        store.data_mut().stopwatches = stopwatches;
+    if let (Some(mode), Some(trees)) = (&mode, &trees) {
+        mode.prepare(modes::Prepare {
+            store: &mut store,
+            modules: &modules,
+            trees,
+            settings,
+        });
     }
-    let sampled = settings.mode.samples() && trees.is_some();
+    let sampled = mode.as_ref().is_some_and(|m| m.samples()) && trees.is_some();
     // `--serve`: windows read the trees while the program runs, and ask the sampler for
     // its readings.
     let ended = std::sync::Arc::new(AtomicBool::new(false));
     let desk = sampled.then(|| std::sync::Arc::new(SampleDesk::<Vec<Samples>>::default()));
-    let serving = match (serve, &trees) {
-        (Some(serve), Some(trees)) => {
-            let windows = trees
-                .iter()
-                .map(|(k, memory)| crate::run::inline::window::ModuleTree {
-                    k: *k,
-                    position: modules[*k].position,
-                    offset: modules[*k].offset,
-                    functions: modules[*k].indices.functions,
-                    // SAFETY: the tree memory never moves and lives as long as the store;
-                    // the windows stop (`ended`, then `serving` dropped) before it goes.
-                    tree: unsafe { memory.live_tree() },
-                })
-                .collect();
-            let source = crate::run::inline::window::WindowSource::of_component(
-                windows,
-                settings.mode,
-                serve.functions,
-                serve.module_ref,
-                desk.clone().map(|d| (d, settings.sample_period.longest())),
-                ended.clone(),
-            )
-            .with_allocs(served_allocs);
-            Some((serve.start)(source))
-        }
+    let serving = match (serve, &trees, &mode) {
+        (Some(serve), Some(trees), Some(mode)) => Some(live::serve_windows(
+            serve,
+            mode.probes(),
+            (&modules, trees),
+            desk.clone(),
+            ended.clone(),
+            served_allocs,
+            settings,
+        )),
         _ => None,
     };
     let started = std::time::Instant::now();
-    let (result, samples) = match (sampled, &trees) {
-        (true, Some(trees)) => {
-            let switches = board.as_ref().map(|(b, _, _)| &**b);
-            let (result, samples) = crate::run::component::sampler::call_sampled(
-                &mut store,
-                &command,
-                component,
-                (&modules, trees),
-                switches,
-                desk.as_deref(),
-                &mut walkers,
-                settings,
-            );
-            (result, Some(samples))
-        }
-        _ => {
-            let ticking = crate::run::component::ticks::start(
-                &store,
-                component,
-                &modules,
-                settings.mode == ProbeMode::Time && settings.short_max > 0,
-            );
-            let result = command.wasi_cli_run().call_run(&mut store);
-            drop(ticking);
-            (result, None)
-        }
+    let (result, samples) = match &mode {
+        Some(mode) => mode.enter(modes::Entry {
+            store: &mut store,
+            command: &command,
+            component,
+            modules: &modules,
+            trees: trees.as_deref(),
+            switches: board.as_ref().map(|(b, _, _)| &**b),
+            desk: desk.as_deref(),
+            settings,
+        }),
+        None => (command.wasi_cli_run().call_run(&mut store), None),
     };
     // Windows stop before the trees' memories can go.
     ended.store(true, Ordering::Release);
@@ -316,106 +244,23 @@ pub fn run(
     });
     let wall_time = started.elapsed().as_nanos() as u64;
     let _ = std::io::stdout().flush();
-    let (exit_code, trap) = match result {
-        Ok(Ok(())) => (0, None),
-        Ok(Err(())) => (1, None),
-        Err(e) => match crate::run::outcome::exit_of(&e) {
-            (code, None) => (code, None),
-            (code, Some(message)) => {
-                // An injected trap is wprof's, not the `unreachable` it is marked as (so that
-                // it exits as a trap): the report names it alone, under the backtrace.
-                let injected = e
-                    .downcast_ref::<crate::run::host_calls::InjectedTrap>()
-                    .is_some();
-                let report = match (injected, e.downcast_ref::<wasmtime::WasmBacktrace>()) {
-                    (true, Some(backtrace)) => format!(
-                        "{}\n\nCaused by:\n    0: {message}",
-                        backtrace.to_string().trim_end()
-                    ),
-                    (true, None) => message.clone(),
-                    (false, _) => format!("{e:?}"),
-                };
-                (code, Some((message, report)))
-            }
-        },
-    };
-    let mut probe_ps = 0;
-    let mut coverage = None;
-    let mut adaptive: Option<crate::profile::AdaptiveRecord> = None;
-    let collector = match (store.data_mut().log.take(), collector, trees) {
-        (Some(log), _, _) => {
-            let mut collector = log.finish().0;
-            collector.settle_allocs();
-            Some(collector)
-        }
-        (None, Some(mut collector), Some(trees)) => {
-            let mut tree = InlineTree::empty();
-            for (k, memory) in &trees {
-                let size = memory.size.load(std::sync::atomic::Ordering::Acquire);
-                // SAFETY: the memory lives as long as the store, which is alive here, and
-                // nothing runs in it any more; `size` bytes from its base are accessible.
-                let bytes = unsafe { std::slice::from_raw_parts(memory.base as *const u8, size) };
-                let module = &modules[*k];
-                let mut own = InlineTree::read(bytes, module.indices.functions);
-                if let Some(samples) = &samples {
-                    // Sample mode: each node's sampled time in place of its cost.
-                    let attribution =
-                        crate::run::inline::attribution::attribute(&own, &samples[module.position]);
-                    probe_ps += attribution.probe_ps;
-                    for node in &mut own.nodes {
-                        node.self_cost = attribution.time.get(&node.address).copied().unwrap_or(0);
-                    }
-                }
-                // Adaptive mode: the module's walks and timed activations, in the component's
-                // ids.
-                let walker = walkers.get_mut(module.position).and_then(Option::take);
-                let stopwatch = store
-                    .data_mut()
-                    .stopwatches
-                    .get_mut(*k)
-                    .and_then(Option::take);
-                if let (Some(walker), Some(stopwatch)) = (walker, stopwatch) {
-                    let (times, unfinished) = stopwatch.finish();
-                    let sampled: std::collections::HashMap<u32, u64> =
-                        own.nodes.iter().map(|n| (n.address, n.self_cost)).collect();
-                    let record = crate::run::adaptive::record(
-                        settings.adaptive,
-                        timer_cost,
-                        &walker.finish(),
-                        &times,
-                        unfinished,
-                        &own,
-                        |address| sampled.get(&address).copied().unwrap_or(0),
-                    );
-                    adaptive = Some(crate::run::adaptive::merged(
-                        adaptive,
-                        record,
-                        module.offset,
-                    ));
-                }
-                tree.graft(own, *k, module.offset);
-            }
-            coverage = crate::run::component::coverage::at_end(
-                trees
-                    .iter()
-                    .filter_map(|(k, memory)| Some((modules[*k].coverage.as_ref()?, memory))),
-            );
-            let by_node = store
-                .data_mut()
-                .allocs
-                .as_mut()
-                .map(|a| a.tracker.with(|t| t.by_node()));
-            tree.replay(
-                &mut collector,
-                |n| n.self_cost,
-                None,
-                None,
-                by_node.as_ref(),
-            );
-            collector.finish_at(collector.last());
-            Some(collector)
-        }
-        _ => None,
+    let (exit_code, trap) = read::ending_of(result);
+    let read = match (
+        mode.as_deref(),
+        store.data_mut().log.take(),
+        collector,
+        trees,
+    ) {
+        (_, Some(log), _, _) => read::Read::of_log(log),
+        (Some(mode), None, Some(collector), Some(trees)) => read::read_trees(
+            &mut store,
+            mode,
+            collector,
+            (&modules, &trees),
+            samples.as_deref(),
+            settings,
+        ),
+        _ => read::Read::default(),
     };
     let allocations = store
         .data_mut()
@@ -434,62 +279,14 @@ pub fn run(
         exit_code,
         trap,
         wall_time,
-        collector,
-        sampling: samples.map(|samples| crate::profile::SamplingRecord {
-            period_ns: settings.sample_period.base.as_nanos() as u64,
-            longest_period_ns: crate::settings::sample_period::longest_reached(
-                settings.sample_period,
-                std::time::Duration::from_nanos(wall_time),
-            ),
-            readings: samples.iter().map(|s| s.readings).sum(),
-            answered: samples.iter().map(|s| s.answered).sum(),
-            probe_ns: probe_ps / crate::run::collector::PS_PER_NS,
-            off_ns: 0,
-            stacks: None,
-        }),
-        coverage,
+        collector: read.collector,
+        sampling: samples.map(|s| read::sampling_of(&s, read.probe_ps, wall_time, settings)),
+        coverage: read.coverage,
         injections,
         allocations,
         live: live_record,
-        adaptive,
+        adaptive: read.adaptive,
     })
-}
-
-/// Live probes: the one warning when a switch table is not where it should be.
-fn switches_unreachable() {
-    crate::say!("wprof: warning: the probes' switches cannot be reached; every probe stays on");
-}
-
-/// Live probes: the switchboard over every instrumented module's switch table (in its tree
-/// memory), started, with what turns the switches and the functions' names; `None` (one
-/// warning) if a table is not where it should be.
-#[allow(clippy::type_complexity)]
-fn switchboard(
-    modules: &[ModuleProbes],
-    trees: &[(usize, MadeMemory)],
-    mode: ProbeMode,
-    live: crate::run::runner::Live,
-) -> Option<(
-    std::sync::Arc<Switchboard>,
-    Box<dyn std::any::Any>,
-    Vec<String>,
-)> {
-    let mut tables = Vec::new();
-    for (k, memory) in trees {
-        let module = &modules[*k];
-        let functions = module.indices.functions;
-        let base = wprof_agent::SwitchTable::base(mode, functions) as usize;
-        if memory.size.load(Ordering::Acquire) < base + functions as usize {
-            switches_unreachable();
-            return None;
-        }
-        tables.push((module.offset, functions, (memory.base + base) as *mut u8));
-    }
-    // SAFETY: each table lies within its tree memory (checked above), which never moves
-    // and lives as long as the store; the board is closed before the store goes.
-    let board = std::sync::Arc::new(unsafe { Switchboard::over(&tables, live.switchable) });
-    let running = (live.start)(board.clone());
-    Some((board, running, live.names))
 }
 
 /// The tree memory and memory 0 of each instrumented module among the memories the
