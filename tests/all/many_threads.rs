@@ -139,23 +139,32 @@ fn all_accounted_for(p: &Value, spawned: u64, what: &str) {
 
 #[test]
 fn stack_mode_samples_each_of_a_hundred_threads_alive_at_once() {
-    // A hundred threads at once, each spinning tens of milliseconds: each has its own
-    // timer (there is no fixed number of them), so each has sampled time of its own. (With
-    // a few milliseconds each, on two busy cores, a thread that waited long for a core had
-    // its timer paused as a blocked one's and could run its whole loop before the reader
-    // looked again: no tick, its time charged nowhere.)
+    // A hundred threads at once, each spinning a few milliseconds: each has its own timer
+    // (there is no fixed number of them), so each has sampled time of its own, and about
+    // the same. On two cores a thread waits long for a core and for the others to meet,
+    // then runs its loop between two ticks that both find it blocked (the period has
+    // grown by then): that CPU time is its own (it went to no function once, a few threads
+    // out of a hundred with nearly nothing), as is what it runs after its timer was paused
+    // (it went nowhere once: CI saw a thread with no time at all).
     let s = Scratch::new();
-    let module = s.wat_module("hundred.wasm", &spawning(100, 20_000_000, true));
+    let module = s.wat_module("hundred.wasm", &spawning(100, 2_000_000, true));
     let out = s.run(&["run", "-q", "-o", "s.wprof", module.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
     let p = s.profile("s.wprof");
     assert_eq!(p["mode"], "stack");
     all_accounted_for(&p, 100, "stack");
-    for (id, t) in threads(&p).into_iter().filter(|(id, _)| *id > 0) {
+    let spawned: Vec<(u64, &Value)> = threads(&p).into_iter().filter(|(id, _)| *id > 0).collect();
+    let mut totals: Vec<u64> = spawned
+        .iter()
+        .map(|(_, t)| t["total"].as_u64().unwrap())
+        .collect();
+    totals.sort_unstable();
+    let median = totals[totals.len() / 2];
+    for (id, t) in &spawned {
         assert!(
-            t["total"].as_u64().unwrap() > 0,
-            "thread {id} unsampled: {t}"
+            t["total"].as_u64().unwrap() >= median / 2,
+            "thread {id} has less than half the median {median}: {t}"
         );
         assert!(t.get("unsampled").is_none(), "{t}");
     }

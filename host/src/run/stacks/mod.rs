@@ -50,6 +50,12 @@ const PAUSE_AFTER: u32 = 50;
 /// output in 50 µs and slept 50 ms in `poll_oneoff` had its sleep charged to the read.
 const RESUME_AFTER_CPU_NS: u64 = 10_000;
 
+/// A thread found blocked at two ticks in a row that used this much CPU time between them
+/// ran in between: taking a tick costs a blocked thread a few microseconds (see
+/// [`StackSamples::place`]). A worker woken, busy for a few milliseconds between two ticks
+/// of a long period and waiting again had its work charged to no function before.
+const RAN_BETWEEN_BLOCKED_TICKS_NS: u64 = 100_000;
+
 /// A stack of the module's functions, outermost first, and where the innermost of them
 /// called into the host when the tick was taken there (the return address into it).
 pub type Path = (Vec<u32>, Option<usize>);
@@ -149,7 +155,10 @@ impl StackSamples {
     /// to `ran`, where the tick before found the thread running: it ran there until it
     /// blocked. When the tick before found it blocked as well (`ran` is `None`), that time
     /// is the interruptions' own (a blocked thread woken to take a tick and blocking again)
-    /// and is kept apart. What passed beyond the CPU time in the host is kept as waited.
+    /// and is kept apart, unless it is more than taking a tick costs
+    /// ([`RAN_BETWEEN_BLOCKED_TICKS_NS`]): the thread woke, ran and blocked again between
+    /// the two ticks, and the CPU time goes to the function that blocked again, the last
+    /// known to have run. What passed beyond the CPU time in the host is kept as waited.
     fn place(
         &mut self,
         path: Option<&Path>,
@@ -167,6 +176,9 @@ impl StackSamples {
         match (blocked, ran) {
             (false, _) => add(&mut self.time, path, cpu_ns),
             (true, Some(ran)) => add(&mut self.time, ran, cpu_ns),
+            (true, None) if cpu_ns >= RAN_BETWEEN_BLOCKED_TICKS_NS => {
+                add(&mut self.time, &(path.0.clone(), None), cpu_ns)
+            }
             (true, None) => self.interrupting_ns += cpu_ns,
         }
         if in_host && wall_ns > cpu_ns {
@@ -425,11 +437,16 @@ pub fn read(
             }
         }
         if stopping {
-            // The time since the last tick (the program's end), on its stack, up to a
-            // period: not a tick of its own.
+            // The time since the last tick (the program's end), on its stack: up to a
+            // period (not a tick of its own), or up to the CPU time the thread used since
+            // the tick where that is more: a thread whose timer was paused while it waited
+            // (for a lock, or for a core) may have run its whole work since.
+            let used = cpu_clock
+                .and_then(|c| c.now_ps())
+                .map_or(0, |ps| (ps / 1000).saturating_sub(last_cpu));
             let tail = frames::monotonic_ns()
                 .saturating_sub(last_at)
-                .min(current.as_nanos() as u64);
+                .min((current.as_nanos() as u64).max(used));
             match &last {
                 Some((path, _)) => {
                     samples.place(Some(path), None, tail, tail);
