@@ -99,7 +99,6 @@ pub fn run(
     let host_calls = install_host_calls(&mut linker, &mut store, module, settings, &*mode)?;
     let threads = match shared_wasi {
         Some(wasi) => {
-            crate::run::wasi::give_back_on_return(&mut store);
             let blocks = features.blocks.clone();
             let threads = Threads::new(
                 engine,

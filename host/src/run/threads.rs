@@ -310,7 +310,6 @@ impl Threads {
             .map(Collector::fresh_copy);
         let state = self.state(template).map_err(ThreadEnding::Wprof)?;
         let mut store = Store::new(&self.engine, state);
-        crate::run::wasi::give_back_on_return(&mut store);
         let (linker, host_calls) = self.linker(&mut store).map_err(ThreadEnding::Wprof)?;
         let instance = linker
             .instantiate(&mut store, &self.module)

@@ -5,13 +5,14 @@
 //! accesses to a shared memory ([`memory`]).
 
 pub mod context;
+mod locked;
 pub(crate) mod memory;
 mod real;
 pub(crate) mod shared;
 mod sleep;
 mod stdin;
 
-use wasmtime::{CallHook, Linker, Store};
+use wasmtime::Linker;
 
 use crate::exit::Failure;
 
@@ -23,24 +24,16 @@ pub(crate) trait HoldsWasi: Send + 'static {
 }
 
 /// Links WASI preview 1 into a linker of the program's stores, reaching each store's
-/// context through [`Wasi::ctx`]; `threaded`: with the sleeps of [`sleep`] and the reads
-/// of [`stdin`].
+/// context through [`Wasi::ctx`]; `threaded`: each function taking the shared context
+/// for the call alone ([`locked`]), with the sleeps of [`sleep`] and the reads of
+/// [`stdin`].
 pub(crate) fn link<T: HoldsWasi>(linker: &mut Linker<T>, threaded: bool) -> Result<(), Failure> {
     let linked = wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut T| s.wasi().ctx())
         .and_then(|()| match threaded {
-            true => sleep::link(linker).and_then(|()| stdin::link(linker)),
+            true => locked::link(linker)
+                .and_then(|()| sleep::link(linker))
+                .and_then(|()| stdin::link(linker)),
             false => Ok(()),
         });
     linked.map_err(|e| Failure::input(format!("cannot link WASI: {e}")))
-}
-
-/// A store of a threaded program's: each host function that returns to wasm gives back
-/// the shared context it took, if it took it.
-pub(crate) fn give_back_on_return<T: HoldsWasi>(store: &mut Store<T>) {
-    store.call_hook(|mut store, hook| {
-        if matches!(hook, CallHook::ReturningFromHost) {
-            store.data_mut().wasi().returned_to_wasm();
-        }
-        Ok(())
-    });
 }

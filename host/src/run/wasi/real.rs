@@ -1,6 +1,7 @@
 //! wasmtime-wasi's own preview 1 functions, called by the functions wprof puts in their
-//! place for threaded programs ([`super::sleep`], [`super::stdin`]) with the store's
-//! context and the program's memory, as wasmtime-wasi's synchronous bindings call them.
+//! place for threaded programs ([`super::locked`], [`super::sleep`], [`super::stdin`]) with
+//! the store's context and the program's memory, as wasmtime-wasi's synchronous bindings
+//! call them.
 
 use wasmtime::{Caller, Extern, Linker};
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -22,21 +23,21 @@ pub(super) fn replace<T>(
     defined
 }
 
-/// Calls `call` with the calling thread's context (taken until the call returns to wasm)
-/// and the memory the program exports. As the bindings do, the context is first given the
-/// store's allowance of bytes a call may copy (wasmtime-wasi's "hostcall fuel"): without
-/// it, every call that copies an array (the iovecs of a read, the subscriptions of a poll)
-/// fails with `ENOMEM`.
-pub(super) fn call<T: HoldsWasi>(
+/// Calls `call` with the calling thread's context, taken for the call and given back when
+/// it returns, and the memory the program exports. As the bindings do, the context is
+/// first given the store's allowance of bytes a call may copy (wasmtime-wasi's "hostcall
+/// fuel"): without it, every call that copies an array (the iovecs of a read, the
+/// subscriptions of a poll) fails with `ENOMEM`.
+pub(super) fn call<T: HoldsWasi, R>(
     caller: &mut Caller<'_, T>,
-    call: impl FnOnce(&mut WasiP1Ctx, &mut wiggle::GuestMemory<'_>) -> wasmtime::Result<i32>,
-) -> wasmtime::Result<i32> {
+    call: impl FnOnce(&mut WasiP1Ctx, &mut wiggle::GuestMemory<'_>) -> wasmtime::Result<R>,
+) -> wasmtime::Result<R> {
     use wasmtime::AsContextMut;
     use wasmtime_wasi::p1::wasi_snapshot_preview1::WasiSnapshotPreview1;
     let fuel = caller.as_context_mut().hostcall_fuel();
-    match caller.get_export("memory") {
+    let result = match caller.get_export("memory") {
         Some(Extern::Memory(memory)) => {
-            let (bytes, state) = memory.data_and_store_mut(caller);
+            let (bytes, state) = memory.data_and_store_mut(&mut *caller);
             let ctx = state.wasi().ctx();
             ctx.set_hostcall_fuel(fuel);
             call(ctx, &mut wiggle::GuestMemory::Unshared(bytes))
@@ -47,5 +48,7 @@ pub(super) fn call<T: HoldsWasi>(
             call(ctx, &mut wiggle::GuestMemory::Shared(memory.data()))
         }
         _ => Err(wasmtime::format_err!("missing required memory export")),
-    }
+    };
+    caller.data_mut().wasi().returned_to_wasm();
+    result
 }
