@@ -156,9 +156,19 @@ impl Entered {
 /// Calls the thread's entry function with nothing started around it: its result and wall
 /// time in nanoseconds.
 pub(crate) fn call_plain(call: &mut EntryCall<'_>) -> Result<Entered, Failure> {
+    call_plain_then(call, &|| {})
+}
+
+/// [`call_plain`], with `first` told as soon as the entry returns, before the call's own
+/// `returned`.
+pub(crate) fn call_plain_then(
+    call: &mut EntryCall<'_>,
+    first: &dyn Fn(),
+) -> Result<Entered, Failure> {
     let entry = EntryFunc::of(call.store, call.instance, call.entry, call.settings)?;
     let started = Instant::now();
     let result = entry.call(&mut *call.store);
+    first();
     if let Some(returned) = call.returned {
         returned();
     }

@@ -43,8 +43,10 @@ impl ThreadMode for Stack {
             return crate::run::start::call_plain(&mut call);
         }
         let period = call.settings.sample_period;
-        let (entered, stacks) = crate::run::stacks::while_walking(&self.code, period, || {
-            crate::run::start::call_plain(&mut call)
+        // The walk ends with the entry: what the thread does after it (telling the
+        // program's other threads it is done, which may wait for a lock) is wprof's.
+        let (entered, stacks) = crate::run::stacks::while_walking(&self.code, period, |end| {
+            crate::run::start::call_plain_then(&mut call, &|| end.mark())
         });
         Ok(Entered {
             unsampled: stacks.is_none(),

@@ -24,7 +24,7 @@ pub mod entry_counts;
 pub mod profile;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::run::clock::ThreadCpuClock;
@@ -292,38 +292,67 @@ fn called_import(bytes: &[u8], offset: u32, imports: u32) -> Option<u32> {
 
 /// Runs `run` on this thread while its stacks are sampled every `period` and mapped with
 /// `code`: what `run` returned, and the samples (`None`, and `run` ran unsampled, where this
-/// thread cannot be interrupted: see [`Session::begin_walking`]).
+/// thread cannot be interrupted: see [`Session::begin_walking`]). `run` may mark where the
+/// program's part of it ends ([`WalkEnd::mark`]): what the thread does after, wprof's own
+/// work, is not the program's time.
 pub fn while_walking<R>(
     code: &CodeMap,
     period: SamplePeriod,
-    run: impl FnOnce() -> R,
+    run: impl FnOnce(&WalkEnd) -> R,
 ) -> (R, Option<StackSamples>) {
+    let end = WalkEnd::default();
     let Some(session) = Session::begin_walking(period.base) else {
-        return (run(), None);
+        return (run(&end), None);
     };
     let stop = AtomicBool::new(false);
     let started = (frames::monotonic_ns(), frames::thread_cpu_ns());
     let cpu_clock = ThreadCpuClock::of_this_thread();
     let target = session.target();
     std::thread::scope(|s| {
-        let stop = &stop;
+        let (stop, end) = (&stop, &end);
         let reader = std::thread::Builder::new()
             .name("wprof stacks".into())
             .spawn_scoped(s, move || {
-                read(target, code, stop, started, period, cpu_clock)
+                read(target, code, (stop, end), started, period, cpu_clock)
             });
         let Ok(reader) = reader else {
             drop(session);
-            return (run(), None);
+            return (run(end), None);
         };
         // Stops the reader however `run` ends: the scope waits for it, even in a panic.
         let stopping = Stopping(stop, reader.thread().clone());
-        let result = run();
+        let result = run(end);
         drop(stopping);
         let samples = reader.join().ok();
         drop(session);
         (result, samples)
     })
+}
+
+/// Where the program's part of a walked run ends (a spawned thread's entry returned), as
+/// the walked thread marks it: the ticks after it find wprof's own work, and the time from
+/// the last tick before it to it is the last the program's.
+#[derive(Debug, Default)]
+pub struct WalkEnd {
+    /// When, on [`frames::monotonic_ns`]'s clock; 0 until marked.
+    at_ns: AtomicU64,
+    /// The thread's CPU time then ([`frames::thread_cpu_ns`]).
+    cpu_ns: AtomicU64,
+}
+
+impl WalkEnd {
+    /// Marks the end, on the walked thread.
+    pub fn mark(&self) {
+        self.cpu_ns
+            .store(frames::thread_cpu_ns(), Ordering::Relaxed);
+        self.at_ns.store(frames::monotonic_ns(), Ordering::Release);
+    }
+
+    /// When the end was marked, and the thread's CPU time then.
+    fn get(&self) -> Option<(u64, u64)> {
+        let at = self.at_ns.load(Ordering::Acquire);
+        (at != 0).then(|| (at, self.cpu_ns.load(Ordering::Relaxed)))
+    }
 }
 
 /// Sets its flag and wakes its thread when dropped.
@@ -341,15 +370,16 @@ impl Drop for Stopping<'_> {
 /// program thread's CPU clock, [`frames::thread_cpu_ns`]).
 /// The timer's period follows `period` as the program runs on (see
 /// [`crate::settings::sample_period`]), and the reader wakes often enough that the ring of ticks
-/// never fills. Whoever sets `stop` should unpark the reading thread. What is read after the
-/// last tick, up to `stop`, goes to that tick's stack. After [`PAUSE_AFTER`] ticks in a row
+/// never fills. Whoever sets `stop` should unpark the reading thread. What passed after the
+/// last tick goes to that tick's stack: up to the end the thread marked in `end` (ticks
+/// after it are dropped), else up to `stop`, a period at most. After [`PAUSE_AFTER`] ticks in a row
 /// that found the thread blocked, the timer stops until `cpu_clock` (the thread's) shows it
 /// running again: what it waited meanwhile goes where it blocked, as the ticks would have
 /// put it (without the clock the timer never stops).
 pub fn read(
     target: Target,
     code: &CodeMap,
-    stop: &AtomicBool,
+    (stop, end): (&AtomicBool, &WalkEnd),
     (started_ns, started_cpu_ns): (u64, u64),
     period: SamplePeriod,
     cpu_clock: Option<ThreadCpuClock>,
@@ -377,13 +407,18 @@ pub fn read(
             std::thread::park_timeout((current * ticks_per_nap).max(MIN_NAP));
         }
         if let (Some(looked), Some(clock)) = (paused, cpu_clock) {
-            let cpu_now = clock.now_ps().map_or(looked, |ps| ps / 1000);
+            // At the end, the program's part ends where the thread marked it.
+            let ended = end.get().filter(|_| stopping);
+            let cpu_now = match ended {
+                Some((_, cpu)) => cpu,
+                None => clock.now_ps().map_or(looked, |ps| ps / 1000),
+            };
             let runs = cpu_now.saturating_sub(looked) >= RESUME_AFTER_CPU_NS;
             if runs || stopping {
                 // The time since the last tick: what the thread waited goes where it
                 // blocked (an import's sleep shows), and the CPU time it has used since it
                 // woke is left to the next tick (from as long before now as it used).
-                let now_ns = frames::monotonic_ns();
+                let now_ns = ended.map_or_else(frames::monotonic_ns, |(at, _)| at);
                 let used = cpu_now.saturating_sub(last_cpu);
                 if let Some((path, true)) = &last {
                     let waited = now_ns.saturating_sub(last_at).saturating_sub(used);
@@ -414,6 +449,10 @@ pub fn read(
                 samples.lost += 1;
                 continue;
             }
+            if end.get().is_some_and(|(at, _)| stack.at_ns > at) {
+                // wprof's own work after the program's part.
+                continue;
+            }
             let wall = stack.at_ns.saturating_sub(last_at);
             let cpu = stack.cpu_ns.saturating_sub(last_cpu);
             last_at = last_at.max(stack.at_ns);
@@ -437,21 +476,33 @@ pub fn read(
             }
         }
         if stopping {
-            // The time since the last tick (the program's end), on its stack: up to a
-            // period (not a tick of its own), or up to the CPU time the thread used since
-            // the tick where that is more: a thread whose timer was paused while it waited
-            // (for a lock, or for a core) may have run its whole work since.
-            let used = cpu_clock
-                .and_then(|c| c.now_ps())
-                .map_or(0, |ps| (ps / 1000).saturating_sub(last_cpu));
-            let tail = frames::monotonic_ns()
-                .saturating_sub(last_at)
-                .min((current.as_nanos() as u64).max(used));
-            match &last {
-                Some((path, _)) => {
+            match (end.get(), &last) {
+                // From the last tick to the marked end: a tick of that tick's stack (a
+                // thread whose timer was paused while it waited, for a lock or for a core,
+                // may have run its whole work since).
+                (Some((at, cpu)), Some((path, _))) => {
+                    let ran = last.as_ref().filter(|(_, blocked)| !blocked);
+                    samples.place(
+                        Some(path),
+                        ran.map(|(p, _)| p),
+                        at.saturating_sub(last_at),
+                        cpu.saturating_sub(last_cpu),
+                    );
+                }
+                // Unmarked (the program's first thread, walked to its end): the time since
+                // the last tick, on its stack, up to a period (not a tick of its own).
+                (None, Some((path, _))) => {
+                    let tail = frames::monotonic_ns()
+                        .saturating_sub(last_at)
+                        .min(current.as_nanos() as u64);
                     samples.place(Some(path), None, tail, tail);
                 }
-                None => samples.outside_ns += tail,
+                (Some((at, _)), None) => samples.outside_ns += at.saturating_sub(last_at),
+                (None, None) => {
+                    samples.outside_ns += frames::monotonic_ns()
+                        .saturating_sub(last_at)
+                        .min(current.as_nanos() as u64)
+                }
             }
             return samples;
         }
@@ -461,6 +512,25 @@ pub fn read(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_that_ran_between_two_blocked_ticks_keeps_its_cpu_time() {
+        let mut samples = StackSamples::default();
+        // Blocked in the host (a return address into function 2) at both ticks.
+        let blocked: Path = (vec![1, 2], Some(0x105));
+        // 10 ms passed and the thread used 3 ms: it woke, ran and blocked again.
+        assert!(samples.place(Some(&blocked), None, 10_000_000, 3_000_000));
+        assert_eq!(samples.time.get(&(vec![1, 2], None)), Some(&3_000_000));
+        assert_eq!(samples.interrupting_ns, 0);
+        // 10 ms passed and it used 5 µs: taking the tick, no function's.
+        assert!(samples.place(Some(&blocked), None, 10_000_000, 5_000));
+        assert_eq!(samples.interrupting_ns, 5_000);
+        assert_eq!(samples.time.values().sum::<u64>(), 3_000_000);
+        // With a tick that found it running before, the CPU time goes there.
+        let ran: Path = (vec![1, 3], None);
+        assert!(samples.place(Some(&blocked), Some(&ran), 10_000_000, 3_000_000));
+        assert_eq!(samples.time.get(&ran), Some(&3_000_000));
+    }
 
     #[test]
     fn a_host_call_of_an_import_becomes_the_imports_time() {

@@ -66,7 +66,7 @@ impl RunMode for Stack {
     fn run(&mut self, job: &mut Job, module: &Module) -> Result<RunOutcome, Failure> {
         // Same functions, same indices: the counted module's code maps as the original's.
         let code = self.code.insert(CodeMap::of_original(module));
-        let (outcome, samples) = stacks::while_walking(code, job.settings.sample_period, || {
+        let (outcome, samples) = stacks::while_walking(code, job.settings.sample_period, |_| {
             runner::run(&job.engine, module, &job.settings, Stdio::Inherit, None)
         });
         self.samples = samples;
