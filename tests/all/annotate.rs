@@ -165,3 +165,54 @@ fn callgrind_and_pprof_carry_the_same_line_costs_to_their_tools() {
         }
     }
 }
+
+#[test]
+fn a_default_profile_annotates_its_sampled_time_per_line() {
+    // Stack mode keeps the time samples found at each source line: `find_match` (the
+    // compressor's hot function, its helper `hash4` inlined) has its time at its own lines,
+    // and annotate shows them with their source, without `--coverage` and without the
+    // module (the lines are in the profile; the source is read where DWARF says).
+    let s = Scratch::new();
+    let out = s
+        .wprof(&["run", "-q", "-o", "s.wprof"])
+        .arg(sample("compress.wasm"))
+        .arg("8")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("s.wprof");
+    assert_eq!(p["mode"], "stack");
+    let find_match = function(&p, "find_match");
+    let id = find_match["id"].as_u64().unwrap();
+    let lines = p["lines"]["lines"].as_array().expect("sampled lines");
+    let own: Vec<&serde_json::Value> = lines.iter().filter(|l| l["function"] == id).collect();
+    assert!(!own.is_empty(), "{lines:?}");
+    for line in &own {
+        assert!(
+            line["file"].as_str().unwrap().ends_with("compress.c"),
+            "{line}"
+        );
+        // `hash4` (125-128) and `find_match` (138-161).
+        let n = line["line"].as_u64().unwrap();
+        assert!((125..=161).contains(&n), "{line}");
+    }
+    let at_lines: u64 = own.iter().map(|l| l["self_ns"].as_u64().unwrap()).sum();
+    let own_self = find_match["self"].as_u64().unwrap();
+    assert!(
+        at_lines * 10 >= own_self * 7 && at_lines <= own_self,
+        "{at_lines} of {own_self}"
+    );
+    let text = annotate(&s, &["s.wprof", "find_match"]);
+    assert!(text.contains("sampled time per line"), "{text}");
+    assert!(text.contains("find_match: "), "{text}");
+    let hottest = own
+        .iter()
+        .max_by_key(|l| l["self_ns"].as_u64().unwrap())
+        .unwrap();
+    let row = format!("{:>6}: ", hottest["line"]);
+    let shown = text
+        .lines()
+        .find(|l| l.contains(&row))
+        .unwrap_or_else(|| panic!("no line {row} in:\n{text}"));
+    assert!(shown.contains('%'), "{shown}");
+}

@@ -1,17 +1,19 @@
-//! `wprof annotate`: source lines with their counts, from a profile with block counts.
+//! `wprof annotate`: source lines with their counts, from a profile with block counts, or
+//! with the time samples found at them, from a default (stack mode) profile.
 
 use std::path::PathBuf;
 
 use crate::exit::Failure;
-use crate::profile::Profile;
+use crate::profile::{LinesRecord, Profile};
 use crate::report::{annotate, source};
 
-/// Show functions' source lines with how often each ran and the wasm instructions it
-/// executed (a profile of `wprof run --coverage`).
+/// Show functions' source lines with the time samples found at each (a default profile), or
+/// how often each ran and the wasm instructions it executed (`wprof run --coverage`).
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct AnnotateCommand {
-    /// The profile, made by `wprof run --coverage` (sample, cost or adaptive mode).
+    /// The profile: of `wprof run` in stack mode (the default) of a module with DWARF, or of
+    /// `wprof run --coverage` (sample, cost or adaptive mode).
     #[arg(value_name = "PROFILE")]
     profile: PathBuf,
 
@@ -21,41 +23,57 @@ pub struct AnnotateCommand {
     #[arg(value_name = "FUNCTION")]
     function: Option<String>,
 
-    /// Without FUNCTION: how many functions, those that executed the most instructions.
+    /// Without FUNCTION: how many functions, those with the most time at their lines (or
+    /// that executed the most instructions).
     #[arg(long, value_name = "N", default_value_t = 5)]
     top: usize,
 
-    /// The profiled module, for its DWARF. By default wprof looks at the path recorded in
-    /// the profile, then beside the profile; a module whose blake3 differs from the
-    /// profile's is not used.
+    /// The profiled module, for its DWARF (block counts only: a default profile holds its
+    /// lines). By default wprof looks at the path recorded in the profile, then beside the
+    /// profile, then in the cache by the module's digest; a module whose blake3 differs
+    /// from the profile's is not used.
     #[arg(long, value_name = "MODULE.wasm")]
     module: Option<PathBuf>,
 }
 
 const AFTER_HELP: &str = "\
-Each line of a function's source file shows how many times it ran (the count of the most
-frequent basic block holding code of it, as lcov counts a line) and how many wasm
-instructions of it ran. The counts are exact: the module counted every block. The source is
-read from the path DWARF gives, else from a file of that name beside the module; without
-it, the lines are shown by number; without DWARF, each basic block with its instructions.
+A default profile (stack mode) holds the CPU time samples found at each source line, as the
+module's DWARF line table places the sampled instructions (an inlined function's are its own
+lines; a call of an import has the import's time at the line of the call): each function is
+shown by its sampled lines, a few lines of source around each, with their time and share of
+the function's, as `perf annotate` shows them.
+
+With block counts (`wprof run --coverage`), each line of a function's source file shows how
+many times it ran (the count of the most frequent basic block holding code of it, as lcov
+counts a line) and how many wasm instructions of it ran. The counts are exact: the module
+counted every block.
+
+The source is read from the path DWARF gives, else from a file of that name beside the
+module; without it, the lines are shown by number; without DWARF, a coverage profile shows
+each basic block with its instructions.
 
 Examples:
+  wprof run app.wasm && wprof annotate app.wprof
   wprof run --coverage app.wasm && wprof annotate app.wprof
   wprof annotate app.wprof compress_block
   wprof annotate app.wprof '^lz_' --module build/app.wasm
 
 Exit status:
-  0 on success; 2 if the profile cannot be read, holds no block counts, or no function
-  matches";
+  0 on success; 2 if the profile cannot be read, holds neither sampled lines nor block
+  counts, or no function matches";
 
 impl AnnotateCommand {
     /// Prints the annotation; returns the exit code.
     pub fn execute(&self) -> Result<i32, Failure> {
         let mut profile = Profile::read(&self.profile)?;
         if profile.coverage.is_none() {
+            if let Some(lines) = profile.lines.take() {
+                return self.sampled(&profile, &lines);
+            }
             return Err(Failure::input(format!(
-                "{} holds no block counts: make it with `wprof run --coverage` (sample, cost \
-                 or adaptive mode)",
+                "{} holds no block counts nor sampled lines: make it with `wprof run` (stack \
+                 mode, a module with DWARF) or `wprof run --coverage` (sample, cost or \
+                 adaptive mode)",
                 self.profile.display()
             )));
         }
@@ -134,7 +152,81 @@ impl AnnotateCommand {
             out.push('\n');
             out.push_str(&annotate::render(name, *calls, lines, path.parent()));
         }
-        print!("{out}");
-        Ok(0)
+        write_out(&out)
+    }
+
+    /// Annotates a profile with sampled time per line (stack mode): the lines are in the
+    /// profile, the source text read where DWARF says, else beside the module.
+    fn sampled(&self, profile: &Profile, lines: &LinesRecord) -> Result<i32, Failure> {
+        use crate::report::line_times;
+        let mut functions: Vec<(u32, String, u64)> = Vec::new();
+        for f in &profile.functions {
+            let (_, ns) = line_times::function_lines(lines, f.id);
+            if ns > 0 {
+                functions.push((f.id, f.name.clone(), ns));
+            }
+        }
+        let chosen: Vec<&(u32, String, u64)> = match &self.function {
+            Some(wanted) => {
+                let exact: Vec<_> = functions.iter().filter(|f| f.1 == *wanted).collect();
+                if !exact.is_empty() {
+                    exact
+                } else {
+                    let re = regex::Regex::new(wanted).map_err(|e| {
+                        Failure::input(format!("`{wanted}` is no function and no regex: {e}"))
+                    })?;
+                    functions.iter().filter(|f| re.is_match(&f.1)).collect()
+                }
+            }
+            None => {
+                let mut order: Vec<_> = functions.iter().collect();
+                order.sort_by_key(|f| std::cmp::Reverse(f.2));
+                order.truncate(self.top.max(1));
+                order
+            }
+        };
+        if chosen.is_empty() {
+            return Err(Failure::input(format!(
+                "no function of {} with sampled lines matches `{}`",
+                self.profile.display(),
+                self.function.as_deref().unwrap_or_default()
+            )));
+        }
+        let module_dir = source::recorded_path(profile);
+        let beside = module_dir.parent();
+        let mut out = format!(
+            "wprof annotate: {} (sampled time per line; {} at instructions of no line, {} in \
+             code the compiler added around them)\n",
+            profile.module.path,
+            crate::display::format_ns(lines.unlined_ns),
+            crate::display::format_ns(lines.unmapped_ns)
+        );
+        for (id, name, ns) in chosen {
+            let (by_line, _) = line_times::function_lines(lines, *id);
+            out.push('\n');
+            out.push_str(&line_times::render(
+                name,
+                &by_line,
+                *ns,
+                profile.total,
+                beside,
+            ));
+        }
+        write_out(&out)
+    }
+}
+
+/// Prints `out`; a closed pipe (`wprof annotate x | head`) is not an error.
+fn write_out(out: &str) -> Result<i32, Failure> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Failure::input(format!(
+            "failed to write the annotation: {e}"
+        ))),
+        _ => Ok(0),
     }
 }

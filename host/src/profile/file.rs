@@ -174,6 +174,7 @@ mod tests {
             allocations: None,
             threads: None,
             symbols: None,
+            lines: None,
         };
         p.functions = (0..2000)
             .map(|id| FunctionRecord {

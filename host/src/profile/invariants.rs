@@ -140,6 +140,7 @@ pub(crate) mod tests {
             allocations: None,
             threads: None,
             symbols: None,
+            lines: None,
         }
     }
 

@@ -18,6 +18,8 @@ pub mod host_time;
 pub mod hot_paths;
 pub mod html;
 pub mod json;
+pub mod line_times;
+pub mod lines;
 pub mod pprof;
 pub mod source;
 pub mod speedscope;
@@ -402,6 +404,7 @@ pub(crate) mod tests {
             untimed_samples: None,
             ticks: None,
             symbols: None,
+            lines: None,
         }
     }
 

@@ -163,6 +163,7 @@ pub fn profile_of_run(
         allocations: None,
         threads: None,
         symbols: None,
+        lines: None,
     }
 }
 

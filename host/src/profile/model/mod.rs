@@ -11,7 +11,7 @@ pub use host_and_allocations::{
     AllocFigures, AllocationsRecord, AllocatorRecord, HostCallRecord, HostFigures,
 };
 pub use sampling::{SamplingRecord, StackWalkRecord, TicksRecord};
-pub use symbols::{FunctionSymbol, SymbolsRecord};
+pub use symbols::{FunctionSymbol, LineTime, LinesRecord, SymbolsRecord};
 
 /// The current profile format.
 pub const FORMAT_VERSION: u32 = 1;
@@ -273,6 +273,10 @@ pub struct Profile {
     /// [`SymbolsRecord`]); absent in profiles of earlier versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub symbols: Option<SymbolsRecord>,
+    /// Stack mode, a module with line tables: the sampled time of each source line (see
+    /// [`LinesRecord`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<LinesRecord>,
 }
 
 /// Adaptive mode: from each hot spot (a context where samples found the most self time) the

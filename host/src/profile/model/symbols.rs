@@ -32,3 +32,32 @@ pub struct FunctionSymbol {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
 }
+
+/// Stack mode: the sampled CPU time of each source line, as the line tables tell where the
+/// sampled instructions are (each function's own time, at the instruction it ran or the
+/// call it was in; an inlined function's instructions are its own lines).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinesRecord {
+    /// Each line that samples found, by function, file and line.
+    pub lines: Vec<LineTime>,
+    /// Sampled time at instructions of no line (no DWARF there, or line 0), in
+    /// nanoseconds.
+    #[serde(default)]
+    pub unlined_ns: u64,
+    /// Sampled time at machine code of no wasm instruction (what the compiler adds around
+    /// a function's body), in nanoseconds.
+    #[serde(default)]
+    pub unmapped_ns: u64,
+}
+
+/// One source line's sampled time in one function.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineTime {
+    /// The function whose instructions they are, by id.
+    pub function: u32,
+    /// The source file, as the compiler recorded it.
+    pub file: String,
+    pub line: u32,
+    /// The CPU time samples found there, in nanoseconds.
+    pub self_ns: u64,
+}

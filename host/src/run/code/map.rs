@@ -6,6 +6,9 @@ use wprof_agent::{ContextArena, FunctionIndices, Indexed, ProbeImports, ProbeMod
 
 use crate::run::code::address_map::ArtifactAddressMap;
 
+/// How far back [`CodeMap::nearest_module_offsets`] looks for a mapped instruction.
+const NEAREST_WITHIN: usize = 256;
+
 /// What runs at an address of the module's compiled code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Running {
@@ -145,6 +148,43 @@ impl CodeMap {
                     entries.next();
                 }
                 covering
+            })
+            .collect()
+    }
+
+    /// Like [`CodeMap::module_offsets`], but an address the compiler's map gives no wasm
+    /// offset (code it added: a prologue, a spill, a move between registers) takes the
+    /// offset of the nearest instruction before it in the same function that has one, up
+    /// to [`NEAREST_WITHIN`] bytes back: the source line whose work it serves.
+    pub fn nearest_module_offsets(
+        &self,
+        module: &wasmtime::Module,
+        artifact: Option<&ArtifactAddressMap>,
+        pcs: &[usize],
+    ) -> Vec<Option<u32>> {
+        let entries: Vec<(usize, Option<u32>)> = match artifact {
+            Some(_) => Vec::new(),
+            None => match module.address_map() {
+                Some(entries) => entries.collect(),
+                None => return vec![None; pcs.len()],
+            },
+        };
+        let lookup = |at: usize| -> Option<u32> {
+            match artifact {
+                Some(map) => map.file_offset(at),
+                None => {
+                    let after = entries.partition_point(|&(start, _)| start <= at);
+                    entries[after.checked_sub(1)?].1
+                }
+            }
+        };
+        pcs.iter()
+            .map(|&pc| {
+                let start = self.function_start(pc)?;
+                let lowest = start.max(pc.saturating_sub(NEAREST_WITHIN));
+                (lowest..=pc)
+                    .rev()
+                    .find_map(|address| lookup(address.wrapping_sub(self.text)))
             })
             .collect()
     }

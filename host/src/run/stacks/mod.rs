@@ -60,6 +60,14 @@ const RAN_BETWEEN_BLOCKED_TICKS_NS: u64 = 100_000;
 /// called into the host when the tick was taken there (the return address into it).
 pub type Path = (Vec<u32>, Option<usize>);
 
+/// What a tick found: its stack, and the innermost function's own address there (the
+/// interrupted instruction, or its call into the host), where its self time is spent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub path: Path,
+    pub pc: usize,
+}
+
 /// What the reader gathered.
 #[derive(Debug, Clone, Default)]
 pub struct StackSamples {
@@ -90,6 +98,15 @@ pub struct StackSamples {
     /// times are, rather than two readings of the thread's CPU clock around every call
     /// (system calls that cost SQLite on a file more than its reads did).
     pub imports: HashMap<u32, ImportTime>,
+    /// CPU time per address of the innermost function (see [`Found::pc`]), in
+    /// nanoseconds: the time per source line, once [`StackSamples::locate_addresses`]
+    /// turned the addresses into the module's offsets.
+    pub at_pc: HashMap<usize, u64>,
+    /// CPU time per offset in the original module's code, once located.
+    pub at_offset: HashMap<u32, u64>,
+    /// CPU time at addresses of no offset in the module (code the compiler added, such as
+    /// a function's prologue), once located.
+    pub unlocated_ns: u64,
 }
 
 /// The sampled time of one import's calls (see [`StackSamples::imports`]).
@@ -121,15 +138,19 @@ impl StackSamples {
     /// The stack of the module's functions in `stack` (the program counter, then return
     /// addresses), mapped by `code`; `None` when none of them is on it. `at_return` says
     /// whether the instruction at an address of the module's code is a return.
-    fn path_of(code: &CodeMap, stack: &Stack, at_return: impl Fn(usize) -> bool) -> Option<Path> {
+    fn found_in(code: &CodeMap, stack: &Stack, at_return: impl Fn(usize) -> bool) -> Option<Found> {
         let mut functions = Vec::with_capacity(stack.pcs.len() + 1);
         let mut host_call = None;
+        let mut innermost = 0;
         for (i, &pc) in stack.pcs.iter().enumerate() {
             // A return address is just past its call: the byte before it is the call's.
             let address = if i == 0 { pc } else { pc.wrapping_sub(1) };
             if let Running::Function(id) = code.running(address) {
-                if functions.is_empty() && i > 0 {
-                    host_call = Some(pc);
+                if functions.is_empty() {
+                    innermost = address;
+                    if i > 0 {
+                        host_call = Some(pc);
+                    }
                 }
                 functions.push(id);
                 if i == 0 {
@@ -146,7 +167,10 @@ impl StackSamples {
             return None;
         }
         functions.reverse();
-        Some((functions, host_call))
+        Some(Found {
+            path: (functions, host_call),
+            pc: innermost,
+        })
     }
 
     /// Charges a tick that found `path` (`None`: outside the module) after `wall_ns` passed
@@ -161,23 +185,24 @@ impl StackSamples {
     /// known to have run. What passed beyond the CPU time in the host is kept as waited.
     fn place(
         &mut self,
-        path: Option<&Path>,
-        ran: Option<&Path>,
+        found: Option<&Found>,
+        ran: Option<&Found>,
         wall_ns: u64,
         cpu_ns: u64,
     ) -> bool {
-        let Some(path) = path else {
+        let Some(found) = found else {
             self.outside_ns += wall_ns;
             return false;
         };
+        let path = &found.path;
         let cpu_ns = cpu_ns.min(wall_ns);
         let in_host = path.1.is_some();
         let blocked = in_host && cpu_ns < wall_ns / 2;
         match (blocked, ran) {
-            (false, _) => add(&mut self.time, path, cpu_ns),
-            (true, Some(ran)) => add(&mut self.time, ran, cpu_ns),
+            (false, _) => self.add_time(path, found.pc, cpu_ns),
+            (true, Some(ran)) => self.add_time(&ran.path, ran.pc, cpu_ns),
             (true, None) if cpu_ns >= RAN_BETWEEN_BLOCKED_TICKS_NS => {
-                add(&mut self.time, &(path.0.clone(), None), cpu_ns)
+                self.add_time(&(path.0.clone(), None), found.pc, cpu_ns)
             }
             (true, None) => self.interrupting_ns += cpu_ns,
         }
@@ -185,6 +210,30 @@ impl StackSamples {
             add(&mut self.waited, path, wall_ns - cpu_ns);
         }
         blocked
+    }
+
+    /// CPU time of `path`, spent at `pc`.
+    fn add_time(&mut self, path: &Path, pc: usize, ns: u64) {
+        add(&mut self.time, path, ns);
+        *self.at_pc.entry(pc).or_default() += ns;
+    }
+
+    /// Turns the addresses of [`StackSamples::at_pc`] into offsets of the original
+    /// module's code with `offsets` (for sorted addresses; `None` where there is none):
+    /// [`StackSamples::at_offset`]; the time at no offset, [`StackSamples::unlocated_ns`].
+    pub fn locate_addresses(&mut self, offsets: impl FnOnce(&[usize]) -> Vec<Option<u32>>) {
+        let mut pcs: Vec<(usize, u64)> = self.at_pc.drain().collect();
+        if pcs.is_empty() {
+            return;
+        }
+        pcs.sort_unstable();
+        let addresses: Vec<usize> = pcs.iter().map(|(pc, _)| *pc).collect();
+        for ((_, ns), offset) in pcs.into_iter().zip(offsets(&addresses)) {
+            match offset {
+                Some(offset) => *self.at_offset.entry(offset).or_default() += ns,
+                None => self.unlocated_ns += ns,
+            }
+        }
     }
 
     /// Gives each stack that ended in the host the import its innermost function called
@@ -391,7 +440,7 @@ pub fn read(
     let mut last_at = started_ns;
     let mut last_cpu = started_cpu_ns;
     // What the last tick read found, and whether the thread was blocked.
-    let mut last: Option<(Path, bool)> = None;
+    let mut last: Option<(Found, bool)> = None;
     let mut blocked_in_a_row = 0u32;
     // While the timer is stopped: the thread's CPU time when the reader last looked.
     let mut paused: Option<u64> = None;
@@ -420,9 +469,9 @@ pub fn read(
                 // woke is left to the next tick (from as long before now as it used).
                 let now_ns = ended.map_or_else(frames::monotonic_ns, |(at, _)| at);
                 let used = cpu_now.saturating_sub(last_cpu);
-                if let Some((path, true)) = &last {
+                if let Some((found, true)) = &last {
                     let waited = now_ns.saturating_sub(last_at).saturating_sub(used);
-                    add(&mut samples.waited, path, waited);
+                    add(&mut samples.waited, &found.path, waited);
                 }
                 last_at = last_at.max(now_ns.saturating_sub(used));
                 blocked_in_a_row = 0;
@@ -459,14 +508,14 @@ pub fn read(
             last_cpu = last_cpu.max(stack.cpu_ns);
             samples.ticks += 1;
             samples.truncated += u64::from(stack.truncated);
-            let path = StackSamples::path_of(code, &stack, is_return);
+            let found = StackSamples::found_in(code, &stack, is_return);
             let ran = last
                 .as_ref()
                 .filter(|(_, blocked)| !blocked)
-                .map(|(p, _)| p);
-            let blocked = samples.place(path.as_ref(), ran, wall, cpu);
+                .map(|(f, _)| f);
+            let blocked = samples.place(found.as_ref(), ran, wall, cpu);
             blocked_in_a_row = if blocked { blocked_in_a_row + 1 } else { 0 };
-            last = path.map(|p| (p, blocked));
+            last = found.map(|f| (f, blocked));
         }
         last_read = last_read.max(newest);
         if blocked_in_a_row >= PAUSE_AFTER && paused.is_none() && !stopping {
@@ -480,22 +529,22 @@ pub fn read(
                 // From the last tick to the marked end: a tick of that tick's stack (a
                 // thread whose timer was paused while it waited, for a lock or for a core,
                 // may have run its whole work since).
-                (Some((at, cpu)), Some((path, _))) => {
+                (Some((at, cpu)), Some((found, _))) => {
                     let ran = last.as_ref().filter(|(_, blocked)| !blocked);
                     samples.place(
-                        Some(path),
-                        ran.map(|(p, _)| p),
+                        Some(found),
+                        ran.map(|(f, _)| f),
                         at.saturating_sub(last_at),
                         cpu.saturating_sub(last_cpu),
                     );
                 }
                 // Unmarked (the program's first thread, walked to its end): the time since
                 // the last tick, on its stack, up to a period (not a tick of its own).
-                (None, Some((path, _))) => {
+                (None, Some((found, _))) => {
                     let tail = frames::monotonic_ns()
                         .saturating_sub(last_at)
                         .min(current.as_nanos() as u64);
-                    samples.place(Some(path), None, tail, tail);
+                    samples.place(Some(found), None, tail, tail);
                 }
                 (Some((at, _)), None) => samples.outside_ns += at.saturating_sub(last_at),
                 (None, None) => {
@@ -513,22 +562,30 @@ pub fn read(
 mod tests {
     use super::*;
 
+    /// A tick's find of `path`, at address 0.
+    fn at(path: &Path) -> Found {
+        Found {
+            path: path.clone(),
+            pc: 0,
+        }
+    }
+
     #[test]
     fn a_thread_that_ran_between_two_blocked_ticks_keeps_its_cpu_time() {
         let mut samples = StackSamples::default();
         // Blocked in the host (a return address into function 2) at both ticks.
         let blocked: Path = (vec![1, 2], Some(0x105));
         // 10 ms passed and the thread used 3 ms: it woke, ran and blocked again.
-        assert!(samples.place(Some(&blocked), None, 10_000_000, 3_000_000));
+        assert!(samples.place(Some(&at(&blocked)), None, 10_000_000, 3_000_000));
         assert_eq!(samples.time.get(&(vec![1, 2], None)), Some(&3_000_000));
         assert_eq!(samples.interrupting_ns, 0);
         // 10 ms passed and it used 5 µs: taking the tick, no function's.
-        assert!(samples.place(Some(&blocked), None, 10_000_000, 5_000));
+        assert!(samples.place(Some(&at(&blocked)), None, 10_000_000, 5_000));
         assert_eq!(samples.interrupting_ns, 5_000);
         assert_eq!(samples.time.values().sum::<u64>(), 3_000_000);
         // With a tick that found it running before, the CPU time goes there.
         let ran: Path = (vec![1, 3], None);
-        assert!(samples.place(Some(&blocked), Some(&ran), 10_000_000, 3_000_000));
+        assert!(samples.place(Some(&at(&blocked)), Some(&at(&ran)), 10_000_000, 3_000_000));
         assert_eq!(samples.time.get(&ran), Some(&3_000_000));
     }
 
@@ -572,16 +629,16 @@ mod tests {
         let wait: Path = (vec![1, 3], Some(0x40));
         let mut samples = StackSamples::default();
         // Running: its CPU time, however long the tick took (a busy machine).
-        assert!(!samples.place(Some(&work), None, 100, 60));
+        assert!(!samples.place(Some(&at(&work)), None, 100, 60));
         // Blocked in the host most of the time: the CPU time to the work before it, the
         // rest kept as waited.
-        assert!(samples.place(Some(&wait), Some(&work), 100, 30));
+        assert!(samples.place(Some(&at(&wait)), Some(&at(&work)), 100, 30));
         // Blocked again: the CPU time is the ticks' own.
-        assert!(samples.place(Some(&wait), None, 100, 4));
+        assert!(samples.place(Some(&at(&wait)), None, 100, 4));
         // Busy in the host (a write): its own.
-        assert!(!samples.place(Some(&wait), Some(&work), 100, 80));
+        assert!(!samples.place(Some(&at(&wait)), Some(&at(&work)), 100, 80));
         // Nothing of the module on the stack.
-        assert!(!samples.place(None, Some(&work), 100, 100));
+        assert!(!samples.place(None, Some(&at(&work)), 100, 100));
         assert_eq!(samples.time.get(&work), Some(&90));
         assert_eq!(samples.time.get(&wait), Some(&80));
         assert_eq!(samples.waited.get(&wait), Some(&(70 + 96 + 20)));
@@ -611,12 +668,18 @@ mod tests {
         // At the first instruction the return address is at the stack pointer; at the
         // second, behind the frame pointer just pushed; at a return, at the stack pointer.
         let first = unframed_at(0x100, [into_6, 0]);
-        assert_eq!(StackSamples::path_of(&code, &first, never), whole);
+        assert_eq!(
+            StackSamples::found_in(&code, &first, never).map(|f| f.path),
+            whole
+        );
         let second = unframed_at(0x101, [0x7ffd_0000, into_6]);
-        assert_eq!(StackSamples::path_of(&code, &second, never), whole);
+        assert_eq!(
+            StackSamples::found_in(&code, &second, never).map(|f| f.path),
+            whole
+        );
         let at_return = unframed_at(0x180, [into_6, 0]);
         assert_eq!(
-            StackSamples::path_of(&code, &at_return, |pc| pc == 0x180),
+            StackSamples::found_in(&code, &at_return, |pc| pc == 0x180).map(|f| f.path),
             whole
         );
         // Elsewhere the function has its frame, and the walk its caller.
@@ -625,11 +688,14 @@ mod tests {
             unframed: [0x1234, 0],
             ..Stack::default()
         };
-        assert_eq!(StackSamples::path_of(&code, &framed, never), whole);
+        assert_eq!(
+            StackSamples::found_in(&code, &framed, never).map(|f| f.path),
+            whole
+        );
         // A word that returns into no function adds nothing.
         let stray = unframed_at(0x100, [0x9999, 0]);
         assert_eq!(
-            StackSamples::path_of(&code, &stray, never),
+            StackSamples::found_in(&code, &stray, never).map(|f| f.path),
             Some((vec![7, 5], None))
         );
     }

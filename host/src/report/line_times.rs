@@ -1,0 +1,110 @@
+//! `wprof annotate` on a profile with sampled time per line (stack mode's
+//! [`crate::profile::LinesRecord`]): each chosen function's source lines with the time the
+//! samples found at them, in the manner of `perf annotate`. The lines are in the profile;
+//! only the source text is read, from the path DWARF recorded, else from a file of that
+//! name in `beside` (the module's directory).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+
+use crate::display::format_ns;
+use crate::profile::LinesRecord;
+
+/// Lines of source shown around the sampled ones.
+const CONTEXT: u32 = 2;
+
+/// One function's sampled lines, by file and line, and their sum.
+pub fn function_lines(lines: &LinesRecord, id: u32) -> (BTreeMap<(&str, u32), u64>, u64) {
+    let mut by_line = BTreeMap::new();
+    let mut total = 0;
+    for l in lines.lines.iter().filter(|l| l.function == id) {
+        *by_line.entry((l.file.as_str(), l.line)).or_default() += l.self_ns;
+        total += l.self_ns;
+    }
+    (by_line, total)
+}
+
+/// Function `name`'s sampled lines as text: a header with its sampled time and share of
+/// the profile's `total`, then each file's sampled lines with [`CONTEXT`] lines around them
+/// (an inlined function's lines may be far from the function's own), each with its time
+/// and share of the function's.
+pub fn render(
+    name: &str,
+    by_line: &BTreeMap<(&str, u32), u64>,
+    function_ns: u64,
+    total: u64,
+    beside: Option<&Path>,
+) -> String {
+    let mut out = String::new();
+    let share = |ns: u64, of: u64| match of {
+        0 => 0.0,
+        _ => ns as f64 * 100.0 / of as f64,
+    };
+    let _ = writeln!(
+        out,
+        "{name}: {} sampled at its lines ({:.1}% of the profile)",
+        format_ns(function_ns),
+        share(function_ns, total)
+    );
+    let mut files: BTreeMap<&str, Vec<(u32, u64)>> = BTreeMap::new();
+    for (&(file, line), &ns) in by_line {
+        files.entry(file).or_default().push((line, ns));
+    }
+    for (file, lines) in files {
+        let text = read_source(file, beside);
+        let _ = writeln!(out, "  {file}");
+        let at: BTreeMap<u32, u64> = lines.into_iter().collect();
+        // Each sampled line with its neighbours; a gap between two such windows is `...`.
+        let mut shown: Vec<u32> = Vec::new();
+        for &line in at.keys() {
+            let from = line.saturating_sub(CONTEXT).max(1);
+            for number in from..=line + CONTEXT {
+                if shown.last().is_none_or(|&l| l < number) {
+                    shown.push(number);
+                }
+            }
+        }
+        let mut previous = None;
+        for number in shown {
+            let source = text
+                .as_ref()
+                .and_then(|t| t.lines().nth(number as usize - 1));
+            let ns = at.get(&number);
+            if ns.is_none() && (text.is_none() || source.is_none()) {
+                // Without the file, only the sampled lines.
+                continue;
+            }
+            if previous.is_some_and(|p: u32| p + 1 < number) {
+                let _ = writeln!(out, "  {:>10} {:>6} {:>6}", "", "", "...");
+            }
+            previous = Some(number);
+            let source = source.unwrap_or("");
+            match ns {
+                Some(&ns) => {
+                    let _ = writeln!(
+                        out,
+                        "  {:>10} {:>5.1}% {number:>6}: {source}",
+                        format_ns(ns),
+                        share(ns, function_ns)
+                    );
+                }
+                None => {
+                    let _ = writeln!(out, "  {:>10} {:>6} {number:>6}: {source}", "", "");
+                }
+            }
+        }
+        if text.is_none() {
+            let _ = writeln!(out, "  (source not found: lines by number)");
+        }
+    }
+    out
+}
+
+/// The text of source `file`, at its path or by its name in `beside`.
+fn read_source(file: &str, beside: Option<&Path>) -> Option<String> {
+    std::fs::read_to_string(file).ok().or_else(|| {
+        let name = Path::new(file).file_name()?;
+        std::fs::read_to_string(beside?.join(name)).ok()
+    })
+}

@@ -1,0 +1,73 @@
+//! Time per source line from the samples: the sampled CPU time at each offset of the
+//! module's code (stack mode's [`crate::run::stacks::StackSamples::at_offset`]) turned into
+//! source lines by the module's DWARF line table when the profile is made, and kept in it
+//! ([`LinesRecord`]), so that `wprof annotate` shows time per line as `perf annotate`
+//! does, from any directory and without the module.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::profile::{LineTime, LinesRecord};
+use crate::report::source::ModuleDwarf;
+
+/// The sampled time of each source line of the module `bytes`, from the time at each of its
+/// code's offsets (`at_offset`, file offsets); `None` when the module has no DWARF or
+/// nothing was sampled.
+/// `unmapped_ns`: the sampled time at machine code of no wasm instruction.
+pub fn record(
+    bytes: &[u8],
+    at_offset: &HashMap<u32, u64>,
+    unmapped_ns: u64,
+) -> Option<LinesRecord> {
+    if at_offset.is_empty() {
+        return None;
+    }
+    let dwarf = match crate::report::source::module_dwarf(bytes) {
+        Ok(Some(dwarf)) => dwarf,
+        Ok(None) => return None,
+        Err(e) => {
+            tracing::debug!("no lines: {e}");
+            return None;
+        }
+    };
+    Some(LinesRecord {
+        unmapped_ns,
+        ..of_offsets(&dwarf, at_offset)
+    })
+}
+
+/// [`record`], with the module's DWARF read.
+pub fn of_offsets(dwarf: &ModuleDwarf<'_>, at_offset: &HashMap<u32, u64>) -> LinesRecord {
+    let mut lines: BTreeMap<(u32, String, u32), u64> = BTreeMap::new();
+    let mut unlined_ns = 0;
+    for (&offset, &ns) in at_offset {
+        let function = dwarf
+            .bodies
+            .partition_point(|body| body.end <= offset as usize);
+        let within = dwarf
+            .bodies
+            .get(function)
+            .is_some_and(|body| body.contains(&(offset as usize)));
+        let address = (offset as usize).saturating_sub(dwarf.code_start) as u64;
+        let location = dwarf.context.find_location(address).ok().flatten();
+        match (within, location.and_then(|l| Some((l.file?, l.line?)))) {
+            (true, Some((file, line))) if line > 0 => {
+                let id = dwarf.imported + function as u32;
+                *lines.entry((id, file.to_string(), line)).or_default() += ns;
+            }
+            _ => unlined_ns += ns,
+        }
+    }
+    LinesRecord {
+        lines: lines
+            .into_iter()
+            .map(|((function, file, line), self_ns)| LineTime {
+                function,
+                file,
+                line,
+                self_ns,
+            })
+            .collect(),
+        unlined_ns,
+        unmapped_ns: 0,
+    }
+}
