@@ -5,10 +5,13 @@
 // that the read is waiting by then), writes a line to stdout and ends. Whoever feeds stdin
 // can wait for that line before writing: the program ends once both are done. Before it
 // reads, the first thread polls two clocks (1 ms and 10 s: a poll that is not a plain
-// sleep) and says the poll's errno and which clock it heard.
+// sleep) and says the poll's errno and which clock it heard, then polls stdin with a 10 s
+// timeout (what `poll` on stdin makes) and says what it heard: stdin readable, which it
+// is only once the spawned thread's line was written.
 // stdout, with `hello` on stdin:
 //   thread: ready
 //   poll: 0, clock 1
+//   stdin poll: 0, readable
 //   first thread read: hello
 //
 // Built as samples/threads.c is: no threaded libc; the spawned thread calls WASI directly.
@@ -81,6 +84,21 @@ int main(void) {
     __wasi_size_t heard = 0;
     __wasi_errno_t polled = __wasi_poll_oneoff(subs, events, 2, &heard);
     printf("poll: %d, clock %d\n", polled, heard == 1 ? (int)events[0].userdata : -1);
+    fflush(stdout);
+    __wasi_subscription_t wait[2] = {{0}, {0}};
+    wait[0].userdata = 1;
+    wait[0].u.tag = __WASI_EVENTTYPE_FD_READ;
+    wait[0].u.u.fd_read.file_descriptor = 0;
+    wait[1].userdata = 2;
+    wait[1].u.tag = __WASI_EVENTTYPE_CLOCK;
+    wait[1].u.u.clock.id = __WASI_CLOCKID_MONOTONIC;
+    wait[1].u.u.clock.timeout = 10ull * 1000 * 1000 * 1000;
+    heard = 0;
+    polled = __wasi_poll_oneoff(wait, events, 2, &heard);
+    printf("stdin poll: %d, %s\n", polled,
+           heard == 1 && events[0].userdata == 1 ? "readable"
+           : heard == 1                          ? "timed out"
+                                                 : "other");
     char text[256];
     ssize_t n = read(0, text, sizeof text - 1);
     text[n < 0 ? 0 : n] = 0;

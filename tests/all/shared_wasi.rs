@@ -197,10 +197,14 @@ fn a_thread_waiting_for_stdin_does_not_hold_up_the_others_in_every_mode() {
         let first: Vec<&str> = out.lines().filter(|l| *l != "thread: ready").collect();
         assert_eq!(
             first,
-            ["poll: 0, clock 1", "first thread read: hello"],
+            [
+                "poll: 0, clock 1",
+                "stdin poll: 0, readable",
+                "first thread read: hello"
+            ],
             "{what}"
         );
-        assert_eq!(out.lines().count(), 3, "{what}: {out}");
+        assert_eq!(out.lines().count(), 4, "{what}: {out}");
     };
     let s = Scratch::new();
     let module = sample("stdin_threads.wasm");

@@ -14,10 +14,10 @@
 //!
 //! A call that waits holds the context while it waits, which would make every other
 //! thread's WASI calls wait behind a sleeping one: the sleeps (`poll_oneoff` on clocks
-//! alone, what `nanosleep` and `usleep` make) are answered without it (see
-//! [`super::sleep`]), and a read of stdin waits for input without it (see
-//! [`super::stdin`]). A `poll_oneoff` on descriptors, and a write to a pipe its reader
-//! leaves full, still wait with the context held.
+//! alone, what `nanosleep` and `usleep` make) and polls of stdin are answered without it
+//! (see [`super::sleep`]), and a read of stdin waits for input without it (see
+//! [`super::stdin`]). A `poll_oneoff` on other descriptors, and a write to a pipe its
+//! reader leaves full, still wait with the context held.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

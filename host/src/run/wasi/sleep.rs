@@ -1,12 +1,19 @@
 //! `poll_oneoff` for a threaded program, whose threads share one WASI context (see
-//! [`super::shared`]): a sleep does not hold the context while it sleeps.
+//! [`super::shared`]): a sleep, and a wait for input on stdin, do not hold the context
+//! while they wait.
 //!
 //! A sleep is what wasmtime-wasi answers with a plain sleep of the calling thread: one
 //! subscription, to a clock, with a relative timeout (what wasi-libc's `nanosleep`,
 //! `usleep` and `sleep` make). It is answered here the same way, without the context:
-//! the thread sleeps, then the one clock event is written. Every other poll (several
-//! subscriptions, an absolute deadline, a descriptor's readiness) is wasmtime-wasi's own,
-//! made with the context held.
+//! the thread sleeps, then the one clock event is written.
+//!
+//! A wait for stdin is a poll of reads of descriptor 0 alone, with at most one relative
+//! clock (what `poll` and `select` on stdin make, with or without a timeout), while
+//! descriptor 0 is the process's stdin (see [`super::stdin`]). The thread waits here,
+//! without the context, until stdin holds data or the timeout passes: then the clock's
+//! event is written, as wasmtime-wasi would; on data, the poll is wasmtime-wasi's own and
+//! finds stdin ready at once. Every other poll (an absolute deadline, another descriptor) is
+//! wasmtime-wasi's own, made with the context held.
 
 use std::cell::UnsafeCell;
 use std::time::Duration;
@@ -21,6 +28,8 @@ use super::HoldsWasi;
 /// the clock's `timeout` at 24 and `flags` at 40 (bit 0: an absolute deadline).
 const SUBSCRIPTION: usize = 48;
 const TAG_CLOCK: u8 = 0;
+/// The union's tag of a wait for a descriptor to be readable; its `fd` at 16.
+const TAG_FD_READ: u8 = 1;
 const ABSTIME: u16 = 1;
 /// `event`: 32 bytes; `userdata` at 0, `error` at 8, `type` at 10 (0: a clock), and
 /// `fd_readwrite`'s `nbytes` at 16 and `flags` at 24.
@@ -60,6 +69,27 @@ fn poll_oneoff<T: HoldsWasi>(
             return Ok(0);
         }
     }
+    if let (Some(Extern::SharedMemory(memory)), true) =
+        (&memory, caller.data_mut().wasi().reads_process_stdin())
+    {
+        let cells = memory.data();
+        let fits = |at: i32, len: usize| (at as u32 as usize).saturating_add(len) <= cells.len();
+        let wait =
+            stdin_wait(cells, subs, count).filter(|_| fits(events, EVENT) && fits(nevents, 4));
+        if let Some(clock) = wait {
+            let timeout = clock.map(|(_, ns)| Duration::from_nanos(ns));
+            let ready = super::stdin::wait_for_stdin_within(timeout);
+            if let (false, Some((userdata, _))) = (ready, clock) {
+                let mut event = [0u8; EVENT];
+                event[..8].copy_from_slice(&userdata.to_le_bytes());
+                event[16..24].copy_from_slice(&1u64.to_le_bytes());
+                let written = write(cells, events as u32 as usize, &event)
+                    .and_then(|()| write(cells, nevents as u32 as usize, &1u32.to_le_bytes()));
+                debug_assert!(written.is_some(), "checked to fit");
+                return Ok(0);
+            }
+        }
+    }
     super::real::call(&mut caller, |ctx, memory| {
         use wasmtime_wasi::p1::wasi_snapshot_preview1::poll_oneoff;
         wasmtime_wasi::runtime::in_tokio(poll_oneoff(ctx, memory, subs, events, count, nevents))
@@ -80,6 +110,38 @@ fn lone_relative_clock(cells: &[UnsafeCell<u8>], subs: i32, count: i32) -> Optio
     }
     let word = |at: usize| u64::from_le_bytes(sub[at..at + 8].try_into().expect("8 bytes"));
     Some((word(0), word(24)))
+}
+
+/// A wait for stdin: `Some` when the `count` subscriptions are reads of descriptor 0 (at
+/// least one) and at most one relative clock, with the clock's userdata and timeout in
+/// nanoseconds if there is one.
+#[allow(clippy::option_option)]
+fn stdin_wait(cells: &[UnsafeCell<u8>], subs: i32, count: i32) -> Option<Option<(u64, u64)>> {
+    let mut clock = None;
+    let mut reads = 0;
+    for k in 0..usize::try_from(count).ok()? {
+        let mut sub = [0u8; SUBSCRIPTION];
+        read(
+            cells,
+            (subs as u32 as usize).checked_add(k * SUBSCRIPTION)?,
+            &mut sub,
+        )?;
+        let word = |at: usize| u64::from_le_bytes(sub[at..at + 8].try_into().expect("8 bytes"));
+        match sub[8] {
+            TAG_CLOCK if clock.is_none() => {
+                let flags = u16::from_le_bytes([sub[40], sub[41]]);
+                if flags & ABSTIME != 0 {
+                    return None;
+                }
+                clock = Some((word(0), word(24)));
+            }
+            TAG_FD_READ if u32::from_le_bytes(sub[16..20].try_into().expect("4 bytes")) == 0 => {
+                reads += 1
+            }
+            _ => return None,
+        }
+    }
+    (reads > 0).then_some(clock)
 }
 
 #[cfg(test)]
@@ -118,5 +180,26 @@ mod tests {
         assert_eq!(write(cells(&mut memory), 250, &[0; 8]), None);
         assert_eq!(write(cells(&mut memory), 248, &[9; 8]), Some(()));
         assert_eq!(memory[255], 9);
+    }
+
+    #[test]
+    fn only_reads_of_stdin_and_one_relative_clock_wait_for_stdin() {
+        let mut memory = vec![0u8; 512];
+        let mut read0 = subscription(TAG_FD_READ, 0, 0);
+        read0[16..20].copy_from_slice(&0u32.to_le_bytes());
+        memory[0..48].copy_from_slice(&read0);
+        memory[48..96].copy_from_slice(&subscription(TAG_CLOCK, 9_000, 0));
+        assert_eq!(stdin_wait(cells(&mut memory), 0, 2), Some(Some((7, 9_000))));
+        assert_eq!(stdin_wait(cells(&mut memory), 0, 1), Some(None));
+        // A clock alone is a sleep, not a wait for stdin.
+        assert_eq!(stdin_wait(cells(&mut memory), 48, 1), None);
+        // Another descriptor, or an absolute deadline: wasmtime-wasi's own.
+        memory[16..20].copy_from_slice(&3u32.to_le_bytes());
+        assert_eq!(stdin_wait(cells(&mut memory), 0, 2), None);
+        memory[16..20].copy_from_slice(&0u32.to_le_bytes());
+        memory[48..96].copy_from_slice(&subscription(TAG_CLOCK, 9_000, ABSTIME));
+        assert_eq!(stdin_wait(cells(&mut memory), 0, 2), None);
+        // Past the end: not read.
+        assert_eq!(stdin_wait(cells(&mut memory), 480, 1), None);
     }
 }

@@ -72,8 +72,22 @@ fn fd_read<T: HoldsWasi>(
 
 /// Waits until the process's stdin, as wasmtime-wasi reads it, holds data or has ended.
 fn wait_for_stdin() {
+    wait_for_stdin_within(None);
+}
+
+/// Waits until the process's stdin, as wasmtime-wasi reads it, holds data or has ended,
+/// for at most `timeout` (without one, as long as it takes): whether it did.
+pub(super) fn wait_for_stdin_within(timeout: Option<std::time::Duration>) -> bool {
     use wasmtime_wasi::cli::StdinStream;
     use wasmtime_wasi::p2::Pollable;
     let mut stdin = StdinStream::p2_stream(&tokio::io::stdin());
-    wasmtime_wasi::runtime::in_tokio(async { stdin.ready().await });
+    wasmtime_wasi::runtime::in_tokio(async {
+        match timeout {
+            Some(timeout) => tokio::time::timeout(timeout, stdin.ready()).await.is_ok(),
+            None => {
+                stdin.ready().await;
+                true
+            }
+        }
+    })
 }
