@@ -2,8 +2,9 @@
 //! profiles, and with `--threshold PCT` a regression gate for CI: exit code 1 when any
 //! function's cost grew past the threshold.
 //!
-//! Functions are matched by name (and kind), not by index, so a rebuilt module whose
-//! functions moved still compares. Cost-mode profiles are the ones to gate on: the same
+//! Functions are matched by name (the module's, and kind), not by index, so a rebuilt
+//! module whose functions moved still compares, and shown as the reports show them
+//! (demangled, Go's own names). Cost-mode profiles are the ones to gate on: the same
 //! program and input give the same numbers on every run, so any change is a real change.
 
 use std::collections::BTreeMap;
@@ -121,15 +122,44 @@ impl Change {
     }
 }
 
-/// Every function of either profile, matched by name and kind.
+/// Each function's name as the reports show it: the profile's kept shown name, else the
+/// recorded one demangled.
+fn shown_names(profile: &Profile) -> std::collections::HashMap<u32, String> {
+    let kept: std::collections::HashMap<u32, &str> = profile
+        .symbols
+        .iter()
+        .flat_map(|s| &s.functions)
+        .filter_map(|f| Some((f.id, f.shown.as_deref()?)))
+        .collect();
+    profile
+        .functions
+        .iter()
+        .map(|f| {
+            let shown = match kept.get(&f.id) {
+                Some(shown) => shown.to_string(),
+                None => crate::demangle::demangle(&f.name).unwrap_or_else(|| f.name.clone()),
+            };
+            (f.id, shown)
+        })
+        .collect()
+}
+
+/// Every function of either profile, matched by name (the module's, as recorded) and kind,
+/// and named as the reports show it (the profile's kept symbols: Go's own names, demangled
+/// ones; else demangled here), the new profile's name first.
 pub fn changes(old: &Profile, new: &Profile) -> Vec<Change> {
     let mut by_name: BTreeMap<(String, bool), Change> = BTreeMap::new();
+    let (old_shown, new_shown) = (shown_names(old), shown_names(new));
     let mut add = |f: &FunctionRecord, new_side: bool| {
         let import = f.kind == "import";
+        let shown = match new_side {
+            true => &new_shown,
+            false => &old_shown,
+        };
         let c = by_name
             .entry((f.name.clone(), import))
             .or_insert_with(|| Change {
-                name: f.name.clone(),
+                name: shown.get(&f.id).cloned().unwrap_or_else(|| f.name.clone()),
                 import,
                 ..Change::default()
             });
@@ -144,8 +174,8 @@ pub fn changes(old: &Profile, new: &Profile) -> Vec<Change> {
         pick(&mut c.self_cost, f.self_time);
         pick(&mut c.inclusive, f.inclusive);
     };
-    old.functions.iter().for_each(|f| add(f, false));
     new.functions.iter().for_each(|f| add(f, true));
+    old.functions.iter().for_each(|f| add(f, false));
     let mut out: Vec<Change> = by_name.into_values().collect();
     out.sort_by(|a, b| b.magnitude().cmp(&a.magnitude()).then(a.name.cmp(&b.name)));
     out
@@ -381,6 +411,32 @@ mod tests {
             "55 is 55% of the new total"
         );
         assert!(render(&old, &new, g(60.0)).1.is_empty());
+    }
+
+    #[test]
+    fn functions_match_by_the_modules_name_and_show_the_reports_name() {
+        let mut old = sample_profile();
+        old.functions[1].name = "_Z3addii".into();
+        old.functions[2].name = "regexp.__machine_.add".into();
+        let mut new = old.clone();
+        // The new profile keeps Go's own name of function 2.
+        new.symbols = Some(crate::profile::SymbolsRecord {
+            module_path: None,
+            functions: vec![crate::profile::FunctionSymbol {
+                id: new.functions[2].id,
+                shown: Some("regexp.(*machine).add".into()),
+                file: None,
+                line: None,
+            }],
+        });
+        let names: Vec<String> = changes(&old, &new).into_iter().map(|c| c.name).collect();
+        assert!(names.contains(&"add(int, int)".to_string()), "{names:?}");
+        assert!(
+            names.contains(&"regexp.(*machine).add".to_string()),
+            "{names:?}"
+        );
+        // One row each: matched by the recorded names.
+        assert_eq!(names.len(), old.functions.len(), "{names:?}");
     }
 
     #[test]
