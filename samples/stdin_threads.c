@@ -53,21 +53,7 @@ __attribute__((noinline)) void thread_main(int32_t tid, struct start *arg) {
 }
 
 // wasi_thread_start(tid, arg): switch to the thread's stack, then thread_main(tid, arg).
-__asm__(
-    ".globaltype __stack_pointer, i32\n"
-    ".functype thread_main (i32, i32) -> ()\n"
-    ".export_name wasi_thread_start, wasi_thread_start\n"
-    ".globl wasi_thread_start\n"
-    ".type wasi_thread_start,@function\n"
-    "wasi_thread_start:\n"
-    "  .functype wasi_thread_start (i32, i32) -> ()\n"
-    "  local.get 1\n"
-    "  i32.load 0\n"
-    "  global.set __stack_pointer\n"
-    "  local.get 0\n"
-    "  local.get 1\n"
-    "  call thread_main\n"
-    "  end_function\n");
+#include "wasi_thread_start.h"
 
 int main(void) {
     start.stack_top = (uint32_t)(uintptr_t)(stack + STACK);
