@@ -110,38 +110,9 @@ impl AnnotateCommand {
             })?;
             annotated.push((shown(f.id, &f.name), f.entries(), lines));
         }
-        let chosen: Vec<usize> = match &self.function {
-            Some(wanted) => {
-                let exact: Vec<usize> = (0..annotated.len())
-                    .filter(|&i| annotated[i].0 == *wanted)
-                    .collect();
-                if !exact.is_empty() {
-                    exact
-                } else {
-                    let re = regex::Regex::new(wanted).map_err(|e| {
-                        Failure::input(format!("`{wanted}` is no function and no regex: {e}"))
-                    })?;
-                    (0..annotated.len())
-                        .filter(|&i| re.is_match(&annotated[i].0))
-                        .collect()
-                }
-            }
-            None => {
-                let mut order: Vec<usize> = (0..annotated.len())
-                    .filter(|&i| annotated[i].2.instructions > 0)
-                    .collect();
-                order.sort_by_key(|&i| std::cmp::Reverse(annotated[i].2.instructions));
-                order.truncate(self.top.max(1));
-                order
-            }
-        };
-        if chosen.is_empty() {
-            return Err(Failure::input(format!(
-                "no function of {} matches `{}`",
-                self.profile.display(),
-                self.function.as_deref().unwrap_or_default()
-            )));
-        }
+        let names: Vec<&str> = annotated.iter().map(|a| a.0.as_str()).collect();
+        let weights: Vec<u64> = annotated.iter().map(|a| a.2.instructions).collect();
+        let chosen = self.choose(&names, &weights, "")?;
         let total: u64 = annotated.iter().map(|a| a.2.instructions).sum();
         let mut out = format!(
             "wprof annotate: {} ({} wasm instructions ran in the functions with block counts)\n",
@@ -155,6 +126,41 @@ impl AnnotateCommand {
         write_out(&out)
     }
 
+    /// The functions to annotate, as indices into `names`: FUNCTION as a name, else as a
+    /// regex; without it, the `--top` heaviest by `weights` (none of weight 0). An error
+    /// when none is chosen (`which` says among what).
+    fn choose(&self, names: &[&str], weights: &[u64], which: &str) -> Result<Vec<usize>, Failure> {
+        let chosen: Vec<usize> = match &self.function {
+            Some(wanted) => {
+                let exact: Vec<usize> = (0..names.len()).filter(|&i| names[i] == wanted).collect();
+                if !exact.is_empty() {
+                    exact
+                } else {
+                    let re = regex::Regex::new(wanted).map_err(|e| {
+                        Failure::input(format!("`{wanted}` is no function and no regex: {e}"))
+                    })?;
+                    (0..names.len())
+                        .filter(|&i| re.is_match(names[i]))
+                        .collect()
+                }
+            }
+            None => {
+                let mut order: Vec<usize> = (0..names.len()).filter(|&i| weights[i] > 0).collect();
+                order.sort_by_key(|&i| std::cmp::Reverse(weights[i]));
+                order.truncate(self.top.max(1));
+                order
+            }
+        };
+        if chosen.is_empty() {
+            return Err(Failure::input(format!(
+                "no function of {}{which} matches `{}`",
+                self.profile.display(),
+                self.function.as_deref().unwrap_or_default()
+            )));
+        }
+        Ok(chosen)
+    }
+
     /// Annotates a profile with sampled time per line (stack mode): the lines are in the
     /// profile, the source text read where DWARF says, else beside the module.
     fn sampled(&self, profile: &Profile, lines: &LinesRecord) -> Result<i32, Failure> {
@@ -166,32 +172,9 @@ impl AnnotateCommand {
                 functions.push((f.id, f.name.clone(), ns));
             }
         }
-        let chosen: Vec<&(u32, String, u64)> = match &self.function {
-            Some(wanted) => {
-                let exact: Vec<_> = functions.iter().filter(|f| f.1 == *wanted).collect();
-                if !exact.is_empty() {
-                    exact
-                } else {
-                    let re = regex::Regex::new(wanted).map_err(|e| {
-                        Failure::input(format!("`{wanted}` is no function and no regex: {e}"))
-                    })?;
-                    functions.iter().filter(|f| re.is_match(&f.1)).collect()
-                }
-            }
-            None => {
-                let mut order: Vec<_> = functions.iter().collect();
-                order.sort_by_key(|f| std::cmp::Reverse(f.2));
-                order.truncate(self.top.max(1));
-                order
-            }
-        };
-        if chosen.is_empty() {
-            return Err(Failure::input(format!(
-                "no function of {} with sampled lines matches `{}`",
-                self.profile.display(),
-                self.function.as_deref().unwrap_or_default()
-            )));
-        }
+        let names: Vec<&str> = functions.iter().map(|f| f.1.as_str()).collect();
+        let weights: Vec<u64> = functions.iter().map(|f| f.2).collect();
+        let chosen = self.choose(&names, &weights, " with sampled lines")?;
         let module_dir = source::recorded_path(profile);
         let beside = module_dir.parent();
         let mut out = format!(
@@ -201,7 +184,7 @@ impl AnnotateCommand {
             crate::display::format_ns(lines.unlined_ns),
             crate::display::format_ns(lines.unmapped_ns)
         );
-        for (id, name, ns) in chosen {
+        for (id, name, ns) in chosen.into_iter().map(|i| &functions[i]) {
             let (by_line, _) = line_times::function_lines(lines, *id);
             out.push('\n');
             out.push_str(&line_times::render(

@@ -56,37 +56,19 @@ fn poll_oneoff<T: HoldsWasi>(
         let cells = memory.data();
         let fits = |at: i32, len: usize| (at as u32 as usize).saturating_add(len) <= cells.len();
         // Out of bounds, wasmtime-wasi's own says which error (and sleeps only then).
-        let sleep = lone_relative_clock(cells, subs, count)
-            .filter(|_| fits(events, EVENT) && fits(nevents, 4));
-        if let Some((userdata, timeout)) = sleep {
-            std::thread::sleep(Duration::from_nanos(timeout));
-            let mut event = [0u8; EVENT];
-            event[..8].copy_from_slice(&userdata.to_le_bytes());
-            event[16..24].copy_from_slice(&1u64.to_le_bytes());
-            let written = write(cells, events as u32 as usize, &event)
-                .and_then(|()| write(cells, nevents as u32 as usize, &1u32.to_le_bytes()));
-            debug_assert!(written.is_some(), "checked to fit");
-            return Ok(0);
-        }
-    }
-    if let (Some(Extern::SharedMemory(memory)), true) =
-        (&memory, caller.data_mut().wasi().reads_process_stdin())
-    {
-        let cells = memory.data();
-        let fits = |at: i32, len: usize| (at as u32 as usize).saturating_add(len) <= cells.len();
-        let wait =
-            stdin_wait(cells, subs, count).filter(|_| fits(events, EVENT) && fits(nevents, 4));
-        if let Some(clock) = wait {
-            let timeout = clock.map(|(_, ns)| Duration::from_nanos(ns));
-            let ready = super::stdin::wait_for_stdin_within(timeout);
-            if let (false, Some((userdata, _))) = (ready, clock) {
-                let mut event = [0u8; EVENT];
-                event[..8].copy_from_slice(&userdata.to_le_bytes());
-                event[16..24].copy_from_slice(&1u64.to_le_bytes());
-                let written = write(cells, events as u32 as usize, &event)
-                    .and_then(|()| write(cells, nevents as u32 as usize, &1u32.to_le_bytes()));
-                debug_assert!(written.is_some(), "checked to fit");
-                return Ok(0);
+        let answerable = fits(events, EVENT) && fits(nevents, 4);
+        if let Some((userdata, timeout)) = lone_relative_clock(cells, subs, count) {
+            if answerable {
+                std::thread::sleep(Duration::from_nanos(timeout));
+                return Ok(clock_heard(cells, userdata, events, nevents));
+            }
+        } else if answerable && caller.data_mut().wasi().reads_process_stdin() {
+            if let Some(clock) = stdin_wait(cells, subs, count) {
+                let timeout = clock.map(|(_, ns)| Duration::from_nanos(ns));
+                let ready = super::stdin::wait_for_stdin_within(timeout);
+                if let (false, Some((userdata, _))) = (ready, clock) {
+                    return Ok(clock_heard(cells, userdata, events, nevents));
+                }
             }
         }
     }
@@ -94,6 +76,18 @@ fn poll_oneoff<T: HoldsWasi>(
         use wasmtime_wasi::p1::wasi_snapshot_preview1::poll_oneoff;
         wasmtime_wasi::runtime::in_tokio(poll_oneoff(ctx, memory, subs, events, count, nevents))
     })
+}
+
+/// Writes the one event of a clock subscription (`userdata`) that timed out at `events`,
+/// and 1 at `nevents` (both checked to fit): the poll's errno, success.
+fn clock_heard(cells: &[UnsafeCell<u8>], userdata: u64, events: i32, nevents: i32) -> i32 {
+    let mut event = [0u8; EVENT];
+    event[..8].copy_from_slice(&userdata.to_le_bytes());
+    event[16..24].copy_from_slice(&1u64.to_le_bytes());
+    let written = write(cells, events as u32 as usize, &event)
+        .and_then(|()| write(cells, nevents as u32 as usize, &1u32.to_le_bytes()));
+    debug_assert!(written.is_some(), "checked to fit");
+    0
 }
 
 /// The subscription's userdata and relative timeout in nanoseconds, when `count` is one
