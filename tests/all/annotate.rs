@@ -215,4 +215,17 @@ fn a_default_profile_annotates_its_sampled_time_per_line() {
         .find(|l| l.contains(&row))
         .unwrap_or_else(|| panic!("no line {row} in:\n{text}"));
     assert!(shown.contains('%'), "{shown}");
+    // The run's summary says where to read them.
+    let out = s
+        .wprof(&["run", "-o", "t.wprof"])
+        .arg(sample("compress.wasm"))
+        .arg("1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        said.contains("time per source line: `wprof annotate t.wprof`"),
+        "{said}"
+    );
 }

@@ -243,10 +243,14 @@ fn print_with(
         out.push('\n');
     }
     if written {
+        let shown = settings.profile_path.display();
+        // A profile with sampled lines: where to read them.
+        let lines = match profile.lines.as_ref().is_some_and(|l| !l.lines.is_empty()) {
+            true => format!(", time per source line: `wprof annotate {shown}`"),
+            false => String::new(),
+        };
         out.push_str(&format!(
-            "wprof: profile written to {} (see `wprof report {}`)\n",
-            settings.profile_path.display(),
-            settings.profile_path.display()
+            "wprof: profile written to {shown} (see `wprof report {shown}`{lines})\n"
         ));
     }
     crate::say_text!("{out}");
