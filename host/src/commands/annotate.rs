@@ -165,15 +165,15 @@ impl AnnotateCommand {
     /// profile, the source text read where DWARF says, else beside the module.
     fn sampled(&self, profile: &Profile, lines: &LinesRecord) -> Result<i32, Failure> {
         use crate::report::line_times;
-        let mut functions: Vec<(u32, String, u64)> = Vec::new();
-        for f in &profile.functions {
-            let (_, ns) = line_times::function_lines(lines, f.id);
-            if ns > 0 {
-                functions.push((f.id, f.name.clone(), ns));
-            }
-        }
-        let names: Vec<&str> = functions.iter().map(|f| f.1.as_str()).collect();
-        let weights: Vec<u64> = functions.iter().map(|f| f.2).collect();
+        let mut by_function = line_times::by_function(lines);
+        // The profile's functions that have sampled lines, with them.
+        let functions: Vec<(&str, (_, u64))> = profile
+            .functions
+            .iter()
+            .filter_map(|f| Some((f.name.as_str(), by_function.remove(&f.id)?)))
+            .collect();
+        let names: Vec<&str> = functions.iter().map(|f| f.0).collect();
+        let weights: Vec<u64> = functions.iter().map(|f| f.1 .1).collect();
         let chosen = self.choose(&names, &weights, " with sampled lines")?;
         let module_dir = source::recorded_path(profile);
         let beside = module_dir.parent();
@@ -184,12 +184,11 @@ impl AnnotateCommand {
             crate::display::format_ns(lines.unlined_ns),
             crate::display::format_ns(lines.unmapped_ns)
         );
-        for (id, name, ns) in chosen.into_iter().map(|i| &functions[i]) {
-            let (by_line, _) = line_times::function_lines(lines, *id);
+        for (name, (by_line, ns)) in chosen.into_iter().map(|i| &functions[i]) {
             out.push('\n');
             out.push_str(&line_times::render(
                 name,
-                &by_line,
+                by_line,
                 *ns,
                 profile.total,
                 beside,

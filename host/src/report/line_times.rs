@@ -4,7 +4,7 @@
 //! only the source text is read, from the path DWARF recorded, else from a file of that
 //! name in `beside` (the module's directory).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -14,15 +14,18 @@ use crate::profile::LinesRecord;
 /// Lines of source shown around the sampled ones.
 const CONTEXT: u32 = 2;
 
-/// One function's sampled lines, by file and line, and their sum.
-pub fn function_lines(lines: &LinesRecord, id: u32) -> (BTreeMap<(&str, u32), u64>, u64) {
-    let mut by_line = BTreeMap::new();
-    let mut total = 0;
-    for l in lines.lines.iter().filter(|l| l.function == id) {
+/// One function's sampled time by file and line, in nanoseconds.
+pub type SampledLines<'a> = BTreeMap<(&'a str, u32), u64>;
+
+/// Each function's sampled lines and their sum, by function id.
+pub fn by_function(lines: &LinesRecord) -> HashMap<u32, (SampledLines<'_>, u64)> {
+    let mut functions: HashMap<u32, (SampledLines<'_>, u64)> = HashMap::new();
+    for l in &lines.lines {
+        let (by_line, total) = functions.entry(l.function).or_default();
         *by_line.entry((l.file.as_str(), l.line)).or_default() += l.self_ns;
-        total += l.self_ns;
+        *total += l.self_ns;
     }
-    (by_line, total)
+    functions
 }
 
 /// Function `name`'s sampled lines as text: a header with its sampled time and share of
@@ -31,7 +34,7 @@ pub fn function_lines(lines: &LinesRecord, id: u32) -> (BTreeMap<(&str, u32), u6
 /// and share of the function's.
 pub fn render(
     name: &str,
-    by_line: &BTreeMap<(&str, u32), u64>,
+    by_line: &SampledLines<'_>,
     function_ns: u64,
     total: u64,
     beside: Option<&Path>,
@@ -53,6 +56,7 @@ pub fn render(
     }
     for (file, lines) in files {
         let text = read_source(file, beside);
+        let source_lines: Option<Vec<&str>> = text.as_ref().map(|t| t.lines().collect());
         let _ = writeln!(out, "  {file}");
         let at: BTreeMap<u32, u64> = lines.into_iter().collect();
         // Each sampled line with its neighbours; a gap between two such windows is `...`.
@@ -67,9 +71,9 @@ pub fn render(
         }
         let mut previous = None;
         for number in shown {
-            let source = text
+            let source = source_lines
                 .as_ref()
-                .and_then(|t| t.lines().nth(number as usize - 1));
+                .and_then(|t| t.get(number as usize - 1).copied());
             let ns = at.get(&number);
             if ns.is_none() && (text.is_none() || source.is_none()) {
                 // Without the file, only the sampled lines.

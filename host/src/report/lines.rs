@@ -29,14 +29,15 @@ pub fn record(
             return None;
         }
     };
-    Some(LinesRecord {
-        unmapped_ns,
-        ..of_offsets(&dwarf, at_offset)
-    })
+    Some(of_offsets(&dwarf, at_offset, unmapped_ns))
 }
 
 /// [`record`], with the module's DWARF read.
-pub fn of_offsets(dwarf: &ModuleDwarf<'_>, at_offset: &HashMap<u32, u64>) -> LinesRecord {
+fn of_offsets(
+    dwarf: &ModuleDwarf<'_>,
+    at_offset: &HashMap<u32, u64>,
+    unmapped_ns: u64,
+) -> LinesRecord {
     let mut lines: BTreeMap<(u32, String, u32), u64> = BTreeMap::new();
     let mut unlined_ns = 0;
     for (&offset, &ns) in at_offset {
@@ -68,6 +69,6 @@ pub fn of_offsets(dwarf: &ModuleDwarf<'_>, at_offset: &HashMap<u32, u64>) -> Lin
             })
             .collect(),
         unlined_ns,
-        unmapped_ns: 0,
+        unmapped_ns,
     }
 }

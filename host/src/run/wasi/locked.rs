@@ -5,9 +5,9 @@
 //!
 //! The bindings reach a store's context through a projection that can only lend it, and
 //! say nothing when the call ends; wasmtime's call hook does, but enabling it made every
-//! host call of every program slower (time mode's probes, 3.5 ns each: fib 33 went from
-//! 0.453 s to 0.532 s), threaded or not. These definitions cost a threaded program's WASI
-//! calls what the bindings' own do, and nothing elsewhere.
+//! host call of every program slower, threaded or not (time mode's probes: fib 33 took
+//! 0.389 s with it, 0.357 s without, see docs/measurements.md). These definitions cost a
+//! threaded program's WASI calls what the bindings' own do, and nothing elsewhere.
 
 use wasmtime::{Caller, Linker};
 

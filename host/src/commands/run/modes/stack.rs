@@ -5,6 +5,7 @@
 //! from the host), not the edges' or the contexts'.
 
 use std::cell::OnceCell;
+use std::collections::HashMap;
 
 use wasmtime::Module;
 
@@ -147,7 +148,7 @@ impl RunMode for Stack {
         });
         walks.function_calls = calls.is_some();
         let ending = ending(outcome, ticks, walks, &job.settings);
-        let profile = job.timings.time("profile", || {
+        let mut profile = job.timings.time("profile", || {
             let mut profile = profile_of_stacks(
                 module_ref.clone(),
                 &functions,
@@ -179,11 +180,11 @@ impl RunMode for Stack {
             }
             profile
         });
-        let mut profile = profile;
+        // Every thread's sampled time per offset, turned into source lines.
         profile.lines = job.timings.time("lines", || {
-            let mut at_offset = samples.at_offset.clone();
-            let mut unmapped = samples.unlocated_ns;
-            for (_, _, own, _) in &spawned {
+            let mut at_offset: HashMap<u32, u64> = HashMap::new();
+            let mut unmapped = 0;
+            for own in std::iter::once(&samples).chain(spawned.iter().map(|t| &t.2)) {
                 for (&offset, &ns) in &own.at_offset {
                     *at_offset.entry(offset).or_default() += ns;
                 }
