@@ -66,7 +66,7 @@ if [ "${#c_sources[@]}" -gt 0 ]; then
         extra=()
         case "$(basename "$src" .c)" in
             # wasi-threads: atomics, a shared memory imported and exported, small stacks.
-            threads|shared_wasi|stdin_threads) extra=(-mcpu=generic+atomics+bulk_memory -Wl,--shared-memory
+            threads|shared_wasi|stdin_threads|stdout_threads) extra=(-mcpu=generic+atomics+bulk_memory -Wl,--shared-memory
                 -Wl,--import-memory -Wl,--export-memory -Wl,--max-memory=4194304
                 -Wl,-z,stack-size=65536) ;;
         esac

@@ -229,3 +229,91 @@ fn a_thread_waiting_for_stdin_does_not_hold_up_the_others_in_every_mode() {
         check(feed_after_ready(command).unwrap(), "the wasmtime CLI 45");
     }
 }
+
+/// Runs `samples/stdout_threads.wasm` through `command` with stdout and stderr piped: reads
+/// nothing of stdout until the first thread said `first: ready` on stderr (which it says
+/// while its spawned thread's megabyte waits for a reader), then all of it. Its stdout, its
+/// stderr and exit code, or why not: the line never came (the first thread's write waited
+/// for the spawned thread's).
+fn drain_after_ready(
+    mut command: std::process::Command,
+) -> Result<(Vec<u8>, String, Option<i32>), String> {
+    use std::io::{BufRead, Read};
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (lines, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while seen.last().map(String::as_str) != Some("first: ready") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match said.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "no `first: ready` while the spawned thread's write waited (said {seen:?})"
+                ));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    let status = child.wait().unwrap();
+    seen.extend(said.iter());
+    Ok((out, seen.join("\n"), status.code()))
+}
+
+#[test]
+fn a_thread_whose_write_waits_for_the_reader_does_not_hold_up_the_others_in_every_mode() {
+    let check = |(out, err, code): (Vec<u8>, String, Option<i32>), what: &str| {
+        assert_eq!(code, Some(0), "{what}: {err}");
+        assert_eq!(out.len(), 1 << 20, "{what}");
+        assert!(
+            out.chunks(16).all(|c| c == b"0123456789abcdef"),
+            "{what}: stdout is not the pattern"
+        );
+        let first: Vec<&str> = err.lines().filter(|l| l.starts_with("first:")).collect();
+        assert_eq!(
+            first,
+            ["first: ready", "first: done (wrote 1048576)"],
+            "{what}: {err}"
+        );
+    };
+    let s = Scratch::new();
+    let module = sample("stdout_threads.wasm");
+    for mode in [
+        None,
+        Some("stack"),
+        Some("sample"),
+        Some("time"),
+        Some("cost"),
+    ] {
+        let mut command = wprof_run(&s, mode);
+        command.arg(&module);
+        let ran = drain_after_ready(command).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        check(ran, &format!("{mode:?}"));
+    }
+    // wasi-threads' own implementation behaves so.
+    if let Some(cli) = crate::support::wasmtime_threads_cli() {
+        let mut command = std::process::Command::new(cli);
+        command
+            .args(["run", "-W", "threads=y,shared-memory=y", "-S", "threads=y"])
+            .arg(&module);
+        check(drain_after_ready(command).unwrap(), "the wasmtime CLI 45");
+    }
+}

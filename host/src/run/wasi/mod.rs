@@ -1,8 +1,9 @@
 //! WASI preview 1 for a module's run: the context its threads run with, made from the
 //! run's settings ([`context`]); in a threaded program one context for all its threads
-//! ([`shared`]), whose sleeps ([`sleep`]) and waits for stdin ([`stdin`]) do not hold it,
-//! both calling wasmtime-wasi's own functions when they must ([`real`]); the host's
-//! accesses to a shared memory ([`memory`]).
+//! ([`shared`]), which its sleeps ([`sleep`]), waits for stdin ([`stdin`]) and writes to
+//! stdout and stderr ([`stdout`]) do not hold while they wait, as long as descriptors 0 to
+//! 2 are the process's ([`stdio`]), all calling wasmtime-wasi's own functions when they
+//! must ([`real`]); the host's accesses to a shared memory ([`memory`]).
 
 pub mod context;
 mod locked;
@@ -11,6 +12,8 @@ mod real;
 pub(crate) mod shared;
 mod sleep;
 mod stdin;
+mod stdio;
+mod stdout;
 
 use wasmtime::Linker;
 
@@ -25,14 +28,16 @@ pub(crate) trait HoldsWasi: Send + 'static {
 
 /// Links WASI preview 1 into a linker of the program's stores, reaching each store's
 /// context through [`Wasi::ctx`]; `threaded`: each function taking the shared context
-/// for the call alone ([`locked`]), with the sleeps of [`sleep`] and the reads of
-/// [`stdin`].
+/// for the call alone ([`locked`]), with the sleeps of [`sleep`], the reads of [`stdin`]
+/// and the writes of [`stdout`].
 pub(crate) fn link<T: HoldsWasi>(linker: &mut Linker<T>, threaded: bool) -> Result<(), Failure> {
     let linked = wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut T| s.wasi().ctx())
         .and_then(|()| match threaded {
             true => locked::link(linker)
                 .and_then(|()| sleep::link(linker))
-                .and_then(|()| stdin::link(linker)),
+                .and_then(|()| stdin::link(linker))
+                .and_then(|()| stdout::link(linker))
+                .and_then(|()| stdio::link(linker)),
             false => Ok(()),
         });
     linked.map_err(|e| Failure::input(format!("cannot link WASI: {e}")))

@@ -15,12 +15,13 @@
 //! A call that waits holds the context while it waits, which would make every other
 //! thread's WASI calls wait behind a sleeping one: the sleeps (`poll_oneoff` on clocks
 //! alone, what `nanosleep` and `usleep` make) and polls of stdin are answered without it
-//! (see [`super::sleep`]), and a read of stdin waits for input without it (see
-//! [`super::stdin`]). A `poll_oneoff` on other descriptors, and a write to a pipe its
-//! reader leaves full, still wait with the context held.
+//! (see [`super::sleep`]), a read of stdin waits for input without it (see
+//! [`super::stdin`]), and a write to stdout or stderr is made without it (see
+//! [`super::stdout`]), so a reader that leaves the pipe full holds up only the writer. A
+//! `poll_oneoff` on other descriptors still waits with the context held.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -55,31 +56,37 @@ impl Wasi {
         }
     }
 
-    /// Whether descriptor 0 is the process's stdin (a threaded program's that inherited it
-    /// and has not closed or renumbered it).
-    pub(crate) fn reads_process_stdin(&self) -> bool {
-        match self {
-            Wasi::Own(_) => false,
-            Wasi::Shared(lease) => lease.context.process_stdin.load(Ordering::Relaxed),
+    /// Whether descriptor `fd` (0, 1 or 2) is the process's stdin, stdout or stderr: a
+    /// threaded program's that inherited the process's stdio and has not closed or
+    /// renumbered it.
+    pub(crate) fn is_process_stdio(&self, fd: i32) -> bool {
+        match (self, u32::try_from(fd)) {
+            (Wasi::Shared(lease), Ok(fd @ 0..=2)) => {
+                lease.context.process_stdio.load(Ordering::Relaxed) & (1 << fd) != 0
+            }
+            _ => false,
         }
     }
 
-    /// The program closes or renumbers descriptor 0: it is no longer taken for the
-    /// process's stdin.
-    pub(crate) fn stdin_moved(&self) {
-        if let Wasi::Shared(lease) = self {
-            lease.context.process_stdin.store(false, Ordering::Relaxed);
+    /// The program closes or renumbers descriptor `fd`: if it is 0, 1 or 2, it is no
+    /// longer taken for the process's stdin, stdout or stderr.
+    pub(crate) fn stdio_moved(&self, fd: i32) {
+        if let (Wasi::Shared(lease), Ok(fd @ 0..=2)) = (self, u32::try_from(fd)) {
+            lease
+                .context
+                .process_stdio
+                .fetch_and(!(1 << fd), Ordering::Relaxed);
         }
     }
 
     /// Shares the context among the threads of a threaded program: this thread's handle,
-    /// and one to copy for each thread it spawns. `inherits_stdin`: its descriptor 0 is the
-    /// process's stdin.
-    pub(crate) fn share(ctx: WasiP1Ctx, inherits_stdin: bool) -> (Wasi, SharedWasi) {
+    /// and one to copy for each thread it spawns. `inherits_stdio`: its descriptors 0, 1
+    /// and 2 are the process's stdin, stdout and stderr.
+    pub(crate) fn share(ctx: WasiP1Ctx, inherits_stdio: bool) -> (Wasi, SharedWasi) {
         let shared = SharedWasi(Arc::new(Context {
             lock: Lock::default(),
             ctx: UnsafeCell::new(ctx),
-            process_stdin: AtomicBool::new(inherits_stdin),
+            process_stdio: AtomicU8::new(if inherits_stdio { 0b111 } else { 0 }),
         }));
         (Wasi::Shared(shared.lease()), shared)
     }
@@ -110,8 +117,9 @@ impl std::fmt::Debug for SharedWasi {
 struct Context {
     lock: Lock,
     ctx: UnsafeCell<WasiP1Ctx>,
-    /// Whether descriptor 0 is the process's stdin (see [`super::stdin`]).
-    process_stdin: AtomicBool,
+    /// Bit `fd` set while descriptor `fd` (0, 1, 2) is the process's stdin, stdout or
+    /// stderr (see [`super::stdio`]).
+    process_stdio: AtomicU8,
 }
 
 // SAFETY: the context is reached only through `Lease::ctx`, by the thread holding the lock;

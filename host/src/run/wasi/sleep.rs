@@ -9,7 +9,7 @@
 //!
 //! A wait for stdin is a poll of reads of descriptor 0 alone, with at most one relative
 //! clock (what `poll` and `select` on stdin make, with or without a timeout), while
-//! descriptor 0 is the process's stdin (see [`super::stdin`]). The thread waits here,
+//! descriptor 0 is the process's stdin (see [`super::stdio`]). The thread waits here,
 //! without the context, until stdin holds data or the timeout passes: then the clock's
 //! event is written, as wasmtime-wasi would; on data, the poll is wasmtime-wasi's own and
 //! finds stdin ready at once. Every other poll (an absolute deadline, another descriptor) is
@@ -62,7 +62,7 @@ fn poll_oneoff<T: HoldsWasi>(
                 std::thread::sleep(Duration::from_nanos(timeout));
                 return Ok(clock_heard(cells, userdata, events, nevents));
             }
-        } else if answerable && caller.data_mut().wasi().reads_process_stdin() {
+        } else if answerable && caller.data_mut().wasi().is_process_stdio(0) {
             if let Some(clock) = stdin_wait(cells, subs, count) {
                 let timeout = clock.map(|(_, ns)| Duration::from_nanos(ns));
                 let ready = super::stdin::wait_for_stdin_within(timeout);

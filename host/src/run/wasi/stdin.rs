@@ -7,51 +7,21 @@
 //! wasmtime-wasi's, made with the context held, and finds the data there at once. Two
 //! threads reading stdin at the same moment may still see one of them take the other's
 //! data, and the other wait with the context held: the same race as on any shared stdin.
-//!
-//! Descriptor 0 is the process's stdin only until the program closes or renumbers it
-//! (WASI has no `dup`): `fd_close` and `fd_renumber` are watched, and from then on every
-//! read of descriptor 0 is wasmtime-wasi's alone.
+//! Once the program closed or renumbered descriptor 0 (see [`super::stdio`]), every read
+//! of it is wasmtime-wasi's alone.
 
 use wasmtime::{Caller, Linker};
 
 use super::real::MODULE;
 use super::HoldsWasi;
 
-/// Replaces the linker's `fd_read`, `fd_close` and `fd_renumber` (the linker of a threaded
-/// program's stores, WASI already in it).
+/// Replaces the linker's `fd_read` (the linker of a threaded program's stores, WASI already
+/// in it).
 pub(crate) fn link<T: HoldsWasi>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    super::real::replace(linker, define)
-}
-
-fn define<T: HoldsWasi>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    linker.func_wrap(MODULE, "fd_read", fd_read::<T>)?;
-    linker.func_wrap(
-        MODULE,
-        "fd_close",
-        |mut caller: Caller<'_, T>, fd: i32| -> wasmtime::Result<i32> {
-            if fd == 0 {
-                caller.data_mut().wasi().stdin_moved();
-            }
-            super::real::call(&mut caller, |ctx, memory| {
-                use wasmtime_wasi::p1::wasi_snapshot_preview1::fd_close;
-                wasmtime_wasi::runtime::in_tokio(fd_close(ctx, memory, fd))
-            })
-        },
-    )?;
-    linker.func_wrap(
-        MODULE,
-        "fd_renumber",
-        |mut caller: Caller<'_, T>, from: i32, to: i32| -> wasmtime::Result<i32> {
-            if from == 0 || to == 0 {
-                caller.data_mut().wasi().stdin_moved();
-            }
-            super::real::call(&mut caller, |ctx, memory| {
-                use wasmtime_wasi::p1::wasi_snapshot_preview1::fd_renumber;
-                wasmtime_wasi::runtime::in_tokio(fd_renumber(ctx, memory, from, to))
-            })
-        },
-    )?;
-    Ok(())
+    super::real::replace(linker, |linker| {
+        linker.func_wrap(MODULE, "fd_read", fd_read::<T>)?;
+        Ok(())
+    })
 }
 
 fn fd_read<T: HoldsWasi>(
@@ -61,7 +31,7 @@ fn fd_read<T: HoldsWasi>(
     iovs_len: i32,
     nread: i32,
 ) -> wasmtime::Result<i32> {
-    if fd == 0 && iovs_len > 0 && caller.data_mut().wasi().reads_process_stdin() {
+    if fd == 0 && iovs_len > 0 && caller.data_mut().wasi().is_process_stdio(0) {
         wait_for_stdin();
     }
     super::real::call(&mut caller, |ctx, memory| {
