@@ -30,6 +30,7 @@ const HELPERS: &[&str] = &[
     "display",
     "exit",
     "go_symbols",
+    "languages",
     "logging",
     "settings",
     "progress",

@@ -33,6 +33,7 @@ pub mod demangle;
 pub mod display;
 pub mod exit;
 pub mod go_symbols;
+pub mod languages;
 pub mod logging;
 pub mod settings;
 pub mod stats;

@@ -1,0 +1,320 @@
+//! Lua 5.4's call stack, read from a `lua_State` in linear memory: the chain of `CallInfo`
+//! records from the running one (`L->ci`) back to the state's base, as Lua's own
+//! traceback (`luaL_traceback`) walks it. Each Lua function's record gives its prototype
+//! (`Proto`: its source and the line it is defined at) and the instruction it is at
+//! (`savedpc`), from which the current line comes, decoded from the prototype's line
+//! table as `luaG_getfuncline` decodes it. A record of a C function is passed over, but
+//! where a call started a new run of `luaV_execute` (`CIST_FRESH`) is kept, so that the
+//! Lua frames can be placed among the native ones.
+//!
+//! Every offset comes from the interpreter's DWARF ([`LuaLayout::from_dwarf`]); the only
+//! constants are Lua 5.4's tag and status bits, the same in every 5.4 release.
+//!
+//! The innermost Lua frame's line is where that function last saved its position
+//! (`savepc`: at calls, and at instructions that may raise an error or run a metamethod),
+//! which is how Lua's own error messages place it; the frames below it are at their calls.
+
+use super::layout::Layout;
+use super::memory::Memory;
+
+/// Lua records walked at most; a deeper stack is truncated (Lua's own limit, `LUAI_MAXCCALLS`,
+/// is 200 C levels, but Lua-to-Lua calls may go far deeper).
+pub const MAX_DEPTH: usize = 512;
+
+/// `CallInfo.callstatus`: a call of a C function.
+const CIST_C: u16 = 1 << 1;
+/// `CallInfo.callstatus`: a call that started a new run of `luaV_execute`.
+const CIST_FRESH: u16 = 1 << 2;
+/// A Lua closure's tag in a `TValue` (`LUA_VLCL`, collectable).
+const TAG_LUA_CLOSURE: u8 = 0x06 | (1 << 6);
+/// A long string's tag (`LUA_VLNGSTR`); a short one is `LUA_VSHRSTR` (0x04).
+const TAG_LONG_STRING: u8 = 0x14;
+const TAG_SHORT_STRING: u8 = 0x04;
+/// Instructions between two absolute line entries, at most (`MAXIWTHABS`).
+const MAX_INSTRUCTIONS_WITHOUT_ABSOLUTE_LINE: i32 = 128;
+/// A source name is read up to this many bytes.
+const MAX_SOURCE: usize = 512;
+
+/// Where Lua 5.4 keeps what the walk reads, in one build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LuaLayout {
+    state_ci: u32,
+    state_base_ci: u32,
+    ci_func: u32,
+    ci_previous: u32,
+    ci_callstatus: u32,
+    ci_savedpc: u32,
+    value_tag: u32,
+    closure_proto: u32,
+    proto_source: u32,
+    proto_line_defined: u32,
+    proto_code: u32,
+    proto_size_code: u32,
+    proto_line_info: u32,
+    proto_size_line_info: u32,
+    proto_abs_line_info: u32,
+    proto_size_abs_line_info: u32,
+    abs_line_size: u32,
+    abs_line_pc: u32,
+    abs_line_line: u32,
+    string_tag: u32,
+    string_short_len: u32,
+    string_long_len: u32,
+    string_contents: u32,
+}
+
+impl LuaLayout {
+    /// The types [`LuaLayout::from_dwarf`] reads.
+    pub const TYPES: &'static [&'static str] = &[
+        "lua_State",
+        "CallInfo",
+        "TValue",
+        "LClosure",
+        "Proto",
+        "AbsLineInfo",
+        "TString",
+    ];
+
+    /// The layout of the Lua 5.4 interpreter in the module `bytes`, from its DWARF, or
+    /// what is missing.
+    pub fn from_dwarf(bytes: &[u8]) -> Result<LuaLayout, String> {
+        Self::from_layout(&Layout::read(bytes, Self::TYPES, &[]))
+    }
+
+    /// The layout from the types read, or the first member missing.
+    pub fn from_layout(layout: &Layout) -> Result<LuaLayout, String> {
+        let at = |ty: &str, path: &str| {
+            layout
+                .offset(ty, path)
+                .and_then(|o| u32::try_from(o).ok())
+                .ok_or_else(|| format!("no `{ty}.{path}` in the module's DWARF"))
+        };
+        // `CallInfo.func` is a `StkIdRel` (a union of the pointer and an offset) since
+        // 5.4.6, the pointer itself before.
+        let (state_ci, state_base_ci) = (at("lua_State", "ci")?, at("lua_State", "base_ci")?);
+        let ci_func = at("CallInfo", "func.p").or_else(|_| at("CallInfo", "func"))?;
+        Ok(LuaLayout {
+            state_ci,
+            state_base_ci,
+            ci_func,
+            ci_previous: at("CallInfo", "previous")?,
+            ci_callstatus: at("CallInfo", "callstatus")?,
+            ci_savedpc: at("CallInfo", "u.l.savedpc")?,
+            value_tag: at("TValue", "tt_")?,
+            closure_proto: at("LClosure", "p")?,
+            proto_source: at("Proto", "source")?,
+            proto_line_defined: at("Proto", "linedefined")?,
+            proto_code: at("Proto", "code")?,
+            proto_size_code: at("Proto", "sizecode")?,
+            proto_line_info: at("Proto", "lineinfo")?,
+            proto_size_line_info: at("Proto", "sizelineinfo")?,
+            proto_abs_line_info: at("Proto", "abslineinfo")?,
+            proto_size_abs_line_info: at("Proto", "sizeabslineinfo")?,
+            abs_line_size: layout
+                .size("AbsLineInfo")
+                .and_then(|s| u32::try_from(s).ok())
+                .ok_or("no size of `AbsLineInfo` in the module's DWARF")?,
+            abs_line_pc: at("AbsLineInfo", "pc")?,
+            abs_line_line: at("AbsLineInfo", "line")?,
+            string_tag: at("TString", "tt")?,
+            string_short_len: at("TString", "shrlen")?,
+            string_long_len: at("TString", "u.lnglen")?,
+            string_contents: at("TString", "contents")?,
+        })
+    }
+}
+
+/// One Lua function's record on the stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LuaFrame {
+    /// Its prototype's address.
+    pub proto: u32,
+    /// The instruction it is at (an index into its code; -1 before the first).
+    pub pc: i32,
+    /// Its call started a new run of `luaV_execute`: the native frames below this one's
+    /// belong to the caller's run.
+    pub fresh: bool,
+}
+
+/// A stack as walked: the Lua frames, innermost first, and whether the walk stopped
+/// before the base (a chain that did not hold together, or deeper than [`MAX_DEPTH`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LuaStack {
+    pub frames: Vec<LuaFrame>,
+    pub truncated: bool,
+}
+
+/// A prototype as a profile names it: its source (`@bench.lua` for a file, as Lua writes
+/// it) and the line it is defined at (0 for a main chunk).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LuaFunction {
+    pub source: String,
+    pub line_defined: i32,
+}
+
+impl LuaFunction {
+    /// The file (a source `@name` is the file `name`; any other source is a string chunk,
+    /// shown as Lua shows it).
+    pub fn file(&self) -> &str {
+        self.source
+            .strip_prefix('@')
+            .or_else(|| self.source.strip_prefix('='))
+            .unwrap_or(&self.source)
+    }
+
+    /// The name a profile shows: as Lua's traceback names a function by where it is
+    /// defined, `function <bench.lua:12>`, or `main chunk <bench.lua>`.
+    pub fn display(&self) -> String {
+        match self.line_defined {
+            0 => format!("main chunk <{}>", self.file()),
+            line => format!("function <{}:{line}>", self.file()),
+        }
+    }
+}
+
+/// Walks the call stack of the `lua_State` at `state`.
+pub fn walk(layout: &LuaLayout, memory: &(impl Memory + ?Sized), state: u32) -> LuaStack {
+    let mut stack = LuaStack::default();
+    let Some(base) = state.checked_add(layout.state_base_ci) else {
+        stack.truncated = true;
+        return stack;
+    };
+    let mut ci = match memory.u32(state.wrapping_add(layout.state_ci)) {
+        Some(ci) => ci,
+        None => {
+            stack.truncated = true;
+            return stack;
+        }
+    };
+    for _ in 0..MAX_DEPTH {
+        if ci == base {
+            return stack;
+        }
+        let Some(record) = read_record(layout, memory, ci) else {
+            stack.truncated = true;
+            return stack;
+        };
+        if let Some(frame) = record.frame {
+            stack.frames.push(frame);
+        }
+        ci = record.previous;
+    }
+    stack.truncated = true;
+    stack
+}
+
+/// What one `CallInfo` says.
+struct Record {
+    previous: u32,
+    frame: Option<LuaFrame>,
+}
+
+fn read_record(layout: &LuaLayout, memory: &(impl Memory + ?Sized), ci: u32) -> Option<Record> {
+    let field = |offset: u32| ci.checked_add(offset);
+    let previous = memory.u32(field(layout.ci_previous)?)?;
+    let status = memory.u16(field(layout.ci_callstatus)?)?;
+    if previous == 0 {
+        return None; // only the base has no previous record, and it was checked for
+    }
+    if status & CIST_C != 0 {
+        return Some(Record {
+            previous,
+            frame: None,
+        });
+    }
+    let func = memory.u32(field(layout.ci_func)?)?;
+    if memory.u8(func.checked_add(layout.value_tag)?)? != TAG_LUA_CLOSURE {
+        return None;
+    }
+    let closure = memory.u32(func)?;
+    let proto = memory.u32(closure.checked_add(layout.closure_proto)?)?;
+    let code = memory.u32(proto.checked_add(layout.proto_code)?)?;
+    let saved = memory.u32(field(layout.ci_savedpc)?)?;
+    let pc = (saved.wrapping_sub(code) as i32 / 4) - 1;
+    Some(Record {
+        previous,
+        frame: Some(LuaFrame {
+            proto,
+            pc,
+            fresh: status & CIST_FRESH != 0,
+        }),
+    })
+}
+
+/// The function whose prototype is at `proto`.
+pub fn function(
+    layout: &LuaLayout,
+    memory: &(impl Memory + ?Sized),
+    proto: u32,
+) -> Option<LuaFunction> {
+    let source = memory.u32(proto.checked_add(layout.proto_source)?)?;
+    let line_defined = memory.i32(proto.checked_add(layout.proto_line_defined)?)?;
+    let source = if source == 0 {
+        "?".to_string() // a stripped chunk (`string.dump(f, true)`)
+    } else {
+        string(layout, memory, source)?
+    };
+    Some(LuaFunction {
+        source,
+        line_defined,
+    })
+}
+
+/// The Lua string at `at`, read up to [`MAX_SOURCE`] bytes.
+fn string(layout: &LuaLayout, memory: &(impl Memory + ?Sized), at: u32) -> Option<String> {
+    let tag = memory.u8(at.checked_add(layout.string_tag)?)?;
+    let len = match tag {
+        TAG_SHORT_STRING => memory.u8(at.checked_add(layout.string_short_len)?)? as usize,
+        TAG_LONG_STRING => memory.u32(at.checked_add(layout.string_long_len)?)? as usize,
+        _ => return None,
+    };
+    let mut bytes = vec![0; len.min(MAX_SOURCE)];
+    memory.read(at.checked_add(layout.string_contents)?, &mut bytes)?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The line instruction `pc` of the prototype at `proto` comes from, as `luaG_getfuncline`
+/// decodes it; `None` without line information (a stripped chunk) or out of its code.
+pub fn line(
+    layout: &LuaLayout,
+    memory: &(impl Memory + ?Sized),
+    proto: u32,
+    pc: i32,
+) -> Option<i32> {
+    let field = |offset: u32| proto.checked_add(offset);
+    let size_code = memory.i32(field(layout.proto_size_code)?)?;
+    let size_line_info = memory.i32(field(layout.proto_size_line_info)?)?;
+    let line_info = memory.u32(field(layout.proto_line_info)?)?;
+    if line_info == 0 || pc < 0 || pc >= size_code.min(size_line_info) {
+        return None;
+    }
+    let line_defined = memory.i32(field(layout.proto_line_defined)?)?;
+    let size_abs = memory.i32(field(layout.proto_size_abs_line_info)?)?;
+    let abs = memory.u32(field(layout.proto_abs_line_info)?)?;
+    let abs_entry = |i: i32| -> Option<(i32, i32)> {
+        let at = abs.checked_add((i as u32).checked_mul(layout.abs_line_size)?)?;
+        Some((
+            memory.i32(at.checked_add(layout.abs_line_pc)?)?,
+            memory.i32(at.checked_add(layout.abs_line_line)?)?,
+        ))
+    };
+    // The nearest absolute line at or before `pc`, if any; else the line it is defined at.
+    let (mut base_pc, mut line) = (-1, line_defined);
+    if size_abs > 0 && abs != 0 && abs_entry(0)?.0 <= pc {
+        let mut i = (pc / MAX_INSTRUCTIONS_WITHOUT_ABSOLUTE_LINE - 1).clamp(0, size_abs - 1);
+        if abs_entry(i)?.0 > pc {
+            i = 0;
+        }
+        while i + 1 < size_abs && pc >= abs_entry(i + 1)?.0 {
+            i += 1;
+        }
+        (base_pc, line) = abs_entry(i)?;
+    }
+    // Then each instruction's difference from the one before it.
+    let mut deltas = vec![0u8; usize::try_from(pc - base_pc).ok()?];
+    memory.read(line_info.checked_add((base_pc + 1) as u32)?, &mut deltas)?;
+    Some(line + deltas.iter().map(|&d| d as i8 as i32).sum::<i32>())
+}
+
+#[cfg(test)]
+mod tests;

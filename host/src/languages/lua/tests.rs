@@ -1,0 +1,175 @@
+//! The walk on a real Lua: the benchmark set's `lua.wasm` (Lua 5.4.8 built by zig) runs a
+//! script under wasmtime, and when the script writes a marker, its `lua_State` is found in
+//! memory and its stack walked, as the profiler's tick would.
+
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::languages::layout::Layout;
+
+fn lua_wasm() -> Option<Vec<u8>> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/lua.wasm");
+    std::fs::read(path).ok()
+}
+
+/// The main `lua_State`: the thread object (`tt` a Lua thread, 8) whose global state
+/// (`l_G`) follows it in the same allocation (`LG`: an `LX` then a `global_State`).
+fn find_state(bytes: &[u8], memory: &[u8]) -> Option<u32> {
+    let layout = Layout::read(bytes, &["lua_State", "LX"], &[]);
+    let tt = layout.offset("lua_State", "tt")? as u32;
+    let l_g = layout.offset("lua_State", "l_G")? as u32;
+    let l_in_lx = layout.offset("LX", "l")? as u32;
+    let lx = layout.size("LX")? as u32;
+    (8..memory.len() as u32 - 64).step_by(4).find(|&at| {
+        memory.u8(at + tt) == Some(0x08) && memory.u32(at + l_g) == Some(at - l_in_lx + lx)
+    })
+}
+
+const SCRIPT: &str = "local function leaf(n)
+  io.write('MARK\\n')
+  return n
+end
+local function mid(n)
+  return leaf(n) + 1
+end
+function top()
+  return mid(1) + 1
+end
+top()
+";
+
+/// Runs `script` (as the file `/s/script.lua`) and walks the stack when it writes `MARK`: the functions
+/// and lines walked, innermost first, and whether each started a run of `luaV_execute`.
+fn walked(bytes: &[u8], script: &str) -> (Vec<(LuaFunction, Option<i32>, bool)>, bool) {
+    use wasmtime::{Caller, Engine, Extern, Linker, Module, Store};
+    use wasmtime_wasi::p1::WasiP1Ctx;
+    let layout = LuaLayout::from_dwarf(bytes).unwrap();
+    let engine = Engine::default();
+    let module = Module::new(&engine, bytes).unwrap();
+    let mut linker: Linker<WasiP1Ctx> = Linker::new(&engine);
+    wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |c| c).unwrap();
+    linker.allow_shadowing(true);
+    let seen = Arc::new(Mutex::new(None));
+    let found = seen.clone();
+    let module_bytes = bytes.to_vec();
+    linker
+        .func_wrap(
+            "wasi_snapshot_preview1",
+            "fd_write",
+            move |mut caller: Caller<'_, WasiP1Ctx>, _fd: i32, iovs: i32, n: i32, out: i32| {
+                let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+                    return 8;
+                };
+                let data = memory.data_mut(&mut caller);
+                let mut total = 0u32;
+                let mut text = Vec::new();
+                for k in 0..n as u32 {
+                    let iov = iovs as u32 + k * 8;
+                    let at = data.u32(iov).unwrap();
+                    let len = data.u32(iov + 4).unwrap();
+                    text.extend_from_slice(&data[at as usize..(at + len) as usize]);
+                    total += len;
+                }
+                if text.windows(4).any(|w| w == b"MARK") {
+                    let state = find_state(&module_bytes, data).expect("a lua_State");
+                    let stack = walk(&layout, &data[..], state);
+                    let frames = stack
+                        .frames
+                        .iter()
+                        .map(|f| {
+                            (
+                                function(&layout, &data[..], f.proto).unwrap(),
+                                line(&layout, &data[..], f.proto, f.pc),
+                                f.fresh,
+                            )
+                        })
+                        .collect();
+                    *found.lock().unwrap() = Some((frames, stack.truncated));
+                }
+                data[out as usize..out as usize + 4].copy_from_slice(&total.to_le_bytes());
+                0
+            },
+        )
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("wprof-lua-walk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("script.lua"), script).unwrap();
+    let ctx = wasmtime_wasi::WasiCtxBuilder::new()
+        .args(&["lua", "/s/script.lua"])
+        .preopened_dir(&dir, "/s", wasmtime_wasi::FsPerms::ReadWrite)
+        .unwrap()
+        .build_p1();
+    let mut store = Store::new(&engine, ctx);
+    let instance = linker.instantiate(&mut store, &module).unwrap();
+    let start = instance
+        .get_typed_func::<(), ()>(&mut store, "_start")
+        .unwrap();
+    if let Err(e) = start.call(&mut store, ()) {
+        eprintln!("lua ended: {e:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let walked = seen
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the script wrote its marker");
+    walked
+}
+
+#[test]
+fn the_stack_of_a_real_lua_is_walked_with_its_lines() {
+    let Some(bytes) = lua_wasm() else {
+        eprintln!("skipped: .tools/bench/lua.wasm is not built (bench/programs/build.sh)");
+        return;
+    };
+    let (frames, truncated) = walked(&bytes, SCRIPT);
+    assert!(!truncated);
+    let f = |line_defined| LuaFunction {
+        source: "@/s/script.lua".into(),
+        line_defined,
+    };
+    assert_eq!(
+        frames,
+        [
+            (f(1), Some(2), false), // leaf, at its call of io.write
+            (f(5), Some(6), false), // mid, at its call of leaf
+            (f(8), Some(9), false), // top
+            (f(0), Some(11), true), // the chunk, called from C (luaL_dofile)
+        ]
+    );
+    assert_eq!(frames[0].0.display(), "function </s/script.lua:1>");
+    assert_eq!(frames[3].0.display(), "main chunk </s/script.lua>");
+}
+
+#[test]
+fn a_broken_chain_ends_the_walk_without_a_fault() {
+    let Some(bytes) = lua_wasm() else {
+        return;
+    };
+    let layout = LuaLayout::from_dwarf(&bytes).unwrap();
+    // A state whose `ci` points past the memory, or at zeros, or at itself.
+    let mut memory = vec![0u8; 4096];
+    memory[100 + layout.state_ci as usize..][..4].copy_from_slice(&5000u32.to_le_bytes());
+    let walked = walk(&layout, &memory[..], 100);
+    assert!(walked.truncated && walked.frames.is_empty());
+    memory[100 + layout.state_ci as usize..][..4].copy_from_slice(&2000u32.to_le_bytes());
+    assert!(walk(&layout, &memory[..], 100).truncated);
+    // A record that is its own previous: cut at the depth limit.
+    let ci = 2000u32;
+    memory[(ci + layout.ci_previous) as usize..][..4].copy_from_slice(&ci.to_le_bytes());
+    memory[(ci + layout.ci_callstatus) as usize..][..2].copy_from_slice(&CIST_C.to_le_bytes());
+    let walked = walk(&layout, &memory[..], 100);
+    assert!(walked.truncated);
+    assert!(walk(&layout, &memory[..], u32::MAX - 2).truncated);
+    assert_eq!(line(&layout, &memory[..], 4090, 3), None);
+}
+
+#[test]
+fn a_module_without_luas_structures_says_what_is_missing() {
+    let fib = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/nbody.wasm"),
+    )
+    .unwrap();
+    let e = LuaLayout::from_dwarf(&fib).unwrap_err();
+    assert_eq!(e, "no `lua_State.ci` in the module's DWARF");
+}
