@@ -34,11 +34,12 @@ pub const EXPORT_PREFIX: &str = "wprof:calls:";
 
 /// Version of what [`count_entries`] writes: part of the key its compiled code is cached
 /// under.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The module's sections in the order the format requires them; custom sections (0) may
 /// come anywhere.
 const ORDER: [u8; 13] = [1, 2, 3, 4, 5, 13, 6, 7, 8, 9, 12, 10, 11];
+const MEMORY: u8 = 5;
 const GLOBAL: u8 = 6;
 const EXPORT: u8 = 7;
 const CODE: u8 = 10;
@@ -77,17 +78,68 @@ pub struct CountedModule {
     pub bytes: Vec<u8>,
     /// Where the counters' instructions are, to tell offsets in the original's terms.
     pub offsets: CounterOffsets,
+    /// The captures made (those asked for that fit the module).
+    pub captured: Vec<Capture>,
 }
+
+/// The memory a counted module with captures defines and exports under this name: one
+/// page, whose `u32` at `4 * slot` holds each capture's last value (see [`Capture`]).
+pub const CAPTURE_MEMORY: &str = "wprof:captures";
+
+/// A parameter kept at each entry of a function: the first instructions of function
+/// `function` (an id) also store its `i32` parameter `param` at `4 * slot` in
+/// [`CAPTURE_MEMORY`], where the host reads it while the program runs (an interpreter's
+/// eval loop, whose first parameter is the state a frame reader starts from). Each thread's
+/// instance has its own memory, so each thread its own value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capture {
+    /// The function, by id (imports counted).
+    pub function: u32,
+    /// Its parameter kept, an `i32`.
+    pub param: u32,
+    /// Where it is kept: the `u32` at `4 * slot`.
+    pub slot: u32,
+}
+
+/// Slots of [`CAPTURE_MEMORY`] (its one page, 4 bytes each).
+pub const CAPTURE_SLOTS: u32 = 16384;
 
 /// `module` with an entry counter in every defined function (see the module docs).
 pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
+    count_entries_capturing(module, &[])
+}
+
+/// `module` with an entry counter in every defined function and the `captures` that fit it
+/// (a defined function, an `i32` parameter, a slot in the page); with none that fit, the
+/// module adds no memory.
+pub fn count_entries_capturing(
+    module: &[u8],
+    captures: &[Capture],
+) -> Result<CountedModule, AgentError> {
     let layout = ModuleLayout::parse(module)?;
+    let captured: Vec<Capture> = captures
+        .iter()
+        .copied()
+        .filter(|c| {
+            c.slot < CAPTURE_SLOTS
+                && c.function
+                    .checked_sub(layout.imported_funcs.len() as u32)
+                    .and_then(|d| layout.defined_funcs.get(d as usize))
+                    .is_some_and(|f| {
+                        layout.signature(f.type_index).params.get(c.param as usize)
+                            == Some(&wasmparser::ValType::I32)
+                    })
+        })
+        .collect();
+    // The capture memory's index: after every memory of the module's.
+    let capture_memory = (!captured.is_empty()).then_some(layout.memories);
     let sections = sections(module)?;
     let imports = layout.imported_funcs.len() as u32;
     let defined = layout.defined_funcs.len() as u32;
     let first_global = layout.globals;
     let mut out = Vec::with_capacity(module.len() + module.len() / 16 + 64);
     out.extend_from_slice(&module[..8]);
+    let mut wrote_memories = capture_memory.is_none();
     let mut wrote_globals = false;
     let mut wrote_exports = false;
     let mut added = Vec::new();
@@ -96,6 +148,10 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
     for section in sections.iter().map(Some).chain([None]) {
         // A section the format wants after ours: ours first, if the module has none.
         if let Some(r) = section.map_or(Some(usize::MAX), |s| rank(s.id)) {
+            if !wrote_memories && r > rank(MEMORY).unwrap() {
+                put_section(&mut out, MEMORY, &capture_page(&[], 0)?);
+                wrote_memories = true;
+            }
             if !wrote_globals && r > rank(GLOBAL).unwrap() {
                 put_section(&mut out, GLOBAL, &globals(&[], 0, defined)?);
                 wrote_globals = true;
@@ -104,7 +160,7 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
                 put_section(
                     &mut out,
                     EXPORT,
-                    &exports(&[], 0, imports, first_global, defined)?,
+                    &exports(&[], 0, imports, first_global, defined, capture_memory)?,
                 );
                 wrote_exports = true;
             }
@@ -112,6 +168,14 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
         let Some(section) = section else { break };
         let contents = &module[section.contents.clone()];
         match section.id {
+            MEMORY if !wrote_memories => {
+                put_section(
+                    &mut out,
+                    MEMORY,
+                    &capture_page(contents, section.contents.start)?,
+                );
+                wrote_memories = true;
+            }
             GLOBAL => {
                 put_section(
                     &mut out,
@@ -130,12 +194,14 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
                         imports,
                         first_global,
                         defined,
+                        capture_memory,
                     )?,
                 );
                 wrote_exports = true;
             }
             CODE => {
-                let (contents, places) = code(&layout, first_global)?;
+                let captures = capture_memory.map(|memory| (memory, captured.as_slice()));
+                let (contents, places) = code(&layout, first_global, captures)?;
                 put_section(&mut out, CODE, &contents);
                 let base = out.len() - contents.len();
                 added = places
@@ -153,6 +219,7 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
     Ok(CountedModule {
         bytes: out,
         offsets: CounterOffsets { added, code_end },
+        captured,
     })
 }
 
@@ -189,6 +256,14 @@ fn extended(
     Ok(out)
 }
 
+/// The memory section with the capture memory after the module's: one page, at most one.
+fn capture_page(original: &[u8], offset: usize) -> Result<Vec<u8>, AgentError> {
+    extended(original, offset, 1, |out| {
+        // Limits with a maximum: 1 page, 1 page.
+        out.extend_from_slice(&[0x01, 0x01, 0x01]);
+    })
+}
+
 /// The global section with one `(mut i64)` counter, starting at 0, per defined function.
 fn globals(original: &[u8], offset: usize, defined: u32) -> Result<Vec<u8>, AgentError> {
     extended(original, offset, defined, |out| {
@@ -199,20 +274,22 @@ fn globals(original: &[u8], offset: usize, defined: u32) -> Result<Vec<u8>, Agen
     })
 }
 
-/// The export section with each counter exported under its function's id; the counters
-/// are the globals from `first_global` on.
+/// The export section with each counter exported under its function's id (the counters
+/// are the globals from `first_global` on), and the capture memory, if any, under
+/// [`CAPTURE_MEMORY`].
 fn exports(
     original: &[u8],
     offset: usize,
     imports: u32,
     first_global: u32,
     defined: u32,
+    capture_memory: Option<u32>,
 ) -> Result<Vec<u8>, AgentError> {
     if !original.is_empty() {
         let reader = wasmparser::ExportSectionReader::new(BinaryReader::new(original, offset))?;
         for export in reader {
             let export = export?;
-            if export.name.starts_with(EXPORT_PREFIX) {
+            if export.name.starts_with(EXPORT_PREFIX) || export.name == CAPTURE_MEMORY {
                 return Err(AgentError::Unsupported {
                     what: format!("a module exporting `{}`, a name wprof uses", export.name),
                     offset,
@@ -220,7 +297,8 @@ fn exports(
             }
         }
     }
-    extended(original, offset, defined, |out| {
+    let added = defined + u32::from(capture_memory.is_some());
+    extended(original, offset, added, |out| {
         for d in 0..defined {
             format!("{EXPORT_PREFIX}{}", imports + d)
                 .as_str()
@@ -229,13 +307,25 @@ fn exports(
             out.push(0x03);
             (first_global + d).encode(out);
         }
+        if let Some(memory) = capture_memory {
+            CAPTURE_MEMORY.encode(out);
+            // A memory, its index.
+            out.push(0x02);
+            memory.encode(out);
+        }
     })
 }
 
-/// The code section: each body's locals, its counter's increment, then its code as it was
-/// (in a Go function, with the increment taken back before it calls `runtime.morestack`,
-/// after which it starts over); and where the added instructions are in it.
-fn code(layout: &ModuleLayout<'_>, first_global: u32) -> Result<(Vec<u8>, Vec<Added>), AgentError> {
+/// The code section: each body's locals, its counter's increment (and in a function with
+/// captures, their stores into the capture memory, `captures`' first), then its code as it
+/// was (in a Go function, with the increment taken back before it calls
+/// `runtime.morestack`, after which it starts over); and where the added instructions are
+/// in it.
+fn code(
+    layout: &ModuleLayout<'_>,
+    first_global: u32,
+    captures: Option<(u32, &[Capture])>,
+) -> Result<(Vec<u8>, Vec<Added>), AgentError> {
     let bodies = &layout.defined_funcs;
     let size: usize = bodies.iter().map(|f| f.body.len() + 24).sum();
     let mut out = Vec::with_capacity(size + 5);
@@ -291,8 +381,8 @@ fn code(layout: &ModuleLayout<'_>, first_global: u32) -> Result<(Vec<u8>, Vec<Ad
             (at, body.len() - at, before)
         };
         let mut places = Vec::with_capacity(2);
-        let increment: &[Instruction<'_>] = match resumable {
-            true => &[
+        let mut entry: Vec<Instruction<'_>> = match resumable {
+            true => vec![
                 Instruction::GlobalGet(counter),
                 Instruction::LocalGet(0),
                 Instruction::I32Eqz,
@@ -300,14 +390,27 @@ fn code(layout: &ModuleLayout<'_>, first_global: u32) -> Result<(Vec<u8>, Vec<Ad
                 Instruction::I64Add,
                 Instruction::GlobalSet(counter),
             ],
-            false => &[
+            false => vec![
                 Instruction::GlobalGet(counter),
                 Instruction::I64Const(1),
                 Instruction::I64Add,
                 Instruction::GlobalSet(counter),
             ],
         };
-        places.push(add(&mut body, code_start, increment));
+        if let Some((memory, captures)) = captures {
+            for c in captures.iter().filter(|c| c.function == id) {
+                entry.extend([
+                    Instruction::I32Const(0),
+                    Instruction::LocalGet(c.param),
+                    Instruction::I32Store(wasm_encoder::MemArg {
+                        offset: u64::from(c.slot) * 4,
+                        align: 2,
+                        memory_index: memory,
+                    }),
+                ]);
+            }
+        }
+        places.push(add(&mut body, code_start, &entry));
         if let Some(call) = restart {
             let take_back = [
                 Instruction::GlobalGet(counter),

@@ -309,3 +309,100 @@ fn the_offset_map_survives_its_encoding_and_marks_the_added_bytes() {
     assert_eq!(CounterOffsets::decode(&[1, 1, 5, 0, 3]), None);
     assert_eq!(CounterOffsets::decode(&[]), None);
 }
+
+#[test]
+fn a_capture_stores_its_parameter_in_a_page_of_its_own_at_each_entry() {
+    // A memory of the module's own (so the page is memory 1), an import (ids from 1).
+    let wasm = wat::parse_str(
+        r#"(module
+                 (import "a" "f" (func (param i32)))
+                 (memory 1)
+                 (func $eval (param i64 i32) (result i32) local.get 1)
+                 (func $other (param f64)))"#,
+    )
+    .unwrap();
+    let captures = [
+        Capture {
+            function: 1,
+            param: 1,
+            slot: 1,
+        },
+        // Not kept: an i64 parameter, an import, a parameter past the last, a slot past
+        // the page.
+        Capture {
+            function: 1,
+            param: 0,
+            slot: 0,
+        },
+        Capture {
+            function: 0,
+            param: 0,
+            slot: 0,
+        },
+        Capture {
+            function: 2,
+            param: 1,
+            slot: 0,
+        },
+        Capture {
+            function: 1,
+            param: 1,
+            slot: CAPTURE_SLOTS,
+        },
+    ];
+    let counted = count_entries_capturing(&wasm, &captures).unwrap();
+    assert_eq!(counted.captured, [captures[0]]);
+    let (exports, _) = read(&counted.bytes);
+    assert!(
+        exports.contains(&(CAPTURE_MEMORY.to_string(), 1)),
+        "{exports:?}"
+    );
+    let ops = operators(&counted.bytes);
+    assert_eq!(
+        ops[0][..8],
+        [
+            "get 0",
+            "i64 1",
+            "I64Add",
+            "set 0",
+            "I32Const { value: 0 }",
+            "local 1",
+            "I32Store { memarg: MemArg { align: 2, max_align: 2, offset: 4, memory: 1 } }",
+            "local 1",
+        ]
+    );
+    // The function without a capture only counts.
+    assert_eq!(ops[1][4], "End");
+    // Offsets map back: the original `local.get 1` of $eval.
+    let original = bodies(&wasm)[0][0].1;
+    let now = bodies(&counted.bytes)[0][7].1;
+    assert_eq!(counted.offsets.original_offset(now), Some(original));
+    // Without a memory of its own (none at all), the page is memory 0; with no capture
+    // that fits, no page.
+    let bare = wat::parse_str("(module (func (param i32)))").unwrap();
+    let counted = count_entries_capturing(
+        &bare,
+        &[Capture {
+            function: 0,
+            param: 0,
+            slot: 0,
+        }],
+    )
+    .unwrap();
+    assert!(read(&counted.bytes)
+        .0
+        .contains(&(CAPTURE_MEMORY.to_string(), 0)));
+    let counted = count_entries_capturing(
+        &bare,
+        &[Capture {
+            function: 0,
+            param: 1,
+            slot: 0,
+        }],
+    )
+    .unwrap();
+    assert!(!read(&counted.bytes)
+        .0
+        .iter()
+        .any(|(n, _)| n == CAPTURE_MEMORY));
+}
