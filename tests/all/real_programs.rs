@@ -145,7 +145,14 @@ fn every_mode_keeps_its_promises(name: &str) {
             // times): equal.
             let mut compared = 0;
             let mut mismatched = Vec::new();
-            for f in &profile.functions {
+            // Lua's `table.sort` draws a random pivot from `clock()` and `time()` once a
+            // partition comes out unbalanced, which the pivots drawn before decide: how
+            // many times it does varies from run to run, and three runs may agree by
+            // chance.
+            let drawn = |f: &wprof::profile::FunctionRecord| {
+                name.starts_with("lua") && (f.name.contains("clock") || f.name.contains("time"))
+            };
+            for f in profile.functions.iter().filter(|f| !drawn(f)) {
                 let exact = match exact_calls.get(&f.id).map(Vec::as_slice) {
                     Some(&[a, b, c]) if a == b && b == c => a,
                     _ => continue,
@@ -180,10 +187,14 @@ fn every_mode_keeps_its_promises(name: &str) {
         }
         if mode == "stack" && !go {
             // A caller the walk skips (a tick before the callee saved the frame pointer, or
-            // at its return) would make an edge that never ran: none beyond a trace.
+            // at its return) would make an edge that never ran: none beyond a trace. (An
+            // interpreter's script functions stand where its eval loop ran: their edges
+            // are the script's, which no probe counts.)
+            let script = |id: u32| profile.function(id).is_some_and(|f| f.kind == "lua");
             let unknown: u64 = profile
                 .edges
                 .iter()
+                .filter(|e| !e.caller.is_some_and(script) && !script(e.callee))
                 .filter(|e| !exact_edges.contains(&(e.caller, e.callee)))
                 .map(|e| e.inclusive)
                 .sum();

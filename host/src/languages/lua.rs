@@ -39,6 +39,9 @@ const MAX_SOURCE: usize = 512;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LuaLayout {
     state_ci: u32,
+    state_status: u32,
+    state_global: u32,
+    global_main_thread: u32,
     state_base_ci: u32,
     ci_func: u32,
     ci_previous: u32,
@@ -48,6 +51,7 @@ pub struct LuaLayout {
     closure_proto: u32,
     proto_source: u32,
     proto_line_defined: u32,
+    proto_last_line_defined: u32,
     proto_code: u32,
     proto_size_code: u32,
     proto_line_info: u32,
@@ -67,6 +71,7 @@ impl LuaLayout {
     /// The types [`LuaLayout::from_dwarf`] reads.
     pub const TYPES: &'static [&'static str] = &[
         "lua_State",
+        "global_State",
         "CallInfo",
         "TValue",
         "LClosure",
@@ -95,6 +100,9 @@ impl LuaLayout {
         let ci_func = at("CallInfo", "func.p").or_else(|_| at("CallInfo", "func"))?;
         Ok(LuaLayout {
             state_ci,
+            state_status: at("lua_State", "status")?,
+            state_global: at("lua_State", "l_G")?,
+            global_main_thread: at("global_State", "mainthread")?,
             state_base_ci,
             ci_func,
             ci_previous: at("CallInfo", "previous")?,
@@ -104,6 +112,7 @@ impl LuaLayout {
             closure_proto: at("LClosure", "p")?,
             proto_source: at("Proto", "source")?,
             proto_line_defined: at("Proto", "linedefined")?,
+            proto_last_line_defined: at("Proto", "lastlinedefined")?,
             proto_code: at("Proto", "code")?,
             proto_size_code: at("Proto", "sizecode")?,
             proto_line_info: at("Proto", "lineinfo")?,
@@ -136,6 +145,25 @@ pub struct LuaFrame {
     pub fresh: bool,
 }
 
+impl LuaFrame {
+    /// The frame in one word, as the signal handler keeps it: the prototype's address, the
+    /// instruction plus one in the next 31 bits, and whether it is fresh in the top bit.
+    pub fn pack(self) -> u64 {
+        u64::from(self.proto)
+            | (u64::from((self.pc + 1) as u32 & 0x7fff_ffff) << 32)
+            | (u64::from(self.fresh) << 63)
+    }
+
+    /// The frame [`LuaFrame::pack`] kept in `word`.
+    pub fn unpack(word: u64) -> LuaFrame {
+        LuaFrame {
+            proto: word as u32,
+            pc: ((word >> 32) as u32 & 0x7fff_ffff) as i32 - 1,
+            fresh: word >> 63 != 0,
+        }
+    }
+}
+
 /// A stack as walked: the Lua frames, innermost first, and whether the walk stopped
 /// before the base (a chain that did not hold together, or deeper than [`MAX_DEPTH`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -145,11 +173,14 @@ pub struct LuaStack {
 }
 
 /// A prototype as a profile names it: its source (`@bench.lua` for a file, as Lua writes
-/// it) and the line it is defined at (0 for a main chunk).
+/// it), the lines it is defined at and ends at (0 for a main chunk), and its size in
+/// instructions, which tells apart two functions defined on the same lines.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LuaFunction {
     pub source: String,
     pub line_defined: i32,
+    pub last_line_defined: i32,
+    pub size_code: i32,
 }
 
 impl LuaFunction {
@@ -162,45 +193,120 @@ impl LuaFunction {
             .unwrap_or(&self.source)
     }
 
-    /// The name a profile shows: as Lua's traceback names a function by where it is
-    /// defined, `function <bench.lua:12>`, or `main chunk <bench.lua>`.
-    pub fn display(&self) -> String {
-        match self.line_defined {
-            0 => format!("main chunk <{}>", self.file()),
-            line => format!("function <{}:{line}>", self.file()),
+    /// The name a profile shows: the function's `name`, if its source says it, and where
+    /// it is defined, `fib (bench.lua:12)`; else as Lua's traceback names a function by
+    /// where it is defined, `function <bench.lua:12>`; `main chunk <bench.lua>`.
+    pub fn display(&self, name: Option<&str>) -> String {
+        match (self.line_defined, name) {
+            (0, _) => format!("main chunk <{}>", self.file()),
+            (line, Some(name)) => format!("{name} ({}:{line})", self.file()),
+            (line, None) => format!("function <{}:{line}>", self.file()),
         }
     }
+}
+
+/// The name the source line `line` gives the function it defines, if it defines one and
+/// only one: `fib` in `local function fib(n)`, `Vec.new` in `function Vec.new(x, y)`,
+/// `Vec:add` in `function Vec:add(o)`, `inc` in `local inc = function(x)`.
+pub fn name_in_source(line: &str) -> Option<String> {
+    let code = line.split("--").next().unwrap_or(line);
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let keyword_at: Vec<usize> = code
+        .match_indices("function")
+        .filter(|(at, _)| {
+            let before = code[..*at].chars().next_back();
+            let after = code[at + 8..].chars().next();
+            !before.is_some_and(is_word) && !after.is_some_and(is_word)
+        })
+        .map(|(at, _)| at)
+        .collect();
+    let [at] = keyword_at[..] else {
+        return None;
+    };
+    let is_name = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+            && s.chars().all(|c| is_word(c) || c == '.' || c == ':')
+    };
+    // `function NAME(`
+    let after = code[at + 8..].trim_start();
+    if let Some(open) = after.find('(') {
+        let name = after[..open].trim();
+        if is_name(name) {
+            return Some(name.to_string());
+        }
+    }
+    // `[local] NAME = function(`
+    let before = code[..at].trim_end().strip_suffix('=')?.trim_end();
+    let name = before
+        .rsplit(|c: char| c.is_whitespace() || c == ',')
+        .next()?;
+    let name = name.strip_prefix("local").map_or(name, str::trim);
+    is_name(name).then(|| name.to_string())
 }
 
 /// Walks the call stack of the `lua_State` at `state`.
 pub fn walk(layout: &LuaLayout, memory: &(impl Memory + ?Sized), state: u32) -> LuaStack {
     let mut stack = LuaStack::default();
+    stack.truncated = !walk_into(layout, memory, state, &mut |frame| {
+        stack.frames.push(frame);
+        true
+    });
+    stack
+}
+
+/// Walks the call stack of the `lua_State` at `state`, handing each Lua frame to `push`,
+/// innermost first, until it says no more; whether the walk reached the state's base.
+/// Allocates nothing: the signal handler walks with it.
+pub fn walk_into(
+    layout: &LuaLayout,
+    memory: &(impl Memory + ?Sized),
+    state: u32,
+    push: &mut dyn FnMut(LuaFrame) -> bool,
+) -> bool {
     let Some(base) = state.checked_add(layout.state_base_ci) else {
-        stack.truncated = true;
-        return stack;
+        return false;
     };
-    let mut ci = match memory.u32(state.wrapping_add(layout.state_ci)) {
-        Some(ci) => ci,
-        None => {
-            stack.truncated = true;
-            return stack;
-        }
+    let Some(mut ci) = state
+        .checked_add(layout.state_ci)
+        .and_then(|at| memory.u32(at))
+    else {
+        return false;
     };
     for _ in 0..MAX_DEPTH {
         if ci == base {
-            return stack;
+            return true;
         }
         let Some(record) = read_record(layout, memory, ci) else {
-            stack.truncated = true;
-            return stack;
+            return false;
         };
         if let Some(frame) = record.frame {
-            stack.frames.push(frame);
+            if !push(frame) {
+                return false;
+            }
         }
         ci = record.previous;
     }
-    stack.truncated = true;
-    stack
+    false
+}
+
+/// The state whose stack a tick walks, given the one the eval loop was last entered with
+/// (`entered`): that one while it runs; once it no longer does (a coroutine that yielded,
+/// or returned, into the one that resumed it), the state's main thread, which resumed it
+/// unless coroutines resume coroutines. `None` if `entered` is no state.
+pub fn running_state(
+    layout: &LuaLayout,
+    memory: &(impl Memory + ?Sized),
+    entered: u32,
+) -> Option<u32> {
+    let status = memory.u8(entered.checked_add(layout.state_status)?)?;
+    let ci = memory.u32(entered.checked_add(layout.state_ci)?)?;
+    let at_base = Some(ci) == entered.checked_add(layout.state_base_ci);
+    if status == 0 && !at_base {
+        return Some(entered);
+    }
+    let global = memory.u32(entered.checked_add(layout.state_global)?)?;
+    memory.u32(global.checked_add(layout.global_main_thread)?)
 }
 
 /// What one `CallInfo` says.
@@ -241,14 +347,28 @@ fn read_record(layout: &LuaLayout, memory: &(impl Memory + ?Sized), ci: u32) -> 
     })
 }
 
+/// What names the function whose prototype is at `proto`, cheaply: its source string's
+/// address and the line it is defined at (a function of the same two is the same
+/// function).
+pub fn function_key(
+    layout: &LuaLayout,
+    memory: &(impl Memory + ?Sized),
+    proto: u32,
+) -> Option<(u32, i32)> {
+    Some((
+        memory.u32(proto.checked_add(layout.proto_source)?)?,
+        memory.i32(proto.checked_add(layout.proto_line_defined)?)?,
+    ))
+}
+
 /// The function whose prototype is at `proto`.
 pub fn function(
     layout: &LuaLayout,
     memory: &(impl Memory + ?Sized),
     proto: u32,
 ) -> Option<LuaFunction> {
-    let source = memory.u32(proto.checked_add(layout.proto_source)?)?;
-    let line_defined = memory.i32(proto.checked_add(layout.proto_line_defined)?)?;
+    let field = |offset: u32| proto.checked_add(offset);
+    let source = memory.u32(field(layout.proto_source)?)?;
     let source = if source == 0 {
         "?".to_string() // a stripped chunk (`string.dump(f, true)`)
     } else {
@@ -256,7 +376,9 @@ pub fn function(
     };
     Some(LuaFunction {
         source,
-        line_defined,
+        line_defined: memory.i32(field(layout.proto_line_defined)?)?,
+        last_line_defined: memory.i32(field(layout.proto_last_line_defined)?)?,
+        size_code: memory.i32(field(layout.proto_size_code)?)?,
     })
 }
 

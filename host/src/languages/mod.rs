@@ -3,6 +3,11 @@
 //! ([`layout`]), and the language's call stack read from them ([`lua`]), so that a profile
 //! can show the script's functions where the interpreter's eval loop ran them.
 //!
+//! An interpreter is recognised by its eval loop's name ([`find`]); stack mode's module
+//! then keeps the loop's state argument at each of its entries (a capture, see
+//! [`wprof_agent::entry_counts::Capture`]), from where each tick walks the language's
+//! stack.
+//!
 //! Reading is a bounded walk of memory the program may be rewriting at that instant:
 //! every address is checked against the memory's size, every chain has a depth limit, and
 //! a chain that does not hold together ends the walk, counted as truncated, never a trap.
@@ -10,3 +15,80 @@
 pub mod layout;
 pub mod lua;
 pub mod memory;
+
+use wprof_agent::entry_counts::Capture;
+
+/// An interpreter found in a module: its eval loop and how to read its language's stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interpreter {
+    /// The eval loop, by function id: its native frames are where the language's stand.
+    pub eval: u32,
+    /// The language and the layout of its interpreter's structures.
+    pub language: Language,
+}
+
+/// A language whose frames wprof reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Language {
+    /// Lua 5.4: `luaV_execute(lua_State *L, CallInfo *ci)`.
+    Lua(lua::LuaLayout),
+}
+
+impl Language {
+    /// The language's name, as profiles label its functions.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Language::Lua(_) => "lua",
+        }
+    }
+}
+
+/// The slot of the capture page the eval loop's state is kept in.
+pub const STATE_SLOT: u32 = 0;
+
+impl Interpreter {
+    /// What stack mode's module keeps at each entry of the eval loop: its state argument.
+    pub fn captures(&self) -> Vec<Capture> {
+        vec![Capture {
+            function: self.eval,
+            param: 0,
+            slot: STATE_SLOT,
+        }]
+    }
+}
+
+/// The interpreter the module `bytes` is, if it is one wprof reads the frames of: `None`
+/// for any other module, `Some(Err(why))` for an interpreter whose structures cannot be
+/// read (its frames are then the interpreter's native ones).
+pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
+    let eval = function_named(bytes, "luaV_execute")?;
+    Some(match lua::LuaLayout::from_dwarf(bytes) {
+        Ok(layout) => Ok(Interpreter {
+            eval,
+            language: Language::Lua(layout),
+        }),
+        Err(why) => Err(format!("a Lua interpreter ({why})")),
+    })
+}
+
+/// The id of the function the module's name section names `name`.
+fn function_named(bytes: &[u8], name: &str) -> Option<u32> {
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        let Ok(wasmparser::Payload::CustomSection(section)) = payload else {
+            continue;
+        };
+        let wasmparser::KnownCustom::Name(reader) = section.as_known() else {
+            continue;
+        };
+        for names in reader.into_iter().flatten() {
+            if let wasmparser::Name::Function(map) = names {
+                for naming in map.into_iter().flatten() {
+                    if naming.name == name {
+                        return Some(naming.index);
+                    }
+                }
+            }
+        }
+    }
+    None
+}

@@ -106,7 +106,7 @@ pub fn compile_counted(
     let compiled = crate::prepare::compile::compile_bytes(
         engine,
         move || {
-            let counted = entry_counts::count_entries(&loaded.bytes)?;
+            let counted = count(loaded)?;
             Ok(slot.insert(counted).bytes.as_slice())
         },
         &digest(&loaded.digest),
@@ -284,7 +284,7 @@ pub fn recorded_or_made(
     if let Some(recorded) = recorded(cache, loaded) {
         return Some(recorded);
     }
-    let counted = entry_counts::count_entries(&loaded.bytes).ok()?;
+    let counted = count(loaded).ok()?;
     let manifest = manifest_of(loaded, &counted, path)?;
     let made = Recorded::of(manifest.clone());
     let loaded = LoadedModule {
@@ -318,7 +318,41 @@ impl Recorded {
 /// The counted module again (it is deterministic), to tell its offsets in the original's
 /// terms; `None` if it cannot be made.
 pub fn offsets_of(loaded: &LoadedModule) -> Option<CounterOffsets> {
-    entry_counts::count_entries(&loaded.bytes)
-        .ok()
-        .map(|c| c.offsets)
+    count(loaded).ok().map(|c| c.offsets)
+}
+
+/// The counted module of `loaded`: its entry counters, and in an interpreter the capture
+/// of its eval loop's state (see [`crate::languages`]). Deterministic, as the cache needs.
+fn count(loaded: &LoadedModule) -> Result<CountedModule, wprof_agent::AgentError> {
+    let captures = match interpreter(loaded) {
+        Some(Ok(interpreter)) => interpreter.captures(),
+        _ => Vec::new(),
+    };
+    entry_counts::count_entries_capturing(&loaded.bytes, &captures)
+}
+
+/// The interpreter `loaded` is, if it is one whose language's frames stack mode reads (see
+/// [`crate::languages::find`]), or why they cannot be read; found once per module and
+/// process (it reads the module's DWARF).
+pub fn interpreter(
+    loaded: &LoadedModule,
+) -> Option<Result<std::sync::Arc<crate::languages::Interpreter>, String>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Found = Option<Result<Arc<crate::languages::Interpreter>, String>>;
+    static FOUND: OnceLock<Mutex<HashMap<[u8; 32], Found>>> = OnceLock::new();
+    let found = FOUND.get_or_init(Default::default);
+    if let Some(known) = found
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&loaded.digest)
+    {
+        return known.clone();
+    }
+    let interpreter = crate::languages::find(&loaded.bytes).map(|r| r.map(Arc::new));
+    found
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(loaded.digest, interpreter.clone());
+    interpreter
 }

@@ -169,6 +169,7 @@ impl RunCommand {
             injections: resolved.injections,
             serve: self.serve.clone(),
             trace,
+            interpreter: None,
         })
     }
 

@@ -124,21 +124,29 @@ fn the_stack_of_a_real_lua_is_walked_with_its_lines() {
     };
     let (frames, truncated) = walked(&bytes, SCRIPT);
     assert!(!truncated);
-    let f = |line_defined| LuaFunction {
-        source: "@/s/script.lua".into(),
-        line_defined,
-    };
+    let lines: Vec<(i32, i32)> = frames
+        .iter()
+        .map(|(f, _, _)| (f.line_defined, f.last_line_defined))
+        .collect();
+    // leaf, at its call of io.write; mid, at its call of leaf; top; the chunk, called from
+    // C (luaL_dofile).
+    assert_eq!(lines, [(1, 4), (5, 7), (8, 10), (0, 0)]);
+    let at: Vec<(Option<i32>, bool)> = frames.iter().map(|(_, l, f)| (*l, *f)).collect();
     assert_eq!(
-        frames,
+        at,
         [
-            (f(1), Some(2), false), // leaf, at its call of io.write
-            (f(5), Some(6), false), // mid, at its call of leaf
-            (f(8), Some(9), false), // top
-            (f(0), Some(11), true), // the chunk, called from C (luaL_dofile)
+            (Some(2), false),
+            (Some(6), false),
+            (Some(9), false),
+            (Some(11), true)
         ]
     );
-    assert_eq!(frames[0].0.display(), "function </s/script.lua:1>");
-    assert_eq!(frames[3].0.display(), "main chunk </s/script.lua>");
+    assert!(frames
+        .iter()
+        .all(|(f, _, _)| f.source == "@/s/script.lua" && f.size_code > 0));
+    assert_eq!(frames[0].0.display(Some("leaf")), "leaf (/s/script.lua:1)");
+    assert_eq!(frames[0].0.display(None), "function </s/script.lua:1>");
+    assert_eq!(frames[3].0.display(None), "main chunk </s/script.lua>");
 }
 
 #[test]
@@ -172,4 +180,34 @@ fn a_module_without_luas_structures_says_what_is_missing() {
     .unwrap();
     let e = LuaLayout::from_dwarf(&fib).unwrap_err();
     assert_eq!(e, "no `lua_State.ci` in the module's DWARF");
+}
+
+#[test]
+fn a_function_is_named_by_the_line_that_defines_it() {
+    let cases = [
+        (
+            "local function fib(n) if n < 2 then return n end",
+            Some("fib"),
+        ),
+        (
+            "function Vec.new(x, y) return setmetatable({}, Vec) end",
+            Some("Vec.new"),
+        ),
+        ("function Vec:add(o)", Some("Vec:add")),
+        ("local inc = function(x) return x + 1 end", Some("inc")),
+        (
+            "M.handler = function (req) -- the handler",
+            Some("M.handler"),
+        ),
+        ("  return function(step) c = c + step; return c end", None),
+        (
+            "local function compose(f, g) return function(x) return f(g(x)) end end",
+            None,
+        ),
+        ("table.sort(words, function(a, b) return a > b end)", None),
+        ("local functional = 1 -- function f()", None),
+    ];
+    for (line, name) in cases {
+        assert_eq!(name_in_source(line).as_deref(), name, "{line}");
+    }
 }

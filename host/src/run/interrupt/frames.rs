@@ -195,6 +195,10 @@ pub struct Stack {
     /// return address at the first instruction and at the return, behind the saved frame
     /// pointer at the second). 0 where unreadable, and on AArch64 (not looked for there).
     pub unframed: [usize; 2],
+    /// An interpreted language's frames at the tick, innermost first, packed (see
+    /// [`crate::run::interrupt::language`]), and whether their walk was truncated; `None`
+    /// when the tick walked none.
+    pub language: Option<(Vec<u64>, bool)>,
 }
 
 /// The reader: the frames of tick `tick` of a session, from its `frames`, into `stack`. The

@@ -103,6 +103,13 @@ fn tick(record: &Record, registers: Registers) {
     if top != 0 {
         let stack: Range<usize> = record.walk_low.load(Ordering::Acquire)..top;
         super::frames::record(&record.frames, tick, registers, stack);
+        let language = record.language.load(Ordering::Acquire);
+        if !language.is_null() {
+            // SAFETY: set by this thread's session for as long as the walk's memory lives,
+            // and taken back on this thread before it goes (see `Session::walk_language`).
+            let language = unsafe { &*language };
+            language.record(&record.languages.0[tick as usize % SLOTS_KEPT], tick);
+        }
     }
     slot.tick.store(tick, Ordering::Release);
     record.ticks.store(tick, Ordering::Release);

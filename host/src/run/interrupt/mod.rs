@@ -42,6 +42,7 @@
 
 pub mod frames;
 mod handler;
+pub mod language;
 mod records;
 mod timer;
 
@@ -195,6 +196,49 @@ impl Session {
     }
 }
 
+/// From now on, each tick of the session interrupting this thread (if there is one) also
+/// walks the interpreted language `walk` says: until [`stop_walking_language`] on this
+/// thread, which must come before the memories `walk` reads go. Whether there was a
+/// session.
+pub fn walk_language(walk: &'static language::LanguageWalk) -> bool {
+    let record = MINE.get();
+    if record.is_null() {
+        return false;
+    }
+    // SAFETY: records are never freed.
+    let record: &Record = unsafe { &*record };
+    record
+        .language
+        .store(std::ptr::from_ref(walk).cast_mut(), Ordering::Release);
+    true
+}
+
+/// Ends [`walk_language`] on this thread, before the memories it reads go: no tick after
+/// this returns walks them, nor does the sampler read them (it may still name the frames
+/// it read before).
+pub fn stop_walking_language() {
+    let record = MINE.get();
+    if record.is_null() {
+        return;
+    }
+    // SAFETY: records are never freed.
+    let record: &Record = unsafe { &*record };
+    let walk = record.language.load(Ordering::Acquire);
+    if !walk.is_null() {
+        // SAFETY: a walk given to `walk_language` is `'static`.
+        unsafe { &*walk }.retire();
+    }
+}
+
+impl Target {
+    /// The language walk the session's ticks make, if any (see [`walk_language`]).
+    pub fn language(&self) -> Option<&'static language::LanguageWalk> {
+        let walk = self.record.language.load(Ordering::Acquire);
+        // SAFETY: a walk given to `walk_language` is `'static`.
+        (!walk.is_null() && self.current()).then(|| unsafe { &*walk })
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
         // First, so that a signal taken while this runs finds no session.
@@ -253,6 +297,14 @@ impl Target {
             return false;
         }
         crate::run::interrupt::frames::read(&self.record.frames, tick, stack);
+        if self.record.language.load(Ordering::Acquire).is_null() {
+            stack.language = None;
+        } else {
+            let slot = &self.record.languages.0[tick as usize % SLOTS_KEPT];
+            let (mut frames, _) = stack.language.take().unwrap_or_default();
+            let truncated = language::read(slot, tick, &mut frames);
+            stack.language = truncated.map(|t| (frames, t));
+        }
         std::sync::atomic::fence(Ordering::Acquire);
         slot.tick.load(Ordering::Relaxed) == tick && self.current()
     }

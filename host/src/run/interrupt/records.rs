@@ -58,6 +58,10 @@ pub(super) struct Record {
     pub walk_top: AtomicUsize,
     /// The ticks' frames, when the session walks.
     pub frames: Frames,
+    /// How each tick walks an interpreted language's frames (null: it does not).
+    pub language: AtomicPtr<super::language::LanguageWalk>,
+    /// The ticks' language frames, when it does.
+    pub languages: super::language::LanguageFrames,
 }
 
 /// Where the thread was at one tick (the frames aside).
@@ -170,6 +174,15 @@ impl Record {
     /// Gives the record up (its session has ended, or never began).
     pub fn release(&self) {
         self.cell.store(std::ptr::null_mut(), Ordering::Release);
+        // A language walked: its slots' marks go, so that no tick of the next session is
+        // taken for one that walked.
+        if !self
+            .language
+            .swap(std::ptr::null_mut(), Ordering::AcqRel)
+            .is_null()
+        {
+            self.languages.forget();
+        }
         for slot in &self.more {
             slot.store(std::ptr::null_mut(), Ordering::Release);
         }

@@ -123,7 +123,9 @@ pub fn of(
         Some(ProbeMode::Time) => Arc::new(time::Time::new(probe_bytes)),
         Some(ProbeMode::Adaptive) => Arc::new(adaptive::Adaptive::new(probe_bytes)),
         Some(mode) => Arc::new(inline::Inline::new(mode, probe_bytes)),
-        None if settings.profiling && settings.stacks => Arc::new(stack::Stack::new(module)),
+        None if settings.profiling && settings.stacks => {
+            Arc::new(stack::Stack::new(module, settings.interpreter.clone()))
+        }
         None => Arc::new(plain::Plain),
     }
 }

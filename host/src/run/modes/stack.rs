@@ -1,14 +1,20 @@
 //! Stack mode: the original with an entry counter per function (see
 //! [`crate::run::stacks::entry_counts`]), each thread's stacks walked at each tick of its
-//! timer (see [`crate::run::stacks`]). The host's wrappers count WASI's calls and read no
-//! clock: their time is sampled as the rest.
+//! timer (see [`crate::run::stacks`]), and in an interpreter its language's frames as well
+//! (see [`crate::run::interrupt::language`]). The host's wrappers count WASI's calls and
+//! read no clock: their time is sampled as the rest.
 
-use wasmtime::Module;
+use std::sync::Arc;
+
+use wasmtime::{Extern, Instance, Module, Store};
 use wprof_agent::ProbeMode;
 
 use super::{Entered, EntryCall, HostFigures, ReadCall, Readings, ThreadMode};
 use crate::exit::Failure;
+use crate::languages::Interpreter;
 use crate::run::code::map::CodeMap;
+use crate::run::host_state::HostState;
+use crate::run::interrupt::language::LanguageWalk;
 use crate::run::start::Entry;
 
 /// Stack mode.
@@ -16,14 +22,52 @@ use crate::run::start::Entry;
 pub struct Stack {
     /// Where the module's functions are, for each spawned thread's reader.
     code: CodeMap,
+    /// The interpreter the module is, whose language's frames the ticks read.
+    interpreter: Option<Arc<Interpreter>>,
 }
 
 impl Stack {
-    /// Stack mode over `module`, the counted original.
-    pub fn new(module: &Module) -> Self {
+    /// Stack mode over `module`, the counted original (`interpreter`: the one it is).
+    pub fn new(module: &Module, interpreter: Option<Arc<Interpreter>>) -> Self {
         Stack {
             code: CodeMap::of_original(module),
+            interpreter,
         }
+    }
+
+    /// How the ticks of a thread running `instance` walk the interpreter's language: from
+    /// the eval loop's state its capture page keeps, in the program's memory. `None` for a
+    /// module that is no interpreter, or whose counted module keeps no state (it was made
+    /// without), or whose memory may move.
+    fn language_walk(
+        &self,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+    ) -> Option<&'static LanguageWalk> {
+        use wprof_agent::entry_counts::CAPTURE_MEMORY;
+        let interpreter = self.interpreter.as_ref()?;
+        let captures = instance.get_memory(&mut *store, CAPTURE_MEMORY)?;
+        let state = captures
+            .data_ptr(&*store)
+            .wrapping_add(crate::languages::STATE_SLOT as usize * 4)
+            .cast::<u32>()
+            .cast_const();
+        let (base, size) = match instance.get_export(&mut *store, "memory")? {
+            Extern::Memory(memory) if crate::run::host_state::never_moves(&memory.ty(&*store)) => (
+                memory.data_ptr(&*store).cast_const(),
+                memory.data_size(&*store),
+            ),
+            Extern::SharedMemory(memory) => {
+                let data = memory.data();
+                (data.as_ptr().cast::<u8>(), data.len())
+            }
+            _ => return None,
+        };
+        // SAFETY: the capture page and the program's memory belong to the thread's
+        // instance, which lives until the thread's entry returned, when the walk stops
+        // (see `enter`); neither moves (a shared memory never does).
+        let walk = unsafe { LanguageWalk::new((**interpreter).clone(), state, base, size) };
+        Some(Box::leak(Box::new(walk)))
     }
 }
 
@@ -39,14 +83,28 @@ impl ThreadMode for Stack {
     fn enter(&self, mut call: EntryCall<'_>) -> Result<Entered, Failure> {
         // The first thread is walked over the whole run, from before its instance is made
         // (see `commands::run::modes::stack`); a spawned thread over its entry.
+        // The interpreter's frames are walked while the entry runs, and no longer once it
+        // returned: the thread's instance, whose memories the walk reads, goes after.
+        let language = self.language_walk(call.store, call.instance);
+        let start_walking = || {
+            if let Some(language) = language {
+                crate::run::interrupt::walk_language(language);
+            }
+        };
         if call.entry == Entry::Start {
-            return crate::run::start::call_plain(&mut call);
+            start_walking();
+            let entered = crate::run::start::call_plain(&mut call);
+            crate::run::interrupt::stop_walking_language();
+            return entered;
         }
         let period = call.settings.sample_period;
         // The walk ends with the entry: what the thread does after it (telling the
         // program's other threads it is done, which may wait for a lock) is wprof's.
         let (entered, stacks) = crate::run::stacks::while_walking(&self.code, period, |end| {
-            crate::run::start::call_plain_then(&mut call, &|| end.mark())
+            start_walking();
+            let entered = crate::run::start::call_plain_then(&mut call, &|| end.mark());
+            crate::run::interrupt::stop_walking_language();
+            entered
         });
         Ok(Entered {
             unsampled: stacks.is_none(),

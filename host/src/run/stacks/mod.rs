@@ -21,6 +21,7 @@
 //! own reader ([`while_walking`]).
 
 pub mod entry_counts;
+pub mod languages;
 pub mod profile;
 
 use std::collections::HashMap;
@@ -107,6 +108,9 @@ pub struct StackSamples {
     /// CPU time at addresses of no offset in the module (code the compiler added, such as
     /// a function's prologue), once located.
     pub unlocated_ns: u64,
+    /// An interpreted language's functions, when the thread's ticks walked its frames (in
+    /// the stacks, their ids are [`languages::LANGUAGE_FUNCTION`] and their index).
+    pub languages: Option<languages::LanguageSamples>,
 }
 
 /// The sampled time of one import's calls (see [`StackSamples::imports`]).
@@ -444,6 +448,8 @@ pub fn read(
     let mut blocked_in_a_row = 0u32;
     // While the timer is stopped: the thread's CPU time when the reader last looked.
     let mut paused: Option<u64> = None;
+    // Once the thread's ticks walk an interpreted language's frames.
+    let mut language: Option<languages::LanguageReader> = None;
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if !stopping {
@@ -508,7 +514,15 @@ pub fn read(
             last_cpu = last_cpu.max(stack.cpu_ns);
             samples.ticks += 1;
             samples.truncated += u64::from(stack.truncated);
-            let found = StackSamples::found_in(code, &stack, is_return);
+            let mut found = StackSamples::found_in(code, &stack, is_return);
+            if language.is_none() {
+                language = target.language().map(languages::LanguageReader::new);
+            }
+            if let (Some(found), Some(reader), Some((frames, truncated))) =
+                (found.as_mut(), language.as_mut(), stack.language.as_ref())
+            {
+                reader.splice(&mut found.path.0, frames, *truncated);
+            }
             let ran = last
                 .as_ref()
                 .filter(|(_, blocked)| !blocked)
@@ -553,6 +567,7 @@ pub fn read(
                         .min(current.as_nanos() as u64)
                 }
             }
+            samples.languages = language.map(languages::LanguageReader::finish);
             return samples;
         }
     }

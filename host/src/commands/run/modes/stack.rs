@@ -59,6 +59,16 @@ impl RunMode for Stack {
             )
         })?;
         job.progress.finish();
+        if code.counted {
+            match counted::interpreter(&job.loaded) {
+                Some(Ok(interpreter)) => job.settings.interpreter = Some(interpreter),
+                Some(Err(why)) => warn(format_args!(
+                    "{} is {why}: its scripts' frames cannot be read, the interpreter's own                      are shown",
+                    job.shown
+                )),
+                None => {}
+            }
+        }
         let module = code.module.clone();
         self.compiled = Some(code);
         Ok(module)
@@ -86,7 +96,7 @@ impl RunMode for Stack {
         };
         let mut compiled = self.compiled.take()?;
         let code = self.code.take()?;
-        let (functions, recorded_offsets) = functions_and_counters(job, &mut compiled);
+        let (mut functions, recorded_offsets) = functions_and_counters(job, &mut compiled);
         // The counters moved the code: offsets go back to the original's through where
         // they are, told by the manifest, else by the counted module made again (it is
         // deterministic) if some stack needs it.
@@ -117,6 +127,13 @@ impl RunMode for Stack {
                 spawned.push((thread.tid, thread.wall_time, own, calls));
             }
         });
+        let every_thread =
+            std::iter::once(&mut samples).chain(spawned.iter_mut().map(|t| &mut t.2));
+        let source_line = |file: &str, line: i32| script_line(&job.settings, file, line);
+        if let Some(language) = stacks::languages::merge(&mut functions, every_thread, &source_line)
+        {
+            tell_language(job, &language);
+        }
         if !unsampled.is_empty() {
             warn(format_args!(
                 "{} of {}'s threads could not be interrupted (the system refused their timers); \
@@ -199,6 +216,53 @@ impl RunMode for Stack {
         if !job.settings.quiet {
             summary::print_stacks(profile, &job.loaded.bytes, &job.settings, written);
         }
+    }
+}
+
+/// Line `line` (from 1) of the script the program knows as `file`, read from where the
+/// run's `--dir` mappings put it on this machine.
+fn script_line(settings: &RunSettings, file: &str, line: i32) -> Option<String> {
+    let index = usize::try_from(line.checked_sub(1)?).ok()?;
+    let guest = std::path::Path::new(file);
+    let host = settings.dirs.iter().find_map(|dir| {
+        let rest = guest.strip_prefix(&dir.guest).ok()?;
+        Some(dir.host.join(rest))
+    })?;
+    let text = std::fs::read_to_string(host).ok()?;
+    text.lines().nth(index).map(str::to_string)
+}
+
+/// Says what of an interpreted language's frames could not be read: stacks cut short
+/// (deeper than a tick keeps, or a chain being rewritten as it was read), frames of
+/// functions that could not be read, runs of frames with no eval loop to stand in.
+fn tell_language(job: &Job, language: &stacks::languages::LanguageSamples) {
+    let missed = [
+        (
+            language.truncated,
+            "stacks cut short (their outermost frames left out)",
+        ),
+        (
+            language.unknown,
+            "frames of functions that could not be read",
+        ),
+        (
+            language.unplaced_runs,
+            "runs of frames with no eval loop to stand in (left out)",
+        ),
+    ];
+    let said: Vec<String> = missed
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    if !said.is_empty() {
+        warn(format_args!(
+            "{} frames of {}, read at {} ticks: {}",
+            language.language,
+            job.shown,
+            language.placed,
+            said.join(", ")
+        ));
     }
 }
 
