@@ -25,6 +25,7 @@ mod hooks;
 mod host_time;
 mod html;
 mod inject;
+mod languages;
 mod live;
 mod many_threads;
 mod names;

@@ -198,6 +198,7 @@ impl LuaFunction {
     /// where it is defined, `function <bench.lua:12>`; `main chunk <bench.lua>`.
     pub fn display(&self, name: Option<&str>) -> String {
         match (self.line_defined, name) {
+            (-1, _) => "[a Lua function being called]".to_string(),
             (0, _) => format!("main chunk <{}>", self.file()),
             (line, Some(name)) => format!("{name} ({}:{line})", self.file()),
             (line, None) => format!("function <{}:{line}>", self.file()),
@@ -335,12 +336,17 @@ fn read_record(layout: &LuaLayout, memory: &(impl Memory + ?Sized), ci: u32) -> 
     let closure = memory.u32(func)?;
     let proto = memory.u32(closure.checked_add(layout.closure_proto)?)?;
     let code = memory.u32(proto.checked_add(layout.proto_code)?)?;
+    let size_code = memory.i32(proto.checked_add(layout.proto_size_code)?)?;
     let saved = memory.u32(field(layout.ci_savedpc)?)?;
     let pc = (saved.wrapping_sub(code) as i32 / 4) - 1;
+    // A record the interpreter is filling in (`L->ci` is set before its fields, so a tick
+    // may find the last call's function there) may name a prototype whose code the
+    // instruction is not in: a frame of an unknown function (prototype 0).
+    let torn = code == 0 || pc < -1 || pc >= size_code;
     Some(Record {
         previous,
         frame: Some(LuaFrame {
-            proto,
+            proto: if torn { 0 } else { proto },
             pc,
             fresh: status & CIST_FRESH != 0,
         }),

@@ -175,6 +175,7 @@ mod tests {
 
     /// Names the source mentions that are not wprof's settings: test switches and hooks.
     const NOT_SETTINGS: &[&str] = &[
+        "WPROF_REQUIRE_TOOLS",
         "WPROF_SURELY_UNSET_VARIABLE",
         "WPROF_TEST_PANIC_IN",
         "WPROF_TEST_SLOW_PREPARE_MS",

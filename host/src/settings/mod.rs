@@ -187,6 +187,8 @@ pub struct RunSettings {
     pub serve: Option<String>,
     /// `--trace`: what the call trace keeps, and where it goes.
     pub trace: Option<TraceSettings>,
+    /// `--native`: an interpreter's native frames shown, not its script's.
+    pub native: bool,
     /// The interpreter the module is, whose language's frames stack mode reads at each tick
     /// (found by stack mode's preparation; see [`crate::languages`]).
     pub interpreter: Option<std::sync::Arc<crate::languages::Interpreter>>,

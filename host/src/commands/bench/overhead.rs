@@ -75,6 +75,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         injections: Vec::new(),
         serve: None,
         trace: None,
+        native: false,
         interpreter: None,
     }
 }

@@ -41,6 +41,11 @@ pub struct RunCommand {
     #[arg(long)]
     keep_overhead: bool,
 
+    /// In an interpreter (Lua 5.4), show its own native frames (`luaV_execute`) rather than
+    /// the script's functions in their place (stack mode, the default, shows the script's).
+    #[arg(long)]
+    native: bool,
+
     /// Instrument without reading or writing the cache.
     #[arg(long)]
     no_cache: bool,
@@ -148,6 +153,7 @@ impl RunCommand {
             cache_dir: resolved.cache_dir.value,
             incremental: resolved.incremental.value,
             quiet: self.quiet,
+            native: self.native,
             subtract_overhead: !self.keep_overhead,
             call_sites: resolved.call_sites.value,
             coverage: resolved.coverage.value,

@@ -7,9 +7,18 @@ use std::sync::{Arc, Mutex};
 use super::*;
 use crate::languages::layout::Layout;
 
+/// The benchmark set's Lua (`bash bench/programs/build.sh --small`), if built; required
+/// where the tools are (`WPROF_REQUIRE_TOOLS`, as `.ci/run` sets it).
 fn lua_wasm() -> Option<Vec<u8>> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/lua.wasm");
-    std::fs::read(path).ok()
+    let bytes = std::fs::read(&path).ok();
+    if bytes.is_none() && std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
+        panic!(
+            "{} is required: bash bench/programs/build.sh --small",
+            path.display()
+        );
+    }
+    bytes
 }
 
 /// The main `lua_State`: the thread object (`tt` a Lua thread, 8) whose global state

@@ -28,11 +28,12 @@ pub struct ModuleRef {
 /// One function that ran.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FunctionRecord {
-    /// Index in the original module.
+    /// Index in the original module (a script's function, after the module's).
     pub id: u32,
     /// Display name (`module::field` for imports).
     pub name: String,
-    /// `local` or `import`.
+    /// `local` or `import`; a script's function, the language's name (`lua`, see
+    /// [`FunctionRecord::is_script`]).
     pub kind: String,
     /// Activations.
     pub calls: u64,
@@ -48,6 +49,18 @@ pub struct FunctionRecord {
     /// Largest self time of one activation (time mode only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_self: Option<u64>,
+}
+
+/// The kinds of a script's functions: an interpreted language's, read from its
+/// interpreter's structures (see `crate::languages`).
+pub const SCRIPT_KINDS: &[&str] = &["lua"];
+
+impl FunctionRecord {
+    /// Whether this is a function of the script an interpreter ran (not of the module):
+    /// its calls are not counted, and it has no code in the module.
+    pub fn is_script(&self) -> bool {
+        SCRIPT_KINDS.contains(&self.kind.as_str())
+    }
 }
 
 /// One caller -> callee edge.

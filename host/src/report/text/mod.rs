@@ -24,10 +24,10 @@ pub fn by_self_time(profile: &Profile) -> Vec<&FunctionRecord> {
 }
 
 /// A function's count of calls as shown: `-` in a profile that counts none (stack mode
-/// without entry counters).
-fn calls_shown(profile: &Profile, calls: u64) -> String {
-    match profile.counts_calls() {
-        true => calls.to_string(),
+/// without entry counters), and for a script's function (never counted).
+fn calls_shown(profile: &Profile, f: &FunctionRecord) -> String {
+    match profile.counts_calls() && !f.is_script() {
+        true => f.calls.to_string(),
         false => "-".to_string(),
     }
 }
@@ -57,7 +57,7 @@ pub fn flat_table(profile: &Profile, functions: &[&FunctionRecord]) -> String {
             percent(f.self_time, total),
             format_amount(f.inclusive, &profile.unit),
             percent(f.inclusive, total),
-            calls_shown(profile, f.calls),
+            calls_shown(profile, f),
             f.min_self
                 .map_or("-".to_string(), |v| format_amount(v, &profile.unit)),
             f.max_self
@@ -66,6 +66,7 @@ pub fn flat_table(profile: &Profile, functions: &[&FunctionRecord]) -> String {
             match f.kind.as_str() {
                 "import" => " [import]",
                 "wait" => " [waiting]",
+                "lua" => " [lua]",
                 _ => "",
             },
         );
@@ -241,7 +242,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
                 .get(&f.id)
                 .map(|s| format!("  [{}]", s.short()))
                 .unwrap_or_default(),
-            calls_shown(profile, f.calls),
+            calls_shown(profile, f),
             format_amount(f.inclusive, &profile.unit)
         );
         let mut callers: Vec<_> = profile.edges.iter().filter(|e| e.callee == f.id).collect();

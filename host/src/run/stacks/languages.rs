@@ -40,8 +40,8 @@ pub struct LanguageSamples {
     pub truncated: u64,
     /// Runs of language frames that had no eval frame to stand in (left out).
     pub unplaced_runs: u64,
-    /// Frames whose function could not be read (the memory gone, or a prototype being
-    /// rewritten): shown as an unknown function.
+    /// Frames whose function could not be read (the memory gone, a prototype being
+    /// rewritten, or a call being set up): shown as an unknown function.
     pub unknown: u64,
 }
 
@@ -94,14 +94,16 @@ impl LanguageReader {
     fn id_of(&mut self, proto: u32) -> u32 {
         let Language::Lua(layout) = &self.walk.interpreter().language;
         let known = self.protos.get(&proto).copied();
-        let read = self.walk.with_memory(|memory| {
-            let key = lua::function_key(layout, memory, proto)?;
-            match known {
-                Some((seen, index)) if seen == key => Some((key, Ok(index))),
-                _ => Some((key, Err(lua::function(layout, memory, proto)?))),
-            }
+        let read = (proto != 0).then(|| {
+            self.walk.with_memory(|memory| {
+                let key = lua::function_key(layout, memory, proto)?;
+                match known {
+                    Some((seen, index)) if seen == key => Some((key, Ok(index))),
+                    _ => Some((key, Err(lua::function(layout, memory, proto)?))),
+                }
+            })
         });
-        let index = match (read.flatten(), known) {
+        let index = match (read.flatten().flatten(), known) {
             (Some((_, Ok(index))), _) => return LANGUAGE_FUNCTION | index,
             (Some((key, Err(function))), _) => {
                 let index = self.index_of(function);

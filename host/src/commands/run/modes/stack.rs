@@ -59,7 +59,7 @@ impl RunMode for Stack {
             )
         })?;
         job.progress.finish();
-        if code.counted {
+        if code.counted && !job.settings.native {
             match counted::interpreter(&job.loaded) {
                 Some(Ok(interpreter)) => job.settings.interpreter = Some(interpreter),
                 Some(Err(why)) => warn(format_args!(
