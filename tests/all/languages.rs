@@ -174,3 +174,26 @@ fn the_text_report_marks_a_scripts_functions_and_counts_no_calls_for_them() {
     let columns: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(columns[6], "-", "{line}");
 }
+
+#[test]
+fn annotate_shows_the_time_of_a_scripts_lines_in_its_source() {
+    let Some(lua) = lua_wasm() else {
+        return;
+    };
+    let s = Scratch::new();
+    profile_of(&s, &lua, SHARES, &[]);
+    let out = s.run(&["annotate", "out.wprof"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let block = text
+        .split("\n\n")
+        .find(|b| b.starts_with("part_c (/s/shares.lua:11)"))
+        .unwrap_or_else(|| panic!("no part_c in {text}"));
+    // Its loop is all its time, shown in the script's source, read where --dir put it.
+    assert!(block.contains("shares.lua"), "{block}");
+    let hot = block
+        .lines()
+        .find(|l| l.contains("13:   for i = 1, n do"))
+        .unwrap_or_else(|| panic!("{block}"));
+    assert!(hot.contains("100.0%"), "{hot}");
+}

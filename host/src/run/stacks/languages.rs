@@ -33,6 +33,8 @@ pub struct LanguageSamples {
     pub language: String,
     /// The functions, by index.
     pub functions: Vec<LuaFunction>,
+    /// Once [`merge`]d, each function's id in the profile.
+    pub ids: Vec<u32>,
     /// Ticks whose language frames were put in their stack.
     pub placed: u64,
     /// Ticks whose walk was truncated (a chain that did not hold together, or deeper than
@@ -40,6 +42,9 @@ pub struct LanguageSamples {
     pub truncated: u64,
     /// Runs of language frames that had no eval frame to stand in (left out).
     pub unplaced_runs: u64,
+    /// CPU time per line of the script (by the function's id in the profile, once
+    /// [`merge`]d, and line).
+    pub lines: HashMap<(u32, i32), u64>,
     /// Frames whose function could not be read (the memory gone, a prototype being
     /// rewritten, or a call being set up): shown as an unknown function.
     pub unknown: u64,
@@ -78,16 +83,30 @@ impl LanguageReader {
 
     /// Puts the language frames `frames` (packed, innermost first; `truncated` if their
     /// walk was) in `path` (the module's functions, outermost first), in place of the eval
-    /// loop's frames.
-    pub fn splice(&mut self, path: &mut Vec<u32>, frames: &[u64], truncated: bool) {
+    /// loop's frames; when the innermost function is now the script's (the tick found the
+    /// eval loop running it), the line of the script it was at.
+    pub fn splice(&mut self, path: &mut Vec<u32>, frames: &[u64], truncated: bool) -> Option<i32> {
         let eval = self.walk.interpreter().eval;
         self.samples.truncated += u64::from(truncated);
         if frames.is_empty() || !path.contains(&eval) {
-            return;
+            return None;
         }
+        let innermost_is_eval = path.last() == Some(&eval);
         let runs = runs(frames, |proto| self.id_of(proto));
         self.samples.unplaced_runs += put_runs(path, eval, &runs);
         self.samples.placed += 1;
+        if !innermost_is_eval {
+            return None;
+        }
+        let frame = LuaFrame::unpack(frames[0]);
+        let Language::Lua(layout) = &self.walk.interpreter().language;
+        (frame.proto != 0)
+            .then(|| {
+                self.walk
+                    .with_memory(|memory| lua::line(layout, memory, frame.proto, frame.pc))
+                    .flatten()
+            })
+            .flatten()
     }
 
     /// The id of the function whose prototype is at `proto`.
@@ -179,10 +198,18 @@ pub fn merge<'a>(
                         kind: own.language.clone(),
                     });
                     total.functions.push(f.clone());
+                    total.ids.push(id);
                     id
                 })
             })
             .collect();
+        for ((f, line), ns) in std::mem::take(&mut samples.script_lines) {
+            let f = match f & LANGUAGE_FUNCTION != 0 {
+                true => map[(f & !LANGUAGE_FUNCTION) as usize],
+                false => f,
+            };
+            *total.lines.entry((f, line)).or_default() += ns;
+        }
         for figures in [&mut samples.time, &mut samples.waited] {
             for ((mut path, call), ns) in std::mem::take(figures) {
                 for f in path.iter_mut().filter(|f| **f & LANGUAGE_FUNCTION != 0) {

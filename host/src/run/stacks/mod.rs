@@ -67,6 +67,9 @@ pub type Path = (Vec<u32>, Option<usize>);
 pub struct Found {
     pub path: Path,
     pub pc: usize,
+    /// When the innermost function is a script's (see [`languages`]), the line of the
+    /// script it was at.
+    pub script_line: Option<i32>,
 }
 
 /// What the reader gathered.
@@ -111,6 +114,9 @@ pub struct StackSamples {
     /// An interpreted language's functions, when the thread's ticks walked its frames (in
     /// the stacks, their ids are [`languages::LANGUAGE_FUNCTION`] and their index).
     pub languages: Option<languages::LanguageSamples>,
+    /// CPU time per line of a script, by the script's function (its id in the stacks)
+    /// and line: the time of ticks whose innermost function was the script's.
+    pub script_lines: HashMap<(u32, i32), u64>,
 }
 
 /// The sampled time of one import's calls (see [`StackSamples::imports`]).
@@ -174,6 +180,7 @@ impl StackSamples {
         Some(Found {
             path: (functions, host_call),
             pc: innermost,
+            script_line: None,
         })
     }
 
@@ -203,10 +210,14 @@ impl StackSamples {
         let in_host = path.1.is_some();
         let blocked = in_host && cpu_ns < wall_ns / 2;
         match (blocked, ran) {
-            (false, _) => self.add_time(path, found.pc, cpu_ns),
-            (true, Some(ran)) => self.add_time(&ran.path, ran.pc, cpu_ns),
+            (false, _) => self.add_time(found, cpu_ns),
+            (true, Some(ran)) => self.add_time(ran, cpu_ns),
             (true, None) if cpu_ns >= RAN_BETWEEN_BLOCKED_TICKS_NS => {
-                self.add_time(&(path.0.clone(), None), found.pc, cpu_ns)
+                let ran = Found {
+                    path: (path.0.clone(), None),
+                    ..found.clone()
+                };
+                self.add_time(&ran, cpu_ns)
             }
             (true, None) => self.interrupting_ns += cpu_ns,
         }
@@ -216,10 +227,13 @@ impl StackSamples {
         blocked
     }
 
-    /// CPU time of `path`, spent at `pc`.
-    fn add_time(&mut self, path: &Path, pc: usize, ns: u64) {
-        add(&mut self.time, path, ns);
-        *self.at_pc.entry(pc).or_default() += ns;
+    /// CPU time of `found`'s stack, spent at its address (and line of a script).
+    fn add_time(&mut self, found: &Found, ns: u64) {
+        add(&mut self.time, &found.path, ns);
+        *self.at_pc.entry(found.pc).or_default() += ns;
+        if let (Some(line), Some(&function)) = (found.script_line, found.path.0.last()) {
+            *self.script_lines.entry((function, line)).or_default() += ns;
+        }
     }
 
     /// Turns the addresses of [`StackSamples::at_pc`] into offsets of the original
@@ -521,7 +535,7 @@ pub fn read(
             if let (Some(found), Some(reader), Some((frames, truncated))) =
                 (found.as_mut(), language.as_mut(), stack.language.as_ref())
             {
-                reader.splice(&mut found.path.0, frames, *truncated);
+                found.script_line = reader.splice(&mut found.path.0, frames, *truncated);
             }
             let ran = last
                 .as_ref()
@@ -582,6 +596,7 @@ mod tests {
         Found {
             path: path.clone(),
             pc: 0,
+            script_line: None,
         }
     }
 

@@ -130,9 +130,9 @@ impl RunMode for Stack {
         let every_thread =
             std::iter::once(&mut samples).chain(spawned.iter_mut().map(|t| &mut t.2));
         let source_line = |file: &str, line: i32| script_line(&job.settings, file, line);
-        if let Some(language) = stacks::languages::merge(&mut functions, every_thread, &source_line)
-        {
-            tell_language(job, &language);
+        let language = stacks::languages::merge(&mut functions, every_thread, &source_line);
+        if let Some(language) = &language {
+            tell_language(job, language);
         }
         if !unsampled.is_empty() {
             warn(format_args!(
@@ -207,7 +207,11 @@ impl RunMode for Stack {
                 }
                 unmapped += own.unlocated_ns;
             }
-            crate::report::lines::record(&job.loaded.bytes, &at_offset, unmapped)
+            let lines = crate::report::lines::record(&job.loaded.bytes, &at_offset, unmapped);
+            match &language {
+                Some(language) => with_script_lines(lines, language, &job.settings),
+                None => lines,
+            }
         });
         Some(profile)
     }
@@ -223,13 +227,58 @@ impl RunMode for Stack {
 /// run's `--dir` mappings put it on this machine.
 fn script_line(settings: &RunSettings, file: &str, line: i32) -> Option<String> {
     let index = usize::try_from(line.checked_sub(1)?).ok()?;
+    let text = std::fs::read_to_string(script_on_host(settings, file)?).ok()?;
+    text.lines().nth(index).map(str::to_string)
+}
+
+/// Where the script the program knows as `file` is on this machine, through the run's
+/// `--dir` mappings (made absolute, so that reports find it from anywhere).
+fn script_on_host(settings: &RunSettings, file: &str) -> Option<std::path::PathBuf> {
     let guest = std::path::Path::new(file);
     let host = settings.dirs.iter().find_map(|dir| {
         let rest = guest.strip_prefix(&dir.guest).ok()?;
         Some(dir.host.join(rest))
     })?;
-    let text = std::fs::read_to_string(host).ok()?;
-    text.lines().nth(index).map(str::to_string)
+    std::path::absolute(host).ok()
+}
+
+/// The profile's sampled lines with the script's: each line of a script function where
+/// ticks found the eval loop running it, its file the script's path on this machine (the
+/// program's own where no `--dir` mapping leads there).
+fn with_script_lines(
+    lines: Option<crate::profile::LinesRecord>,
+    language: &stacks::languages::LanguageSamples,
+    settings: &RunSettings,
+) -> Option<crate::profile::LinesRecord> {
+    if language.lines.is_empty() {
+        return lines;
+    }
+    let mut lines = lines.unwrap_or_default();
+    let files: HashMap<u32, String> = language
+        .functions
+        .iter()
+        .zip(&language.ids)
+        .map(|(f, &id)| {
+            let file = script_on_host(settings, f.file())
+                .map_or_else(|| f.file().to_string(), |p| p.display().to_string());
+            (id, file)
+        })
+        .collect();
+    let mut added: Vec<crate::profile::LineTime> = language
+        .lines
+        .iter()
+        .filter_map(|(&(function, line), &ns)| {
+            Some(crate::profile::LineTime {
+                function,
+                file: files.get(&function)?.clone(),
+                line: u32::try_from(line).ok()?,
+                self_ns: ns,
+            })
+        })
+        .collect();
+    added.sort_by_key(|l| (l.function, l.line));
+    lines.lines.extend(added);
+    Some(lines)
 }
 
 /// Says what of an interpreted language's frames could not be read: stacks cut short
