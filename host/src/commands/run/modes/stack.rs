@@ -60,7 +60,8 @@ impl RunMode for Stack {
         })?;
         job.progress.finish();
         if code.counted && !job.settings.native {
-            match counted::interpreter(&job.loaded) {
+            let loaded = &job.loaded;
+            match job.timings.time("interpreter", || counted::interpreter(loaded)) {
                 Some(Ok(interpreter)) => job.settings.interpreter = Some(interpreter),
                 Some(Err(why)) => warn(format_args!(
                     "{} is {why}: its scripts' frames cannot be read, the interpreter's own                      are shown",

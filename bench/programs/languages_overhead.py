@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""What an interpreter's script frames cost: whole `wprof run` processes side by side.
+
+For each interpreter of the benchmark set (default: lua, lua_eh): `WPROF=0`, the default
+mode with the script's frames, and the default mode with `--native` (the interpreter's own
+frames: entry counters and the capture store, no walk of the script's stack), interleaved,
+each run once first to warm the cache; prints the medians and their ratios to `WPROF=0`.
+
+    python3 bench/programs/languages_overhead.py --runs 9 --wprof target/release/wprof
+"""
+
+from side_by_side import medians, parser, programs
+
+
+def main():
+    ap = parser(__doc__, "/tmp/wprof-languages-overhead-cache")
+    args = ap.parse_args()
+    args.programs = args.programs or ["lua", "lua_eh"]
+    for name, _, dirs, tail, env in programs(args):
+        base = [args.wprof, "run", "-q", "-o", "/dev/null"] + dirs
+        runs = {
+            "WPROF=0": (base + tail, dict(env, WPROF="0")),
+            "script frames": (base + tail, env),
+            "--native": (base + ["--native"] + tail, env),
+        }
+        times = medians(name, runs, args)
+        off = times["WPROF=0"]
+        print(
+            f"{name:<8} "
+            + "  ".join(f"{k} {v:.3f} s ({v / off:.3f}x)" for k, v in times.items()),
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
