@@ -197,3 +197,76 @@ fn annotate_shows_the_time_of_a_scripts_lines_in_its_source() {
         .unwrap_or_else(|| panic!("{block}"));
     assert!(hot.contains("100.0%"), "{hot}");
 }
+
+/// `wasm` without its DWARF (every `.debug_*` section), its name section kept.
+fn without_dwarf(wasm: &[u8]) -> Vec<u8> {
+    let mut out = wasm[..8].to_vec();
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        let payload = payload.unwrap();
+        let Some((id, range)) = payload.as_section() else {
+            continue;
+        };
+        if let wasmparser::Payload::CustomSection(c) = &payload {
+            if c.name().starts_with(".debug_") {
+                continue;
+            }
+        }
+        out.push(id);
+        leb128(&mut out, range.len());
+        out.extend_from_slice(&wasm[range]);
+    }
+    out
+}
+
+fn leb128(out: &mut Vec<u8>, mut n: usize) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+#[test]
+fn an_interpreter_whose_structures_cannot_be_read_is_profiled_as_native_code_with_one_warning() {
+    let Some(lua) = lua_wasm() else {
+        return;
+    };
+    let s = Scratch::new();
+    let stripped = s.path("lua-stripped.wasm");
+    std::fs::write(&stripped, without_dwarf(&std::fs::read(&lua).unwrap())).unwrap();
+    let dir = s.path("scripts");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("shares.lua"), SHARES).unwrap();
+    let mapping = format!("{}::/s", dir.display());
+    let out = s.run(&[
+        "run",
+        "-o",
+        "out.wprof",
+        "--dir",
+        &mapping,
+        stripped.to_str().unwrap(),
+        "/s/shares.lua",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("\t392836"));
+    let warnings: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|l| l.contains("warning"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("a Lua interpreter (no `lua_State.ci` in the module's DWARF)"),
+        "{warnings:?}"
+    );
+    let profile = Profile::read(&s.path("out.wprof")).unwrap();
+    assert!(profile.functions.iter().all(|f| !f.is_script()));
+    assert!(profile
+        .functions
+        .iter()
+        .any(|f| f.name == "luaV_execute" && f.self_time * 2 > profile.total));
+}
