@@ -339,23 +339,9 @@ fn debug_sections(bytes: &[u8]) -> HashMap<&str, &[u8]> {
 mod tests {
     use super::*;
 
-    /// The benchmark set's Lua, if built (see `crate::languages::lua`'s tests).
-    fn lua() -> Option<Vec<u8>> {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/lua.wasm");
-        let bytes = std::fs::read(&path).ok();
-        if bytes.is_none() && std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
-            panic!(
-                "{} is required: bash bench/programs/build.sh --small",
-                path.display()
-            );
-        }
-        bytes
-    }
-
     #[test]
     fn members_are_found_through_typedefs_and_anonymous_unions() {
-        let Some(bytes) = lua() else {
+        let Some(bytes) = crate::languages::bench_lua() else {
             eprintln!("skipped: .tools/bench/lua.wasm is not built (bench/programs/build.sh)");
             return;
         };

@@ -107,6 +107,21 @@ fn function_named(bytes: &[u8], name: &str) -> Option<u32> {
     None
 }
 
+/// The benchmark set's Lua (`bash bench/programs/build.sh --small`), for tests, if built;
+/// required where the tools are (`WPROF_REQUIRE_TOOLS`, as `.ci/run` sets it).
+#[cfg(test)]
+pub(crate) fn bench_lua() -> Option<Vec<u8>> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/lua.wasm");
+    let bytes = std::fs::read(&path).ok();
+    if bytes.is_none() && std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
+        panic!(
+            "{} is required: bash bench/programs/build.sh --small",
+            path.display()
+        );
+    }
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

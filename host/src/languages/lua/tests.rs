@@ -7,20 +7,6 @@ use std::sync::{Arc, Mutex};
 use super::*;
 use crate::languages::layout::Layout;
 
-/// The benchmark set's Lua (`bash bench/programs/build.sh --small`), if built; required
-/// where the tools are (`WPROF_REQUIRE_TOOLS`, as `.ci/run` sets it).
-fn lua_wasm() -> Option<Vec<u8>> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/lua.wasm");
-    let bytes = std::fs::read(&path).ok();
-    if bytes.is_none() && std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
-        panic!(
-            "{} is required: bash bench/programs/build.sh --small",
-            path.display()
-        );
-    }
-    bytes
-}
-
 /// The main `lua_State`: the thread object (`tt` a Lua thread, 8) whose global state
 /// (`l_G`) follows it in the same allocation (`LG`: an `LX` then a `global_State`).
 fn find_state(bytes: &[u8], memory: &[u8]) -> Option<u32> {
@@ -127,7 +113,7 @@ fn walked(bytes: &[u8], script: &str) -> (Vec<(LuaFunction, Option<i32>, bool)>,
 
 #[test]
 fn the_stack_of_a_real_lua_is_walked_with_its_lines() {
-    let Some(bytes) = lua_wasm() else {
+    let Some(bytes) = crate::languages::bench_lua() else {
         eprintln!("skipped: .tools/bench/lua.wasm is not built (bench/programs/build.sh)");
         return;
     };
@@ -160,7 +146,7 @@ fn the_stack_of_a_real_lua_is_walked_with_its_lines() {
 
 #[test]
 fn a_broken_chain_ends_the_walk_without_a_fault() {
-    let Some(bytes) = lua_wasm() else {
+    let Some(bytes) = crate::languages::bench_lua() else {
         return;
     };
     let layout = LuaLayout::from_dwarf(&bytes).unwrap();

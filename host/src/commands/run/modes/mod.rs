@@ -17,6 +17,7 @@ pub mod cost;
 pub mod off;
 pub mod probed;
 pub mod sample;
+mod scripts;
 pub mod stack;
 pub mod time;
 

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use wasmtime::Module;
 
 use super::off::compile_original;
+use super::scripts;
 use super::{Job, RunMode};
 use crate::commands::run::summary;
 use crate::exit::Failure;
@@ -130,10 +131,10 @@ impl RunMode for Stack {
         });
         let every_thread =
             std::iter::once(&mut samples).chain(spawned.iter_mut().map(|t| &mut t.2));
-        let source_line = |file: &str, line: i32| script_line(&job.settings, file, line);
+        let source_line = |file: &str, line: i32| scripts::line(&job.settings, file, line);
         let language = stacks::languages::merge(&mut functions, every_thread, &source_line);
         if let Some(language) = &language {
-            tell_language(job, language);
+            scripts::tell(job, language);
         }
         if !unsampled.is_empty() {
             warn(format_args!(
@@ -210,7 +211,7 @@ impl RunMode for Stack {
             }
             let lines = crate::report::lines::record(&job.loaded.bytes, &at_offset, unmapped);
             match &language {
-                Some(language) => with_script_lines(lines, language, &job.settings),
+                Some(language) => scripts::with_lines(lines, language, &job.settings),
                 None => lines,
             }
         });
@@ -221,98 +222,6 @@ impl RunMode for Stack {
         if !job.settings.quiet {
             summary::print_stacks(profile, &job.loaded.bytes, &job.settings, written);
         }
-    }
-}
-
-/// Line `line` (from 1) of the script the program knows as `file`, read from where the
-/// run's `--dir` mappings put it on this machine.
-fn script_line(settings: &RunSettings, file: &str, line: i32) -> Option<String> {
-    let index = usize::try_from(line.checked_sub(1)?).ok()?;
-    let text = std::fs::read_to_string(script_on_host(settings, file)?).ok()?;
-    text.lines().nth(index).map(str::to_string)
-}
-
-/// Where the script the program knows as `file` is on this machine, through the run's
-/// `--dir` mappings (made absolute, so that reports find it from anywhere).
-fn script_on_host(settings: &RunSettings, file: &str) -> Option<std::path::PathBuf> {
-    let guest = std::path::Path::new(file);
-    let host = settings.dirs.iter().find_map(|dir| {
-        let rest = guest.strip_prefix(&dir.guest).ok()?;
-        Some(dir.host.join(rest))
-    })?;
-    std::path::absolute(host).ok()
-}
-
-/// The profile's sampled lines with the script's: each line of a script function where
-/// ticks found the eval loop running it, its file the script's path on this machine (the
-/// program's own where no `--dir` mapping leads there).
-fn with_script_lines(
-    lines: Option<crate::profile::LinesRecord>,
-    language: &stacks::languages::LanguageSamples,
-    settings: &RunSettings,
-) -> Option<crate::profile::LinesRecord> {
-    if language.lines.is_empty() {
-        return lines;
-    }
-    let mut lines = lines.unwrap_or_default();
-    let files: HashMap<u32, String> = language
-        .functions
-        .iter()
-        .zip(&language.ids)
-        .map(|(f, &id)| {
-            let file = script_on_host(settings, f.file())
-                .map_or_else(|| f.file().to_string(), |p| p.display().to_string());
-            (id, file)
-        })
-        .collect();
-    let mut added: Vec<crate::profile::LineTime> = language
-        .lines
-        .iter()
-        .filter_map(|(&(function, line), &ns)| {
-            Some(crate::profile::LineTime {
-                function,
-                file: files.get(&function)?.clone(),
-                line: u32::try_from(line).ok()?,
-                self_ns: ns,
-            })
-        })
-        .collect();
-    added.sort_by_key(|l| (l.function, l.line));
-    lines.lines.extend(added);
-    Some(lines)
-}
-
-/// Says what of an interpreted language's frames could not be read: stacks cut short
-/// (deeper than a tick keeps, or a chain being rewritten as it was read), frames of
-/// functions that could not be read, runs of frames with no eval loop to stand in.
-fn tell_language(job: &Job, language: &stacks::languages::LanguageSamples) {
-    let missed = [
-        (
-            language.truncated,
-            "stacks cut short (their outermost frames left out)",
-        ),
-        (
-            language.unknown,
-            "frames of functions that could not be read",
-        ),
-        (
-            language.unplaced_runs,
-            "runs of frames with no eval loop to stand in (left out)",
-        ),
-    ];
-    let said: Vec<String> = missed
-        .iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, what)| format!("{n} {what}"))
-        .collect();
-    if !said.is_empty() {
-        warn(format_args!(
-            "{} frames of {}, read at {} ticks: {}",
-            language.language,
-            job.shown,
-            language.placed,
-            said.join(", ")
-        ));
     }
 }
 
