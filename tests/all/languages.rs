@@ -28,7 +28,7 @@ fn lua_wasm() -> Option<PathBuf> {
 }
 
 /// Three functions of one body doing 1, 2 and 3 parts of the work, called from a fourth,
-/// and recursion beside them.
+/// recursion beside them, and a function its source line does not name.
 const SHARES: &str = "local function part_a(n)
   local s = 0
   for i = 1, n do s = (s + i * i) % 1000003 end
@@ -50,6 +50,9 @@ local function round(n)
 end
 local total = 0
 for r = 1, 40 do total = total + round(100000) end
+local ops = {}
+ops[1] = function(n) local s = 0 for i = 1, n do s = s + i end return s end
+for r = 1, 20 do total = total + ops[1](200000) end
 local twice = function(x) return 2 * x end
 print(total, twice(fib(27)))
 ";
@@ -92,6 +95,8 @@ fn a_lua_scripts_functions_stand_where_the_eval_loop_ran_them_with_their_shares(
         "round (/s/shares.lua:17)",
         "fib (/s/shares.lua:16)",
         "main chunk </s/shares.lua>",
+        // Named as Lua's traceback names it, by the instruction that called it.
+        "field 'integer index' (/s/shares.lua:23)",
     ] {
         assert!(script.contains(&name), "no {name} in {script:?}");
     }

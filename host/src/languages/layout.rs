@@ -98,18 +98,35 @@ pub struct Layout {
     pub types: HashMap<String, Shape>,
     /// Each wanted global variable found at a fixed address, by name.
     pub globals: HashMap<String, u64>,
+    /// Each wanted enumerator's value, by name (the first of the name found).
+    pub enumerators: HashMap<String, i64>,
 }
 
 impl Layout {
     /// Reads the types named `types` and the global variables named `globals` from the
     /// DWARF of the module `bytes`; empty for a module without DWARF.
     pub fn read(bytes: &[u8], types: &[&str], globals: &[&str]) -> Layout {
+        Self::read_with(bytes, types, globals, &[])
+    }
+
+    /// [`Layout::read`], and the values of the enumerators named `enumerators`.
+    pub fn read_with(
+        bytes: &[u8],
+        types: &[&str],
+        globals: &[&str],
+        enumerators: &[&str],
+    ) -> Layout {
         let mut layout = Layout::default();
         let sections = debug_sections(bytes);
         if !sections.contains_key(".debug_info") {
             return layout;
         }
-        if let Err(e) = layout.read_sections(&sections, types, globals) {
+        let wanted = Wanted {
+            types,
+            globals,
+            enumerators,
+        };
+        if let Err(e) = layout.read_sections(&sections, &wanted) {
             tracing::debug!("DWARF layout: {e}");
         }
         layout
@@ -128,16 +145,23 @@ impl Layout {
     fn read_sections(
         &mut self,
         sections: &HashMap<&str, &[u8]>,
-        types: &[&str],
-        globals: &[&str],
+        wanted: &Wanted<'_>,
     ) -> gimli::Result<()> {
+        let Wanted {
+            types,
+            globals,
+            enumerators,
+        } = *wanted;
         let dwarf = gimli::Dwarf::load(|id: gimli::SectionId| {
             let data = sections.get(id.name()).copied().unwrap_or(&[]);
             Ok::<_, gimli::Error>(EndianSlice::new(data, LittleEndian))
         })?;
         let mut units = dwarf.units();
         while let Some(header) = units.next()? {
-            if self.types.len() == types.len() && self.globals.len() == globals.len() {
+            if self.types.len() == types.len()
+                && self.globals.len() == globals.len()
+                && self.enumerators.len() == enumerators.len()
+            {
                 break;
             }
             let unit = dwarf.unit(header)?;
@@ -151,7 +175,8 @@ impl Layout {
                         | gimli::DW_TAG_class_type
                         | gimli::DW_TAG_typedef
                 );
-                if !wanted_type && tag != gimli::DW_TAG_variable {
+                if !wanted_type && tag != gimli::DW_TAG_variable && tag != gimli::DW_TAG_enumerator
+                {
                     continue;
                 }
                 let Some(name) = entry
@@ -161,7 +186,19 @@ impl Layout {
                 else {
                     continue;
                 };
-                if wanted_type {
+                if tag == gimli::DW_TAG_enumerator {
+                    if enumerators.contains(&name.as_str()) && !self.enumerators.contains_key(&name)
+                    {
+                        let value = match entry.attr_value(gimli::DW_AT_const_value) {
+                            Some(AttributeValue::Sdata(v)) => Some(v),
+                            Some(v) => v.udata_value().and_then(|v| i64::try_from(v).ok()),
+                            None => None,
+                        };
+                        if let Some(value) = value {
+                            self.enumerators.insert(name, value);
+                        }
+                    }
+                } else if wanted_type {
                     if types.contains(&name.as_str()) && !self.types.contains_key(&name) {
                         let reading = Reading {
                             dwarf: &dwarf,
@@ -182,6 +219,14 @@ impl Layout {
         }
         Ok(())
     }
+}
+
+/// What a reading looks for, by name.
+#[derive(Clone, Copy)]
+struct Wanted<'a> {
+    types: &'a [&'a str],
+    globals: &'a [&'a str],
+    enumerators: &'a [&'a str],
 }
 
 /// The address of a variable whose location is one fixed address (`DW_OP_addr`).

@@ -17,6 +17,8 @@
 use super::layout::Layout;
 use super::memory::Memory;
 
+pub mod names;
+
 /// Lua records walked at most; a deeper stack is truncated (Lua's own limit, `LUAI_MAXCCALLS`,
 /// is 200 C levels, but Lua-to-Lua calls may go far deeper).
 pub const MAX_DEPTH: usize = 512;
@@ -65,6 +67,8 @@ pub struct LuaLayout {
     string_short_len: u32,
     string_long_len: u32,
     string_contents: u32,
+    /// Where the names Lua's traceback gives functions are read, if the build says.
+    naming: Option<names::LuaNaming>,
 }
 
 impl LuaLayout {
@@ -78,12 +82,24 @@ impl LuaLayout {
         "Proto",
         "AbsLineInfo",
         "TString",
+        "LocVar",
+        "Upvaldesc",
     ];
 
     /// The layout of the Lua 5.4 interpreter in the module `bytes`, from its DWARF, or
     /// what is missing.
     pub fn from_dwarf(bytes: &[u8]) -> Result<LuaLayout, String> {
-        Self::from_layout(&Layout::read(bytes, Self::TYPES, &[]))
+        Self::from_layout(&Layout::read_with(
+            bytes,
+            Self::TYPES,
+            names::LuaNaming::GLOBALS,
+            names::LuaNaming::ENUMERATORS,
+        ))
+    }
+
+    /// Where the names Lua's traceback gives functions are read, if the build says.
+    pub fn naming(&self) -> Option<&names::LuaNaming> {
+        self.naming.as_ref()
     }
 
     /// The layout from the types read, or the first member missing.
@@ -129,6 +145,7 @@ impl LuaLayout {
             string_short_len: at("TString", "shrlen")?,
             string_long_len: at("TString", "u.lnglen")?,
             string_contents: at("TString", "contents")?,
+            naming: names::LuaNaming::from_layout(layout),
         })
     }
 }
@@ -143,14 +160,19 @@ pub struct LuaFrame {
     /// Its call started a new run of `luaV_execute`: the native frames below this one's
     /// belong to the caller's run.
     pub fresh: bool,
+    /// The record below it is a Lua function's, whose instruction made the call (else a C
+    /// function called it, or it is the stack's first).
+    pub called_from_lua: bool,
 }
 
 impl LuaFrame {
     /// The frame in one word, as the signal handler keeps it: the prototype's address, the
-    /// instruction plus one in the next 31 bits, and whether it is fresh in the top bit.
+    /// instruction plus one in the next 30 bits, then whether a Lua function called it and
+    /// whether it is fresh.
     pub fn pack(self) -> u64 {
         u64::from(self.proto)
-            | (u64::from((self.pc + 1) as u32 & 0x7fff_ffff) << 32)
+            | (u64::from((self.pc + 1) as u32 & 0x3fff_ffff) << 32)
+            | (u64::from(self.called_from_lua) << 62)
             | (u64::from(self.fresh) << 63)
     }
 
@@ -158,7 +180,8 @@ impl LuaFrame {
     pub fn unpack(word: u64) -> LuaFrame {
         LuaFrame {
             proto: word as u32,
-            pc: ((word >> 32) as u32 & 0x7fff_ffff) as i32 - 1,
+            pc: ((word >> 32) as u32 & 0x3fff_ffff) as i32 - 1,
+            called_from_lua: (word >> 62) & 1 != 0,
             fresh: word >> 63 != 0,
         }
     }
@@ -274,18 +297,23 @@ pub fn walk_into(
     else {
         return false;
     };
+    // A frame is handed on once the record below it is read, which says whether a Lua
+    // function called it.
+    let mut pending: Option<LuaFrame> = None;
     for _ in 0..MAX_DEPTH {
         if ci == base {
-            return true;
+            return pending.is_none_or(&mut *push);
         }
         let Some(record) = read_record(layout, memory, ci) else {
             return false;
         };
-        if let Some(frame) = record.frame {
+        if let Some(mut frame) = pending.take() {
+            frame.called_from_lua = record.frame.is_some();
             if !push(frame) {
                 return false;
             }
         }
+        pending = record.frame;
         ci = record.previous;
     }
     false
@@ -349,6 +377,7 @@ fn read_record(layout: &LuaLayout, memory: &(impl Memory + ?Sized), ci: u32) -> 
             proto: if torn { 0 } else { proto },
             pc,
             fresh: status & CIST_FRESH != 0,
+            called_from_lua: false,
         }),
     })
 }

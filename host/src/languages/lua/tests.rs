@@ -33,9 +33,17 @@ end
 top()
 ";
 
+/// A walk as the test saw it: each frame's function, line and whether it is fresh,
+/// innermost first; whether the walk was truncated; the name each frame's caller gives it.
+type Walked = (
+    Vec<(LuaFunction, Option<i32>, bool)>,
+    bool,
+    Vec<Option<String>>,
+);
+
 /// Runs `script` (as the file `/s/script.lua`) and walks the stack when it writes `MARK`: the functions
 /// and lines walked, innermost first, and whether each started a run of `luaV_execute`.
-fn walked(bytes: &[u8], script: &str) -> (Vec<(LuaFunction, Option<i32>, bool)>, bool) {
+fn walked(bytes: &[u8], script: &str) -> Walked {
     use wasmtime::{Caller, Engine, Extern, Linker, Module, Store};
     use wasmtime_wasi::p1::WasiP1Ctx;
     let layout = LuaLayout::from_dwarf(bytes).unwrap();
@@ -79,7 +87,18 @@ fn walked(bytes: &[u8], script: &str) -> (Vec<(LuaFunction, Option<i32>, bool)>,
                             )
                         })
                         .collect();
-                    *found.lock().unwrap() = Some((frames, stack.truncated));
+                    // The name each frame's caller gives it.
+                    let naming = layout
+                        .naming()
+                        .expect("Lua 5.4.8's DWARF names its opcodes");
+                    let called = stack
+                        .frames
+                        .windows(2)
+                        .map(|pair| {
+                            names::called_at(naming, &layout, &data[..], pair[1].proto, pair[1].pc)
+                        })
+                        .collect();
+                    *found.lock().unwrap() = Some((frames, stack.truncated, called));
                 }
                 data[out as usize..out as usize + 4].copy_from_slice(&total.to_le_bytes());
                 0
@@ -117,8 +136,17 @@ fn the_stack_of_a_real_lua_is_walked_with_its_lines() {
         eprintln!("skipped: .tools/bench/lua.wasm is not built (bench/programs/build.sh)");
         return;
     };
-    let (frames, truncated) = walked(&bytes, SCRIPT);
+    let (frames, truncated, called) = walked(&bytes, SCRIPT);
     assert!(!truncated);
+    // As Lua's traceback says: leaf and mid are upvalues of their callers, top a global.
+    assert_eq!(
+        called,
+        [
+            Some("upvalue 'leaf'".to_string()),
+            Some("upvalue 'mid'".to_string()),
+            Some("global 'top'".to_string())
+        ]
+    );
     let lines: Vec<(i32, i32)> = frames
         .iter()
         .map(|(f, _, _)| (f.line_defined, f.last_line_defined))

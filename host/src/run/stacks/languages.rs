@@ -35,6 +35,9 @@ pub struct LanguageSamples {
     pub functions: Vec<LuaFunction>,
     /// Once [`merge`]d, each function's id in the profile.
     pub ids: Vec<u32>,
+    /// The name Lua's traceback gives a function where a Lua caller called it (`global
+    /// 'fib'`), the first found, by index.
+    pub called: HashMap<u32, String>,
     /// Ticks whose language frames were put in their stack.
     pub placed: u64,
     /// Ticks whose walk was truncated (a chain that did not hold together, or deeper than
@@ -59,6 +62,9 @@ pub struct LanguageReader {
     /// be another prototype's once the first was freed) and its function's index.
     protos: HashMap<u32, ((u32, i32), u32)>,
     index: HashMap<LuaFunction, u32>,
+    /// Calling instructions looked at (a caller's prototype and instruction), and the
+    /// name each gives.
+    call_sites: HashMap<(u32, i32), Option<String>>,
     samples: LanguageSamples,
 }
 
@@ -69,6 +75,7 @@ impl LanguageReader {
             walk,
             protos: HashMap::new(),
             index: HashMap::new(),
+            call_sites: HashMap::new(),
             samples: LanguageSamples {
                 language: walk.interpreter().language.name().to_string(),
                 ..LanguageSamples::default()
@@ -93,6 +100,7 @@ impl LanguageReader {
         }
         let innermost_is_eval = path.last() == Some(&eval);
         let runs = runs(frames, |proto| self.id_of(proto));
+        self.name_by_callers(frames);
         self.samples.unplaced_runs += put_runs(path, eval, &runs);
         self.samples.placed += 1;
         if !innermost_is_eval {
@@ -144,6 +152,45 @@ impl LanguageReader {
         LANGUAGE_FUNCTION | index
     }
 
+    /// Names the functions of `frames` (innermost first) that a Lua caller called and that
+    /// have no such name yet, as Lua's traceback would.
+    fn name_by_callers(&mut self, frames: &[u64]) {
+        let Language::Lua(layout) = &self.walk.interpreter().language;
+        let Some(naming) = layout.naming() else {
+            return;
+        };
+        for pair in frames.windows(2) {
+            let (callee, caller) = (LuaFrame::unpack(pair[0]), LuaFrame::unpack(pair[1]));
+            // Called from C (`pcall`, a sort's comparator): no calling instruction.
+            if !callee.called_from_lua || callee.proto == 0 || caller.proto == 0 {
+                continue;
+            }
+            let Some(&(_, index)) = self.protos.get(&callee.proto) else {
+                continue;
+            };
+            if self.samples.called.contains_key(&index) {
+                continue;
+            }
+            let site = (caller.proto, caller.pc);
+            let name = match self.call_sites.get(&site) {
+                Some(name) => name.clone(),
+                None => {
+                    let walk = self.walk;
+                    let name = walk
+                        .with_memory(|memory| {
+                            lua::names::called_at(naming, layout, memory, caller.proto, caller.pc)
+                        })
+                        .flatten();
+                    self.call_sites.insert(site, name.clone());
+                    name
+                }
+            };
+            if let Some(name) = name {
+                self.samples.called.insert(index, name);
+            }
+        }
+    }
+
     fn index_of(&mut self, function: LuaFunction) -> u32 {
         if let Some(&index) = self.index.get(&function) {
             return index;
@@ -181,11 +228,13 @@ pub fn merge<'a>(
         let map: Vec<u32> = own
             .functions
             .iter()
-            .map(|f| {
+            .enumerate()
+            .map(|(index, f)| {
                 *ids.entry(f.clone()).or_insert_with(|| {
                     let id = functions.len() as u32;
                     let name = source_line(f.file(), f.line_defined)
-                        .and_then(|line| lua::name_in_source(&line));
+                        .and_then(|line| lua::name_in_source(&line))
+                        .or_else(|| own.called.get(&(index as u32)).cloned());
                     let mut name = f.display(name.as_deref());
                     let seen = named.entry(name.clone()).or_default();
                     *seen += 1;
@@ -280,6 +329,7 @@ mod tests {
             proto,
             pc: 3,
             fresh,
+            called_from_lua: !fresh,
         }
         .pack()
     }
@@ -318,11 +368,13 @@ mod tests {
                 proto: 0xdead_beef,
                 pc: -1,
                 fresh: true,
+                called_from_lua: false,
             },
             LuaFrame {
                 proto: 4,
-                pc: 0x7fff_fffe,
+                pc: 0x3fff_fffe,
                 fresh: false,
+                called_from_lua: true,
             },
         ] {
             assert_eq!(LuaFrame::unpack(frame.pack()), frame);
