@@ -141,12 +141,45 @@ fn threaded_programs_end_as_under_the_wasmtime_cli_45() {
     }
 }
 
+/// The lines `pipe` gives, as they come, read on a thread of their own.
+fn lines_of(pipe: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (lines, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    said
+}
+
+/// The lines `said` gives up to `wanted`, waiting 20 s at most for it; `Err` with those
+/// that came if it did not.
+fn until(
+    said: &std::sync::mpsc::Receiver<String>,
+    wanted: &str,
+) -> Result<Vec<String>, Vec<String>> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while seen.last().map(String::as_str) != Some(wanted) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match said.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => return Err(seen),
+        }
+    }
+    Ok(seen)
+}
+
 /// Runs `samples/stdin_threads.wasm` through `command` with stdin and stdout piped: writes
 /// `hello` to its stdin once its spawned thread said `thread: ready` (which that thread
 /// writes while the first thread waits for stdin). Its stdout and exit code, or why not:
 /// the line never came (the thread's write waited for the first thread's read).
 fn feed_after_ready(mut command: std::process::Command) -> Result<(String, Option<i32>), String> {
-    use std::io::{BufRead, Write};
+    use std::io::Write;
     use std::process::Stdio;
     let mut child = command
         .stdin(Stdio::piped())
@@ -154,33 +187,19 @@ fn feed_after_ready(mut command: std::process::Command) -> Result<(String, Optio
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (lines, said) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
+    let said = lines_of(child.stdout.take().unwrap());
+    let mut seen = match until(&said, "thread: ready") {
+        Ok(seen) => seen,
+        Err(seen) => {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            return Err(format!(
+                "no `thread: ready` while the first thread waited for stdin (said {seen:?}); \
+                 stderr: {}",
+                stderr(&out)
+            ));
         }
-    });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let mut seen = Vec::new();
-    while seen.last().map(String::as_str) != Some("thread: ready") {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match said.recv_timeout(left) {
-            Ok(line) => seen.push(line),
-            Err(_) => {
-                let _ = child.kill();
-                let out = child.wait_with_output().unwrap();
-                return Err(format!(
-                    "no `thread: ready` while the first thread waited for stdin (said {seen:?}); \
-                     stderr: {}",
-                    stderr(&out)
-                ));
-            }
-        }
-    }
+    };
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"hello\n").unwrap();
     drop(stdin);
@@ -238,7 +257,7 @@ fn a_thread_waiting_for_stdin_does_not_hold_up_the_others_in_every_mode() {
 fn drain_after_ready(
     mut command: std::process::Command,
 ) -> Result<(Vec<u8>, String, Option<i32>), String> {
-    use std::io::{BufRead, Read};
+    use std::io::Read;
     use std::process::Stdio;
     let mut child = command
         .stdin(Stdio::null())
@@ -246,31 +265,12 @@ fn drain_after_ready(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (lines, said) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let mut seen = Vec::new();
-    while seen.last().map(String::as_str) != Some("first: ready") {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match said.recv_timeout(left) {
-            Ok(line) => seen.push(line),
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "no `first: ready` while the spawned thread's write waited (said {seen:?})"
-                ));
-            }
-        }
-    }
+    let said = lines_of(child.stderr.take().unwrap());
+    let mut seen = until(&said, "first: ready").map_err(|seen| {
+        let _ = child.kill();
+        let _ = child.wait();
+        format!("no `first: ready` while the spawned thread's write waited (said {seen:?})")
+    })?;
     let mut out = Vec::new();
     child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
     let status = child.wait().unwrap();

@@ -187,14 +187,6 @@ impl LuaFrame {
     }
 }
 
-/// A stack as walked: the Lua frames, innermost first, and whether the walk stopped
-/// before the base (a chain that did not hold together, or deeper than [`MAX_DEPTH`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LuaStack {
-    pub frames: Vec<LuaFrame>,
-    pub truncated: bool,
-}
-
 /// A prototype as a profile names it: its source (`@bench.lua` for a file, as Lua writes
 /// it), the lines it is defined at and ends at (0 for a main chunk), and its size in
 /// instructions, which tells apart two functions defined on the same lines.
@@ -267,16 +259,6 @@ pub fn name_in_source(line: &str) -> Option<String> {
         .next()?;
     let name = name.strip_prefix("local").map_or(name, str::trim);
     is_name(name).then(|| name.to_string())
-}
-
-/// Walks the call stack of the `lua_State` at `state`.
-pub fn walk(layout: &LuaLayout, memory: &(impl Memory + ?Sized), state: u32) -> LuaStack {
-    let mut stack = LuaStack::default();
-    stack.truncated = !walk_into(layout, memory, state, &mut |frame| {
-        stack.frames.push(frame);
-        true
-    });
-    stack
 }
 
 /// Walks the call stack of the `lua_State` at `state`, handing each Lua frame to `push`,

@@ -7,6 +7,24 @@ use std::sync::{Arc, Mutex};
 use super::*;
 use crate::languages::layout::Layout;
 
+/// A stack as walked: the Lua frames, innermost first, and whether the walk stopped
+/// before the base (a chain that did not hold together, or deeper than `MAX_DEPTH`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct LuaStack {
+    frames: Vec<LuaFrame>,
+    truncated: bool,
+}
+
+/// Walks the call stack of the `lua_State` at `state`.
+fn walk(layout: &LuaLayout, memory: &(impl Memory + ?Sized), state: u32) -> LuaStack {
+    let mut stack = LuaStack::default();
+    stack.truncated = !walk_into(layout, memory, state, &mut |frame| {
+        stack.frames.push(frame);
+        true
+    });
+    stack
+}
+
 /// The main `lua_State`: the thread object (`tt` a Lua thread, 8) whose global state
 /// (`l_G`) follows it in the same allocation (`LG`: an `LX` then a `global_State`).
 fn find_state(bytes: &[u8], memory: &[u8]) -> Option<u32> {

@@ -27,3 +27,10 @@ pub(crate) fn write(cells: &[UnsafeCell<u8>], at: usize, bytes: &[u8]) -> Option
     }
     Some(())
 }
+
+/// `bytes` as a shared memory's cells (for tests of the host's accesses).
+#[cfg(test)]
+pub(crate) fn cells(bytes: &mut [u8]) -> &[UnsafeCell<u8>] {
+    // SAFETY: `UnsafeCell<u8>` has the layout of `u8`, and the borrow is exclusive.
+    unsafe { &*(std::ptr::from_mut(bytes) as *const [UnsafeCell<u8>]) }
+}

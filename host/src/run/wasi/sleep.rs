@@ -141,11 +141,7 @@ fn stdin_wait(cells: &[UnsafeCell<u8>], subs: i32, count: i32) -> Option<Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cells(bytes: &mut [u8]) -> &[UnsafeCell<u8>] {
-        // SAFETY: `UnsafeCell<u8>` has the layout of `u8`.
-        unsafe { &*(std::ptr::from_mut(bytes) as *const [UnsafeCell<u8>]) }
-    }
+    use crate::run::wasi::memory::cells;
 
     fn subscription(tag: u8, timeout: u64, flags: u16) -> [u8; SUBSCRIPTION] {
         let mut sub = [0u8; SUBSCRIPTION];

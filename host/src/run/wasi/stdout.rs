@@ -149,11 +149,7 @@ fn errno_of(e: &std::io::Error) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cells(bytes: &mut [u8]) -> &[UnsafeCell<u8>] {
-        // SAFETY: `UnsafeCell<u8>` has the layout of `u8`.
-        unsafe { &*(std::ptr::from_mut(bytes) as *const [UnsafeCell<u8>]) }
-    }
+    use crate::run::wasi::memory::cells;
 
     fn iovec(memory: &mut [u8], at: usize, buf: u32, len: u32) {
         memory[at..at + 4].copy_from_slice(&buf.to_le_bytes());
