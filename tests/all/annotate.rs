@@ -229,3 +229,109 @@ fn a_default_profile_annotates_its_sampled_time_per_line() {
         "{said}"
     );
 }
+
+#[test]
+fn a_default_profile_carries_its_sampled_lines_to_pprof_and_callgrind() {
+    // The sampled time per line goes where the tools read lines: pprof's locations (`go
+    // tool pprof -lines` lists find_match's lines, adding up to its self time),
+    // callgrind's cost lines and the HTML report's source; the module is not needed (it is
+    // deleted first; the source is read where DWARF says).
+    let s = Scratch::new();
+    let module = s.dir.path().join("compress.wasm");
+    std::fs::copy(sample("compress.wasm"), &module).unwrap();
+    let out = s
+        .wprof(&["run", "-q", "-o", "s.wprof"])
+        .arg(&module)
+        .arg("8")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    std::fs::remove_file(&module).unwrap();
+    let p = s.profile("s.wprof");
+    let find_match = function(&p, "find_match");
+    let own_self = find_match["self"].as_u64().unwrap();
+    assert!(own_self > 0, "{find_match}");
+
+    let o = s.run(&["report", "s.wprof", "--format", "callgrind", "-o", "cg.out"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cg = std::fs::read_to_string(s.dir.path().join("cg.out")).unwrap();
+    // find_match's block: its cost lines (`line cost`) up to its first call line (its name
+    // is given once, at its first mention, `(N) find_match`; `fn=(N)` after).
+    let named = cg
+        .lines()
+        .find_map(|l| l.split_once('=')?.1.strip_suffix(" find_match"))
+        .unwrap_or_else(|| panic!("{cg}"));
+    let block: Vec<&str> = cg
+        .lines()
+        .skip_while(|l| l.strip_prefix("fn=").is_none_or(|f| !f.starts_with(named)))
+        .skip(1)
+        .take_while(|l| !l.is_empty() && !l.starts_with("cfi=") && !l.starts_with("cfn="))
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    let numbers: Vec<(u64, u64)> = block
+        .iter()
+        .map(|l| {
+            let mut f = l.split_whitespace().map(|n| n.parse::<u64>().unwrap());
+            (f.next().unwrap(), f.next().unwrap())
+        })
+        .collect();
+    assert!(numbers.len() > 1, "{block:?}");
+    assert_eq!(
+        numbers.iter().map(|n| n.1).sum::<u64>(),
+        own_self,
+        "{block:?}"
+    );
+    assert!(
+        numbers
+            .iter()
+            .any(|&(n, c)| (138..=161).contains(&n) && c > 0),
+        "{block:?}"
+    );
+
+    // The HTML report's function page: the source with each line's time (its data).
+    let o = s.run(&["report", "s.wprof", "--format", "html", "-o", "s.html"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let html = std::fs::read_to_string(s.dir.path().join("s.html")).unwrap();
+    let data = html
+        .split_once(r#"<script id="data" type="application/json">"#)
+        .and_then(|(_, rest)| rest.split_once("</script>"))
+        .map(|(json, _)| serde_json::from_str::<serde_json::Value>(json).unwrap())
+        .expect("the report's data");
+    let page = data["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "find_match")
+        .unwrap_or_else(|| panic!("{data}"));
+    let ann = page["ann"].as_array().unwrap();
+    let shown: u64 = ann.iter().map(|l| l[1].as_u64().unwrap()).sum();
+    assert!(shown > 0 && shown <= own_self, "{ann:?}");
+    assert!(
+        ann.iter()
+            .any(|l| l[2].as_str().unwrap().contains("find_match(")),
+        "{ann:?}"
+    );
+
+    let o = s.run(&["report", "s.wprof", "--format", "pprof", "-o", "s.pb.gz"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Some(by_line) = crate::tools::pprof_top(&s, "s.pb.gz", &["-lines", "-unit=ns"]) else {
+        return;
+    };
+    let rows: Vec<(&String, &(u64, u64))> = by_line
+        .iter()
+        .filter(|(name, _)| name.starts_with("find_match "))
+        .collect();
+    assert!(rows.len() > 1, "{by_line:?}");
+    assert_eq!(
+        rows.iter().map(|r| r.1 .0).sum::<u64>(),
+        own_self,
+        "{rows:?}"
+    );
+    assert!(
+        rows.iter().any(|(name, _)| {
+            let line = name.rsplit(':').next().unwrap().parse::<u64>().unwrap_or(0);
+            name.contains("compress.c:") && (138..=161).contains(&line)
+        }),
+        "{rows:?}"
+    );
+}

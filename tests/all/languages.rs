@@ -201,6 +201,31 @@ fn annotate_shows_the_time_of_a_scripts_lines_in_its_source() {
         .find(|l| l.contains("13:   for i = 1, n do"))
         .unwrap_or_else(|| panic!("{block}"));
     assert!(hot.contains("100.0%"), "{hot}");
+
+    // pprof carries the same lines, and the script's file for its functions: `go tool
+    // pprof -lines` puts part_c's time at line 13 of the script on this machine.
+    let out = s.run(&[
+        "report",
+        "out.wprof",
+        "--format",
+        "pprof",
+        "-o",
+        "out.pb.gz",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let Some(rows) = crate::tools::pprof_top(&s, "out.pb.gz", &["-lines", "-unit=ns"]) else {
+        return;
+    };
+    let script = s.path("scripts").join("shares.lua");
+    let part_c = format!("part_c (/s/shares.lua:11) {}:13", script.display());
+    let (flat, _) = rows.get(&part_c).unwrap_or_else(|| panic!("{rows:?}"));
+    let p = Profile::read(&s.path("out.wprof")).unwrap();
+    let own = p
+        .functions
+        .iter()
+        .find(|f| f.name.starts_with("part_c ("))
+        .unwrap();
+    assert_eq!(*flat, own.self_time, "{rows:?}");
 }
 
 /// `wasm` without its DWARF (every `.debug_*` section), its name section kept.

@@ -159,6 +159,14 @@ impl ReportCommand {
         if let Some((path, bytes)) = found.as_ref().filter(|_| carries_lines) {
             symbols.lines = report::annotate::line_costs(&profile, bytes, path.parent())?;
         }
+        // Sampled time per line (stack mode): in the profile, the module not needed.
+        if carries_lines && symbols.lines.is_empty() {
+            let recorded = source::recorded_path(&profile);
+            let beside = found
+                .as_ref()
+                .map_or(recorded.parent(), |(p, _)| p.parent());
+            symbols.lines = report::line_times::line_costs(&profile, beside);
+        }
         let lines = if self.format.is_coverage() {
             report::coverage::profile_lines(&profile, first, self.module.as_deref())?
         } else {

@@ -2,14 +2,17 @@
 //! [`crate::profile::LinesRecord`]): each chosen function's source lines with the time the
 //! samples found at them, in the manner of `perf annotate`. The lines are in the profile;
 //! only the source text is read, from the path DWARF recorded, else from a file of that
-//! name in `beside` (the module's directory).
+//! name in `beside` (the module's directory). The same lines become the per-line costs the
+//! formats that carry lines write ([`line_costs`]: pprof's line locations, callgrind's lines,
+//! the HTML report's annotated source).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::path::Path;
 
 use crate::display::format_ns;
-use crate::profile::LinesRecord;
+use crate::profile::{LinesRecord, Profile};
+use crate::report::source::LineCosts;
 
 /// Lines of source shown around the sampled ones.
 const CONTEXT: u32 = 2;
@@ -111,4 +114,67 @@ fn read_source(file: &str, beside: Option<&Path>) -> Option<String> {
         let name = Path::new(file).file_name()?;
         std::fs::read_to_string(beside?.join(name)).ok()
     })
+}
+
+/// Each function's self time by source line, from `profile`'s sampled lines: the self time
+/// split over the lines in the proportions the samples found (so that a function's lines
+/// add up to its self time in every report), what no line holds as `unlined`, and the text
+/// of its main file (the one most of its time is in) from its first sampled line to its
+/// last, when the file is found (see [`render`] for where it is looked for).
+pub fn line_costs(profile: &Profile, beside: Option<&Path>) -> HashMap<u32, LineCosts> {
+    let Some(lines) = profile.lines.as_ref() else {
+        return HashMap::new();
+    };
+    let mut texts: HashMap<&str, Option<Vec<String>>> = HashMap::new();
+    let mut out = HashMap::new();
+    for (id, (by_line, sampled)) in by_function(lines) {
+        let Some(f) = profile
+            .function(id)
+            .filter(|f| f.self_time > 0 && sampled > 0)
+        else {
+            continue;
+        };
+        let mut weights: Vec<u64> = by_line.values().copied().collect();
+        let unlined_weight = f.self_time.saturating_sub(sampled);
+        weights.push(unlined_weight);
+        let costs = crate::report::pprof::split_weights(f.self_time, &weights);
+        let mut by_file: BTreeMap<&str, u64> = BTreeMap::new();
+        for (&(file, _), &ns) in &by_line {
+            *by_file.entry(file).or_default() += ns;
+        }
+        let main = by_file
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(&file, _)| file)
+            .unwrap_or_default();
+        let numbers: Vec<u32> = by_line
+            .keys()
+            .filter(|(file, _)| *file == main)
+            .map(|&(_, n)| n)
+            .collect();
+        let text = texts.entry(main).or_insert_with(|| {
+            read_source(main, beside).map(|t| t.lines().map(str::to_string).collect())
+        });
+        let source = match (text, numbers.first(), numbers.last()) {
+            (Some(text), Some(&first), Some(&last)) => (first.max(1)..=last)
+                .map(|n| (n, text.get(n as usize - 1).cloned().unwrap_or_default()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        out.insert(
+            id,
+            LineCosts {
+                lines: by_line
+                    .keys()
+                    .zip(&costs)
+                    .filter(|(_, &c)| c > 0)
+                    .map(|(&(file, n), &c)| ((file.to_string(), n), c))
+                    .collect(),
+                unlined: costs.last().copied().unwrap_or(0),
+                main_file: main.to_string(),
+                source,
+            },
+        );
+    }
+    out
 }

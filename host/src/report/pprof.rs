@@ -230,9 +230,16 @@ pub fn build(profile: &Profile, symbols: &Symbols) -> PprofProfile {
     let mut function = Vec::with_capacity(profile.functions.len());
     let mut location = Vec::with_capacity(profile.functions.len());
     for f in &profile.functions {
-        let name = strings.intern(&f.name);
+        // pprof drops what is between `<` and `>` from a name shown (C++'s template
+        // arguments): a script's `function <bench.lua:12>` (Lua's own form) would show as
+        // `function `, so its brackets become parentheses; the system name keeps it whole.
+        let name = match f.is_script() {
+            true => strings.intern(&f.name.replace('<', "(").replace('>', ")")),
+            false => strings.intern(&f.name),
+        };
         let system_name = match symbols.raw_names.get(&f.id) {
             Some(raw) => strings.intern(raw),
+            None if f.is_script() => strings.intern(&f.name),
             None => name,
         };
         let source = symbols.sources.get(&f.id);
@@ -428,25 +435,35 @@ fn line_locations(
 /// units that add up to `cost` (the remainder goes to the heaviest). A function's
 /// contexts each split this way add up, line by line, to the function's own counts.
 fn split(cost: u64, shares: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    let total: u64 = shares.iter().map(|s| s.1).sum();
-    if total == 0 {
+    if shares.iter().all(|s| s.1 == 0) {
         return shares
             .first()
             .map(|s| vec![(s.0, cost)])
             .unwrap_or_default();
     }
-    let mut out: Vec<(u64, u64)> = shares
+    let weights: Vec<u64> = shares.iter().map(|s| s.1).collect();
+    let parts = split_weights(cost, &weights);
+    shares.iter().map(|s| s.0).zip(parts).collect()
+}
+
+/// `cost` split in proportion to `weights`, in whole units that add up to `cost` (the
+/// remainder to the heaviest); all to the first when every weight is 0.
+pub fn split_weights(cost: u64, weights: &[u64]) -> Vec<u64> {
+    let total: u64 = weights.iter().sum();
+    if total == 0 {
+        let mut out = vec![0; weights.len()];
+        if let Some(first) = out.first_mut() {
+            *first = cost;
+        }
+        return out;
+    }
+    let mut out: Vec<u64> = weights
         .iter()
-        .map(|&(at, w)| {
-            (
-                at,
-                (u128::from(cost) * u128::from(w) / u128::from(total)) as u64,
-            )
-        })
+        .map(|&w| (u128::from(cost) * u128::from(w) / u128::from(total)) as u64)
         .collect();
-    let given: u64 = out.iter().map(|s| s.1).sum();
-    if let Some(heaviest) = (0..shares.len()).max_by_key(|&i| shares[i].1) {
-        out[heaviest].1 += cost - given;
+    let given: u64 = out.iter().sum();
+    if let Some(heaviest) = (0..weights.len()).max_by_key(|&i| weights[i]) {
+        out[heaviest] += cost - given;
     }
     out
 }

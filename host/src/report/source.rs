@@ -392,7 +392,8 @@ fn kept_symbols(profile: &mut Profile, stored: &crate::profile::SymbolsRecord) -
 /// Keeps in `profile` what the reports show of its functions, from the profiled module's
 /// `bytes` (found at `path` when profiled): each function's shown name (Go's own, or
 /// demangled) where it is not the module's, and its source file and line (Go's table, or
-/// the DWARF). Only the profile's functions are looked up.
+/// the DWARF). Only the profile's functions are looked up; what the mode kept already (a
+/// script's functions, see `crate::languages`) stays.
 pub fn record_symbols(profile: &mut Profile, bytes: &[u8], path: &Path) {
     let mut functions = profile.functions.clone();
     let (raw_names, sources) = match crate::go_symbols::read(bytes) {
@@ -414,6 +415,12 @@ pub fn record_symbols(profile: &mut Profile, bytes: &[u8], path: &Path) {
             (raw, sources)
         }
     };
+    // What the mode kept already (a script's functions, which the module does not know).
+    let kept = profile
+        .symbols
+        .take()
+        .map(|s| s.functions)
+        .unwrap_or_default();
     let functions = functions
         .iter()
         .filter_map(|f| {
@@ -426,6 +433,7 @@ pub fn record_symbols(profile: &mut Profile, bytes: &[u8], path: &Path) {
                 line: source.map(|s| s.line),
             })
         })
+        .chain(kept)
         .collect();
     profile.symbols = Some(crate::profile::SymbolsRecord {
         module_path: std::path::absolute(path)

@@ -338,7 +338,8 @@
     const head = el("thead", {}, el("tr", {}, ...[kind, "calls", "inclusive", "share"].map((h) => el("th", {}, h))));
     return el("table", { class: "links " + kind + "s" }, head, body);
   }
-  // A function's source lines, each with the wasm instructions of it that ran.
+  // A function's source lines, each with the wasm instructions of it that ran (a cost
+  // profile) or the time samples found there (a sampled one).
   function annotated(f) {
     const body = el("tbody");
     const most = Math.max(1, ...f.ann.map((l) => l[1]));
@@ -346,11 +347,11 @@
       const bar = el("span", { class: "bar", style: "width:" + Math.round((cost / most) * 80) + "px" });
       body.append(
         el("tr", { class: cost > 0 ? "ran" : "" },
-          el("td", {}, cost > 0 ? String(cost) : ""), el("td", {}, cost > 0 ? bar : ""),
+          el("td", {}, cost > 0 ? (data.unit === "ns" ? amount(cost) : String(cost)) : ""), el("td", {}, cost > 0 ? bar : ""),
           el("td", { class: "line" }, String(line)), el("td", { class: "code" }, text))
       );
     }
-    const head = el("thead", {}, el("tr", {}, ...["instructions", "", "line", f.file].map((h) => el("th", {}, h))));
+    const head = el("thead", {}, el("tr", {}, ...[data.unit === "ns" ? "time" : "instructions", "", "line", f.file].map((h) => el("th", {}, h))));
     return el("table", { class: "source" }, head, body);
   }
   function functionPage(id) {

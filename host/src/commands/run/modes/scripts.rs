@@ -67,6 +67,29 @@ pub(super) fn with_lines(
     Some(lines)
 }
 
+/// The script's functions' files (their paths on this machine, as for their lines) and
+/// first lines, which the reports show as DWARF's for the module's functions (pprof's
+/// functions, callgrind's files).
+pub(super) fn symbols(
+    language: &stacks::languages::LanguageSamples,
+    settings: &RunSettings,
+) -> Vec<crate::profile::FunctionSymbol> {
+    language
+        .functions
+        .iter()
+        .zip(&language.ids)
+        .map(|(f, &id)| crate::profile::FunctionSymbol {
+            id,
+            shown: None,
+            file: Some(
+                on_host(settings, f.file())
+                    .map_or_else(|| f.file().to_string(), |p| p.display().to_string()),
+            ),
+            line: u32::try_from(f.line_defined).ok().filter(|&l| l > 0),
+        })
+        .collect()
+}
+
 /// Says what of an interpreted language's frames could not be read: stacks cut short
 /// (deeper than a tick keeps, or a chain being rewritten as it was read), frames of
 /// functions that could not be read, runs of frames with no eval loop to stand in.

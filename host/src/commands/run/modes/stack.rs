@@ -215,6 +215,14 @@ impl RunMode for Stack {
                 None => lines,
             }
         });
+        // The script's functions' files and first lines, kept with the module's (see
+        // `record_symbols`).
+        if let Some(language) = &language {
+            profile.symbols = Some(crate::profile::SymbolsRecord {
+                module_path: None,
+                functions: scripts::symbols(language, &job.settings),
+            });
+        }
         Some(profile)
     }
 
