@@ -27,6 +27,161 @@ fn lua_wasm() -> Option<PathBuf> {
     None
 }
 
+/// The benchmark set's QuickJS (`qjs.wasm`), if built; required where the tools are.
+fn qjs_wasm() -> Option<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/qjs.wasm");
+    if path.is_file() {
+        return Some(path);
+    }
+    if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
+        panic!(
+            "{} is required: bash bench/programs/build.sh --small",
+            path.display()
+        );
+    }
+    crate::tools::skip("no .tools/bench/qjs.wasm (bash bench/programs/build.sh --small)");
+    None
+}
+
+/// The JavaScript of [`SHARES`]: three functions of one body doing 1, 2 and 3 parts of the
+/// work, a class's method, recursion, a comparator that a C function (`Array.prototype.sort`)
+/// calls, an anonymous function.
+const JS_SHARES: &str = "function part_a(n) {
+  let s = 0; for (let i = 1; i <= n; i++) s = (s + i * i) % 1000003; return s;
+}
+function part_b(n) {
+  let s = 0; for (let i = 1; i <= n; i++) s = (s + i * i) % 1000003; return s;
+}
+function part_c(n) {
+  let s = 0; for (let i = 1; i <= n; i++) s = (s + i * i) % 1000003; return s;
+}
+class Round { run(n) { return part_a(n) + part_b(2 * n) + part_c(3 * n); } }
+function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+let total = 0;
+const round = new Round();
+for (let r = 0; r < 30; r++) total += round.run(100000);
+const xs = [];
+for (let i = 0; i < 20000; i++) xs.push((i * 7919) % 10007);
+xs.sort((a, b) => a - b);
+const twice = function (x) { return 2 * x; };
+print(total, twice(fib(22)), xs[0]);
+";
+
+/// Runs `script` (as `/s/shares.js`) under `qjs.wasm` with `wprof run` and `flags`.
+fn js_profile_of(s: &Scratch, qjs: &std::path::Path, flags: &[&str]) -> Profile {
+    let dir = s.path("scripts");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("shares.js"), JS_SHARES).unwrap();
+    let mapping = format!("{}::/s", dir.display());
+    let mut args = vec!["run", "-o", "out.wprof", "--dir", &mapping];
+    args.extend(flags);
+    args.extend([qjs.to_str().unwrap(), "/s/shares.js"]);
+    let out = s.run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "59940180 35422 0\n");
+    Profile::read(&s.path("out.wprof")).unwrap()
+}
+
+#[test]
+fn a_javascript_programs_functions_stand_where_quickjs_ran_them_with_their_shares() {
+    let Some(qjs) = qjs_wasm() else {
+        return;
+    };
+    let s = Scratch::new();
+    let profile = js_profile_of(&s, &qjs, &[]);
+    let problems = profile.violations();
+    assert!(problems.is_empty(), "{problems:?}");
+    let script: Vec<&str> = profile
+        .functions
+        .iter()
+        .filter(|f| f.is_script())
+        .map(|f| f.name.as_str())
+        .collect();
+    for name in [
+        "part_a (/s/shares.js:1)",
+        "part_b (/s/shares.js:4)",
+        "part_c (/s/shares.js:7)",
+        "run (/s/shares.js:10)",
+        "fib (/s/shares.js:11)",
+        "<eval> (/s/shares.js:1)",
+        // The comparator, called by the sort's C code.
+        "<anonymous> (/s/shares.js:17)",
+    ] {
+        assert!(script.contains(&name), "no {name} in {script:?}");
+    }
+    assert!(profile
+        .functions
+        .iter()
+        .filter(|f| f.is_script())
+        .all(|f| f.kind == "js"));
+    let f = |name: &str| {
+        profile
+            .functions
+            .iter()
+            .find(|f| f.name.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    // Inclusive: their `%` leaves the interpreter for `fmod` (the sums are past 32 bits).
+    let parts = [
+        f("part_a ").inclusive,
+        f("part_b ").inclusive,
+        f("part_c ").inclusive,
+    ];
+    let sum: u64 = parts.iter().sum();
+    let distance: f64 = parts
+        .iter()
+        .zip([1.0, 2.0, 3.0])
+        .map(|(&t, k)| (t as f64 / sum as f64 - k / 6.0).abs())
+        .sum::<f64>()
+        / 2.0;
+    assert!(
+        distance <= 0.05,
+        "shares {parts:?}: {distance:.3} from 1:2:3"
+    );
+    // The calls nest as the script made them; the sort's C code stays between the
+    // script's frames and its comparator.
+    assert!(f("run ").inclusive >= sum);
+    assert!(f("<eval> ").inclusive >= f("run ").inclusive);
+    let folded = stdout(&s.run(&["report", "out.wprof", "--format", "folded"]));
+    assert!(
+        folded.lines().any(|l| l
+            .contains("<eval> (/s/shares.js:1);JS_CallInternal;js_call_c_function;js_array_sort;")
+            && l.contains(";<anonymous> (/s/shares.js:17)")),
+        "{folded}"
+    );
+    // The text report marks them.
+    let text = stdout(&s.run(&["report", "out.wprof"]));
+    let line = text
+        .lines()
+        .find(|l| l.contains("part_c (/s/shares.js:7)"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.ends_with("[js]"), "{line}");
+
+    // `--native`: the interpreter's frames, with as much time in JS_CallInternal as the
+    // script's functions and the calls it was caught between (within 5 points).
+    let native = js_profile_of(&s, &qjs, &["--native"]);
+    assert!(native.functions.iter().all(|f| !f.is_script()));
+    let in_script: u64 = profile
+        .functions
+        .iter()
+        .filter(|f| f.is_script())
+        .map(|f| f.self_time)
+        .sum::<u64>()
+        + f("JS_CallInternal").self_time;
+    let in_eval = native
+        .functions
+        .iter()
+        .find(|f| f.name == "JS_CallInternal")
+        .unwrap()
+        .self_time;
+    let share = |t: u64, p: &Profile| t as f64 / p.total as f64;
+    let (a, b) = (share(in_script, &profile), share(in_eval, &native));
+    assert!(
+        (a - b).abs() <= 0.05,
+        "script {a:.3} against the eval loop's {b:.3}"
+    );
+}
+
 /// Three functions of one body doing 1, 2 and 3 parts of the work, called from a fourth,
 /// recursion beside them, and a function its source line does not name.
 const SHARES: &str = "local function part_a(n)

@@ -190,7 +190,7 @@ fn every_mode_keeps_its_promises(name: &str) {
             // at its return) would make an edge that never ran: none beyond a trace. (An
             // interpreter's script functions stand where its eval loop ran: their edges
             // are the script's, which no probe counts.)
-            let script = |id: u32| profile.function(id).is_some_and(|f| f.kind == "lua");
+            let script = |id: u32| profile.function(id).is_some_and(|f| f.is_script());
             let unknown: u64 = profile
                 .edges
                 .iter()
@@ -228,6 +228,11 @@ fn lua_keeps_every_promise_in_every_mode() {
 #[test]
 fn lua_with_wasm_exceptions_keeps_every_promise_in_every_mode() {
     every_mode_keeps_its_promises("lua_eh");
+}
+
+#[test]
+fn quickjs_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("quickjs");
 }
 
 #[test]

@@ -16,6 +16,7 @@
 
 use super::layout::Layout;
 use super::memory::Memory;
+use super::ScriptFunction;
 
 pub mod names;
 
@@ -187,40 +188,6 @@ impl LuaFrame {
     }
 }
 
-/// A prototype as a profile names it: its source (`@bench.lua` for a file, as Lua writes
-/// it), the lines it is defined at and ends at (0 for a main chunk), and its size in
-/// instructions, which tells apart two functions defined on the same lines.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct LuaFunction {
-    pub source: String,
-    pub line_defined: i32,
-    pub last_line_defined: i32,
-    pub size_code: i32,
-}
-
-impl LuaFunction {
-    /// The file (a source `@name` is the file `name`; any other source is a string chunk,
-    /// shown as Lua shows it).
-    pub fn file(&self) -> &str {
-        self.source
-            .strip_prefix('@')
-            .or_else(|| self.source.strip_prefix('='))
-            .unwrap_or(&self.source)
-    }
-
-    /// The name a profile shows: the function's `name`, if its source says it, and where
-    /// it is defined, `fib (bench.lua:12)`; else as Lua's traceback names a function by
-    /// where it is defined, `function <bench.lua:12>`; `main chunk <bench.lua>`.
-    pub fn display(&self, name: Option<&str>) -> String {
-        match (self.line_defined, name) {
-            (-1, _) => "[a Lua function being called]".to_string(),
-            (0, _) => format!("main chunk <{}>", self.file()),
-            (line, Some(name)) => format!("{name} ({}:{line})", self.file()),
-            (line, None) => format!("function <{}:{line}>", self.file()),
-        }
-    }
-}
-
 /// The name the source line `line` gives the function it defines, if it defines one and
 /// only one: `fib` in `local function fib(n)`, `Vec.new` in `function Vec.new(x, y)`,
 /// `Vec:add` in `function Vec:add(o)`, `inc` in `local inc = function(x)`.
@@ -383,7 +350,7 @@ pub fn function(
     layout: &LuaLayout,
     memory: &(impl Memory + ?Sized),
     proto: u32,
-) -> Option<LuaFunction> {
+) -> Option<ScriptFunction> {
     let field = |offset: u32| proto.checked_add(offset);
     let source = memory.u32(field(layout.proto_source)?)?;
     let source = if source == 0 {
@@ -391,7 +358,8 @@ pub fn function(
     } else {
         string(layout, memory, source)?
     };
-    Some(LuaFunction {
+    Some(ScriptFunction {
+        name: None,
         source,
         line_defined: memory.i32(field(layout.proto_line_defined)?)?,
         last_line_defined: memory.i32(field(layout.proto_last_line_defined)?)?,

@@ -1,7 +1,8 @@
-//! The frames of interpreted languages (Lua, and next Python and JavaScript) running in a
+//! The frames of interpreted languages (Lua and JavaScript, and next Python) running in a
 //! module: an interpreter's structures located in linear memory from its DWARF
-//! ([`layout`]), and the language's call stack read from them ([`lua`]), so that a profile
-//! can show the script's functions where the interpreter's eval loop ran them.
+//! ([`layout`]), and the language's call stack read from them ([`lua`], [`quickjs`]), so
+//! that a profile can show the script's functions where the interpreter's eval loop ran
+//! them.
 //!
 //! An interpreter is recognised by its eval loop's name ([`find`]); stack mode's module
 //! then keeps the loop's state argument at each of its entries (a capture, see
@@ -15,6 +16,7 @@
 pub mod layout;
 pub mod lua;
 pub mod memory;
+pub mod quickjs;
 
 use wprof_agent::entry_counts::Capture;
 
@@ -32,6 +34,8 @@ pub struct Interpreter {
 pub enum Language {
     /// Lua 5.4: `luaV_execute(lua_State *L, CallInfo *ci)`.
     Lua(lua::LuaLayout),
+    /// QuickJS-ng: `JS_CallInternal(JSContext *caller_ctx, ...)`, once per call.
+    QuickJs(quickjs::QuickJsLayout),
 }
 
 impl Language {
@@ -39,6 +43,51 @@ impl Language {
     pub fn name(&self) -> &'static str {
         match self {
             Language::Lua(_) => "lua",
+            Language::QuickJs(_) => "js",
+        }
+    }
+}
+
+/// A script's function as a profile names it: the name the interpreter knows it by, if it
+/// keeps one (JavaScript's; a Lua function has none); its source (Lua's `@bench.lua` for a
+/// file, as Lua writes it; JavaScript's file); the lines it is defined at and ends at (0
+/// for a Lua main chunk; JavaScript keeps the column it starts at instead of the last
+/// line); and its size in instructions or bytes, which tells apart two functions defined
+/// on the same lines.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ScriptFunction {
+    pub name: Option<String>,
+    pub source: String,
+    pub line_defined: i32,
+    pub last_line_defined: i32,
+    pub size_code: i32,
+}
+
+impl ScriptFunction {
+    /// The file (a Lua source `@name` is the file `name`; any other source is a string
+    /// chunk, shown as Lua shows it).
+    pub fn file(&self) -> &str {
+        self.source
+            .strip_prefix('@')
+            .or_else(|| self.source.strip_prefix('='))
+            .unwrap_or(&self.source)
+    }
+
+    /// The name a profile shows: the function's `name` (given, if its source says it; else
+    /// its own; an empty one is `<anonymous>`) and where it is defined, `fib (bench.lua:12)`; without one, as Lua's
+    /// traceback names a function by where it is defined, `function <bench.lua:12>`;
+    /// `main chunk <bench.lua>`.
+    pub fn display(&self, name: Option<&str>) -> String {
+        // A JavaScript function without a name is anonymous, as QuickJS's backtraces say.
+        let name = name
+            .or(self.name.as_deref())
+            .map(|n| if n.is_empty() { "<anonymous>" } else { n });
+        match (self.line_defined, name) {
+            (-1, Some(name)) => name.to_string(),
+            (-1, None) => "[a Lua function being called]".to_string(),
+            (0, _) => format!("main chunk <{}>", self.file()),
+            (line, Some(name)) => format!("{name} ({}:{line})", self.file()),
+            (line, None) => format!("function <{}:{line}>", self.file()),
         }
     }
 }
@@ -61,20 +110,22 @@ impl Interpreter {
 /// for any other module, `Some(Err(why))` for an interpreter whose structures cannot be
 /// read (its frames are then the interpreter's native ones).
 pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
-    let eval = function_named(bytes, "luaV_execute")?;
-    Some(match lua::LuaLayout::from_dwarf(bytes) {
-        Ok(layout) => Ok(Interpreter {
-            eval,
-            language: Language::Lua(layout),
-        }),
-        Err(why) => Err(format!("a Lua interpreter ({why})")),
-    })
+    let (eval, name) = function_named(bytes, &["luaV_execute", "JS_CallInternal"])?;
+    let language = match name {
+        0 => lua::LuaLayout::from_dwarf(bytes)
+            .map(Language::Lua)
+            .map_err(|why| format!("a Lua interpreter ({why})")),
+        _ => quickjs::QuickJsLayout::from_dwarf(bytes)
+            .map(Language::QuickJs)
+            .map_err(|why| format!("a QuickJS interpreter ({why})")),
+    };
+    Some(language.map(|language| Interpreter { eval, language }))
 }
 
-/// The id of the function the module's name section names `name`. Only the section
-/// headers are read on the way to it: on a 69 MB module, parsing every function body's
-/// header took 30 ms.
-fn function_named(bytes: &[u8], name: &str) -> Option<u32> {
+/// The id of the first function the module's name section names one of `names`, and
+/// which of them. Only the section headers are read on the way to it: on a 69 MB module,
+/// parsing every function body's header took 30 ms.
+fn function_named(bytes: &[u8], wanted: &[&str]) -> Option<(u32, usize)> {
     let mut reader = wasmparser::BinaryReader::new(bytes.get(8..)?, 8);
     while !reader.eof() {
         let id = reader.read_u8().ok()?;
@@ -96,8 +147,8 @@ fn function_named(bytes: &[u8], name: &str) -> Option<u32> {
         for names in names.into_iter().flatten() {
             if let wasmparser::Name::Function(map) = names {
                 for naming in map.into_iter().flatten() {
-                    if naming.name == name {
-                        return Some(naming.index);
+                    if let Some(which) = wanted.iter().position(|&n| n == naming.name) {
+                        return Some((naming.index, which));
                     }
                 }
             }
@@ -130,9 +181,16 @@ mod tests {
             r#"(module (func $first) (func $luaV_execute (param i32)) (func $last))"#,
         )
         .unwrap();
-        assert_eq!(super::function_named(&wasm, "luaV_execute"), Some(1));
-        assert_eq!(super::function_named(&wasm, "missing"), None);
-        assert_eq!(super::function_named(&wasm[..20], "luaV_execute"), None);
+        assert_eq!(
+            super::function_named(&wasm, &["luaV_execute"]),
+            Some((1, 0))
+        );
+        assert_eq!(
+            super::function_named(&wasm, &["JS_CallInternal", "luaV_execute"]),
+            Some((1, 1))
+        );
+        assert_eq!(super::function_named(&wasm, &["missing"]), None);
+        assert_eq!(super::function_named(&wasm[..20], &["luaV_execute"]), None);
         assert!(super::find(&wasm).is_some_and(|found| found.is_err()));
     }
 }

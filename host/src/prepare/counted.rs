@@ -23,22 +23,29 @@ use crate::profile::FunctionInfo;
 /// The mode a counted module's manifest names.
 pub const MODE: &str = "stack";
 
-/// The key of the counted module's compiled code: the original's digest and the version
-/// of what the counters write.
-pub fn digest(original: &[u8; 32]) -> [u8; 32] {
+/// The key of the counted module's compiled code: the original's digest, the version of
+/// what the counters write, and the captures made (which depend on whether this wprof
+/// reads the frames of the interpreter the module is: a module counted without them must
+/// not stand in for one counted with them).
+pub fn digest(loaded: &LoadedModule) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(b"wprof entry counts\0");
     h.update(&entry_counts::VERSION.to_le_bytes());
     h.update(wprof_agent::AGENT_FORMAT_VERSION.to_le_bytes().as_slice());
-    h.update(original);
+    h.update(&loaded.digest);
+    for c in captures(loaded) {
+        for word in [c.function, c.param, c.slot] {
+            h.update(&word.to_le_bytes());
+        }
+    }
     *h.finalize().as_bytes()
 }
 
 /// The key of the counted module's manifest.
-pub fn manifest_key(original: &[u8; 32]) -> [u8; 32] {
+pub fn manifest_key(loaded: &LoadedModule) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(b"wprof entry counts manifest\0");
-    h.update(&digest(original));
+    h.update(&digest(loaded));
     *h.finalize().as_bytes()
 }
 
@@ -109,7 +116,7 @@ pub fn compile_counted(
             let counted = count(loaded)?;
             Ok(slot.insert(counted).bytes.as_slice())
         },
-        &digest(&loaded.digest),
+        &digest(loaded),
         cache,
         None,
     )?;
@@ -165,7 +172,7 @@ fn record(
         blake3::hash(&counted.bytes).as_bytes(),
         &value,
     )?;
-    let key = manifest_key(&loaded.digest);
+    let key = manifest_key(loaded);
     cache.put(
         Kind::Manifest,
         &key,
@@ -219,7 +226,7 @@ fn manifest_of(loaded: &LoadedModule, counted: &CountedModule, path: &Path) -> O
             .to_string(),
         functions,
         probe_code: None,
-        compiled_digest: Some(hex(&digest(&loaded.digest))),
+        compiled_digest: Some(hex(&digest(loaded))),
         counter_offsets: Some(counted.offsets.encode()),
     })
 }
@@ -261,7 +268,7 @@ pub fn functions(bytes: &[u8]) -> Vec<FunctionInfo> {
 /// What the cache recorded of `loaded`'s counted module (a use of its manifest): its
 /// functions, and where its counters are; `None` if it has no manifest of it.
 pub fn recorded(cache: &mut CacheSession, loaded: &LoadedModule) -> Option<Recorded> {
-    let stored = cache.get(Kind::Manifest, &manifest_key(&loaded.digest))?;
+    let stored = cache.get(Kind::Manifest, &manifest_key(loaded))?;
     let manifest = Manifest::decode(&stored)?;
     if manifest.module_digest != loaded.digest_hex() || manifest.mode != MODE {
         return None;
@@ -324,11 +331,16 @@ pub fn offsets_of(loaded: &LoadedModule) -> Option<CounterOffsets> {
 /// The counted module of `loaded`: its entry counters, and in an interpreter the capture
 /// of its eval loop's state (see [`crate::languages`]). Deterministic, as the cache needs.
 fn count(loaded: &LoadedModule) -> Result<CountedModule, wprof_agent::AgentError> {
-    let captures = match interpreter(loaded) {
+    entry_counts::count_entries_capturing(&loaded.bytes, &captures(loaded))
+}
+
+/// The captures `loaded`'s counted module makes: its eval loop's state, in an interpreter
+/// whose frames are read.
+fn captures(loaded: &LoadedModule) -> Vec<wprof_agent::entry_counts::Capture> {
+    match interpreter(loaded) {
         Some(Ok(interpreter)) => interpreter.captures(),
         _ => Vec::new(),
-    };
-    entry_counts::count_entries_capturing(&loaded.bytes, &captures)
+    }
 }
 
 /// The interpreter `loaded` is, if it is one whose language's frames stack mode reads (see

@@ -54,7 +54,7 @@ top()
 /// A walk as the test saw it: each frame's function, line and whether it is fresh,
 /// innermost first; whether the walk was truncated; the name each frame's caller gives it.
 type Walked = (
-    Vec<(LuaFunction, Option<i32>, bool)>,
+    Vec<(crate::languages::ScriptFunction, Option<i32>, bool)>,
     bool,
     Vec<Option<String>>,
 );

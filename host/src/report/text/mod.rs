@@ -67,6 +67,7 @@ pub fn flat_table(profile: &Profile, functions: &[&FunctionRecord]) -> String {
                 "import" => " [import]",
                 "wait" => " [waiting]",
                 "lua" => " [lua]",
+                "js" => " [js]",
                 _ => "",
             },
         );

@@ -18,8 +18,8 @@
 
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use crate::languages::lua;
 use crate::languages::memory::Memory;
+use crate::languages::{lua, quickjs};
 use crate::languages::{Interpreter, Language};
 
 /// The most language frames a tick keeps: the innermost ones of a deeper stack.
@@ -116,6 +116,13 @@ impl LanguageWalk {
         &self.interpreter
     }
 
+    /// The eval loop's state as its last entry kept it (0 before the first).
+    pub fn entered(&self) -> u32 {
+        // SAFETY: as promised to `new`.
+        unsafe { std::sync::atomic::AtomicU32::from_ptr(self.state.cast_mut()) }
+            .load(Ordering::Relaxed)
+    }
+
     /// The signal handler: walks the stack of tick `tick` into `slot`. Async-signal-safe:
     /// atomic loads and stores, and `process_vm_readv`.
     pub(crate) fn record(&self, slot: &LanguageSlot, tick: u64) {
@@ -124,9 +131,7 @@ impl LanguageWalk {
         if !self.alive.load(Ordering::Relaxed) {
             return;
         }
-        // SAFETY: as promised to `new`.
-        let entered = unsafe { std::sync::atomic::AtomicU32::from_ptr(self.state.cast_mut()) }
-            .load(Ordering::Relaxed);
+        let entered = self.entered();
         let mut len = 0;
         let complete = match &self.interpreter.language {
             Language::Lua(layout) if entered != 0 => {
@@ -142,8 +147,18 @@ impl LanguageWalk {
                     None => false,
                 }
             }
+            Language::QuickJs(layout) if entered != 0 => {
+                quickjs::walk_into(layout, &self.memory, entered, &mut |frame| {
+                    if len == DEPTH {
+                        return false;
+                    }
+                    slot.frames[len].store(frame.pack(), Ordering::Relaxed);
+                    len += 1;
+                    true
+                })
+            }
             // The eval loop not entered yet.
-            Language::Lua(_) => true,
+            Language::Lua(_) | Language::QuickJs(_) => true,
         };
         slot.len.store(
             len | if complete { 0 } else { TRUNCATED },

@@ -3,13 +3,15 @@
 //! and the native code they called (a C function of the language's library, the
 //! allocator, a WASI call) stays above them.
 //!
-//! A tick's language frames (see [`crate::run::interrupt::language`]) come innermost first,
-//! each marked if its call started a run of the eval loop (called from native code). So
-//! they fall into runs, one per native frame of the eval loop, innermost with innermost:
-//! each such native frame is replaced by its run's functions. An eval frame without a run
-//! (a coroutine's resumer, whose stack is another state's) stays native; runs beyond the
-//! eval frames (a walk that caught the interpreter between two states) are left out and
-//! counted.
+//! A tick's language frames (see [`crate::run::interrupt::language`]) come innermost first.
+//! They fall into runs, one per native frame of the eval loop, innermost with innermost:
+//! each such native frame is replaced by its run's functions. A Lua frame is marked if its
+//! call started a run of the eval loop (called from native code), which ends a run; each
+//! JavaScript frame is a run of its own (QuickJS enters `JS_CallInternal` once per call), a
+//! C function's leaves its `JS_CallInternal` native (the native frames show its code). An eval frame without a run (a
+//! coroutine's resumer, whose stack is another state's; a `JS_CallInternal` caught before
+//! its frame is pushed or after it is popped) stays native; runs beyond the eval frames (a
+//! walk that caught the interpreter between two states) are left out and counted.
 //!
 //! The language's functions get ids of their own in the stacks, [`LANGUAGE_FUNCTION`] and
 //! their index in [`LanguageReader::functions`]; the profile gives them ids after the
@@ -17,8 +19,10 @@
 
 use std::collections::HashMap;
 
-use crate::languages::lua::{self, LuaFrame, LuaFunction};
-use crate::languages::Language;
+use crate::languages::lua::{self, LuaFrame};
+use crate::languages::memory::Memory;
+use crate::languages::quickjs::{self, JsFrame};
+use crate::languages::{Language, ScriptFunction};
 use crate::profile::FunctionInfo;
 use crate::run::interrupt::language::LanguageWalk;
 use crate::run::stacks::StackSamples;
@@ -29,10 +33,10 @@ pub const LANGUAGE_FUNCTION: u32 = 1 << 31;
 /// What the reader learnt of a thread's language frames.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LanguageSamples {
-    /// The language (`lua`).
+    /// The language (`lua`, `js`).
     pub language: String,
     /// The functions, by index.
-    pub functions: Vec<LuaFunction>,
+    pub functions: Vec<ScriptFunction>,
     /// Once [`merge`]d, each function's id in the profile.
     pub ids: Vec<u32>,
     /// The name Lua's traceback gives a function where a Lua caller called it (`global
@@ -51,17 +55,21 @@ pub struct LanguageSamples {
     /// Frames whose function could not be read (the memory gone, a prototype being
     /// rewritten, or a call being set up): shown as an unknown function.
     pub unknown: u64,
+    /// Ticks that found the innermost eval frame without a language frame of its own yet
+    /// (or any more): the interpreter entering or leaving a call; that frame stays native.
+    pub between_calls: u64,
 }
 
 /// Turns a thread's ticks' language frames into ids in its stacks.
 #[derive(Debug)]
 pub struct LanguageReader {
     walk: &'static LanguageWalk,
-    /// Prototypes read, by address: the two words that name one (its source string's
-    /// address and the line it is defined at, read again at each use, as the address may
-    /// be another prototype's once the first was freed) and its function's index.
+    /// Prototypes (Lua) or bytecode (JavaScript) read, by address: the two words that
+    /// name one (see [`lua::function_key`], [`quickjs::function_key`]; read again at each
+    /// use, as the address may be another function's once the first was freed) and its
+    /// function's index.
     protos: HashMap<u32, ((u32, i32), u32)>,
-    index: HashMap<LuaFunction, u32>,
+    index: HashMap<ScriptFunction, u32>,
     /// Calling instructions looked at (a caller's prototype and instruction), and the
     /// name each gives.
     call_sites: HashMap<(u32, i32), Option<String>>,
@@ -93,40 +101,78 @@ impl LanguageReader {
     /// loop's frames; when the innermost function is now the script's (the tick found the
     /// eval loop running it), the line of the script it was at.
     pub fn splice(&mut self, path: &mut Vec<u32>, frames: &[u64], truncated: bool) -> Option<i32> {
-        let eval = self.walk.interpreter().eval;
+        let walk = self.walk;
+        let eval = walk.interpreter().eval;
         self.samples.truncated += u64::from(truncated);
         if frames.is_empty() || !path.contains(&eval) {
             return None;
         }
         let innermost_is_eval = path.last() == Some(&eval);
-        let runs = runs(frames, |proto| self.id_of(proto));
-        self.name_by_callers(frames);
-        self.samples.unplaced_runs += put_runs(path, eval, &runs);
-        self.samples.placed += 1;
-        if !innermost_is_eval {
-            return None;
-        }
-        let frame = LuaFrame::unpack(frames[0]);
-        let Language::Lua(layout) = &self.walk.interpreter().language;
-        (frame.proto != 0)
-            .then(|| {
-                self.walk
-                    .with_memory(|memory| lua::line(layout, memory, frame.proto, frame.pc))
+        match &walk.interpreter().language {
+            Language::Lua(layout) => {
+                let runs = runs(frames, |proto| self.id_of(proto));
+                self.name_by_callers(frames);
+                self.samples.unplaced_runs += put_runs(path, eval, &runs);
+                self.samples.placed += 1;
+                if !innermost_is_eval {
+                    return None;
+                }
+                let frame = LuaFrame::unpack(frames[0]);
+                (frame.proto != 0)
+                    .then(|| {
+                        walk.with_memory(|memory| lua::line(layout, memory, frame.proto, frame.pc))
+                            .flatten()
+                    })
                     .flatten()
-            })
-            .flatten()
+            }
+            Language::QuickJs(layout) => {
+                let mut runs: Vec<Vec<u32>> = frames
+                    .iter()
+                    .map(|&word| {
+                        let frame = JsFrame::unpack(word);
+                        // A C function's frame: its `JS_CallInternal` stays, as the
+                        // native frames the C function's code runs in.
+                        match frame.native {
+                            true => vec![eval],
+                            false => vec![self.id_of(frame.bytecode)],
+                        }
+                    })
+                    .collect();
+                // One eval frame more than frames: the innermost is entering or leaving its
+                // call, and stays native.
+                let evals = path.iter().filter(|&&f| f == eval).count();
+                let between = evals == runs.len() + 1;
+                if between {
+                    runs.insert(0, vec![eval]);
+                    self.samples.between_calls += 1;
+                }
+                self.samples.unplaced_runs += put_runs(path, eval, &runs);
+                self.samples.placed += 1;
+                let frame = JsFrame::unpack(frames[0]);
+                if !innermost_is_eval || between || frame.native || frame.bytecode == 0 {
+                    return None;
+                }
+                walk.with_memory(|memory| quickjs::line(layout, memory, frame.bytecode, frame.pc))
+                    .flatten()
+            }
+        }
     }
 
-    /// The id of the function whose prototype is at `proto`.
-    fn id_of(&mut self, proto: u32) -> u32 {
-        let Language::Lua(layout) = &self.walk.interpreter().language;
-        let known = self.protos.get(&proto).copied();
-        let read = (proto != 0).then(|| {
-            self.walk.with_memory(|memory| {
-                let key = lua::function_key(layout, memory, proto)?;
+    /// The id of the function whose prototype (Lua) or bytecode (JavaScript) is at
+    /// `address`.
+    fn id_of(&mut self, address: u32) -> u32 {
+        let walk = self.walk;
+        let language = &walk.interpreter().language;
+        let known = self.protos.get(&address).copied();
+        let read = (address != 0).then(|| {
+            walk.with_memory(|memory| {
+                let key = function_key(language, memory, address)?;
                 match known {
                     Some((seen, index)) if seen == key => Some((key, Ok(index))),
-                    _ => Some((key, Err(lua::function(layout, memory, proto)?))),
+                    _ => Some((
+                        key,
+                        Err(function(language, memory, walk.entered(), address)?),
+                    )),
                 }
             })
         });
@@ -134,14 +180,20 @@ impl LanguageReader {
             (Some((_, Ok(index))), _) => return LANGUAGE_FUNCTION | index,
             (Some((key, Err(function))), _) => {
                 let index = self.index_of(function);
-                self.protos.insert(proto, (key, index));
+                self.protos.insert(address, (key, index));
                 index
             }
-            // The memory gone at the end of the run: the prototype as read before.
-            (None, Some((_, index))) if !self.walk.is_alive() => index,
+            // The memory gone at the end of the run: the function as read before.
+            (None, Some((_, index))) if !walk.is_alive() => index,
             (None, _) => {
                 self.samples.unknown += 1;
-                self.index_of(LuaFunction {
+                self.index_of(ScriptFunction {
+                    name: match language {
+                        Language::Lua(_) => None,
+                        Language::QuickJs(_) => {
+                            Some("[a JavaScript frame that could not be read]".to_string())
+                        }
+                    },
                     source: "?".to_string(),
                     line_defined: -1,
                     last_line_defined: -1,
@@ -155,7 +207,9 @@ impl LanguageReader {
     /// Names the functions of `frames` (innermost first) that a Lua caller called and that
     /// have no such name yet, as Lua's traceback would.
     fn name_by_callers(&mut self, frames: &[u64]) {
-        let Language::Lua(layout) = &self.walk.interpreter().language;
+        let Language::Lua(layout) = &self.walk.interpreter().language else {
+            return;
+        };
         let Some(naming) = layout.naming() else {
             return;
         };
@@ -191,7 +245,7 @@ impl LanguageReader {
         }
     }
 
-    fn index_of(&mut self, function: LuaFunction) -> u32 {
+    fn index_of(&mut self, function: ScriptFunction) -> u32 {
         if let Some(&index) = self.index.get(&function) {
             return index;
         }
@@ -213,7 +267,7 @@ pub fn merge<'a>(
     source_line: &dyn Fn(&str, i32) -> Option<String>,
 ) -> Option<LanguageSamples> {
     let mut total: Option<LanguageSamples> = None;
-    let mut ids: HashMap<LuaFunction, u32> = HashMap::new();
+    let mut ids: HashMap<ScriptFunction, u32> = HashMap::new();
     // Names given, and how many functions have each (two functions defined on one line
     // and named alike are told apart by a number).
     let mut named: HashMap<String, u32> = HashMap::new();
@@ -232,9 +286,16 @@ pub fn merge<'a>(
             .map(|(index, f)| {
                 *ids.entry(f.clone()).or_insert_with(|| {
                     let id = functions.len() as u32;
-                    let name = source_line(f.file(), f.line_defined)
-                        .and_then(|line| lua::name_in_source(&line))
-                        .or_else(|| own.called.get(&(index as u32)).cloned());
+                    // A function the interpreter names (JavaScript's) keeps its name; one
+                    // it does not, the name its source gives it.
+                    let name = match f.name.as_deref() {
+                        Some("") => source_line(f.file(), f.line_defined)
+                            .and_then(|line| quickjs::name_at(&line, f.last_line_defined)),
+                        Some(_) => None,
+                        None => source_line(f.file(), f.line_defined)
+                            .and_then(|line| lua::name_in_source(&line))
+                            .or_else(|| own.called.get(&(index as u32)).cloned()),
+                    };
                     let mut name = f.display(name.as_deref());
                     let seen = named.entry(name.clone()).or_default();
                     *seen += 1;
@@ -271,8 +332,38 @@ pub fn merge<'a>(
         total.truncated += own.truncated;
         total.unplaced_runs += own.unplaced_runs;
         total.unknown += own.unknown;
+        total.between_calls += own.between_calls;
     }
     total
+}
+
+/// What names the function at `address` cheaply (see [`LanguageReader::protos`]).
+fn function_key(
+    language: &Language,
+    memory: &(impl Memory + ?Sized),
+    address: u32,
+) -> Option<(u32, i32)> {
+    match language {
+        Language::Lua(layout) => lua::function_key(layout, memory, address),
+        Language::QuickJs(layout) => quickjs::function_key(layout, memory, address),
+    }
+}
+
+/// The function at `address`; `entered` is the eval loop's state (JavaScript's atoms are
+/// read from its runtime).
+fn function(
+    language: &Language,
+    memory: &(impl Memory + ?Sized),
+    entered: u32,
+    address: u32,
+) -> Option<ScriptFunction> {
+    match language {
+        Language::Lua(layout) => lua::function(layout, memory, address),
+        Language::QuickJs(layout) => {
+            let rt = quickjs::runtime(layout, memory, entered)?;
+            quickjs::function(layout, memory, rt, address)
+        }
+    }
 }
 
 /// The runs of language frames in `frames` (packed, innermost first), innermost run first,
