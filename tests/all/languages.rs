@@ -67,6 +67,21 @@ const twice = function (x) { return 2 * x; };
 print(total, twice(fib(22)), xs[0]);
 ";
 
+/// A function called through a bound function, an async function and a promise's
+/// executor.
+const JS_CALLS: &str = "function work(n) { let s = 0; for (let i = 0; i < n; i++) s = (s + i) | 0; return s; }
+function viaBound(n) { const b = work.bind(null); return b(n); }
+async function viaAsync(n) { return work(n); }
+function viaPromise(n) { let r = 0; new Promise((resolve) => { r = work(n); resolve(r); }); return r; }
+let t = 0;
+for (let k = 0; k < 30; k++) {
+  t += viaBound(300000);
+  viaAsync(300000).then((v) => { t += v; });
+  t += viaPromise(300000);
+}
+print(t !== 0);
+";
+
 /// Runs `script` (as `/s/shares.js`) under `qjs.wasm` with `wprof run` and `flags`.
 fn js_profile_of(s: &Scratch, qjs: &std::path::Path, flags: &[&str]) -> Profile {
     let dir = s.path("scripts");
@@ -156,6 +171,62 @@ fn a_javascript_programs_functions_stand_where_quickjs_ran_them_with_their_share
         .find(|l| l.contains("part_c (/s/shares.js:7)"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(line.ends_with("[js]"), "{line}");
+
+    // Calls through a bound function, an async function and a promise's executor (`new`
+    // of a C class): each frame stands where the native frame that pushed it is, the
+    // handlers in between stay native, and the work is `work`'s.
+    let dir = s.path("scripts");
+    std::fs::write(dir.join("calls.js"), JS_CALLS).unwrap();
+    let mapping = format!("{}::/s", dir.display());
+    let out = s.run(&[
+        "run",
+        "-o",
+        "calls.wprof",
+        "--dir",
+        &mapping,
+        qjs.to_str().unwrap(),
+        "/s/calls.js",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "true\n");
+    assert!(
+        !stderr(&out).contains("did not line up"),
+        "{}",
+        stderr(&out)
+    );
+    let calls = Profile::read(&s.path("calls.wprof")).unwrap();
+    let named = |name: &str| {
+        calls
+            .functions
+            .iter()
+            .find(|f| f.name.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let work = named("work (/s/calls.js:1)");
+    assert!(
+        named("JS_CallInternal").self_time * 10 <= work.self_time,
+        "JS_CallInternal {} against work's {}",
+        named("JS_CallInternal").self_time,
+        work.self_time
+    );
+    let folded = stdout(&s.run(&["report", "calls.wprof", "--format", "folded"]));
+    for via in ["viaBound", "viaAsync", "viaPromise"] {
+        assert!(
+            folded
+                .lines()
+                .any(|l| l.contains(&format!(";{via} (/s/calls.js:")) && l.contains(";work (")),
+            "{via}: {folded}"
+        );
+    }
+    // (A context where a function comes back is cut back to its first time: the async
+    // call's handlers, entered for the script and again for viaAsync, fold its stack.)
+    for via in ["viaBound", "viaPromise"] {
+        let line = folded
+            .lines()
+            .find(|l| l.contains(&format!(";{via} (/s/calls.js:")) && l.contains(";work ("))
+            .unwrap();
+        assert!(line.contains(";<eval> (/s/calls.js:1);"), "{line}");
+    }
 
     // `--native`: the interpreter's frames, with as much time in JS_CallInternal as the
     // script's functions and the calls it was caught between (within 5 points).

@@ -34,8 +34,9 @@ pub struct Interpreter {
 pub enum Language {
     /// Lua 5.4: `luaV_execute(lua_State *L, CallInfo *ci)`.
     Lua(lua::LuaLayout),
-    /// QuickJS-ng: `JS_CallInternal(JSContext *caller_ctx, ...)`, once per call.
-    QuickJs(quickjs::QuickJsLayout),
+    /// QuickJS-ng: `JS_CallInternal(JSContext *caller_ctx, ...)`, once per call, and the
+    /// native functions that push or hand on a call (see [`quickjs::placing`]).
+    QuickJs(quickjs::QuickJsLayout, quickjs::placing::Calls),
 }
 
 impl Language {
@@ -43,7 +44,7 @@ impl Language {
     pub fn name(&self) -> &'static str {
         match self {
             Language::Lua(_) => "lua",
-            Language::QuickJs(_) => "js",
+            Language::QuickJs(..) => "js",
         }
     }
 }
@@ -116,16 +117,59 @@ pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
             .map(Language::Lua)
             .map_err(|why| format!("a Lua interpreter ({why})")),
         _ => quickjs::QuickJsLayout::from_dwarf(bytes)
-            .map(Language::QuickJs)
+            .and_then(|layout| {
+                let calls = quickjs::placing::Calls::named(&functions_named(
+                    bytes,
+                    quickjs::placing::Calls::NAMES,
+                ))?;
+                Ok(Language::QuickJs(layout, calls))
+            })
             .map_err(|why| format!("a QuickJS interpreter ({why})")),
     };
     Some(language.map(|language| Interpreter { eval, language }))
 }
 
-/// The id of the first function the module's name section names one of `names`, and
-/// which of them. Only the section headers are read on the way to it: on a 69 MB module,
-/// parsing every function body's header took 30 ms.
+/// The id of the first function the module's name section names one of `wanted`, and
+/// which of them.
 fn function_named(bytes: &[u8], wanted: &[&str]) -> Option<(u32, usize)> {
+    let mut first: Option<(u32, usize)> = None;
+    each_function_name(
+        bytes,
+        &mut |index, name| match wanted.iter().position(|&n| n == name) {
+            Some(which) => {
+                first = Some((index, which));
+                false
+            }
+            None => true,
+        },
+    );
+    first
+}
+
+/// The ids of the functions the module's name section names `wanted`, in that order
+/// (`None` for a name it does not have).
+fn functions_named(bytes: &[u8], wanted: &[&str]) -> Vec<Option<u32>> {
+    let mut found = vec![None; wanted.len()];
+    each_function_name(bytes, &mut |index, name| {
+        if let Some(which) = wanted.iter().position(|&n| n == name) {
+            found[which].get_or_insert(index);
+        }
+        true
+    });
+    found
+}
+
+/// Hands each function name of the module's name section to `named` (its index and
+/// name) until it says no more. Only the section headers are read on the way to it: on a
+/// 69 MB module, parsing every function body's header took 30 ms.
+fn each_function_name(bytes: &[u8], named: &mut dyn FnMut(u32, &str) -> bool) {
+    let _ = each_function_name_or_none(bytes, named);
+}
+
+fn each_function_name_or_none(
+    bytes: &[u8],
+    named: &mut dyn FnMut(u32, &str) -> bool,
+) -> Option<()> {
     let mut reader = wasmparser::BinaryReader::new(bytes.get(8..)?, 8);
     while !reader.eof() {
         let id = reader.read_u8().ok()?;
@@ -147,15 +191,15 @@ fn function_named(bytes: &[u8], wanted: &[&str]) -> Option<(u32, usize)> {
         for names in names.into_iter().flatten() {
             if let wasmparser::Name::Function(map) = names {
                 for naming in map.into_iter().flatten() {
-                    if let Some(which) = wanted.iter().position(|&n| n == naming.name) {
-                        return Some((naming.index, which));
+                    if !named(naming.index, naming.name) {
+                        return Some(());
                     }
                 }
             }
         }
-        return None;
+        return Some(());
     }
-    None
+    Some(())
 }
 
 /// The benchmark set's Lua (`bash bench/programs/build.sh --small`), for tests, if built;

@@ -7,25 +7,26 @@
 //! is defined at, or a C function (`Array.prototype.sort`, `JSON.parse`...), whose code is
 //! native and shows as such.
 //!
-//! Every frame, C functions' too, is the frame of one native `JS_CallInternal`: QuickJS
-//! calls a function, from bytecode or from C, through it, so the frames can be put in
-//! place of those native frames one for one (see `crate::run::stacks::languages`); a C
-//! function's stays native.
+//! Each frame is pushed by a native frame of the interpreter, `JS_CallInternal` for a
+//! bytecode function, the C function's caller for a C function: the frames are put in place
+//! of those native frames (see [`placing`]).
 //!
 //! Every offset comes from the interpreter's DWARF ([`QuickJsLayout::from_dwarf`]), the
 //! class ids of bytecode functions too; the constants are how QuickJS-ng packs its values
 //! on a 32-bit target (`JS_NAN_BOXING`: a `JSValue` is 64 bits, the tag in the high word),
-//! its strings' header (`len:31, is_wide_char:1`, then `hash:28, kind:2, atom_type:2`) and
-//! its line table's encoding (`PC2LINE_*`). A build of Fabrice Bellard's QuickJS, whose
+//! its strings' header (`len:31, is_wide_char:1`, then `hash:28, kind:2, atom_type:2`),
+//! and which functions push frames. A build of Fabrice Bellard's QuickJS, whose
 //! debug fields are in a `debug` member, is not read (one warning, native frames).
 //!
 //! The interpreter writes a frame's position (`cur_pc`) only before it calls, throws or
-//! may run other code: a calling frame is at its call, but the innermost frame's position
-//! is unknown while it runs its own bytecode; its line is then the line it is defined at.
+//! may run other code, and never clears it: the running function's position is unknown
+//! while it runs its own bytecode, so its time has no line of the script.
 
 use super::layout::Layout;
 use super::memory::Memory;
 use super::ScriptFunction;
+
+pub mod placing;
 
 /// Frames walked at most; a deeper stack is truncated.
 pub const MAX_DEPTH: usize = 512;
@@ -43,12 +44,6 @@ const BYTECODE_CLASSES: [&str; 4] = [
     "JS_CLASS_ASYNC_FUNCTION",
     "JS_CLASS_ASYNC_GENERATOR_FUNCTION",
 ];
-/// The line table's short form: an opcode byte at or past `PC2LINE_OP_FIRST` holds a pc
-/// step of `(op - first) / RANGE` and a line step of `(op - first) % RANGE + BASE`.
-const PC2LINE_BASE: i32 = -1;
-const PC2LINE_RANGE: i32 = 5;
-const PC2LINE_OP_FIRST: u8 = 1;
-
 /// Where QuickJS-ng keeps what the walk reads, in one build.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuickJsLayout {
@@ -68,8 +63,6 @@ pub struct QuickJsLayout {
     bytecode_file: u32,
     bytecode_line: u32,
     bytecode_column: u32,
-    bytecode_lines_len: u32,
-    bytecode_lines: u32,
     string_data: u32,
 }
 
@@ -130,8 +123,6 @@ impl QuickJsLayout {
             bytecode_file: at("JSFunctionBytecode", "filename")?,
             bytecode_line: at("JSFunctionBytecode", "line_num")?,
             bytecode_column: at("JSFunctionBytecode", "col_num")?,
-            bytecode_lines_len: at("JSFunctionBytecode", "pc2line_len")?,
-            bytecode_lines: at("JSFunctionBytecode", "pc2line_buf")?,
             // The characters follow the header (QuickJS-ng's 16 bytes; older QuickJS
             // names them `u`).
             string_data: at("JSString", "u").or_else(|_| {
@@ -150,7 +141,8 @@ pub struct JsFrame {
     /// Its function's bytecode (`JSFunctionBytecode`), by address; 0 for a frame whose
     /// function could not be read, or a C function's.
     pub bytecode: u32,
-    /// Where it is in its bytecode (a byte offset; -1 when unknown).
+    /// Where it last saved its position in its bytecode (a byte offset; -1 when unknown):
+    /// a calling frame's call.
     pub pc: i32,
     /// A C function's frame: native code, which the native frames show.
     pub native: bool,
@@ -310,17 +302,21 @@ pub fn function(
 }
 
 /// The name a function that its bytecode does not name has in the source line `line` where
-/// it starts, at `column` (from 1): a method's (`run` in `class R { run(n) {...} }`,
+/// it starts, at `column` (from 1, in bytes): a method's (`run` in `class R { run(n) {...} }`,
 /// `get size()`, `static of(x)`); none for an arrow function or a `function` expression
 /// (nor for a call, `xs.sort(`, where QuickJS may place an arrow function it is given).
 pub fn name_at(line: &str, column: i32) -> Option<String> {
+    // QuickJS counts columns in bytes of the source.
     let start = usize::try_from(column.checked_sub(1)?).ok()?;
-    // A property read (`xs.sort(`, where an arrow function passed to it may say it
-    // starts) is not a definition.
-    if start > 0 && line.chars().nth(start - 1) == Some('.') {
+    if !line.is_char_boundary(start) {
         return None;
     }
-    let mut rest: String = line.chars().skip(start).collect();
+    // A property read (`xs.sort(`, where an arrow function passed to it may say it
+    // starts) is not a definition.
+    if line[..start].ends_with('.') {
+        return None;
+    }
+    let mut rest: String = line.get(start..)?.to_string();
     for prefix in ["static ", "async ", "get ", "set ", "*"] {
         if let Some(after) = rest.trim_start().strip_prefix(prefix) {
             rest = after.to_string();
@@ -388,85 +384,6 @@ fn read_string(layout: &QuickJsLayout, memory: &(impl Memory + ?Sized), at: u32)
         .map(|c| u16::from_le_bytes([c[0], c[1]]))
         .collect();
     Some(String::from_utf16_lossy(&units))
-}
-
-/// The line position `pc` of the bytecode at `bytecode` is at, as QuickJS's backtraces
-/// decode its line table; the line the function is defined at for an unknown position
-/// (-1) or without a table.
-pub fn line(
-    layout: &QuickJsLayout,
-    memory: &(impl Memory + ?Sized),
-    bytecode: u32,
-    pc: i32,
-) -> Option<i32> {
-    let field = |offset: u32| bytecode.checked_add(offset);
-    let defined = memory.i32(field(layout.bytecode_line)?)?;
-    let table = memory.u32(field(layout.bytecode_lines)?)?;
-    let len = memory.i32(field(layout.bytecode_lines_len)?)?;
-    if pc < 0 || table == 0 || len <= 0 {
-        return Some(defined);
-    }
-    let mut bytes = vec![0; usize::try_from(len).ok()?.min(1 << 20)];
-    memory.read(table, &mut bytes)?;
-    Some(decode_line(&bytes, defined, pc))
-}
-
-/// The line at position `pc` in the line table `table` of a function defined at line
-/// `line`: each entry steps the position and the line (one byte for small steps, else a 0
-/// and the two as LEB128 numbers), then the column (a zigzag LEB128 number); the line of
-/// the last entry at or before `pc`.
-fn decode_line(table: &[u8], mut line: i32, pc: i32) -> i32 {
-    let mut at = 0;
-    let mut position: i64 = 0;
-    while at < table.len() {
-        let op = table[at];
-        at += 1;
-        let (pc_step, line_step) = if op == 0 {
-            let Some(pc_step) = uleb(table, &mut at) else {
-                break;
-            };
-            let Some(line_step) = zigzag(table, &mut at) else {
-                break;
-            };
-            (pc_step as i64, line_step)
-        } else {
-            let op = i32::from(op - PC2LINE_OP_FIRST);
-            (
-                i64::from(op / PC2LINE_RANGE),
-                op % PC2LINE_RANGE + PC2LINE_BASE,
-            )
-        };
-        // The column's step.
-        if zigzag(table, &mut at).is_none() {
-            break;
-        }
-        position += pc_step;
-        if i64::from(pc) < position {
-            break;
-        }
-        line = line.wrapping_add(line_step);
-    }
-    line
-}
-
-/// An unsigned LEB128 number at `at` (moved past it).
-fn uleb(bytes: &[u8], at: &mut usize) -> Option<u32> {
-    let mut value: u32 = 0;
-    for shift in (0..35).step_by(7) {
-        let b = *bytes.get(*at)?;
-        *at += 1;
-        value |= u32::from(b & 0x7f).checked_shl(shift)?;
-        if b & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
-}
-
-/// A signed number as QuickJS writes them: zigzag over an unsigned LEB128 number.
-fn zigzag(bytes: &[u8], at: &mut usize) -> Option<i32> {
-    let v = uleb(bytes, at)?;
-    Some(((v >> 1) as i32) ^ -((v & 1) as i32))
 }
 
 #[cfg(test)]

@@ -156,8 +156,10 @@ pub fn line_costs(profile: &Profile, beside: Option<&Path>) -> HashMap<u32, Line
             read_source(main, beside).map(|t| t.lines().map(str::to_string).collect())
         });
         let source = match (text, numbers.first(), numbers.last()) {
+            // The file's lines only (a line number past its end is no line of it).
             (Some(text), Some(&first), Some(&last)) => (first.max(1)..=last)
-                .map(|n| (n, text.get(n as usize - 1).cloned().unwrap_or_default()))
+                .take_while(|&n| n as usize <= text.len())
+                .map(|n| (n, text[n as usize - 1].clone()))
                 .collect(),
             _ => Vec::new(),
         };

@@ -147,7 +147,7 @@ impl LanguageWalk {
                     None => false,
                 }
             }
-            Language::QuickJs(layout) if entered != 0 => {
+            Language::QuickJs(layout, _) if entered != 0 => {
                 quickjs::walk_into(layout, &self.memory, entered, &mut |frame| {
                     if len == DEPTH {
                         return false;
@@ -158,7 +158,7 @@ impl LanguageWalk {
                 })
             }
             // The eval loop not entered yet.
-            Language::Lua(_) | Language::QuickJs(_) => true,
+            Language::Lua(_) | Language::QuickJs(..) => true,
         };
         slot.len.store(
             len | if complete { 0 } else { TRUNCATED },

@@ -7,10 +7,9 @@
 //! They fall into runs, one per native frame of the eval loop, innermost with innermost:
 //! each such native frame is replaced by its run's functions. A Lua frame is marked if its
 //! call started a run of the eval loop (called from native code), which ends a run; each
-//! JavaScript frame is a run of its own (QuickJS enters `JS_CallInternal` once per call), a
-//! C function's leaves its `JS_CallInternal` native (the native frames show its code). An eval frame without a run (a
-//! coroutine's resumer, whose stack is another state's; a `JS_CallInternal` caught before
-//! its frame is pushed or after it is popped) stays native; runs beyond the eval frames (a
+//! JavaScript frame stands in place of the native frame that pushed it (see
+//! [`crate::languages::quickjs::placing`]). A Lua eval frame without a run (a coroutine's
+//! resumer, whose stack is another state's) stays native; runs beyond the eval frames (a
 //! walk that caught the interpreter between two states) are left out and counted.
 //!
 //! The language's functions get ids of their own in the stacks, [`LANGUAGE_FUNCTION`] and
@@ -21,7 +20,7 @@ use std::collections::HashMap;
 
 use crate::languages::lua::{self, LuaFrame};
 use crate::languages::memory::Memory;
-use crate::languages::quickjs::{self, JsFrame};
+use crate::languages::quickjs::{self, placing, JsFrame};
 use crate::languages::{Language, ScriptFunction};
 use crate::profile::FunctionInfo;
 use crate::run::interrupt::language::LanguageWalk;
@@ -58,6 +57,9 @@ pub struct LanguageSamples {
     /// Ticks that found the innermost eval frame without a language frame of its own yet
     /// (or any more): the interpreter entering or leaving a call; that frame stays native.
     pub between_calls: u64,
+    /// Ticks whose language frames did not line up with the native frames that push them
+    /// (a call handler wprof does not know): left native.
+    pub unaligned: u64,
 }
 
 /// Turns a thread's ticks' language frames into ids in its stacks.
@@ -125,35 +127,21 @@ impl LanguageReader {
                     })
                     .flatten()
             }
-            Language::QuickJs(layout) => {
-                let mut runs: Vec<Vec<u32>> = frames
-                    .iter()
-                    .map(|&word| {
-                        let frame = JsFrame::unpack(word);
-                        // A C function's frame: its `JS_CallInternal` stays, as the
-                        // native frames the C function's code runs in.
-                        match frame.native {
-                            true => vec![eval],
-                            false => vec![self.id_of(frame.bytecode)],
-                        }
-                    })
-                    .collect();
-                // One eval frame more than frames: the innermost is entering or leaving its
-                // call, and stays native.
-                let evals = path.iter().filter(|&&f| f == eval).count();
-                let between = evals == runs.len() + 1;
-                if between {
-                    runs.insert(0, vec![eval]);
-                    self.samples.between_calls += 1;
-                }
-                self.samples.unplaced_runs += put_runs(path, eval, &runs);
-                self.samples.placed += 1;
-                let frame = JsFrame::unpack(frames[0]);
-                if !innermost_is_eval || between || frame.native || frame.bytecode == 0 {
+            Language::QuickJs(_, calls) => {
+                let js: Vec<JsFrame> = frames.iter().map(|&w| JsFrame::unpack(w)).collect();
+                let Some(placement) = placing::place(path, eval, &js, truncated, calls) else {
+                    self.samples.unaligned += 1;
                     return None;
+                };
+                self.samples.between_calls += u64::from(placement.between);
+                for (j, at) in placement.pairs {
+                    if !js[j].native {
+                        path[at] = self.id_of(js[j].bytecode);
+                    }
                 }
-                walk.with_memory(|memory| quickjs::line(layout, memory, frame.bytecode, frame.pc))
-                    .flatten()
+                self.samples.placed += 1;
+                // QuickJS keeps no position of the bytecode it runs (see `quickjs`).
+                None
             }
         }
     }
@@ -190,7 +178,7 @@ impl LanguageReader {
                 self.index_of(ScriptFunction {
                     name: match language {
                         Language::Lua(_) => None,
-                        Language::QuickJs(_) => {
+                        Language::QuickJs(..) => {
                             Some("[a JavaScript frame that could not be read]".to_string())
                         }
                     },
@@ -333,6 +321,7 @@ pub fn merge<'a>(
         total.unplaced_runs += own.unplaced_runs;
         total.unknown += own.unknown;
         total.between_calls += own.between_calls;
+        total.unaligned += own.unaligned;
     }
     total
 }
@@ -345,7 +334,7 @@ fn function_key(
 ) -> Option<(u32, i32)> {
     match language {
         Language::Lua(layout) => lua::function_key(layout, memory, address),
-        Language::QuickJs(layout) => quickjs::function_key(layout, memory, address),
+        Language::QuickJs(layout, _) => quickjs::function_key(layout, memory, address),
     }
 }
 
@@ -359,7 +348,7 @@ fn function(
 ) -> Option<ScriptFunction> {
     match language {
         Language::Lua(layout) => lua::function(layout, memory, address),
-        Language::QuickJs(layout) => {
+        Language::QuickJs(layout, _) => {
             let rt = quickjs::runtime(layout, memory, entered)?;
             quickjs::function(layout, memory, rt, address)
         }

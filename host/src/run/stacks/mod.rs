@@ -227,10 +227,19 @@ impl StackSamples {
         blocked
     }
 
-    /// CPU time of `found`'s stack, spent at its address (and line of a script).
+    /// CPU time of `found`'s stack, spent at its address (and line of a script; the address
+    /// is the eval loop's where a script's function stands in its place, whose lines are
+    /// the script's, not the interpreter's).
     fn add_time(&mut self, found: &Found, ns: u64) {
         add(&mut self.time, &found.path, ns);
-        *self.at_pc.entry(found.pc).or_default() += ns;
+        let in_script = found
+            .path
+            .0
+            .last()
+            .is_some_and(|&f| f & languages::LANGUAGE_FUNCTION != 0);
+        if !in_script {
+            *self.at_pc.entry(found.pc).or_default() += ns;
+        }
         if let (Some(line), Some(&function)) = (found.script_line, found.path.0.last()) {
             *self.script_lines.entry((function, line)).or_default() += ns;
         }

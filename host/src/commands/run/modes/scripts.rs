@@ -107,6 +107,10 @@ pub(super) fn tell(job: &Job, language: &stacks::languages::LanguageSamples) {
             language.unplaced_runs,
             "runs of frames with no eval loop to stand in (left out)",
         ),
+        (
+            language.unaligned,
+            "ticks whose frames did not line up with the interpreter's (shown native)",
+        ),
     ];
     let said: Vec<String> = missed
         .iter()

@@ -62,10 +62,14 @@ impl RunMode for Stack {
         job.progress.finish();
         if code.counted && !job.settings.native {
             let loaded = &job.loaded;
-            match job.timings.time("interpreter", || counted::interpreter(loaded)) {
+            match job
+                .timings
+                .time("interpreter", || counted::interpreter(loaded))
+            {
                 Some(Ok(interpreter)) => job.settings.interpreter = Some(interpreter),
                 Some(Err(why)) => warn(format_args!(
-                    "{} is {why}: its scripts' frames cannot be read, the interpreter's own                      are shown",
+                    "{} is {why}: its scripts' frames cannot be read, the interpreter's own \
+                     are shown",
                     job.shown
                 )),
                 None => {}
