@@ -27,6 +27,48 @@ fn lua_wasm() -> Option<PathBuf> {
     None
 }
 
+/// Asserts that `parts` split 1:2:3, within 5 points of total variation; their sum.
+fn assert_one_two_three(parts: [u64; 3]) -> u64 {
+    let sum: u64 = parts.iter().sum();
+    let distance: f64 = parts
+        .iter()
+        .zip([1.0, 2.0, 3.0])
+        .map(|(&t, k)| (t as f64 / sum as f64 - k / 6.0).abs())
+        .sum::<f64>()
+        / 2.0;
+    assert!(
+        distance <= 0.05,
+        "shares {parts:?}: {distance:.3} from 1:2:3"
+    );
+    sum
+}
+
+/// Asserts that the script's functions and the eval loop's own frames in `profile` hold
+/// the share of its time the eval loop (`eval`) holds in `native` (`--native`), within 5
+/// points (two runs).
+fn assert_the_eval_loops_share(profile: &Profile, native: &Profile, eval: &str) {
+    assert!(native.functions.iter().all(|f| !f.is_script()));
+    let own = |p: &Profile| {
+        p.functions
+            .iter()
+            .find(|f| f.name == eval)
+            .map_or(0, |f| f.self_time)
+    };
+    let in_script: u64 = profile
+        .functions
+        .iter()
+        .filter(|f| f.is_script())
+        .map(|f| f.self_time)
+        .sum::<u64>()
+        + own(profile);
+    let share = |t: u64, p: &Profile| t as f64 / p.total as f64;
+    let (a, b) = (share(in_script, profile), share(own(native), native));
+    assert!(
+        (a - b).abs() <= 0.05,
+        "script {a:.3} against the eval loop's {b:.3}"
+    );
+}
+
 /// The benchmark set's QuickJS (`qjs.wasm`), if built; required where the tools are.
 fn qjs_wasm() -> Option<PathBuf> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/qjs.wasm");
@@ -137,22 +179,11 @@ fn a_javascript_programs_functions_stand_where_quickjs_ran_them_with_their_share
             .unwrap_or_else(|| panic!("no {name}"))
     };
     // Inclusive: their `%` leaves the interpreter for `fmod` (the sums are past 32 bits).
-    let parts = [
+    let sum = assert_one_two_three([
         f("part_a ").inclusive,
         f("part_b ").inclusive,
         f("part_c ").inclusive,
-    ];
-    let sum: u64 = parts.iter().sum();
-    let distance: f64 = parts
-        .iter()
-        .zip([1.0, 2.0, 3.0])
-        .map(|(&t, k)| (t as f64 / sum as f64 - k / 6.0).abs())
-        .sum::<f64>()
-        / 2.0;
-    assert!(
-        distance <= 0.05,
-        "shares {parts:?}: {distance:.3} from 1:2:3"
-    );
+    ]);
     // The calls nest as the script made them; the sort's C code stays between the
     // script's frames and its comparator.
     assert!(f("run ").inclusive >= sum);
@@ -231,26 +262,7 @@ fn a_javascript_programs_functions_stand_where_quickjs_ran_them_with_their_share
     // `--native`: the interpreter's frames, with as much time in JS_CallInternal as the
     // script's functions and the calls it was caught between (within 5 points).
     let native = js_profile_of(&s, &qjs, &["--native"]);
-    assert!(native.functions.iter().all(|f| !f.is_script()));
-    let in_script: u64 = profile
-        .functions
-        .iter()
-        .filter(|f| f.is_script())
-        .map(|f| f.self_time)
-        .sum::<u64>()
-        + f("JS_CallInternal").self_time;
-    let in_eval = native
-        .functions
-        .iter()
-        .find(|f| f.name == "JS_CallInternal")
-        .unwrap()
-        .self_time;
-    let share = |t: u64, p: &Profile| t as f64 / p.total as f64;
-    let (a, b) = (share(in_script, &profile), share(in_eval, &native));
-    assert!(
-        (a - b).abs() <= 0.05,
-        "script {a:.3} against the eval loop's {b:.3}"
-    );
+    assert_the_eval_loops_share(&profile, &native, "JS_CallInternal");
 }
 
 /// Three functions of one body doing 1, 2 and 3 parts of the work, called from a fourth,
@@ -334,22 +346,11 @@ fn a_lua_scripts_functions_stand_where_the_eval_loop_ran_them_with_their_shares(
             .unwrap()
     };
     // The known split, within 5 points of total variation.
-    let parts = [
+    let sum = assert_one_two_three([
         f("part_a ").self_time,
         f("part_b ").self_time,
         f("part_c ").self_time,
-    ];
-    let sum: u64 = parts.iter().sum();
-    let distance: f64 = parts
-        .iter()
-        .zip([1.0, 2.0, 3.0])
-        .map(|(&t, k)| (t as f64 / sum as f64 - k / 6.0).abs())
-        .sum::<f64>()
-        / 2.0;
-    assert!(
-        distance <= 0.05,
-        "shares {parts:?}: {distance:.3} from 1:2:3"
-    );
+    ]);
     // The script's calls nest as it made them: round's time holds its parts'.
     assert!(f("round ").inclusive >= sum);
     assert!(f("main chunk ").inclusive >= f("round ").inclusive);
@@ -365,26 +366,7 @@ fn a_lua_scripts_functions_stand_where_the_eval_loop_ran_them_with_their_shares(
     // `--native`: the interpreter's own frames, the eval loop where the script's were,
     // with as much of the time (within 5 points: two runs).
     let native = profile_of(&s, &lua, SHARES, &["--native"]);
-    assert!(native.functions.iter().all(|f| !f.is_script()));
-    let in_script: u64 = profile
-        .functions
-        .iter()
-        .filter(|f| f.is_script())
-        .map(|f| f.self_time)
-        .sum::<u64>()
-        + eval.self_time;
-    let in_eval = native
-        .functions
-        .iter()
-        .find(|f| f.name == "luaV_execute")
-        .unwrap()
-        .self_time;
-    let share = |t: u64, p: &Profile| t as f64 / p.total as f64;
-    let (a, b) = (share(in_script, &profile), share(in_eval, &native));
-    assert!(
-        (a - b).abs() <= 0.05,
-        "script {a:.3} against the eval loop's {b:.3}"
-    );
+    assert_the_eval_loops_share(&profile, &native, "luaV_execute");
 }
 
 #[test]
