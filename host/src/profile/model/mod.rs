@@ -53,7 +53,7 @@ pub struct FunctionRecord {
 
 /// The kinds of a script's functions: an interpreted language's, read from its
 /// interpreter's structures (see `crate::languages`).
-pub const SCRIPT_KINDS: &[&str] = &["lua", "js"];
+pub const SCRIPT_KINDS: &[&str] = &["lua", "js", "py"];
 
 impl FunctionRecord {
     /// Whether this is a function of the script an interpreter ran (not of the module):

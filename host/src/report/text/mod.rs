@@ -68,6 +68,7 @@ pub fn flat_table(profile: &Profile, functions: &[&FunctionRecord]) -> String {
                 "wait" => " [waiting]",
                 "lua" => " [lua]",
                 "js" => " [js]",
+                "py" => " [py]",
                 _ => "",
             },
         );

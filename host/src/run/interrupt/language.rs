@@ -19,7 +19,7 @@
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use crate::languages::memory::Memory;
-use crate::languages::{lua, quickjs};
+use crate::languages::{cpython, lua, quickjs};
 use crate::languages::{Interpreter, Language};
 
 /// The most language frames a tick keeps: the innermost ones of a deeper stack.
@@ -157,8 +157,18 @@ impl LanguageWalk {
                     true
                 })
             }
+            Language::Python(layout) if entered != 0 => {
+                cpython::walk_into(layout, &self.memory, entered, &mut |frame| {
+                    if len == DEPTH {
+                        return false;
+                    }
+                    slot.frames[len].store(frame.pack(), Ordering::Relaxed);
+                    len += 1;
+                    true
+                })
+            }
             // The eval loop not entered yet.
-            Language::Lua(_) | Language::QuickJs(..) => true,
+            Language::Lua(_) | Language::QuickJs(..) | Language::Python(_) => true,
         };
         slot.len.store(
             len | if complete { 0 } else { TRUNCATED },

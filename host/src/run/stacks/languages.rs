@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 
+use crate::languages::cpython;
 use crate::languages::lua::{self, LuaFrame};
 use crate::languages::memory::Memory;
 use crate::languages::quickjs::{self, placing, JsFrame};
@@ -111,7 +112,8 @@ impl LanguageReader {
         }
         let innermost_is_eval = path.last() == Some(&eval);
         match &walk.interpreter().language {
-            Language::Lua(layout) => {
+            // Python's frames are kept as Lua's are (`is_entry` marks a run's end).
+            language @ (Language::Lua(_) | Language::Python(_)) => {
                 let runs = runs(frames, |proto| self.id_of(proto));
                 self.name_by_callers(frames);
                 self.samples.unplaced_runs += put_runs(path, eval, &runs);
@@ -122,8 +124,16 @@ impl LanguageReader {
                 let frame = LuaFrame::unpack(frames[0]);
                 (frame.proto != 0)
                     .then(|| {
-                        walk.with_memory(|memory| lua::line(layout, memory, frame.proto, frame.pc))
-                            .flatten()
+                        walk.with_memory(|memory| match language {
+                            Language::Lua(layout) => {
+                                lua::line(layout, memory, frame.proto, frame.pc)
+                            }
+                            Language::Python(layout) => {
+                                cpython::line(layout, memory, frame.proto, frame.pc)
+                            }
+                            Language::QuickJs(..) => None,
+                        })
+                        .flatten()
                     })
                     .flatten()
             }
@@ -180,6 +190,9 @@ impl LanguageReader {
                         Language::Lua(_) => None,
                         Language::QuickJs(..) => {
                             Some("[a JavaScript frame that could not be read]".to_string())
+                        }
+                        Language::Python(_) => {
+                            Some("[a Python frame that could not be read]".to_string())
                         }
                     },
                     source: "?".to_string(),
@@ -335,6 +348,7 @@ fn function_key(
     match language {
         Language::Lua(layout) => lua::function_key(layout, memory, address),
         Language::QuickJs(layout, _) => quickjs::function_key(layout, memory, address),
+        Language::Python(layout) => cpython::function_key(layout, memory, address),
     }
 }
 
@@ -352,6 +366,7 @@ fn function(
             let rt = quickjs::runtime(layout, memory, entered)?;
             quickjs::function(layout, memory, rt, address)
         }
+        Language::Python(layout) => cpython::function(layout, memory, address),
     }
 }
 

@@ -1,0 +1,358 @@
+//! CPython 3.11's call stack, read from a thread state in linear memory: the chain of
+//! `_PyInterpreterFrame`s from the running one (`tstate->cframe->current_frame`) back
+//! through each `previous`, as Python's own tracebacks walk it. The thread state is the one
+//! `_PyEval_EvalFrameDefault` was last entered with (its first argument, kept by stack
+//! mode's capture). Each frame's code object (`f_code`) gives the function's qualified
+//! name, file and first line, and the instruction it is at (`prev_instr`) its current line,
+//! decoded from the code's location table (`co_linetable`) as `PyCode_Addr2Line` does. A
+//! frame that started a run of the eval loop (`is_entry`: called from C) ends a run, as a
+//! Lua call marked `CIST_FRESH` does, so that the frames can be placed among the native
+//! ones.
+//!
+//! Every offset comes from the interpreter's DWARF ([`PythonLayout::from_dwarf`]); the
+//! constants are 3.11's: a code unit of two bytes, the string header's bits (`interned:2,
+//! kind:3, compact:1, ascii:1`) and the location table's encoding.
+
+use super::layout::Layout;
+use super::lua::LuaFrame;
+use super::memory::Memory;
+use super::ScriptFunction;
+
+/// Frames walked at most; a deeper stack is truncated.
+pub const MAX_DEPTH: usize = 512;
+
+/// A name or file is read up to this many characters.
+const MAX_STRING: usize = 512;
+/// A location table is read up to this many bytes.
+const MAX_TABLE: usize = 1 << 20;
+/// The bytes of a code unit (an instruction and its argument).
+const CODE_UNIT: u32 = 2;
+
+/// Where CPython 3.11 keeps what the walk reads, in one build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PythonLayout {
+    state_cframe: u32,
+    cframe_current: u32,
+    frame_code: u32,
+    frame_previous: u32,
+    frame_instruction: u32,
+    frame_is_entry: u32,
+    code_qualname: u32,
+    code_filename: u32,
+    code_first_line: u32,
+    code_line_table: u32,
+    code_units: u32,
+    bytes_data: u32,
+    bytes_size: u32,
+    string_length: u32,
+    string_state: u32,
+    ascii_data: u32,
+    compact_data: u32,
+}
+
+impl PythonLayout {
+    /// The types [`PythonLayout::from_dwarf`] reads.
+    pub const TYPES: &'static [&'static str] = &[
+        "PyThreadState",
+        "_PyCFrame",
+        "_PyInterpreterFrame",
+        "PyCodeObject",
+        "PyBytesObject",
+        "PyVarObject",
+        "PyASCIIObject",
+        "PyCompactUnicodeObject",
+    ];
+
+    /// The layout of the CPython 3.11 interpreter in the module `bytes`, from its DWARF, or
+    /// what is missing.
+    pub fn from_dwarf(bytes: &[u8]) -> Result<PythonLayout, String> {
+        Self::from_layout(&Layout::read(bytes, Self::TYPES, &[]))
+    }
+
+    /// The layout from the types read, or the first member missing.
+    pub fn from_layout(layout: &Layout) -> Result<PythonLayout, String> {
+        let at = |ty: &str, path: &str| {
+            layout
+                .offset(ty, path)
+                .and_then(|o| u32::try_from(o).ok())
+                .ok_or_else(|| format!("no `{ty}.{path}` in the module's DWARF"))
+        };
+        let size = |ty: &str| {
+            layout
+                .size(ty)
+                .and_then(|s| u32::try_from(s).ok())
+                .ok_or_else(|| format!("no size of `{ty}` in the module's DWARF"))
+        };
+        Ok(PythonLayout {
+            state_cframe: at("PyThreadState", "cframe")?,
+            cframe_current: at("_PyCFrame", "current_frame")?,
+            frame_code: at("_PyInterpreterFrame", "f_code")?,
+            frame_previous: at("_PyInterpreterFrame", "previous")?,
+            frame_instruction: at("_PyInterpreterFrame", "prev_instr")?,
+            frame_is_entry: at("_PyInterpreterFrame", "is_entry")?,
+            code_qualname: at("PyCodeObject", "co_qualname")?,
+            code_filename: at("PyCodeObject", "co_filename")?,
+            code_first_line: at("PyCodeObject", "co_firstlineno")?,
+            code_line_table: at("PyCodeObject", "co_linetable")?,
+            code_units: at("PyCodeObject", "co_code_adaptive")?,
+            bytes_data: at("PyBytesObject", "ob_sval")?,
+            bytes_size: at("PyVarObject", "ob_size")?,
+            string_length: at("PyASCIIObject", "length")?,
+            string_state: at("PyASCIIObject", "state")?,
+            ascii_data: size("PyASCIIObject")?,
+            compact_data: size("PyCompactUnicodeObject")?,
+        })
+    }
+}
+
+/// Walks the frames of the thread state at `state`, handing each to `push` (as a
+/// [`LuaFrame`]: its code object, its instruction, whether it started a run of the eval
+/// loop), innermost first, until it says no more; whether the walk reached the outermost
+/// frame. Allocates nothing: the signal handler walks with it.
+pub fn walk_into(
+    layout: &PythonLayout,
+    memory: &(impl Memory + ?Sized),
+    state: u32,
+    push: &mut dyn FnMut(LuaFrame) -> bool,
+) -> bool {
+    let Some(mut frame) = state
+        .checked_add(layout.state_cframe)
+        .and_then(|at| memory.u32(at))
+        .and_then(|cframe| memory.u32(cframe.checked_add(layout.cframe_current)?))
+    else {
+        return false;
+    };
+    for _ in 0..MAX_DEPTH {
+        if frame == 0 {
+            return true;
+        }
+        let Some((read, previous)) = read_frame(layout, memory, frame) else {
+            return false;
+        };
+        if !push(read) {
+            return false;
+        }
+        frame = previous;
+    }
+    false
+}
+
+/// The frame at `at` and the address of the one below it.
+fn read_frame(
+    layout: &PythonLayout,
+    memory: &(impl Memory + ?Sized),
+    at: u32,
+) -> Option<(LuaFrame, u32)> {
+    let field = |offset: u32| at.checked_add(offset);
+    let previous = memory.u32(field(layout.frame_previous)?)?;
+    let code = memory.u32(field(layout.frame_code)?)?;
+    let instruction = memory.u32(field(layout.frame_instruction)?)?;
+    let is_entry = memory.u8(field(layout.frame_is_entry)?)? != 0;
+    // `prev_instr` is one code unit before the first instruction until the frame starts.
+    let first = code.checked_add(layout.code_units)?;
+    let pc = (instruction.wrapping_sub(first) as i32) / CODE_UNIT as i32;
+    let units = memory.i32(code.checked_add(layout.bytes_size)?)?;
+    let torn = code == 0 || pc < -1 || pc >= units;
+    Some((
+        LuaFrame {
+            proto: if torn { 0 } else { code },
+            pc,
+            fresh: is_entry,
+            called_from_lua: false,
+        },
+        previous,
+    ))
+}
+
+/// What names the function whose code object is at `code`, cheaply: its qualified name's
+/// and its file's addresses, and its first line.
+pub fn function_key(
+    layout: &PythonLayout,
+    memory: &(impl Memory + ?Sized),
+    code: u32,
+) -> Option<(u32, i32)> {
+    let field = |offset: u32| code.checked_add(offset);
+    Some((
+        memory.u32(field(layout.code_qualname)?)?.rotate_left(16)
+            ^ memory.u32(field(layout.code_filename)?)?,
+        memory.i32(field(layout.code_first_line)?)?,
+    ))
+}
+
+/// The function whose code object is at `code`: its qualified name, file and first line.
+pub fn function(
+    layout: &PythonLayout,
+    memory: &(impl Memory + ?Sized),
+    code: u32,
+) -> Option<ScriptFunction> {
+    let field = |offset: u32| code.checked_add(offset);
+    let name = string(layout, memory, memory.u32(field(layout.code_qualname)?)?)?;
+    let file = string(layout, memory, memory.u32(field(layout.code_filename)?)?)?;
+    Some(ScriptFunction {
+        name: Some(name),
+        source: file,
+        line_defined: memory.i32(field(layout.code_first_line)?)?,
+        last_line_defined: 0,
+        size_code: memory.i32(field(layout.bytes_size)?)?,
+    })
+}
+
+/// The `str` at `at`, up to [`MAX_STRING`] characters: a compact string's characters of
+/// one, two or four bytes; `None` for a string kept elsewhere (a legacy one).
+fn string(layout: &PythonLayout, memory: &(impl Memory + ?Sized), at: u32) -> Option<String> {
+    let state = memory.u32(at.checked_add(layout.string_state)?)?;
+    let (kind, compact, ascii) = ((state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1);
+    if compact == 0 || !matches!(kind, 1 | 2 | 4) {
+        return None;
+    }
+    let len = (memory.u32(at.checked_add(layout.string_length)?)? as usize).min(MAX_STRING);
+    let data = at.checked_add(match ascii {
+        1 => layout.ascii_data,
+        _ => layout.compact_data,
+    })?;
+    let mut bytes = vec![0; len * kind as usize];
+    memory.read(data, &mut bytes)?;
+    Some(
+        bytes
+            .chunks_exact(kind as usize)
+            .map(|c| {
+                let mut unit = [0u8; 4];
+                unit[..c.len()].copy_from_slice(c);
+                char::from_u32(u32::from_le_bytes(unit)).unwrap_or(char::REPLACEMENT_CHARACTER)
+            })
+            .collect(),
+    )
+}
+
+/// The line instruction `pc` (in code units) of the code object at `code` comes from, as
+/// its location table says; `None` for an instruction of no line, or out of the table.
+pub fn line(
+    layout: &PythonLayout,
+    memory: &(impl Memory + ?Sized),
+    code: u32,
+    pc: i32,
+) -> Option<i32> {
+    if pc < 0 {
+        return None;
+    }
+    let field = |offset: u32| code.checked_add(offset);
+    let first = memory.i32(field(layout.code_first_line)?)?;
+    let table = memory.u32(field(layout.code_line_table)?)?;
+    let len = memory.u32(table.checked_add(layout.bytes_size)?)? as usize;
+    let mut bytes = vec![0; len.min(MAX_TABLE)];
+    memory.read(table.checked_add(layout.bytes_data)?, &mut bytes)?;
+    decode_line(&bytes, first, pc)
+}
+
+/// The line of code unit `pc` in the location table `table` of code whose first line is
+/// `line` (CPython 3.11's format): entries of a first byte with its top bit set, a code in
+/// bits 3-6 and the units it covers, less one, in bits 0-2, then the code's fields; the
+/// line moves by a signed number (long form, 14; no column, 13), by `code - 10` (one-line
+/// forms, 10-12), or not at all (short forms, 0-9); 15 is no location.
+fn decode_line(table: &[u8], mut line: i32, pc: i32) -> Option<i32> {
+    let mut at = 0;
+    let mut unit: i64 = 0;
+    while at < table.len() {
+        let head = table[at];
+        if head & 0x80 == 0 {
+            return None;
+        }
+        at += 1;
+        let code = (head >> 3) & 15;
+        let units = i64::from(head & 7) + 1;
+        let here = match code {
+            15 => None,
+            14 => {
+                line = line.wrapping_add(signed(table, &mut at)?);
+                for _ in 0..3 {
+                    varint(table, &mut at)?; // end line, column, end column
+                }
+                Some(line)
+            }
+            13 => {
+                line = line.wrapping_add(signed(table, &mut at)?);
+                Some(line)
+            }
+            10..=12 => {
+                line = line.wrapping_add(i32::from(code) - 10);
+                at += 2; // column, end column
+                Some(line)
+            }
+            _ => {
+                at += 1; // column
+                Some(line)
+            }
+        };
+        if i64::from(pc) < unit + units {
+            return here;
+        }
+        unit += units;
+    }
+    None
+}
+
+/// A location table's unsigned number: six bits a byte, the seventh set while more follow.
+fn varint(bytes: &[u8], at: &mut usize) -> Option<u32> {
+    let mut value: u32 = 0;
+    for shift in (0..30).step_by(6) {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        value |= u32::from(b & 63) << shift;
+        if b & 64 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// A location table's signed number: an unsigned one whose lowest bit is the sign.
+fn signed(bytes: &[u8], at: &mut usize) -> Option<i32> {
+    let v = varint(bytes, at)?;
+    let magnitude = (v >> 1) as i32;
+    Some(if v & 1 != 0 { -magnitude } else { magnitude })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_location_table_gives_each_code_units_line() {
+        // From line 10: 2 units at line 10 (short form 0, one column byte), 1 unit at line
+        // 12 (no column: +2), 3 units at line 9 (long form: -3 and three numbers), 1 unit of
+        // no location, 1 unit at line 10 (one-line form 11: +1, two column bytes).
+        let table = [
+            0x80 | 1,
+            5,
+            0x80 | (13 << 3),
+            4,
+            0x80 | (14 << 3) | 2,
+            7,
+            0,
+            1,
+            2,
+            0x80 | (15 << 3),
+            0x80 | (11 << 3),
+            1,
+            2,
+        ];
+        let lines: Vec<Option<i32>> = (0..9).map(|pc| decode_line(&table, 10, pc)).collect();
+        assert_eq!(
+            lines,
+            [
+                Some(10),
+                Some(10),
+                Some(12),
+                Some(9),
+                Some(9),
+                Some(9),
+                None,
+                Some(10),
+                None
+            ]
+        );
+        // A table cut short, or not at an entry, says nothing.
+        assert_eq!(decode_line(&table[..3], 10, 2), None);
+        assert_eq!(decode_line(&[5], 10, 0), None);
+    }
+}
