@@ -148,11 +148,15 @@ fn read_frame(
     let code = memory.u32(field(layout.frame_code)?)?;
     let instruction = memory.u32(field(layout.frame_instruction)?)?;
     let is_entry = memory.u8(field(layout.frame_is_entry)?)? != 0;
-    // `prev_instr` is one code unit before the first instruction until the frame starts.
-    let first = code.checked_add(layout.code_units)?;
+    // `prev_instr` is one code unit before the first instruction until the frame starts. A
+    // code object that cannot be read makes a frame of an unknown function; the walk goes
+    // on below it.
+    let first = code.wrapping_add(layout.code_units);
     let pc = (instruction.wrapping_sub(first) as i32) / CODE_UNIT as i32;
-    let units = memory.i32(code.checked_add(layout.bytes_size)?)?;
-    let torn = code == 0 || pc < -1 || pc >= units;
+    let units = code
+        .checked_add(layout.bytes_size)
+        .and_then(|at| memory.i32(at));
+    let torn = code == 0 || pc < -1 || units.is_none_or(|units| pc >= units);
     Some((
         LuaFrame {
             proto: if torn { 0 } else { code },
@@ -225,21 +229,24 @@ fn string(layout: &PythonLayout, memory: &(impl Memory + ?Sized), at: u32) -> Op
 }
 
 /// The line instruction `pc` (in code units) of the code object at `code` comes from, as
-/// its location table says; `None` for an instruction of no line, or out of the table.
+/// its location table says (the first line for a frame not started, -1); `None` for an
+/// instruction of no line, or out of the table.
 pub fn line(
     layout: &PythonLayout,
     memory: &(impl Memory + ?Sized),
     code: u32,
     pc: i32,
 ) -> Option<i32> {
-    if pc < 0 {
-        return None;
-    }
     let field = |offset: u32| code.checked_add(offset);
     let first = memory.i32(field(layout.code_first_line)?)?;
+    if pc < 0 {
+        return Some(first); // not started: its first line, as `PyCode_Addr2Line` says
+    }
     let table = memory.u32(field(layout.code_line_table)?)?;
     let len = memory.u32(table.checked_add(layout.bytes_size)?)? as usize;
-    let mut bytes = vec![0; len.min(MAX_TABLE)];
+    // An entry covers one code unit at least, in 22 bytes at most: what covers `pc`.
+    let needed = (pc as usize + 1).saturating_mul(22);
+    let mut bytes = vec![0; len.min(needed).min(MAX_TABLE)];
     memory.read(table.checked_add(layout.bytes_data)?, &mut bytes)?;
     decode_line(&bytes, first, pc)
 }
