@@ -114,11 +114,24 @@ impl LanguageReader {
         match &walk.interpreter().language {
             // Python's frames are kept as Lua's are (`is_entry` marks a run's end).
             language @ (Language::Lua(_) | Language::Python(_)) => {
-                let runs = runs(frames, |proto| self.id_of(proto));
+                let mut runs = runs(frames, |proto| self.id_of(proto));
+                // Python has no stacks of its own for coroutines: a whole walk with one run
+                // fewer than eval frames caught the innermost entering or leaving (its
+                // thread state not yet, or no longer, pointing at its frame); it stays
+                // native rather than take its caller's run.
+                let evals = path.iter().filter(|&&f| f == eval).count();
+                let between = matches!(language, Language::Python(_))
+                    && !truncated
+                    && innermost_is_eval
+                    && runs.len() + 1 == evals;
+                if between {
+                    runs.insert(0, vec![eval]);
+                    self.samples.between_calls += 1;
+                }
                 self.name_by_callers(frames);
                 self.samples.unplaced_runs += put_runs(path, eval, &runs);
                 self.samples.placed += 1;
-                if !innermost_is_eval {
+                if !innermost_is_eval || between {
                     return None;
                 }
                 let frame = LuaFrame::unpack(frames[0]);
