@@ -11,10 +11,13 @@ use wprof::profile::Profile;
 
 use crate::support::{stderr, stdout, Scratch};
 
-/// The benchmark set's Lua, if built.
-fn lua_wasm() -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/lua.wasm");
-    if path.is_file() {
+/// `relative` in the benchmark set (`.tools/bench/`), if built; required where the tools
+/// are (`WPROF_REQUIRE_TOOLS`).
+fn bench_tool(relative: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../.tools/bench")
+        .join(relative);
+    if path.exists() {
         return Some(path);
     }
     if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
@@ -23,8 +26,55 @@ fn lua_wasm() -> Option<PathBuf> {
             path.display()
         );
     }
-    crate::tools::skip("no .tools/bench/lua.wasm (bash bench/programs/build.sh --small)");
+    crate::tools::skip(&format!(
+        "no .tools/bench/{relative} (bash bench/programs/build.sh --small)"
+    ));
     None
+}
+
+/// The benchmark set's Lua, if built.
+fn lua_wasm() -> Option<PathBuf> {
+    bench_tool("lua.wasm")
+}
+
+/// Writes `text` as the script `scripts/NAME` (the program's `/s/NAME`) and runs `wasm` on it
+/// with `wprof run -o out.wprof`, `before` (the program's other flags) and `flags`: the
+/// program's exit code must be 0; its output.
+fn run_script(
+    s: &Scratch,
+    wasm: &std::path::Path,
+    name: &str,
+    text: &str,
+    before: &[&str],
+    flags: &[&str],
+) -> String {
+    let dir = s.path("scripts");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), text).unwrap();
+    let mapping = format!("{}::/s", dir.display());
+    let guest = format!("/s/{name}");
+    let mut args = vec!["run", "-o", "out.wprof", "--dir", &mapping];
+    args.extend(before);
+    args.extend(flags);
+    args.extend([wasm.to_str().unwrap(), guest.as_str()]);
+    let out = s.run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    stdout(&out)
+}
+
+/// Asserts that `profile` keeps its promises and has the script functions `names`.
+fn assert_script_functions(profile: &Profile, names: &[&str]) {
+    let problems = profile.violations();
+    assert!(problems.is_empty(), "{problems:?}");
+    let script: Vec<&str> = profile
+        .functions
+        .iter()
+        .filter(|f| f.is_script())
+        .map(|f| f.name.as_str())
+        .collect();
+    for name in names {
+        assert!(script.contains(name), "no {name} in {script:?}");
+    }
 }
 
 /// Asserts that `parts` split 1:2:3, within 5 points of total variation; their sum.
@@ -69,20 +119,9 @@ fn assert_the_eval_loops_share(profile: &Profile, native: &Profile, eval: &str) 
     );
 }
 
-/// The benchmark set's QuickJS (`qjs.wasm`), if built; required where the tools are.
+/// The benchmark set's QuickJS (`qjs.wasm`), if built.
 fn qjs_wasm() -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/qjs.wasm");
-    if path.is_file() {
-        return Some(path);
-    }
-    if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
-        panic!(
-            "{} is required: bash bench/programs/build.sh --small",
-            path.display()
-        );
-    }
-    crate::tools::skip("no .tools/bench/qjs.wasm (bash bench/programs/build.sh --small)");
-    None
+    bench_tool("qjs.wasm")
 }
 
 /// The JavaScript of [`SHARES`]: three functions of one body doing 1, 2 and 3 parts of the
@@ -126,16 +165,8 @@ print(t !== 0);
 
 /// Runs `script` (as `/s/shares.js`) under `qjs.wasm` with `wprof run` and `flags`.
 fn js_profile_of(s: &Scratch, qjs: &std::path::Path, flags: &[&str]) -> Profile {
-    let dir = s.path("scripts");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("shares.js"), JS_SHARES).unwrap();
-    let mapping = format!("{}::/s", dir.display());
-    let mut args = vec!["run", "-o", "out.wprof", "--dir", &mapping];
-    args.extend(flags);
-    args.extend([qjs.to_str().unwrap(), "/s/shares.js"]);
-    let out = s.run(&args);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(stdout(&out), "59940180 150050 0\n");
+    let out = run_script(s, qjs, "shares.js", JS_SHARES, &[], flags);
+    assert_eq!(out, "59940180 150050 0\n");
     Profile::read(&s.path("out.wprof")).unwrap()
 }
 
@@ -146,26 +177,19 @@ fn a_javascript_programs_functions_stand_where_quickjs_ran_them_with_their_share
     };
     let s = Scratch::new();
     let profile = js_profile_of(&s, &qjs, &[]);
-    let problems = profile.violations();
-    assert!(problems.is_empty(), "{problems:?}");
-    let script: Vec<&str> = profile
-        .functions
-        .iter()
-        .filter(|f| f.is_script())
-        .map(|f| f.name.as_str())
-        .collect();
-    for name in [
-        "part_a (/s/shares.js:1)",
-        "part_b (/s/shares.js:4)",
-        "part_c (/s/shares.js:7)",
-        "run (/s/shares.js:10)",
-        "fib (/s/shares.js:11)",
-        "<eval> (/s/shares.js:1)",
-        // The comparator, called by the sort's C code.
-        "<anonymous> (/s/shares.js:17)",
-    ] {
-        assert!(script.contains(&name), "no {name} in {script:?}");
-    }
+    assert_script_functions(
+        &profile,
+        &[
+            "part_a (/s/shares.js:1)",
+            "part_b (/s/shares.js:4)",
+            "part_c (/s/shares.js:7)",
+            "run (/s/shares.js:10)",
+            "fib (/s/shares.js:11)",
+            "<eval> (/s/shares.js:1)",
+            // The comparator, called by the sort's C code.
+            "<anonymous> (/s/shares.js:17)",
+        ],
+    );
     assert!(profile
         .functions
         .iter()
@@ -265,21 +289,9 @@ fn a_javascript_programs_functions_stand_where_quickjs_ran_them_with_their_share
     assert_the_eval_loops_share(&profile, &native, "JS_CallInternal");
 }
 
-/// The benchmark set's CPython 3.11 (`python/python.wasm` and its library), if built;
-/// required where the tools are.
+/// The benchmark set's CPython 3.11 (`python/`: `python.wasm` and its library), if built.
 fn python_wasm() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/python");
-    if dir.join("python.wasm").is_file() {
-        return Some(dir);
-    }
-    if std::env::var_os("WPROF_REQUIRE_TOOLS").is_some() {
-        panic!(
-            "{} is required: bash bench/programs/build.sh --small",
-            dir.display()
-        );
-    }
-    crate::tools::skip("no .tools/bench/python (bash bench/programs/build.sh --small)");
-    None
+    bench_tool("python/python.wasm").and_then(|wasm| Some(wasm.parent()?.to_path_buf()))
 }
 
 /// The Python of [`SHARES`]: three functions of one body doing 1, 2 and 3 parts of the
@@ -314,28 +326,11 @@ print(total, fib(21), xs[0])
 
 /// Runs [`PY_SHARES`] (as `/s/shares.py`) under CPython with `wprof run` and `flags`.
 fn py_profile_of(s: &Scratch, python: &std::path::Path, flags: &[&str]) -> Profile {
-    let dir = s.path("scripts");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("shares.py"), PY_SHARES).unwrap();
-    let scripts = format!("{}::/s", dir.display());
     let library = format!("{}::/usr/local/lib", python.join("lib").display());
+    let before = ["--env", "PYTHONHOME=/usr/local", "--dir", &library];
     let wasm = python.join("python.wasm");
-    let mut args = vec![
-        "run",
-        "-o",
-        "out.wprof",
-        "--env",
-        "PYTHONHOME=/usr/local",
-        "--dir",
-        &library,
-        "--dir",
-        &scripts,
-    ];
-    args.extend(flags);
-    args.extend([wasm.to_str().unwrap(), "/s/shares.py"]);
-    let out = s.run(&args);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(stdout(&out), "1271424 10946 0\n");
+    let out = run_script(s, &wasm, "shares.py", PY_SHARES, &before, flags);
+    assert_eq!(out, "1271424 10946 0\n");
     Profile::read(&s.path("out.wprof")).unwrap()
 }
 
@@ -346,25 +341,18 @@ fn a_python_programs_functions_stand_where_cpython_ran_them_with_their_shares() 
     };
     let s = Scratch::new();
     let profile = py_profile_of(&s, &python, &[]);
-    let problems = profile.violations();
-    assert!(problems.is_empty(), "{problems:?}");
-    let script: Vec<&str> = profile
-        .functions
-        .iter()
-        .filter(|f| f.is_script())
-        .map(|f| f.name.as_str())
-        .collect();
-    for name in [
-        "part_a (/s/shares.py:1)",
-        "part_b (/s/shares.py:6)",
-        "part_c (/s/shares.py:11)",
-        "Round.run (/s/shares.py:17)",
-        "fib (/s/shares.py:19)",
-        "<module> (/s/shares.py:1)",
-        "<lambda> (/s/shares.py:25)",
-    ] {
-        assert!(script.contains(&name), "no {name} in {script:?}");
-    }
+    assert_script_functions(
+        &profile,
+        &[
+            "part_a (/s/shares.py:1)",
+            "part_b (/s/shares.py:6)",
+            "part_c (/s/shares.py:11)",
+            "Round.run (/s/shares.py:17)",
+            "fib (/s/shares.py:19)",
+            "<module> (/s/shares.py:1)",
+            "<lambda> (/s/shares.py:25)",
+        ],
+    );
     let f = |name: &str| {
         profile
             .functions
@@ -436,17 +424,8 @@ print(total, twice(fib(27)))
 
 /// Runs `script` under `lua.wasm` with `wprof run` and `flags`: the profile.
 fn profile_of(s: &Scratch, lua: &std::path::Path, script: &str, flags: &[&str]) -> Profile {
-    let dir = s.path("scripts");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("shares.lua"), script).unwrap();
-    let mapping = format!("{}::/s", dir.display());
-    let mut args = vec!["run", "-o", "out.wprof", "--dir", &mapping];
-    args.extend(flags);
-    let lua = lua.to_str().unwrap();
-    args.extend([lua, "/s/shares.lua"]);
-    let out = s.run(&args);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stdout(&out).contains("\t392836"), "{}", stdout(&out));
+    let out = run_script(s, lua, "shares.lua", script, &[], flags);
+    assert!(out.contains("\t392836"), "{out}");
     Profile::read(&s.path("out.wprof")).unwrap()
 }
 
@@ -457,26 +436,19 @@ fn a_lua_scripts_functions_stand_where_the_eval_loop_ran_them_with_their_shares(
     };
     let s = Scratch::new();
     let profile = profile_of(&s, &lua, SHARES, &[]);
-    let problems = profile.violations();
-    assert!(problems.is_empty(), "{problems:?}");
-    let script: Vec<&str> = profile
-        .functions
-        .iter()
-        .filter(|f| f.is_script())
-        .map(|f| f.name.as_str())
-        .collect();
-    for name in [
-        "part_a (/s/shares.lua:1)",
-        "part_b (/s/shares.lua:6)",
-        "part_c (/s/shares.lua:11)",
-        "round (/s/shares.lua:17)",
-        "fib (/s/shares.lua:16)",
-        "main chunk </s/shares.lua>",
-        // Named as Lua's traceback names it, by the instruction that called it.
-        "field 'integer index' (/s/shares.lua:23)",
-    ] {
-        assert!(script.contains(&name), "no {name} in {script:?}");
-    }
+    assert_script_functions(
+        &profile,
+        &[
+            "part_a (/s/shares.lua:1)",
+            "part_b (/s/shares.lua:6)",
+            "part_c (/s/shares.lua:11)",
+            "round (/s/shares.lua:17)",
+            "fib (/s/shares.lua:16)",
+            "main chunk </s/shares.lua>",
+            // Named as Lua's traceback names it, by the instruction that called it.
+            "field 'integer index' (/s/shares.lua:23)",
+        ],
+    );
     let f = |name: &str| {
         profile
             .functions

@@ -115,26 +115,11 @@ pub fn walk_into(
     state: u32,
     push: &mut dyn FnMut(LuaFrame) -> bool,
 ) -> bool {
-    let Some(mut frame) = state
+    let first = state
         .checked_add(layout.state_cframe)
         .and_then(|at| memory.u32(at))
-        .and_then(|cframe| memory.u32(cframe.checked_add(layout.cframe_current)?))
-    else {
-        return false;
-    };
-    for _ in 0..MAX_DEPTH {
-        if frame == 0 {
-            return true;
-        }
-        let Some((read, previous)) = read_frame(layout, memory, frame) else {
-            return false;
-        };
-        if !push(read) {
-            return false;
-        }
-        frame = previous;
-    }
-    false
+        .and_then(|cframe| memory.u32(cframe.checked_add(layout.cframe_current)?));
+    super::walk_chain(first, MAX_DEPTH, |at| read_frame(layout, memory, at), push)
 }
 
 /// The frame at `at` and the address of the one below it.

@@ -98,6 +98,35 @@ impl ScriptFunction {
     }
 }
 
+/// Walks a chain of frames linked from the innermost (`first`; `None` if it could not be
+/// read) outwards, handing each frame `read` makes of an address (with the next one's
+/// address, 0 past the outermost) to `push`, until it says no more or `max_depth` frames
+/// were walked; whether the walk reached the end of the chain. Allocates nothing: the
+/// signal handler walks with it.
+pub fn walk_chain<F>(
+    first: Option<u32>,
+    max_depth: usize,
+    mut read: impl FnMut(u32) -> Option<(F, u32)>,
+    push: &mut dyn FnMut(F) -> bool,
+) -> bool {
+    let Some(mut at) = first else {
+        return false;
+    };
+    for _ in 0..max_depth {
+        if at == 0 {
+            return true;
+        }
+        let Some((frame, next)) = read(at) else {
+            return false;
+        };
+        if !push(frame) {
+            return false;
+        }
+        at = next;
+    }
+    false
+}
+
 /// The slot of the capture page the eval loop's state is kept in.
 pub const STATE_SLOT: u32 = 0;
 

@@ -185,24 +185,9 @@ pub fn walk_into(
     context: u32,
     push: &mut dyn FnMut(JsFrame) -> bool,
 ) -> bool {
-    let Some(mut frame) = runtime(layout, memory, context)
-        .and_then(|rt| memory.u32(rt.checked_add(layout.runtime_current_frame)?))
-    else {
-        return false;
-    };
-    for _ in 0..MAX_DEPTH {
-        if frame == 0 {
-            return true;
-        }
-        let Some((read, previous)) = read_frame(layout, memory, frame) else {
-            return false;
-        };
-        if !push(read) {
-            return false;
-        }
-        frame = previous;
-    }
-    false
+    let first = runtime(layout, memory, context)
+        .and_then(|rt| memory.u32(rt.checked_add(layout.runtime_current_frame)?));
+    super::walk_chain(first, MAX_DEPTH, |at| read_frame(layout, memory, at), push)
 }
 
 /// The frame at `at` and the address of the one below it.

@@ -133,39 +133,28 @@ impl LanguageWalk {
         }
         let entered = self.entered();
         let mut len = 0;
+        // Each frame packed into the slot, up to its room.
+        let mut keep = |word: u64| {
+            if len == DEPTH {
+                return false;
+            }
+            slot.frames[len].store(word, Ordering::Relaxed);
+            len += 1;
+            true
+        };
+        let memory = &self.memory;
         let complete = match &self.interpreter.language {
             Language::Lua(layout) if entered != 0 => {
-                match lua::running_state(layout, &self.memory, entered) {
-                    Some(state) => lua::walk_into(layout, &self.memory, state, &mut |frame| {
-                        if len == DEPTH {
-                            return false;
-                        }
-                        slot.frames[len].store(frame.pack(), Ordering::Relaxed);
-                        len += 1;
-                        true
-                    }),
+                match lua::running_state(layout, memory, entered) {
+                    Some(state) => lua::walk_into(layout, memory, state, &mut |f| keep(f.pack())),
                     None => false,
                 }
             }
             Language::QuickJs(layout, _) if entered != 0 => {
-                quickjs::walk_into(layout, &self.memory, entered, &mut |frame| {
-                    if len == DEPTH {
-                        return false;
-                    }
-                    slot.frames[len].store(frame.pack(), Ordering::Relaxed);
-                    len += 1;
-                    true
-                })
+                quickjs::walk_into(layout, memory, entered, &mut |f| keep(f.pack()))
             }
             Language::Python(layout) if entered != 0 => {
-                cpython::walk_into(layout, &self.memory, entered, &mut |frame| {
-                    if len == DEPTH {
-                        return false;
-                    }
-                    slot.frames[len].store(frame.pack(), Ordering::Relaxed);
-                    len += 1;
-                    true
-                })
+                cpython::walk_into(layout, memory, entered, &mut |f| keep(f.pack()))
             }
             // The eval loop not entered yet.
             Language::Lua(_) | Language::QuickJs(..) | Language::Python(_) => true,
