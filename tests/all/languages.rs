@@ -535,6 +535,8 @@ fn annotate_shows_the_time_of_a_scripts_lines_in_its_source() {
     let Some(rows) = crate::tools::pprof_top(&s, "out.pb.gz", &["-lines", "-unit=ns"]) else {
         return;
     };
+    // Its lines add up to its self time (a tick whose line could not be read stays at the
+    // function's first line), nearly all of it at the loop.
     let script = s.path("scripts").join("shares.lua");
     let part_c = format!("part_c (/s/shares.lua:11) {}:13", script.display());
     let (flat, _) = rows.get(&part_c).unwrap_or_else(|| panic!("{rows:?}"));
@@ -544,7 +546,13 @@ fn annotate_shows_the_time_of_a_scripts_lines_in_its_source() {
         .iter()
         .find(|f| f.name.starts_with("part_c ("))
         .unwrap();
-    assert_eq!(*flat, own.self_time, "{rows:?}");
+    let at_lines: u64 = rows
+        .iter()
+        .filter(|(name, _)| name.starts_with("part_c (/s/shares.lua:11) "))
+        .map(|(_, (flat, _))| flat)
+        .sum();
+    assert_eq!(at_lines, own.self_time, "{rows:?}");
+    assert!(*flat * 100 >= own.self_time * 95, "{rows:?}");
 }
 
 /// `wasm` without its DWARF (every `.debug_*` section), its name section kept.
