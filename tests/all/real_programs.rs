@@ -34,6 +34,58 @@ fn programs_file() -> Option<PathBuf> {
     None
 }
 
+/// Each edge's calls in each probed mode, by (caller, callee).
+type EdgeCalls = std::collections::BTreeMap<(Option<u32>, u32), Vec<u64>>;
+
+/// Stack mode's edge counters against the probed modes' calls, for the edges on which the
+/// three runs agree (as for functions: a program's hashes seeded by the time or a scheduler
+/// make some calls vary): equal, but for a race's or Go's switches (within 1% of the calls);
+/// and the edges of an interpreter's script functions, which no probe counts, aside.
+fn edge_calls_match(
+    name: &str,
+    profile: &wprof::profile::Profile,
+    exact: &EdgeCalls,
+    varies: bool,
+) {
+    let script = |id: u32| profile.function(id).is_some_and(|f| f.is_script());
+    let mut counted: std::collections::BTreeMap<(Option<u32>, u32), u64> = Default::default();
+    for e in &profile.edges {
+        if !e.caller.is_some_and(script) && !script(e.callee) {
+            *counted.entry((e.caller, e.callee)).or_default() += e.calls;
+        }
+    }
+    let (mut compared, mut off, mut mismatched) = (0, 0, Vec::new());
+    for (edge, calls) in exact {
+        let exact = match calls.as_slice() {
+            &[a, b, c] if a == b && b == c => a,
+            _ => continue,
+        };
+        compared += 1;
+        let stack = counted.get(edge).copied().unwrap_or(0);
+        if stack != exact {
+            let caller = edge
+                .0
+                .and_then(|c| profile.function(c))
+                .map_or("(root)", |f| &f.name);
+            let callee = profile.function(edge.1).map_or("?", |f| &f.name);
+            mismatched.push(format!("{caller} -> {callee}: {stack} (probes {exact})"));
+            off += stack.abs_diff(exact);
+        }
+    }
+    let all: u64 = counted.values().sum();
+    assert!(
+        mismatched.is_empty() || varies && off * 100 <= all,
+        "{name}: stack mode's edge calls differ from the probes' for {} of {compared} edges: {:?}",
+        mismatched.len(),
+        &mismatched[..mismatched.len().min(20)]
+    );
+    assert!(
+        compared * 2 >= exact.len(),
+        "{name}: the probed modes agree on {compared} edges' calls of {}",
+        exact.len()
+    );
+}
+
 /// Runs program `name` in every mode and checks each profile.
 fn every_mode_keeps_its_promises(name: &str) {
     let Some(file) = programs_file() else {
@@ -54,6 +106,7 @@ fn every_mode_keeps_its_promises(name: &str) {
     // counters must say the same.
     let mut exact_edges = std::collections::HashSet::new();
     let mut exact_calls: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+    let mut exact_edge_calls: EdgeCalls = Default::default();
     for mode in ["sample", "cost", "time", "stack"] {
         let out_name = format!("{name}.{mode}.wprof");
         let mut args: Vec<String> = vec!["run".into(), "--mode".into(), mode.into()];
@@ -138,7 +191,15 @@ fn every_mode_keeps_its_promises(name: &str) {
             for f in &profile.functions {
                 exact_calls.entry(f.id).or_default().push(f.calls);
             }
+            for e in &profile.edges {
+                exact_edge_calls
+                    .entry((e.caller, e.callee))
+                    .or_default()
+                    .push(e.calls);
+            }
         } else {
+            assert!(profile.counts_edge_calls(), "{name}: edges not counted");
+            edge_calls_match(name, &profile, &exact_edge_calls, go || program.threads);
             // Each function's entry counter against the probed modes' count, where their
             // three runs agree (a program seeding its hashes with the time, such as Lua,
             // or a scheduler, such as Go's, calls some functions a varying number of

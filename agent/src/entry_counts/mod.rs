@@ -24,8 +24,10 @@ use wasmparser::{BinaryReader, FunctionBody};
 use crate::layout::ModuleLayout;
 use crate::AgentError;
 
+mod edges;
 mod offsets;
 
+pub use edges::{EdgeCounts, EdgeTable, EDGES_MEMORY};
 use offsets::Added;
 pub use offsets::CounterOffsets;
 
@@ -34,15 +36,19 @@ pub const EXPORT_PREFIX: &str = "wprof:calls:";
 
 /// Version of what [`count_entries`] writes: part of the key its compiled code is cached
 /// under.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// The module's sections in the order the format requires them; custom sections (0) may
 /// come anywhere.
 const ORDER: [u8; 13] = [1, 2, 3, 4, 5, 13, 6, 7, 8, 9, 12, 10, 11];
+const TYPE: u8 = 1;
+const FUNCTION: u8 = 3;
 const MEMORY: u8 = 5;
 const GLOBAL: u8 = 6;
 const EXPORT: u8 = 7;
 const CODE: u8 = 10;
+const DATA: u8 = 11;
+const DATA_COUNT: u8 = 12;
 
 fn rank(id: u8) -> Option<usize> {
     ORDER.iter().position(|&i| i == id)
@@ -131,96 +137,174 @@ pub fn count_entries_capturing(
                     })
         })
         .collect();
-    // The capture memory's index: after every memory of the module's.
-    let capture_memory = (!captured.is_empty()).then_some(layout.memories);
-    let sections = sections(module)?;
+    let plan = edges::EdgePlan::of(&layout)?;
     let imports = layout.imported_funcs.len() as u32;
     let defined = layout.defined_funcs.len() as u32;
     let first_global = layout.globals;
-    let mut out = Vec::with_capacity(module.len() + module.len() / 16 + 64);
+    // The capture memory's index: after every memory of the module's; the edges' memory
+    // after it.
+    let capture_memory = (!captured.is_empty()).then_some(layout.memories);
+    let edge_indices = edges::EdgeIndices {
+        memory: layout.memories + u32::from(capture_memory.is_some()),
+        from: first_global + defined,
+        arc: imports + defined,
+    };
+    let added = Additions {
+        layout: &layout,
+        plan: &plan,
+        edges: edge_indices,
+        capture_memory,
+        captured: &captured,
+    };
+    let sections = sections(module)?;
+    let mut out = Vec::with_capacity(module.len() + module.len() / 8 + 64);
     out.extend_from_slice(&module[..8]);
-    let mut wrote_memories = capture_memory.is_none();
-    let mut wrote_globals = false;
-    let mut wrote_exports = false;
-    let mut added = Vec::new();
+    let mut places = Vec::new();
     let mut code_end = 0;
-    // The sections, then the end, before which any of ours not written yet go.
+    let mut written = Vec::new();
+    // The sections, then the end, before which any of ours the module lacks go.
     for section in sections.iter().map(Some).chain([None]) {
         // A section the format wants after ours: ours first, if the module has none.
         if let Some(r) = section.map_or(Some(usize::MAX), |s| rank(s.id)) {
-            if !wrote_memories && r > rank(MEMORY).unwrap() {
-                put_section(&mut out, MEMORY, &capture_page(&[], 0)?);
-                wrote_memories = true;
-            }
-            if !wrote_globals && r > rank(GLOBAL).unwrap() {
-                put_section(&mut out, GLOBAL, &globals(&[], 0, defined)?);
-                wrote_globals = true;
-            }
-            if !wrote_exports && r > rank(EXPORT).unwrap() {
-                put_section(
-                    &mut out,
-                    EXPORT,
-                    &exports(&[], 0, imports, first_global, defined, capture_memory)?,
-                );
-                wrote_exports = true;
+            for &id in ORDER.iter().filter(|&&id| rank(id).unwrap() < r) {
+                if written.contains(&id) || sections.iter().any(|s| s.id == id) {
+                    continue;
+                }
+                written.push(id);
+                if let Some(contents) = added.section(id, &[], 0)? {
+                    put_section(&mut out, id, &contents);
+                }
             }
         }
         let Some(section) = section else { break };
         let contents = &module[section.contents.clone()];
-        match section.id {
-            MEMORY if !wrote_memories => {
-                put_section(
-                    &mut out,
-                    MEMORY,
-                    &capture_page(contents, section.contents.start)?,
-                );
-                wrote_memories = true;
+        written.push(section.id);
+        if section.id == CODE {
+            let (contents, at, appended) = added.code(&mut places)?;
+            put_section(&mut out, CODE, &contents);
+            let base = out.len() - contents.len();
+            for place in &mut places[at..] {
+                place.at += base;
             }
-            GLOBAL => {
-                put_section(
-                    &mut out,
-                    GLOBAL,
-                    &globals(contents, section.contents.start, defined)?,
-                );
-                wrote_globals = true;
-            }
-            EXPORT => {
-                put_section(
-                    &mut out,
-                    EXPORT,
-                    &exports(
-                        contents,
-                        section.contents.start,
-                        imports,
-                        first_global,
-                        defined,
-                        capture_memory,
-                    )?,
-                );
-                wrote_exports = true;
-            }
-            CODE => {
-                let captures = capture_memory.map(|memory| (memory, captured.as_slice()));
-                let (contents, places) = code(&layout, first_global, captures)?;
-                put_section(&mut out, CODE, &contents);
-                let base = out.len() - contents.len();
-                added = places
-                    .into_iter()
-                    .map(|a| Added {
-                        at: base + a.at,
-                        ..a
-                    })
-                    .collect();
-                code_end = out.len();
-            }
-            id => put_section(&mut out, id, contents),
+            // The module's code ends where `arc`, if any, starts: none of it is theirs.
+            code_end = out.len() - appended;
+            continue;
+        }
+        match added.section(section.id, contents, section.contents.start)? {
+            Some(contents) => put_section(&mut out, section.id, &contents),
+            None => put_section(&mut out, section.id, contents),
         }
     }
     Ok(CountedModule {
         bytes: out,
-        offsets: CounterOffsets { added, code_end },
+        offsets: CounterOffsets {
+            added: places,
+            code_end,
+        },
         captured,
     })
+}
+
+/// What the counters add to a module's sections.
+struct Additions<'a> {
+    layout: &'a ModuleLayout<'a>,
+    plan: &'a edges::EdgePlan,
+    edges: edges::EdgeIndices,
+    capture_memory: Option<u32>,
+    captured: &'a [Capture],
+}
+
+impl Additions<'_> {
+    /// Section `id`'s contents with ours added (`original`, at `offset`: the module's,
+    /// empty if it has none); `None` where nothing is added.
+    fn section(
+        &self,
+        id: u8,
+        original: &[u8],
+        offset: usize,
+    ) -> Result<Option<Vec<u8>>, AgentError> {
+        let layout = self.layout;
+        let defined = layout.defined_funcs.len() as u32;
+        let indirect = self.plan.counts_indirect();
+        let contents = match id {
+            TYPE if indirect => extended(original, offset, 1, |out| {
+                out.extend_from_slice(&edges::ARC_TYPE)
+            })?,
+            FUNCTION if indirect => extended(original, offset, 1, |out| {
+                (layout.types.len() as u32).encode(out)
+            })?,
+            MEMORY => {
+                let memories = 1 + u32::from(self.capture_memory.is_some());
+                extended(original, offset, memories, |out| {
+                    if self.capture_memory.is_some() {
+                        // Limits with a maximum: 1 page, 1 page.
+                        out.extend_from_slice(&[0x01, 0x01, 0x01]);
+                    }
+                    let pages = self.plan.table.pages();
+                    out.push(0x01);
+                    pages.encode(out);
+                    pages.encode(out);
+                })?
+            }
+            GLOBAL => globals(original, offset, defined, indirect)?,
+            EXPORT => exports(
+                original,
+                offset,
+                layout.imported_funcs.len() as u32,
+                layout.globals,
+                defined,
+                self.capture_memory,
+                self.edges.memory,
+            )?,
+            DATA_COUNT if !original.is_empty() => {
+                // One segment more: the count is the whole section.
+                let count = BinaryReader::new(original, offset).read_var_u32()?;
+                let mut out = Vec::with_capacity(5);
+                (count + 1).encode(&mut out);
+                out
+            }
+            DATA => extended(original, offset, 1, |out| {
+                // Active, in the edges' memory, at 0.
+                out.push(0x02);
+                self.edges.memory.encode(out);
+                Instruction::I32Const(0).encode(out);
+                Instruction::End.encode(out);
+                self.plan.table.data(&self.plan.pairs).encode(out);
+            })?,
+            _ => return Ok(None),
+        };
+        Ok(Some(contents))
+    }
+
+    /// The code section (see [`code`]), with `arc` after the module's bodies when indirect
+    /// calls are counted; the places added go to `places`, from the index returned on,
+    /// their `at` relative to the section's contents; and the bytes of `arc` at its end.
+    fn code(&self, places: &mut Vec<Added>) -> Result<(Vec<u8>, usize, usize), AgentError> {
+        let at = places.len();
+        let captures = self.capture_memory.map(|memory| (memory, self.captured));
+        let (contents, made) = code(self.layout, self.plan, self.edges, captures)?;
+        places.extend(made);
+        if self.plan.counts_indirect() {
+            // The count, one more, then the bodies as they are and `arc`'s.
+            let mut reader = BinaryReader::new(&contents, 0);
+            let count = reader.read_var_u32()?;
+            let bodies = reader.original_position();
+            let mut arc = Vec::new();
+            let body = self.edges.arc_body(self.plan.table);
+            body.len().encode(&mut arc);
+            arc.extend_from_slice(&body);
+            let mut out = Vec::with_capacity(contents.len() + arc.len() + 5);
+            (count + 1).encode(&mut out);
+            let shift = out.len() as isize - bodies as isize;
+            out.extend_from_slice(&contents[bodies..]);
+            out.extend_from_slice(&arc);
+            for place in &mut places[at..] {
+                place.at = (place.at as isize + shift) as usize;
+            }
+            return Ok((out, at, arc.len()));
+        }
+        Ok((contents, at, 0))
+    }
 }
 
 fn put_section(out: &mut Vec<u8>, id: u8, contents: &[u8]) {
@@ -256,27 +340,29 @@ fn extended(
     Ok(out)
 }
 
-/// The memory section with the capture memory after the module's: one page, at most one.
-fn capture_page(original: &[u8], offset: usize) -> Result<Vec<u8>, AgentError> {
-    extended(original, offset, 1, |out| {
-        // Limits with a maximum: 1 page, 1 page.
-        out.extend_from_slice(&[0x01, 0x01, 0x01]);
-    })
-}
-
-/// The global section with one `(mut i64)` counter, starting at 0, per defined function.
-fn globals(original: &[u8], offset: usize, defined: u32) -> Result<Vec<u8>, AgentError> {
-    extended(original, offset, defined, |out| {
+/// The global section with one `(mut i64)` counter, starting at 0, per defined function,
+/// and with `indirect` the `(mut i32)` indirect sites announce their caller in.
+fn globals(
+    original: &[u8],
+    offset: usize,
+    defined: u32,
+    indirect: bool,
+) -> Result<Vec<u8>, AgentError> {
+    extended(original, offset, defined + u32::from(indirect), |out| {
         for _ in 0..defined {
             // i64, mutable, (i64.const 0) end.
             out.extend_from_slice(&[0x7E, 0x01, 0x42, 0x00, 0x0B]);
+        }
+        if indirect {
+            // i32, mutable, (i32.const 0) end.
+            out.extend_from_slice(&[0x7F, 0x01, 0x41, 0x00, 0x0B]);
         }
     })
 }
 
 /// The export section with each counter exported under its function's id (the counters
-/// are the globals from `first_global` on), and the capture memory, if any, under
-/// [`CAPTURE_MEMORY`].
+/// are the globals from `first_global` on), the capture memory, if any, under
+/// [`CAPTURE_MEMORY`], and the edges' memory under [`EDGES_MEMORY`].
 fn exports(
     original: &[u8],
     offset: usize,
@@ -284,12 +370,15 @@ fn exports(
     first_global: u32,
     defined: u32,
     capture_memory: Option<u32>,
+    edges_memory: u32,
 ) -> Result<Vec<u8>, AgentError> {
     if !original.is_empty() {
         let reader = wasmparser::ExportSectionReader::new(BinaryReader::new(original, offset))?;
         for export in reader {
             let export = export?;
-            if export.name.starts_with(EXPORT_PREFIX) || export.name == CAPTURE_MEMORY {
+            if export.name.starts_with(EXPORT_PREFIX)
+                || [CAPTURE_MEMORY, EDGES_MEMORY].contains(&export.name)
+            {
                 return Err(AgentError::Unsupported {
                     what: format!("a module exporting `{}`, a name wprof uses", export.name),
                     offset,
@@ -297,7 +386,7 @@ fn exports(
             }
         }
     }
-    let added = defined + u32::from(capture_memory.is_some());
+    let added = defined + u32::from(capture_memory.is_some()) + 1;
     extended(original, offset, added, |out| {
         for d in 0..defined {
             format!("{EXPORT_PREFIX}{}", imports + d)
@@ -313,22 +402,28 @@ fn exports(
             out.push(0x02);
             memory.encode(out);
         }
+        EDGES_MEMORY.encode(out);
+        out.push(0x02);
+        edges_memory.encode(out);
     })
 }
 
 /// The code section: each body's locals, its counter's increment (and in a function with
-/// captures, their stores into the capture memory, `captures`' first), then its code as it
-/// was (in a Go function, with the increment taken back before it calls
-/// `runtime.morestack`, after which it starts over); and where the added instructions are
-/// in it.
+/// captures, their stores into the capture memory, `captures`' first; in a function a
+/// table may reach, its look for an indirect caller), then its code as it was, with each
+/// call site's count (see [`edges`]) and, in a Go function, the increment taken back
+/// before it calls `runtime.morestack`, after which it starts over; and where the added
+/// instructions are in it.
 fn code(
     layout: &ModuleLayout<'_>,
-    first_global: u32,
+    plan: &edges::EdgePlan,
+    edge_indices: edges::EdgeIndices,
     captures: Option<(u32, &[Capture])>,
 ) -> Result<(Vec<u8>, Vec<Added>), AgentError> {
+    let first_global = layout.globals;
     let bodies = &layout.defined_funcs;
     let size: usize = bodies.iter().map(|f| f.body.len() + 24).sum();
-    let mut out = Vec::with_capacity(size + 5);
+    let mut out = Vec::with_capacity(size + size / 8 + 5);
     (bodies.len() as u32).encode(&mut out);
     let morestack: Vec<u32> = match layout.go {
         true => layout
@@ -346,6 +441,8 @@ fn code(
     };
     let mut body = Vec::new();
     let mut added = Vec::with_capacity(bodies.len());
+    // Instructions to add, each before the original's instruction at its offset.
+    let mut insertions: Vec<(usize, Vec<Instruction<'_>>)> = Vec::new();
     for (d, func) in bodies.iter().enumerate() {
         let base = func.body.start;
         let bytes = &layout.bytes[func.body.clone()];
@@ -369,18 +466,7 @@ fn code(
             true => first_call_to(&reader, &morestack)?,
             false => None,
         };
-        body.clear();
-        let mut copied = base;
-        let mut add = |body: &mut Vec<u8>, before: usize, instructions: &[Instruction<'_>]| {
-            body.extend_from_slice(&layout.bytes[copied..before]);
-            copied = before;
-            let at = body.len();
-            for i in instructions {
-                i.encode(body);
-            }
-            (at, body.len() - at, before)
-        };
-        let mut places = Vec::with_capacity(2);
+        insertions.clear();
         let mut entry: Vec<Instruction<'_>> = match resumable {
             true => vec![
                 Instruction::GlobalGet(counter),
@@ -410,15 +496,49 @@ fn code(
                 ]);
             }
         }
-        places.push(add(&mut body, code_start, &entry));
+        if plan.taken[d] {
+            entry.extend(edge_indices.look(id));
+        }
+        insertions.push((code_start, entry));
         if let Some(call) = restart {
-            let take_back = [
+            let take_back = vec![
                 Instruction::GlobalGet(counter),
                 Instruction::I64Const(1),
                 Instruction::I64Sub,
                 Instruction::GlobalSet(counter),
             ];
-            places.push(add(&mut body, call, &take_back));
+            insertions.push((call, take_back));
+        }
+        for site in &plan.sites[d] {
+            match site.kind {
+                edges::SiteKind::Direct(cell) => {
+                    insertions.push((site.at, edge_indices.bump(plan.table, cell).to_vec()));
+                }
+                edges::SiteKind::Indirect { tail } => {
+                    insertions.push((site.at, edge_indices.announce(id).to_vec()));
+                    if !tail {
+                        insertions.push((site.next, edge_indices.forget().to_vec()));
+                    }
+                }
+            }
+        }
+        // In order; at one offset, in the order pushed (the take-back before the count).
+        insertions.sort_by_key(|(at, _)| *at);
+        body.clear();
+        let mut copied = base;
+        let mut places: Vec<(usize, usize, usize)> = Vec::with_capacity(insertions.len());
+        for (before, instructions) in &insertions {
+            body.extend_from_slice(&layout.bytes[copied..*before]);
+            copied = *before;
+            let at = body.len();
+            for i in instructions {
+                i.encode(&mut body);
+            }
+            match places.last_mut() {
+                // One place for what goes before one instruction.
+                Some(last) if last.2 == *before => last.1 += body.len() - at,
+                _ => places.push((at, body.len() - at, *before)),
+            }
         }
         body.extend_from_slice(&layout.bytes[copied..func.body.end]);
         body.len().encode(&mut out);
@@ -446,5 +566,7 @@ fn first_call_to(body: &FunctionBody<'_>, functions: &[u32]) -> Result<Option<us
     Ok(None)
 }
 
+#[cfg(test)]
+mod edge_tests;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@ use super::*;
 use wasmparser::{Operator, Parser, Payload};
 
 /// Marks `wasm` as Go marks its modules: with a build id.
-fn as_go(wasm: &mut Vec<u8>) {
+pub(super) fn as_go(wasm: &mut Vec<u8>) {
     use wasm_encoder::Section;
     wasm_encoder::CustomSection {
         name: "go:buildid".into(),
@@ -35,7 +35,7 @@ fn bodies(bytes: &[u8]) -> Vec<Vec<(String, usize)>> {
 }
 
 /// Each body's operators, named.
-fn operators(bytes: &[u8]) -> Vec<Vec<String>> {
+pub(super) fn operators(bytes: &[u8]) -> Vec<Vec<String>> {
     bodies(bytes)
         .into_iter()
         .map(|ops| ops.into_iter().map(|(name, _)| name).collect())
@@ -96,17 +96,15 @@ fn each_defined_function_counts_its_entries_in_a_global_exported_under_its_id() 
         [
             ("one".to_string(), 2),
             ("wprof:calls:2".to_string(), 1),
-            ("wprof:calls:3".to_string(), 2)
+            ("wprof:calls:3".to_string(), 2),
+            (EDGES_MEMORY.to_string(), 0)
         ]
     );
     assert_eq!(
         starts[0][..5],
         ["get 1", "i64 1", "I64Add", "set 1", "get 0"]
     );
-    assert_eq!(
-        starts[1][..5],
-        ["get 2", "i64 1", "I64Add", "set 2", "call 2"]
-    );
+    assert_eq!(starts[1][..4], ["get 2", "i64 1", "I64Add", "set 2"]);
 }
 
 #[test]
@@ -121,12 +119,19 @@ fn a_module_without_globals_or_exports_gets_both_sections_in_their_places() {
     )
     .unwrap();
     let (exports, starts) = read(&count_entries(&wasm).unwrap().bytes);
-    assert_eq!(exports, [("wprof:calls:0".to_string(), 0)]);
+    assert_eq!(
+        exports,
+        [
+            ("wprof:calls:0".to_string(), 0),
+            (EDGES_MEMORY.to_string(), 1)
+        ]
+    );
     assert_eq!(starts[0][..4], ["get 0", "i64 1", "I64Add", "set 0"]);
-    // No defined function: nothing to count, still valid.
+    // No defined function: nothing to count but its (empty) edges, still valid.
     let empty = wat::parse_str("(module)").unwrap();
     let (exports, starts) = read(&count_entries(&empty).unwrap().bytes);
-    assert!(exports.is_empty() && starts.is_empty());
+    assert_eq!(exports, [(EDGES_MEMORY.to_string(), 0)]);
+    assert!(starts.is_empty());
 }
 
 #[test]
@@ -159,14 +164,17 @@ fn a_go_function_counts_calls_and_not_resumptions() {
             "set 3"
         ]
     );
-    // It starts over after `morestack`: that call takes its count back.
+    // It starts over after `morestack`: that call takes its count back, then counts its
+    // edge.
     let after: Vec<String> = operators(&counted.bytes)[0]
         .iter()
         .skip(7)
-        .take(5)
+        .take(11)
         .cloned()
         .collect();
-    assert_eq!(after, ["get 3", "i64 1", "I64Sub", "set 3", "call 2"]);
+    assert_eq!(after[..4], ["get 3", "i64 1", "I64Sub", "set 3"]);
+    assert!(after[6].starts_with("I64Load") && after[9].starts_with("I64Store"));
+    assert_eq!(after[10], "call 2");
     assert_eq!(starts[1][..4], ["get 4", "i64 1", "I64Add", "set 4"]);
 }
 
@@ -181,34 +189,50 @@ fn a_module_using_the_counters_names_is_refused() {
     );
 }
 
+/// Every instruction of `counted` maps back to its offset in `wasm`: the original's to
+/// their own, in order, and the added ones to the instruction they precede.
+fn assert_maps_back(wasm: &[u8], counted: &CountedModule) {
+    let offsets = &counted.offsets;
+    for (old, new) in bodies(wasm).iter().zip(&bodies(&counted.bytes)) {
+        let kept: Vec<usize> = new
+            .iter()
+            .filter(|(_, at)| !offsets.is_added(*at))
+            .map(|(_, at)| offsets.original_offset(*at).unwrap())
+            .collect();
+        let old: Vec<usize> = old.iter().map(|(_, at)| *at).collect();
+        assert_eq!(kept, old);
+        let mut next = None;
+        for (name, at) in new.iter().rev() {
+            let mapped = offsets.original_offset(*at);
+            match offsets.is_added(*at) {
+                true => assert_eq!(mapped, next, "{name} at {at}"),
+                false => next = mapped,
+            }
+        }
+    }
+    assert_eq!(offsets.original_offset(3), None, "before the code");
+    assert_eq!(offsets.original_offset(counted.bytes.len()), None);
+}
+
 #[test]
 fn every_instruction_maps_back_to_its_offset_in_the_original() {
     let wasm = wat::parse_str(
         r#"(module
                  (global $g (mut i32) (i32.const 0))
+                 (table 1 funcref)
+                 (elem (i32.const 0) $a)
                  (func $a (local i32) i32.const 1 local.set 0)
-                 (func $b (call $a) (call $a)))"#,
+                 (func $b (call $a) (call $a) (call_indirect (i32.const 0))))"#,
     )
     .unwrap();
     let counted = count_entries(&wasm).unwrap();
-    let offsets = |bytes: &[u8]| -> Vec<Vec<usize>> {
-        bodies(bytes)
-            .into_iter()
-            .map(|ops| ops.into_iter().map(|(_, at)| at).collect())
-            .collect()
-    };
-    let (old, new) = (offsets(&wasm), offsets(&counted.bytes));
-    for (old, new) in old.iter().zip(&new) {
-        // The four of the increment are the first instruction's, the rest their own.
-        let mapped: Vec<usize> = new
-            .iter()
-            .map(|&at| counted.offsets.original_offset(at).unwrap())
-            .collect();
-        assert_eq!(mapped[..4], [old[0]; 4]);
-        assert_eq!(mapped[4..], old[..]);
-    }
-    assert_eq!(counted.offsets.original_offset(3), None, "before the code");
-    assert_eq!(counted.offsets.original_offset(counted.bytes.len()), None);
+    assert_maps_back(&wasm, &counted);
+    // `arc` after the module's bodies: none of its code is the original's.
+    let arc = bodies(&counted.bytes).pop().unwrap();
+    assert_eq!(bodies(&counted.bytes).len(), 3);
+    assert!(arc
+        .iter()
+        .all(|(_, at)| counted.offsets.original_offset(*at).is_none()));
 }
 
 #[test]
@@ -228,12 +252,9 @@ fn a_go_functions_instructions_map_back_around_both_additions() {
     .unwrap();
     as_go(&mut wasm);
     let counted = count_entries(&wasm).unwrap();
-    let with_offsets = |bytes: &[u8]| bodies(bytes).swap_remove(0);
-    let old: Vec<usize> = with_offsets(&wasm).into_iter().map(|(_, at)| at).collect();
-    let new = with_offsets(&counted.bytes);
-    let names: Vec<&str> = new.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<String> = operators(&counted.bytes).swap_remove(0);
     assert_eq!(
-        names[..12],
+        names[..11],
         [
             "get 3",
             "local 0",
@@ -246,18 +267,10 @@ fn a_go_functions_instructions_map_back_around_both_additions() {
             "i64 1",
             "I64Sub",
             "set 3",
-            "call 1"
         ]
     );
-    // The increment goes with the first instruction, the take-back with the call.
-    let mut expected = vec![old[0]; 7];
-    expected.extend([old[1]; 4]);
-    expected.extend(&old[1..]);
-    let mapped: Vec<usize> = new
-        .iter()
-        .map(|&(_, at)| counted.offsets.original_offset(at).unwrap())
-        .collect();
-    assert_eq!(mapped, expected);
+    assert_eq!(names[17], "call 1");
+    assert_maps_back(&wasm, &counted);
 }
 
 #[test]

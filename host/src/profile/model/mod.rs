@@ -414,9 +414,20 @@ impl Profile {
                 .is_some_and(|s| s.function_calls)
     }
 
-    /// Whether the calls of its edges and contexts were counted: every mode but stack
-    /// mode's, whose probes (entry counters at most) know no caller.
+    /// Whether the calls of its edges were counted: in every mode but stack mode, and there
+    /// when the module counted its edges (see [`StackWalkRecord`]).
     pub fn counts_edge_calls(&self) -> bool {
+        self.counts_context_calls()
+            || self
+                .sampling
+                .as_ref()
+                .and_then(|s| s.stacks)
+                .is_some_and(|s| s.edge_calls)
+    }
+
+    /// Whether the calls of its calling contexts were counted: every mode but stack mode's,
+    /// whose counters know a function's callers but not their callers'.
+    pub fn counts_context_calls(&self) -> bool {
         self.mode != crate::settings::Mode::STACK_NAME
     }
 

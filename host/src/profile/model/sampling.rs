@@ -73,7 +73,15 @@ pub struct StackWalkRecord {
     pub truncated: u64,
     /// Each function's calls were counted (an entry counter in each of the module's
     /// functions; WASI's by the host in each thread): `calls` of functions
-    /// are exact, those of edges and contexts 0 (not counted).
+    /// are exact, those of contexts 0 (not counted).
     #[serde(default)]
     pub function_calls: bool,
+    /// Each edge's calls were counted as well (a counter per direct call site's edge, a
+    /// table for calls through a table or a reference): `calls` of edges are exact.
+    #[serde(default)]
+    pub edge_calls: bool,
+    /// Calls through a table or a reference whose edge found the module's table of them
+    /// full: counted by their callee, on the root's edge.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub edge_calls_lost: u64,
 }

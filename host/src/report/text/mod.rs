@@ -32,7 +32,8 @@ fn calls_shown(profile: &Profile, f: &FunctionRecord) -> String {
     }
 }
 
-/// An edge's count of calls as shown: `-` in a profile that counts none (stack mode).
+/// An edge's count of calls as shown: `-` in a profile that counts none (stack mode
+/// without edge counters).
 fn edge_calls_shown(profile: &Profile, calls: u64) -> String {
     match profile.counts_edge_calls() {
         true => calls.to_string(),
@@ -113,16 +114,18 @@ pub fn render(profile: &Profile, options: &Options) -> String {
         ));
     }
     match &profile.sampling {
-        Some(s) if !profile.counts_edge_calls() => {
+        Some(s) if !profile.counts_context_calls() => {
             let _ = writeln!(
                 out,
                 "stack mode: times estimated from {} call stacks sampled one every {} \
                  ({}){}",
                 s.answered,
                 period_shown(s),
-                match profile.counts_calls() {
-                    true => "each function's calls counted at its entry, no other probe",
-                    false => "the program ran without probes",
+                match (profile.counts_calls(), profile.counts_edge_calls()) {
+                    (true, true) =>
+                        "each function's and each caller's calls counted, no other probe",
+                    (true, false) => "each function's calls counted at its entry, no other probe",
+                    _ => "the program ran without probes",
                 },
                 stack_walk_notes(s),
             );

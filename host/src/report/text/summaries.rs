@@ -40,6 +40,13 @@ pub fn stack_walk_notes(sampling: &crate::profile::SamplingRecord) -> String {
             walks.lost
         );
     }
+    if walks.edge_calls_lost > 0 {
+        notes += &format!(
+            "; {} calls through tables found the module's table of callers full (their \
+             callees counted them, no caller)",
+            walks.edge_calls_lost
+        );
+    }
     notes
 }
 
@@ -59,7 +66,7 @@ pub fn few_samples_note(profile: &Profile) -> Option<String> {
     // own code): its samples are its sampled time over the period. Sample mode's readings
     // are its samples, when fewer.
     let mut samples = profile.total / sampling.period_ns;
-    if profile.counts_edge_calls() {
+    if profile.counts_context_calls() {
         samples = samples.min(sampling.readings);
     }
     if samples >= FEW_SAMPLES {
@@ -328,6 +335,7 @@ mod tests {
             lost: 2,
             truncated: 3,
             function_calls: true,
+            ..Default::default()
         });
         let notes = stack_walk_notes(&sampling);
         assert!(

@@ -51,17 +51,25 @@ impl CodeMap {
         }
     }
 
-    /// The map of `module`, a module as it was given (not instrumented), as loaded.
+    /// The map of `module`, a module as it was given (not instrumented), or with entry
+    /// counters (see [`wprof_agent::entry_counts`]), as loaded. A counted module's functions
+    /// after the original's (those with a counter) are wprof's.
     pub fn of_original(module: &wasmtime::Module) -> Self {
+        use wprof_agent::entry_counts::EXPORT_PREFIX;
         let imports = module
             .imports()
             .filter(|i| matches!(i.ty(), wasmtime::ExternType::Func(_)))
             .count() as u32;
+        let counted = module
+            .exports()
+            .filter_map(|e| e.name().strip_prefix(EXPORT_PREFIX)?.parse::<u32>().ok())
+            .max();
         CodeMap {
             original: true,
             indices: FunctionIndices {
                 imports,
-                functions: imports + module.functions().len() as u32,
+                functions: counted
+                    .map_or(imports + module.functions().len() as u32, |last| last + 1),
                 ..FunctionIndices::default()
             },
             ..Self::of(module, ProbeMode::Sample)
@@ -193,7 +201,10 @@ impl CodeMap {
     /// function.
     fn classify(&self, index: u32) -> Running {
         if self.original {
-            return Running::Function(index);
+            return match self.indices.functions > 0 && index >= self.indices.functions {
+                true => Running::Probe,
+                false => Running::Function(index),
+            };
         }
         match self.indices.what(index) {
             Indexed::Function(id) | Indexed::ProbedCopy(id) => Running::Function(id),

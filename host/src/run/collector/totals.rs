@@ -79,6 +79,18 @@ impl Collector {
         self.functions[id as usize].calls += calls;
     }
 
+    /// Adds `calls` to the edge from `caller` (or [`super::ROOT`]) to `callee` and nothing
+    /// else: calls counted per edge only (stack mode's edge counters), which no context
+    /// knows of. The edge is made if no tick saw it.
+    pub fn add_edge_calls(&mut self, caller: u32, callee: u32, calls: u64) {
+        self.ensure(callee);
+        if caller != super::ROOT {
+            self.ensure(caller);
+        }
+        let edge = self.edge(caller, callee, None);
+        self.edges[edge as usize].calls += calls;
+    }
+
     pub(super) fn ensure(&mut self, id: u32) {
         let needed = id as usize + 1;
         if self.functions.len() < needed {

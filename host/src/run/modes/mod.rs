@@ -164,6 +164,6 @@ pub struct Readings {
     pub coverage: Option<Coverage>,
     /// Adaptive mode: the walks and what was timed.
     pub adaptive: Option<AdaptiveRecord>,
-    /// Stack mode: the calls of each function, counted by the module.
+    /// Stack mode: the calls of each function and edge, counted by the module.
     pub entry_counts: Option<EntryCounts>,
 }

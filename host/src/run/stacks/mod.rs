@@ -152,13 +152,19 @@ impl StackSamples {
         let mut functions = Vec::with_capacity(stack.pcs.len() + 1);
         let mut host_call = None;
         let mut innermost = 0;
+        // A counted module's own code (the edge counters' `arc`) on top: its caller runs.
+        let mut counting = false;
         for (i, &pc) in stack.pcs.iter().enumerate() {
             // A return address is just past its call: the byte before it is the call's.
             let address = if i == 0 { pc } else { pc.wrapping_sub(1) };
-            if let Running::Function(id) = code.running(address) {
+            let running = code.running(address);
+            if i == 0 && running == Running::Probe {
+                counting = true;
+            }
+            if let Running::Function(id) = running {
                 if functions.is_empty() {
                     innermost = address;
-                    if i > 0 {
+                    if i > 0 && !(i == 1 && counting) {
                         host_call = Some(pc);
                     }
                 }

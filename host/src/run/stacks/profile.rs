@@ -2,13 +2,15 @@
 //! contexts, each with the time of the ticks that ended there, replayed into a collector
 //! (each context entered once, its own time passing before its callees') so that functions,
 //! edges and contexts get their self and inclusive times by the same rules as every mode,
-//! recursion included. Calls are the functions' own, when the module counted them (see
-//! [`crate::run::stacks::entry_counts`]); edges and contexts have none (their `calls` are 0).
+//! recursion included. Calls are the functions' and the edges' own, when the module counted
+//! them (see [`crate::run::stacks::entry_counts`]); contexts have none (their `calls` are
+//! 0). An edge no tick saw is in the profile with its calls and no time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::profile::{Ending, FunctionInfo, InstrumentationStats, ModuleRef, Profile};
-use crate::run::collector::{Collector, PS_PER_NS};
+use crate::run::collector::{Collector, PS_PER_NS, ROOT};
+use crate::run::stacks::entry_counts::EntryCounts;
 use crate::run::stacks::StackSamples;
 
 /// The name profiles give stack mode.
@@ -23,12 +25,12 @@ struct Node {
 }
 
 /// The profile of a run sampled in stack mode: `functions` name the module's functions;
-/// `calls`, each function's calls by id, when they were counted.
+/// `calls`, each function's and edge's calls, when they were counted.
 pub fn profile_of_stacks(
     module: ModuleRef,
     functions: &[FunctionInfo],
     samples: &StackSamples,
-    calls: Option<&[(u32, u64)]>,
+    calls: Option<&EntryCounts>,
     ending: Ending,
 ) -> Profile {
     let mut nodes = vec![Node::default()];
@@ -51,8 +53,8 @@ pub fn profile_of_stacks(
     let mut now = 0u64;
     replay(&nodes, 0, &mut collector, &mut now);
     collector.finish_at(now);
-    for &(id, n) in calls.unwrap_or_default() {
-        collector.add_function_calls(id, n);
+    if let Some(calls) = calls {
+        add_calls(&mut collector, calls);
     }
     let mut profile = crate::run::profile_of_run(
         module,
@@ -64,6 +66,29 @@ pub fn profile_of_stacks(
     );
     profile.mode = MODE.to_string();
     profile
+}
+
+/// Each function's calls, and each edge's when they were counted: the calls of a function
+/// that no counted edge brings came from outside the module (the engine calling an export,
+/// a thread's entry), along the root's edge.
+fn add_calls(collector: &mut Collector, calls: &EntryCounts) {
+    for &(id, n) in &calls.functions {
+        collector.add_function_calls(id, n);
+    }
+    let Some(edges) = &calls.edges else {
+        return;
+    };
+    let mut brought: HashMap<u32, u64> = HashMap::new();
+    for &(caller, callee, n) in &edges.edges {
+        collector.add_edge_calls(caller, callee, n);
+        *brought.entry(callee).or_default() += n;
+    }
+    for &(id, n) in &calls.functions {
+        let from_outside = n.saturating_sub(brought.get(&id).copied().unwrap_or(0));
+        if from_outside > 0 {
+            collector.add_edge_calls(ROOT, id, from_outside);
+        }
+    }
 }
 
 fn max_function(nodes: &[Node]) -> usize {

@@ -21,6 +21,7 @@ use crate::prepare::session::warn;
 use crate::profile::{Ending, FunctionInfo, ModuleRef, Profile, SamplingRecord, StackWalkRecord};
 use crate::run::code::map::CodeMap;
 use crate::run::runner::{self, RunOutcome, Stdio};
+use crate::run::stacks::entry_counts::EntryCounts;
 use crate::run::stacks::profile::profile_of_stacks;
 use crate::run::stacks::{self, StackSamples};
 use crate::settings::RunSettings;
@@ -39,7 +40,7 @@ pub struct Stack {
 }
 
 /// A spawned thread's part: its id, wall time, samples and calls.
-type Spawned = (u32, u64, StackSamples, Option<Vec<(u32, u64)>>);
+type Spawned = (u32, u64, StackSamples, Option<EntryCounts>);
 
 impl RunMode for Stack {
     fn keeps_compiled_functions(&self, _: &RunSettings) -> bool {
@@ -166,17 +167,24 @@ impl RunMode for Stack {
             .find(|f| f.kind == "import" && f.name == "wasi::thread-spawn")
             .map(|f| f.id);
         let calls = outcome.entry_counts.take().map(|mut counts| {
-            counts.extend(spawn.filter(|_| started > 0).map(|id| (id, started)));
+            (counts.functions).extend(spawn.filter(|_| started > 0).map(|id| (id, started)));
             counts
         });
         walks.function_calls = calls.is_some();
+        walks.edge_calls = calls.as_ref().is_some_and(|c| c.edges.is_some());
+        walks.edge_calls_lost = calls
+            .iter()
+            .chain(spawned.iter().filter_map(|t| t.3.as_ref()))
+            .filter_map(|c| c.edges.as_ref())
+            .map(|e| e.lost)
+            .sum();
         let ending = ending(outcome, ticks, walks, &job.settings);
         let mut profile = job.timings.time("profile", || {
             let mut profile = profile_of_stacks(
                 module_ref.clone(),
                 &functions,
                 &samples,
-                calls.as_deref(),
+                calls.as_ref(),
                 ending,
             );
             profile.host_calls = outcome.host_calls.clone();
@@ -361,7 +369,7 @@ fn merge_threads(
                 module_ref.clone(),
                 functions,
                 samples,
-                calls.as_deref(),
+                calls.as_ref(),
                 ending,
             );
             (*tid, own)
