@@ -3,8 +3,9 @@
 //! the program's output, exit code and trap are its own (the trap's offsets the
 //! original's); every sample's stack reaches the program's entry (the walk crosses every
 //! wasm frame); a callee shared by two callers is split by where its time was spent; time
-//! in the host goes to the import called; each function's calls are sample mode's exact
-//! ones, no edge's are counted; and what needs probes is refused in one line.
+//! in the host goes to the import called; each function's and each edge's calls are sample
+//! mode's exact ones, in every thread, through tables and tail calls; and what needs probes
+//! is refused in one line.
 
 use serde_json::Value;
 
@@ -31,11 +32,12 @@ fn stack_run(s: &Scratch, module: &str, out_name: &str) -> (std::process::Output
     (out, profile)
 }
 
-/// The promises of every profile, and stack mode's own: each function's calls counted (a
-/// function that was sampled was called), no edge's.
+/// The promises of every profile, and stack mode's own: each function's and each edge's
+/// calls counted (a function or an edge that was sampled was called).
 fn consistent(p: &Value) {
     assert_eq!(p["mode"], "stack");
     assert_eq!(p["sampling"]["stacks"]["function_calls"], true);
+    assert_eq!(p["sampling"]["stacks"]["edge_calls"], true);
     let total = u(&p["total"]);
     let functions = p["functions"].as_array().unwrap();
     assert_eq!(self_sum(p), total);
@@ -44,7 +46,7 @@ fn consistent(p: &Value) {
         assert!(u(&f["self"]) == 0 || u(&f["calls"]) > 0, "{f}");
     }
     for e in p["edges"].as_array().unwrap() {
-        assert_eq!(u(&e["calls"]), 0, "{e}");
+        assert!(u(&e["inclusive"]) == 0 || u(&e["calls"]) > 0, "{e}");
     }
     let contexts = p["contexts"].as_array().unwrap();
     let context_self: u64 = contexts.iter().map(|c| u(&c["self"])).sum();
@@ -127,21 +129,47 @@ fn the_programs_exit_code_and_trap_are_its_own() {
     assert!(stderr(&off).contains("0x"), "{}", stderr(&off));
 }
 
-#[test]
-fn each_functions_calls_are_counted_exactly_and_no_edges() {
-    let s = Scratch::new();
-    let (_, p) = stack_run(&s, "gprof_trap.wasm", "g.wprof");
+/// Each edge's calls in profile `p`, by (caller name or `(root)`, callee name).
+fn edge_calls(p: &Value) -> std::collections::BTreeMap<(String, String), u64> {
+    let name = |id: &Value| match id.as_u64() {
+        Some(id) => p["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| u(&f["id"]) == id)
+            .map_or(format!("#{id}"), |f| {
+                f["name"].as_str().unwrap().to_string()
+            }),
+        None => "(root)".to_string(),
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for e in p["edges"].as_array().unwrap() {
+        *out.entry((name(&e["caller"]), name(&e["callee"])))
+            .or_default() += u(&e["calls"]);
+    }
+    out
+}
+
+/// `module` in sample mode, whose probes count every call: its profile.
+fn exact_run(s: &Scratch, module: &str, out_name: &str) -> Value {
     let out = s.run(&[
         "run",
         "-q",
         "--mode",
         "sample",
         "-o",
-        "exact.wprof",
-        sample("gprof_trap.wasm").to_str().unwrap(),
+        out_name,
+        sample(module).to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let exact = s.profile("exact.wprof");
+    s.profile(out_name)
+}
+
+#[test]
+fn each_functions_and_edges_calls_are_sample_modes_exact_ones() {
+    let s = Scratch::new();
+    let (_, p) = stack_run(&s, "gprof_trap.wasm", "g.wprof");
+    let exact = exact_run(&s, "gprof_trap.wasm", "exact.wprof");
     let mut called = 0;
     for f in exact["functions"].as_array().unwrap() {
         let name = f["name"].as_str().unwrap();
@@ -149,10 +177,8 @@ fn each_functions_calls_are_counted_exactly_and_no_edges() {
         called += u(&f["calls"]);
     }
     assert!(calls(&p, "d") > 1 && called > 10, "{exact}");
-    for e in p["edges"].as_array().unwrap() {
-        assert_eq!(u(&e["calls"]), 0, "{e}");
-    }
-    // The report shows the functions' calls, `-` for the edges'.
+    assert_eq!(edge_calls(&p), edge_calls(&exact));
+    // The report shows the functions' calls and the edges'.
     let out = s.run(&["report", "g.wprof"]);
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
@@ -162,7 +188,7 @@ fn each_functions_calls_are_counted_exactly_and_no_edges() {
     );
     assert!(
         text.contains("stack mode: times estimated from")
-            && text.contains("each function's calls counted at its entry"),
+            && text.contains("each function's and each caller's calls counted"),
         "{text}"
     );
     let d_line = text
@@ -173,11 +199,28 @@ fn each_functions_calls_are_counted_exactly_and_no_edges() {
         d_line.contains(&format!("({} calls", calls(&p, "d"))),
         "{d_line}"
     );
+    let b_d = edge_calls(&p)[&("b".to_string(), "d".to_string())];
     assert!(
         text.lines()
-            .any(|l| l.contains("called by b") && l.contains(" - calls")),
+            .any(|l| l.contains("called by b") && l.contains(&format!(" {b_d} calls"))),
         "{text}"
     );
+}
+
+#[test]
+fn calls_through_tables_tail_calls_and_threads_count_on_their_edges() {
+    // interp: an interpreter's handlers called through a table; tailcalls: `return_call`
+    // loops and mutual recursion; threads: four threads calling the same functions.
+    let s = Scratch::new();
+    for module in ["interp.wasm", "tailcalls.wasm", "threads.wasm"] {
+        let (out, p) = stack_run(&s, module, "stack.wprof");
+        assert_eq!(out.status.code(), Some(0), "{module}: {}", stderr(&out));
+        consistent(&p);
+        let exact = exact_run(&s, module, "exact.wprof");
+        let (stack, exact) = (edge_calls(&p), edge_calls(&exact));
+        assert!(exact.values().sum::<u64>() > 10, "{module}: {exact:?}");
+        assert_eq!(stack, exact, "{module}");
+    }
 }
 
 #[test]
