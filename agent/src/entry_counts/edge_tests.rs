@@ -29,21 +29,41 @@ fn operators(bytes: &[u8]) -> Vec<Vec<String>> {
     super::tests::operators(bytes)
 }
 
+/// The module's exports' names.
+fn exports(bytes: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    for payload in Parser::new(0).parse_all(bytes) {
+        if let Payload::ExportSection(reader) = payload.unwrap() {
+            out.extend(reader.into_iter().map(|e| e.unwrap().name.to_string()));
+        }
+    }
+    out
+}
+
+fn validate(bytes: &[u8]) {
+    wasmparser::Validator::new()
+        .validate_all(bytes)
+        .expect("the counted module validates");
+}
+
 #[test]
 fn each_direct_edge_has_one_cell_its_sites_share() {
     let wasm = wat::parse_str(
         r#"(module
                  (import "a" "f" (func))
                  (memory 1)
-                 (func $a (call $b) (call $b) (call 0) (return_call $c))
+                 (func $a (export "a") (call $b) (call $b) (call 0) (return_call $c))
                  (func $b (call $c))
                  (func $c))"#,
     )
     .unwrap();
     let counted = count_entries(&wasm).unwrap();
-    wasmparser::Validator::new()
-        .validate_all(&counted.bytes)
-        .unwrap();
+    validate(&counted.bytes);
+    // Only the export keeps an entry counter: the others' calls are their edges'.
+    assert_eq!(
+        exports(&counted.bytes),
+        ["a", "wprof:calls:1", EDGES_MEMORY, "wprof:functions=4"]
+    );
     let mut memory = initial_memory(&counted.bytes);
     assert_eq!(EdgeTable::read(&memory).unwrap(), EdgeCounts::default());
     // Four edges, in the order their first sites come: a->b, a->f, a->c, b->c.
@@ -52,7 +72,7 @@ fn each_direct_edge_has_one_cell_its_sites_share() {
         table,
         EdgeTable {
             direct: 4,
-            slots: 0
+            ..EdgeTable::default()
         }
     );
     for k in 0..4 {
@@ -74,65 +94,117 @@ fn each_direct_edge_has_one_cell_its_sites_share() {
     for i in calls {
         assert!(a[i - 1].starts_with("I64Store"), "{a:?}");
     }
+    // $b and $c count nothing at their entry.
+    let ops = operators(&counted.bytes);
+    assert!(ops[2] == ["End"], "{:?}", ops[2]);
 }
 
 #[test]
-fn indirect_calls_announce_their_caller_to_the_functions_a_table_reaches() {
+fn indirect_calls_announce_their_column_to_the_functions_a_table_reaches() {
     let wasm = wat::parse_str(
         r#"(module
                  (type $v (func))
+                 (type $i (func (param i32)))
                  (table 2 funcref)
-                 (elem (i32.const 0) $in_table)
+                 (elem (i32.const 0) $in_table $other_type)
                  (global funcref (ref.func $referenced))
                  (func $in_table)
                  (func $referenced)
-                 (func $plain)
-                 (func $calls (call_indirect (type $v) (i32.const 0)) (call $plain))
+                 (func $other_type (type $i))
+                 (func $calls (call_indirect (type $v) (i32.const 0)) (call $referenced))
                  (func $tail (return_call_indirect (type $v) (i32.const 0))))"#,
     )
     .unwrap();
     let counted = count_entries(&wasm).unwrap();
-    wasmparser::Validator::new()
-        .validate_all(&counted.bytes)
-        .unwrap();
+    validate(&counted.bytes);
     let ops = operators(&counted.bytes);
-    // Five bodies and `arc`, function 5, with global 6 (after five counters and the
-    // module's own) for the caller.
-    assert_eq!(ops.len(), 6);
-    let look = ["get 6", "If { blockty: Empty }", "get 6"];
+    // No `arc`; the global after the module's own (no counter: nothing is exported, and
+    // $other_type, which no site's type reaches, keeps one).
+    assert_eq!(ops.len(), 5);
+    assert_eq!(
+        exports(&counted.bytes)[0],
+        "wprof:calls:2",
+        "{:?}",
+        exports(&counted.bytes)
+    );
+    let look = ["get 2", "If { blockty: Empty }", "get 2", "get 2"];
     for (f, reached) in [(0, true), (1, true), (2, false), (3, false)] {
         assert_eq!(
-            ops[f].get(4..7) == Some(&look.map(String::from)[..]),
+            ops[f].get(..4) == Some(&look.map(String::from)[..]),
             reached,
             "{f}: {:?}",
             ops[f]
         );
     }
-    assert_eq!(ops[0][7..9], ["I32Const { value: 0 }", "call 5"]);
+    // $calls is column 0 of type $v's callers, $tail column 1: they announce 8 and 16.
     let calls = &ops[3];
     let at = calls
         .iter()
         .position(|o| o.starts_with("CallIndirect"))
         .unwrap();
-    assert_eq!(calls[at - 2..at], ["I32Const { value: 4 }", "set 6"]);
-    assert_eq!(calls[at + 1..at + 3], ["I32Const { value: 0 }", "set 6"]);
+    assert_eq!(calls[at - 2..at], ["I32Const { value: 8 }", "set 2"]);
+    assert_eq!(calls[at + 1..at + 3], ["I32Const { value: 0 }", "set 2"]);
     // A tail call leaves the global to its callee.
     let tail = &ops[4];
     let at = tail
         .iter()
         .position(|o| o.starts_with("ReturnCallIndirect"))
         .unwrap();
-    assert_eq!(tail[at - 2..at], ["I32Const { value: 5 }", "set 6"]);
+    assert_eq!(tail[at - 2..at], ["I32Const { value: 16 }", "set 2"]);
     assert_eq!(tail[at + 1], "End");
-    let memory = initial_memory(&counted.bytes);
+    // Two rows of two cells: $in_table's and $referenced's.
+    let mut memory = initial_memory(&counted.bytes);
     let table = EdgeTable::read_layout(&memory).unwrap();
     assert_eq!(
-        table,
-        EdgeTable {
-            direct: 1,
-            slots: 256
-        }
+        (table.direct, table.rows, table.columns, table.cells),
+        (1, 2, 2, 4)
     );
+    let first = table.matrix_at() as usize;
+    for (cell, calls) in [(0, 5u64), (3, 7)] {
+        let at = first + 8 * cell;
+        memory[at..at + 8].copy_from_slice(&calls.to_le_bytes());
+    }
+    assert_eq!(
+        EdgeTable::read(&memory).unwrap().edges,
+        [(3, 0, 5), (4, 1, 7)]
+    );
+}
+
+#[test]
+fn with_subtypes_indirect_calls_go_to_a_table_of_pairs() {
+    let wasm = wat::parse_str(
+        r#"(module
+                 (type $v (sub (func)))
+                 (table 1 funcref)
+                 (elem (i32.const 0) $in_table)
+                 (func $in_table (type $v))
+                 (func $calls (call_indirect (type $v) (i32.const 0))))"#,
+    )
+    .unwrap();
+    let counted = count_entries(&wasm).unwrap();
+    validate(&counted.bytes);
+    let ops = operators(&counted.bytes);
+    // `arc` after the two bodies; $in_table keeps its counter (a full table loses pairs).
+    assert_eq!(ops.len(), 3);
+    assert_eq!(ops[0][..4], ["get 0", "i64 1", "I64Add", "set 0"]);
+    assert_eq!(
+        ops[0][4..9],
+        [
+            "get 1",
+            "If { blockty: Empty }",
+            "get 1",
+            "I32Const { value: 0 }",
+            "call 2"
+        ]
+    );
+    let calls = &ops[1];
+    let at = calls
+        .iter()
+        .position(|o| o.starts_with("CallIndirect"))
+        .unwrap();
+    assert_eq!(calls[at - 2..at], ["I32Const { value: 2 }", "set 1"]);
+    let table = EdgeTable::read_layout(&initial_memory(&counted.bytes)).unwrap();
+    assert_eq!((table.slots, table.rows), (256, 0));
 }
 
 #[test]
@@ -153,7 +225,9 @@ fn go_resuming_its_frames_is_not_an_indirect_call() {
     .unwrap();
     tests::as_go(&mut wasm);
     let counted = count_entries(&wasm).unwrap();
+    validate(&counted.bytes);
     let ops = operators(&counted.bytes);
+    // Every Go function keeps its counter (3 and 4); the global is 5.
     let announced = |body: &[String]| body.iter().any(|o| o == "set 5");
     assert!(announced(&ops[0]));
     assert!(!announced(&ops[1]), "{:?}", ops[1]);

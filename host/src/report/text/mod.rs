@@ -33,10 +33,11 @@ fn calls_shown(profile: &Profile, f: &FunctionRecord) -> String {
 }
 
 /// An edge's count of calls as shown: `-` in a profile that counts none (stack mode
-/// without edge counters).
-fn edge_calls_shown(profile: &Profile, calls: u64) -> String {
-    match profile.counts_edge_calls() {
-        true => calls.to_string(),
+/// without edge counters), and for an edge from or to a script's function (never counted).
+fn edge_calls_shown(profile: &Profile, e: &crate::profile::EdgeRecord) -> String {
+    let script = |id: u32| profile.function(id).is_some_and(|f| f.is_script());
+    match profile.counts_edge_calls() && !e.caller.is_some_and(script) && !script(e.callee) {
+        true => e.calls.to_string(),
         false => "-".to_string(),
     }
 }
@@ -261,7 +262,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
                     Some(site) => format!("{}+{site:#x}", name(e.caller)),
                     None => name(e.caller).to_string(),
                 },
-                edge_calls_shown(profile, e.calls),
+                edge_calls_shown(profile, e),
                 format_amount(e.inclusive, &profile.unit),
                 percent(e.inclusive, f.inclusive)
             );
@@ -282,7 +283,7 @@ pub fn render(profile: &Profile, options: &Options) -> String {
                     Some(site) => format!("{} (at +{site:#x})", name(Some(e.callee))),
                     None => name(Some(e.callee)).to_string(),
                 },
-                edge_calls_shown(profile, e.calls),
+                edge_calls_shown(profile, e),
                 format_amount(e.inclusive, &profile.unit),
                 percent(e.inclusive, f.inclusive)
             );

@@ -53,17 +53,16 @@ impl CodeMap {
 
     /// The map of `module`, a module as it was given (not instrumented), or with entry
     /// counters (see [`wprof_agent::entry_counts`]), as loaded. A counted module's functions
-    /// after the original's (those with a counter) are wprof's.
+    /// after the original's (as many as an export's name says) are wprof's.
     pub fn of_original(module: &wasmtime::Module) -> Self {
-        use wprof_agent::entry_counts::EXPORT_PREFIX;
+        use wprof_agent::entry_counts::FUNCTIONS_PREFIX;
         let imports = module
             .imports()
             .filter(|i| matches!(i.ty(), wasmtime::ExternType::Func(_)))
             .count() as u32;
         let counted = module
             .exports()
-            .filter_map(|e| e.name().strip_prefix(EXPORT_PREFIX)?.parse::<u32>().ok())
-            .max();
+            .find_map(|e| e.name().strip_prefix(FUNCTIONS_PREFIX)?.parse::<u32>().ok());
         CodeMap {
             original: true,
             indices: FunctionIndices {

@@ -115,7 +115,11 @@ impl ThreadMode for Stack {
 
     fn read(&self, read: ReadCall<'_>) -> Readings {
         Readings {
-            entry_counts: crate::run::stacks::entry_counts::read(read.store, read.instance),
+            entry_counts: crate::run::stacks::entry_counts::read(
+                read.store,
+                read.instance,
+                self.code.imports(),
+            ),
             ..Readings::default()
         }
     }

@@ -1,0 +1,434 @@
+//! Caller -> callee calls in a counted module, as gprof's arcs: a counter per direct edge,
+//! bumped at each call site, and counters per (caller, callee) for calls through a table or
+//! a reference, bumped at the callee's entry.
+//!
+//! - **Direct calls** (`call`, `return_call`, to a defined function or an import): every
+//!   call site of a caller to the same callee shares one `u64` cell of [`EDGES_MEMORY`],
+//!   which the site adds one to just before it calls: a load, an add and a store.
+//! - **Indirect calls** (`call_indirect`, `call_ref` and their tail forms): the site puts a
+//!   number naming its function in a global just before it calls, and (unless it is a tail
+//!   call) 0 just after. Every function a table or a reference can reach (named by an
+//!   element segment or a `ref.func`) looks at that global at its entry and, when it is not
+//!   0, counts the call and sets it back to 0:
+//!   - in a **matrix** when the module's function types cannot be subtypes of one another
+//!     (the usual case): a caller's number is its column among the functions that make
+//!     indirect calls of the type, and the callee adds one to the cell of its row at that
+//!     column, inline;
+//!   - else in an open-addressing **table** of pairs, through an added function,
+//!     `arc(caller + 1, callee)`, where a pair that finds the table full is counted as lost
+//!     (and said). The same when the matrix would pass [`MATRIX_CELLS`].
+//!
+//! A function whose every entry is one of those counted calls (not exported, not the start
+//! function, and with the matrix or not reachable through a table) gets no entry counter:
+//! its calls are its edges' (see [`EdgePlan::counted`]).
+//!
+//! Go resumes a goroutine's frames through `call_indirect` in `wasm_pc_f_loop`: those
+//! re-entries are not calls, so that function's indirect sites set nothing (the probed
+//! modes count a Go function's calls, not its resumptions, the same way); every Go function
+//! keeps its entry counter, which knows a resumption from a call.
+//!
+//! The memory is the module's own, per instance: each thread counts in its own. Its first
+//! bytes say what it holds (see [`EdgeTable`]), so the host reads it with no other record.
+
+use std::collections::HashMap;
+
+use wasmparser::{BinaryReader, FunctionBody, Operator};
+
+use crate::layout::ModuleLayout;
+use crate::AgentError;
+
+mod code;
+mod table;
+
+pub(crate) use code::{EdgeIndices, ARC_TYPE};
+pub use table::{EdgeCounts, EdgeTable};
+
+/// The name a counted module exports its edge counters' memory under.
+pub const EDGES_MEMORY: &str = "wprof:edges";
+
+/// The prefix of a second name the edges' memory is exported under, followed by the number
+/// of the original module's functions (imports included) in decimal: the functions after
+/// them are wprof's.
+pub const FUNCTIONS_PREFIX: &str = "wprof:functions=";
+
+/// The most cells the matrix of indirect calls may have (32 MiB of memory, touched only
+/// where calls are counted); past it, the table of pairs.
+pub const MATRIX_CELLS: u64 = 1 << 22;
+
+/// A call instruction of a body: where it is, where the next instruction is, and what it
+/// calls.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Site {
+    pub at: usize,
+    pub next: usize,
+    pub kind: SiteKind,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum SiteKind {
+    /// A direct call, counted in this cell.
+    Direct(u32),
+    /// A call through a table or a reference, announcing `number` (the caller's column + 1
+    /// times 8 in the matrix, its id + 1 in the table of pairs); `tail`: a tail call.
+    Indirect { number: u32, tail: bool },
+}
+
+/// A row of the matrix: a function a table reaches, and its cells, one per function that
+/// makes indirect calls of its type.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Row {
+    pub callee: u32,
+    /// Its first caller in [`EdgePlan::columns`].
+    pub first: u32,
+    pub columns: u32,
+    /// The address of its first cell.
+    pub cell: u32,
+}
+
+/// How a function a table may reach counts its indirect callers at its entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Look {
+    /// It does not: no counted indirect call can reach it.
+    None,
+    /// In its row of the matrix, whose first cell is at this address.
+    Matrix(u32),
+    /// Through `arc`, in the table of pairs.
+    Pairs,
+}
+
+/// Where a module's calls are counted: each body's call sites, the direct edges' cells,
+/// how each function counts its indirect callers, and which functions keep an entry
+/// counter.
+#[derive(Debug, Default)]
+pub(super) struct EdgePlan {
+    /// Per defined function, its call sites in body order.
+    pub sites: Vec<Vec<Site>>,
+    /// The direct edges, `(caller, callee)` by cell.
+    pub pairs: Vec<(u32, u32)>,
+    /// Per defined function, how it counts its indirect callers.
+    pub looks: Vec<Look>,
+    /// The matrix's rows and their columns' callers.
+    pub rows: Vec<Row>,
+    pub columns: Vec<u32>,
+    /// Per defined function, whether it keeps an entry counter: some of its entries are no
+    /// counted edge's (an export, the start function, a Go function, one reached through the
+    /// table of pairs).
+    pub counted: Vec<bool>,
+    /// The memory's layout.
+    pub table: EdgeTable,
+}
+
+impl EdgePlan {
+    /// The plan of `layout`'s module.
+    pub fn of(layout: &ModuleLayout<'_>) -> Result<Self, AgentError> {
+        let imports = layout.imported_funcs.len() as u32;
+        let defined = layout.defined_funcs.len();
+        let outside = Outside::of(layout.bytes, imports, defined)?;
+        let mut taken = outside.taken;
+        let keys = type_keys(layout.bytes)?;
+        let mut cells: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut pairs = Vec::new();
+        let mut sites = Vec::with_capacity(defined);
+        // Per type key, the functions making indirect calls of it, in order.
+        let mut callers: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (d, func) in layout.defined_funcs.iter().enumerate() {
+            let caller = imports + d as u32;
+            let resumes = layout.go
+                && layout
+                    .names
+                    .get(&caller)
+                    .is_some_and(|n| n.starts_with("wasm_pc_f_loop"));
+            let body = FunctionBody::new(BinaryReader::new(
+                &layout.bytes[func.body.clone()],
+                func.body.start,
+            ));
+            let mut operators = body.get_operators_reader()?;
+            let mut own = Vec::new();
+            while !operators.eof() {
+                let (operator, at) = operators.read_with_offset()?;
+                let next = operators.original_position();
+                let (type_index, tail) = match operator {
+                    Operator::Call { function_index } | Operator::ReturnCall { function_index } => {
+                        let fresh = pairs.len() as u32;
+                        let cell = *cells.entry((caller, function_index)).or_insert(fresh);
+                        if cell == fresh {
+                            pairs.push((caller, function_index));
+                        }
+                        own.push(Site {
+                            at,
+                            next,
+                            kind: SiteKind::Direct(cell),
+                        });
+                        continue;
+                    }
+                    Operator::RefFunc { function_index } => {
+                        if let Some(t) = function_index
+                            .checked_sub(imports)
+                            .and_then(|d| taken.get_mut(d as usize))
+                        {
+                            *t = true;
+                        }
+                        continue;
+                    }
+                    _ if resumes => continue,
+                    Operator::CallIndirect { type_index, .. }
+                    | Operator::CallRef { type_index } => (type_index, false),
+                    Operator::ReturnCallIndirect { type_index, .. }
+                    | Operator::ReturnCallRef { type_index } => (type_index, true),
+                    _ => continue,
+                };
+                // The caller's column among the type's callers (the matrix's number, if it
+                // is made).
+                let key = keys
+                    .as_ref()
+                    .and_then(|k| k.get(type_index as usize).copied());
+                let column = match key {
+                    Some(key) => {
+                        let list = callers.entry(key).or_default();
+                        match list.iter().position(|&c| c == caller) {
+                            Some(at) => at as u32,
+                            None => {
+                                list.push(caller);
+                                list.len() as u32 - 1
+                            }
+                        }
+                    }
+                    None => 0,
+                };
+                own.push(Site {
+                    at,
+                    next,
+                    kind: SiteKind::Indirect {
+                        number: 8 * (column + 1),
+                        tail,
+                    },
+                });
+            }
+            sites.push(own);
+        }
+        let indirect = sites
+            .iter()
+            .flatten()
+            .any(|s| matches!(s.kind, SiteKind::Indirect { .. }));
+        // The matrix: a row per function a table reaches whose type some site calls.
+        let mut rows = Vec::new();
+        let mut columns = Vec::new();
+        let mut looks = vec![Look::None; defined];
+        let mut matrix = keys.is_some() && indirect;
+        if matrix {
+            let keys = keys.as_ref().expect("checked");
+            let mut first_of: HashMap<u32, u32> = HashMap::new();
+            let mut total_cells = 0u64;
+            for (d, func) in layout.defined_funcs.iter().enumerate() {
+                if !taken[d] {
+                    continue;
+                }
+                let key = keys[func.type_index as usize];
+                let Some(list) = callers.get(&key) else {
+                    continue;
+                };
+                let first = *first_of.entry(key).or_insert_with(|| {
+                    columns.extend_from_slice(list);
+                    (columns.len() - list.len()) as u32
+                });
+                rows.push((
+                    d,
+                    Row {
+                        callee: imports + d as u32,
+                        first,
+                        columns: list.len() as u32,
+                        cell: 0,
+                    },
+                ));
+                total_cells += list.len() as u64;
+            }
+            matrix = total_cells <= MATRIX_CELLS;
+        }
+        let mut table = EdgeTable {
+            direct: pairs.len() as u32,
+            ..EdgeTable::default()
+        };
+        if matrix {
+            table.rows = rows.len() as u32;
+            table.columns = columns.len() as u32;
+            table.cells = rows.iter().map(|(_, r)| r.columns).sum();
+            let mut cell = table.matrix_at();
+            for (d, row) in &mut rows {
+                row.cell = u32::try_from(cell).map_err(|_| too_large())?;
+                looks[*d] = Look::Matrix(row.cell);
+                cell += 8 * u64::from(row.columns);
+            }
+        } else if indirect && taken.iter().any(|&t| t) {
+            // Room for four pairs per function a table reaches, at least 256 slots, at most
+            // 2^18 (4 MiB).
+            let reachable = taken.iter().filter(|&&t| t).count();
+            table.slots = (4 * reachable).next_power_of_two().clamp(256, 1 << 18) as u32;
+            for (d, look) in looks.iter_mut().enumerate() {
+                if taken[d] {
+                    *look = Look::Pairs;
+                }
+            }
+            // A site announces its function: id + 1.
+            for (d, own) in sites.iter_mut().enumerate() {
+                for site in own {
+                    if let SiteKind::Indirect { number, .. } = &mut site.kind {
+                        *number = imports + d as u32 + 1;
+                    }
+                }
+            }
+            rows.clear();
+            columns.clear();
+        }
+        if looks.iter().all(|l| *l == Look::None) {
+            // Nothing reaches an entry's look: the sites need not set the global.
+            for own in &mut sites {
+                own.retain(|s| matches!(s.kind, SiteKind::Direct(_)));
+            }
+            taken.iter_mut().for_each(|t| *t = false);
+        }
+        if table.bytes() > u64::from(u32::MAX) {
+            return Err(too_large());
+        }
+        let counted = (0..defined)
+            .map(|d| {
+                layout.go
+                    || outside.entered[d]
+                    || looks[d] == Look::Pairs
+                    || taken[d] && looks[d] == Look::None
+            })
+            .collect();
+        Ok(EdgePlan {
+            sites,
+            pairs,
+            looks,
+            rows: rows.into_iter().map(|(_, r)| r).collect(),
+            columns,
+            counted,
+            table,
+        })
+    }
+
+    /// Whether an indirect site sets the global (and so the module has it).
+    pub fn counts_indirect(&self) -> bool {
+        self.looks.iter().any(|l| *l != Look::None)
+    }
+
+    /// Whether the module has `arc` and the table of pairs.
+    pub fn has_arc(&self) -> bool {
+        self.table.slots > 0
+    }
+}
+
+fn too_large() -> AgentError {
+    AgentError::Unsupported {
+        what: "a module whose edge counters would pass 4 GiB".to_string(),
+        offset: 0,
+    }
+}
+
+/// What reaches a module's functions from outside its own call sites.
+struct Outside {
+    /// Per defined function: named by an element segment or a global's initializer.
+    taken: Vec<bool>,
+    /// Per defined function: exported, or the start function.
+    entered: Vec<bool>,
+}
+
+impl Outside {
+    fn of(bytes: &[u8], imports: u32, defined: usize) -> Result<Self, AgentError> {
+        let mut out = Outside {
+            taken: vec![false; defined],
+            entered: vec![false; defined],
+        };
+        let mark = |list: &mut Vec<bool>, id: u32| {
+            if let Some(t) = id
+                .checked_sub(imports)
+                .and_then(|d| list.get_mut(d as usize))
+            {
+                *t = true;
+            }
+        };
+        let in_expression = |expr: &wasmparser::ConstExpr<'_>, taken: &mut Vec<bool>| {
+            for operator in expr.get_operators_reader() {
+                if let Operator::RefFunc { function_index } = operator? {
+                    mark(taken, function_index);
+                }
+            }
+            Ok::<_, AgentError>(())
+        };
+        for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+            match payload? {
+                wasmparser::Payload::ElementSection(reader) => {
+                    for element in reader {
+                        match element?.items {
+                            wasmparser::ElementItems::Functions(functions) => {
+                                for f in functions {
+                                    mark(&mut out.taken, f?);
+                                }
+                            }
+                            wasmparser::ElementItems::Expressions(_, expressions) => {
+                                for e in expressions {
+                                    in_expression(&e?, &mut out.taken)?;
+                                }
+                            }
+                        }
+                    }
+                }
+                wasmparser::Payload::GlobalSection(reader) => {
+                    for global in reader {
+                        in_expression(&global?.init_expr, &mut out.taken)?;
+                    }
+                }
+                wasmparser::Payload::ExportSection(reader) => {
+                    for export in reader {
+                        let export = export?;
+                        if export.kind == wasmparser::ExternalKind::Func {
+                            mark(&mut out.entered, export.index);
+                        }
+                    }
+                }
+                wasmparser::Payload::StartSection { func, .. } => mark(&mut out.entered, func),
+                wasmparser::Payload::CodeSectionStart { .. } => break,
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A key per type index such that a call through type `t` can reach a function of type `u`
+/// only if their keys are equal (their parameters and results); `None` when the module has
+/// types that may be subtypes of others (a rec group of several types, a supertype, a
+/// type not final), where the table of pairs counts instead.
+fn type_keys(bytes: &[u8]) -> Result<Option<Vec<u32>>, AgentError> {
+    let mut keys = Vec::new();
+    let mut known: HashMap<(Vec<wasmparser::ValType>, Vec<wasmparser::ValType>), u32> =
+        HashMap::new();
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        if let wasmparser::Payload::TypeSection(reader) = payload? {
+            for group in reader {
+                let group = group?;
+                let mut types = group.types();
+                let (Some(sub), None) = (types.next(), types.next()) else {
+                    return Ok(None);
+                };
+                if !sub.is_final || sub.supertype_idx.is_some() {
+                    return Ok(None);
+                }
+                let key = match &sub.composite_type.inner {
+                    wasmparser::CompositeInnerType::Func(f) if !sub.composite_type.shared => {
+                        let next = known.len() as u32;
+                        *known
+                            .entry((f.params().to_vec(), f.results().to_vec()))
+                            .or_insert(next)
+                    }
+                    // Not a function: no call goes through it.
+                    _ => u32::MAX,
+                };
+                keys.push(key);
+            }
+            return Ok(Some(keys));
+        }
+    }
+    Ok(Some(keys))
+}

@@ -1,0 +1,179 @@
+//! The edges' memory: its layout, which the counted module's data and code write, and the
+//! counts the host reads back from it.
+
+use super::EdgePlan;
+
+/// The layout of [`EDGES_MEMORY`] (all `u32` but the counts):
+///
+/// | offset | holds |
+/// |---|---|
+/// | 0 | `u64` indirect calls the table of pairs had no room for |
+/// | 8 | `D`, direct edges; `H`, slots of the table of pairs (0, or a power of two); `R`, rows of the matrix; `K`, columns of all rows; `M`, cells of the matrix |
+/// | 32 | `D` pairs (caller, callee), written by the module's data |
+/// | 32 + 8D | `R` rows: callee, its first column in the list, its columns, its first cell's address |
+/// | 32 + 8D + 16R | `K` callers: each row's columns in turn |
+/// | `C` (8-aligned) | `D` `u64` counts of the direct edges |
+/// | `C` + 8D | `M` `u64` cells of the matrix |
+/// | `C` + 8D + 8M | `H` slots: caller + 1 (0: free), callee, `u64` count |
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EdgeTable {
+    /// Direct edges.
+    pub direct: u32,
+    /// Slots of the table of pairs.
+    pub slots: u32,
+    /// Rows of the matrix.
+    pub rows: u32,
+    /// Columns of all rows.
+    pub columns: u32,
+    /// Cells of the matrix.
+    pub cells: u32,
+}
+
+/// The counts an [`EDGES_MEMORY`] holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EdgeCounts {
+    /// `(caller, callee, calls)` of every edge called at least once; a pair called both
+    /// directly and indirectly appears twice.
+    pub edges: Vec<(u32, u32, u64)>,
+    /// Indirect calls whose edge found no room in the table of pairs: counted by their
+    /// callee's entry counter only.
+    pub lost: u64,
+}
+
+impl EdgeTable {
+    const HEADER: u32 = 32;
+
+    fn pairs_at(self) -> u64 {
+        u64::from(Self::HEADER)
+    }
+
+    fn rows_at(self) -> u64 {
+        self.pairs_at() + 8 * u64::from(self.direct)
+    }
+
+    fn columns_at(self) -> u64 {
+        self.rows_at() + 16 * u64::from(self.rows)
+    }
+
+    fn counts_at(self) -> u64 {
+        (self.columns_at() + 4 * u64::from(self.columns)).next_multiple_of(8)
+    }
+
+    /// Where the matrix starts.
+    pub(crate) fn matrix_at(self) -> u64 {
+        self.counts_at() + 8 * u64::from(self.direct)
+    }
+
+    pub(crate) fn slots_at(self) -> u64 {
+        self.matrix_at() + 8 * u64::from(self.cells)
+    }
+
+    /// Where count `k` of the direct edges is.
+    pub(crate) fn count(self, k: u32) -> u64 {
+        self.counts_at() + 8 * u64::from(k)
+    }
+
+    /// Bytes the memory needs: with a row's worth of cells after the last, so that a
+    /// number announced for a row of more columns (a call through a table that reached an
+    /// import, which did not take the number back, and then the module again) stays in the
+    /// memory.
+    pub(crate) fn bytes(self) -> u64 {
+        self.slots_at() + 16 * u64::from(self.slots) + 8 * u64::from(self.columns)
+    }
+
+    /// Pages of the memory (at least one).
+    pub(crate) fn pages(self) -> u64 {
+        self.bytes().div_ceil(65536).max(1)
+    }
+
+    /// The active data that writes the header, the pairs, the rows and their columns.
+    pub(in crate::entry_counts) fn data(self, plan: &EdgePlan) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.counts_at() as usize);
+        out.extend_from_slice(&0u64.to_le_bytes());
+        for n in [
+            self.direct,
+            self.slots,
+            self.rows,
+            self.columns,
+            self.cells,
+            0,
+        ] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        for &(caller, callee) in &plan.pairs {
+            out.extend_from_slice(&caller.to_le_bytes());
+            out.extend_from_slice(&callee.to_le_bytes());
+        }
+        for row in &plan.rows {
+            for n in [row.callee, row.first, row.columns, row.cell] {
+                out.extend_from_slice(&n.to_le_bytes());
+            }
+        }
+        for &caller in &plan.columns {
+            out.extend_from_slice(&caller.to_le_bytes());
+        }
+        out
+    }
+
+    /// The layout `memory`, an [`EDGES_MEMORY`]'s bytes, says it has; `None` if they are
+    /// not one.
+    pub fn read_layout(memory: &[u8]) -> Option<EdgeTable> {
+        let u32_at = |at: usize| Some(u32::from_le_bytes(memory.get(at..at + 4)?.try_into().ok()?));
+        let table = EdgeTable {
+            direct: u32_at(8)?,
+            slots: u32_at(12)?,
+            rows: u32_at(16)?,
+            columns: u32_at(20)?,
+            cells: u32_at(24)?,
+        };
+        (table.bytes() <= memory.len() as u64).then_some(table)
+    }
+
+    /// The counts in `memory`, an [`EDGES_MEMORY`]'s bytes; `None` if they are not one.
+    pub fn read(memory: &[u8]) -> Option<EdgeCounts> {
+        let u32_at = |at: u64| -> Option<u32> {
+            let at = usize::try_from(at).ok()?;
+            Some(u32::from_le_bytes(memory.get(at..at + 4)?.try_into().ok()?))
+        };
+        let u64_at = |at: u64| -> Option<u64> {
+            let at = usize::try_from(at).ok()?;
+            Some(u64::from_le_bytes(memory.get(at..at + 8)?.try_into().ok()?))
+        };
+        let table = Self::read_layout(memory)?;
+        let mut edges = Vec::new();
+        for k in 0..table.direct {
+            let calls = u64_at(table.count(k))?;
+            if calls > 0 {
+                let pair = table.pairs_at() + 8 * u64::from(k);
+                edges.push((u32_at(pair)?, u32_at(pair + 4)?, calls));
+            }
+        }
+        for r in 0..u64::from(table.rows) {
+            let row = table.rows_at() + 16 * r;
+            let (callee, first, columns, cell) = (
+                u32_at(row)?,
+                u32_at(row + 4)?,
+                u32_at(row + 8)?,
+                u32_at(row + 12)?,
+            );
+            for c in 0..u64::from(columns) {
+                let calls = u64_at(u64::from(cell) + 8 * c)?;
+                if calls > 0 {
+                    let caller = u32_at(table.columns_at() + 4 * (u64::from(first) + c))?;
+                    edges.push((caller, callee, calls));
+                }
+            }
+        }
+        for s in 0..u64::from(table.slots) {
+            let slot = table.slots_at() + 16 * s;
+            let (caller, calls) = (u32_at(slot)?, u64_at(slot + 8)?);
+            if caller > 0 && calls > 0 {
+                edges.push((caller - 1, u32_at(slot + 4)?, calls));
+            }
+        }
+        Some(EdgeCounts {
+            edges,
+            lost: u64_at(0)?,
+        })
+    }
+}
