@@ -179,7 +179,7 @@ impl InstrumentCommand {
         progress.finish();
         let compiled = compiled.map_err(|e| {
             Failure::input(format!(
-                "cannot add entry counters to {} (stack mode): {}",
+                "cannot add call counters to {} (stack mode): {}",
                 path.display(),
                 e.to_string().lines().next().unwrap_or_default()
             ))

@@ -13,7 +13,7 @@ use wprof_cache::hex;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 One line per module and probe plan: its number (for `show` and `export`), the first digits
-of its blake3, the probe mode (`stack`: the module with its entry counters), its functions,
+of its blake3, the probe mode (`stack`: the module with its call counters), its functions,
 the instrumented module's size, first and last use (UTC), how often a run found it, whether
 compiled code is cached, and the path it was last loaded from.
 

@@ -15,16 +15,16 @@ use crate::settings::{self, Mode};
 /// prepares the cache for runs with it.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProbeArgs {
-    /// How time is measured. `stack` (the default): the module runs with one counter at
-    /// each function's entry and no other probe, and its call stacks are sampled every
+    /// How time is measured. `stack` (the default): the module runs with a counter per
+    /// caller -> callee edge and no other probe, and its call stacks are sampled every
     /// 200 µs (sparser after the first second) through the frame pointers, as `perf record
     /// --call-graph fp` samples them: within perf's own noise on most real programs at the
-    /// least cost (1.0-1.3x the uninstrumented run), each function's calls counted exactly,
-    /// but not each caller -> callee edge's (a core module on Linux, x86-64 or AArch64).
-    /// What needs probes (--coverage, --live, --allocs, --call-sites, --only/--exclude,
-    /// --serve, --inject into the module's own functions, components) brings sample mode
-    /// when no mode was chosen. The other modes count every call and edge exactly and keep
-    /// the whole calling-context tree: `sample`: time sampled from the running thread's
+    /// least cost (1.0-1.3x the uninstrumented run), each function's and each edge's calls
+    /// counted exactly, but not each calling context's (a core module on Linux, x86-64 or
+    /// AArch64). What needs probes (--coverage, --live, --allocs, --call-sites,
+    /// --only/--exclude, --serve, --inject into the module's own functions, components)
+    /// brings sample mode when no mode was chosen. The other modes count every call, edge
+    /// and context exactly and keep the whole calling-context tree: `sample`: time sampled from the running thread's
     /// program counter and the context the module keeps (1.1-1.7x). `time`: a clock read
     /// at every entry and exit, the probes' cost subtracted: min/max self time per
     /// activation, at 2.7-12x on real programs (30x on a call storm); functions of a few

@@ -21,6 +21,7 @@
 //! own reader ([`while_walking`]).
 
 pub mod entry_counts;
+mod found;
 pub mod languages;
 pub mod profile;
 
@@ -29,10 +30,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::run::clock::ThreadCpuClock;
-use crate::run::code::map::{CodeMap, Running};
+use crate::run::code::map::CodeMap;
 use crate::run::interrupt::frames::{self, Stack};
 use crate::run::interrupt::{Session, Target, SLOTS_KEPT};
 use crate::settings::sample_period::SamplePeriod;
+pub use found::Found;
+use found::{found_in, is_return};
 
 /// The shortest the reader sleeps between two readings.
 const MIN_NAP: Duration = Duration::from_micros(100);
@@ -60,17 +63,6 @@ const RAN_BETWEEN_BLOCKED_TICKS_NS: u64 = 100_000;
 /// A stack of the module's functions, outermost first, and where the innermost of them
 /// called into the host when the tick was taken there (the return address into it).
 pub type Path = (Vec<u32>, Option<usize>);
-
-/// What a tick found: its stack, and the innermost function's own address there (the
-/// interrupted instruction, or its call into the host), where its self time is spent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
-    pub path: Path,
-    pub pc: usize,
-    /// When the innermost function is a script's (see [`languages`]), the line of the
-    /// script it was at.
-    pub script_line: Option<i32>,
-}
 
 /// What the reader gathered.
 #[derive(Debug, Clone, Default)]
@@ -143,51 +135,6 @@ impl StackSamples {
             record.truncated += samples.truncated;
         }
         record
-    }
-
-    /// The stack of the module's functions in `stack` (the program counter, then return
-    /// addresses), mapped by `code`; `None` when none of them is on it. `at_return` says
-    /// whether the instruction at an address of the module's code is a return.
-    fn found_in(code: &CodeMap, stack: &Stack, at_return: impl Fn(usize) -> bool) -> Option<Found> {
-        let mut functions = Vec::with_capacity(stack.pcs.len() + 1);
-        let mut host_call = None;
-        let mut innermost = 0;
-        // A counted module's own code (the edge counters' `arc`) on top: its caller runs.
-        let mut counting = false;
-        for (i, &pc) in stack.pcs.iter().enumerate() {
-            // A return address is just past its call: the byte before it is the call's.
-            let address = if i == 0 { pc } else { pc.wrapping_sub(1) };
-            let running = code.running(address);
-            if i == 0 && running == Running::Probe {
-                counting = true;
-            }
-            if let Running::Function(id) = running {
-                if functions.is_empty() {
-                    innermost = address;
-                    if i > 0 && !(i == 1 && counting) {
-                        host_call = Some(pc);
-                    }
-                }
-                functions.push(id);
-                if i == 0 {
-                    // The caller the frame pointers skip while this function has no frame.
-                    let caller = unframed_return(code, stack, &at_return)
-                        .map(|at| code.running(at.wrapping_sub(1)));
-                    if let Some(Running::Function(caller)) = caller {
-                        functions.push(caller);
-                    }
-                }
-            }
-        }
-        if functions.is_empty() {
-            return None;
-        }
-        functions.reverse();
-        Some(Found {
-            path: (functions, host_call),
-            pc: innermost,
-            script_line: None,
-        })
     }
 
     /// Charges a tick that found `path` (`None`: outside the module) after `wall_ns` passed
@@ -315,40 +262,6 @@ impl StackSamples {
             }
         }
     }
-}
-
-/// The return address of `stack`'s interrupted function when the frame pointer was still
-/// its caller's (see [`Stack::unframed`]): at its first instruction (`push rbp`), at its
-/// second (`mov rbp, rsp`), or at a return (`ret`, after `pop rbp`), as Cranelift's x86-64
-/// functions begin and end; `at_return` reads whether an instruction is a `ret`. `None`
-/// elsewhere, and on other machines.
-fn unframed_return(
-    code: &CodeMap,
-    stack: &Stack,
-    at_return: impl Fn(usize) -> bool,
-) -> Option<usize> {
-    if !cfg!(target_arch = "x86_64") {
-        return None;
-    }
-    let pc = *stack.pcs.first()?;
-    let start = code.function_start(pc)?;
-    let word = match pc - start {
-        0 => stack.unframed[0],
-        1 => stack.unframed[1],
-        _ if at_return(pc) => stack.unframed[0],
-        _ => return None,
-    };
-    (word != 0).then_some(word)
-}
-
-/// Whether the instruction at `pc`, an address in the module's compiled code, is a `ret`.
-fn is_return(pc: usize) -> bool {
-    /// x86-64's `ret`.
-    const RET: u8 = 0xC3;
-    // SAFETY: `pc` is in one of the module's compiled functions (the code map says so),
-    // whose code stays mapped, readable, while the module lives, which is longer than the
-    // run its reader reads.
-    cfg!(target_arch = "x86_64") && unsafe { std::ptr::read_volatile(pc as *const u8) } == RET
 }
 
 /// Adds `ns` to `path`'s figure in `map` (the path copied only when it is new).
@@ -543,7 +456,7 @@ pub fn read(
             last_cpu = last_cpu.max(stack.cpu_ns);
             samples.ticks += 1;
             samples.truncated += u64::from(stack.truncated);
-            let mut found = StackSamples::found_in(code, &stack, is_return);
+            let mut found = found_in(code, &stack, is_return);
             if language.is_none() {
                 language = target.language().map(languages::LanguageReader::new);
             }
@@ -713,18 +626,12 @@ mod tests {
         // At the first instruction the return address is at the stack pointer; at the
         // second, behind the frame pointer just pushed; at a return, at the stack pointer.
         let first = unframed_at(0x100, [into_6, 0]);
-        assert_eq!(
-            StackSamples::found_in(&code, &first, never).map(|f| f.path),
-            whole
-        );
+        assert_eq!(found_in(&code, &first, never).map(|f| f.path), whole);
         let second = unframed_at(0x101, [0x7ffd_0000, into_6]);
-        assert_eq!(
-            StackSamples::found_in(&code, &second, never).map(|f| f.path),
-            whole
-        );
+        assert_eq!(found_in(&code, &second, never).map(|f| f.path), whole);
         let at_return = unframed_at(0x180, [into_6, 0]);
         assert_eq!(
-            StackSamples::found_in(&code, &at_return, |pc| pc == 0x180).map(|f| f.path),
+            found_in(&code, &at_return, |pc| pc == 0x180).map(|f| f.path),
             whole
         );
         // Elsewhere the function has its frame, and the walk its caller.
@@ -733,14 +640,11 @@ mod tests {
             unframed: [0x1234, 0],
             ..Stack::default()
         };
-        assert_eq!(
-            StackSamples::found_in(&code, &framed, never).map(|f| f.path),
-            whole
-        );
+        assert_eq!(found_in(&code, &framed, never).map(|f| f.path), whole);
         // A word that returns into no function adds nothing.
         let stray = unframed_at(0x100, [0x9999, 0]);
         assert_eq!(
-            StackSamples::found_in(&code, &stray, never).map(|f| f.path),
+            found_in(&code, &stray, never).map(|f| f.path),
             Some((vec![7, 5], None))
         );
     }
