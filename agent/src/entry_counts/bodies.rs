@@ -101,9 +101,8 @@ pub(super) fn code(
             }
         }
         entry.extend(edge_indices.look(id, plan.looks[d]));
-        if !entry.is_empty() {
-            insertions.push((code_start, entry));
-        }
+        // Even when empty: every body's first place anchors the map of its offsets.
+        insertions.push((code_start, entry));
         if let Some(call) = restart {
             let take_back = vec![
                 Instruction::GlobalGet(counter),

@@ -236,6 +236,17 @@ fn every_instruction_maps_back_to_its_offset_in_the_original() {
     .unwrap();
     let counted = count_entries(&wasm).unwrap();
     assert_maps_back(&wasm, &counted);
+    // Bodies with no entry counter (nothing outside the module enters them), one of them
+    // long enough that its size takes another byte once its call is counted.
+    let long = "(drop (i32.const 1)) ".repeat(40);
+    let uncounted = wat::parse_str(format!(
+        r#"(module
+                 (func $a (local i32) i32.const 1 local.set 0)
+                 (func $b (local i64) {long} (call $a))
+                 (func $c nop (call $b)))"#
+    ))
+    .unwrap();
+    assert_maps_back(&uncounted, &count_entries(&uncounted).unwrap());
     // `arc` after the module's bodies: none of its code is the original's.
     let arc = bodies(&counted.bytes).pop().unwrap();
     assert_eq!(bodies(&counted.bytes).len(), 3);
