@@ -100,16 +100,17 @@ pub(super) fn code(
                 ]);
             }
         }
-        entry.extend(edge_indices.look(id, plan.looks[d]));
+        entry.extend(edge_indices.look(id, plan.looks[d], resumable));
         // Even when empty: every body's first place anchors the map of its offsets.
         insertions.push((code_start, entry));
         if let Some(call) = restart {
-            let take_back = vec![
+            let mut take_back = vec![
                 Instruction::GlobalGet(counter),
                 Instruction::I64Const(1),
                 Instruction::I64Sub,
                 Instruction::GlobalSet(counter),
             ];
+            take_back.extend(edge_indices.restarting(id));
             insertions.push((call, take_back));
         }
         counter += u32::from(counted);

@@ -208,7 +208,7 @@ fn with_subtypes_indirect_calls_go_to_a_table_of_pairs() {
 }
 
 #[test]
-fn go_resuming_its_frames_is_not_an_indirect_call() {
+fn a_go_function_counts_an_indirect_caller_only_for_a_call() {
     let mut wasm = wat::parse_str(
         r#"(module
                  (global (mut i32) (i32.const 0))
@@ -218,17 +218,35 @@ fn go_resuming_its_frames_is_not_an_indirect_call() {
                  (table 2 funcref)
                  (elem (i32.const 0) $main)
                  (func $main (param i32) (result i32)
+                   (drop (call $runtime.morestack (i32.const 0)))
                    (call_indirect (type $go) (i32.const 0) (i32.const 0)))
-                 (func $wasm_pc_f_loop (param i32) (result i32)
-                   (call_indirect (type $go) (local.get 0) (i32.const 0))))"#,
+                 (func $runtime.morestack (param i32) (result i32) (i32.const 1)))"#,
     )
     .unwrap();
     tests::as_go(&mut wasm);
     let counted = count_entries(&wasm).unwrap();
     validate(&counted.bytes);
     let ops = operators(&counted.bytes);
-    // Every Go function keeps its counter (3 and 4); the global is 5.
-    let announced = |body: &[String]| body.iter().any(|o| o == "set 5");
-    assert!(announced(&ops[0]));
-    assert!(!announced(&ops[1]), "{:?}", ops[1]);
+    // Every Go function keeps its counter (3 and 4); the caller's global is 5, the restart
+    // global 6. $main's look counts only with `PC_B` 0 and not its start over.
+    assert_eq!(
+        ops[0][6..15],
+        [
+            "get 5",
+            "If { blockty: Empty }",
+            "local 0",
+            "I32Eqz",
+            "get 6",
+            "I32Const { value: 0 }",
+            "I32Ne",
+            "I32And",
+            "If { blockty: Empty }"
+        ]
+    );
+    // Before `morestack`: the take-back and its id in the restart global.
+    let at = ops[0].iter().position(|o| o == "I64Sub").unwrap();
+    assert_eq!(
+        ops[0][at + 1..at + 4],
+        ["set 3", "I32Const { value: 0 }", "set 6"]
+    );
 }

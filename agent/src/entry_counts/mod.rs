@@ -40,7 +40,7 @@ pub const EXPORT_PREFIX: &str = "wprof:calls:";
 
 /// Version of what [`count_entries`] writes: part of the key its compiled code is cached
 /// under.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// A module with entry counters, and where its code came from.
 #[derive(Debug)]
@@ -114,6 +114,7 @@ pub fn count_entries_capturing(
         memory: layout.memories + u32::from(capture_memory.is_some()),
         from: first_global + counters,
         arc: imports + defined,
+        restart: (layout.go && plan.counts_indirect()).then_some(first_global + counters + 1),
     };
     let added = sections::Additions {
         layout: &layout,

@@ -149,12 +149,11 @@ impl Additions<'_> {
                     pages.encode(out);
                 })?
             }
-            GLOBAL => globals(
-                original,
-                offset,
-                self.counters(),
-                self.plan.counts_indirect(),
-            )?,
+            GLOBAL => {
+                let added = u32::from(self.plan.counts_indirect())
+                    + u32::from(self.edges.restart.is_some());
+                globals(original, offset, self.counters(), added)?
+            }
             EXPORT => exports(original, offset, self)?,
             DATA_COUNT if !original.is_empty() => {
                 // One segment more: the count is the whole section.
@@ -240,20 +239,21 @@ fn extended(
     Ok(out)
 }
 
-/// The global section with `counters` `(mut i64)` counters starting at 0, and with
-/// `indirect` the `(mut i32)` indirect sites announce themselves in.
+/// The global section with `counters` `(mut i64)` counters starting at 0, then `i32s`
+/// `(mut i32)`s starting at 0: the global indirect sites announce themselves in, and a Go
+/// module's restart global (see [`edges::EdgeIndices`]).
 fn globals(
     original: &[u8],
     offset: usize,
     counters: u32,
-    indirect: bool,
+    i32s: u32,
 ) -> Result<Vec<u8>, AgentError> {
-    extended(original, offset, counters + u32::from(indirect), |out| {
+    extended(original, offset, counters + i32s, |out| {
         for _ in 0..counters {
             // i64, mutable, (i64.const 0) end.
             out.extend_from_slice(&[0x7E, 0x01, 0x42, 0x00, 0x0B]);
         }
-        if indirect {
+        for _ in 0..i32s {
             // i32, mutable, (i32.const 0) end.
             out.extend_from_slice(&[0x7F, 0x01, 0x41, 0x00, 0x0B]);
         }

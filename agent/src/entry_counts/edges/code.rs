@@ -15,6 +15,9 @@ pub(crate) struct EdgeIndices {
     pub from: u32,
     /// The `arc` function (with the table of pairs).
     pub arc: u32,
+    /// A Go module counting indirect calls: the global a function about to start over
+    /// puts its id in.
+    pub restart: Option<u32>,
 }
 
 impl EdgeIndices {
@@ -61,35 +64,70 @@ impl EdgeIndices {
     }
 
     /// What function `callee`, which counts its indirect callers as `look` says, adds at
-    /// its entry.
-    pub fn look(self, callee: u32, look: Look) -> Vec<Instruction<'static>> {
-        match look {
-            Look::None => Vec::new(),
+    /// its entry. A Go function (`resumable`, its local 0 `PC_B`) counts only a call: `PC_B`
+    /// 0, and not its start over after `runtime.morestack` (whose call put its id in the
+    /// restart global), which it takes out of that global.
+    pub fn look(self, callee: u32, look: Look, resumable: bool) -> Vec<Instruction<'static>> {
+        use Instruction as I;
+        let count = match look {
+            Look::None => return Vec::new(),
             // The cell at the row's first + (column + 1) * 8 - 8.
             Look::Matrix(cell) => {
                 let at = self.i64_at(u64::from(cell) - 8);
                 vec![
-                    Instruction::GlobalGet(self.from),
-                    Instruction::If(BlockType::Empty),
-                    Instruction::GlobalGet(self.from),
-                    Instruction::GlobalGet(self.from),
-                    Instruction::I64Load(at),
-                    Instruction::I64Const(1),
-                    Instruction::I64Add,
-                    Instruction::I64Store(at),
-                    Instruction::I32Const(0),
-                    Instruction::GlobalSet(self.from),
-                    Instruction::End,
+                    I::GlobalGet(self.from),
+                    I::GlobalGet(self.from),
+                    I::I64Load(at),
+                    I::I64Const(1),
+                    I::I64Add,
+                    I::I64Store(at),
                 ]
             }
             Look::Pairs => vec![
-                Instruction::GlobalGet(self.from),
-                Instruction::If(BlockType::Empty),
-                Instruction::GlobalGet(self.from),
-                Instruction::I32Const(callee as i32),
-                Instruction::Call(self.arc),
-                Instruction::End,
+                I::GlobalGet(self.from),
+                I::I32Const(callee as i32),
+                I::Call(self.arc),
             ],
+        };
+        let mut out = vec![I::GlobalGet(self.from), I::If(BlockType::Empty)];
+        match self.restart.filter(|_| resumable) {
+            Some(restart) => {
+                out.extend([
+                    I::LocalGet(0),
+                    I::I32Eqz,
+                    I::GlobalGet(restart),
+                    I::I32Const(callee as i32),
+                    I::I32Ne,
+                    I::I32And,
+                    I::If(BlockType::Empty),
+                ]);
+                out.extend(count);
+                out.extend([
+                    I::End,
+                    I::GlobalGet(restart),
+                    I::I32Const(callee as i32),
+                    I::I32Eq,
+                    I::If(BlockType::Empty),
+                    I::I32Const(0),
+                    I::GlobalSet(restart),
+                    I::End,
+                ]);
+            }
+            None => out.extend(count),
+        }
+        out.extend([I::I32Const(0), I::GlobalSet(self.from), I::End]);
+        out
+    }
+
+    /// What a Go function adds before it calls `runtime.morestack`: its id in the restart
+    /// global, so that its start over is not counted as a call (see [`EdgeIndices::look`]).
+    pub fn restarting(self, callee: u32) -> Vec<Instruction<'static>> {
+        match self.restart {
+            Some(restart) => vec![
+                Instruction::I32Const(callee as i32),
+                Instruction::GlobalSet(restart),
+            ],
+            None => Vec::new(),
         }
     }
 

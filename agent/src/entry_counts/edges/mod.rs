@@ -22,10 +22,12 @@
 //! function, and with the matrix or not reachable through a table) gets no entry counter:
 //! its calls are its edges' (see [`EdgePlan::counted`]).
 //!
-//! Go resumes a goroutine's frames through `call_indirect` in `wasm_pc_f_loop`: those
-//! re-entries are not calls, so that function's indirect sites set nothing (the probed
-//! modes count a Go function's calls, not its resumptions, the same way); every Go function
-//! keeps its entry counter, which knows a resumption from a call.
+//! Go resumes a goroutine's frames through `call_indirect` in `wasm_pc_f_loop`, with `PC_B`
+//! (a Go function's parameter) saying where to go on, and starts a frame that
+//! `runtime.morestack` stopped over at `PC_B` 0: a Go function counts an indirect caller
+//! only for a call, `PC_B` 0 and not that start over, as the probed modes count (a
+//! goroutine's first function is called by `wasm_pc_f_loop`). Every Go function keeps its
+//! entry counter, which knows a resumption from a call.
 //!
 //! The memory is the module's own, per instance: each thread counts in its own. Its first
 //! bytes say what it holds (see [`EdgeTable`]), so the host reads it with no other record.
@@ -133,11 +135,6 @@ impl EdgePlan {
         let mut callers: HashMap<u32, Vec<u32>> = HashMap::new();
         for (d, func) in layout.defined_funcs.iter().enumerate() {
             let caller = imports + d as u32;
-            let resumes = layout.go
-                && layout
-                    .names
-                    .get(&caller)
-                    .is_some_and(|n| n.starts_with("wasm_pc_f_loop"));
             let body = FunctionBody::new(BinaryReader::new(
                 &layout.bytes[func.body.clone()],
                 func.body.start,
@@ -170,7 +167,6 @@ impl EdgePlan {
                         }
                         continue;
                     }
-                    _ if resumes => continue,
                     Operator::CallIndirect { type_index, .. }
                     | Operator::CallRef { type_index } => (type_index, false),
                     Operator::ReturnCallIndirect { type_index, .. }

@@ -79,7 +79,11 @@ mod tests {
 
     /// `wat` counted, instantiated and its `main` run; what its counters say.
     fn counts_of(wat: &str) -> EntryCounts {
-        let counted = count_entries(&wat::parse_str(wat).unwrap()).unwrap();
+        counts_of_module(wat::parse_str(wat).unwrap())
+    }
+
+    fn counts_of_module(wasm: Vec<u8>) -> EntryCounts {
+        let counted = count_entries(&wasm).unwrap();
         let engine = wasmtime::Engine::default();
         let module = wasmtime::Module::new(&engine, &counted.bytes).unwrap();
         let mut store = wasmtime::Store::new(&engine, ());
@@ -155,6 +159,70 @@ mod tests {
         assert_eq!(
             counts.functions,
             [(0, 1), (1, 3), (2, 3), (3, 3), (4, 1), (5, 6)]
+        );
+    }
+
+    /// Go's calling convention (`PC_B` in, 1 out when unwinding): a call through the table
+    /// is an edge's when `PC_B` is 0 and it is not a function starting over after
+    /// `runtime.morestack`. Functions: 0 `main`, 1 `f`, 2 `g` (which calls `morestack` the
+    /// first time), 3 `wasm_pc_f_loop` (calls table slot `$slot` with `PC_B` 0, as a goroutine's
+    /// start and a start over come), 4 `resume` (calls `f` with `PC_B` 7, a resumption),
+    /// 5 `runtime.morestack`.
+    #[test]
+    fn a_go_function_counts_calls_through_the_table_and_not_resumptions() {
+        let mut wasm = wat::parse_str(
+            r#"(module
+                (global (mut i32) (i32.const 0))
+                (global (mut i64) (i64.const 0))
+                (global (mut i64) (i64.const 0))
+                (global $slot (mut i32) (i32.const 0))
+                (type $go (func (param i32) (result i32)))
+                (table 2 funcref)
+                (elem (i32.const 0) $f $g)
+                (func $main (export "main")
+                  (drop (call_indirect (type $go) (i32.const 0) (i32.const 0)))
+                  (drop (call $g (i32.const 0)))
+                  (global.set $slot (i32.const 1))
+                  (drop (call $wasm_pc_f_loop (i32.const 0)))
+                  (global.set $slot (i32.const 0))
+                  (drop (call $wasm_pc_f_loop (i32.const 0)))
+                  (drop (call $resume (i32.const 0))))
+                (func $f (type $go) (i32.const 0))
+                (func $g (type $go)
+                  (if (i32.eqz (global.get 0))
+                    (then
+                      (global.set 0 (i32.const 1))
+                      (drop (call $runtime.morestack (i32.const 0)))))
+                  (i32.const 0))
+                (func $wasm_pc_f_loop (type $go)
+                  (call_indirect (type $go) (i32.const 0) (global.get $slot)))
+                (func $resume (type $go)
+                  (call_indirect (type $go) (i32.const 7) (i32.const 0)))
+                (func $runtime.morestack (type $go) (i32.const 1)))"#,
+        )
+        .unwrap();
+        use wasm_encoder::Section;
+        wasm_encoder::CustomSection {
+            name: "go:buildid".into(),
+            data: b"x".into(),
+        }
+        .append_to(&mut wasm);
+        let counts = counts_of_module(wasm);
+        let expected: std::collections::BTreeMap<(u32, u32), u64> = [
+            ((0, 1), 1),
+            ((0, 2), 1),
+            ((2, 5), 1),
+            ((0, 3), 2),
+            ((3, 1), 1),
+            ((0, 4), 1),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(edges(&counts), expected);
+        // `g`: called once (its start over taken back); `f`: by `main` and the loop.
+        assert_eq!(
+            counts.functions,
+            [(0, 1), (1, 2), (2, 1), (3, 2), (4, 1), (5, 1)]
         );
     }
 }
