@@ -173,9 +173,10 @@ fn print_with(
     match &profile.sampling {
         Some(s) if stats.is_none() => out.push_str(&format!(
             "wprof: stack mode, {}: call stacks sampled every {}: {} ticks{}\n",
-            match profile.counts_calls() {
-                true => "calls counted at each function's entry",
-                false => "no probes",
+            match (profile.counts_calls(), profile.counts_edge_calls()) {
+                (true, true) => "calls counted per caller",
+                (true, false) => "calls counted at each function's entry",
+                _ => "no probes",
             },
             crate::report::text::period_shown(s),
             s.answered,
