@@ -482,6 +482,14 @@ impl Checker {
                     .divergences
                     .push(format!("{label}: the agent panicked on damaged input"));
             }
+            let counted = std::panic::catch_unwind(|| {
+                wprof_agent::entry_counts::count_entries(&damaged).is_ok()
+            });
+            if counted.is_err() {
+                report.divergences.push(format!(
+                    "{label}: the call counters panicked on damaged input"
+                ));
+            }
         }
         report.threads = Threads::of(&wasm);
         if report.threads.waits_on_shared_memory {
@@ -553,6 +561,47 @@ impl Checker {
                 ));
             }
         }
+        self.check_counted(label, &wasm, &exports, &reference, &mut report);
         report
+    }
+
+    /// Stack mode's module, the original with its call counters (see
+    /// `wprof_agent::entry_counts`): it must behave as the original, and its edges' memory
+    /// must read back.
+    fn check_counted(
+        &self,
+        label: &str,
+        wasm: &[u8],
+        exports: &[String],
+        reference: &Observed,
+        report: &mut CaseReport,
+    ) {
+        let counted = match wprof_agent::entry_counts::count_entries(wasm) {
+            Ok(counted) => counted,
+            Err(e) => {
+                report.refused.push(format!("{label} stack: {e}"));
+                return;
+            }
+        };
+        let module = match Module::new(&self.engine, &counted.bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                report.divergences.push(format!(
+                    "{label} stack: the counted module does not compile: {e}"
+                ));
+                return;
+            }
+        };
+        let got = observe_switching(&self.engine, &module, exports, 50 * FUEL, Turning::Nothing);
+        if inconclusive(&got) {
+            report.inconclusive += 1;
+            return;
+        }
+        report.compared += 1;
+        if got != *reference {
+            report.divergences.push(format!(
+                "{label} stack: {got:?}\n  vs original {reference:?}"
+            ));
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Differential testing of the agent on generated modules (the check is
 //! [`crate::differential`]): a fixed sequence of seeds, each made into bytes, each bytes a
-//! module that must behave the same instrumented in every mode as it does as it is.
+//! module that must behave the same instrumented in every mode (stack mode's module with its
+//! call counters included) as it does as it is.
 //! `WPROF_FUZZ_CASES=N` runs N cases (default 2,000), `WPROF_FUZZ_SEED=S` starts from another
 //! seed, `WPROF_FUZZ_LOG=FILE` appends the tally to FILE as the run goes (each divergence as
 //! it is found), which is how the long runs of docs/fuzzing.md are made. One engine serves
