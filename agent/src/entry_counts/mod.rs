@@ -40,7 +40,7 @@ pub const EXPORT_PREFIX: &str = "wprof:calls:";
 
 /// Version of what [`count_entries`] writes: part of the key its compiled code is cached
 /// under.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 /// A module with entry counters, and where its code came from.
 #[derive(Debug)]

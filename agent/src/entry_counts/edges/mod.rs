@@ -131,8 +131,10 @@ impl EdgePlan {
         let mut cells: HashMap<(u32, u32), u32> = HashMap::new();
         let mut pairs = Vec::new();
         let mut sites = Vec::with_capacity(defined);
-        // Per type key, the functions making indirect calls of it, in order.
+        // Per type key, the functions making indirect calls of it, in order, and each one's
+        // column.
         let mut callers: HashMap<u32, Vec<u32>> = HashMap::new();
+        let mut column_of: HashMap<(u32, u32), u32> = HashMap::new();
         for (d, func) in layout.defined_funcs.iter().enumerate() {
             let caller = imports + d as u32;
             let body = FunctionBody::new(BinaryReader::new(
@@ -179,16 +181,11 @@ impl EdgePlan {
                     .as_ref()
                     .and_then(|k| k.get(type_index as usize).copied());
                 let column = match key {
-                    Some(key) => {
+                    Some(key) => *column_of.entry((key, caller)).or_insert_with(|| {
                         let list = callers.entry(key).or_default();
-                        match list.iter().position(|&c| c == caller) {
-                            Some(at) => at as u32,
-                            None => {
-                                list.push(caller);
-                                list.len() as u32 - 1
-                            }
-                        }
-                    }
+                        list.push(caller);
+                        list.len() as u32 - 1
+                    }),
                     None => 0,
                 };
                 own.push(Site {
@@ -280,18 +277,14 @@ impl EdgePlan {
             for own in &mut sites {
                 own.retain(|s| matches!(s.kind, SiteKind::Direct(_)));
             }
-            taken.iter_mut().for_each(|t| *t = false);
         }
         if table.bytes() > u64::from(u32::MAX) {
             return Err(too_large());
         }
+        // A function a table reaches but no site's type can call is entered by no call of
+        // the module's.
         let counted = (0..defined)
-            .map(|d| {
-                layout.go
-                    || outside.entered[d]
-                    || looks[d] == Look::Pairs
-                    || taken[d] && looks[d] == Look::None
-            })
+            .map(|d| layout.go || outside.entered[d] || looks[d] == Look::Pairs)
             .collect();
         Ok(EdgePlan {
             sites,
