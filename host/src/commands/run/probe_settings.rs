@@ -19,9 +19,9 @@ pub struct ProbeArgs {
     /// caller -> callee edge and no other probe, and its call stacks are sampled every
     /// 200 µs (sparser after the first second) through the frame pointers, as `perf record
     /// --call-graph fp` samples them: within perf's own noise on most real programs at the
-    /// least cost (1.2-1.5x the uninstrumented run, most of it the interrupts), each function's and each edge's calls
-    /// counted exactly, but not each calling context's (a core module on Linux, x86-64 or
-    /// AArch64). What needs probes (--coverage, --live, --allocs, --call-sites,
+    /// least cost (1.2-1.5x the uninstrumented run, most of it the interrupts), each
+    /// function's and each edge's calls counted exactly, but not each calling context's (a
+    /// core module on Linux, x86-64 or AArch64). What needs probes (--coverage, --live, --allocs, --call-sites,
     /// --only/--exclude, --serve, --inject into the module's own functions, components)
     /// brings sample mode when no mode was chosen. The other modes count every call, edge
     /// and context exactly and keep the whole calling-context tree: `sample`: time sampled from the running thread's
