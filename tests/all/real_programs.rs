@@ -121,6 +121,9 @@ fn every_mode_keeps_its_promises(name: &str) {
         for dir in program.dir_args(&s.path("")) {
             args.extend(["--dir".into(), dir]);
         }
+        for variable in &program.env {
+            args.extend(["--env".into(), variable.clone()]);
+        }
         args.push(program.wasm.display().to_string());
         args.extend(program.args.iter().cloned());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -289,6 +292,11 @@ fn lua_keeps_every_promise_in_every_mode() {
 #[test]
 fn lua_with_wasm_exceptions_keeps_every_promise_in_every_mode() {
     every_mode_keeps_its_promises("lua_eh");
+}
+
+#[test]
+fn python_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("python");
 }
 
 #[test]

@@ -38,6 +38,10 @@ pub struct Program {
     /// Where it prints it: `stdout` (the default) or `stderr`.
     #[serde(default)]
     pub expect_stream: Option<String>,
+    /// Environment variables the program needs (`NAME=VALUE`), given to it as `--env`
+    /// (CPython's `PYTHONHOME`).
+    #[serde(default)]
+    pub env: Vec<String>,
     /// What `wasmtime run` needs besides the module and its folders (`-W exceptions=y`).
     #[serde(default)]
     pub wasmtime_flags: Vec<String>,
@@ -134,6 +138,9 @@ pub fn wprof_run(
     for dir in program.dir_args(scratch) {
         cmd.arg("--dir").arg(dir);
     }
+    for variable in &program.env {
+        cmd.arg("--env").arg(variable);
+    }
     cmd.arg(&program.wasm).arg("--").args(&program.args);
     cmd.stdin(Stdio::null()).stdout(program.stdout());
     cmd
@@ -153,6 +160,9 @@ pub fn wasmtime_run(program: &Program, cli: &Path, scratch: &Path, cache_config:
         .args(&program.wasmtime_flags);
     for dir in program.dir_args(scratch) {
         cmd.arg("--dir").arg(dir);
+    }
+    for variable in &program.env {
+        cmd.arg("--env").arg(variable);
     }
     cmd.arg(&program.wasm).args(&program.args);
     cmd.stdin(Stdio::null()).stdout(program.stdout());
