@@ -93,3 +93,29 @@ fn text_input_runs_too() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "fib(25) = 75025\n");
 }
+
+#[test]
+fn a_module_using_the_counters_names_runs_uncounted_with_one_warning() {
+    // Stack mode's counters export names of their own: a module that already exports one
+    // runs as it is, its exit code its own, after one warning.
+    let s = Scratch::new();
+    for name in ["wprof:edges", "wprof:functions=3", "wprof:calls:1"] {
+        let wat = format!(
+            r#"(module
+                 (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+                 (memory (export "memory") 1)
+                 (global (export "{name}") i32 (i32.const 0))
+                 (func $f (result i32) (i32.const 3))
+                 (func (export "_start") (call $exit (call $f))))"#
+        );
+        std::fs::write(s.path("clash.wat"), wat).unwrap();
+        let out = s.run(&["run", "-q", "-o", "clash.wprof", "clash.wat"]);
+        assert_eq!(out.status.code(), Some(3), "{name}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(
+            err.contains("cannot count calls") && err.contains(name),
+            "{name}: {err}"
+        );
+    }
+}
