@@ -141,18 +141,19 @@ impl Interpreter {
     }
 }
 
+/// The eval loops of the interpreters whose frames wprof reads, by name: Lua's, QuickJS's,
+/// CPython's.
+pub const EVAL_LOOPS: [&str; 3] = [
+    "luaV_execute",
+    "JS_CallInternal",
+    "_PyEval_EvalFrameDefault",
+];
+
 /// The interpreter the module `bytes` is, if it is one wprof reads the frames of: `None`
 /// for any other module, `Some(Err(why))` for an interpreter whose structures cannot be
 /// read (its frames are then the interpreter's native ones).
 pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
-    let (eval, name) = function_named(
-        bytes,
-        &[
-            "luaV_execute",
-            "JS_CallInternal",
-            "_PyEval_EvalFrameDefault",
-        ],
-    )?;
+    let (eval, name) = function_named(bytes, &EVAL_LOOPS)?;
     let language = match name {
         0 => lua::LuaLayout::from_dwarf(bytes)
             .map(Language::Lua)
