@@ -202,7 +202,12 @@ fn every_mode_keeps_its_promises(name: &str) {
             }
         } else {
             assert!(profile.counts_edge_calls(), "{name}: edges not counted");
-            edge_calls_match(name, &profile, &exact_edge_calls, go || program.threads);
+            // Lua seeds its strings' hashes with the time, which changes the order its
+            // collector marks in: who calls the marker varies from run to run (1,465 of
+            // reallymarkobject's 367,108 calls came from itself in half of six runs, from
+            // propagatemark in the others), while each function's calls stay the same.
+            let varies = go || program.threads || name.starts_with("lua");
+            edge_calls_match(name, &profile, &exact_edge_calls, varies);
             // Each function's entry counter against the probed modes' count, where their
             // three runs agree (a program seeding its hashes with the time, such as Lua,
             // or a scheduler, such as Go's, calls some functions a varying number of
