@@ -39,7 +39,8 @@ type EdgeCalls = std::collections::BTreeMap<(Option<u32>, u32), Vec<u64>>;
 
 /// Stack mode's edge counters against the probed modes' calls, for the edges on which the
 /// three runs agree (as for functions: a program's hashes seeded by the time or a scheduler
-/// make some calls vary): equal, but for a race's or Go's switches (within 1% of the calls);
+/// make some calls vary): equal, but for a race's, Go's switches or Lua's seeds (within 1% of
+/// the calls);
 /// and the edges of an interpreter's script functions, which no probe counts, aside.
 fn edge_calls_match(
     name: &str,
