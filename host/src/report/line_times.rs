@@ -126,6 +126,14 @@ pub fn line_costs(profile: &Profile, beside: Option<&Path>) -> HashMap<u32, Line
         return HashMap::new();
     };
     let mut texts: HashMap<&str, Option<Vec<String>>> = HashMap::new();
+    // Each function's first line (where its compiler put its first instructions: its head),
+    // by id, when the profile records it.
+    let heads: HashMap<u32, (&str, u32)> = profile
+        .symbols
+        .iter()
+        .flat_map(|s| &s.functions)
+        .filter_map(|f| Some((f.id, (f.file.as_deref()?, f.line?))))
+        .collect();
     let mut out = HashMap::new();
     for (id, (by_line, sampled)) in by_function(lines) {
         let Some(f) = profile
@@ -155,7 +163,14 @@ pub fn line_costs(profile: &Profile, beside: Option<&Path>) -> HashMap<u32, Line
         let text = texts.entry(main).or_insert_with(|| {
             read_source(main, beside).map(|t| t.lines().map(str::to_string).collect())
         });
-        let source = match (text, numbers.first(), numbers.last()) {
+        // The page opens at the function's head, when it is in that file, even where no tick
+        // landed on it.
+        let head = heads
+            .get(&id)
+            .filter(|(file, _)| *file == main)
+            .map(|&(_, line)| line);
+        let first = numbers.first().map(|&n| head.map_or(n, |h| h.min(n)));
+        let source = match (text, first.as_ref(), numbers.last()) {
             // The file's lines only (a line number past its end is no line of it).
             (Some(text), Some(&first), Some(&last)) => (first.max(1)..=last)
                 .take_while(|&n| n as usize <= text.len())
