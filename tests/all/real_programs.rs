@@ -306,8 +306,18 @@ fn python_keeps_every_promise_in_every_mode() {
 }
 
 #[test]
+fn python_312_without_names_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("python312");
+}
+
+#[test]
 fn quickjs_keeps_every_promise_in_every_mode() {
     every_mode_keeps_its_promises("quickjs");
+}
+
+#[test]
+fn bellards_quickjs_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("quickjs_bellard");
 }
 
 #[test]

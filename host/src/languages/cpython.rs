@@ -1,22 +1,27 @@
-//! CPython 3.11's call stack, read from a thread state in linear memory: the chain of
-//! `_PyInterpreterFrame`s from the running one (`tstate->cframe->current_frame`) back
-//! through each `previous`, as Python's own tracebacks walk it. The thread state is the one
-//! `_PyEval_EvalFrameDefault` was last entered with (its first argument, kept by stack
+//! CPython 3.11's and 3.12's call stack, read from a thread state in linear memory: the
+//! chain of `_PyInterpreterFrame`s from the running one (`tstate->cframe->current_frame`)
+//! back through each `previous`, as Python's own tracebacks walk it. The thread state is the
+//! one `_PyEval_EvalFrameDefault` was last entered with (its first argument, kept by stack
 //! mode's capture). Each frame's code object (`f_code`) gives the function's qualified
 //! name, file and first line, and the instruction it is at (`prev_instr`) its current line,
 //! decoded from the code's location table (`co_linetable`) as `PyCode_Addr2Line` does. A
-//! frame that started a run of the eval loop (`is_entry`: called from C) ends a run, as a
-//! Lua call marked `CIST_FRESH` does, so that the frames can be placed among the native
-//! ones.
+//! frame that started a run of the eval loop (called from C) ends a run, as a Lua call
+//! marked `CIST_FRESH` does, so that the frames can be placed among the native ones: 3.11
+//! marks such a frame (`is_entry`); 3.12 links a frame of its own below it, owned by the C
+//! stack (`owner` is `FRAME_OWNED_BY_CSTACK`), which the walk steps over.
 //!
-//! Every offset comes from the interpreter's DWARF ([`PythonLayout::from_dwarf`]); the
-//! constants are 3.11's: a code unit of two bytes, the string header's bits (`interned:2,
-//! kind:3, compact:1, ascii:1`) and the location table's encoding.
+//! Every offset comes from the interpreter's DWARF ([`PythonLayout::from_dwarf`]), the
+//! owner's value too; the constants are those 3.11 and 3.12 share: a code unit of two
+//! bytes, the string header's bits (`interned:2, kind:3, compact:1, ascii:1`) and the
+//! location table's encoding. A build whose name section does not name its eval loop has it
+//! found by its shape ([`unnamed`]).
 
 use super::layout::Layout;
 use super::lua::LuaFrame;
 use super::memory::Memory;
 use super::ScriptFunction;
+
+pub mod unnamed;
 
 /// Frames walked at most; a deeper stack is truncated.
 pub const MAX_DEPTH: usize = 512;
@@ -28,7 +33,17 @@ const MAX_TABLE: usize = 1 << 20;
 /// The bytes of a code unit (an instruction and its argument).
 const CODE_UNIT: u32 = 2;
 
-/// Where CPython 3.11 keeps what the walk reads, in one build.
+/// How a frame tells that it started a run of the eval loop (that C called it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RunStart {
+    /// 3.11: the frame's own flag (`is_entry`), at this offset.
+    Flag(u32),
+    /// 3.12: the frame below it is the run's own, owned by the C stack: its `owner` (at
+    /// `owner`) is `cstack`.
+    ShimBelow { owner: u32, cstack: u8 },
+}
+
+/// Where CPython 3.11 or 3.12 keeps what the walk reads, in one build.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PythonLayout {
     state_cframe: u32,
@@ -36,7 +51,12 @@ pub struct PythonLayout {
     frame_code: u32,
     frame_previous: u32,
     frame_instruction: u32,
-    frame_is_entry: u32,
+    run_start: RunStart,
+    /// Where an object keeps its type (`ob_type`).
+    object_type: u32,
+    /// The code objects' type (`PyCode_Type`), by address: a frame whose `f_code` is of
+    /// another type is not one (a frame being set up, or gone).
+    code_type: u32,
     code_qualname: u32,
     code_filename: u32,
     code_first_line: u32,
@@ -61,12 +81,30 @@ impl PythonLayout {
         "PyVarObject",
         "PyASCIIObject",
         "PyCompactUnicodeObject",
+        "PyObject",
     ];
 
-    /// The layout of the CPython 3.11 interpreter in the module `bytes`, from its DWARF, or
-    /// what is missing.
+    /// The global variables [`PythonLayout::from_dwarf`] reads.
+    pub const GLOBALS: &'static [&'static str] = &["PyCode_Type"];
+
+    /// The enumerator that marks 3.12's frames of the C stack.
+    const CSTACK: &'static str = "FRAME_OWNED_BY_CSTACK";
+
+    /// The layout of the CPython 3.11 or 3.12 interpreter in the module `bytes`, from its
+    /// DWARF, or what is missing.
     pub fn from_dwarf(bytes: &[u8]) -> Result<PythonLayout, String> {
-        Self::from_layout(&Layout::read(bytes, Self::TYPES, &[]))
+        let layout = Layout::read(bytes, Self::TYPES, Self::GLOBALS);
+        if layout.offset("_PyInterpreterFrame", "is_entry").is_some() {
+            return Self::from_layout(&layout);
+        }
+        // 3.12: the owner's values too (reading for an enumerator 3.11 does not have would
+        // read its whole DWARF).
+        Self::from_layout(&Layout::read_with(
+            bytes,
+            Self::TYPES,
+            Self::GLOBALS,
+            &[Self::CSTACK],
+        ))
     }
 
     /// The layout from the types read, or the first member missing.
@@ -89,7 +127,29 @@ impl PythonLayout {
             frame_code: at("_PyInterpreterFrame", "f_code")?,
             frame_previous: at("_PyInterpreterFrame", "previous")?,
             frame_instruction: at("_PyInterpreterFrame", "prev_instr")?,
-            frame_is_entry: at("_PyInterpreterFrame", "is_entry")?,
+            run_start: match at("_PyInterpreterFrame", "is_entry") {
+                Ok(offset) => RunStart::Flag(offset),
+                Err(_) => RunStart::ShimBelow {
+                    owner: at("_PyInterpreterFrame", "owner")?,
+                    cstack: layout
+                        .enumerators
+                        .get(Self::CSTACK)
+                        .and_then(|&v| u8::try_from(v).ok())
+                        .ok_or_else(|| {
+                            format!(
+                                "neither `_PyInterpreterFrame.is_entry` nor `{}` in the \
+                                 module's DWARF",
+                                Self::CSTACK
+                            )
+                        })?,
+                },
+            },
+            object_type: at("PyObject", "ob_type")?,
+            code_type: layout
+                .globals
+                .get("PyCode_Type")
+                .and_then(|&a| u32::try_from(a).ok())
+                .ok_or("no `PyCode_Type` in the module's DWARF")?,
             code_qualname: at("PyCodeObject", "co_qualname")?,
             code_filename: at("PyCodeObject", "co_filename")?,
             code_first_line: at("PyCodeObject", "co_firstlineno")?,
@@ -118,8 +178,24 @@ pub fn walk_into(
     let first = state
         .checked_add(layout.state_cframe)
         .and_then(|at| memory.u32(at))
-        .and_then(|cframe| memory.u32(cframe.checked_add(layout.cframe_current)?));
+        .and_then(|cframe| memory.u32(cframe.checked_add(layout.cframe_current)?))
+        .and_then(|first| past_shim(layout, memory, first));
     super::walk_chain(first, MAX_DEPTH, |at| read_frame(layout, memory, at), push)
+}
+
+/// The frame at `at`, or the one below it if `at` is a frame of the C stack (3.12's, a
+/// run's own, which has no function of the script): 0 for none.
+fn past_shim(layout: &PythonLayout, memory: &(impl Memory + ?Sized), at: u32) -> Option<u32> {
+    match layout.run_start {
+        RunStart::ShimBelow { owner, cstack } if at != 0 => {
+            if memory.u8(at.checked_add(owner)?)? == cstack {
+                memory.u32(at.checked_add(layout.frame_previous)?)
+            } else {
+                Some(at)
+            }
+        }
+        _ => Some(at),
+    }
 }
 
 /// The frame at `at` and the address of the one below it.
@@ -129,13 +205,25 @@ fn read_frame(
     at: u32,
 ) -> Option<(LuaFrame, u32)> {
     let field = |offset: u32| at.checked_add(offset);
-    let previous = memory.u32(field(layout.frame_previous)?)?;
+    let mut previous = memory.u32(field(layout.frame_previous)?)?;
     let code = memory.u32(field(layout.frame_code)?)?;
+    // Not a frame (the chain was caught being linked or unlinked): the walk ends here.
+    if memory.u32(code.checked_add(layout.object_type)?)? != layout.code_type {
+        return None;
+    }
     let instruction = memory.u32(field(layout.frame_instruction)?)?;
-    let is_entry = memory.u8(field(layout.frame_is_entry)?)? != 0;
+    let is_entry = match layout.run_start {
+        RunStart::Flag(offset) => memory.u8(field(offset)?)? != 0,
+        RunStart::ShimBelow { .. } => {
+            let below = past_shim(layout, memory, previous)?;
+            let shim = below != previous;
+            previous = below;
+            shim
+        }
+    };
     // `prev_instr` is one code unit before the first instruction until the frame starts. A
-    // code object that cannot be read makes a frame of an unknown function; the walk goes
-    // on below it.
+    // position out of the code makes a frame of an unknown function; the walk goes on
+    // below it.
     let first = code.wrapping_add(layout.code_units);
     let pc = (instruction.wrapping_sub(first) as i32) / CODE_UNIT as i32;
     let units = code

@@ -28,6 +28,9 @@ pub struct Interpreter {
     pub eval: u32,
     /// The language and the layout of its interpreter's structures.
     pub language: Language,
+    /// How the eval loop was found, where no name said it (see
+    /// [`cpython::unnamed`]): the run says so.
+    pub guessed: Option<String>,
 }
 
 /// A language whose frames wprof reads.
@@ -38,8 +41,8 @@ pub enum Language {
     /// QuickJS-ng: `JS_CallInternal(JSContext *caller_ctx, ...)`, once per call, and the
     /// native functions that push or hand on a call (see [`quickjs::placing`]).
     QuickJs(quickjs::QuickJsLayout, quickjs::placing::Calls),
-    /// CPython 3.11: `_PyEval_EvalFrameDefault(PyThreadState *tstate, ...)`, once per
-    /// call from C into Python.
+    /// CPython 3.11 and 3.12: `_PyEval_EvalFrameDefault(PyThreadState *tstate, ...)`, once
+    /// per call from C into Python.
     Python(cpython::PythonLayout),
 }
 
@@ -153,7 +156,17 @@ pub const EVAL_LOOPS: [&str; 3] = [
 /// for any other module, `Some(Err(why))` for an interpreter whose structures cannot be
 /// read (its frames are then the interpreter's native ones).
 pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
-    let (eval, name) = function_named(bytes, &EVAL_LOOPS)?;
+    let Some((eval, name)) = function_named(bytes, &EVAL_LOOPS) else {
+        let (eval, guessed) = cpython::unnamed::eval_loop(bytes)?;
+        let language = cpython::PythonLayout::from_dwarf(bytes)
+            .map(Language::Python)
+            .map_err(|why| format!("a CPython interpreter ({why})"));
+        return Some(language.map(|language| Interpreter {
+            eval,
+            language,
+            guessed: Some(guessed),
+        }));
+    };
     let language = match name {
         0 => lua::LuaLayout::from_dwarf(bytes)
             .map(Language::Lua)
@@ -171,7 +184,11 @@ pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
             })
             .map_err(|why| format!("a QuickJS interpreter ({why})")),
     };
-    Some(language.map(|language| Interpreter { eval, language }))
+    Some(language.map(|language| Interpreter {
+        eval,
+        language,
+        guessed: None,
+    }))
 }
 
 /// The id of the first function the module's name section names one of `wanted`, and

@@ -11,12 +11,16 @@
 //! bytecode function, the C function's caller for a C function: the frames are put in place
 //! of those native frames (see [`placing`]).
 //!
-//! Every offset comes from the interpreter's DWARF ([`QuickJsLayout::from_dwarf`]), the
-//! class ids of bytecode functions too; the constants are how QuickJS-ng packs its values
-//! on a 32-bit target (`JS_NAN_BOXING`: a `JSValue` is 64 bits, the tag in the high word),
-//! its strings' header (`len:31, is_wide_char:1`, then `hash:28, kind:2, atom_type:2`),
-//! and which functions push frames. A build of Fabrice Bellard's QuickJS, whose
-//! debug fields are in a `debug` member, is not read (one warning, native frames).
+//! Both QuickJS-ng and Fabrice Bellard's QuickJS are read. Every offset comes from the
+//! interpreter's DWARF ([`QuickJsLayout::from_dwarf`]), the class ids of bytecode functions
+//! too, and so does which of the two it is: QuickJS-ng keeps a function's file, line and
+//! column in the bytecode (`filename`, `line_num`, `col_num`); Bellard's keeps the file in
+//! its `debug` member and the line and column at the head of its line table
+//! (`debug.pc2line_buf`: two LEB128 numbers, each less one, as `find_line_num` reads them).
+//! The constants are how both pack their values on a 32-bit target (`JS_NAN_BOXING`: a
+//! `JSValue` is 64 bits, the tag in the high word), their strings' header (`len:31,
+//! is_wide_char:1`, then the hash and `atom_type:2`, with QuickJS-ng's `kind:2` of a string
+//! kept elsewhere between them, where its DWARF has `kind`), and which functions push frames.
 //!
 //! The interpreter writes a frame's position (`cur_pc`) only before it calls, throws or
 //! may run other code, and never clears it: the running function's position is unknown
@@ -61,9 +65,20 @@ pub struct QuickJsLayout {
     bytecode_code_len: u32,
     bytecode_name: u32,
     bytecode_file: u32,
-    bytecode_line: u32,
-    bytecode_column: u32,
+    defined: Defined,
     string_data: u32,
+    /// Whether a string's header says where its characters are (QuickJS-ng's `kind`).
+    string_kind: bool,
+}
+
+/// Where a function's bytecode says the line and column it is defined at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Defined {
+    /// QuickJS-ng: in fields of their own (`line_num`, `col_num`).
+    Fields { line: u32, column: u32 },
+    /// Bellard's: at the head of its line table, whose address and length are here
+    /// (`debug.pc2line_buf`, `debug.pc2line_len`).
+    LineTable { table: u32, len: u32 },
 }
 
 impl QuickJsLayout {
@@ -77,8 +92,8 @@ impl QuickJsLayout {
         "JSString",
     ];
 
-    /// The layout of the QuickJS-ng interpreter in the module `bytes`, from its DWARF, or
-    /// what is missing.
+    /// The layout of the QuickJS interpreter (QuickJS-ng or Bellard's) in the module
+    /// `bytes`, from its DWARF, or what is missing.
     pub fn from_dwarf(bytes: &[u8]) -> Result<QuickJsLayout, String> {
         Self::from_layout(&Layout::read_with(
             bytes,
@@ -120,9 +135,20 @@ impl QuickJsLayout {
             bytecode_code: at("JSFunctionBytecode", "byte_code_buf")?,
             bytecode_code_len: at("JSFunctionBytecode", "byte_code_len")?,
             bytecode_name: at("JSFunctionBytecode", "func_name")?,
-            bytecode_file: at("JSFunctionBytecode", "filename")?,
-            bytecode_line: at("JSFunctionBytecode", "line_num")?,
-            bytecode_column: at("JSFunctionBytecode", "col_num")?,
+            bytecode_file: at("JSFunctionBytecode", "filename")
+                .or_else(|_| at("JSFunctionBytecode", "debug.filename"))?,
+            defined: match at("JSFunctionBytecode", "line_num") {
+                Ok(line) => Defined::Fields {
+                    line,
+                    column: at("JSFunctionBytecode", "col_num")?,
+                },
+                Err(_) => Defined::LineTable {
+                    table: at("JSFunctionBytecode", "debug.pc2line_buf")
+                        .map_err(|_| "no `JSFunctionBytecode.line_num` nor `.debug.pc2line_buf` in the module's DWARF".to_string())?,
+                    len: at("JSFunctionBytecode", "debug.pc2line_len")?,
+                },
+            },
+            string_kind: layout.offset("JSString", "kind").is_some(),
             // The characters follow the header (QuickJS-ng's 16 bytes; older QuickJS
             // names them `u`).
             string_data: at("JSString", "u").or_else(|_| {
@@ -225,11 +251,13 @@ fn read_frame(
         0 => -1,
         _ => (saved.wrapping_sub(code) as i32).wrapping_sub(1),
     };
-    let torn = code == 0 || pc < -1 || pc >= code_len;
+    // Bellard's QuickJS leaves `cur_pc` unset until the frame first saves it: a position
+    // out of its code is unknown, the function still known.
+    let placed = (-1..code_len).contains(&pc);
     Some((
         JsFrame {
-            bytecode: if torn { 0 } else { bytecode },
-            pc: if torn { -1 } else { pc },
+            bytecode: if code == 0 { 0 } else { bytecode },
+            pc: if code != 0 && placed { pc } else { -1 },
             native: false,
         },
         previous,
@@ -247,12 +275,62 @@ pub fn function_key(
     let field = |offset: u32| bytecode.checked_add(offset);
     let name = memory.u32(field(layout.bytecode_name)?)?;
     let file = memory.u32(field(layout.bytecode_file)?)?;
-    let line = memory.i32(field(layout.bytecode_line)?)?;
-    let column = memory.i32(field(layout.bytecode_column)?)?;
-    Some((
-        name.rotate_left(16) ^ file,
-        line.wrapping_mul(4096).wrapping_add(column),
-    ))
+    let place = match layout.defined {
+        Defined::Fields { line, column } => {
+            let line = memory.i32(field(line)?)?;
+            let column = memory.i32(field(column)?)?;
+            line.wrapping_mul(4096).wrapping_add(column)
+        }
+        // The line table is the function's own.
+        Defined::LineTable { table, .. } => memory.i32(field(table)?)?,
+    };
+    Some((name.rotate_left(16) ^ file, place))
+}
+
+/// The line and column the function whose bytecode is at `bytecode` is defined at (0 for
+/// a function without them: Bellard's QuickJS can strip them).
+fn defined_at(
+    layout: &QuickJsLayout,
+    memory: &(impl Memory + ?Sized),
+    bytecode: u32,
+) -> Option<(i32, i32)> {
+    let field = |offset: u32| bytecode.checked_add(offset);
+    match layout.defined {
+        Defined::Fields { line, column } => {
+            Some((memory.i32(field(line)?)?, memory.i32(field(column)?)?))
+        }
+        Defined::LineTable { table, len } => {
+            let (table, len) = (memory.u32(field(table)?)?, memory.u32(field(len)?)?);
+            if table == 0 {
+                return Some((0, 0));
+            }
+            // Two LEB128 numbers of at most five bytes each.
+            let mut head = vec![0; (len as usize).min(10)];
+            memory.read(table, &mut head)?;
+            let mut at = 0;
+            let line = leb128(&head, &mut at)?;
+            let column = leb128(&head, &mut at)?;
+            Some((
+                i32::try_from(line).ok()?.checked_add(1)?,
+                i32::try_from(column).ok()?.checked_add(1)?,
+            ))
+        }
+    }
+}
+
+/// An unsigned LEB128 number of at most five bytes at `at` in `bytes`, as QuickJS writes
+/// them; moves `at` past it.
+fn leb128(bytes: &[u8], at: &mut usize) -> Option<u32> {
+    let mut value: u32 = 0;
+    for shift in (0..35).step_by(7) {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        value |= u32::from(b & 0x7f).checked_shl(shift)?;
+        if b & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
 }
 
 /// The function whose bytecode is at `bytecode`, its atoms read from runtime `rt`'s table:
@@ -277,11 +355,12 @@ pub fn function(
         rt,
         memory.u32(field(layout.bytecode_file)?)?,
     )?;
+    let (line, column) = defined_at(layout, memory, bytecode)?;
     Some(ScriptFunction {
         name: Some(name),
         source: file,
-        line_defined: memory.i32(field(layout.bytecode_line)?)?,
-        last_line_defined: memory.i32(field(layout.bytecode_column)?)?,
+        line_defined: line,
+        last_line_defined: column,
         size_code: memory.i32(field(layout.bytecode_code_len)?)?,
     })
 }
@@ -352,7 +431,7 @@ fn atom(
 fn read_string(layout: &QuickJsLayout, memory: &(impl Memory + ?Sized), at: u32) -> Option<String> {
     let header = memory.u32(at)?;
     let kind = (memory.u32(at.checked_add(4)?)? >> 28) & 3;
-    if kind != 0 {
+    if layout.string_kind && kind != 0 {
         return None;
     }
     let len = ((header & 0x7fff_ffff) as usize).min(MAX_STRING);

@@ -11,6 +11,10 @@
 //! frame are the C callers, and each `JS_CallInternal` whose next frame is not a handler
 //! ([`Calls`]); innermost with innermost, they pair with the frames, kind with kind.
 //!
+//! Bellard's QuickJS is the same but for names: `js_call_c_function` is its only C caller
+//! that pushes a frame; its C functions with data (`js_c_function_data_call`, which pushes
+//! none) and its generators (`js_generator_function_call`) have handlers.
+//!
 //! A tick may catch the innermost of them before it pushed its frame or after it popped
 //! it: one such native frame more than frames; it then stays native (the interpreter's
 //! call overhead). Frames that do not pair that way (a handler wprof does not know, or
@@ -43,6 +47,9 @@ impl Calls {
         "js_async_function_call",
         "js_async_function_resolve_call",
         "js_async_generator_function_call",
+        // Bellard's QuickJS's own.
+        "js_c_function_data_call",
+        "js_generator_function_call",
     ];
 
     /// The calls from the ids the name section gave [`Calls::NAMES`] (`None`: not named,

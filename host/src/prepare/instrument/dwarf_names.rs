@@ -19,6 +19,11 @@
 //!
 //! DWARF that cannot be read gives the names read before the problem, never an error:
 //! a name is a courtesy, and the function keeps `func[N]`.
+//!
+//! A CPython whose DWARF places no function has its eval loop found by its shape
+//! ([`crate::languages::cpython::unnamed`]), and named `_PyEval_EvalFrameDefault`, the
+//! name its DWARF gives it: the frames of the Python script stand in its place, and
+//! `--native` shows it by that name.
 
 use std::collections::HashMap;
 
@@ -49,6 +54,11 @@ pub fn read(bytes: &[u8], wanted: &[u32]) -> HashMap<u32, String> {
     let Some(module) = Sections::read(bytes) else {
         return names;
     };
+    if let Some((eval, _)) = crate::languages::cpython::unnamed::eval_loop(bytes) {
+        if wanted.contains(&eval) {
+            names.insert(eval, "_PyEval_EvalFrameDefault".to_string());
+        }
+    }
     let starts = module.starts(wanted);
     if starts.is_empty() {
         return names;

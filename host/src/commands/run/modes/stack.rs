@@ -67,7 +67,15 @@ impl RunMode for Stack {
                 .timings
                 .time("interpreter", || counted::interpreter(loaded))
             {
-                Some(Ok(interpreter)) => job.settings.interpreter = Some(interpreter),
+                Some(Ok(interpreter)) => {
+                    if let Some(guessed) = &interpreter.guessed {
+                        warn(format_args!(
+                            "{} is a CPython interpreter: {guessed}",
+                            job.shown
+                        ));
+                    }
+                    job.settings.interpreter = Some(interpreter)
+                }
                 Some(Err(why)) => warn(format_args!(
                     "{} is {why}: its scripts' frames cannot be read, the interpreter's own \
                      are shown",
