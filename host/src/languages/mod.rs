@@ -225,12 +225,36 @@ fn functions_named(bytes: &[u8], wanted: &[&str]) -> Vec<Option<u32>> {
 /// name) until it says no more. Only the section headers are read on the way to it: on a
 /// 69 MB module, parsing every function body's header took 30 ms.
 fn each_function_name(bytes: &[u8], named: &mut dyn FnMut(u32, &str) -> bool) {
-    let _ = each_function_name_or_none(bytes, named);
+    each_custom_section(bytes, &mut |section| {
+        let wasmparser::KnownCustom::Name(names) = section.as_known() else {
+            return true;
+        };
+        for names in names.into_iter().flatten() {
+            if let wasmparser::Name::Function(map) = names {
+                for naming in map.into_iter().flatten() {
+                    if !named(naming.index, naming.name) {
+                        return false;
+                    }
+                }
+            }
+        }
+        false
+    });
 }
 
-fn each_function_name_or_none(
+/// Hands each custom section of the module `bytes` to `visit`, in order, until it says no
+/// more; only the other sections' headers are read on the way. A module that cannot be
+/// read ends the visit where it stops making sense.
+pub(crate) fn each_custom_section(
     bytes: &[u8],
-    named: &mut dyn FnMut(u32, &str) -> bool,
+    visit: &mut dyn FnMut(&wasmparser::CustomSectionReader<'_>) -> bool,
+) {
+    let _ = each_custom_section_or_none(bytes, visit);
+}
+
+fn each_custom_section_or_none(
+    bytes: &[u8],
+    visit: &mut dyn FnMut(&wasmparser::CustomSectionReader<'_>) -> bool,
 ) -> Option<()> {
     let mut reader = wasmparser::BinaryReader::new(bytes.get(8..)?, 8);
     while !reader.eof() {
@@ -247,19 +271,9 @@ fn each_function_name_or_none(
         else {
             continue;
         };
-        let wasmparser::KnownCustom::Name(names) = section.as_known() else {
-            continue;
-        };
-        for names in names.into_iter().flatten() {
-            if let wasmparser::Name::Function(map) = names {
-                for naming in map.into_iter().flatten() {
-                    if !named(naming.index, naming.name) {
-                        return Some(());
-                    }
-                }
-            }
+        if !visit(&section) {
+            return Some(());
         }
-        return Some(());
     }
     Some(())
 }

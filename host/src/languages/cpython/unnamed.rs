@@ -92,43 +92,19 @@ pub fn eval_loop(bytes: &[u8]) -> Option<(u32, String)> {
 /// Whether the module's DWARF strings (`.debug_str`) hold the eval loop's name. Only the
 /// section headers are read on the way to them.
 fn strings_name_the_loop(bytes: &[u8]) -> bool {
-    let Some(mut reader) = bytes.get(8..).map(|b| wasmparser::BinaryReader::new(b, 8)) else {
-        return false;
-    };
-    while !reader.eof() {
-        let (Ok(id), Ok(size)) = (reader.read_u8(), reader.read_var_u32()) else {
-            return false;
-        };
-        let start = reader.original_position();
-        let Some(contents) = start
-            .checked_add(size as usize)
-            .and_then(|end| bytes.get(start..end))
-        else {
-            return false;
-        };
-        if reader
-            .skip(|r| r.read_bytes(size as usize).map(|_| ()))
-            .is_err()
-        {
-            return false;
+    let mut found = false;
+    super::super::each_custom_section(bytes, &mut |section| {
+        if section.name() != ".debug_str" {
+            return true;
         }
-        if id != 0 {
-            continue;
-        }
-        let Ok(section) =
-            wasmparser::CustomSectionReader::new(wasmparser::BinaryReader::new(contents, start))
-        else {
-            continue;
-        };
-        if section.name() == ".debug_str" {
-            let data = section.data();
-            return data.starts_with(EVAL)
-                || data
-                    .windows(EVAL.len() + 1)
-                    .any(|w| w[0] == 0 && &w[1..] == EVAL);
-        }
-    }
-    false
+        let data = section.data();
+        found = data.starts_with(EVAL)
+            || data
+                .windows(EVAL.len() + 1)
+                .any(|w| w[0] == 0 && &w[1..] == EVAL);
+        false
+    });
+    found
 }
 
 #[cfg(test)]
