@@ -156,16 +156,13 @@ pub const EVAL_LOOPS: [&str; 3] = [
 /// for any other module, `Some(Err(why))` for an interpreter whose structures cannot be
 /// read (its frames are then the interpreter's native ones).
 pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
-    let Some((eval, name)) = function_named(bytes, &EVAL_LOOPS) else {
-        let (eval, guessed) = cpython::unnamed::eval_loop(bytes)?;
-        let language = cpython::PythonLayout::from_dwarf(bytes)
-            .map(Language::Python)
-            .map_err(|why| format!("a CPython interpreter ({why})"));
-        return Some(language.map(|language| Interpreter {
-            eval,
-            language,
-            guessed: Some(guessed),
-        }));
+    // A CPython that names no function has its eval loop found by its shape.
+    let (eval, name, guessed) = match function_named(bytes, &EVAL_LOOPS) {
+        Some((eval, name)) => (eval, name, None),
+        None => {
+            let (eval, how) = cpython::unnamed::eval_loop(bytes)?;
+            (eval, 2, Some(how))
+        }
     };
     let language = match name {
         0 => lua::LuaLayout::from_dwarf(bytes)
@@ -187,7 +184,7 @@ pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
     Some(language.map(|language| Interpreter {
         eval,
         language,
-        guessed: None,
+        guessed,
     }))
 }
 

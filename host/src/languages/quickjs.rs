@@ -304,33 +304,18 @@ fn defined_at(
             if table == 0 {
                 return Some((0, 0));
             }
-            // Two LEB128 numbers of at most five bytes each.
+            // Two LEB128 numbers of at most five bytes each, as wasm writes them.
             let mut head = vec![0; (len as usize).min(10)];
             memory.read(table, &mut head)?;
-            let mut at = 0;
-            let line = leb128(&head, &mut at)?;
-            let column = leb128(&head, &mut at)?;
+            let mut reader = wasmparser::BinaryReader::new(&head, 0);
+            let line = reader.read_var_u32().ok()?;
+            let column = reader.read_var_u32().ok()?;
             Some((
                 i32::try_from(line).ok()?.checked_add(1)?,
                 i32::try_from(column).ok()?.checked_add(1)?,
             ))
         }
     }
-}
-
-/// An unsigned LEB128 number of at most five bytes at `at` in `bytes`, as QuickJS writes
-/// them; moves `at` past it.
-fn leb128(bytes: &[u8], at: &mut usize) -> Option<u32> {
-    let mut value: u32 = 0;
-    for shift in (0..35).step_by(7) {
-        let b = *bytes.get(*at)?;
-        *at += 1;
-        value |= u32::from(b & 0x7f).checked_shl(shift)?;
-        if b & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
 }
 
 /// The function whose bytecode is at `bytecode`, its atoms read from runtime `rt`'s table:

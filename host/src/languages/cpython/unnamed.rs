@@ -20,7 +20,7 @@ pub const MARGIN: usize = 2;
 const EVAL: &[u8] = b"_PyEval_EvalFrameDefault\0";
 
 /// The function id (imports counted) of the eval loop of the CPython module `bytes`, found
-/// by its shape, and what made it so; `None` if the module is not a CPython whose DWARF
+/// by its shape, and what made it so (what the module is, for the run to say); `None` if the module is not a CPython whose DWARF
 /// names the loop, or no function stands out.
 pub fn eval_loop(bytes: &[u8]) -> Option<(u32, String)> {
     if !strings_name_the_loop(bytes) {
@@ -83,8 +83,9 @@ pub fn eval_loop(bytes: &[u8]) -> Option<(u32, String)> {
     Some((
         id,
         format!(
-            "its eval loop is taken to be func[{id}], the largest function of its type \
-             ({largest} bytes, the next {next}): the module names no function"
+            "a CPython interpreter: its eval loop is taken to be func[{id}], the largest \
+             function of its type ({largest} bytes, the next {next}): the module names no \
+             function"
         ),
     ))
 }

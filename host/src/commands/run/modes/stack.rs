@@ -69,10 +69,7 @@ impl RunMode for Stack {
             {
                 Some(Ok(interpreter)) => {
                     if let Some(guessed) = &interpreter.guessed {
-                        warn(format_args!(
-                            "{} is a CPython interpreter: {guessed}",
-                            job.shown
-                        ));
+                        warn(format_args!("{} is {guessed}", job.shown));
                     }
                     job.settings.interpreter = Some(interpreter)
                 }
