@@ -105,6 +105,38 @@ fn time_in_the_host_goes_to_the_import_called() {
 }
 
 #[test]
+fn the_moments_after_a_long_system_call_get_their_time() {
+    // after_syscalls: each round writes 2 MiB to a file, then runs the same short work in
+    // `after_write` and, after twenty times as much other work, in `far_from_it`. A tick
+    // that came due during the write is taken as the write returns; were the next one drawn
+    // from there, `after_write` would get 0.36-0.50 of `far_from_it`'s time (before the
+    // ticks kept a schedule of their own). perf says 1.02.
+    let s = Scratch::new();
+    std::fs::create_dir(s.path("files")).unwrap();
+    let out = s.run(&[
+        "run",
+        "-q",
+        "-o",
+        "a.wprof",
+        "--dir",
+        "files::/files",
+        sample("after_syscalls.wasm").to_str().unwrap(),
+        "/files",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("wrote 1500 blocks"), "{}", stdout(&out));
+    let p = s.profile("a.wprof");
+    consistent(&p);
+    let after = u(&function(&p, "after_write")["self"]) as f64;
+    let far = u(&function(&p, "far_from_it")["self"]) as f64;
+    let ratio = after / far;
+    assert!(
+        (0.7..1.43).contains(&ratio),
+        "after_write {after} ns, far_from_it {far} ns: {ratio:.2}"
+    );
+}
+
+#[test]
 fn the_programs_exit_code_and_trap_are_its_own() {
     let s = Scratch::new();
     let (out, p) = stack_run(&s, "exit_code.wasm", "e.wprof");

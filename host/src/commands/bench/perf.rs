@@ -188,7 +188,10 @@ pub fn perf_distribution(
             let Some((symbol, dso)) = frame_of(frame) else {
                 continue;
             };
-            if symbol.contains("wasmtime_wasi::") || symbol.contains("wasi_snapshot_preview1") {
+            if symbol.contains("wasmtime_wasi::")
+                || symbol.contains("wasi_snapshot_preview1")
+                || is_host_call(symbol)
+            {
                 break;
             }
             // Code compiled in this process is named by the perf map; code loaded from a
@@ -215,6 +218,15 @@ pub fn perf_distribution(
         }
     }
     counts
+}
+
+/// Whether a frame is the engine's way out of wasm into a host function (an import such as
+/// WASI's, which wprof may implement itself, so its frames need not name `wasmtime_wasi`):
+/// the sample is the import's, which both distributions leave out. The engine's libcalls
+/// (`wasmtime_builtin_memory_copy` and the like) are not host calls: their time is their
+/// wasm caller's.
+fn is_host_call(symbol: &str) -> bool {
+    symbol.contains("wasm_to_array_trampoline") || symbol.contains("wasm_to_native_trampoline")
 }
 
 /// The symbol and object of one callchain line, `\t    7f0b... symbol (dso)`.
@@ -268,6 +280,7 @@ mod tests {
         let names: HashMap<String, u32> =
             [("Rect::area()".to_string(), 3), ("main".to_string(), 1)].into();
         let d = perf_distribution(script, &names, Some);
+        assert_eq!(d.get(&1), Some(&1.0), "a libcall is its wasm caller's");
         assert_eq!(
             d.get(&3),
             Some(&2.0),
@@ -280,8 +293,8 @@ mod tests {
         );
         assert_eq!(
             d.len(),
-            2,
-            "WASI calls, compile time and the process's own main are left out: {d:?}"
+            3,
+            "WASI calls (wasmtime-wasi's or any host function's), compile time and the process's own main are left out: {d:?}"
         );
     }
 

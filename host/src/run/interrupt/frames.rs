@@ -150,9 +150,15 @@ pub fn unframed_words(
 }
 
 /// The signal handler, on the interrupted thread: records the stack of tick `tick` of a
-/// session in its slot of `frames`, walking the thread's `stack`. Async-signal-safe: a clock
-/// read and plain loads and stores.
-pub(crate) fn record(frames: &Frames, tick: u64, registers: Registers, stack: Range<usize>) {
+/// session in its slot of `frames`, walking the thread's `stack`, and the clocks `at` (the
+/// tick's time, see [`TickClocks`]). Async-signal-safe: plain loads and stores.
+pub(crate) fn record(
+    frames: &Frames,
+    tick: u64,
+    registers: Registers,
+    stack: Range<usize>,
+    at: TickClocks,
+) {
     let slot = &frames.0[tick as usize % SLOTS_KEPT];
     let mut pcs = [0usize; DEPTH];
     let read = |address| {
@@ -173,8 +179,37 @@ pub(crate) fn record(frames: &Frames, tick: u64, registers: Registers, stack: Ra
         len | if truncated { TRUNCATED } else { 0 },
         Ordering::Relaxed,
     );
-    slot.at_ns.store(monotonic_ns(), Ordering::Relaxed);
-    slot.cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
+    slot.at_ns.store(at.monotonic_ns, Ordering::Relaxed);
+    slot.cpu_ns.store(at.cpu_ns, Ordering::Relaxed);
+}
+
+/// The clocks of a tick: the monotonic clock and the thread's CPU time, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TickClocks {
+    pub monotonic_ns: u64,
+    pub cpu_ns: u64,
+}
+
+impl TickClocks {
+    /// The clocks as they were when a tick taken at `now` (the clocks read then) was due,
+    /// `late_ns` earlier, given the clocks as the last tick read them (`last`, zero for
+    /// none). The thread's CPU clock is taken to have run for the lateness less the time
+    /// the thread was off its core since the last tick: a tick is late because the kernel
+    /// worked on (a system call's own work, on the thread's CPU time) or because the thread
+    /// waited (for a core, or in an uninterruptible sleep), and a wait is what delays it.
+    pub fn when_due(now: TickClocks, last: TickClocks, late_ns: u64) -> TickClocks {
+        let off_core = match last.monotonic_ns {
+            0 => 0,
+            _ => now
+                .monotonic_ns
+                .saturating_sub(last.monotonic_ns)
+                .saturating_sub(now.cpu_ns.saturating_sub(last.cpu_ns)),
+        };
+        TickClocks {
+            monotonic_ns: now.monotonic_ns.saturating_sub(late_ns),
+            cpu_ns: now.cpu_ns.saturating_sub(late_ns.saturating_sub(off_core)),
+        }
+    }
 }
 
 /// A tick's stack as read back.
@@ -245,6 +280,31 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_late_ticks_clocks_go_back_to_when_it_was_due() {
+        let clocks = |monotonic_ns, cpu_ns| TickClocks {
+            monotonic_ns,
+            cpu_ns,
+        };
+        let last = clocks(1_000_000, 500_000);
+        // On its core since the last tick (a system call's work): both clocks go back.
+        let busy = TickClocks::when_due(clocks(1_300_000, 800_000), last, 100_000);
+        assert_eq!(busy, clocks(1_200_000, 700_000));
+        // 80 µs of the 100 µs off its core (waiting for it): the CPU clock ran 20 µs.
+        let waited = TickClocks::when_due(clocks(1_300_000, 720_000), last, 100_000);
+        assert_eq!(waited, clocks(1_200_000, 700_000));
+        // Off its core longer than it was late: the CPU clock stays.
+        let slept = TickClocks::when_due(clocks(1_300_000, 600_000), last, 100_000);
+        assert_eq!(slept, clocks(1_200_000, 600_000));
+        // On time, or the first tick: as read.
+        let now = clocks(1_300_000, 800_000);
+        assert_eq!(TickClocks::when_due(now, last, 0), now);
+        assert_eq!(
+            TickClocks::when_due(now, TickClocks::default(), 1_000),
+            clocks(1_299_000, 799_000)
+        );
+    }
 
     /// A fake stack: words at addresses from `base`, 8 bytes apart.
     fn reader(base: usize, words: &[usize]) -> impl Fn(usize) -> usize + '_ {

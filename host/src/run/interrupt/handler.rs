@@ -16,7 +16,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::frames::Registers;
+use super::frames::{Registers, TickClocks};
 use super::records::Record;
 use super::{timer, MINE, SLOTS_KEPT};
 
@@ -52,7 +52,7 @@ fn take(code: i32, value: usize, registers: Registers) {
         foreign(record);
         return;
     }
-    tick(record, registers);
+    tick(record, registers, super::frames::monotonic_ns());
 }
 
 /// `siginfo`'s code for a signal a POSIX timer sent.
@@ -69,13 +69,16 @@ fn foreign(record: &Record) {
     if record.rearm.load(Ordering::Acquire) {
         let timer = record.timer.load(Ordering::Relaxed);
         if timer::ThreadTimer::idle(timer) {
-            let _ = timer::ThreadTimer::arm_once(timer, next_delay(record));
+            // A new schedule: the lost tick's is gone.
+            record.due_ns.store(0, Ordering::Relaxed);
+            let now = super::frames::monotonic_ns();
+            let _ = timer::ThreadTimer::arm_at(timer, advance(record, now).next_ns);
         }
     }
 }
 
-/// Records a tick on the interrupted thread.
-fn tick(record: &Record, registers: Registers) {
+/// Records a tick on the interrupted thread, taken at `now` on the monotonic clock.
+fn tick(record: &Record, registers: Registers, now: u64) {
     let cell = record.cell.load(Ordering::Acquire);
     if cell.is_null() {
         return;
@@ -83,6 +86,7 @@ fn tick(record: &Record, registers: Registers) {
     // Only this handler, on the one target thread, writes the count.
     let tick = record.ticks.load(Ordering::Relaxed) + 1;
     let slot = &record.slots[tick as usize % SLOTS_KEPT];
+    let schedule = advance(record, now);
     // SAFETY: non-null only during a session, whose creator promised the cell is valid;
     // the session is dropped on this very thread, never while this handler runs.
     let value = unsafe { AtomicU32::from_ptr(cell).load(Ordering::Relaxed) };
@@ -102,7 +106,18 @@ fn tick(record: &Record, registers: Registers) {
     let top = record.walk_top.load(Ordering::Acquire);
     if top != 0 {
         let stack: Range<usize> = record.walk_low.load(Ordering::Acquire)..top;
-        super::frames::record(&record.frames, tick, registers, stack);
+        let now = TickClocks {
+            monotonic_ns: now,
+            cpu_ns: super::frames::thread_cpu_ns(),
+        };
+        let last = TickClocks {
+            monotonic_ns: record
+                .last_read_ns
+                .swap(now.monotonic_ns, Ordering::Relaxed),
+            cpu_ns: record.last_cpu_ns.swap(now.cpu_ns, Ordering::Relaxed),
+        };
+        let at = TickClocks::when_due(now, last, schedule.late_ns);
+        super::frames::record(&record.frames, tick, registers, stack, at);
         let language = record.language.load(Ordering::Acquire);
         if !language.is_null() {
             // SAFETY: set by this thread's session for as long as the walk's memory lives,
@@ -116,7 +131,43 @@ fn tick(record: &Record, registers: Registers) {
     if record.rearm.load(Ordering::Acquire) {
         // A refusal leaves the timer idle: the sampler then charges by the cell alone.
         let timer = record.timer.load(Ordering::Relaxed);
-        let _ = timer::ThreadTimer::arm_once(timer, next_delay(record));
+        let _ = timer::ThreadTimer::arm_at(timer, schedule.next_ns);
+    }
+}
+
+/// How many periods behind its schedule a tick may be taken and the schedule still be
+/// kept; past it (the thread was paused, or a system call went on for long), the schedule
+/// starts again at the tick.
+const CATCH_UP_PERIODS: u64 = 64;
+
+/// Where a tick taken at some time stands in its thread's schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Schedule {
+    /// How long before the tick was taken the last schedule point that had passed came:
+    /// the time the tick stands for.
+    late_ns: u64,
+    /// When the next tick is due (after the tick was taken).
+    next_ns: u64,
+}
+
+/// Moves the record's schedule past a tick taken at `now` (see the module's
+/// documentation): every point that passed before `now` came while the thread was in the
+/// kernel (a pending signal is taken on the first return to the program), so the tick
+/// stands for all of them, and for the last one's time.
+fn advance(record: &Record, now: u64) -> Schedule {
+    let period = record.period_ns.load(Ordering::Relaxed).max(2);
+    let due = record.due_ns.load(Ordering::Relaxed);
+    let kept = due != 0 && due <= now && now - due <= CATCH_UP_PERIODS * period;
+    let mut passed = if kept { due } else { now };
+    let mut next = passed + next_delay(record);
+    while next <= now {
+        passed = next;
+        next += next_delay(record);
+    }
+    record.due_ns.store(next, Ordering::Relaxed);
+    Schedule {
+        late_ns: now - passed,
+        next_ns: next,
     }
 }
 
@@ -242,4 +293,45 @@ mod os {
 )))]
 pub(super) fn install() -> bool {
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_late_tick_stands_for_the_last_point_of_the_schedule_it_was_late_for() {
+        // SAFETY: zeroed memory is a valid record (atomics and null pointers).
+        let record: Box<Record> = unsafe { Box::new_zeroed().assume_init() };
+        record.period_ns.store(1_000, Ordering::Relaxed);
+        record
+            .random
+            .store(0x2545_f491_4f6c_dd1d, Ordering::Relaxed);
+        let first = advance(&record, 10_000);
+        assert_eq!(
+            first.late_ns, 0,
+            "no schedule yet: the first tick starts one"
+        );
+        assert!((10_500..11_500).contains(&first.next_ns), "{first:?}");
+
+        // Taken 3 ns after it was due: the next is drawn from when it was due.
+        let on_time = advance(&record, first.next_ns + 3);
+        assert_eq!(on_time.late_ns, 3);
+        assert!((first.next_ns + 500..first.next_ns + 1_500).contains(&on_time.next_ns));
+
+        // Five periods late (in the kernel all along): it stands for the last point that
+        // passed, and the schedule goes on from there, not from when it was taken.
+        let now = on_time.next_ns + 5_000;
+        let late = advance(&record, now);
+        assert!(late.late_ns < 1_500, "{late:?}");
+        assert!(late.next_ns > now && late.next_ns - (now - late.late_ns) >= 500);
+        assert!(late.next_ns - (now - late.late_ns) < 1_500, "{late:?}");
+
+        // Far behind (a pause): a new schedule from the tick.
+        let now = late.next_ns + 1_000_000;
+        let again = advance(&record, now);
+        assert_eq!(again.late_ns, 0);
+        assert!((now + 500..now + 1_500).contains(&again.next_ns));
+        assert_eq!(record.due_ns.load(Ordering::Relaxed), again.next_ns);
+    }
 }

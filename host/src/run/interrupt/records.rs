@@ -50,6 +50,13 @@ pub(super) struct Record {
     /// The state of the generator of the time to the next tick (xorshift64, never 0 while
     /// claimed).
     pub random: AtomicU64,
+    /// When the next tick is due, on the monotonic clock in nanoseconds (0: no schedule
+    /// yet, the next tick starts one). See [`super::handler`].
+    pub due_ns: AtomicU64,
+    /// The clocks as the last tick read them, in walking sessions: the monotonic clock (0:
+    /// none yet) and the thread's CPU time, in nanoseconds.
+    pub last_read_ns: AtomicU64,
+    pub last_cpu_ns: AtomicU64,
     /// The lowest address of the thread's stack when each tick walks its frame pointers
     /// (see [`super::frames`]).
     pub walk_low: AtomicUsize,
@@ -168,6 +175,8 @@ impl Record {
         }
         let seed = 0x9e37_79b9_7f4a_7c15_u64 ^ (generation << 8) ^ (self as *const _ as u64);
         self.random.store(seed | 1, Ordering::Relaxed);
+        self.due_ns.store(0, Ordering::Relaxed);
+        self.last_read_ns.store(0, Ordering::Relaxed);
         generation
     }
 

@@ -56,7 +56,7 @@ mod linux {
             }
         }
 
-        /// The kernel's id of it, for [`ThreadTimer::arm_once`].
+        /// The kernel's id of it, for [`ThreadTimer::arm_at`].
         pub fn id(self) -> usize {
             self.id
         }
@@ -79,6 +79,30 @@ mod linux {
             // and a stale one (the session ended) fails with EINVAL and changes nothing.
             unsafe {
                 libc::timer_settime(id as libc::timer_t, 0, &value, std::ptr::null_mut()) == 0
+            }
+        }
+
+        /// Arms timer `id` for one tick at `monotonic_ns` on the monotonic clock (at once
+        /// if that has passed); false if the kernel refused. Async-signal-safe.
+        pub fn arm_at(id: usize, monotonic_ns: u64) -> bool {
+            let value = libc::itimerspec {
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                it_value: libc::timespec {
+                    tv_sec: (monotonic_ns / 1_000_000_000) as libc::time_t,
+                    tv_nsec: (monotonic_ns % 1_000_000_000) as libc::c_long,
+                },
+            };
+            // SAFETY: as in `arm_once`.
+            unsafe {
+                libc::timer_settime(
+                    id as libc::timer_t,
+                    libc::TIMER_ABSTIME,
+                    &value,
+                    std::ptr::null_mut(),
+                ) == 0
             }
         }
 
@@ -135,6 +159,9 @@ mod none {
             0
         }
         pub fn arm_once(_: usize, _: u64) -> bool {
+            false
+        }
+        pub fn arm_at(_: usize, _: u64) -> bool {
             false
         }
         pub fn set(self, _: Option<Duration>) -> bool {
