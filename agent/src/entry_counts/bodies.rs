@@ -119,6 +119,10 @@ pub(super) fn code(
                 edges::SiteKind::Direct(cell) => {
                     insertions.push((site.at, edge_indices.bump(plan.table, cell).to_vec()));
                 }
+                edges::SiteKind::Slot { first, len, local } => {
+                    let count = edge_indices.count_slot(plan.table, first, len, local);
+                    insertions.push((site.at, count.to_vec()));
+                }
                 edges::SiteKind::Indirect { number, tail } => {
                     insertions.push((site.at, edge_indices.announce(number).to_vec()));
                     if !tail {
@@ -131,6 +135,12 @@ pub(super) fn code(
         insertions.sort_by_key(|(at, _)| *at);
         body.clear();
         let mut copied = base;
+        // With a local added: the locals' declarations that say so, in place of the
+        // original's (the map of offsets starts at the code, below them).
+        if let Some(header) = &plan.locals[d] {
+            body.extend_from_slice(header);
+            copied = code_start;
+        }
         let mut places: Vec<(usize, usize, usize)> = Vec::with_capacity(insertions.len());
         for (before, instructions) in &insertions {
             body.extend_from_slice(&layout.bytes[copied..*before]);

@@ -99,13 +99,14 @@ fn each_direct_edge_has_one_cell_its_sites_share() {
     assert!(ops[2] == ["End"], "{:?}", ops[2]);
 }
 
+/// (An imported table may change: its calls are counted at the callee.)
 #[test]
 fn indirect_calls_announce_their_column_to_the_functions_a_table_reaches() {
     let wasm = wat::parse_str(
         r#"(module
                  (type $v (func))
                  (type $i (func (param i32)))
-                 (table 2 funcref)
+                 (import "env" "table" (table 2 funcref))
                  (elem (i32.const 0) $in_table $other_type)
                  (global funcref (ref.func $referenced))
                  (func $in_table)
@@ -163,6 +164,80 @@ fn indirect_calls_announce_their_column_to_the_functions_a_table_reaches() {
         EdgeTable::read(&memory).unwrap().edges,
         [(3, 0, 5), (4, 1, 7)]
     );
+}
+
+#[test]
+fn calls_through_a_table_that_never_changes_count_by_slot_at_the_site() {
+    let module = |table: &str| {
+        wat::parse_str(format!(
+            r#"(module
+                 (type $v (func))
+                 (type $i (func (param i32)))
+                 {table}
+                 (elem (i32.const 1) $f $g $other)
+                 (func $f)
+                 (func $g (local i64))
+                 (func $other (type $i))
+                 (func $calls (export "calls") (param i32)
+                   (call_indirect (type $v) (local.get 0))
+                   (call_indirect (type $v) (i32.const 2))))"#
+        ))
+        .unwrap()
+    };
+    let counted = count_entries(&module("(table 5 funcref)")).unwrap();
+    validate(&counted.bytes);
+    let ops = operators(&counted.bytes);
+    // Nobody looks at an entry, no global announces: $calls counts at its sites, and only
+    // it (exported) keeps an entry counter.
+    assert_eq!(
+        exports(&counted.bytes),
+        ["calls", "wprof:calls:3", EDGES_MEMORY, "wprof:functions=4"]
+    );
+    for (f, body) in ops.iter().enumerate().take(3) {
+        assert!(
+            body.iter()
+                .all(|o| !o.starts_with("get ") && !o.starts_with("set ")),
+            "{f}: {body:?}"
+        );
+    }
+    // Both sites share one block; the index is kept in local 1, added after the parameter.
+    let calls = &ops[3];
+    let sites: Vec<usize> = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.starts_with("CallIndirect"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(sites.len(), 2);
+    for at in sites {
+        assert_eq!(calls[at - 15], "LocalTee { local_index: 1 }", "{calls:?}");
+        assert_eq!(calls[at - 13], "I32Const { value: 5 }");
+    }
+    // Six cells: a slot with nothing, $f, $g, $other (another type: a call there traps),
+    // a slot with nothing, and past the end.
+    let mut memory = initial_memory(&counted.bytes);
+    let table = EdgeTable::read_layout(&memory).unwrap();
+    assert_eq!((table.direct, table.rows, table.slots), (6, 0, 0));
+    for (cell, calls) in [(0, 1u64), (1, 5), (2, 7), (3, 1), (5, 2)] {
+        let at = table.count(cell) as usize;
+        memory[at..at + 8].copy_from_slice(&calls.to_le_bytes());
+    }
+    assert_eq!(
+        EdgeTable::read(&memory).unwrap().edges,
+        [(3, 0, 5), (3, 1, 7)]
+    );
+
+    // A table the code writes, or exports, counts at the callee's entry.
+    for table in [
+        r#"(table 5 funcref) (func (table.set (i32.const 0) (ref.null func)))"#,
+        r#"(table (export "t") 5 funcref)"#,
+    ] {
+        let counted = count_entries(&module(table)).unwrap();
+        validate(&counted.bytes);
+        let table = EdgeTable::read_layout(&initial_memory(&counted.bytes)).unwrap();
+        assert_eq!(table.direct, 0, "{table:?}");
+        assert!(table.rows > 0, "{table:?}");
+    }
 }
 
 #[test]

@@ -50,6 +50,37 @@ impl EdgeIndices {
         ]
     }
 
+    /// What a site calling through a table that never changes adds before it calls (the
+    /// index on the stack, kept there): one to the cell of the slot called among the
+    /// `len + 1` from the direct edges' cell `first`, an index past the table's end on the
+    /// last. `local` holds the index, then the cell's address.
+    pub fn count_slot(
+        self,
+        table: EdgeTable,
+        first: u32,
+        len: u32,
+        local: u32,
+    ) -> [Instruction<'static>; 15] {
+        let at = self.i64_at(table.count(first));
+        [
+            Instruction::LocalTee(local),
+            Instruction::LocalGet(local),
+            Instruction::I32Const(len as i32),
+            Instruction::LocalGet(local),
+            Instruction::I32Const(len as i32),
+            Instruction::I32LtU,
+            Instruction::Select,
+            Instruction::I32Const(3),
+            Instruction::I32Shl,
+            Instruction::LocalTee(local),
+            Instruction::LocalGet(local),
+            Instruction::I64Load(at),
+            Instruction::I64Const(1),
+            Instruction::I64Add,
+            Instruction::I64Store(at),
+        ]
+    }
+
     /// What an indirect site adds before it calls: its number.
     pub fn announce(self, number: u32) -> [Instruction<'static>; 2] {
         [

@@ -40,9 +40,11 @@ use crate::layout::ModuleLayout;
 use crate::AgentError;
 
 mod code;
+mod slots;
 mod table;
 
 pub(crate) use code::{EdgeIndices, ARC_TYPE};
+pub use slots::NO_CALLEE;
 pub use table::{EdgeCounts, EdgeTable};
 
 /// The name a counted module exports its edge counters' memory under.
@@ -70,6 +72,9 @@ pub(super) struct Site {
 pub(super) enum SiteKind {
     /// A direct call, counted in this cell.
     Direct(u32),
+    /// A call through a table that never changes, counted in the cell of the slot it calls
+    /// among the `len + 1` from cell `first` (see [`slots`]), the index kept in `local`.
+    Slot { first: u32, len: u32, local: u32 },
     /// A call through a table or a reference, announcing `number` (the caller's column + 1
     /// times 8 in the matrix, its id + 1 in the table of pairs); `tail`: a tail call.
     Indirect { number: u32, tail: bool },
@@ -116,6 +121,9 @@ pub(super) struct EdgePlan {
     /// counted edge's (an export, the start function, a Go function, one reached through the
     /// table of pairs).
     pub counted: Vec<bool>,
+    /// Per defined function with calls counted by slot, its locals' declarations with the
+    /// local those sites keep the index in (see [`slots::scratch_local`]).
+    pub locals: Vec<Option<Vec<u8>>>,
     /// The memory's layout.
     pub table: EdgeTable,
 }
@@ -135,6 +143,10 @@ impl EdgePlan {
         // column.
         let mut callers: HashMap<u32, Vec<u32>> = HashMap::new();
         let mut column_of: HashMap<(u32, u32), u32> = HashMap::new();
+        // The indirect sites, as (function, its site, type, table of a `call_indirect`),
+        // and the tables the code writes.
+        let mut indirect_sites: Vec<(usize, usize, u32, Option<u32>)> = Vec::new();
+        let mut written = std::collections::HashSet::new();
         for (d, func) in layout.defined_funcs.iter().enumerate() {
             let caller = imports + d as u32;
             let body = FunctionBody::new(BinaryReader::new(
@@ -146,7 +158,7 @@ impl EdgePlan {
             while !operators.eof() {
                 let (operator, at) = operators.read_with_offset()?;
                 let next = operators.original_position();
-                let (type_index, tail) = match operator {
+                let (type_index, table, tail) = match operator {
                     Operator::Call { function_index } | Operator::ReturnCall { function_index } => {
                         let fresh = pairs.len() as u32;
                         let cell = *cells.entry((caller, function_index)).or_insert(fresh);
@@ -169,35 +181,106 @@ impl EdgePlan {
                         }
                         continue;
                     }
-                    Operator::CallIndirect { type_index, .. }
-                    | Operator::CallRef { type_index } => (type_index, false),
-                    Operator::ReturnCallIndirect { type_index, .. }
-                    | Operator::ReturnCallRef { type_index } => (type_index, true),
-                    _ => continue,
+                    Operator::CallIndirect {
+                        type_index,
+                        table_index,
+                    } => (type_index, Some(table_index), false),
+                    Operator::CallRef { type_index } => (type_index, None, false),
+                    Operator::ReturnCallIndirect {
+                        type_index,
+                        table_index,
+                    } => (type_index, Some(table_index), true),
+                    Operator::ReturnCallRef { type_index } => (type_index, None, true),
+                    ref other => {
+                        written.extend(slots::writes_table(other));
+                        continue;
+                    }
                 };
-                // The caller's column among the type's callers (the matrix's number, if it
-                // is made).
-                let key = keys
-                    .as_ref()
-                    .and_then(|k| k.get(type_index as usize).copied());
-                let column = match key {
-                    Some(key) => *column_of.entry((key, caller)).or_insert_with(|| {
-                        let list = callers.entry(key).or_default();
-                        list.push(caller);
-                        list.len() as u32 - 1
-                    }),
-                    None => 0,
-                };
+                indirect_sites.push((d, own.len(), type_index, table));
                 own.push(Site {
                     at,
                     next,
-                    kind: SiteKind::Indirect {
-                        number: 8 * (column + 1),
-                        tail,
-                    },
+                    kind: SiteKind::Indirect { number: 0, tail },
                 });
             }
             sites.push(own);
+        }
+        // Each indirect site: by slot where its table never changes (and the caller can
+        // take a local), else announced to its callee, by its caller's column among the
+        // type's callers (the matrix's number, if it is made).
+        let fixed = match (&keys, layout.go) {
+            (Some(_), false) => Some(slots::FixedTables::of(layout, &written)?),
+            _ => None,
+        };
+        let mut blocks: HashMap<(u32, u32, u32), u32> = HashMap::new();
+        let mut scratch: HashMap<usize, Option<u32>> = HashMap::new();
+        let mut locals: Vec<Option<Vec<u8>>> = vec![None; defined];
+        let mut slot_cells = 0u64;
+        for &(d, i, type_index, table) in &indirect_sites {
+            let caller = imports + d as u32;
+            let key = keys
+                .as_ref()
+                .and_then(|k| k.get(type_index as usize).copied());
+            let slotted = match (&fixed, table, key) {
+                (Some(fixed), Some(table), Some(key)) => {
+                    fixed.slots(table).map(|s| (fixed, s, table, key))
+                }
+                _ => None,
+            };
+            if let Some((fixed, table_slots, table, key)) = slotted {
+                let len = table_slots.len() as u32;
+                let local = match scratch.get(&d) {
+                    Some(&local) => local,
+                    None => {
+                        let found = slots::scratch_local(layout, d)?;
+                        let local = found.as_ref().map(|(local, _)| *local);
+                        locals[d] = found.map(|(_, header)| header);
+                        scratch.insert(d, local);
+                        local
+                    }
+                };
+                let known = blocks.get(&(caller, table, key)).copied();
+                let room = slot_cells + u64::from(len) < slots::MAX_CELLS;
+                if let (Some(local), true) = (local, known.is_some() || room) {
+                    let first = match known {
+                        Some(first) => first,
+                        None => {
+                            let first = pairs.len() as u32;
+                            let keys = keys.as_ref().expect("checked");
+                            for slot in table_slots {
+                                let callee = slot.filter(|&f| {
+                                    fixed.type_of(f).and_then(|t| keys.get(t as usize))
+                                        == Some(&key)
+                                });
+                                pairs.push((caller, callee.unwrap_or(NO_CALLEE)));
+                            }
+                            pairs.push((caller, NO_CALLEE));
+                            slot_cells += u64::from(len) + 1;
+                            blocks.insert((caller, table, key), first);
+                            first
+                        }
+                    };
+                    sites[d][i].kind = SiteKind::Slot { first, len, local };
+                    continue;
+                }
+            }
+            let column = match key {
+                Some(key) => *column_of.entry((key, caller)).or_insert_with(|| {
+                    let list = callers.entry(key).or_default();
+                    list.push(caller);
+                    list.len() as u32 - 1
+                }),
+                None => 0,
+            };
+            if let SiteKind::Indirect { number, .. } = &mut sites[d][i].kind {
+                *number = 8 * (column + 1);
+            }
+        }
+        // A function none of whose sites is counted by slot keeps its locals.
+        for (d, own) in sites.iter().enumerate() {
+            if !own.iter().any(|s| matches!(s.kind, SiteKind::Slot { .. })) {
+                locals[d] = None;
+            }
         }
         let indirect = sites
             .iter()
@@ -275,7 +358,7 @@ impl EdgePlan {
         if looks.iter().all(|l| *l == Look::None) {
             // Nothing reaches an entry's look: the sites need not set the global.
             for own in &mut sites {
-                own.retain(|s| matches!(s.kind, SiteKind::Direct(_)));
+                own.retain(|s| !matches!(s.kind, SiteKind::Indirect { .. }));
             }
         }
         if table.bytes() > u64::from(u32::MAX) {
@@ -293,6 +376,7 @@ impl EdgePlan {
             rows: rows.into_iter().map(|(_, r)| r).collect(),
             columns,
             counted,
+            locals,
             table,
         })
     }

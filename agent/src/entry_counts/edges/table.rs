@@ -9,7 +9,7 @@ use super::EdgePlan;
 /// |---|---|
 /// | 0 | `u64` indirect calls the table of pairs had no room for |
 /// | 8 | `D`, direct edges; `H`, slots of the table of pairs (0, or a power of two); `R`, rows of the matrix; `K`, columns of all rows; `M`, cells of the matrix |
-/// | 32 | `D` pairs (caller, callee), written by the module's data |
+/// | 32 | `D` pairs (caller, callee), written by the module's data (callee [`super::NO_CALLEE`]: a call through a table that traps) |
 /// | 32 + 8D | `R` rows: callee, its first column in the list, its columns, its first cell's address |
 /// | 32 + 8D + 16R | `K` callers: each row's columns in turn |
 /// | `C` (8-aligned) | `D` `u64` counts of the direct edges |
@@ -145,7 +145,11 @@ impl EdgeTable {
             let calls = u64_at(table.count(k))?;
             if calls > 0 {
                 let pair = table.pairs_at() + 8 * u64::from(k);
-                edges.push((u32_at(pair)?, u32_at(pair + 4)?, calls));
+                let callee = u32_at(pair + 4)?;
+                // A call through a table that trapped (see `slots`): no call.
+                if callee != super::NO_CALLEE {
+                    edges.push((u32_at(pair)?, callee, calls));
+                }
             }
         }
         for r in 0..u64::from(table.rows) {

@@ -153,6 +153,52 @@ mod tests {
     }
 
     #[test]
+    fn calls_by_slot_add_up_per_callee_and_a_call_that_traps_is_none() {
+        let wat = |index: u32| {
+            format!(
+                r#"(module
+                    (type $v (func))
+                    (type $i (func (param i32)))
+                    (table 4 funcref)
+                    (elem (i32.const 0) $b $b $c $other)
+                    (func $main (export "main")
+                      (call_indirect (type $v) (i32.const 0))
+                      (call_indirect (type $v) (i32.const 1))
+                      (call_indirect (type $v) (i32.const 2))
+                      (call_indirect (type $v) (i32.const {index})))
+                    (func $b)
+                    (func $c)
+                    (func $other (type $i)))"#
+            )
+        };
+        let counts = counts_of(&wat(1));
+        assert_eq!(
+            edges(&counts),
+            [((0, 1), 3), ((0, 2), 1)].into_iter().collect()
+        );
+        assert_eq!(counts.functions, [(0, 1), (1, 3), (2, 1)]);
+        // The last call traps: past the table's end, or to a function of another type.
+        for index in [4, 3, u32::MAX] {
+            let counted = count_entries(&wat::parse_str(wat(index)).unwrap()).unwrap();
+            let engine = wasmtime::Engine::default();
+            let module = wasmtime::Module::new(&engine, &counted.bytes).unwrap();
+            let mut store = wasmtime::Store::new(&engine, ());
+            let instance = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
+            let main = instance
+                .get_typed_func::<(), ()>(&mut store, "main")
+                .unwrap();
+            let trap = main.call(&mut store, ()).unwrap_err();
+            assert!(trap.downcast_ref::<wasmtime::Trap>().is_some(), "{trap:?}");
+            let counts = read(&mut store, &instance, 0).unwrap();
+            assert_eq!(
+                edges(&counts),
+                [((0, 1), 2), ((0, 2), 1)].into_iter().collect(),
+                "index {index}"
+            );
+        }
+    }
+
+    #[test]
     fn with_subtypes_the_table_of_pairs_counts_the_same() {
         let counts = counts_of(&CALLS.replace("TYPE", "(type $v (sub (func)))"));
         assert_eq!(edges(&counts), expected());
