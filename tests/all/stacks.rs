@@ -124,7 +124,11 @@ fn the_moments_after_a_long_system_call_get_their_time() {
         "/files",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stdout(&out).contains("wrote 1500 blocks"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("wrote 1500 blocks"),
+        "{}",
+        stdout(&out)
+    );
     let p = s.profile("a.wprof");
     consistent(&p);
     let after = u(&function(&p, "after_write")["self"]) as f64;

@@ -20,6 +20,26 @@ pub use none::ThreadTimer;
 mod linux {
     use std::time::Duration;
 
+    /// `timer_settime` of timer `id` for one expiry `nanoseconds` from now (`flags` 0) or
+    /// at that time (`TIMER_ABSTIME`); false if the kernel refused. Async-signal-safe.
+    fn settime(id: usize, flags: libc::c_int, nanoseconds: u64) -> bool {
+        let value = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (nanoseconds / 1_000_000_000) as libc::time_t,
+                tv_nsec: (nanoseconds % 1_000_000_000) as libc::c_long,
+            },
+        };
+        // SAFETY: timer_settime is async-signal-safe; the id came from timer_create, and a
+        // stale one (the session ended) fails with EINVAL and changes nothing.
+        unsafe {
+            libc::timer_settime(id as libc::timer_t, flags, &value, std::ptr::null_mut()) == 0
+        }
+    }
+
     /// A POSIX timer on the monotonic clock whose expiries send `SIGPROF` to the thread
     /// that made it. Armed for one tick at a time, by that thread (its handler), so the
     /// kernel keeps it on the core the thread runs on.
@@ -65,45 +85,13 @@ mod linux {
         /// kernel refused. Async-signal-safe (the signal handler re-arms with it, so the
         /// kernel arms it on the target thread's core).
         pub fn arm_once(id: usize, nanoseconds: u64) -> bool {
-            let value = libc::itimerspec {
-                it_interval: libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                },
-                it_value: libc::timespec {
-                    tv_sec: (nanoseconds / 1_000_000_000) as libc::time_t,
-                    tv_nsec: (nanoseconds % 1_000_000_000) as libc::c_long,
-                },
-            };
-            // SAFETY: timer_settime is async-signal-safe; the id came from timer_create,
-            // and a stale one (the session ended) fails with EINVAL and changes nothing.
-            unsafe {
-                libc::timer_settime(id as libc::timer_t, 0, &value, std::ptr::null_mut()) == 0
-            }
+            settime(id, 0, nanoseconds)
         }
 
         /// Arms timer `id` for one tick at `monotonic_ns` on the monotonic clock (at once
         /// if that has passed); false if the kernel refused. Async-signal-safe.
         pub fn arm_at(id: usize, monotonic_ns: u64) -> bool {
-            let value = libc::itimerspec {
-                it_interval: libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                },
-                it_value: libc::timespec {
-                    tv_sec: (monotonic_ns / 1_000_000_000) as libc::time_t,
-                    tv_nsec: (monotonic_ns % 1_000_000_000) as libc::c_long,
-                },
-            };
-            // SAFETY: as in `arm_once`.
-            unsafe {
-                libc::timer_settime(
-                    id as libc::timer_t,
-                    libc::TIMER_ABSTIME,
-                    &value,
-                    std::ptr::null_mut(),
-                ) == 0
-            }
+            settime(id, libc::TIMER_ABSTIME, monotonic_ns)
         }
 
         /// Whether timer `id` is disarmed (its last tick came and nothing armed it since).

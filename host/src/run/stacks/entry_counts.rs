@@ -83,7 +83,15 @@ mod tests {
     }
 
     fn counts_of_module(wasm: Vec<u8>) -> EntryCounts {
-        let counted = count_entries(&wasm).unwrap();
+        let (counts, ended) = counts_after_main(&wasm);
+        ended.unwrap();
+        counts
+    }
+
+    /// `wasm` counted, instantiated and its `main` run; what its counters say, and how
+    /// `main` ended.
+    fn counts_after_main(wasm: &[u8]) -> (EntryCounts, wasmtime::Result<()>) {
+        let counted = count_entries(wasm).unwrap();
         let engine = wasmtime::Engine::default();
         let module = wasmtime::Module::new(&engine, &counted.bytes).unwrap();
         let mut store = wasmtime::Store::new(&engine, ());
@@ -91,8 +99,8 @@ mod tests {
         let main = instance
             .get_typed_func::<(), ()>(&mut store, "main")
             .unwrap();
-        main.call(&mut store, ()).unwrap();
-        read(&mut store, &instance, 0).unwrap()
+        let ended = main.call(&mut store, ());
+        (read(&mut store, &instance, 0).unwrap(), ended)
     }
 
     /// `(caller, callee) -> calls`, pairs counted twice added up.
@@ -179,17 +187,9 @@ mod tests {
         assert_eq!(counts.functions, [(0, 1), (1, 3), (2, 1)]);
         // The last call traps: past the table's end, or to a function of another type.
         for index in [4, 3, u32::MAX] {
-            let counted = count_entries(&wat::parse_str(wat(index)).unwrap()).unwrap();
-            let engine = wasmtime::Engine::default();
-            let module = wasmtime::Module::new(&engine, &counted.bytes).unwrap();
-            let mut store = wasmtime::Store::new(&engine, ());
-            let instance = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
-            let main = instance
-                .get_typed_func::<(), ()>(&mut store, "main")
-                .unwrap();
-            let trap = main.call(&mut store, ()).unwrap_err();
+            let (counts, ended) = counts_after_main(&wat::parse_str(wat(index)).unwrap());
+            let trap = ended.unwrap_err();
             assert!(trap.downcast_ref::<wasmtime::Trap>().is_some(), "{trap:?}");
-            let counts = read(&mut store, &instance, 0).unwrap();
             assert_eq!(
                 edges(&counts),
                 [((0, 1), 2), ((0, 2), 1)].into_iter().collect(),
