@@ -267,6 +267,17 @@ mod tests {
 \t    1234 Rect::area() (/tmp/perf-12.map)
 
 
+\t    eeee write (/usr/lib/x86_64-linux-gnu/libc.so.6)
+\t    ffff wprof::run::wasi::stdio::write (/work/wprof)
+\t    1111 wasmtime::runtime::func::HostFunc::array_call_trampoline (/work/wprof)
+\t    2222 signatures[4]::wasm_to_array_trampoline (/tmp/perf-12.map)
+\t    1234 Rect::area() (/tmp/perf-12.map)
+
+
+\t    3333 wasmtime_builtin_memory_copy (/tmp/perf-12.map)
+\t    5678 main (/tmp/perf-12.map)
+
+
 \t    bbbb regalloc2::ion::run (/work/wprof)
 \t    cccc main (/work/wprof)
 
