@@ -562,7 +562,40 @@ impl Checker {
             }
         }
         self.check_counted(label, &wasm, &exports, &reference, &mut report);
+        self.check_slots(label, data, &mut report);
         report
+    }
+
+    /// Stack mode's calls through a table that never changes, counted at the site by slot
+    /// (see `wprof_agent::entry_counts`): the default configuration's modules never make
+    /// them (every table is exported, and GC's types leave the table of pairs to count).
+    /// A second module from the same bytes, without GC and with a table at least, its
+    /// tables kept to itself (no run observes a table), must behave as its original too.
+    fn check_slots(&self, label: &str, data: &[u8], report: &mut CaseReport) {
+        let config = wasm_smith::Config {
+            gc_enabled: false,
+            min_tables: 1,
+            ..self.config.clone()
+        };
+        let mut u = arbitrary::Unstructured::new(data);
+        let Ok(generated) = wasm_smith::Module::new(config, &mut u) else {
+            return;
+        };
+        let Some(wasm) = without_table_exports(&generated.to_bytes()) else {
+            return;
+        };
+        if Threads::of(&wasm).waits_on_shared_memory {
+            return;
+        }
+        let Ok(original) = Module::new(&self.engine, &wasm) else {
+            return;
+        };
+        let exports: Vec<String> = original.exports().map(|e| e.name().to_string()).collect();
+        let reference = observe(&self.engine, &original, &exports, FUEL);
+        if !inconclusive(&reference) {
+            let label = format!("{label} (tables kept inside)");
+            self.check_counted(&label, &wasm, &exports, &reference, report);
+        }
     }
 
     /// Stack mode's module, the original with its call counters (see
@@ -604,4 +637,33 @@ impl Checker {
             ));
         }
     }
+}
+
+/// `wasm` with no table exported, if it exported one; every other section as it was.
+fn without_table_exports(wasm: &[u8]) -> Option<Vec<u8>> {
+    use wasmparser::{ExternalKind, Payload};
+    let mut module = wasm_encoder::Module::new();
+    let mut dropped = false;
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        let payload = payload.ok()?;
+        if let Payload::ExportSection(reader) = &payload {
+            let mut section = wasm_encoder::ExportSection::new();
+            for export in reader.clone() {
+                let export = export.ok()?;
+                match export.kind {
+                    ExternalKind::Table => dropped = true,
+                    kind => {
+                        section.export(export.name, kind.into(), export.index);
+                    }
+                }
+            }
+            module.section(&section);
+        } else if let Some((id, range)) = payload.as_section() {
+            module.section(&wasm_encoder::RawSection {
+                id,
+                data: &wasm[range],
+            });
+        }
+    }
+    dropped.then(|| module.finish())
 }
