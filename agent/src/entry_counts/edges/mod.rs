@@ -32,6 +32,7 @@
 //! The memory is the module's own, per instance: each thread counts in its own. Its first
 //! bytes say what it holds (see [`EdgeTable`]), so the host reads it with no other record.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use wasmparser::{BinaryReader, FunctionBody, Operator};
@@ -213,55 +214,38 @@ impl EdgePlan {
             _ => None,
         };
         let mut blocks: HashMap<(u32, u32, u32), u32> = HashMap::new();
-        let mut scratch: HashMap<usize, Option<u32>> = HashMap::new();
-        let mut locals: Vec<Option<Vec<u8>>> = vec![None; defined];
+        // Per function with a site that may count by slot: its added local and locals'
+        // declarations, if it can take one.
+        let mut scratch: HashMap<usize, Option<(u32, Vec<u8>)>> = HashMap::new();
         let mut slot_cells = 0u64;
         for &(d, i, type_index, table) in &indirect_sites {
             let caller = imports + d as u32;
             let key = keys
                 .as_ref()
                 .and_then(|k| k.get(type_index as usize).copied());
-            let slotted = match (&fixed, table, key) {
-                (Some(fixed), Some(table), Some(key)) => {
-                    fixed.slots(table).map(|s| (fixed, s, table, key))
-                }
-                _ => None,
-            };
-            if let Some((fixed, table_slots, table, key)) = slotted {
-                let len = table_slots.len() as u32;
-                let local = match scratch.get(&d) {
-                    Some(&local) => local,
-                    None => {
-                        let found = slots::scratch_local(layout, d)?;
-                        let local = found.as_ref().map(|(local, _)| *local);
-                        locals[d] = found.map(|(_, header)| header);
-                        scratch.insert(d, local);
-                        local
-                    }
-                };
-                let known = blocks.get(&(caller, table, key)).copied();
-                let room = slot_cells + u64::from(len) < slots::MAX_CELLS;
-                if let (Some(local), true) = (local, known.is_some() || room) {
-                    let first = match known {
-                        Some(first) => first,
-                        None => {
-                            let first = pairs.len() as u32;
-                            let keys = keys.as_ref().expect("checked");
-                            for slot in table_slots {
-                                let callee = slot.filter(|&f| {
-                                    fixed.type_of(f).and_then(|t| keys.get(t as usize))
-                                        == Some(&key)
-                                });
-                                pairs.push((caller, callee.unwrap_or(NO_CALLEE)));
-                            }
-                            pairs.push((caller, NO_CALLEE));
-                            slot_cells += u64::from(len) + 1;
-                            blocks.insert((caller, table, key), first);
-                            first
-                        }
+            if let (Some(fixed), Some(keys), Some(table), Some(key)) = (&fixed, &keys, table, key) {
+                if let Some(table_slots) = fixed.slots(table) {
+                    let len = table_slots.len() as u32;
+                    let local = match scratch.entry(d) {
+                        Entry::Occupied(known) => known.into_mut(),
+                        Entry::Vacant(new) => new.insert(slots::scratch_local(layout, d)?),
                     };
-                    sites[d][i].kind = SiteKind::Slot { first, len, local };
-                    continue;
+                    let room = blocks.contains_key(&(caller, table, key))
+                        || slot_cells + u64::from(len) < slots::MAX_CELLS;
+                    if let (Some((local, _)), true) = (local, room) {
+                        let first = *blocks.entry((caller, table, key)).or_insert_with(|| {
+                            slot_cells += u64::from(len) + 1;
+                            let first = pairs.len() as u32;
+                            pairs.extend(fixed.block(table_slots, caller, key, keys));
+                            first
+                        });
+                        sites[d][i].kind = SiteKind::Slot {
+                            first,
+                            len,
+                            local: *local,
+                        };
+                        continue;
+                    }
                 }
             }
             let column = match key {
@@ -276,12 +260,16 @@ impl EdgePlan {
                 *number = 8 * (column + 1);
             }
         }
-        // A function none of whose sites is counted by slot keeps its locals.
-        for (d, own) in sites.iter().enumerate() {
-            if !own.iter().any(|s| matches!(s.kind, SiteKind::Slot { .. })) {
-                locals[d] = None;
-            }
-        }
+        // The locals' declarations of the functions with a site counted by slot.
+        let locals: Vec<Option<Vec<u8>>> = sites
+            .iter()
+            .enumerate()
+            .map(|(d, own)| {
+                let slotted = own.iter().any(|s| matches!(s.kind, SiteKind::Slot { .. }));
+                let found = scratch.remove(&d).flatten();
+                found.filter(|_| slotted).map(|(_, header)| header)
+            })
+            .collect();
         let indirect = sites
             .iter()
             .flatten()

@@ -146,9 +146,27 @@ impl FixedTables {
         self.slots.get(&table).map(Vec::as_slice)
     }
 
-    /// The type index of function `id`.
-    pub fn type_of(&self, id: u32) -> Option<u32> {
-        self.types.get(id as usize).copied()
+    /// The pairs of `caller`'s block for calls of type key `key` (of `keys`, per type
+    /// index) through a table holding `slots`: a slot's callee where its function has that
+    /// type, [`NO_CALLEE`] where a call traps (nothing there, another type, past the end).
+    pub fn block<'a>(
+        &'a self,
+        slots: &'a [Option<u32>],
+        caller: u32,
+        key: u32,
+        keys: &'a [u32],
+    ) -> impl Iterator<Item = (u32, u32)> + 'a {
+        let of_the_type = move |f: u32| {
+            self.types
+                .get(f as usize)
+                .and_then(|&t| keys.get(t as usize))
+                == Some(&key)
+        };
+        slots
+            .iter()
+            .map(move |slot| slot.filter(|&f| of_the_type(f)).unwrap_or(NO_CALLEE))
+            .chain([NO_CALLEE])
+            .map(move |callee| (caller, callee))
     }
 }
 
@@ -212,21 +230,12 @@ pub(super) fn scratch_local(
         reader.read::<wasmparser::ValType>()?;
     }
     let code_start = reader.current_position();
-    if count >= 50_000 || leb_len(groups + 1) != count_len {
-        return Ok(None);
-    }
     let mut header = Vec::with_capacity(code_start + 2);
     wasm_encoder::Encode::encode(&(groups + 1), &mut header);
+    if count >= 50_000 || header.len() != count_len {
+        return Ok(None);
+    }
     header.extend_from_slice(&bytes[count_len..code_start]);
     header.extend_from_slice(&[0x01, 0x7F]);
     Ok(Some((count as u32, header)))
-}
-
-fn leb_len(mut n: u32) -> usize {
-    let mut len = 1;
-    while n >= 0x80 {
-        n >>= 7;
-        len += 1;
-    }
-    len
 }

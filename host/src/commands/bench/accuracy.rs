@@ -3,9 +3,9 @@
 //! The truth is Linux `perf` sampling the uninstrumented program (`perf record -e cpu-clock
 //! -g` of `WPROF=0 wprof run` with the engine's perf map, so perf names the wasm functions).
 //! Each sample is charged to the innermost wasm function on its stack (time in libcalls
-//! such as `memory.fill` is that function's own, as in wprof); samples inside an import (a WASI call)
-//! and samples outside wasm are left out, as are wprof's import nodes: both distributions
-//! are over the module's own functions. The distance between two distributions is their
+//! such as `memory.fill` is that function's own, as in wprof); samples inside an import
+//! (a WASI call) and samples outside wasm are left out, as are wprof's import nodes: both
+//! distributions are over the module's own functions. The distance between two distributions is their
 //! total variation, ½·Σ|share_a − share_b|: 0 for identical profiles, 1 for disjoint ones.
 //! perf against itself on a second run gives the noise floor.
 //!

@@ -188,10 +188,7 @@ pub fn perf_distribution(
             let Some((symbol, dso)) = frame_of(frame) else {
                 continue;
             };
-            if symbol.contains("wasmtime_wasi::")
-                || symbol.contains("wasi_snapshot_preview1")
-                || is_host_call(symbol)
-            {
+            if is_host_call(symbol) {
                 break;
             }
             // Code compiled in this process is named by the perf map; code loaded from a
@@ -220,13 +217,20 @@ pub fn perf_distribution(
     counts
 }
 
-/// Whether a frame is the engine's way out of wasm into a host function (an import such as
-/// WASI's, which wprof may implement itself, so its frames need not name `wasmtime_wasi`):
-/// the sample is the import's, which both distributions leave out. The engine's libcalls
-/// (`wasmtime_builtin_memory_copy` and the like) are not host calls: their time is their
-/// wasm caller's.
+/// Whether a frame is in a host function the module called (an import such as WASI's,
+/// which wprof may implement itself, so its frames need not name `wasmtime_wasi`), or the
+/// engine's way out of wasm into one: the sample is the import's, which both distributions
+/// leave out. The engine's libcalls (`wasmtime_builtin_memory_copy` and the like) are not
+/// host calls: their time is their wasm caller's.
 fn is_host_call(symbol: &str) -> bool {
-    symbol.contains("wasm_to_array_trampoline") || symbol.contains("wasm_to_native_trampoline")
+    [
+        "wasmtime_wasi::",
+        "wasi_snapshot_preview1",
+        "wasm_to_array_trampoline",
+        "wasm_to_native_trampoline",
+    ]
+    .iter()
+    .any(|s| symbol.contains(s))
 }
 
 /// The symbol and object of one callchain line, `\t    7f0b... symbol (dso)`.

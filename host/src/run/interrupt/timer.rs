@@ -20,8 +20,9 @@ pub use none::ThreadTimer;
 mod linux {
     use std::time::Duration;
 
-    /// `timer_settime` of timer `id` for one expiry `nanoseconds` from now (`flags` 0) or
-    /// at that time (`TIMER_ABSTIME`); false if the kernel refused. Async-signal-safe.
+    /// `timer_settime` of timer `id` for one expiry `nanoseconds` from now (`flags` 0; 0
+    /// disarms it) or at that time (`TIMER_ABSTIME`); false if the kernel refused.
+    /// Async-signal-safe.
     fn settime(id: usize, flags: libc::c_int, nanoseconds: u64) -> bool {
         let value = libc::itimerspec {
             it_interval: libc::timespec {
@@ -81,15 +82,9 @@ mod linux {
             self.id
         }
 
-        /// Arms timer `id` for one tick in `nanoseconds` (0: disarms it); false if the
-        /// kernel refused. Async-signal-safe (the signal handler re-arms with it, so the
-        /// kernel arms it on the target thread's core).
-        pub fn arm_once(id: usize, nanoseconds: u64) -> bool {
-            settime(id, 0, nanoseconds)
-        }
-
         /// Arms timer `id` for one tick at `monotonic_ns` on the monotonic clock (at once
-        /// if that has passed); false if the kernel refused. Async-signal-safe.
+        /// if that has passed); false if the kernel refused. Async-signal-safe (the signal
+        /// handler re-arms with it, so the kernel arms it on the target thread's core).
         pub fn arm_at(id: usize, monotonic_ns: u64) -> bool {
             settime(id, libc::TIMER_ABSTIME, monotonic_ns)
         }
@@ -111,7 +106,7 @@ mod linux {
         /// disarms it; false if the kernel refused.
         pub fn set(self, period: Option<Duration>) -> bool {
             let nanoseconds = period.map_or(0, |p| p.as_nanos().clamp(1, u64::MAX.into()) as u64);
-            Self::arm_once(self.id, nanoseconds)
+            settime(self.id, 0, nanoseconds)
         }
 
         /// Deletes it: no tick comes after this returns (one already sent may still be
@@ -145,9 +140,6 @@ mod none {
         }
         pub fn id(self) -> usize {
             0
-        }
-        pub fn arm_once(_: usize, _: u64) -> bool {
-            false
         }
         pub fn arm_at(_: usize, _: u64) -> bool {
             false
