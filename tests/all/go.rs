@@ -279,3 +279,89 @@ fn coverage_lines_from_go_s_line_table_as_the_program_runs_them() {
         }
     }
 }
+
+#[test]
+fn time_per_line_from_go_s_line_table_in_the_default_mode() {
+    // main.burn's second loop does three times the work of its first. Go's loops jump back
+    // through the function's dispatch, where most of a tight loop's samples land: shared
+    // among the lines jumped to, the loops' lines hold the function's time, split about
+    // 1:3. The module is deleted before the reports, and the source is found under
+    // --source-path at the tail of the path Go's table recorded (`gocalls/main.go`).
+    let source =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench/programs/src/go_calls.go");
+    for module in go_modules() {
+        let s = Scratch::new();
+        let copy = s.path("app.wasm");
+        std::fs::copy(&module, &copy).unwrap();
+        let o = s
+            .wprof(&["run", "-q", "-o", "b.wprof"])
+            .arg(&copy)
+            .arg("burn")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(stdout(&o).starts_with("burn "), "{}", stdout(&o));
+        std::fs::remove_file(&copy).unwrap();
+        std::fs::create_dir_all(s.path("src/gocalls")).unwrap();
+        std::fs::copy(&source, s.path("src/gocalls/main.go")).unwrap();
+        let p = s.profile("b.wprof");
+        let burn = function(&p, "main.burn");
+        let own_self = burn["self"].as_u64().unwrap();
+
+        let o = s.run(&["annotate", "b.wprof", "main.burn", "--source-path", "src"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let text = stdout(&o);
+        let at = module.display();
+        assert!(
+            text.contains("Go: "),
+            "{at}: the dispatch's share is said\n{text}"
+        );
+        assert!(
+            text.contains("// second loop"),
+            "{at}: the source is shown\n{text}"
+        );
+        // `  283.55 ms  21.9%     60: <source>`: each sampled line's share of the function.
+        let share = |lines: std::ops::RangeInclusive<u32>| -> f64 {
+            text.lines()
+                .filter_map(|l| {
+                    let (head, _) = l.split_once(": ")?;
+                    let mut f = head.split_whitespace().rev();
+                    let line: u32 = f.next()?.parse().ok()?;
+                    let share: f64 = f.next()?.strip_suffix('%')?.parse().ok()?;
+                    lines.contains(&line).then_some(share)
+                })
+                .sum()
+        };
+        let first = line_of("// first loop");
+        let second = line_of("// second loop");
+        let (one, three) = (share(first - 1..=first + 1), share(second - 1..=second + 2));
+        assert!(one + three > 95.0, "{at}: the loops hold the time\n{text}");
+        assert!(
+            (10.0..40.0).contains(&one),
+            "{at}: first loop {one}%\n{text}"
+        );
+        assert!(three > 2.0 * one, "{at}: second loop {three}%\n{text}");
+
+        // pprof's locations carry the lines: `go tool pprof -lines` adds them up to the
+        // function's self time.
+        let o = s.run(&["report", "b.wprof", "--format", "pprof", "-o", "b.pb.gz"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let Some(by_line) = crate::tools::pprof_top(&s, "b.pb.gz", &["-lines", "-unit=ns"]) else {
+            continue;
+        };
+        let rows: Vec<(&String, &(u64, u64))> = by_line
+            .iter()
+            .filter(|(name, _)| name.starts_with("main.burn "))
+            .collect();
+        assert_eq!(
+            rows.iter().map(|r| r.1 .0).sum::<u64>(),
+            own_self,
+            "{at}: {rows:?}"
+        );
+        let loop_line = format!("gocalls/main.go:{}", second - 1);
+        assert!(
+            rows.iter().any(|(name, _)| name.ends_with(&loop_line)),
+            "{at}: {rows:?}"
+        );
+    }
+}

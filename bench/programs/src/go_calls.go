@@ -5,7 +5,8 @@
 // 200, main.(*counter).bump 200. Prints "sum 23400".
 //
 // With the argument `panic`, panics in main.(*counter).boom: Go's stack trace names the
-// functions and files as wprof should.
+// functions and files as wprof should. With `burn`, runs only main.burn, whose second loop
+// does three times the work of its first: time per line, from the samples.
 package main
 
 import (
@@ -48,9 +49,31 @@ func (c *counter) boom() {
 	panic(fmt.Sprintf("boom at %d", c.n))
 }
 
+//go:noinline
+func mix(h uint32) uint32 {
+	return h ^ h>>7
+}
+
+//go:noinline
+func burn(n int) uint32 {
+	h := uint32(1)
+	for i := 0; i < n; i++ {
+		h = h*31 + uint32(i)>>3 // first loop
+	}
+	h = mix(h)
+	for i := 0; i < 3*n; i++ {
+		h = h*31 + uint32(i)>>3 // second loop
+	}
+	return h
+}
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "panic" {
 		(&counter{n: 7}).boom()
+	}
+	if len(os.Args) > 1 && os.Args[1] == "burn" {
+		fmt.Println("burn", burn(40_000_000))
+		return
 	}
 	ch := make(chan int)
 	var wg sync.WaitGroup

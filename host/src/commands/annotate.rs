@@ -1,7 +1,7 @@
 //! `wprof annotate`: source lines with their counts, from a profile with block counts, or
 //! with the time samples found at them, from a default (stack mode) profile.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::exit::Failure;
 use crate::profile::{LinesRecord, Profile};
@@ -12,8 +12,8 @@ use crate::report::{annotate, source};
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct AnnotateCommand {
-    /// The profile: of `wprof run` in stack mode (the default) of a module with DWARF, or of
-    /// `wprof run --coverage` (sample, cost or adaptive mode).
+    /// The profile: of `wprof run` in stack mode (the default) of a module with DWARF or
+    /// Go's line table, or of `wprof run --coverage` (sample, cost or adaptive mode).
     #[arg(value_name = "PROFILE")]
     profile: PathBuf,
 
@@ -34,6 +34,13 @@ pub struct AnnotateCommand {
     /// from the profile's is not used.
     #[arg(long, value_name = "MODULE.wasm")]
     module: Option<PathBuf>,
+
+    /// Directories to look for source files in, after the path the line table recorded and
+    /// the module's directory: in each, at the longest tail of the recorded path found
+    /// there (for sources built elsewhere, and Go's standard library: `--source-path
+    /// "$(go env GOROOT)/src"`). Repeat it, or separate directories with `:`.
+    #[arg(long, value_name = "DIR", value_delimiter = ':')]
+    source_path: Vec<PathBuf>,
 }
 
 const AFTER_HELP: &str = "\
@@ -41,15 +48,17 @@ A default profile (stack mode) holds the CPU time samples found at each source l
 module's DWARF line table places the sampled instructions (an inlined function's are its own
 lines; a call of an import has the import's time at the line of the call): each function is
 shown by its sampled lines, a few lines of source around each, with their time and share of
-the function's, as `perf annotate` shows them.
+the function's, as `perf annotate` shows them. In a Go module the lines come from Go's own
+table, which places code only between two calls (docs/go.md says how its time is shared).
 
 With block counts (`wprof run --coverage`), each line of a function's source file shows how
 many times it ran (the count of the most frequent basic block holding code of it, as lcov
 counts a line) and how many wasm instructions of it ran. The counts are exact: the module
 counted every block.
 
-The source is read from the path DWARF gives, else from a file of that name beside the
-module; without it, the lines are shown by number; without DWARF, a coverage profile shows
+The source is read from the path the line table gives, else beside the module or under a
+--source-path directory, at the longest tail of that path found there; without it, the
+lines are shown by number; without DWARF, a coverage profile shows
 each basic block with its instructions.
 
 Examples:
@@ -57,6 +66,7 @@ Examples:
   wprof run --coverage app.wasm && wprof annotate app.wprof
   wprof annotate app.wprof compress_block
   wprof annotate app.wprof '^lz_' --module build/app.wasm
+  wprof annotate app.wprof main.parse --source-path ~/src/app:\"$(go env GOROOT)/src\"
 
 Exit status:
   0 on success; 2 if the profile cannot be read, holds neither sampled lines nor block
@@ -72,7 +82,7 @@ impl AnnotateCommand {
             }
             return Err(Failure::input(format!(
                 "{} holds no block counts nor sampled lines: make it with `wprof run` (stack \
-                 mode, a module with DWARF) or `wprof run --coverage` (sample, cost or \
+                 mode, a module with DWARF or Go's line table) or `wprof run --coverage` (sample, cost or \
                  adaptive mode)",
                 self.profile.display()
             )));
@@ -121,9 +131,22 @@ impl AnnotateCommand {
         for i in chosen {
             let (name, calls, lines) = &annotated[i];
             out.push('\n');
-            out.push_str(&annotate::render(name, *calls, lines, path.parent()));
+            out.push_str(&annotate::render(
+                name,
+                *calls,
+                lines,
+                &self.source_dirs(path.parent()),
+            ));
         }
         write_out(&out)
+    }
+
+    /// Where source files are looked for: the module's directory, then `--source-path`.
+    fn source_dirs<'a>(&'a self, module_dir: Option<&'a Path>) -> Vec<&'a Path> {
+        module_dir
+            .into_iter()
+            .chain(self.source_path.iter().map(PathBuf::as_path))
+            .collect()
     }
 
     /// The functions to annotate, as indices into `names`: FUNCTION as a name, else as a
@@ -166,17 +189,27 @@ impl AnnotateCommand {
     fn sampled(&self, profile: &Profile, lines: &LinesRecord) -> Result<i32, Failure> {
         use crate::report::line_times;
         let mut by_function = line_times::by_function(lines);
+        // The names the reports show (demangled, Go's), where the profile keeps them.
+        let shown: std::collections::HashMap<u32, &str> = profile
+            .symbols
+            .iter()
+            .flat_map(|s| &s.functions)
+            .filter_map(|f| Some((f.id, f.shown.as_deref()?)))
+            .collect();
         // The profile's functions that have sampled lines, with them.
         let functions: Vec<(&str, (_, u64))> = profile
             .functions
             .iter()
-            .filter_map(|f| Some((f.name.as_str(), by_function.remove(&f.id)?)))
+            .filter_map(|f| {
+                let name = shown.get(&f.id).copied().unwrap_or(&f.name);
+                Some((name, by_function.remove(&f.id)?))
+            })
             .collect();
         let names: Vec<&str> = functions.iter().map(|f| f.0).collect();
         let weights: Vec<u64> = functions.iter().map(|f| f.1 .1).collect();
         let chosen = self.choose(&names, &weights, " with sampled lines")?;
         let module_dir = source::recorded_path(profile);
-        let beside = module_dir.parent();
+        let dirs = self.source_dirs(module_dir.parent());
         let mut out = format!(
             "wprof annotate: {} (sampled time per line; {} at instructions of no line, {} in \
              code the compiler added around them)\n",
@@ -184,6 +217,14 @@ impl AnnotateCommand {
             crate::display::format_ns(lines.unlined_ns),
             crate::display::format_ns(lines.unmapped_ns)
         );
+        if lines.dispatch_ns > 0 {
+            out.push_str(&format!(
+                "Go: {} of the lines' time was sampled where a function dispatches its jumps \
+                 between blocks, and is shared among the lines jumped to, in proportion to \
+                 their own\n",
+                crate::display::format_ns(lines.dispatch_ns)
+            ));
+        }
         for (name, (by_line, ns)) in chosen.into_iter().map(|i| &functions[i]) {
             out.push('\n');
             out.push_str(&line_times::render(
@@ -191,7 +232,7 @@ impl AnnotateCommand {
                 by_line,
                 *ns,
                 profile.total,
-                beside,
+                &dirs,
             ));
         }
         write_out(&out)

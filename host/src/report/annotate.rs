@@ -142,7 +142,7 @@ pub fn line_costs(
         }
         let (main, span) = main_file(&lines);
         let text = texts.entry(main.clone()).or_insert_with(|| {
-            let path = crate::report::coverage::resolve(&main, module_dir);
+            let path = crate::report::coverage::resolve(&main, module_dir.as_slice());
             std::fs::read_to_string(path)
                 .ok()
                 .map(|t| t.lines().map(str::to_string).collect())
@@ -198,8 +198,9 @@ fn main_file(f: &FunctionLines) -> (String, std::ops::RangeInclusive<u32>) {
 
 /// The text of one annotated function: `name` (as shown), called `calls` times; its
 /// main file's lines with the source beside them when the file is found (looked for as
-/// DWARF names it, else beside the module in `module_dir`), then lines of other files.
-pub fn render(name: &str, calls: u64, f: &FunctionLines, module_dir: Option<&Path>) -> String {
+/// DWARF names it, else under `dirs`: see [`crate::report::source::find_source`]), then
+/// lines of other files.
+pub fn render(name: &str, calls: u64, f: &FunctionLines, dirs: &[&Path]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -226,7 +227,7 @@ pub fn render(name: &str, calls: u64, f: &FunctionLines, module_dir: Option<&Pat
         return out;
     }
     let (main, span) = main_file(f);
-    let path = crate::report::coverage::resolve(&main, module_dir);
+    let path = crate::report::coverage::resolve(&main, dirs);
     let source = std::fs::read_to_string(&path).ok();
     let _ = writeln!(
         out,
@@ -324,7 +325,7 @@ mod tests {
         assert_eq!(lines.blocks[1].count, 7);
         assert_eq!(lines.blocks[1].instructions.len(), 1);
         assert!(lines.blocks[1].instructions[0].1.starts_with("I32Const"));
-        let text = render("f", 10, &lines, None);
+        let text = render("f", 10, &lines, &[]);
         assert!(text.contains("no DWARF"), "{text}");
         assert!(
             text.lines().any(|l| l.trim_start().starts_with("7 ")),

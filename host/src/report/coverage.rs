@@ -5,7 +5,7 @@
 //! line.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::display::percent;
 use crate::profile::coverage::{Coverage, FunctionCoverage};
@@ -166,7 +166,7 @@ fn line_coverage_by(
                     .files
                     .entry(file.clone())
                     .or_insert_with(|| FileCoverage {
-                        path: resolve(&file, module_dir),
+                        path: resolve(&file, module_dir.as_slice()),
                         ..Default::default()
                     });
                 let ran = entry.lines.entry(line).or_insert(0);
@@ -182,16 +182,11 @@ fn line_coverage_by(
     Ok(out)
 }
 
-/// `file` if it exists, else the file of that name in `dir` if that one does, else `file`.
-pub(crate) fn resolve(file: &str, dir: Option<&Path>) -> String {
-    if Path::new(file).exists() {
-        return file.to_string();
-    }
-    let beside: Option<PathBuf> = dir
-        .zip(Path::new(file).file_name())
-        .map(|(dir, name)| dir.join(name))
-        .filter(|p| p.exists());
-    beside.map_or_else(|| file.to_string(), |p| p.display().to_string())
+/// `file` where it is found, looking in `dirs` too ([`super::source::find_source`]), else
+/// `file`.
+pub(crate) fn resolve(file: &str, dirs: &[&Path]) -> String {
+    super::source::find_source(file, dirs)
+        .map_or_else(|| file.to_string(), |p| p.display().to_string())
 }
 
 /// `--format lcov`: one record per source file, with its functions (`FN`, `FNDA`) and

@@ -1,8 +1,9 @@
 //! `wprof annotate` on a profile with sampled time per line (stack mode's
 //! [`crate::profile::LinesRecord`]): each chosen function's source lines with the time the
 //! samples found at them, in the manner of `perf annotate`. The lines are in the profile;
-//! only the source text is read, from the path DWARF recorded, else from a file of that
-//! name in `beside` (the module's directory). The same lines become the per-line costs the
+//! only the source text is read, from the path the line table recorded, else under the
+//! directories given (the module's, `--source-path`; see
+//! [`crate::report::source::find_source`]). The same lines become the per-line costs the
 //! formats that carry lines write ([`line_costs`]: pprof's line locations, callgrind's lines,
 //! the HTML report's annotated source).
 
@@ -40,7 +41,7 @@ pub fn render(
     by_line: &SampledLines<'_>,
     function_ns: u64,
     total: u64,
-    beside: Option<&Path>,
+    dirs: &[&Path],
 ) -> String {
     let mut out = String::new();
     let share = |ns: u64, of: u64| match of {
@@ -58,7 +59,7 @@ pub fn render(
         files.entry(file).or_default().push((line, ns));
     }
     for (file, lines) in files {
-        let text = read_source(file, beside);
+        let text = read_source(file, dirs);
         let source_lines: Option<Vec<&str>> = text.as_ref().map(|t| t.lines().collect());
         let _ = writeln!(out, "  {file}");
         let at: BTreeMap<u32, u64> = lines.into_iter().collect();
@@ -108,12 +109,9 @@ pub fn render(
     out
 }
 
-/// The text of source `file`, at its path or by its name in `beside`.
-fn read_source(file: &str, beside: Option<&Path>) -> Option<String> {
-    std::fs::read_to_string(file).ok().or_else(|| {
-        let name = Path::new(file).file_name()?;
-        std::fs::read_to_string(beside?.join(name)).ok()
-    })
+/// The text of source `file`, where [`crate::report::source::find_source`] finds it.
+fn read_source(file: &str, dirs: &[&Path]) -> Option<String> {
+    std::fs::read_to_string(crate::report::source::find_source(file, dirs)?).ok()
 }
 
 /// Each function's self time by source line, from `profile`'s sampled lines: the self time
@@ -161,7 +159,7 @@ pub fn line_costs(profile: &Profile, beside: Option<&Path>) -> HashMap<u32, Line
             .map(|&(_, n)| n)
             .collect();
         let text = texts.entry(main).or_insert_with(|| {
-            read_source(main, beside).map(|t| t.lines().map(str::to_string).collect())
+            read_source(main, beside.as_slice()).map(|t| t.lines().map(str::to_string).collect())
         });
         // The page opens at the function's head, when it is in that file, even where no tick
         // landed on it.

@@ -14,6 +14,33 @@ use addr2line::gimli;
 
 use crate::profile::{FunctionRecord, Profile};
 
+/// Where source `file` (a path as a compiler recorded it) is on this machine: at that path,
+/// else under each of `dirs` in turn, at the longest tail of the path found there
+/// (`/build/app/src/main.c` is looked for as `DIR/build/app/src/main.c`, then
+/// `DIR/app/src/main.c`, `DIR/src/main.c` and `DIR/main.c`), as pprof's `-source_path`
+/// finds sources built elsewhere.
+pub fn find_source(file: &str, dirs: &[&Path]) -> Option<PathBuf> {
+    let path = Path::new(file);
+    if path.is_file() {
+        return Some(path.to_path_buf());
+    }
+    let parts: Vec<_> = path
+        .components()
+        .filter(|c| matches!(c, std::path::Component::Normal(_)))
+        .collect();
+    for dir in dirs {
+        for skip in 0..parts.len() {
+            let candidate: PathBuf = parts[skip..]
+                .iter()
+                .fold(dir.to_path_buf(), |p, c| p.join(c));
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    None
+}
+
 /// Where a function is defined.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Source {
@@ -498,6 +525,26 @@ fn go_sources(go: &HashMap<u32, crate::go_symbols::GoFunction>) -> HashMap<u32, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_is_found_at_the_longest_tail_of_its_path_under_each_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+        std::fs::create_dir_all(two.join("app/src")).unwrap();
+        std::fs::create_dir_all(&one).unwrap();
+        std::fs::write(two.join("app/src/main.c"), "x").unwrap();
+        std::fs::write(two.join("main.c"), "y").unwrap();
+        std::fs::write(one.join("other.c"), "z").unwrap();
+        let found = |file: &str| find_source(file, &[&one, &two]);
+        assert_eq!(
+            found("/build/app/src/main.c"),
+            Some(two.join("app/src/main.c"))
+        );
+        assert_eq!(found("src/other.c"), Some(one.join("other.c")));
+        assert_eq!(found("/build/lib/main.c"), Some(two.join("main.c")));
+        assert_eq!(found("/build/none.c"), None);
+        assert_eq!(find_source("/build/app/src/main.c", &[]), None);
+    }
 
     #[test]
     fn demangles_rust_and_cpp() {

@@ -48,6 +48,16 @@ pub struct LinesRecord {
     /// a function's body), in nanoseconds.
     #[serde(default)]
     pub unmapped_ns: u64,
+    /// Go: the part of `lines`' time that was sampled at a function's dispatch (through
+    /// which every jump between its blocks goes) and is shared among the lines jumped to,
+    /// in proportion to their own sampled time ([`crate::report::go_lines`]), in
+    /// nanoseconds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dispatch_ns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One source line's sampled time in one function.
