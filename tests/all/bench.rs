@@ -235,6 +235,14 @@ fn accuracy_compares_every_mode_with_perf() {
     // module's perf map as well.
     let probed = program["probed_perf"].as_f64().unwrap();
     assert!((0.0..1.0).contains(&probed), "{program}");
+    // So does perf of the program with stack mode's counters (the counted module's).
+    let counted = program["counted_perf"].as_f64().unwrap();
+    assert!((0.0..1.0).contains(&counted), "{program}");
+    let top = program["top"].as_array().unwrap();
+    assert!(
+        top.iter().any(|f| f["counted"].as_f64().unwrap() > 0.0),
+        "{program}"
+    );
     // Time mode's floor: its probes doing nothing but reading the clock.
     positive(program, "time_floor");
     let modes: Vec<&str> = program["modes"]
@@ -275,12 +283,12 @@ fn accuracy_compares_every_mode_with_perf() {
     // The top functions name the interpreter's own functions with perf's share first.
     let top = program["top"].as_array().unwrap();
     assert!((1..=5).contains(&top.len()), "{program}");
-    assert!(top[0][1].as_f64().unwrap() > 0.0, "{program}");
-    assert!(
-        (0.0..=1.0).contains(&top[0][2].as_f64().unwrap()),
-        "{program}"
-    );
-    assert_eq!(top[0][3].as_array().unwrap().len(), 5);
+    assert!(top[0]["perf"].as_f64().unwrap() > 0.0, "{program}");
+    for share in ["probed", "counted"] {
+        let share = top[0][share].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&share), "{program}");
+    }
+    assert_eq!(top[0]["modes"].as_array().unwrap().len(), 5);
 
     // With a selection, every profiled run has it, and the report says so.
     // (And --top lists that many of perf's largest functions.)
@@ -304,7 +312,7 @@ fn accuracy_compares_every_mode_with_perf() {
     assert_eq!(modes, ["stack", "sample"], "{}", v[0]);
     assert!(v[0]["time_floor"].is_null(), "{}", v[0]);
     for top in v[0]["top"].as_array().unwrap() {
-        assert_eq!(top[3].as_array().unwrap().len(), 2, "{top}");
+        assert_eq!(top["modes"].as_array().unwrap().len(), 2, "{top}");
     }
     // A mode that does not exist is a usage error naming the modes.
     let out = bench(&["--modes", "stack,fast"]);

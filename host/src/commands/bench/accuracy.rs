@@ -19,7 +19,9 @@ use crate::settings::Mode;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::perf::{perf_name, perf_of_probed, perf_truth, sample_mode_indices, Distribution};
+use super::perf::{
+    perf_name, perf_of_counted, perf_of_probed, perf_truth, sample_mode_indices, Distribution,
+};
 use super::process::{write_wasmtime_cache_config, WasmtimeCli};
 use super::programs::{timed, wasmtime_run, wprof_run, Program};
 use crate::exit::Failure;
@@ -104,9 +106,28 @@ pub struct ProgramAccuracy {
     /// which no attribution of samples undoes (see [`perf_of_probed`]); `None` where the
     /// module does not parse.
     pub probed_perf: Option<f64>,
-    /// The functions of largest share in perf: name, perf's share, its share in perf of
-    /// the probed program, each mode's share.
-    pub top: Vec<(String, f64, Option<f64>, Vec<f64>)>,
+    /// perf of the program as stack mode runs it, its counters counting and its ticks
+    /// nearly off (one a second), against perf of the program without (one run): how much
+    /// the counters move the program's time between its functions, which stack mode's
+    /// sampler cannot undo (see [`perf_of_counted`]); `None` when stack mode is not
+    /// measured.
+    pub counted_perf: Option<f64>,
+    /// The functions of largest share in perf.
+    pub top: Vec<TopFunction>,
+}
+
+/// One of a program's functions of largest share in perf, and its share elsewhere.
+#[derive(Debug, Clone, Serialize)]
+pub struct TopFunction {
+    pub name: String,
+    /// Its share in perf.
+    pub perf: f64,
+    /// In perf of the probed program.
+    pub probed: Option<f64>,
+    /// In perf of the counted program (stack mode's counters).
+    pub counted: Option<f64>,
+    /// In each mode's profile.
+    pub modes: Vec<f64>,
 }
 
 /// Self time per local function of a profile, as perf sees the program: an interpreter's
@@ -197,10 +218,10 @@ pub fn measure(
 
     let truth = perf_truth(perf, program, dir, 0, &names)?;
     let again = perf_truth(perf, program, dir, 1, &names)?;
-    let probed = match std::fs::read(&program.wasm)
+    let indices = std::fs::read(&program.wasm)
         .ok()
-        .and_then(|module| sample_mode_indices(&module))
-    {
+        .and_then(|module| sample_mode_indices(&module));
+    let probed = match indices {
         Some(indices) => {
             let out = dir.join("perf-probed.wprof");
             let probed = profiled_with(
@@ -209,6 +230,25 @@ pub fn measure(
                 &[("WPROF_PERFMAP", "1")],
             );
             Some(perf_of_probed(perf, program, probed, dir, &names, indices)?)
+        }
+        None => None,
+    };
+    // Stack mode's counters alone: its ticks a second apart.
+    let counted = match indices.filter(|_| modes.contains(&Mode::Stack)) {
+        Some(indices) => {
+            let out = dir.join("perf-counted.wprof");
+            let counted = profiled_with(
+                Mode::Stack,
+                &out.to_string_lossy(),
+                &[
+                    ("WPROF_PERFMAP", "1"),
+                    ("WPROF_SAMPLE_PERIOD_US", "1000000"),
+                ],
+            );
+            let functions = indices.functions;
+            Some(perf_of_counted(
+                perf, program, counted, dir, &names, functions,
+            )?)
         }
         None => None,
     };
@@ -266,6 +306,7 @@ pub fn measure(
     let share = |d: &Distribution, id: u32| d.get(&id).copied().unwrap_or(0.0);
     let truth_shares = shares(&truth);
     let probed_shares = probed.as_ref().map(shares);
+    let counted_shares = counted.as_ref().map(shares);
     let last_shares: Vec<Distribution> = by_mode
         .iter()
         .map(|runs| shares(runs.distributions.last().expect("at least one run")))
@@ -319,14 +360,12 @@ pub fn measure(
     let top = ranked
         .iter()
         .take(top)
-        .map(|(id, perf_share)| {
-            let shares = last_shares.iter().map(|last| share(last, *id)).collect();
-            (
-                perf_name(name_of.get(id).copied().unwrap_or("?")),
-                *perf_share,
-                probed_shares.as_ref().map(|p| share(p, *id)),
-                shares,
-            )
+        .map(|(id, perf_share)| TopFunction {
+            name: perf_name(name_of.get(id).copied().unwrap_or("?")),
+            perf: *perf_share,
+            probed: probed_shares.as_ref().map(|p| share(p, *id)),
+            counted: counted_shares.as_ref().map(|c| share(c, *id)),
+            modes: last_shares.iter().map(|last| share(last, *id)).collect(),
         })
         .collect();
     Ok(ProgramAccuracy {
@@ -334,6 +373,7 @@ pub fn measure(
         selection: selection.to_vec(),
         perf_noise,
         probed_perf: probed.as_ref().map(|p| distance(p, &truth)),
+        counted_perf: counted.as_ref().map(|c| distance(c, &truth)),
         perf_samples: total as u64,
         wprof_off,
         wasmtime_run: (!plain.is_empty()).then(|| median(plain)),

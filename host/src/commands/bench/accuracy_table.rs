@@ -15,7 +15,8 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
         "distance to perf (total variation of self-time shares over the module's functions; \
          0% = the same profile), median of {runs} run(s);\nperf noise = perf against its own \
          second run; probed = perf of the program with sample mode's probes against perf \
-         without (one run): what the probes themselves move, which no sampler undoes; overhead = whole process / WPROF=0, caches warm; off/wasmtime = WPROF=0 \
+         without (one run): what the probes themselves move, which no sampler undoes; counted \
+         = the same with stack mode's counters (its ticks a second apart); overhead = whole process / WPROF=0, caches warm; off/wasmtime = WPROF=0 \
          / `wasmtime run` (its cache warm), whole processes;\ntime floor = time mode's probes \
          doing nothing but reading the clock, / WPROF=0; time/floor = time mode's overhead \
          over it;\nbelow, times = the mode's time in the module's functions / perf's (its \
@@ -32,8 +33,8 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
     let modes = measured_modes(results);
     let _ = write!(
         out,
-        "{:<12} {:>8} {:>10} {:>7} {:>13}",
-        "program", "samples", "perf noise", "probed", "off/wasmtime"
+        "{:<12} {:>8} {:>10} {:>7} {:>7} {:>13}",
+        "program", "samples", "perf noise", "probed", "counted", "off/wasmtime"
     );
     for mode in &modes {
         let _ = write!(out, " {:>12} {:>9}", format!("{mode} dist"), "overhead");
@@ -43,11 +44,12 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
     for r in results {
         let _ = write!(
             out,
-            "{:<12} {:>8} {:>9.1}% {:>7} {:>13}",
+            "{:<12} {:>8} {:>9.1}% {:>7} {:>7} {:>13}",
             r.name,
             r.perf_samples,
             r.perf_noise * 100.0,
             percent(r.probed_perf),
+            percent(r.counted_perf),
             r.wasmtime_run.map_or("-".to_string(), |w| format!(
                 "{:.2}x",
                 r.wprof_off as f64 / w.max(1) as f64
@@ -83,20 +85,27 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
     for r in results {
         let _ = writeln!(
             out,
-            "\n{}: largest shares in perf, in perf of the probed program, and in each mode",
+            "\n{}: largest shares in perf, in perf of the probed and the counted program, and \
+             in each mode",
             r.name
         );
-        let _ = write!(out, "  {:>7} {:>7}", "perf", "probed");
+        let _ = write!(out, "  {:>7} {:>7} {:>7}", "perf", "probed", "counted");
         for mode in &modes {
             let _ = write!(out, " {mode:>7}");
         }
         out.push_str("  function\n");
-        for (name, share, probed, shares) in &r.top {
-            let _ = write!(out, "  {:>6.1}% {:>7}", share * 100.0, percent(*probed));
-            for s in shares {
+        for f in &r.top {
+            let _ = write!(
+                out,
+                "  {:>6.1}% {:>7} {:>7}",
+                f.perf * 100.0,
+                percent(f.probed),
+                percent(f.counted)
+            );
+            for s in &f.modes {
                 let _ = write!(out, " {:>6.1}%", s * 100.0);
             }
-            let shown: String = name.chars().take(70).collect();
+            let shown: String = f.name.chars().take(70).collect();
             let _ = writeln!(out, "  {shown}");
         }
         let _ = writeln!(out, "  largest differences, perf's share -> the mode's:");
@@ -198,6 +207,7 @@ mod tests {
                 .collect(),
             time_floor: None,
             probed_perf: None,
+            counted_perf: None,
             top: Vec::new(),
         }
     }

@@ -91,6 +91,24 @@ pub fn perf_of_probed(
     }))
 }
 
+/// Runs `counted` (stack mode, its ticks a second apart, with a perf map) under perf: the
+/// distribution of the program with stack mode's counters, whose functions keep their
+/// names and indices (below `functions`, the original's count, imports included; a
+/// function the counters add is wprof's own, left out).
+pub fn perf_of_counted(
+    perf: &Path,
+    program: &Program,
+    counted: Command,
+    scratch: &Path,
+    names: &HashMap<String, u32>,
+    functions: u32,
+) -> Result<Distribution, Failure> {
+    let script = perf_script(perf, program, counted, &scratch.join("perf-counted.data"))?;
+    Ok(perf_distribution(&script, names, |n| {
+        (n < functions).then_some(n)
+    }))
+}
+
 /// The original module's function that function `n` of the probed module is; `None` for
 /// wprof's own.
 fn original_function(indices: &wprof_agent::FunctionIndices, n: u32) -> Option<u32> {
