@@ -342,6 +342,38 @@ fn time_per_line_from_go_s_line_table_in_the_default_mode() {
         );
         assert!(three > 2.0 * one, "{at}: second loop {three}%\n{text}");
 
+        // The HTML report's function page shows the source found under --source-path, each
+        // line with its time (the second loop's head, which both Go versions' tables name).
+        let o = s.run(&[
+            "report",
+            "b.wprof",
+            "--format",
+            "html",
+            "-o",
+            "b.html",
+            "--source-path",
+            "src",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let html = std::fs::read_to_string(s.path("b.html")).unwrap();
+        let data = html
+            .split_once(r#"<script id="data" type="application/json">"#)
+            .and_then(|(_, rest)| rest.split_once("</script>"))
+            .map(|(json, _)| serde_json::from_str::<serde_json::Value>(json).unwrap())
+            .expect("the report's data");
+        let page = data["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == "main.burn")
+            .unwrap_or_else(|| panic!("{at}: no page of main.burn"));
+        let ann = page["ann"].as_array().unwrap();
+        assert!(
+            ann.iter()
+                .any(|l| l[2].as_str().unwrap().contains("i < 3*n") && l[1].as_u64().unwrap() > 0),
+            "{at}: {ann:?}"
+        );
+
         // pprof's locations carry the lines: `go tool pprof -lines` adds them up to the
         // function's self time.
         let o = s.run(&["report", "b.wprof", "--format", "pprof", "-o", "b.pb.gz"]);

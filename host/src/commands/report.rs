@@ -46,6 +46,13 @@ pub struct ReportCommand {
     /// differs from the profile's is not used.
     #[arg(long, value_name = "MODULE.wasm")]
     module: Option<PathBuf>,
+
+    /// Directories to look for source files in (the HTML report's source views, lcov's
+    /// paths), after the path the line table recorded and the module's directory: in each,
+    /// at the longest tail of the recorded path found there. Repeat it, or separate
+    /// directories with `:`.
+    #[arg(long, value_name = "DIR", value_delimiter = ':')]
+    source_path: Vec<PathBuf>,
 }
 
 const AFTER_HELP: &str = "\
@@ -156,8 +163,11 @@ impl ReportCommand {
                 .then(|| crate::commands::cache::module_by_digest(&profile.module.blake3))??;
             Some((source::recorded_path(&profile), bytes))
         });
+        let search = self.source_path.iter().map(PathBuf::as_path);
         if let Some((path, bytes)) = found.as_ref().filter(|_| carries_lines) {
-            symbols.lines = report::annotate::line_costs(&profile, bytes, path.parent())?;
+            let dirs: Vec<&std::path::Path> =
+                path.parent().into_iter().chain(search.clone()).collect();
+            symbols.lines = report::annotate::line_costs(&profile, bytes, &dirs)?;
         }
         // Sampled time per line (stack mode): in the profile, the module not needed.
         if carries_lines && symbols.lines.is_empty() {
@@ -165,10 +175,16 @@ impl ReportCommand {
             let beside = found
                 .as_ref()
                 .map_or(recorded.parent(), |(p, _)| p.parent());
-            symbols.lines = report::line_times::line_costs(&profile, beside);
+            let dirs: Vec<&std::path::Path> = beside.into_iter().chain(search).collect();
+            symbols.lines = report::line_times::line_costs(&profile, &dirs);
         }
         let lines = if self.format.is_coverage() {
-            report::coverage::profile_lines(&profile, first, self.module.as_deref())?
+            report::coverage::profile_lines(
+                &profile,
+                first,
+                self.module.as_deref(),
+                &self.source_path,
+            )?
         } else {
             None
         };

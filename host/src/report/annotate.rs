@@ -124,7 +124,7 @@ pub fn function_lines(
 pub fn line_costs(
     profile: &crate::profile::Profile,
     module: &[u8],
-    module_dir: Option<&Path>,
+    dirs: &[&Path],
 ) -> anyhow::Result<std::collections::HashMap<u32, LineCosts>> {
     let mut out = std::collections::HashMap::new();
     let Some(coverage) = profile.coverage.as_ref().filter(|_| profile.mode == "cost") else {
@@ -142,7 +142,7 @@ pub fn line_costs(
         }
         let (main, span) = main_file(&lines);
         let text = texts.entry(main.clone()).or_insert_with(|| {
-            let path = crate::report::coverage::resolve(&main, module_dir.as_slice());
+            let path = crate::report::coverage::resolve(&main, dirs);
             std::fs::read_to_string(path)
                 .ok()
                 .map(|t| t.lines().map(str::to_string).collect())

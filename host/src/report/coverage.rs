@@ -65,10 +65,13 @@ impl LineCoverage {
 /// The source lines of `profile`'s coverage blocks, from the DWARF of the profiled module
 /// (found as [`crate::report::source::symbolize`] finds it: `module`, else the recorded
 /// path, else beside `profile_path`); `None` without coverage, module or DWARF.
+/// Source files are looked for beside the module, then under `search` (see
+/// [`source::find_source`]).
 pub fn profile_lines(
     profile: &Profile,
     profile_path: &Path,
     module: Option<&Path>,
+    search: &[std::path::PathBuf],
 ) -> anyhow::Result<Option<LineCoverage>> {
     let Some(coverage) = &profile.coverage else {
         return Ok(None);
@@ -78,14 +81,19 @@ pub fn profile_lines(
     else {
         return Ok(None);
     };
+    let dirs: Vec<&Path> = path
+        .parent()
+        .into_iter()
+        .chain(search.iter().map(|d| d.as_path()))
+        .collect();
     if wasmparser::Parser::is_component(&bytes) {
-        return component_lines(coverage, &bytes, path.parent()).map(Some);
+        return component_lines(coverage, &bytes, &dirs).map(Some);
     }
     // A Go module has no DWARF: its lines come from Go's own table.
     match super::go_lines::go_lines(&bytes) {
         Ok(Some(go)) => {
             let lines = |start, end| Ok(go.lines(start, end));
-            return line_coverage_by(coverage, lines, path.parent()).map(Some);
+            return line_coverage_by(coverage, lines, &dirs).map(Some);
         }
         Ok(None) => {}
         Err(why) => {
@@ -94,7 +102,7 @@ pub fn profile_lines(
         }
     }
     let lines = source::module_dwarf(&bytes).and_then(|dwarf| match dwarf {
-        Some(dwarf) => line_coverage(coverage, &dwarf, path.parent()).map(Some),
+        Some(dwarf) => line_coverage(coverage, &dwarf, &dirs).map(Some),
         None => Ok(None),
     });
     match lines {
@@ -115,7 +123,7 @@ pub fn profile_lines(
 fn component_lines(
     coverage: &Coverage,
     component: &[u8],
-    module_dir: Option<&Path>,
+    dirs: &[&Path],
 ) -> anyhow::Result<LineCoverage> {
     let layout = crate::components::ComponentLayout::read(component).map_err(anyhow::Error::msg)?;
     let mut modules = Vec::new();
@@ -135,24 +143,24 @@ fn component_lines(
             _ => Ok(Vec::new()),
         }
     };
-    line_coverage_by(coverage, lines, module_dir)
+    line_coverage_by(coverage, lines, dirs)
 }
 
 /// Maps `coverage`'s blocks to source lines through `dwarf`; a file DWARF names that
-/// does not exist is looked for in `module_dir`.
+/// does not exist is looked for under `dirs` ([`source::find_source`]).
 pub fn line_coverage(
     coverage: &Coverage,
     dwarf: &ModuleDwarf<'_>,
-    module_dir: Option<&Path>,
+    dirs: &[&Path],
 ) -> anyhow::Result<LineCoverage> {
-    line_coverage_by(coverage, |start, end| dwarf.lines(start, end), module_dir)
+    line_coverage_by(coverage, |start, end| dwarf.lines(start, end), dirs)
 }
 
 /// [`line_coverage`] with the lines of the module's bytes `start..end` from `lines`.
 fn line_coverage_by(
     coverage: &Coverage,
     lines: impl Fn(u32, u32) -> anyhow::Result<Vec<(String, u32)>>,
-    module_dir: Option<&Path>,
+    dirs: &[&Path],
 ) -> anyhow::Result<LineCoverage> {
     let mut out = LineCoverage::default();
     for f in &coverage.functions {
@@ -166,7 +174,7 @@ fn line_coverage_by(
                     .files
                     .entry(file.clone())
                     .or_insert_with(|| FileCoverage {
-                        path: resolve(&file, module_dir.as_slice()),
+                        path: resolve(&file, dirs),
                         ..Default::default()
                     });
                 let ran = entry.lines.entry(line).or_insert(0);

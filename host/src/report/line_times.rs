@@ -119,7 +119,7 @@ fn read_source(file: &str, dirs: &[&Path]) -> Option<String> {
 /// add up to its self time in every report), what no line holds as `unlined`, and the text
 /// of its main file (the one most of its time is in) from its first sampled line to its
 /// last, when the file is found (see [`render`] for where it is looked for).
-pub fn line_costs(profile: &Profile, beside: Option<&Path>) -> HashMap<u32, LineCosts> {
+pub fn line_costs(profile: &Profile, dirs: &[&Path]) -> HashMap<u32, LineCosts> {
     let Some(lines) = profile.lines.as_ref() else {
         return HashMap::new();
     };
@@ -159,7 +159,7 @@ pub fn line_costs(profile: &Profile, beside: Option<&Path>) -> HashMap<u32, Line
             .map(|&(_, n)| n)
             .collect();
         let text = texts.entry(main).or_insert_with(|| {
-            read_source(main, beside.as_slice()).map(|t| t.lines().map(str::to_string).collect())
+            read_source(main, dirs).map(|t| t.lines().map(str::to_string).collect())
         });
         // The page opens at the function's head, when it is in that file, even where no tick
         // landed on it.
