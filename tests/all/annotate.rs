@@ -291,18 +291,7 @@ fn a_default_profile_carries_its_sampled_lines_to_pprof_and_callgrind() {
     // The HTML report's function page: the source with each line's time (its data).
     let o = s.run(&["report", "s.wprof", "--format", "html", "-o", "s.html"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let html = std::fs::read_to_string(s.dir.path().join("s.html")).unwrap();
-    let data = html
-        .split_once(r#"<script id="data" type="application/json">"#)
-        .and_then(|(_, rest)| rest.split_once("</script>"))
-        .map(|(json, _)| serde_json::from_str::<serde_json::Value>(json).unwrap())
-        .expect("the report's data");
-    let page = data["functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["name"] == "find_match")
-        .unwrap_or_else(|| panic!("{data}"));
+    let page = html_function_page(&s.path("s.html"), "find_match");
     let ann = page["ann"].as_array().unwrap();
     let shown: u64 = ann.iter().map(|l| l[1].as_u64().unwrap()).sum();
     assert!(shown > 0 && shown <= own_self, "{ann:?}");
@@ -314,19 +303,11 @@ fn a_default_profile_carries_its_sampled_lines_to_pprof_and_callgrind() {
 
     let o = s.run(&["report", "s.wprof", "--format", "pprof", "-o", "s.pb.gz"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let Some(by_line) = crate::tools::pprof_top(&s, "s.pb.gz", &["-lines", "-unit=ns"]) else {
+    let Some(rows) = crate::tools::pprof_lines_of(&s, "s.pb.gz", "find_match") else {
         return;
     };
-    let rows: Vec<(&String, &(u64, u64))> = by_line
-        .iter()
-        .filter(|(name, _)| name.starts_with("find_match "))
-        .collect();
-    assert!(rows.len() > 1, "{by_line:?}");
-    assert_eq!(
-        rows.iter().map(|r| r.1 .0).sum::<u64>(),
-        own_self,
-        "{rows:?}"
-    );
+    assert!(rows.len() > 1, "{rows:?}");
+    assert_eq!(rows.iter().map(|r| r.1).sum::<u64>(), own_self, "{rows:?}");
     assert!(
         rows.iter().any(|(name, _)| {
             let line = name.rsplit(':').next().unwrap().parse::<u64>().unwrap_or(0);

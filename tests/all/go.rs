@@ -355,18 +355,7 @@ fn time_per_line_from_go_s_line_table_in_the_default_mode() {
             "src",
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
-        let html = std::fs::read_to_string(s.path("b.html")).unwrap();
-        let data = html
-            .split_once(r#"<script id="data" type="application/json">"#)
-            .and_then(|(_, rest)| rest.split_once("</script>"))
-            .map(|(json, _)| serde_json::from_str::<serde_json::Value>(json).unwrap())
-            .expect("the report's data");
-        let page = data["functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["name"] == "main.burn")
-            .unwrap_or_else(|| panic!("{at}: no page of main.burn"));
+        let page = html_function_page(&s.path("b.html"), "main.burn");
         let ann = page["ann"].as_array().unwrap();
         assert!(
             ann.iter()
@@ -378,18 +367,11 @@ fn time_per_line_from_go_s_line_table_in_the_default_mode() {
         // function's self time.
         let o = s.run(&["report", "b.wprof", "--format", "pprof", "-o", "b.pb.gz"]);
         assert!(o.status.success(), "{}", stderr(&o));
-        let Some(by_line) = crate::tools::pprof_top(&s, "b.pb.gz", &["-lines", "-unit=ns"]) else {
+        let Some(rows) = crate::tools::pprof_lines_of(&s, "b.pb.gz", "main.burn") else {
             continue;
         };
-        let rows: Vec<(&String, &(u64, u64))> = by_line
-            .iter()
-            .filter(|(name, _)| name.starts_with("main.burn "))
-            .collect();
-        assert_eq!(
-            rows.iter().map(|r| r.1 .0).sum::<u64>(),
-            own_self,
-            "{at}: {rows:?}"
-        );
+        let sum: u64 = rows.iter().map(|r| r.1).sum();
+        assert_eq!(sum, own_self, "{at}: {rows:?}");
         let loop_line = format!("gocalls/main.go:{}", second - 1);
         assert!(
             rows.iter().any(|(name, _)| name.ends_with(&loop_line)),

@@ -301,3 +301,21 @@ pub fn nested_in(component: &[u8], name: &str, times: u32) -> Vec<u8> {
     out.section(&names);
     out.finish()
 }
+
+/// The data of function `name`'s page in the HTML report at `path` (its source view is
+/// `ann`: `[line, time, text]` rows).
+pub fn html_function_page(path: &Path, name: &str) -> Value {
+    let html = std::fs::read_to_string(path).unwrap();
+    let data = html
+        .split_once(r#"<script id="data" type="application/json">"#)
+        .and_then(|(_, rest)| rest.split_once("</script>"))
+        .map(|(json, _)| serde_json::from_str::<Value>(json).unwrap())
+        .expect("the report's data");
+    data["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap_or_else(|| panic!("no page of {name} in {data}"))
+        .clone()
+}

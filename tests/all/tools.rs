@@ -171,6 +171,24 @@ pub fn pprof_top(
     Some(rows)
 }
 
+/// `go tool pprof -lines` rows of function `function`: `(name file:line, flat
+/// nanoseconds)`; `None` without Go.
+pub fn pprof_lines_of(
+    s: &crate::support::Scratch,
+    file: &str,
+    function: &str,
+) -> Option<Vec<(String, u64)>> {
+    let by_line = pprof_top(s, file, &["-lines", "-unit=ns"])?;
+    let prefix = format!("{function} ");
+    Some(
+        by_line
+            .into_iter()
+            .filter(|(name, _)| name.starts_with(&prefix))
+            .map(|(name, (flat, _))| (name, flat))
+            .collect(),
+    )
+}
+
 /// `callgrind_annotate` rows: function name -> cost (self, or inclusive with
 /// `--inclusive=yes`), of the first event shown (`extra` may choose it: `--show=HostBytes`).
 pub fn annotate(

@@ -189,19 +189,14 @@ impl AnnotateCommand {
     fn sampled(&self, profile: &Profile, lines: &LinesRecord) -> Result<i32, Failure> {
         use crate::report::line_times;
         let mut by_function = line_times::by_function(lines);
-        // The names the reports show (demangled, Go's), where the profile keeps them.
-        let shown: std::collections::HashMap<u32, &str> = profile
-            .symbols
-            .iter()
-            .flat_map(|s| &s.functions)
-            .filter_map(|f| Some((f.id, f.shown.as_deref()?)))
-            .collect();
+        // The names the reports show (Go's, demangled).
+        let shown = source::shown_names(profile);
         // The profile's functions that have sampled lines, with them.
         let functions: Vec<(&str, (_, u64))> = profile
             .functions
             .iter()
             .filter_map(|f| {
-                let name = shown.get(&f.id).copied().unwrap_or(&f.name);
+                let name = shown.get(&f.id).map_or(f.name.as_str(), String::as_str);
                 Some((name, by_function.remove(&f.id)?))
             })
             .collect();

@@ -122,33 +122,12 @@ impl Change {
     }
 }
 
-/// Each function's name as the reports show it: the profile's kept shown name, else the
-/// recorded one demangled.
-fn shown_names(profile: &Profile) -> std::collections::HashMap<u32, String> {
-    let kept: std::collections::HashMap<u32, &str> = profile
-        .symbols
-        .iter()
-        .flat_map(|s| &s.functions)
-        .filter_map(|f| Some((f.id, f.shown.as_deref()?)))
-        .collect();
-    profile
-        .functions
-        .iter()
-        .map(|f| {
-            let shown = match kept.get(&f.id) {
-                Some(shown) => shown.to_string(),
-                None => crate::demangle::demangle(&f.name).unwrap_or_else(|| f.name.clone()),
-            };
-            (f.id, shown)
-        })
-        .collect()
-}
-
 /// Every function of either profile, matched by name (the module's, as recorded) and kind,
 /// and named as the reports show it (the profile's kept symbols: Go's own names, demangled
 /// ones; else demangled here), the new profile's name first.
 pub fn changes(old: &Profile, new: &Profile) -> Vec<Change> {
     let mut by_name: BTreeMap<(String, bool), Change> = BTreeMap::new();
+    let shown_names = crate::report::source::shown_names;
     let (old_shown, new_shown) = (shown_names(old), shown_names(new));
     let mut add = |f: &FunctionRecord, new_side: bool| {
         let import = f.kind == "import";

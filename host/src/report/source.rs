@@ -373,6 +373,28 @@ pub fn module_symbols(profile: &mut Profile, bytes: &[u8]) -> anyhow::Result<Sym
     })
 }
 
+/// Each function's name as the reports show it: the profile's kept shown name, else the
+/// recorded one demangled.
+pub fn shown_names(profile: &Profile) -> HashMap<u32, String> {
+    let kept: HashMap<u32, &str> = profile
+        .symbols
+        .iter()
+        .flat_map(|s| &s.functions)
+        .filter_map(|f| Some((f.id, f.shown.as_deref()?)))
+        .collect();
+    profile
+        .functions
+        .iter()
+        .map(|f| {
+            let shown = match kept.get(&f.id) {
+                Some(shown) => shown.to_string(),
+                None => crate::demangle::demangle(&f.name).unwrap_or_else(|| f.name.clone()),
+            };
+            (f.id, shown)
+        })
+        .collect()
+}
+
 /// Where the profiled module was: its absolute path when the profile keeps it, else the
 /// path as given (for the source files found beside it).
 pub fn recorded_path(profile: &Profile) -> PathBuf {
