@@ -1,7 +1,7 @@
 //! `wprof annotate`: source lines with their counts, from a profile with block counts, or
 //! with the time samples found at them, from a default (stack mode) profile.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::exit::Failure;
 use crate::profile::{LinesRecord, Profile};
@@ -82,8 +82,8 @@ impl AnnotateCommand {
             }
             return Err(Failure::input(format!(
                 "{} holds no block counts nor sampled lines: make it with `wprof run` (stack \
-                 mode, a module with DWARF or Go's line table) or `wprof run --coverage` (sample, cost or \
-                 adaptive mode)",
+                 mode, a module with DWARF or Go's line table) or `wprof run --coverage` \
+                 (sample, cost or adaptive mode)",
                 self.profile.display()
             )));
         }
@@ -135,18 +135,10 @@ impl AnnotateCommand {
                 name,
                 *calls,
                 lines,
-                &self.source_dirs(path.parent()),
+                &source::source_dirs(path.parent(), &self.source_path),
             ));
         }
         write_out(&out)
-    }
-
-    /// Where source files are looked for: the module's directory, then `--source-path`.
-    fn source_dirs<'a>(&'a self, module_dir: Option<&'a Path>) -> Vec<&'a Path> {
-        module_dir
-            .into_iter()
-            .chain(self.source_path.iter().map(PathBuf::as_path))
-            .collect()
     }
 
     /// The functions to annotate, as indices into `names`: FUNCTION as a name, else as a
@@ -204,7 +196,7 @@ impl AnnotateCommand {
         let weights: Vec<u64> = functions.iter().map(|f| f.1 .1).collect();
         let chosen = self.choose(&names, &weights, " with sampled lines")?;
         let module_dir = source::recorded_path(profile);
-        let dirs = self.source_dirs(module_dir.parent());
+        let dirs = source::source_dirs(module_dir.parent(), &self.source_path);
         let mut out = format!(
             "wprof annotate: {} (sampled time per line; {} at instructions of no line, {} in \
              code the compiler added around them)\n",

@@ -18,6 +18,7 @@ use crate::display::format_amount;
 use crate::exit::Failure;
 use crate::profile::{FunctionRecord, Profile};
 use crate::report::percent;
+use crate::report::source::shown_names;
 
 /// Changed functions shown without `--top`: what fits a screen.
 const DEFAULT_TOP: usize = 30;
@@ -127,7 +128,6 @@ impl Change {
 /// ones; else demangled here), the new profile's name first.
 pub fn changes(old: &Profile, new: &Profile) -> Vec<Change> {
     let mut by_name: BTreeMap<(String, bool), Change> = BTreeMap::new();
-    let shown_names = crate::report::source::shown_names;
     let (old_shown, new_shown) = (shown_names(old), shown_names(new));
     let mut add = |f: &FunctionRecord, new_side: bool| {
         let import = f.kind == "import";

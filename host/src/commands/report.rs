@@ -163,10 +163,8 @@ impl ReportCommand {
                 .then(|| crate::commands::cache::module_by_digest(&profile.module.blake3))??;
             Some((source::recorded_path(&profile), bytes))
         });
-        let search = self.source_path.iter().map(PathBuf::as_path);
         if let Some((path, bytes)) = found.as_ref().filter(|_| carries_lines) {
-            let dirs: Vec<&std::path::Path> =
-                path.parent().into_iter().chain(search.clone()).collect();
+            let dirs = source::source_dirs(path.parent(), &self.source_path);
             symbols.lines = report::annotate::line_costs(&profile, bytes, &dirs)?;
         }
         // Sampled time per line (stack mode): in the profile, the module not needed.
@@ -175,7 +173,7 @@ impl ReportCommand {
             let beside = found
                 .as_ref()
                 .map_or(recorded.parent(), |(p, _)| p.parent());
-            let dirs: Vec<&std::path::Path> = beside.into_iter().chain(search).collect();
+            let dirs = source::source_dirs(beside, &self.source_path);
             symbols.lines = report::line_times::line_costs(&profile, &dirs);
         }
         let lines = if self.format.is_coverage() {

@@ -81,11 +81,7 @@ pub fn profile_lines(
     else {
         return Ok(None);
     };
-    let dirs: Vec<&Path> = path
-        .parent()
-        .into_iter()
-        .chain(search.iter().map(|d| d.as_path()))
-        .collect();
+    let dirs = source::source_dirs(path.parent(), search);
     if wasmparser::Parser::is_component(&bytes) {
         return component_lines(coverage, &bytes, &dirs).map(Some);
     }

@@ -17,6 +17,7 @@ use std::ops::Range;
 use wasmparser::{BinaryReader, FunctionBody, Operator};
 
 use crate::go_symbols::{decoded, Decoded, Record};
+use crate::report::lines::TimeByLine;
 
 /// A source line: file and line number.
 type Line = (String, u32);
@@ -56,9 +57,6 @@ pub struct GoLines {
     /// Sorted, not overlapping; a function's stretches are next to each other.
     stretches: Vec<Stretch>,
 }
-
-/// Sampled time per `(function id, file, line)`, in nanoseconds.
-pub type TimeByLine = std::collections::BTreeMap<(u32, String, u32), u64>;
 
 /// Sampled time charged to Go's lines ([`GoLines::charge`]).
 #[derive(Debug, Default)]
@@ -111,13 +109,15 @@ impl GoLines {
     pub fn charge(&self, at_offset: &std::collections::HashMap<u32, u64>) -> Charged {
         let mut out = Charged::default();
         let mut by_stretch: std::collections::BTreeMap<usize, u64> = Default::default();
-        let mut dispatches: Vec<(usize, u64)> = Vec::new();
+        let mut dispatches: std::collections::BTreeMap<usize, u64> = Default::default();
         for (&offset, &ns) in at_offset {
             match self.at(offset).map(|i| (i, &self.stretches[i])) {
                 Some((i, s)) if matches!(s.kind, Kind::Code { .. }) && !s.lines.is_empty() => {
                     *by_stretch.entry(i).or_default() += ns;
                 }
-                Some((i, s)) if s.kind == Kind::Dispatch => dispatches.push((i, ns)),
+                Some((i, s)) if s.kind == Kind::Dispatch => {
+                    *dispatches.entry(i).or_default() += ns;
+                }
                 _ => out.unlined_ns += ns,
             }
         }

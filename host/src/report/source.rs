@@ -41,6 +41,15 @@ pub fn find_source(file: &str, dirs: &[&Path]) -> Option<PathBuf> {
     None
 }
 
+/// Where source files are looked for ([`find_source`]): the module's directory, then the
+/// user's `--source-path` directories.
+pub fn source_dirs<'a>(module_dir: Option<&'a Path>, search: &'a [PathBuf]) -> Vec<&'a Path> {
+    module_dir
+        .into_iter()
+        .chain(search.iter().map(PathBuf::as_path))
+        .collect()
+}
+
 /// Where a function is defined.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Source {

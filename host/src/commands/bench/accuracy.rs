@@ -5,8 +5,9 @@
 //! Each sample is charged to the innermost wasm function on its stack (time in libcalls
 //! such as `memory.fill` is that function's own, as in wprof); samples inside an import
 //! (a WASI call) and samples outside wasm are left out, as are wprof's import nodes: both
-//! distributions are over the module's own functions. The distance between two distributions is their
-//! total variation, ½·Σ|share_a − share_b|: 0 for identical profiles, 1 for disjoint ones.
+//! distributions are over the module's own functions. The distance between two
+//! distributions is their total variation, ½·Σ|share_a − share_b|: 0 for identical
+//! profiles, 1 for disjoint ones.
 //! perf against itself on a second run gives the noise floor.
 //!
 //! Each program is also timed as a whole process in every mode against `WPROF=0`, caches

@@ -15,9 +15,10 @@ pub fn table(results: &[ProgramAccuracy], runs: u32) -> String {
         "distance to perf (total variation of self-time shares over the module's functions; \
          0% = the same profile), median of {runs} run(s);\nperf noise = perf against its own \
          second run; probed = perf of the program with sample mode's probes against perf \
-         without (one run): what the probes themselves move, which no sampler undoes; counted \
-         = the same with stack mode's counters (its ticks a second apart); overhead = whole process / WPROF=0, caches warm; off/wasmtime = WPROF=0 \
-         / `wasmtime run` (its cache warm), whole processes;\ntime floor = time mode's probes \
+         without (one run): what the probes themselves move, which no sampler undoes; \
+         counted = the same with stack mode's counters (its ticks a second apart); overhead = \
+         whole process / WPROF=0, caches warm; off/wasmtime = WPROF=0 / `wasmtime run` (its \
+         cache warm), whole processes;\ntime floor = time mode's probes \
          doing nothing but reading the clock, / WPROF=0; time/floor = time mode's overhead \
          over it;\nbelow, times = the mode's time in the module's functions / perf's (its \
          samples there x the period): whether the times are the program's in size"
