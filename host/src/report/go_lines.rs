@@ -17,7 +17,6 @@ use std::ops::Range;
 use wasmparser::{BinaryReader, FunctionBody, Operator};
 
 use crate::go_symbols::{decoded, Decoded, Record};
-use crate::report::lines::TimeByLine;
 
 /// A source line: file and line number.
 type Line = (String, u32);
@@ -57,6 +56,10 @@ pub struct GoLines {
     /// Sorted, not overlapping; a function's stretches are next to each other.
     stretches: Vec<Stretch>,
 }
+
+/// Sampled time per `(function id, file, line)`, in nanoseconds (also what
+/// [`crate::report::lines`] gathers from DWARF).
+pub type TimeByLine = std::collections::BTreeMap<(u32, String, u32), u64>;
 
 /// Sampled time charged to Go's lines ([`GoLines::charge`]).
 #[derive(Debug, Default)]

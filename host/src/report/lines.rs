@@ -8,10 +8,8 @@
 use std::collections::HashMap;
 
 use crate::profile::{LineTime, LinesRecord};
+use crate::report::go_lines::TimeByLine;
 use crate::report::source::ModuleDwarf;
-
-/// Sampled time per `(function id, file, line)`, in nanoseconds.
-pub type TimeByLine = std::collections::BTreeMap<(u32, String, u32), u64>;
 
 /// The sampled time of each source line of the module `bytes`, from the time at each of its
 /// code's offsets (`at_offset`, file offsets); `None` when the module has neither DWARF
