@@ -66,6 +66,10 @@ impl ContextArena {
     /// appended in the name of a second export of the tree's memory,
     /// [`ContextArena::ADDED`] followed by the count in decimal.
     pub const RETRY: u32 = 24;
+    /// Sample and adaptive mode with a [`crate::StateCapture`]: the `u32` (the empty node's
+    /// activation count, which nothing counts) where the captured function's entries
+    /// store its parameter.
+    pub const CAPTURED: u32 = 0;
     /// See [`ContextArena::RETRY`].
     pub const ADDED: &'static str = "wprof:added=";
     /// Address of the root node (the engine calling an export).

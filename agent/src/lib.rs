@@ -69,7 +69,9 @@ pub use body::{instruction_weight, BlockCount, InstrumentedBody};
 pub use context_arena::ContextArena;
 pub use error::AgentError;
 pub use layout::{FunctionKind, FunctionSummary};
-pub use plan::{AllocRole, Allocators, InjectedValue, Injections, ProbeMode, ProbePlan, Selection};
+pub use plan::{
+    AllocRole, Allocators, InjectedValue, Injections, ProbeMode, ProbePlan, Selection, StateCapture,
+};
 pub use probe_code::{ProbeCode, SECTION as PROBE_CODE_SECTION};
 pub use probe_map::{
     FunctionIndices, FunctionProbes, GoTimeFlags, Indexed, InstrumentedModule, ProbeImports,
@@ -288,6 +290,10 @@ impl<'a> Instrumenter<'a> {
         if let Some(injection) = self.plan.injections.as_ref().and_then(|i| i.key_bytes(id)) {
             h.update(b"\0injected\0");
             h.update(&injection);
+        }
+        if let Some(param) = self.plan.captured().and_then(|c| c.key_bytes(id)) {
+            h.update(b"\0captured\0");
+            h.update(&param);
         }
         if let Some(selection) = &self.selection_digest {
             // Whether this body has probes, and (time mode) whether the functions it

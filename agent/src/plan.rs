@@ -84,6 +84,31 @@ pub struct ProbePlan {
     /// Fault injection: functions whose calls the host may make fail (see
     /// [`Injections`]).
     pub injections: Option<std::sync::Arc<Injections>>,
+    /// Sample and adaptive mode: a parameter of one function kept at each of its entries
+    /// (see [`StateCapture`]).
+    pub capture: Option<StateCapture>,
+}
+
+/// An interpreter's eval loop, whose state parameter the sampler's language walk starts
+/// from: the first instructions of function `function` (an id) store its `i32` parameter
+/// `param` in the tree memory's word [`crate::ContextArena::CAPTURED`], which the host
+/// reads while the program runs (each thread's instance has its own tree memory, so each
+/// thread its own value). Only in the modes that sample ([`ProbeMode::samples`]), and only
+/// in the function's probed code (with live probes, not while its switch is off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StateCapture {
+    /// The function, by id (imports counted).
+    pub function: u32,
+    /// Its `i32` parameter kept.
+    pub param: u32,
+}
+
+impl StateCapture {
+    /// What a body's key holds of function `id`'s capture (nothing for the others, so that
+    /// their bodies are shared with plans that capture nothing).
+    pub(crate) fn key_bytes(&self, id: u32) -> Option<[u8; 4]> {
+        (self.function == id).then(|| self.param.to_le_bytes())
+    }
 }
 
 /// A value an injected call returns instead of running the function.
@@ -343,12 +368,17 @@ impl ProbePlan {
             h.update(b"\0injections\0");
             h.update(&injections.spec);
         }
+        if let Some(capture) = self.captured() {
+            h.update(b"\0capture\0");
+            h.update(&capture.function.to_le_bytes());
+            h.update(&capture.param.to_le_bytes());
+        }
         *h.finalize().as_bytes()
     }
 
     /// A digest of what every body's instrumentation depends on: the plan without its
-    /// allocators and injections (a body's key adds its own role and injection, see
-    /// [`Allocators`] and [`Injections`]).
+    /// allocators, injections and capture (a body's key adds its own role, injection and
+    /// capture, see [`Allocators`], [`Injections`] and [`StateCapture`]).
     pub fn body_digest(&self) -> crate::Digest {
         *self.hasher().finalize().as_bytes()
     }
@@ -357,6 +387,11 @@ impl ProbePlan {
     /// returns.
     pub fn injection(&self, id: u32) -> Option<Option<InjectedValue>> {
         self.injections.as_ref()?.targets.get(&id).copied()
+    }
+
+    /// The capture the probes make: the plan's, in a mode that samples.
+    pub fn captured(&self) -> Option<StateCapture> {
+        self.capture.filter(|_| self.mode.samples())
     }
 
     /// The role of function `id`, if it is one of the plan's allocators.

@@ -263,6 +263,18 @@ pub(crate) fn instrument_body(
         });
     }
     e.enter(id, facts.slot_count, token);
+    // A parameter that is no `i32` of this function is not captured.
+    let captured = plan.captured().filter(|c| {
+        c.function == id
+            && layout
+                .signature(func.type_index)
+                .params
+                .get(c.param as usize)
+                == Some(&wasmparser::ValType::I32)
+    });
+    if let (Some(capture), Some(arena)) = (captured, arena) {
+        e.capture(arena, capture.param);
+    }
     if let Some((role, at)) = alloc_at {
         e.alloc = Some(locals::AllocLocals::at(
             id,

@@ -497,6 +497,7 @@ mod tests {
             coverage: false,
             allocators: None,
             injections: None,
+            capture: None,
         };
         let instrumenter = wprof_agent::Instrumenter::new(&wasm, &plan).unwrap();
         let (mut encoded, mut fixed) = (0, 0);

@@ -148,6 +148,7 @@ impl Instrumented {
             allocators: (variant == Variant::Allocs)
                 .then(|| std::sync::Arc::new(rules.allocators.plan())),
             injections: None,
+            capture: None,
         };
         let prepared = instrument::prepare(
             loaded,

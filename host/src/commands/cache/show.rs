@@ -208,6 +208,7 @@ fn offset_map(
                 .collect(),
         })),
         injections: None,
+        capture: None,
     };
     // The lineage's pack holds the bodies of the module's latest version.
     let lineage = compiled::lineage(Path::new(&m.manifest.path), &plan.body_digest());

@@ -140,6 +140,7 @@ impl ResolvedProbes {
                 .then(|| std::sync::Arc::new(self.allocators.0.plan())),
             // A run's own: they name the module's functions (see `prepare::injections`).
             injections: None,
+            capture: None,
         }
     }
 }

@@ -55,6 +55,7 @@ pub fn measure(
                 coverage: false,
                 allocators: None,
                 injections: None,
+                capture: None,
             },
         )?;
         Module::new(engine, &instrumented.bytes).map_err(|e| anyhow::anyhow!("{e}"))

@@ -79,6 +79,7 @@ impl<P: Probing> Probed<P> {
                 .allocs
                 .then(|| std::sync::Arc::new(settings.allocators.plan())),
             injections: job.injections.plan.clone().map(std::sync::Arc::new),
+            capture: None,
         }
     }
 
@@ -442,6 +443,7 @@ pub fn call_site_offsets(module: &[u8], mode: ProbeMode) -> HashMap<u32, Vec<u32
         coverage: false,
         allocators: None,
         injections: None,
+        capture: None,
     };
     let Ok(instrumenter) = wprof_agent::Instrumenter::new(module, &plan) else {
         return HashMap::new();
