@@ -292,7 +292,7 @@ impl<'a> Instrumenter<'a> {
             h.update(&injection);
         }
         if let Some(param) = self.plan.captured().and_then(|c| c.key_bytes(id)) {
-            h.update(b"\0captured\0");
+            h.update(b"\0captured, its caller named at exit\0");
             h.update(&param);
         }
         if let Some(selection) = &self.selection_digest {

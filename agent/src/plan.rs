@@ -95,6 +95,13 @@ pub struct ProbePlan {
 /// reads while the program runs (each thread's instance has its own tree memory, so each
 /// thread its own value). Only in the modes that sample ([`ProbeMode::samples`]), and only
 /// in the function's probed code (with live probes, not while its switch is off).
+///
+/// An eval loop calls itself (a JavaScript call is a native call of QuickJS's), and the
+/// current-node cell is stored at entry only: after a call returned, the cell would name
+/// the callee's node while the caller runs on in the same function, which the program
+/// counter cannot tell apart. So the captured function also does what a function with
+/// live probes does at exit: the cell names the slot it was reached through, inside its
+/// caller's node, again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StateCapture {
     /// The function, by id (imports counted).
@@ -369,7 +376,7 @@ impl ProbePlan {
             h.update(&injections.spec);
         }
         if let Some(capture) = self.captured() {
-            h.update(b"\0capture\0");
+            h.update(b"\0capture, its caller named at exit\0");
             h.update(&capture.function.to_le_bytes());
             h.update(&capture.param.to_le_bytes());
         }

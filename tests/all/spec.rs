@@ -44,7 +44,7 @@ use wasmtime_wast::{Async, SpectestConfig, WastContext};
 use wast::lexer::{Lexer, Token, TokenKind};
 use wast::parser::{self, ParseBuffer};
 use wast::{Wast, WastDirective};
-use wprof_agent::{ProbeImports, ProbeMode, ProbePlan};
+use wprof_agent::{ProbeImports, ProbeMode, ProbePlan, StateCapture};
 
 /// Threads running scripts (the machine this runs on has 2 cores).
 const WORKERS: usize = 2;
@@ -308,6 +308,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             coverage: false,
             allocators: None,
             injections: None,
+            capture: None,
         },
         // Block counters (coverage) beside cost mode's counts.
         ProbePlan {
@@ -319,6 +320,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             coverage: true,
             allocators: None,
             injections: None,
+            capture: None,
         },
         // Every hook besides the probes (allocators, injection checks: see `crate::hooks`).
         ProbePlan {
@@ -330,6 +332,10 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             coverage: false,
             allocators: Some(Default::default()),
             injections: None,
+            capture: Some(StateCapture {
+                function: 0,
+                param: 0,
+            }),
         },
         // With every hook, as above.
         ProbePlan {
@@ -341,6 +347,7 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             coverage: false,
             allocators: Some(Default::default()),
             injections: None,
+            capture: None,
         },
         // Live probes, every switch on: the branches around each probe.
         ProbePlan {
@@ -352,6 +359,10 @@ fn check_script(engines: &Engines, script: &Script) -> Report {
             coverage: false,
             allocators: None,
             injections: None,
+            capture: Some(StateCapture {
+                function: 1,
+                param: 0,
+            }),
         },
     ] {
         let mode = plan.mode;

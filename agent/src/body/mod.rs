@@ -151,9 +151,21 @@ pub(crate) fn instrument_body(
         extra.extend([I32, I32]);
         at
     });
-    // Live probes, inline modes: the slot it came through.
+    // A parameter that is no `i32` of this function is not captured.
+    let captured = plan.captured().filter(|c| {
+        c.function == id
+            && layout
+                .signature(func.type_index)
+                .params
+                .get(c.param as usize)
+                == Some(&wasmparser::ValType::I32)
+    });
+    // Live probes, inline modes: the slot it came through. A captured function (an
+    // interpreter's eval loop, which calls itself) too: at exit the current-node cell
+    // names its caller again, so that the caller's time after the call is not the
+    // callee's (see `crate::StateCapture`).
     let live = probes.switches().is_some() && !excluded;
-    let came_at = (live && arena.is_some()).then(|| {
+    let came_at = ((live || captured.is_some() && !excluded) && arena.is_some()).then(|| {
         extra.push(I32);
         extra.len() as u32 - 1
     });
@@ -263,15 +275,6 @@ pub(crate) fn instrument_body(
         });
     }
     e.enter(id, facts.slot_count, token);
-    // A parameter that is no `i32` of this function is not captured.
-    let captured = plan.captured().filter(|c| {
-        c.function == id
-            && layout
-                .signature(func.type_index)
-                .params
-                .get(c.param as usize)
-                == Some(&wasmparser::ValType::I32)
-    });
     if let (Some(capture), Some(arena)) = (captured, arena) {
         e.capture(arena, capture.param);
     }

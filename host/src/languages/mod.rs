@@ -133,12 +133,15 @@ pub fn walk_chain<F>(
 /// The slot of the capture page the eval loop's state is kept in.
 pub const STATE_SLOT: u32 = 0;
 
+/// The eval loop's parameter that is its state (the first, in every language read).
+pub const STATE_PARAM: u32 = 0;
+
 impl Interpreter {
     /// What stack mode's module keeps at each entry of the eval loop: its state argument.
     pub fn captures(&self) -> Vec<Capture> {
         vec![Capture {
             function: self.eval,
-            param: 0,
+            param: STATE_PARAM,
             slot: STATE_SLOT,
         }]
     }

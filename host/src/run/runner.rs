@@ -424,5 +424,6 @@ fn outcome(
         threads,
         entry_counts,
         start_cpu_ns: entered.cpu_ns,
+        languages: readings.languages,
     }
 }

@@ -183,6 +183,7 @@ pub(crate) fn call_sampled(
     mut call: EntryCall<'_>,
     mode: ProbeMode,
     probe_bytes: Option<&ProbeBytes>,
+    language: Option<&'static crate::run::interrupt::language::LanguageWalk>,
 ) -> Result<Entered, Failure> {
     let first = call.entry == Entry::Start;
     let Some(cell) = current_cell(call.store, call.instance) else {
@@ -223,6 +224,8 @@ pub(crate) fn call_sampled(
              the time a function spends after a call returns goes to the callee"
         );
     }
+    // The ticks walk the interpreter's language too, when there is one.
+    let walking = session.is_some() && language.is_some_and(crate::run::interrupt::walk_language);
     let code = session.as_ref().map(|_| CodeMap::of(module, mode));
     let asking = session
         .as_ref()
@@ -263,6 +266,10 @@ pub(crate) fn call_sampled(
         sampler.thread().unpark();
         (result, sampler.join().ok())
     });
+    // The sampler has read the frames: the walk ends before the session does.
+    if walking {
+        crate::run::interrupt::stop_walking_language();
+    }
     let wall_time = started.elapsed();
     if let (Some(samples), Some(code)) = (samples.as_mut(), code.as_ref()) {
         timings.time("locate", || {

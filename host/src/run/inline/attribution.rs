@@ -19,6 +19,7 @@ use std::collections::HashMap;
 
 use crate::run::code::map::Running;
 use crate::run::inline::sampler::Samples;
+use crate::run::inline::scripts::Scripted;
 use crate::run::inline::tree::InlineTree;
 
 /// The readings' time by node, and what was left out.
@@ -35,6 +36,29 @@ pub struct Attribution {
     /// Picoseconds in functions whose switch was off (live probes), charged to the node
     /// they were called from.
     pub switched_off_ps: u64,
+    /// The part of `time` whose ticks walked an interpreted language's frames, per node
+    /// address and language stack (see [`crate::run::inline::scripts`]).
+    pub scripted: HashMap<(u32, u32), Scripted>,
+}
+
+/// Where a reading's time goes.
+enum Charge {
+    /// To the node (an index), found as the field of [`Attribution`] says.
+    Node(usize, How),
+    /// To wprof's own code.
+    Probe,
+}
+
+/// How a reading's node was found.
+enum How {
+    /// The cell's.
+    Cell,
+    /// A function switched off: its caller's.
+    SwitchedOff,
+    /// Moved to where the program counter was.
+    Moved,
+    /// The program counter's function was nowhere near: the cell's.
+    Unmatched,
 }
 
 /// Charges `samples` to the nodes of `tree`.
@@ -53,39 +77,50 @@ pub fn attribute(tree: &InlineTree, samples: &Samples) -> Attribution {
         let at = starts.partition_point(|&(a, _)| a <= cell);
         at.checked_sub(1).map(|at| starts[at].1)
     };
-    let mut out = Attribution::default();
-    for (&(cell, running), &ps) in &samples.time {
+    let charge = |cell: u32, running: Option<Running>| {
         if cell & 1 == 1 && running != Some(Running::Probe) {
             // A function whose switch is off: its caller's, wherever the counter is.
-            let node = containing(cell & !1).unwrap_or(0);
-            out.switched_off_ps += ps;
-            *out.time.entry(tree.nodes[node].address).or_default() += ps;
-            continue;
+            return Charge::Node(containing(cell & !1).unwrap_or(0), How::SwitchedOff);
         }
         let node = by_address
             .get(&cell)
             .copied()
             .or_else(|| containing(cell))
             .unwrap_or(0);
-        let charged = match running {
-            None | Some(Running::Outside) => node,
-            Some(Running::Probe) => {
+        match running {
+            None | Some(Running::Outside) => Charge::Node(node, How::Cell),
+            Some(Running::Probe) => Charge::Probe,
+            Some(Running::Function(f)) if tree.nodes[node].function == f => {
+                Charge::Node(node, How::Cell)
+            }
+            Some(Running::Function(f)) => match nearest(tree, node, f) {
+                Some(found) => Charge::Node(found, How::Moved),
+                None => Charge::Node(node, How::Unmatched),
+            },
+        }
+    };
+    let mut out = Attribution::default();
+    for (&(cell, running), &ps) in &samples.time {
+        let (node, how) = match charge(cell, running) {
+            Charge::Node(node, how) => (node, how),
+            Charge::Probe => {
                 out.probe_ps += ps;
                 continue;
             }
-            Some(Running::Function(f)) if tree.nodes[node].function == f => node,
-            Some(Running::Function(f)) => match nearest(tree, node, f) {
-                Some(found) => {
-                    out.moved_ps += ps;
-                    found
-                }
-                None => {
-                    out.unmatched_ps += ps;
-                    node
-                }
-            },
         };
-        *out.time.entry(tree.nodes[charged].address).or_default() += ps;
+        match how {
+            How::Cell => {}
+            How::SwitchedOff => out.switched_off_ps += ps,
+            How::Moved => out.moved_ps += ps,
+            How::Unmatched => out.unmatched_ps += ps,
+        }
+        *out.time.entry(tree.nodes[node].address).or_default() += ps;
+    }
+    for (&((cell, running), stack), &figures) in &samples.scripted {
+        if let Charge::Node(node, _) = charge(cell, running) {
+            let key = (tree.nodes[node].address, stack);
+            out.scripted.entry(key).or_default().add(figures);
+        }
     }
     out
 }
@@ -171,10 +206,9 @@ mod tests {
                 // g (@400) returned into main, which has entered f since.
                 ((400, Some(Running::Function(1))), 90),
             ]),
-            located: HashMap::new(),
             readings: 9,
             answered: 8,
-            off_ps: 0,
+            ..Samples::default()
         };
         let mut t = tree();
         t.nodes.push(node(600, 1, 1, 3));
@@ -202,10 +236,9 @@ mod tests {
                 ((233, Some(Running::Outside)), 7),
                 ((233, Some(Running::Probe)), 1),
             ]),
-            located: HashMap::new(),
             readings: 3,
             answered: 3,
-            off_ps: 0,
+            ..Samples::default()
         };
         let a = attribute(&tree(), &samples);
         assert_eq!(a.time[&200], 12);
@@ -218,10 +251,9 @@ mod tests {
         // An excluded function called from f (@200) stored f's slot 1 (@200 + 32 + 4).
         let samples = Samples {
             time: HashMap::from([((236, Some(Running::Function(7))), 5)]),
-            located: HashMap::new(),
             readings: 1,
             answered: 1,
-            off_ps: 0,
+            ..Samples::default()
         };
         let a = attribute(&tree(), &samples);
         assert_eq!(a.time[&200], 5);
@@ -235,10 +267,9 @@ mod tests {
         t.nodes[1].children.push((1, 5));
         let samples = Samples {
             time: HashMap::from([((100, Some(Running::Function(1))), 5)]),
-            located: HashMap::new(),
             readings: 1,
             answered: 1,
-            off_ps: 0,
+            ..Samples::default()
         };
         assert_eq!(attribute(&t, &samples).time[&500], 5);
     }

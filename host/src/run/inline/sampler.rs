@@ -24,6 +24,7 @@ use wprof_agent::ContextArena;
 
 use crate::run::clock::{Clock, ThreadCpuClock};
 use crate::run::code::map::{CodeMap, Running};
+use crate::run::inline::scripts::{ScriptStacks, ScriptTicks, Scripted};
 use crate::run::interrupt::{Target, Where};
 
 use crate::settings::sample_period::SamplePeriod;
@@ -149,6 +150,15 @@ pub struct Samples {
     /// in one of the module's functions, until [`Samples::resolve`] says whether in its
     /// original instructions or in a probe, and moves them to `time`.
     pub located: HashMap<(u32, usize), u64>,
+    /// The ticks that walked an interpreted language's frames (see
+    /// [`crate::run::inline::scripts`]): their time (part of `time` as well) and number
+    /// per reading and language stack ([`ScriptStacks::stacks`], by index + 1).
+    pub scripted: HashMap<(Reading, u32), Scripted>,
+    /// The same, per (cell, program counter) and language stack, until
+    /// [`Samples::resolve`] moves them to `scripted`.
+    pub located_scripted: HashMap<((u32, usize), u32), Scripted>,
+    /// The language stacks the ticks walked, once the sampler has stopped.
+    pub script_stacks: Option<std::sync::Arc<ScriptStacks>>,
     /// Readings taken.
     pub readings: u64,
     /// Ticks of the program's thread read, each with its program counter.
@@ -170,6 +180,17 @@ impl Samples {
                 code.running(pc)
             };
             *self.time.entry((cell, Some(running))).or_default() += ps;
+        }
+        for (((cell, pc), stack), figures) in self.located_scripted.drain() {
+            let running = if probes.contains(&pc) {
+                Running::Probe
+            } else {
+                code.running(pc)
+            };
+            self.scripted
+                .entry(((cell, Some(running)), stack))
+                .or_default()
+                .add(figures);
         }
     }
 
@@ -309,6 +330,8 @@ pub fn sample(
             desk.offer(&samples);
         }
         if stopping {
+            let scripts = ticks.and_then(|t| t.scripts).map(ScriptTicks::finish);
+            samples.script_stacks = scripts.map(std::sync::Arc::new);
             return samples;
         }
     }
@@ -347,8 +370,11 @@ struct Ticks<'a> {
     cell: CurrentCell,
     /// The last tick read.
     read: u64,
-    /// The ticks of the current reading (kept to reuse its allocation).
-    found: Vec<Where>,
+    /// The ticks of the current reading, each with its language stack (0: none; kept to
+    /// reuse its allocation).
+    found: Vec<(Where, u32)>,
+    /// Once the thread's ticks walk an interpreted language's frames.
+    scripts: Option<ScriptTicks>,
     owed: Owed,
     /// Readings in a row that found the cell outside the module's code.
     outside: u32,
@@ -362,6 +388,7 @@ impl<'a> Ticks<'a> {
             asking,
             cell,
             found: Vec::new(),
+            scripts: None,
             owed: Owed::default(),
             outside: 0,
             paused: false,
@@ -389,8 +416,19 @@ impl<'a> Ticks<'a> {
         let target = self.asking.target;
         let last = target.ticks();
         self.found.clear();
-        self.found
-            .extend((self.read + 1..=last).filter_map(|t| target.at(t)));
+        if self.scripts.is_none() {
+            self.scripts = target.language().map(ScriptTicks::new);
+        }
+        for tick in self.read + 1..=last {
+            let Some(at) = target.at(tick) else {
+                continue;
+            };
+            let stack = match self.scripts.as_mut() {
+                Some(scripts) => scripts.stack_at(target, tick, self.asking.code.running(at.pc)),
+                None => 0,
+            };
+            self.found.push((at, stack));
+        }
         self.read = last;
         let in_module = self
             .cell
@@ -445,16 +483,17 @@ struct ReadingAt {
     stopping: bool,
 }
 
-/// Charges `ps` picoseconds to `found`, the ticks of one interval, in equal parts.
+/// Charges `ps` picoseconds to `found`, the ticks of one interval (each with its language
+/// stack), in equal parts.
 fn charge<'w>(
     samples: &mut Samples,
     asking: Asking<'_>,
-    found: &[Where],
+    found: &[(Where, u32)],
     ps: u64,
     mut watch: Option<&mut (dyn Watch + 'w)>,
 ) {
     let count = found.len() as u64;
-    for (i, at) in found.iter().enumerate() {
+    for (i, (at, stack)) in found.iter().enumerate() {
         // The remainder goes to the last, so the parts add up to the interval.
         let part = ps / count + if i + 1 == found.len() { ps % count } else { 0 };
         samples.answered += 1;
@@ -466,8 +505,18 @@ fn charge<'w>(
                 let off = asking.switches.is_some_and(|b| b.reads_off(f));
                 let cell = at.cell | u32::from(off);
                 *samples.located.entry((cell, at.pc)).or_default() += part;
+                if *stack != 0 {
+                    let scripted = samples.located_scripted.entry(((cell, at.pc), *stack));
+                    scripted.or_default().add(Scripted::tick(part));
+                }
             }
-            running => *samples.time.entry((at.cell, Some(running))).or_default() += part,
+            running => {
+                *samples.time.entry((at.cell, Some(running))).or_default() += part;
+                if *stack != 0 {
+                    let scripted = samples.scripted.entry(((at.cell, Some(running)), *stack));
+                    scripted.or_default().add(Scripted::tick(part));
+                }
+            }
         }
     }
 }

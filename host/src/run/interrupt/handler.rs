@@ -118,13 +118,13 @@ fn tick(record: &Record, registers: Registers, now: u64) {
         };
         let at = TickClocks::when_due(now, last, schedule.late_ns);
         super::frames::record(&record.frames, tick, registers, stack, at);
-        let language = record.language.load(Ordering::Acquire);
-        if !language.is_null() {
-            // SAFETY: set by this thread's session for as long as the walk's memory lives,
-            // and taken back on this thread before it goes (see `Session::walk_language`).
-            let language = unsafe { &*language };
-            language.record(&record.languages.0[tick as usize % SLOTS_KEPT], tick);
-        }
+    }
+    let language = record.language.load(Ordering::Acquire);
+    if !language.is_null() {
+        // SAFETY: set by this thread's session for as long as the walk's memory lives,
+        // and taken back on this thread before it goes (see `Session::walk_language`).
+        let language = unsafe { &*language };
+        language.record(&record.languages.0[tick as usize % SLOTS_KEPT], tick);
     }
     slot.tick.store(tick, Ordering::Release);
     record.ticks.store(tick, Ordering::Release);

@@ -184,6 +184,12 @@ pub(crate) fn read(slot: &LanguageSlot, tick: u64, frames: &mut Vec<u64>) -> Opt
     Some(len & TRUNCATED != 0)
 }
 
+/// Whether tick `tick` still owns `slot` (a later tick may have taken it while it was
+/// read).
+pub(crate) fn owns(slot: &LanguageSlot, tick: u64) -> bool {
+    slot.tick.load(Ordering::Relaxed) == tick
+}
+
 /// The program's linear memory, read without ever faulting (see the module's
 /// documentation).
 #[derive(Debug)]

@@ -319,6 +319,19 @@ impl Target {
         slot.tick.load(Ordering::Relaxed) == tick && self.current()
     }
 
+    /// The language frames tick `tick` walked (see [`walk_language`]), into `frames`:
+    /// `None` if it walked none or a later tick took its slot, else whether the walk was
+    /// truncated.
+    pub fn language_at(&self, tick: u64, frames: &mut Vec<u64>) -> Option<bool> {
+        if tick == 0 || self.record.language.load(Ordering::Acquire).is_null() {
+            return None;
+        }
+        let slot = &self.record.languages.0[tick as usize % SLOTS_KEPT];
+        let truncated = language::read(slot, tick, frames)?;
+        std::sync::atomic::fence(Ordering::Acquire);
+        (language::owns(slot, tick) && self.current()).then_some(truncated)
+    }
+
     /// Stops the timer while ticks are not wanted (the program waits in the host: a tick
     /// would only wake it). Nothing once the session has ended.
     pub fn pause(&self) {

@@ -2,12 +2,15 @@
 //! a walker beside the sampler that starts timers along the hot paths (see
 //! [`crate::run::adaptive`]); what they timed becomes the run's adaptive record.
 
+use std::sync::Arc;
+
 use wasmtime::Linker;
 use wprof_agent::ProbeMode;
 
 use super::inline::Inline;
 use super::{Entered, EntryCall, First, HostFigures, ReadCall, Readings, ThreadMode};
 use crate::exit::Failure;
+use crate::languages::Interpreter;
 use crate::run::adaptive::walker::Walker;
 use crate::run::host_state::HostState;
 use crate::run::start::ProbeBytes;
@@ -20,10 +23,11 @@ pub struct Adaptive {
 }
 
 impl Adaptive {
-    /// Adaptive mode over a module whose probes are at `probe_bytes`.
-    pub fn new(probe_bytes: Option<ProbeBytes>) -> Self {
+    /// Adaptive mode over a module whose probes are at `probe_bytes` (`interpreter`: the
+    /// one it is, whose eval loop's state its probes keep).
+    pub fn new(probe_bytes: Option<ProbeBytes>, interpreter: Option<Arc<Interpreter>>) -> Self {
         Adaptive {
-            inline: Inline::new(ProbeMode::Adaptive, probe_bytes),
+            inline: Inline::new(ProbeMode::Adaptive, probe_bytes, interpreter),
         }
     }
 }

@@ -4,11 +4,14 @@
 //! meanwhile (see [`crate::run::inline::sampler`]). Adaptive mode builds on this (see
 //! [`super::adaptive`]).
 
+use std::sync::Arc;
+
 use wasmtime::Linker;
-use wprof_agent::ProbeMode;
+use wprof_agent::{ContextArena, ProbeMode};
 
 use super::{Entered, EntryCall, HostFigures, ReadCall, Readings, ThreadMode};
 use crate::exit::Failure;
+use crate::languages::Interpreter;
 use crate::run::host_state::HostState;
 use crate::run::inline::attribution::Attribution;
 use crate::run::inline::tree::InlineTree;
@@ -21,20 +24,33 @@ pub struct Inline {
     mode: ProbeMode,
     /// Sample mode: where the probes' own instructions are, to leave out their time.
     probe_bytes: Option<ProbeBytes>,
+    /// Sample and adaptive mode: the interpreter the module is, whose eval loop's state its
+    /// probes keep (see [`crate::run::inline::scripts`]).
+    interpreter: Option<Arc<Interpreter>>,
 }
 
 impl Inline {
-    /// The inline `mode`, over a module whose probes are at `probe_bytes`.
-    pub fn new(mode: ProbeMode, probe_bytes: Option<ProbeBytes>) -> Self {
-        Inline { mode, probe_bytes }
+    /// The inline `mode`, over a module whose probes are at `probe_bytes` (`interpreter`:
+    /// the one it is, whose eval loop's state its probes keep).
+    pub fn new(
+        mode: ProbeMode,
+        probe_bytes: Option<ProbeBytes>,
+        interpreter: Option<Arc<Interpreter>>,
+    ) -> Self {
+        Inline {
+            mode,
+            probe_bytes,
+            interpreter,
+        }
     }
 
     /// Replays the thread's tree into its collector (timed as `collect`) and reads its
     /// block counts: the readings and the tree.
     pub(super) fn replay(&self, read: &mut ReadCall<'_>) -> (Readings, Option<InlineTree>) {
         let samples = read.entered.samples.as_ref();
+        let interpreter = self.interpreter.as_deref();
         let replayed = read.timings.time("collect", || {
-            crate::run::inline::replay::replay_tree(read.store, read.instance, samples)
+            crate::run::inline::replay::replay_tree(read.store, read.instance, samples, interpreter)
         });
         let coverage = read.blocks.take().and_then(|map| match read.first {
             true => crate::run::inline::coverage::read_counts(read.store, read.instance, map),
@@ -45,13 +61,14 @@ impl Inline {
                 crate::run::inline::coverage::read(read.store, read.instance, functions, map).ok()
             }
         });
-        let (tree, attribution): (_, Option<Attribution>) = match replayed {
-            Some((tree, attribution)) => (Some(tree), attribution),
-            None => (None, None),
+        let (tree, attribution, languages): (_, Option<Attribution>, _) = match replayed {
+            Some(r) => (Some(r.tree), r.attribution, r.languages),
+            None => (None, None, None),
         };
         let readings = Readings {
             attribution,
             coverage,
+            languages,
             ..Readings::default()
         };
         (readings, tree)
@@ -90,10 +107,27 @@ impl ThreadMode for Inline {
 
     fn enter(&self, mut call: EntryCall<'_>) -> Result<Entered, Failure> {
         crate::run::host_state::reset_slot(call.store, call.instance);
-        match self.mode.samples() {
-            true => crate::run::start::call_sampled(call, self.mode, self.probe_bytes.as_ref()),
-            false => crate::run::start::call_plain(&mut call),
+        if !self.mode.samples() {
+            return crate::run::start::call_plain(&mut call);
         }
+        // The first thread's ticks walk the interpreter's language.
+        let language = match (&self.interpreter, call.entry) {
+            (Some(interpreter), crate::run::start::Entry::Start) => {
+                let tree = call
+                    .instance
+                    .get_memory(&mut *call.store, ContextArena::MEMORY);
+                tree.and_then(|tree| {
+                    let state = tree
+                        .data_ptr(&*call.store)
+                        .wrapping_add(ContextArena::CAPTURED as usize)
+                        .cast::<u32>()
+                        .cast_const();
+                    super::language_walk(call.store, call.instance, interpreter, state)
+                })
+            }
+            _ => None,
+        };
+        crate::run::start::call_sampled(call, self.mode, self.probe_bytes.as_ref(), language)
     }
 
     fn read(&self, mut read: ReadCall<'_>) -> Readings {

@@ -121,13 +121,58 @@ pub fn of(
 ) -> Arc<dyn ThreadMode> {
     match probes {
         Some(ProbeMode::Time) => Arc::new(time::Time::new(probe_bytes)),
-        Some(ProbeMode::Adaptive) => Arc::new(adaptive::Adaptive::new(probe_bytes)),
-        Some(mode) => Arc::new(inline::Inline::new(mode, probe_bytes)),
+        Some(ProbeMode::Adaptive) => Arc::new(adaptive::Adaptive::new(
+            probe_bytes,
+            settings.interpreter.clone(),
+        )),
+        Some(mode) => Arc::new(inline::Inline::new(
+            mode,
+            probe_bytes,
+            settings.interpreter.clone(),
+        )),
         None if settings.profiling && settings.stacks => {
             Arc::new(stack::Stack::new(module, settings.interpreter.clone()))
         }
         None => Arc::new(plain::Plain),
     }
+}
+
+/// How the ticks of a thread running `instance` walk `interpreter`'s language: from the
+/// eval loop's state its probes or counters keep at `state` (a word of one of the
+/// instance's memories), in the program's memory. `None` where that memory may move.
+fn language_walk(
+    store: &mut Store<HostState>,
+    instance: &Instance,
+    interpreter: &Arc<crate::languages::Interpreter>,
+    state: *const u32,
+) -> Option<&'static crate::run::interrupt::language::LanguageWalk> {
+    let (base, size) = match instance.get_export(&mut *store, "memory")? {
+        wasmtime::Extern::Memory(memory)
+            if crate::run::host_state::never_moves(&memory.ty(&*store)) =>
+        {
+            (
+                memory.data_ptr(&*store).cast_const(),
+                memory.data_size(&*store),
+            )
+        }
+        wasmtime::Extern::SharedMemory(memory) => {
+            let data = memory.data();
+            (data.as_ptr().cast::<u8>(), data.len())
+        }
+        _ => return None,
+    };
+    // SAFETY: the state's memory and the program's belong to the thread's instance, which
+    // lives until the thread's entry returned, when the walk stops (see each mode's
+    // `enter`); neither moves (a shared memory never does, nor one that never moves).
+    let walk = unsafe {
+        crate::run::interrupt::language::LanguageWalk::new(
+            (**interpreter).clone(),
+            state,
+            base,
+            size,
+        )
+    };
+    Some(Box::leak(Box::new(walk)))
 }
 
 /// What the first thread's preparation works with.
@@ -166,4 +211,6 @@ pub struct Readings {
     pub adaptive: Option<AdaptiveRecord>,
     /// Stack mode: the calls of each function and edge, counted by the module.
     pub entry_counts: Option<EntryCounts>,
+    /// Sample and adaptive mode in an interpreter: what the ticks learnt of its language.
+    pub languages: Option<crate::run::stacks::languages::LanguageSamples>,
 }

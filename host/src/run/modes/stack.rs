@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use wasmtime::{Extern, Instance, Module, Store};
+use wasmtime::{Instance, Module, Store};
 use wprof_agent::ProbeMode;
 
 use super::{Entered, EntryCall, HostFigures, ReadCall, Readings, ThreadMode};
@@ -36,9 +36,8 @@ impl Stack {
     }
 
     /// How the ticks of a thread running `instance` walk the interpreter's language: from
-    /// the eval loop's state its capture page keeps, in the program's memory. `None` for a
-    /// module that is no interpreter, or whose counted module keeps no state (it was made
-    /// without), or whose memory may move.
+    /// the eval loop's state its capture page keeps. `None` for a module that is no
+    /// interpreter, or whose counted module keeps no state (it was made without).
     fn language_walk(
         &self,
         store: &mut Store<HostState>,
@@ -52,22 +51,7 @@ impl Stack {
             .wrapping_add(crate::languages::STATE_SLOT as usize * 4)
             .cast::<u32>()
             .cast_const();
-        let (base, size) = match instance.get_export(&mut *store, "memory")? {
-            Extern::Memory(memory) if crate::run::host_state::never_moves(&memory.ty(&*store)) => (
-                memory.data_ptr(&*store).cast_const(),
-                memory.data_size(&*store),
-            ),
-            Extern::SharedMemory(memory) => {
-                let data = memory.data();
-                (data.as_ptr().cast::<u8>(), data.len())
-            }
-            _ => return None,
-        };
-        // SAFETY: the capture page and the program's memory belong to the thread's
-        // instance, which lives until the thread's entry returned, when the walk stops
-        // (see `enter`); neither moves (a shared memory never does).
-        let walk = unsafe { LanguageWalk::new((**interpreter).clone(), state, base, size) };
-        Some(Box::leak(Box::new(walk)))
+        super::language_walk(store, instance, interpreter, state)
     }
 }
 

@@ -10,7 +10,7 @@ use wasmtime::Module;
 use wprof_agent::{ProbeMode, ProbePlan};
 
 use super::off::compile_original;
-use super::{Job, RunMode};
+use super::{scripts, Job, RunMode};
 use crate::commands::run::{summary, trace};
 use crate::exit::Failure;
 use crate::prepare::instrument::{self, Prepared};
@@ -19,6 +19,7 @@ use crate::prepare::session::warn;
 use crate::profile::{Ending, ModuleRef, Profile};
 use crate::run::collector::{Collector, PS_PER_NS};
 use crate::run::runner::{self, Probes, RunOutcome, Stdio};
+use crate::run::stacks::languages::merge_one;
 use crate::settings::RunSettings;
 
 /// One probed mode's own part.
@@ -79,8 +80,25 @@ impl<P: Probing> Probed<P> {
                 .allocs
                 .then(|| std::sync::Arc::new(settings.allocators.plan())),
             injections: job.injections.plan.clone().map(std::sync::Arc::new),
-            capture: None,
+            capture: settings
+                .interpreter
+                .as_ref()
+                .map(|interpreter| wprof_agent::StateCapture {
+                    function: interpreter.eval,
+                    param: crate::languages::STATE_PARAM,
+                }),
         }
+    }
+
+    /// Sample and adaptive mode: the interpreter the module is, if it is one whose
+    /// language's frames the ticks can read (its eval loop's state is then kept, see
+    /// [`crate::run::inline::scripts`]); said when it is one whose cannot. Not with
+    /// `--native`, nor with live probes (a function switched off keeps nothing).
+    fn find_interpreter(&self, job: &mut Job) {
+        if !self.probing.mode().samples() || job.settings.native || job.settings.live {
+            return;
+        }
+        super::scripts::find_interpreter(job);
     }
 
     /// The instrumented module, from the cache or made now; `None` (after one warning)
@@ -197,6 +215,7 @@ impl<P: Probing> RunMode for Probed<P> {
     }
 
     fn prepare(&mut self, job: &mut Job) -> Result<Module, Failure> {
+        self.find_interpreter(job);
         let plan = self.plan(job);
         let prepared = self.instrument(job, &plan)?;
         // What instrumenting freed is not reused by the compiling threads.
@@ -281,13 +300,22 @@ impl<P: Probing> RunMode for Probed<P> {
         }
         let mode = self.probing.mode();
         let collector = outcome.collector.as_ref()?;
+        // An interpreter's script functions, whose ids in the collector follow the
+        // module's.
+        let mut functions = std::borrow::Cow::Borrowed(&prepared.functions);
+        let language = outcome.languages.take().map(|own| {
+            let source_line = |file: &str, line: i32| scripts::line(&job.settings, file, line);
+            let language = merge_one(functions.to_mut(), own, &source_line);
+            scripts::tell(job, &language);
+            language
+        });
         let profile = job.timings.time("profile", || {
             crate::run::profile_of_run(
                 ModuleRef {
                     path: job.shown.clone(),
                     blake3: job.loaded.digest_hex(),
                 },
-                &prepared.functions,
+                &functions,
                 prepared.stats,
                 mode,
                 collector,
@@ -318,6 +346,15 @@ impl<P: Probing> RunMode for Probed<P> {
         }
         if let Some(coverage) = &mut profile.coverage {
             coverage.set_calls(&profile.functions);
+        }
+        if let Some(language) = &language {
+            // The script's lines, and its functions' files and first lines, kept with the
+            // module's.
+            profile.lines = scripts::with_lines(profile.lines.take(), language, &job.settings);
+            profile.symbols = Some(crate::profile::SymbolsRecord {
+                module_path: None,
+                functions: scripts::symbols(language, &job.settings),
+            });
         }
         Some(profile)
     }

@@ -1,13 +1,38 @@
-//! Stack mode's part for an interpreter's script (see [`crate::languages`]): the script's
-//! lines read where the run's `--dir` mappings put it (to name its functions, and as the
-//! file of its sampled lines), and what of its frames could not be read, said.
+//! The modes' part for an interpreter's script (see [`crate::languages`]): the interpreter
+//! found, the script's lines read where the run's `--dir` mappings put it (to name its
+//! functions, and as the file of its sampled lines), and what of its frames could not be
+//! read, said.
 
 use std::collections::HashMap;
 
 use super::Job;
+use crate::prepare::counted;
 use crate::prepare::session::warn;
 use crate::run::stacks;
 use crate::settings::RunSettings;
+
+/// Finds the interpreter the module is, if it is one whose language's frames the ticks
+/// can read, for the run's mode (`job.settings.interpreter`); says so when it is one whose
+/// cannot, or was found by its shape rather than a name.
+pub(super) fn find_interpreter(job: &mut Job) {
+    let loaded = &job.loaded;
+    match job
+        .timings
+        .time("interpreter", || counted::interpreter(loaded))
+    {
+        Some(Ok(interpreter)) => {
+            if let Some(guessed) = &interpreter.guessed {
+                warn(format_args!("{} is {guessed}", job.shown));
+            }
+            job.settings.interpreter = Some(interpreter)
+        }
+        Some(Err(why)) => warn(format_args!(
+            "{} is {why}: its scripts' frames cannot be read, the interpreter's own are shown",
+            job.shown
+        )),
+        None => {}
+    }
+}
 
 /// Line `line` (from 1) of the script the program knows as `file`, read from where the
 /// run's `--dir` mappings put it on this machine.

@@ -62,24 +62,7 @@ impl RunMode for Stack {
         })?;
         job.progress.finish();
         if code.counted && !job.settings.native {
-            let loaded = &job.loaded;
-            match job
-                .timings
-                .time("interpreter", || counted::interpreter(loaded))
-            {
-                Some(Ok(interpreter)) => {
-                    if let Some(guessed) = &interpreter.guessed {
-                        warn(format_args!("{} is {guessed}", job.shown));
-                    }
-                    job.settings.interpreter = Some(interpreter)
-                }
-                Some(Err(why)) => warn(format_args!(
-                    "{} is {why}: its scripts' frames cannot be read, the interpreter's own \
-                     are shown",
-                    job.shown
-                )),
-                None => {}
-            }
+            scripts::find_interpreter(job);
         }
         let module = code.module.clone();
         self.compiled = Some(code);

@@ -1,0 +1,212 @@
+//! Sample and adaptive mode in an interpreter (see [`crate::languages`]): its language's
+//! frames at each tick, placed in the calling contexts of the module's tree, as stack mode
+//! places them in its stacks (see [`crate::run::stacks::languages`]).
+//!
+//! The probed module keeps the eval loop's state at each of its entries (a
+//! [`wprof_agent::StateCapture`]), from where the signal handler walks the language's
+//! stack at each tick of the program's first thread. The sampler resolves each tick's
+//! frames to the script's functions while the program's memory is there ([`ScriptTicks`])
+//! and keeps one id per distinct stack of them: the reading's time goes to its context as
+//! before, and also, per language stack, to [`Samples::scripted`].
+//!
+//! Once the tree is read, each context's time with language frames is taken from the
+//! context and replayed on its path with the frames put in place of the eval loop's
+//! ([`replay`]): the script's functions get that time and no calls (the module counts
+//! native calls only), and the native tree keeps every call it counted, with the time no
+//! language frame claimed.
+
+use std::collections::HashMap;
+
+use crate::languages::Interpreter;
+use crate::run::code::map::Running;
+use crate::run::collector::Collector;
+use crate::run::inline::attribution::Attribution;
+use crate::run::inline::tree::InlineTree;
+use crate::run::interrupt::language::LanguageWalk;
+use crate::run::interrupt::Target;
+use crate::run::stacks::languages::{place, LanguageReader, LanguageSamples, LANGUAGE_FUNCTION};
+
+/// The time and number of the ticks of one reading (or context) and language stack.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scripted {
+    /// Picoseconds.
+    pub ps: u64,
+    /// Ticks.
+    pub ticks: u64,
+}
+
+impl Scripted {
+    /// One tick's `ps` picoseconds.
+    pub fn tick(ps: u64) -> Self {
+        Scripted { ps, ticks: 1 }
+    }
+
+    /// Adds `other`.
+    pub fn add(&mut self, other: Scripted) {
+        self.ps += other.ps;
+        self.ticks += other.ticks;
+    }
+}
+
+/// A tick's language frames, resolved (see [`LanguageReader::resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ScriptStack {
+    /// The frames, innermost first, each function's address replaced by its id.
+    pub frames: Vec<u64>,
+    /// The walk did not reach the stack's base.
+    pub truncated: bool,
+    /// The line of the script the innermost frame was at, when the tick found the eval
+    /// loop running.
+    pub line: Option<i32>,
+}
+
+/// The language stacks a thread's ticks walked, and what was learnt of its functions.
+#[derive(Debug, Clone, Default)]
+pub struct ScriptStacks {
+    /// By id - 1.
+    pub stacks: Vec<ScriptStack>,
+    /// The functions, by index, and what could not be read.
+    pub samples: LanguageSamples,
+}
+
+/// The sampler's side: each tick's language frames to the id of their stack.
+#[derive(Debug)]
+pub struct ScriptTicks {
+    reader: LanguageReader,
+    /// The eval loop (whose running makes a tick's line the script's).
+    eval: u32,
+    interned: HashMap<ScriptStack, u32>,
+    stacks: Vec<ScriptStack>,
+    /// The frames read last (kept to reuse its allocation).
+    frames: Vec<u64>,
+}
+
+impl ScriptTicks {
+    /// The sampler's side of the walk `walk`.
+    pub fn new(walk: &'static LanguageWalk) -> Self {
+        ScriptTicks {
+            reader: LanguageReader::new(walk),
+            eval: walk.interpreter().eval,
+            interned: HashMap::new(),
+            stacks: Vec::new(),
+            frames: Vec::new(),
+        }
+    }
+
+    /// The id of the language stack tick `tick` of `target` walked, `running` what its
+    /// program counter says ran; 0 if it walked none.
+    pub fn stack_at(&mut self, target: Target, tick: u64, running: Running) -> u32 {
+        let Some(truncated) = target.language_at(tick, &mut self.frames) else {
+            return 0;
+        };
+        if self.frames.is_empty() && !truncated {
+            return 0;
+        }
+        let frames = self.reader.resolve(&self.frames);
+        let line = match (running, self.frames.first()) {
+            (Running::Function(f), Some(&innermost)) if f == self.eval => {
+                self.reader.line(innermost)
+            }
+            _ => None,
+        };
+        let stack = ScriptStack {
+            frames,
+            truncated,
+            line,
+        };
+        if let Some(&id) = self.interned.get(&stack) {
+            return id;
+        }
+        self.stacks.push(stack.clone());
+        let id = self.stacks.len() as u32;
+        self.interned.insert(stack, id);
+        id
+    }
+
+    /// What the ticks walked.
+    pub fn finish(self) -> ScriptStacks {
+        ScriptStacks {
+            stacks: self.stacks,
+            samples: self.reader.finish(),
+        }
+    }
+}
+
+/// The time of each context of `tree` that [`replay`] replays with language frames.
+pub fn scripted_by_node(attribution: &Attribution) -> HashMap<u32, u64> {
+    let mut by_node: HashMap<u32, u64> = HashMap::new();
+    for (&(address, _), figures) in &attribution.scripted {
+        *by_node.entry(address).or_default() += figures.ps;
+    }
+    by_node
+}
+
+/// Replays into `collector` (its native tree replayed, the time of [`scripted_by_node`]
+/// left out) each context's time with language frames, on the context's path with the
+/// frames of `stacks` put in place of `interpreter`'s eval frames. The script's functions
+/// get ids after the module's (their index in `stacks.samples.functions` after the
+/// collector's functions), which [`crate::run::stacks::languages::merge_one`] gives them
+/// in the profile. What was learnt, with the script's lines' time (in nanoseconds, by
+/// [`LANGUAGE_FUNCTION`] ids).
+pub fn replay(
+    tree: &InlineTree,
+    attribution: &Attribution,
+    stacks: &ScriptStacks,
+    interpreter: &Interpreter,
+    collector: &mut Collector,
+) -> LanguageSamples {
+    let first_id = collector.functions().len() as u32;
+    let mut learnt = stacks.samples.clone();
+    let index: HashMap<u32, usize> = tree
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.address, i))
+        .collect();
+    // In a stable order: the collector's contexts are made in it.
+    let mut scripted: Vec<(&(u32, u32), &Scripted)> = attribution.scripted.iter().collect();
+    scripted.sort_unstable_by_key(|(&key, _)| key);
+    let mut now = collector.last();
+    let mut path = Vec::new();
+    for (&(address, stack), figures) in scripted {
+        let (Some(&node), Some(stack)) =
+            (index.get(&address), stacks.stacks.get(stack as usize - 1))
+        else {
+            continue;
+        };
+        path.clear();
+        path.extend(
+            std::iter::successors(Some(node), |&at| (at != 0).then(|| tree.nodes[at].parent))
+                .take_while(|&at| at != 0)
+                .map(|at| tree.nodes[at].function),
+        );
+        path.reverse();
+        let on_script = place::place(
+            interpreter,
+            &mut learnt,
+            &mut path,
+            &stack.frames,
+            stack.truncated,
+            figures.ticks,
+        );
+        if let (true, Some(line), Some(&innermost)) = (on_script, stack.line, path.last()) {
+            *learnt.lines.entry((innermost, line)).or_default() += figures.ps / 1000;
+        }
+        for &f in &path {
+            let id = match f & LANGUAGE_FUNCTION != 0 {
+                true => first_id + (f & !LANGUAGE_FUNCTION),
+                false => f,
+            };
+            collector.enter_counted_at(id, 0, now);
+        }
+        now += figures.ps;
+        for &f in path.iter().rev() {
+            let id = match f & LANGUAGE_FUNCTION != 0 {
+                true => first_id + (f & !LANGUAGE_FUNCTION),
+                false => f,
+            };
+            collector.exit_at(id, now);
+        }
+    }
+    learnt
+}
