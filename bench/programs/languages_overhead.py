@@ -5,6 +5,7 @@ For each interpreter of the benchmark set (default: lua, lua_eh): `WPROF=0`, the
 mode with the script's frames, and the default mode with `--native` (the interpreter's own
 frames: entry counters and the capture store, no walk of the script's stack), interleaved,
 each run once first to warm the cache; prints the medians and their ratios to `WPROF=0`.
+`--mode sample` (or `adaptive`) measures that mode instead of the default.
 
     python3 bench/programs/languages_overhead.py --runs 9 --wprof target/release/wprof
 """
@@ -14,10 +15,12 @@ from side_by_side import medians, parser, programs
 
 def main():
     ap = parser(__doc__, "/tmp/wprof-languages-overhead-cache")
+    ap.add_argument("--mode", default=None, help="a mode other than the default")
     args = ap.parse_args()
     args.programs = args.programs or ["lua", "lua_eh"]
     for name, _, dirs, tail, env in programs(args):
-        base = [args.wprof, "run", "-q", "-o", "/dev/null"] + dirs
+        mode = ["--mode", args.mode] if args.mode else []
+        base = [args.wprof, "run", "-q", "-o", "/dev/null"] + mode + dirs
         runs = {
             "WPROF=0": (base + tail, dict(env, WPROF="0")),
             "script frames": (base + tail, env),

@@ -25,13 +25,15 @@ def parser(doc, cache_dir):
 
 
 def programs(args):
-    """(name, program, `--dir` flags, module and arguments, environment) per program asked."""
+    """(name, program, its `--dir` and `--env` flags, module and arguments, environment) per
+    program asked."""
     bench = Path(args.bench)
     listed = {p["name"]: p for p in json.loads((bench / "programs.json").read_text())}
     env = dict(os.environ, WPROF_CACHE_DIR=args.cache_dir, WPROF_CONFIG="off")
     for name in args.programs or SMALL:
         p = listed[name]
         dirs = [flag for d in p.get("dirs", []) for flag in ("--dir", d)]
+        dirs += [flag for e in p.get("env", []) for flag in ("--env", e)]
         tail = [str(bench / p["wasm"]), "--"] + p.get("args", [])
         yield name, p, dirs, tail, env
 

@@ -125,6 +125,20 @@ mod tests {
             assert_ne!(with[1], without[1]);
             assert_eq!(with[2], without[2]);
             assert_ne!(plan(mode, 1).digest(), plan(mode, 0).digest());
+            // At its exit the cell names its caller's slot again: one store of the cell more
+            // than without the capture.
+            let cell_stores = |p: &ProbePlan| {
+                let text = crate::tests::text(&instrument(&wasm, p).unwrap().bytes);
+                let cell = format!("offset: {}, memory: 0 }} }}", crate::ContextArena::CURRENT);
+                text.lines()
+                    .filter(|l| l.starts_with("I32Store") && l.contains(&cell))
+                    .count()
+            };
+            let plain = ProbePlan {
+                mode,
+                ..ProbePlan::default()
+            };
+            assert_eq!(cell_stores(&plan(mode, 1)), cell_stores(&plain) + 1);
             // An `i64` parameter is not captured.
             let out = instrument(&wasm, &plan(mode, 0)).unwrap();
             assert!(!crate::tests::text(&out.bytes).contains(&store(0)));

@@ -33,12 +33,7 @@ pub fn record(
     tree: &InlineTree,
     sampled_ps: impl Fn(u32) -> u64,
 ) -> AdaptiveRecord {
-    let index: HashMap<u32, usize> = tree
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.address, i))
-        .collect();
+    let index = tree.index_by_address();
     // Inclusive sampled time per node: children come after their parents.
     let mut inclusive: Vec<u64> = tree.nodes.iter().map(|n| sampled_ps(n.address)).collect();
     for i in (1..tree.nodes.len()).rev() {

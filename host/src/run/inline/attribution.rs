@@ -63,12 +63,7 @@ enum How {
 
 /// Charges `samples` to the nodes of `tree`.
 pub fn attribute(tree: &InlineTree, samples: &Samples) -> Attribution {
-    let by_address: HashMap<u32, usize> = tree
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.address, i))
-        .collect();
+    let by_address = tree.index_by_address();
     // A function left without probes stores the slot it was reached through, inside its
     // caller's node: the node with the nearest address below.
     let mut starts: Vec<(u32, usize)> = by_address.iter().map(|(&a, &i)| (a, i)).collect();

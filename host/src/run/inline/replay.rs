@@ -1,17 +1,21 @@
 //! The end of a thread's run in the inline modes: the module's calling-context tree, read
 //! from its memory, replayed into the thread's collector with each context's cost or
-//! sampled time.
+//! sampled time; in an interpreter, the script's frames the ticks walked put in the
+//! contexts (see [`crate::run::inline::scripts`]).
+
+use std::collections::HashMap;
 
 use wasmtime::Store;
 use wprof_agent::ContextArena;
 
 use crate::languages::Interpreter;
+use crate::run::collector::Collector;
 use crate::run::host_state::HostState;
 use crate::run::inline::attribution::Attribution;
 use crate::run::inline::sampler::Samples;
-use crate::run::inline::scripts;
+use crate::run::inline::scripts::{ScriptStacks, Scripted};
 use crate::run::inline::tree::InlineTree;
-use crate::run::stacks::languages::LanguageSamples;
+use crate::run::stacks::languages::{place, LanguageSamples, LANGUAGE_FUNCTION};
 
 /// What replaying a thread's tree gives besides the collector's totals.
 pub(crate) struct Replayed {
@@ -66,7 +70,7 @@ pub(crate) fn replay_tree(
             );
             let scripts = samples.script_stacks.as_deref().zip(interpreter);
             let scripted = match scripts {
-                Some(_) => scripts::scripted_by_node(&attribution),
+                Some(_) => scripted_by_node(&attribution),
                 None => Default::default(),
             };
             tree.replay(
@@ -80,7 +84,7 @@ pub(crate) fn replay_tree(
                 allocs.as_ref(),
             );
             if let Some((stacks, interpreter)) = scripts {
-                languages = Some(scripts::replay(
+                languages = Some(replay_scripts(
                     &tree,
                     &attribution,
                     stacks,
@@ -106,4 +110,78 @@ pub(crate) fn replay_tree(
         attribution,
         languages,
     })
+}
+
+/// The time of each context of `tree` that [`replay_scripts`] replays with language frames.
+fn scripted_by_node(attribution: &Attribution) -> HashMap<u32, u64> {
+    let mut by_node: HashMap<u32, u64> = HashMap::new();
+    for (&(address, _), figures) in &attribution.scripted {
+        *by_node.entry(address).or_default() += figures.ps;
+    }
+    by_node
+}
+
+/// Replays into `collector` (its native tree replayed, the time of [`scripted_by_node`]
+/// left out) each context's time with language frames, on the context's path with the
+/// frames of `stacks` put in place of `interpreter`'s eval frames. The script's functions
+/// get ids after the module's (their index in `stacks.samples.functions` after the
+/// collector's functions), which [`crate::run::stacks::languages::merge_one`] gives them
+/// in the profile. What was learnt, with the script's lines' time (in nanoseconds, by
+/// [`LANGUAGE_FUNCTION`] ids).
+fn replay_scripts(
+    tree: &InlineTree,
+    attribution: &Attribution,
+    stacks: &ScriptStacks,
+    interpreter: &Interpreter,
+    collector: &mut Collector,
+) -> LanguageSamples {
+    let first_id = collector.functions().len() as u32;
+    let mut learnt = stacks.samples.clone();
+    let index = tree.index_by_address();
+    // In a stable order: the collector's contexts are made in it.
+    let mut scripted: Vec<(&(u32, u32), &Scripted)> = attribution.scripted.iter().collect();
+    scripted.sort_unstable_by_key(|(&key, _)| key);
+    let mut now = collector.last();
+    let mut path = Vec::new();
+    for (&(address, stack), figures) in scripted {
+        let (Some(&node), Some(stack)) =
+            (index.get(&address), stacks.stacks.get(stack as usize - 1))
+        else {
+            continue;
+        };
+        path.clear();
+        path.extend(
+            std::iter::successors(Some(node), |&at| (at != 0).then(|| tree.nodes[at].parent))
+                .take_while(|&at| at != 0)
+                .map(|at| tree.nodes[at].function),
+        );
+        path.reverse();
+        let on_script = place::place(
+            interpreter,
+            &mut learnt,
+            &mut path,
+            &stack.frames,
+            stack.truncated,
+            figures.ticks,
+        );
+        if let (true, Some(line), Some(&innermost)) = (on_script, stack.line, path.last()) {
+            *learnt.lines.entry((innermost, line)).or_default() += figures.ps / 1000;
+        }
+        for &f in &path {
+            let id = match f & LANGUAGE_FUNCTION != 0 {
+                true => first_id + (f & !LANGUAGE_FUNCTION),
+                false => f,
+            };
+            collector.enter_counted_at(id, 0, now);
+        }
+        now += figures.ps;
+        for &f in path.iter().rev() {
+            let id = match f & LANGUAGE_FUNCTION != 0 {
+                true => first_id + (f & !LANGUAGE_FUNCTION),
+                false => f,
+            };
+            collector.exit_at(id, now);
+        }
+    }
+    learnt
 }

@@ -10,21 +10,17 @@
 //! before, and also, per language stack, to [`Samples::scripted`].
 //!
 //! Once the tree is read, each context's time with language frames is taken from the
-//! context and replayed on its path with the frames put in place of the eval loop's
-//! ([`replay`]): the script's functions get that time and no calls (the module counts
-//! native calls only), and the native tree keeps every call it counted, with the time no
-//! language frame claimed.
+//! context and replayed on its path with the frames put in place of the eval loop's (see
+//! [`crate::run::inline::replay`]): the script's functions get that time and no calls (the
+//! module counts native calls only), and the native tree keeps every call it counted, with
+//! the time no language frame claimed.
 
 use std::collections::HashMap;
 
-use crate::languages::Interpreter;
 use crate::run::code::map::Running;
-use crate::run::collector::Collector;
-use crate::run::inline::attribution::Attribution;
-use crate::run::inline::tree::InlineTree;
 use crate::run::interrupt::language::LanguageWalk;
 use crate::run::interrupt::Target;
-use crate::run::stacks::languages::{place, LanguageReader, LanguageSamples, LANGUAGE_FUNCTION};
+use crate::run::stacks::languages::{LanguageReader, LanguageSamples};
 
 /// The time and number of the ticks of one reading (or context) and language stack.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -130,83 +126,4 @@ impl ScriptTicks {
             samples: self.reader.finish(),
         }
     }
-}
-
-/// The time of each context of `tree` that [`replay`] replays with language frames.
-pub fn scripted_by_node(attribution: &Attribution) -> HashMap<u32, u64> {
-    let mut by_node: HashMap<u32, u64> = HashMap::new();
-    for (&(address, _), figures) in &attribution.scripted {
-        *by_node.entry(address).or_default() += figures.ps;
-    }
-    by_node
-}
-
-/// Replays into `collector` (its native tree replayed, the time of [`scripted_by_node`]
-/// left out) each context's time with language frames, on the context's path with the
-/// frames of `stacks` put in place of `interpreter`'s eval frames. The script's functions
-/// get ids after the module's (their index in `stacks.samples.functions` after the
-/// collector's functions), which [`crate::run::stacks::languages::merge_one`] gives them
-/// in the profile. What was learnt, with the script's lines' time (in nanoseconds, by
-/// [`LANGUAGE_FUNCTION`] ids).
-pub fn replay(
-    tree: &InlineTree,
-    attribution: &Attribution,
-    stacks: &ScriptStacks,
-    interpreter: &Interpreter,
-    collector: &mut Collector,
-) -> LanguageSamples {
-    let first_id = collector.functions().len() as u32;
-    let mut learnt = stacks.samples.clone();
-    let index: HashMap<u32, usize> = tree
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.address, i))
-        .collect();
-    // In a stable order: the collector's contexts are made in it.
-    let mut scripted: Vec<(&(u32, u32), &Scripted)> = attribution.scripted.iter().collect();
-    scripted.sort_unstable_by_key(|(&key, _)| key);
-    let mut now = collector.last();
-    let mut path = Vec::new();
-    for (&(address, stack), figures) in scripted {
-        let (Some(&node), Some(stack)) =
-            (index.get(&address), stacks.stacks.get(stack as usize - 1))
-        else {
-            continue;
-        };
-        path.clear();
-        path.extend(
-            std::iter::successors(Some(node), |&at| (at != 0).then(|| tree.nodes[at].parent))
-                .take_while(|&at| at != 0)
-                .map(|at| tree.nodes[at].function),
-        );
-        path.reverse();
-        let on_script = place::place(
-            interpreter,
-            &mut learnt,
-            &mut path,
-            &stack.frames,
-            stack.truncated,
-            figures.ticks,
-        );
-        if let (true, Some(line), Some(&innermost)) = (on_script, stack.line, path.last()) {
-            *learnt.lines.entry((innermost, line)).or_default() += figures.ps / 1000;
-        }
-        for &f in &path {
-            let id = match f & LANGUAGE_FUNCTION != 0 {
-                true => first_id + (f & !LANGUAGE_FUNCTION),
-                false => f,
-            };
-            collector.enter_counted_at(id, 0, now);
-        }
-        now += figures.ps;
-        for &f in path.iter().rev() {
-            let id = match f & LANGUAGE_FUNCTION != 0 {
-                true => first_id + (f & !LANGUAGE_FUNCTION),
-                false => f,
-            };
-            collector.exit_at(id, now);
-        }
-    }
-    learnt
 }

@@ -104,6 +104,13 @@ fn node_at<M: TreeBytes + ?Sized>(
 }
 
 impl InlineTree {
+    /// Each node's index in [`InlineTree::nodes`], by its address.
+    pub fn index_by_address(&self) -> std::collections::HashMap<u32, usize> {
+        (self.nodes.iter().enumerate())
+            .map(|(i, n)| (n.address, i))
+            .collect()
+    }
+
     /// Reads the tree of a module with `functions` functions from its tree memory.
     pub fn read<M: TreeBytes + ?Sized>(memory: &M, functions: u32) -> Self {
         let mut tree = InlineTree::empty();
