@@ -682,31 +682,36 @@ fn an_interpreter_whose_structures_cannot_be_read_is_profiled_as_native_code_wit
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("shares.lua"), SHARES).unwrap();
     let mapping = format!("{}::/s", dir.display());
-    let out = s.run(&[
-        "run",
-        "-o",
-        "out.wprof",
-        "--dir",
-        &mapping,
-        stripped.to_str().unwrap(),
-        "/s/shares.lua",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stdout(&out).contains("\t392836"));
-    let warnings: Vec<String> = stderr(&out)
-        .lines()
-        .filter(|l| l.contains("warning"))
-        .map(str::to_string)
-        .collect();
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(
-        warnings[0].contains("a Lua interpreter (no `lua_State.ci` in the module's DWARF)"),
-        "{warnings:?}"
-    );
-    let profile = Profile::read(&s.path("out.wprof")).unwrap();
-    assert!(profile.functions.iter().all(|f| !f.is_script()));
-    assert!(profile
-        .functions
-        .iter()
-        .any(|f| f.name == "luaV_execute" && f.self_time * 2 > profile.total));
+    // In the default mode, and in sample mode, whose probes then keep nothing.
+    for mode in ["stack", "sample"] {
+        let out = s.run(&[
+            "run",
+            "-o",
+            "out.wprof",
+            "--mode",
+            mode,
+            "--dir",
+            &mapping,
+            stripped.to_str().unwrap(),
+            "/s/shares.lua",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(stdout(&out).contains("\t392836"));
+        let warnings: Vec<String> = stderr(&out)
+            .lines()
+            .filter(|l| l.contains("warning"))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("a Lua interpreter (no `lua_State.ci` in the module's DWARF)"),
+            "{warnings:?}"
+        );
+        let profile = Profile::read(&s.path("out.wprof")).unwrap();
+        assert!(profile.functions.iter().all(|f| !f.is_script()));
+        assert!(profile
+            .functions
+            .iter()
+            .any(|f| f.name == "luaV_execute" && f.self_time * 2 > profile.total));
+    }
 }
