@@ -6,8 +6,8 @@
 //!
 //! An interpreter is recognised by its eval loop's name ([`find`]); stack mode's module
 //! then keeps the loop's state argument at each of its entries (a capture, see
-//! [`wprof_agent::entry_counts::Capture`]), from where each tick walks the language's
-//! stack.
+//! [`wprof_agent::entry_counts::Capture`]), and so do sample and adaptive mode's probes
+//! (see [`wprof_agent::StateCapture`]), from where each tick walks the language's stack.
 //!
 //! Reading is a bounded walk of memory the program may be rewriting at that instant:
 //! every address is checked against the memory's size, every chain has a depth limit, and
@@ -137,7 +137,8 @@ pub const STATE_SLOT: u32 = 0;
 pub const STATE_PARAM: u32 = 0;
 
 impl Interpreter {
-    /// What stack mode's module keeps at each entry of the eval loop: its state argument.
+    /// What stack mode's module keeps at each entry of the eval loop: its state argument
+    /// (sample and adaptive mode's probes keep [`STATE_PARAM`] as well).
     pub fn captures(&self) -> Vec<Capture> {
         vec![Capture {
             function: self.eval,

@@ -7,7 +7,7 @@
 //! stack at each tick of the program's first thread. The sampler resolves each tick's
 //! frames to the script's functions while the program's memory is there ([`ScriptTicks`])
 //! and keeps one id per distinct stack of them: the reading's time goes to its context as
-//! before, and also, per language stack, to [`Samples::scripted`].
+//! before, and also, per language stack, to [`crate::run::inline::sampler::Samples::scripted`].
 //!
 //! Once the tree is read, each context's time with language frames is taken from the
 //! context and replayed on its path with the frames put in place of the eval loop's (see
