@@ -37,8 +37,8 @@ pub struct Attribution {
     /// they were called from.
     pub switched_off_ps: u64,
     /// The part of `time` whose ticks walked an interpreted language's frames, per node
-    /// address and language stack (see [`crate::run::inline::scripts`]).
-    pub scripted: HashMap<(u32, u32), Scripted>,
+    /// (its index in the tree) and language stack (see [`crate::run::inline::scripts`]).
+    pub scripted: HashMap<(usize, u32), Scripted>,
 }
 
 /// Where a reading's time goes.
@@ -113,8 +113,7 @@ pub fn attribute(tree: &InlineTree, samples: &Samples) -> Attribution {
     }
     for (&((cell, running), stack), &figures) in &samples.scripted {
         if let Charge::Node(node, _) = charge(cell, running) {
-            let key = (tree.nodes[node].address, stack);
-            out.scripted.entry(key).or_default().add(figures);
+            out.scripted.entry((node, stack)).or_default().add(figures);
         }
     }
     out

@@ -9,7 +9,7 @@ use wasmtime::Store;
 use wprof_agent::ContextArena;
 
 use crate::languages::Interpreter;
-use crate::run::collector::Collector;
+use crate::run::collector::{Collector, PS_PER_NS};
 use crate::run::host_state::HostState;
 use crate::run::inline::attribution::Attribution;
 use crate::run::inline::sampler::Samples;
@@ -70,7 +70,7 @@ pub(crate) fn replay_tree(
             );
             let scripts = samples.script_stacks.as_deref().zip(interpreter);
             let scripted = match scripts {
-                Some(_) => scripted_by_node(&attribution),
+                Some(_) => scripted_by_node(&tree, &attribution),
                 None => Default::default(),
             };
             tree.replay(
@@ -112,11 +112,12 @@ pub(crate) fn replay_tree(
     })
 }
 
-/// The time of each context of `tree` that [`replay_scripts`] replays with language frames.
-fn scripted_by_node(attribution: &Attribution) -> HashMap<u32, u64> {
+/// The time of each context of `tree` (by address) that [`replay_scripts`] replays with
+/// language frames.
+fn scripted_by_node(tree: &InlineTree, attribution: &Attribution) -> HashMap<u32, u64> {
     let mut by_node: HashMap<u32, u64> = HashMap::new();
-    for (&(address, _), figures) in &attribution.scripted {
-        *by_node.entry(address).or_default() += figures.ps;
+    for (&(node, _), figures) in &attribution.scripted {
+        *by_node.entry(tree.nodes[node].address).or_default() += figures.ps;
     }
     by_node
 }
@@ -137,16 +138,13 @@ fn replay_scripts(
 ) -> LanguageSamples {
     let first_id = collector.functions().len() as u32;
     let mut learnt = stacks.samples.clone();
-    let index = tree.index_by_address();
     // In a stable order: the collector's contexts are made in it.
-    let mut scripted: Vec<(&(u32, u32), &Scripted)> = attribution.scripted.iter().collect();
+    let mut scripted: Vec<(&(usize, u32), &Scripted)> = attribution.scripted.iter().collect();
     scripted.sort_unstable_by_key(|(&key, _)| key);
     let mut now = collector.last();
     let mut path = Vec::new();
-    for (&(address, stack), figures) in scripted {
-        let (Some(&node), Some(stack)) =
-            (index.get(&address), stacks.stacks.get(stack as usize - 1))
-        else {
+    for (&(node, stack), figures) in scripted {
+        let Some(stack) = stacks.stacks.get(stack as usize - 1) else {
             continue;
         };
         path.clear();
@@ -165,22 +163,17 @@ fn replay_scripts(
             figures.ticks,
         );
         if let (true, Some(line), Some(&innermost)) = (on_script, stack.line, path.last()) {
-            *learnt.lines.entry((innermost, line)).or_default() += figures.ps / 1000;
+            *learnt.lines.entry((innermost, line)).or_default() += figures.ps / PS_PER_NS;
+        }
+        for f in path.iter_mut().filter(|f| **f & LANGUAGE_FUNCTION != 0) {
+            *f = first_id + (*f & !LANGUAGE_FUNCTION);
         }
         for &f in &path {
-            let id = match f & LANGUAGE_FUNCTION != 0 {
-                true => first_id + (f & !LANGUAGE_FUNCTION),
-                false => f,
-            };
-            collector.enter_counted_at(id, 0, now);
+            collector.enter_counted_at(f, 0, now);
         }
         now += figures.ps;
         for &f in path.iter().rev() {
-            let id = match f & LANGUAGE_FUNCTION != 0 {
-                true => first_id + (f & !LANGUAGE_FUNCTION),
-                false => f,
-            };
-            collector.exit_at(id, now);
+            collector.exit_at(f, now);
         }
     }
     learnt

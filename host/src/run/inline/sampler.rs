@@ -173,20 +173,15 @@ impl Samples {
     /// Moves the `located` readings to `time`: those at a program counter in `probes` as
     /// wprof's code, the others as the function `code` says ran there.
     pub fn resolve(&mut self, code: &CodeMap, probes: &HashSet<usize>) {
+        let running = |pc: usize| match probes.contains(&pc) {
+            true => Running::Probe,
+            false => code.running(pc),
+        };
         for ((cell, pc), ps) in self.located.drain() {
-            let running = if probes.contains(&pc) {
-                Running::Probe
-            } else {
-                code.running(pc)
-            };
-            *self.time.entry((cell, Some(running))).or_default() += ps;
+            *self.time.entry((cell, Some(running(pc)))).or_default() += ps;
         }
         for (((cell, pc), stack), figures) in self.located_scripted.drain() {
-            let running = if probes.contains(&pc) {
-                Running::Probe
-            } else {
-                code.running(pc)
-            };
+            let running = running(pc);
             self.scripted
                 .entry(((cell, Some(running)), stack))
                 .or_default()

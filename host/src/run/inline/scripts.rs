@@ -71,8 +71,8 @@ pub struct ScriptTicks {
     reader: LanguageReader,
     /// The eval loop (whose running makes a tick's line the script's).
     eval: u32,
+    /// Each stack seen, and its id.
     interned: HashMap<ScriptStack, u32>,
-    stacks: Vec<ScriptStack>,
     /// The frames read last (kept to reuse its allocation).
     frames: Vec<u64>,
 }
@@ -84,7 +84,6 @@ impl ScriptTicks {
             reader: LanguageReader::new(walk),
             eval: walk.interpreter().eval,
             interned: HashMap::new(),
-            stacks: Vec::new(),
             frames: Vec::new(),
         }
     }
@@ -110,19 +109,16 @@ impl ScriptTicks {
             truncated,
             line,
         };
-        if let Some(&id) = self.interned.get(&stack) {
-            return id;
-        }
-        self.stacks.push(stack.clone());
-        let id = self.stacks.len() as u32;
-        self.interned.insert(stack, id);
-        id
+        let next = self.interned.len() as u32 + 1;
+        *self.interned.entry(stack).or_insert(next)
     }
 
     /// What the ticks walked.
     pub fn finish(self) -> ScriptStacks {
+        let mut stacks: Vec<(ScriptStack, u32)> = self.interned.into_iter().collect();
+        stacks.sort_unstable_by_key(|&(_, id)| id);
         ScriptStacks {
-            stacks: self.stacks,
+            stacks: stacks.into_iter().map(|(stack, _)| stack).collect(),
             samples: self.reader.finish(),
         }
     }

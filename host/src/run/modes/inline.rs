@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use wasmtime::Linker;
+use wasmtime::{Instance, Linker, Store};
 use wprof_agent::{ContextArena, ProbeMode};
 
 use super::{Entered, EntryCall, HostFigures, ReadCall, Readings, ThreadMode};
@@ -15,6 +15,7 @@ use crate::languages::Interpreter;
 use crate::run::host_state::HostState;
 use crate::run::inline::attribution::Attribution;
 use crate::run::inline::tree::InlineTree;
+use crate::run::interrupt::language::LanguageWalk;
 use crate::run::start::ProbeBytes;
 
 /// An inline mode.
@@ -42,6 +43,24 @@ impl Inline {
             probe_bytes,
             interpreter,
         }
+    }
+
+    /// How the ticks of a thread running `instance` walk the interpreter's language: from
+    /// the eval loop's state its probes keep in the tree memory. `None` for a module that
+    /// is no interpreter.
+    fn language_walk(
+        &self,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+    ) -> Option<&'static LanguageWalk> {
+        let interpreter = self.interpreter.as_ref()?;
+        let tree = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
+        let state = tree
+            .data_ptr(&*store)
+            .wrapping_add(ContextArena::CAPTURED as usize)
+            .cast::<u32>()
+            .cast_const();
+        super::language_walk(store, instance, interpreter, state)
     }
 
     /// Replays the thread's tree into its collector (timed as `collect`) and reads its
@@ -111,20 +130,8 @@ impl ThreadMode for Inline {
             return crate::run::start::call_plain(&mut call);
         }
         // The first thread's ticks walk the interpreter's language.
-        let language = match (&self.interpreter, call.entry) {
-            (Some(interpreter), crate::run::start::Entry::Start) => {
-                let tree = call
-                    .instance
-                    .get_memory(&mut *call.store, ContextArena::MEMORY);
-                tree.and_then(|tree| {
-                    let state = tree
-                        .data_ptr(&*call.store)
-                        .wrapping_add(ContextArena::CAPTURED as usize)
-                        .cast::<u32>()
-                        .cast_const();
-                    super::language_walk(call.store, call.instance, interpreter, state)
-                })
-            }
+        let language = match call.entry {
+            crate::run::start::Entry::Start => self.language_walk(call.store, call.instance),
             _ => None,
         };
         crate::run::start::call_sampled(call, self.mode, self.probe_bytes.as_ref(), language)
