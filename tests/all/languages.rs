@@ -95,27 +95,42 @@ fn assert_one_two_three(parts: [u64; 3]) -> u64 {
 
 /// Asserts that the script's functions and the eval loop's own frames in `profile` hold
 /// the share of its time the eval loop (`eval`) holds in `native` (`--native`), within 5
-/// points (two runs).
-fn assert_the_eval_loops_share(profile: &Profile, native: &Profile, eval: &str) {
-    assert!(native.functions.iter().all(|f| !f.is_script()));
-    let own = |p: &Profile| {
-        p.functions
+/// points. Two runs' shares differ by up to 7 points on this machine (a run 40% slower than
+/// the one before it slows the eval loop most), so the difference taken is the median of
+/// three pairs: `profile` and `native` and two more that `again(native)` makes.
+fn assert_the_eval_loops_share(
+    profile: &Profile,
+    native: &Profile,
+    eval: &str,
+    again: impl Fn(bool) -> Profile,
+) {
+    let difference = |profile: &Profile, native: &Profile| {
+        assert!(native.functions.iter().all(|f| !f.is_script()));
+        let own = |p: &Profile| {
+            p.functions
+                .iter()
+                .find(|f| f.name == eval)
+                .map_or(0, |f| f.self_time)
+        };
+        let in_script: u64 = profile
+            .functions
             .iter()
-            .find(|f| f.name == eval)
-            .map_or(0, |f| f.self_time)
+            .filter(|f| f.is_script())
+            .map(|f| f.self_time)
+            .sum::<u64>()
+            + own(profile);
+        let share = |t: u64, p: &Profile| t as f64 / p.total as f64;
+        (share(in_script, profile), share(own(native), native))
     };
-    let in_script: u64 = profile
-        .functions
-        .iter()
-        .filter(|f| f.is_script())
-        .map(|f| f.self_time)
-        .sum::<u64>()
-        + own(profile);
-    let share = |t: u64, p: &Profile| t as f64 / p.total as f64;
-    let (a, b) = (share(in_script, profile), share(own(native), native));
+    let mut pairs = vec![difference(profile, native)];
+    for _ in 0..2 {
+        pairs.push(difference(&again(false), &again(true)));
+    }
+    let mut differences: Vec<f64> = pairs.iter().map(|(a, b)| a - b).collect();
+    differences.sort_by(f64::total_cmp);
     assert!(
-        (a - b).abs() <= 0.05,
-        "script {a:.3} against the eval loop's {b:.3}"
+        differences[1].abs() <= 0.05,
+        "script against the eval loop's share, three pairs of runs: {pairs:.3?}"
     );
 }
 
@@ -293,8 +308,11 @@ pub(crate) fn assert_javascript_scripts_functions(qjs: &std::path::Path, mode: &
 
     // `--native`: the interpreter's frames, with as much time in JS_CallInternal as the
     // script's functions and the calls it was caught between (within 5 points).
-    let native = js_profile_of(&s, qjs, &[mode, &["--native"]].concat());
-    assert_the_eval_loops_share(&profile, &native, "JS_CallInternal");
+    let native_flags = [mode, &["--native"]].concat();
+    let native = js_profile_of(&s, qjs, &native_flags);
+    assert_the_eval_loops_share(&profile, &native, "JS_CallInternal", |n| {
+        js_profile_of(&s, qjs, if n { &native_flags } else { mode })
+    });
 }
 
 /// A CPython of the benchmark set: its module and the flags it runs with.
@@ -427,8 +445,11 @@ pub(crate) fn assert_python_scripts_functions_and_shares(python: &Python, mode: 
         "{text}"
     );
 
-    let native = py_profile_of(&s, python, &[mode, &["--native"]].concat());
-    assert_the_eval_loops_share(&profile, &native, "_PyEval_EvalFrameDefault");
+    let native_flags = [mode, &["--native"]].concat();
+    let native = py_profile_of(&s, python, &native_flags);
+    assert_the_eval_loops_share(&profile, &native, "_PyEval_EvalFrameDefault", |n| {
+        py_profile_of(&s, python, if n { &native_flags } else { mode })
+    });
 }
 
 #[test]
@@ -557,9 +578,12 @@ pub(crate) fn assert_lua_scripts_functions_and_shares(
     );
 
     // `--native`: the interpreter's own frames, the eval loop where the script's were,
-    // with as much of the time (within 5 points: two runs).
-    let native = profile_of(&s, lua, SHARES, &[mode, &["--native"]].concat());
-    assert_the_eval_loops_share(&profile, &native, "luaV_execute");
+    // with as much of the time (within 5 points: the median of three pairs of runs).
+    let native_flags = [mode, &["--native"]].concat();
+    let native = profile_of(&s, lua, SHARES, &native_flags);
+    assert_the_eval_loops_share(&profile, &native, "luaV_execute", |n| {
+        profile_of(&s, lua, SHARES, if n { &native_flags } else { mode })
+    });
     (profile, native)
 }
 
