@@ -14,24 +14,19 @@ use crate::report::source::ModuleDwarf;
 /// The sampled time of each source line of the module `bytes`, from the time at each of its
 /// code's offsets (`at_offset`, file offsets); `None` when the module has neither DWARF
 /// nor Go's line table, or nothing was sampled.
+/// `dwarf`: the module's DWARF, read (none if it has none or it could not be read).
 /// `unmapped_ns`: the sampled time at machine code of no wasm instruction.
 pub fn record(
     bytes: &[u8],
+    dwarf: Option<&ModuleDwarf<'_>>,
     at_offset: &HashMap<u32, u64>,
     unmapped_ns: u64,
 ) -> Option<LinesRecord> {
     if at_offset.is_empty() {
         return None;
     }
-    let dwarf = match crate::report::source::module_dwarf(bytes) {
-        Ok(dwarf) => dwarf,
-        Err(e) => {
-            tracing::debug!("no lines: {e}");
-            return None;
-        }
-    };
     if let Some(dwarf) = dwarf {
-        return Some(of_offsets(&dwarf, at_offset, unmapped_ns));
+        return Some(of_offsets(dwarf, at_offset, unmapped_ns));
     }
     let mut offsets: Vec<u32> = at_offset.keys().copied().collect();
     offsets.sort_unstable();

@@ -267,9 +267,17 @@ fn sources_of(
         }
         return Ok(out);
     }
-    let Some(dwarf) = module_dwarf(bytes)? else {
-        return Ok(HashMap::new());
-    };
+    match module_dwarf(bytes)? {
+        Some(dwarf) => sources_in(&dwarf, wanted),
+        None => Ok(HashMap::new()),
+    }
+}
+
+/// The sources of [`sources_of`], from a module's DWARF read already.
+fn sources_in(
+    dwarf: &ModuleDwarf<'_>,
+    wanted: Option<&std::collections::HashSet<u32>>,
+) -> anyhow::Result<HashMap<u32, Source>> {
     let mut out = HashMap::new();
     for (i, range) in dwarf.bodies.iter().enumerate() {
         let id = dwarf.imported + i as u32;
@@ -453,6 +461,17 @@ fn kept_symbols(profile: &mut Profile, stored: &crate::profile::SymbolsRecord) -
 /// the DWARF). Only the profile's functions are looked up; what the mode kept already (a
 /// script's functions, see `crate::languages`) stays.
 pub fn record_symbols(profile: &mut Profile, bytes: &[u8], path: &Path) {
+    record_symbols_with(profile, bytes, path, None)
+}
+
+/// [`record_symbols`], with the module's DWARF `read` already where the caller had it (for
+/// the sampled lines: reading it once saves a third of the time both take, 10 ms on CPython).
+pub fn record_symbols_with(
+    profile: &mut Profile,
+    bytes: &[u8],
+    path: &Path,
+    read: Option<&ModuleDwarf<'_>>,
+) {
     let mut functions = profile.functions.clone();
     let (raw_names, sources) = match crate::go_symbols::read(bytes) {
         crate::go_symbols::GoTable::Functions(go) => {
@@ -466,7 +485,11 @@ pub fn record_symbols(profile: &mut Profile, bytes: &[u8], path: &Path) {
             }
             let raw = demangle_functions(&mut functions);
             let wanted = functions.iter().map(|f| f.id).collect();
-            let sources = sources_of(bytes, Some(&wanted)).unwrap_or_else(|e| {
+            let sources = match read {
+                Some(dwarf) => sources_in(dwarf, Some(&wanted)),
+                None => sources_of(bytes, Some(&wanted)),
+            };
+            let sources = sources.unwrap_or_else(|e| {
                 tracing::debug!("no source lines from {}: {e:#}", path.display());
                 HashMap::new()
             });

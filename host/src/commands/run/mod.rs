@@ -257,13 +257,9 @@ fn run_in(mode: &mut dyn modes::RunMode, job: &mut modes::Job) -> Result<i32, Fa
     let module = mode.prepare(job)?;
     let mut outcome = mode.run(job, &module)?;
     job.timings.extend(&outcome.timings);
-    let Some(mut profile) = mode.profile(job, &mut outcome) else {
+    let Some(profile) = mode.profile(job, &mut outcome) else {
         return Ok(summary::finish_unprofiled(outcome, job.settings.quiet));
     };
-    // The names and sources the reports show travel with the profile.
-    job.timings.time("symbols", || {
-        crate::report::source::record_symbols(&mut profile, &job.loaded.bytes, &job.settings.module)
-    });
     let written = summary::write_profile(&profile, &job.settings, job.timings);
     mode.summarize(job, &profile, written);
     Ok(outcome.exit_code)

@@ -84,8 +84,10 @@ pub trait RunMode {
     /// Runs `module`'s `_start`, with what the mode links and starts around it.
     fn run(&mut self, job: &mut Job, module: &Module) -> Result<RunOutcome, Failure>;
 
-    /// What was measured, as a profile; tells a trap in the original module's terms. `None`
-    /// when the run was not profiled (the mode could not measure, said in a warning).
+    /// What was measured, as a profile, with the names and sources the reports show (see
+    /// [`crate::report::source::record_symbols`]); tells a trap in the original module's
+    /// terms. `None` when the run was not profiled (the mode could not measure, said in a
+    /// warning).
     fn profile(&mut self, job: &mut Job, outcome: &mut RunOutcome) -> Option<Profile>;
 
     /// The summary on stderr, and what else the run writes beside its profile (`--trace`);

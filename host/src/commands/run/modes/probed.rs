@@ -356,6 +356,10 @@ impl<P: Probing> RunMode for Probed<P> {
                 functions: scripts::symbols(language, &job.settings),
             });
         }
+        job.timings.time("symbols", || {
+            let (bytes, path) = (&job.loaded.bytes, &job.settings.module);
+            crate::report::source::record_symbols(&mut profile, bytes, path)
+        });
         Some(profile)
     }
 

@@ -19,6 +19,7 @@ use crate::prepare::injections::Split;
 use crate::prepare::loader::LoadedModule;
 use crate::prepare::session::warn;
 use crate::profile::{Ending, FunctionInfo, ModuleRef, Profile, SamplingRecord, StackWalkRecord};
+use crate::report::source::record_symbols_with;
 use crate::run::code::map::CodeMap;
 use crate::run::runner::{self, RunOutcome, Stdio};
 use crate::run::stacks::entry_counts::EntryCounts;
@@ -199,6 +200,14 @@ impl RunMode for Stack {
             }
             profile
         });
+        // The module's DWARF, read once for the sampled lines and the functions' sources.
+        let bytes = &job.loaded.bytes;
+        let dwarf = job.timings.time("dwarf", || {
+            crate::report::source::module_dwarf(bytes).unwrap_or_else(|e| {
+                tracing::debug!("no lines: {e}");
+                None
+            })
+        });
         // Every thread's sampled time per offset, turned into source lines.
         profile.lines = job.timings.time("lines", || {
             let mut at_offset: HashMap<u32, u64> = HashMap::new();
@@ -209,7 +218,7 @@ impl RunMode for Stack {
                 }
                 unmapped += own.unlocated_ns;
             }
-            let lines = crate::report::lines::record(&job.loaded.bytes, &at_offset, unmapped);
+            let lines = crate::report::lines::record(bytes, dwarf.as_ref(), &at_offset, unmapped);
             match &language {
                 Some(language) => scripts::with_lines(lines, language, &job.settings),
                 None => lines,
@@ -223,6 +232,10 @@ impl RunMode for Stack {
                 functions: scripts::symbols(language, &job.settings),
             });
         }
+        job.timings.time("symbols", || {
+            let path = &job.settings.module;
+            record_symbols_with(&mut profile, bytes, path, dwarf.as_ref())
+        });
         Some(profile)
     }
 
