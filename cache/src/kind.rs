@@ -16,16 +16,20 @@ pub enum Kind {
     /// Machine-specific values that never leave the machine (wprof: compiled functions of
     /// wasmtime's incremental compilation cache).
     Compiled,
+    /// What was learnt of a module by reading it, keyed by the module's digest (wprof: the
+    /// interpreter it is, each function's source).
+    Facts,
 }
 
 impl Kind {
     /// Every kind, in a fixed order.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Function,
         Kind::Manifest,
         Kind::Module,
         Kind::Artifact,
         Kind::Compiled,
+        Kind::Facts,
     ];
 
     /// The kind's name (also the name of its folders).
@@ -36,6 +40,7 @@ impl Kind {
             Kind::Module => "modules",
             Kind::Artifact => "artifacts",
             Kind::Compiled => "compiled",
+            Kind::Facts => "facts",
         }
     }
 
@@ -66,6 +71,7 @@ impl Kind {
             Kind::Module => 2,
             Kind::Artifact => 3,
             Kind::Compiled => 4,
+            Kind::Facts => 5,
         }
     }
 

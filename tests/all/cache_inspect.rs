@@ -149,7 +149,7 @@ fn stats_count_hits_and_misses_of_every_run() {
     for k in stats["kinds"].as_array().unwrap() {
         let name = k["kind"].as_str().unwrap();
         assert!(
-            kinds.contains(&format!("{name} (")),
+            kinds.contains(&format!(" {name} (")),
             "cache stats --help does not explain {name}"
         );
     }

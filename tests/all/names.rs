@@ -297,3 +297,53 @@ fn a_module_without_a_name_section_is_named_from_its_dwarf() {
         );
     }
 }
+
+/// The functions' sources are read from the DWARF once per module and kept in the cache
+/// (its `facts`): the next run takes them from there, with the same symbols, and a damaged
+/// value is a miss, read again and rewritten.
+#[test]
+fn a_modules_sources_are_read_once_and_kept_in_the_cache() {
+    let s = Scratch::new();
+    let compress = sample("compress.wasm");
+    let run = |out: &str| {
+        let o = s.run(&["run", "-q", "-o", out, compress.to_str().unwrap(), "1"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(stderr(&o), "");
+        s.profile(out)["symbols"].clone()
+    };
+    let facts = |what: &str| {
+        let out = s.run(&["cache", "stats", "--json"]);
+        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let kinds = stats["kinds"].as_array().unwrap();
+        let facts = kinds.iter().find(|k| k["kind"] == "facts").unwrap();
+        facts[what].as_u64().unwrap()
+    };
+    let first = run("a.wprof");
+    let find = definition_line("compress.c", "find_match");
+    assert!(
+        first.to_string().contains(&format!("\"line\":{find}")),
+        "{first}"
+    );
+    assert_eq!((facts("writes"), facts("hits")), (1, 0));
+    assert_eq!(run("b.wprof"), first);
+    assert_eq!((facts("writes"), facts("hits")), (1, 1));
+    let text = stdout(&s.run(&["report", "b.wprof"]));
+    assert!(
+        text.contains(&format!("find_match  [compress.c:{find}]")),
+        "{text}"
+    );
+
+    let cache = wprof_cache::Cache::open(&s.cache_dir()).unwrap();
+    let keys = cache.keys(wprof_cache::Kind::Facts).unwrap();
+    assert_eq!(keys.len(), 1);
+    cache
+        .put(wprof_cache::Kind::Facts, &keys[0], b"not facts")
+        .unwrap();
+    let out = s.run(&["cache", "verify"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("facts"), "{}", stdout(&out));
+    assert_eq!(run("c.wprof"), first);
+    assert_eq!(facts("writes"), 2);
+    let out = s.run(&["cache", "verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}

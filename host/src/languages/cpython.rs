@@ -34,7 +34,7 @@ const MAX_TABLE: usize = 1 << 20;
 const CODE_UNIT: u32 = 2;
 
 /// How a frame tells that it started a run of the eval loop (that C called it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum RunStart {
     /// 3.11: the frame's own flag (`is_entry`), at this offset.
     Flag(u32),
@@ -44,7 +44,7 @@ enum RunStart {
 }
 
 /// Where CPython 3.11 or 3.12 keeps what the walk reads, in one build.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PythonLayout {
     state_cframe: u32,
     cframe_current: u32,

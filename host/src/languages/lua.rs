@@ -39,7 +39,7 @@ const MAX_INSTRUCTIONS_WITHOUT_ABSOLUTE_LINE: i32 = 128;
 const MAX_SOURCE: usize = 512;
 
 /// Where Lua 5.4 keeps what the walk reads, in one build.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LuaLayout {
     state_ci: u32,
     state_status: u32,

@@ -22,7 +22,7 @@ pub mod quickjs;
 use wprof_agent::entry_counts::Capture;
 
 /// An interpreter found in a module: its eval loop and how to read its language's stack.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Interpreter {
     /// The eval loop, by function id: its native frames are where the language's stand.
     pub eval: u32,
@@ -34,7 +34,7 @@ pub struct Interpreter {
 }
 
 /// A language whose frames wprof reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Language {
     /// Lua 5.4: `luaV_execute(lua_State *L, CallInfo *ci)`.
     Lua(lua::LuaLayout),

@@ -49,7 +49,7 @@ const BYTECODE_CLASSES: [&str; 4] = [
     "JS_CLASS_ASYNC_GENERATOR_FUNCTION",
 ];
 /// Where QuickJS-ng keeps what the walk reads, in one build.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QuickJsLayout {
     context_runtime: u32,
     runtime_current_frame: u32,
@@ -72,7 +72,7 @@ pub struct QuickJsLayout {
 }
 
 /// Where a function's bytecode says the line and column it is defined at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum Defined {
     /// QuickJS-ng: in fields of their own (`line_num`, `col_num`).
     Fields { line: u32, column: u32 },

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use wprof_cache::{key_from_hex, Cache, CacheError, Key, Kind, Lookup, Usage};
 
-use crate::prepare::cache_values::{ArtifactEntry, Manifest, ManifestFunction};
+use crate::prepare::cache_values::{facts_key, ArtifactEntry, Manifest, ManifestFunction};
 use wprof_cache::hex;
 
 /// One module the cache knows: a manifest and what it points to.
@@ -224,8 +224,8 @@ pub struct GcReport {
 
 /// Removes the leftovers of interrupted work, then evicts the least recently used entries
 /// until the cache holds at most `cap` bytes. A
-/// module's manifest, its instrumented and original modules and its compiled artifacts go
-/// together (when the last manifest using them goes); function bodies, and anything no
+/// module's manifest, its instrumented and original modules, its compiled artifacts and
+/// what was learnt of it (its facts) go together (when the last manifest using them goes); function bodies, and anything no
 /// manifest uses, go on their own, and a pack stored against a value that went goes with it.
 pub fn gc(cache: &Cache, cap: u64) -> Result<GcReport, CacheError> {
     let leftover_bytes = cache.sweep_leftovers()?;
@@ -277,6 +277,9 @@ pub fn gc(cache: &Cache, cap: u64) -> Result<GcReport, CacheError> {
             for a in artifacts_of.get(&d).into_iter().flatten() {
                 p.push((Kind::Artifact, *a));
             }
+        }
+        if let Some(d) = key_from_hex(&m.module_digest) {
+            p.push((Kind::Facts, facts_key(&d, env!("WPROF_FACTS_CODE"))));
         }
         p.retain(|e| entries.contains_key(e));
         p.dedup();

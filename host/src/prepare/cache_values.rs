@@ -13,10 +13,23 @@
 //! - [`ArtifactEntry`] (kind `artifacts`): wasmtime's compiled form of an instrumented
 //!   module for one engine, in a file beside the store; the record holds what the file is
 //!   and its MAC under this user's secret key (see [`crate::prepare::artifacts`]).
+//! - a module's facts (kind `facts`, keyed by [`facts_key`]): what was learnt of it by
+//!   reading it, in postcard (see [`crate::prepare::facts`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::prepare::{referenced, zstd_frames};
+
+/// The key of the facts of the module whose digest is `digest`, as the build whose code
+/// learns them is `code` (its digest, `WPROF_FACTS_CODE`); the cache's eviction keeps them
+/// with the module's manifest.
+pub fn facts_key(digest: &[u8; 32], code: &str) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"wprof module facts\0");
+    h.update(code.as_bytes());
+    h.update(digest);
+    *h.finalize().as_bytes()
+}
 
 /// A module as the `modules` kind stores it: compressed.
 pub fn encode_module(bytes: &[u8]) -> std::io::Result<Vec<u8>> {

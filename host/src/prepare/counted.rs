@@ -344,27 +344,8 @@ fn captures(loaded: &LoadedModule) -> Vec<wprof_agent::entry_counts::Capture> {
 }
 
 /// The interpreter `loaded` is, if it is one whose language's frames stack mode reads (see
-/// [`crate::languages::find`]), or why they cannot be read; found once per module and
-/// process (it reads the module's DWARF).
-pub fn interpreter(
-    loaded: &LoadedModule,
-) -> Option<Result<std::sync::Arc<crate::languages::Interpreter>, String>> {
-    use std::collections::HashMap;
-    use std::sync::{Arc, Mutex, OnceLock};
-    type Found = Option<Result<Arc<crate::languages::Interpreter>, String>>;
-    static FOUND: OnceLock<Mutex<HashMap<[u8; 32], Found>>> = OnceLock::new();
-    let found = FOUND.get_or_init(Default::default);
-    if let Some(known) = found
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&loaded.digest)
-    {
-        return known.clone();
-    }
-    let interpreter = crate::languages::find(&loaded.bytes).map(|r| r.map(Arc::new));
-    found
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(loaded.digest, interpreter.clone());
-    interpreter
+/// [`crate::languages::find`]), or why they cannot be read; learnt once per module (see
+/// [`crate::prepare::facts`]).
+pub fn interpreter(loaded: &LoadedModule) -> crate::prepare::facts::Found {
+    crate::prepare::facts::interpreter(loaded)
 }

@@ -6,7 +6,9 @@
 //! [`compile`] makes machine code of the result (or of the original, profiling off);
 //! [`cache_values`] and [`cache_model`] are what wprof stores in the cache and how it reads
 //! it back; [`artifacts`] and [`compiled`] keep compiled code (whole modules, compressed
-//! by [`artifact_image`], and Cranelift's per-function incremental cache), authenticated with the key of [`secret`].
+//! by [`artifact_image`], and Cranelift's per-function incremental cache), authenticated with the key of [`secret`];
+//! [`facts`] keeps what was learnt of a module by reading it (the interpreter it is, its
+//! functions' sources).
 //!
 //! May use: `run` (only the engine configuration, [`crate::run::engine`]) and `profile`
 //! (the function names and instrumentation stats a profile records). A cache failure is a
@@ -21,6 +23,7 @@ pub mod compile;
 pub mod compiled;
 pub mod component;
 pub mod counted;
+pub mod facts;
 pub mod guard;
 pub mod heap;
 pub mod injections;

@@ -12,7 +12,8 @@ use crate::exit::Failure;
 Kinds: functions (instrumented bodies with offset maps), manifests (what each instrumented
 module is made of), modules (instrumented and original modules), artifacts (compiled modules,
 files beside the store), compiled (compiled functions of wasmtime's incremental compilation
-cache; they never leave this machine). Hits, misses, corrupt values found, writes and evictions are
+cache; they never leave this machine), facts (what was learnt of a module by reading it: the
+interpreter it is, its functions' sources). Hits, misses, corrupt values found, writes and evictions are
 counted by every process that used the cache, since it was created.
 
 Examples:

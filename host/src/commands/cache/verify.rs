@@ -112,6 +112,8 @@ fn semantic_problem(cache: &Cache, kind: Kind, key: &Key, value: &[u8]) -> Optio
                 },
             },
         },
+        Kind::Facts => (!crate::prepare::facts::decodes(value))
+            .then(|| "not a module's facts of this wprof's layout".to_string()),
         Kind::Artifact => ArtifactEntry::decode(value)
             .is_none()
             .then(|| "not a compiled-artifact record".to_string()),
@@ -155,6 +157,7 @@ pub fn verify(cache: &Cache, repair: bool) -> Result<VerifyReport, CacheError> {
         Kind::Module,
         Kind::Artifact,
         Kind::Compiled,
+        Kind::Facts,
         Kind::Manifest,
     ] {
         for key in cache.keys(kind)? {

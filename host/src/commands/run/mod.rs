@@ -254,10 +254,17 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
 
 /// Runs `job` in `mode`: prepared, run, and its profile written and summed up.
 fn run_in(mode: &mut dyn modes::RunMode, job: &mut modes::Job) -> Result<i32, Failure> {
+    // What earlier runs learnt of the module (the interpreter it is, its functions'
+    // sources), before anything asks.
+    if job.settings.profiling {
+        crate::prepare::facts::recall(&mut job.cache, &job.loaded);
+    }
     let module = mode.prepare(job)?;
     let mut outcome = mode.run(job, &module)?;
     job.timings.extend(&outcome.timings);
-    let Some(profile) = mode.profile(job, &mut outcome) else {
+    let profile = mode.profile(job, &mut outcome);
+    crate::prepare::facts::keep(&mut job.cache, &job.loaded);
+    let Some(profile) = profile else {
         return Ok(summary::finish_unprofiled(outcome, job.settings.quiet));
     };
     let written = summary::write_profile(&profile, &job.settings, job.timings);

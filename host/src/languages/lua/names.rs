@@ -43,7 +43,7 @@ const METAMETHOD: u8 = 1 << 7;
 const ENV: &str = "_ENV";
 
 /// Where naming reads, in one build of Lua 5.4.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LuaNaming {
     /// The opcodes of [`OPCODES`], in that order.
     opcodes: Vec<u32>,

@@ -23,7 +23,7 @@
 use super::JsFrame;
 
 /// The native functions that push a C function's frame or hand a call on, by id.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Calls {
     /// Push a C function's frame.
     c_calls: Vec<u32>,

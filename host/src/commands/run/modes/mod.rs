@@ -18,6 +18,7 @@ pub mod off;
 pub mod probed;
 pub mod sample;
 mod scripts;
+mod sources;
 pub mod stack;
 pub mod time;
 

@@ -356,10 +356,12 @@ impl<P: Probing> RunMode for Probed<P> {
                 functions: scripts::symbols(language, &job.settings),
             });
         }
-        job.timings.time("symbols", || {
-            let (bytes, path) = (&job.loaded.bytes, &job.settings.module);
-            crate::report::source::record_symbols(&mut profile, bytes, path)
-        });
+        let job = (
+            &job.loaded,
+            job.settings.module.as_path(),
+            &mut *job.timings,
+        );
+        super::sources::record(job, &mut profile, None);
         Some(profile)
     }
 

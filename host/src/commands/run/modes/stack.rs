@@ -11,6 +11,7 @@ use wasmtime::Module;
 
 use super::off::compile_original;
 use super::scripts;
+use super::sources;
 use super::{Job, RunMode};
 use crate::commands::run::summary;
 use crate::exit::Failure;
@@ -19,7 +20,6 @@ use crate::prepare::injections::Split;
 use crate::prepare::loader::LoadedModule;
 use crate::prepare::session::warn;
 use crate::profile::{Ending, FunctionInfo, ModuleRef, Profile, SamplingRecord, StackWalkRecord};
-use crate::report::source::record_symbols_with;
 use crate::run::code::map::CodeMap;
 use crate::run::runner::{self, RunOutcome, Stdio};
 use crate::run::stacks::entry_counts::EntryCounts;
@@ -200,14 +200,18 @@ impl RunMode for Stack {
             }
             profile
         });
-        // The module's DWARF, read once for the sampled lines and the functions' sources.
+        // The module's DWARF, read once for the sampled lines and the functions' sources
+        // (unless those are known and give no function a line).
         let bytes = &job.loaded.bytes;
-        let dwarf = job.timings.time("dwarf", || {
-            crate::report::source::module_dwarf(bytes).unwrap_or_else(|e| {
-                tracing::debug!("no lines: {e}");
-                None
-            })
-        });
+        let dwarf = match sources::lines_need_dwarf(job) {
+            true => job.timings.time("dwarf", || {
+                crate::report::source::module_dwarf(bytes).unwrap_or_else(|e| {
+                    tracing::debug!("no lines: {e}");
+                    None
+                })
+            }),
+            false => None,
+        };
         // Every thread's sampled time per offset, turned into source lines.
         profile.lines = job.timings.time("lines", || {
             let mut at_offset: HashMap<u32, u64> = HashMap::new();
@@ -232,10 +236,12 @@ impl RunMode for Stack {
                 functions: scripts::symbols(language, &job.settings),
             });
         }
-        job.timings.time("symbols", || {
-            let path = &job.settings.module;
-            record_symbols_with(&mut profile, bytes, path, dwarf.as_ref())
-        });
+        let job = (
+            &job.loaded,
+            job.settings.module.as_path(),
+            &mut *job.timings,
+        );
+        sources::record(job, &mut profile, dwarf.as_ref());
         Some(profile)
     }
 
