@@ -132,6 +132,7 @@ fn anchors_are_made_as_renderers_make_them() {
 /// Flags the pages give to other programs (cargo, git, zstd, callgrind_annotate, wasmtime,
 /// wasm-tools, the benchmark scripts), not to wprof.
 const OTHER_PROGRAMS_FLAGS: &[&str] = &[
+    "--against",
     "--adapt",
     "--auto",
     "--bin",
