@@ -53,14 +53,8 @@ impl Inline {
         store: &mut Store<HostState>,
         instance: &Instance,
     ) -> Option<&'static LanguageWalk> {
-        let interpreter = self.interpreter.as_ref()?;
-        let tree = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
-        let state = tree
-            .data_ptr(&*store)
-            .wrapping_add(ContextArena::CAPTURED as usize)
-            .cast::<u32>()
-            .cast_const();
-        super::language_walk(store, instance, interpreter, state)
+        let state = (ContextArena::MEMORY, ContextArena::CAPTURED as usize);
+        super::language_walk(store, instance, self.interpreter.as_ref()?, state)
     }
 
     /// Replays the thread's tree into its collector (timed as `collect`) and reads its

@@ -138,14 +138,21 @@ pub fn of(
 }
 
 /// How the ticks of a thread running `instance` walk `interpreter`'s language: from the
-/// eval loop's state its probes or counters keep at `state` (a word of one of the
-/// instance's memories), in the program's memory. `None` where that memory may move.
+/// eval loop's state its probes or counters keep at `state` (the name of one of the
+/// instance's memories, and the byte offset of the word there), in the program's memory.
+/// `None` where that memory may move, or `instance` keeps no such memory.
 fn language_walk(
     store: &mut Store<HostState>,
     instance: &Instance,
     interpreter: &Arc<crate::languages::Interpreter>,
-    state: *const u32,
+    (memory, offset): (&str, usize),
 ) -> Option<&'static crate::run::interrupt::language::LanguageWalk> {
+    let state = instance.get_memory(&mut *store, memory)?;
+    let state = state
+        .data_ptr(&*store)
+        .wrapping_add(offset)
+        .cast::<u32>()
+        .cast_const();
     let (base, size) = match instance.get_export(&mut *store, "memory")? {
         wasmtime::Extern::Memory(memory)
             if crate::run::host_state::never_moves(&memory.ty(&*store)) =>

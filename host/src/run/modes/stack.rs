@@ -44,14 +44,8 @@ impl Stack {
         instance: &Instance,
     ) -> Option<&'static LanguageWalk> {
         use wprof_agent::entry_counts::CAPTURE_MEMORY;
-        let interpreter = self.interpreter.as_ref()?;
-        let captures = instance.get_memory(&mut *store, CAPTURE_MEMORY)?;
-        let state = captures
-            .data_ptr(&*store)
-            .wrapping_add(crate::languages::STATE_SLOT as usize * 4)
-            .cast::<u32>()
-            .cast_const();
-        super::language_walk(store, instance, interpreter, state)
+        let state = (CAPTURE_MEMORY, crate::languages::STATE_SLOT as usize * 4);
+        super::language_walk(store, instance, self.interpreter.as_ref()?, state)
     }
 }
 
