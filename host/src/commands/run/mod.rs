@@ -208,6 +208,9 @@ pub fn run(settings: &RunSettings) -> Result<i32, Failure> {
 /// The run of a module or component: read, its mode chosen, then the mode's steps (see
 /// [`modes::RunMode`]) in order.
 fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failure> {
+    // The clock the run's measurements read is calibrated while the module is read and
+    // compiled, instead of in a wait of its own at the program's first WASI call.
+    crate::run::clock::start_calibrating();
     // Validated only where nothing else does: compiling validates, and a module the cache
     // knows by its digest was validated before it was stored.
     let loaded = match timings.time("load", || loader::read_program(&settings.module))? {
