@@ -343,7 +343,9 @@ fn time_per_line_from_go_s_line_table_in_the_default_mode() {
         assert!(three > 2.0 * one, "{at}: second loop {three}%\n{text}");
 
         // The HTML report's function page shows the source found under --source-path, each
-        // line with its time (the second loop's head, which both Go versions' tables name).
+        // line with its time (the second loop's, which holds most of it; its head alone can
+        // get no sample: Go 1.21's table gives it a stretch of a few instructions, which one
+        // cold run in five missed).
         let o = s.run(&[
             "report",
             "b.wprof",
@@ -358,8 +360,11 @@ fn time_per_line_from_go_s_line_table_in_the_default_mode() {
         let page = html_function_page(&s.path("b.html"), "main.burn");
         let ann = page["ann"].as_array().unwrap();
         assert!(
-            ann.iter()
-                .any(|l| l[2].as_str().unwrap().contains("i < 3*n") && l[1].as_u64().unwrap() > 0),
+            ann.iter().any(|l| {
+                let text = l[2].as_str().unwrap();
+                (text.contains("i < 3*n") || text.contains("// second loop"))
+                    && l[1].as_u64().unwrap() > 0
+            }),
             "{at}: {ann:?}"
         );
 
