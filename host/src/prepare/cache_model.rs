@@ -279,7 +279,7 @@ pub fn gc(cache: &Cache, cap: u64) -> Result<GcReport, CacheError> {
             }
         }
         if let Some(d) = key_from_hex(&m.module_digest) {
-            p.push((Kind::Facts, facts_key(&d, env!("WPROF_FACTS_CODE"))));
+            p.push((Kind::Facts, facts_key(&d)));
         }
         p.retain(|e| entries.contains_key(e));
         p.dedup();

@@ -20,13 +20,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::prepare::{referenced, zstd_frames};
 
-/// The key of the facts of the module whose digest is `digest`, as the build whose code
-/// learns them is `code` (its digest, `WPROF_FACTS_CODE`); the cache's eviction keeps them
-/// with the module's manifest.
-pub fn facts_key(digest: &[u8; 32], code: &str) -> [u8; 32] {
+/// The key of the facts of the module whose digest is `digest`, as this build learns them
+/// (the digest of its code that does, `WPROF_FACTS_CODE`: see `build.rs`); the cache's
+/// eviction keeps them with the module's manifest.
+pub fn facts_key(digest: &[u8; 32]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(b"wprof module facts\0");
-    h.update(code.as_bytes());
+    h.update(env!("WPROF_FACTS_CODE").as_bytes());
     h.update(digest);
     *h.finalize().as_bytes()
 }

@@ -337,15 +337,8 @@ fn count(loaded: &LoadedModule) -> Result<CountedModule, wprof_agent::AgentError
 /// The captures `loaded`'s counted module makes: its eval loop's state, in an interpreter
 /// whose frames are read.
 fn captures(loaded: &LoadedModule) -> Vec<wprof_agent::entry_counts::Capture> {
-    match interpreter(loaded) {
+    match crate::prepare::facts::interpreter(loaded) {
         Some(Ok(interpreter)) => interpreter.captures(),
         _ => Vec::new(),
     }
-}
-
-/// The interpreter `loaded` is, if it is one whose language's frames stack mode reads (see
-/// [`crate::languages::find`]), or why they cannot be read; learnt once per module (see
-/// [`crate::prepare::facts`]).
-pub fn interpreter(loaded: &LoadedModule) -> crate::prepare::facts::Found {
-    crate::prepare::facts::interpreter(loaded)
 }

@@ -112,7 +112,7 @@ fn known() -> std::sync::MutexGuard<'static, HashMap<[u8; 32], Known>> {
 
 /// The cache's key of `loaded`'s facts.
 fn key(loaded: &LoadedModule) -> [u8; 32] {
-    crate::prepare::cache_values::facts_key(&loaded.digest, env!("WPROF_FACTS_CODE"))
+    crate::prepare::cache_values::facts_key(&loaded.digest)
 }
 
 /// Takes what the cache knows of `loaded`, once per process, before anything asks.

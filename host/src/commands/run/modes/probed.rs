@@ -356,12 +356,8 @@ impl<P: Probing> RunMode for Probed<P> {
                 functions: scripts::symbols(language, &job.settings),
             });
         }
-        let job = (
-            &job.loaded,
-            job.settings.module.as_path(),
-            &mut *job.timings,
-        );
-        super::sources::record(job, &mut profile, None);
+        let (path, timings) = (&job.settings.module, &mut *job.timings);
+        super::sources::record(&job.loaded, path, timings, &mut profile, None);
         Some(profile)
     }
 

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use super::Job;
-use crate::prepare::counted;
+use crate::prepare::facts;
 use crate::prepare::session::warn;
 use crate::run::stacks;
 use crate::settings::RunSettings;
@@ -18,7 +18,7 @@ pub(super) fn find_interpreter(job: &mut Job) {
     let loaded = &job.loaded;
     match job
         .timings
-        .time("interpreter", || counted::interpreter(loaded))
+        .time("interpreter", || facts::interpreter(loaded))
     {
         Some(Ok(interpreter)) => {
             if let Some(guessed) = &interpreter.guessed {

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::Job;
 use crate::prepare::facts::{self, Sources};
 use crate::prepare::loader::LoadedModule;
 use crate::profile::Profile;
@@ -16,11 +15,12 @@ use crate::timings::Timings;
 /// Keeps in `profile` the names and sources the reports show, as the phase `symbols`;
 /// `dwarf`: the module's DWARF, if the mode read it already (for its sampled lines).
 pub(super) fn record<'a>(
-    job: (&'a LoadedModule, &Path, &mut Timings),
+    loaded: &'a LoadedModule,
+    path: &Path,
+    timings: &mut Timings,
     profile: &mut Profile,
     dwarf: Option<&ModuleDwarf<'a>>,
 ) {
-    let (loaded, path, timings) = job;
     timings.time("symbols", || {
         let sources = facts::sources(loaded, || learn(&loaded.bytes, dwarf));
         let of = |wanted: &std::collections::HashSet<u32>| {
@@ -35,10 +35,11 @@ pub(super) fn record<'a>(
     });
 }
 
-/// Whether the mode should read the module's DWARF for its sampled lines: not when the
-/// functions' sources are known and give no function a line (no offset has one then).
-pub(super) fn lines_need_dwarf(job: &Job) -> bool {
-    facts::known_sources(&job.loaded).is_none_or(|s| s.any())
+/// Whether a mode whose run `sampled` offsets of the module's code should read its DWARF:
+/// for the functions' sources, unless they are known; for the sampled lines, unless the
+/// sources give no function a line (no offset has one then).
+pub(super) fn dwarf_needed(loaded: &LoadedModule, sampled: bool) -> bool {
+    facts::known_sources(loaded).is_none_or(|s| sampled && s.any())
 }
 
 /// Every defined function's source, from `dwarf`, or from the DWARF of the module `bytes`

@@ -200,10 +200,19 @@ impl RunMode for Stack {
             }
             profile
         });
+        // Every thread's sampled time per offset.
+        let mut at_offset: HashMap<u32, u64> = HashMap::new();
+        let mut unmapped = 0;
+        for own in std::iter::once(&samples).chain(spawned.iter().map(|t| &t.2)) {
+            for (&offset, &ns) in &own.at_offset {
+                *at_offset.entry(offset).or_default() += ns;
+            }
+            unmapped += own.unlocated_ns;
+        }
         // The module's DWARF, read once for the sampled lines and the functions' sources
-        // (unless those are known and give no function a line).
+        // (where either needs it).
         let bytes = &job.loaded.bytes;
-        let dwarf = match sources::lines_need_dwarf(job) {
+        let dwarf = match sources::dwarf_needed(&job.loaded, !at_offset.is_empty()) {
             true => job.timings.time("dwarf", || {
                 crate::report::source::module_dwarf(bytes).unwrap_or_else(|e| {
                     tracing::debug!("no lines: {e}");
@@ -212,16 +221,8 @@ impl RunMode for Stack {
             }),
             false => None,
         };
-        // Every thread's sampled time per offset, turned into source lines.
+        // The sampled offsets turned into source lines.
         profile.lines = job.timings.time("lines", || {
-            let mut at_offset: HashMap<u32, u64> = HashMap::new();
-            let mut unmapped = 0;
-            for own in std::iter::once(&samples).chain(spawned.iter().map(|t| &t.2)) {
-                for (&offset, &ns) in &own.at_offset {
-                    *at_offset.entry(offset).or_default() += ns;
-                }
-                unmapped += own.unlocated_ns;
-            }
             let lines = crate::report::lines::record(bytes, dwarf.as_ref(), &at_offset, unmapped);
             match &language {
                 Some(language) => scripts::with_lines(lines, language, &job.settings),
@@ -236,12 +237,8 @@ impl RunMode for Stack {
                 functions: scripts::symbols(language, &job.settings),
             });
         }
-        let job = (
-            &job.loaded,
-            job.settings.module.as_path(),
-            &mut *job.timings,
-        );
-        sources::record(job, &mut profile, dwarf.as_ref());
+        let (path, timings) = (&job.settings.module, &mut *job.timings);
+        sources::record(&job.loaded, path, timings, &mut profile, dwarf.as_ref());
         Some(profile)
     }
 
