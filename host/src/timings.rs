@@ -1,5 +1,8 @@
 //! wprof's own phases and how long each took: what `wprof run --timings` prints and
 //! `WPROF_LOG=info` logs, so that the time wprof adds around the program is never invisible.
+//! Work done on a thread of its own while the program ran (see
+//! `commands::run::modes::groundwork`) is listed apart: it adds to no phase, and the phase
+//! that waits for it shows only the wait.
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +20,8 @@ pub enum Format {
 #[derive(Debug, Default, Clone)]
 pub struct Timings {
     phases: Vec<(&'static str, Duration)>,
+    /// Work done beside the program, on a thread of its own, in the order it was recorded.
+    beside: Vec<(&'static str, Duration)>,
 }
 
 /// The phase that is the program itself: everything else is wprof's own time.
@@ -45,11 +50,28 @@ impl Timings {
         }
     }
 
+    /// Records that work `name` took `took` on a thread of its own while the program ran:
+    /// shown apart, and not part of [`Timings::own`].
+    pub fn record_beside(&mut self, name: &'static str, took: Duration) {
+        tracing::info!(
+            work = name,
+            ms = took.as_secs_f64() * 1e3,
+            "done beside the run"
+        );
+        self.beside.push((name, took));
+    }
+
+    /// The work done beside the program, in order.
+    pub fn beside(&self) -> &[(&'static str, Duration)] {
+        &self.beside
+    }
+
     /// Appends the phases of `other`.
     pub fn extend(&mut self, other: &Timings) {
         for (name, took) in &other.phases {
             self.phases.push((name, *took));
         }
+        self.beside.extend_from_slice(&other.beside);
     }
 
     /// The phases, in order.
@@ -78,7 +100,13 @@ impl Timings {
             .iter()
             .map(|(name, took)| serde_json::json!({"name": name, "ns": took.as_nanos() as u64}))
             .collect();
-        serde_json::json!({"phases": phases, "own_ns": self.own().as_nanos() as u64}).to_string()
+        let beside: Vec<_> = self
+            .beside
+            .iter()
+            .map(|(name, took)| serde_json::json!({"name": name, "ns": took.as_nanos() as u64}))
+            .collect();
+        serde_json::json!({"phases": phases, "own_ns": self.own().as_nanos() as u64, "beside": beside})
+            .to_string()
     }
 
     /// A table for stderr: one line per phase with its share, then wprof's own time.
@@ -99,6 +127,15 @@ impl Timings {
             crate::display::format_ns(self.own().as_nanos() as u64),
             share(self.own())
         ));
+        if !self.beside.is_empty() {
+            out.push_str("wprof: beside the program (a thread of wprof's own, while it ran)\n");
+            for (name, took) in &self.beside {
+                out.push_str(&format!(
+                    "wprof:   {name:<12} {:>10}\n",
+                    crate::display::format_ns(took.as_nanos() as u64)
+                ));
+            }
+        }
         out
     }
 }
@@ -132,5 +169,24 @@ mod tests {
         assert_eq!(json["phases"][0]["name"], "load");
         assert_eq!(json["phases"][0]["ns"], 4_000_000);
         assert!(json["own_ns"].as_u64().unwrap() >= 6_000_000);
+        assert_eq!(json["beside"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn work_beside_the_program_is_shown_apart_and_not_in_wprofs_own_time() {
+        let mut t = Timings::new();
+        t.record(PROGRAM, Duration::from_millis(100));
+        t.record("dwarf", Duration::from_micros(10));
+        t.record_beside("dwarf", Duration::from_millis(5));
+        assert_eq!(t.own(), Duration::from_micros(10));
+        let table = t.render();
+        let apart = table.split("beside the program").nth(1).expect(&table);
+        assert!(
+            apart.contains("dwarf") && apart.contains("5.00 ms"),
+            "{table}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&t.to_json()).unwrap();
+        assert_eq!(json["beside"][0]["name"], "dwarf");
+        assert_eq!(json["beside"][0]["ns"], 5_000_000);
     }
 }

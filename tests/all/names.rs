@@ -347,3 +347,70 @@ fn a_modules_sources_are_read_once_and_kept_in_the_cache() {
     let out = s.run(&["cache", "verify"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+/// What the default mode's profile needs of the module that the run cannot change, the
+/// counted module's manifest and the DWARF, is read on a thread of wprof's while the program
+/// runs: `--timings` lists that work apart, and the profile has the same sources and lines.
+#[test]
+fn the_manifest_and_the_dwarf_are_read_while_the_program_runs() {
+    let s = Scratch::new();
+    let compress = sample("compress.wasm");
+    let run = |out: &str| {
+        let o = s.run(&[
+            "run",
+            "-q",
+            "--timings=json",
+            "-o",
+            out,
+            compress.to_str().unwrap(),
+            "1",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let line = stderr(&o)
+            .lines()
+            .find(|l| l.starts_with('{'))
+            .unwrap_or_else(|| panic!("no timings: {}", stderr(&o)))
+            .to_string();
+        let timings: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let names = |key: &str| -> Vec<String> {
+            let list = timings[key].as_array().unwrap();
+            list.iter()
+                .map(|p| p["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        (names("phases"), names("beside"), s.profile(out))
+    };
+    // Cold: the counters are added now, so only the DWARF is read beside the run.
+    let (_, cold_beside, cold) = run("a.wprof");
+    assert!(cold_beside.contains(&"dwarf".into()), "{cold_beside:?}");
+    assert!(!cold_beside.contains(&"manifest".into()), "{cold_beside:?}");
+    // Warm: the manifest from the cache too; the profile waits for both as phases.
+    let (phases, beside, warm) = run("b.wprof");
+    for work in ["manifest", "dwarf"] {
+        assert!(beside.contains(&work.into()), "{work}: {beside:?}");
+        assert!(phases.contains(&work.into()), "{work}: {phases:?}");
+    }
+    assert_eq!(warm["symbols"], cold["symbols"]);
+    let find = definition_line("compress.c", "find_match");
+    assert!(
+        warm["symbols"]
+            .to_string()
+            .contains(&format!("\"line\":{find}")),
+        "{}",
+        warm["symbols"]
+    );
+    let lines = warm["lines"]["lines"].as_array().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["file"].as_str().unwrap().ends_with("compress.c")
+                && l["self_ns"].as_u64() > Some(0)),
+        "{lines:?}"
+    );
+    // The functions named by the manifest are the module's, as the cold run named them.
+    let names = |p: &serde_json::Value| -> Vec<String> {
+        let functions = p["functions"].as_array().unwrap();
+        functions.iter().map(|f| f["name"].to_string()).collect()
+    };
+    assert_eq!(names(&warm), names(&cold));
+}

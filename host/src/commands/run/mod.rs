@@ -10,6 +10,7 @@ pub mod trace;
 
 use std::path::PathBuf;
 
+use crate::commands::run::modes::groundwork::Groundwork;
 use crate::exit::Failure;
 use crate::prepare::loader;
 use crate::prepare::session::{warn, CacheSession};
@@ -71,7 +72,9 @@ pub struct RunCommand {
     /// Print on stderr how long each of wprof's own phases took (open the cache, load,
     /// instrument, compile, instantiate, run, locate, collect, encode, write, and store: waiting
     /// after a cold start for its compiled code, stored while the program runs), even with --quiet:
-    /// a table, or with `--timings=json` one JSON line.
+    /// a table, or with `--timings=json` one JSON line. What wprof read on a thread of its own
+    /// while the program ran (the manifest, the DWARF, line tables parsed ahead) is listed
+    /// apart, "beside the program", and counts in no phase.
     #[arg(long, value_enum, env = "WPROF_TIMINGS", value_name = "FORMAT", num_args = 0..=1, require_equals = true, default_missing_value = "text")]
     timings: Option<crate::timings::Format>,
 
@@ -242,7 +245,7 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
         // Cleared before the program runs (or when this returns early).
         progress: Progress::on_terminal(settings.quiet),
         settings,
-        loaded,
+        loaded: std::sync::Arc::new(loaded),
         injections,
         engine,
         cache,
@@ -263,9 +266,23 @@ fn run_in(mode: &mut dyn modes::RunMode, job: &mut modes::Job) -> Result<i32, Fa
         crate::prepare::facts::recall(&mut job.cache, &job.loaded);
     }
     let module = mode.prepare(job)?;
-    let mut outcome = mode.run(job, &module)?;
-    job.timings.extend(&outcome.timings);
-    let profile = mode.profile(job, &mut outcome);
+    // What the profile needs of the module is read beside the program.
+    let loaded = std::sync::Arc::clone(&job.loaded);
+    let wanted = mode.groundwork(job);
+    let wanted_now = std::sync::atomic::AtomicBool::new(false);
+    let (outcome, profile) = std::thread::scope(|scope| {
+        let mut ground = match job.settings.profiling {
+            true => {
+                let cache = job.cache.share();
+                Groundwork::start(scope, &loaded, cache, wanted, &wanted_now)
+            }
+            false => Groundwork::none(&loaded, &wanted_now),
+        };
+        let mut outcome = mode.run(job, &module)?;
+        job.timings.extend(&outcome.timings);
+        let profile = mode.profile(job, &mut outcome, &mut ground);
+        Ok::<_, Failure>((outcome, profile))
+    })?;
     crate::prepare::facts::keep(&mut job.cache, &job.loaded);
     let Some(profile) = profile else {
         return Ok(summary::finish_unprofiled(outcome, job.settings.quiet));

@@ -11,9 +11,13 @@
 //! - [`probed`]: what the modes with probes share (instrumenting through the cache, the
 //!   probes' run, the collector's profile), each mode's own part in [`time`], [`sample`],
 //!   [`cost`] and [`adaptive`] behind [`probed::Probing`].
+//!
+//! What a mode's profile needs of the module that the run cannot change (its manifest, its
+//! DWARF) is read while the program runs, on a thread of [`groundwork`]'s.
 
 pub mod adaptive;
 pub mod cost;
+pub mod groundwork;
 pub mod off;
 pub mod probed;
 pub mod sample;
@@ -41,7 +45,7 @@ pub struct Job<'t> {
     /// The run's settings, as the mode runs them.
     pub settings: RunSettings,
     /// The module, read and hashed.
-    pub loaded: LoadedModule,
+    pub loaded: std::sync::Arc<LoadedModule>,
     /// `--inject`, split into the imports' (the host's wrappers) and the module's own
     /// functions' (the agent's).
     pub injections: Split,
@@ -82,14 +86,25 @@ pub trait RunMode {
     /// cache of compiled artifacts).
     fn prepare(&mut self, job: &mut Job) -> Result<Module, Failure>;
 
+    /// What the profile will want of the module that the run cannot change, read while
+    /// the program runs (see [`groundwork`]); nothing by default.
+    fn groundwork(&self, _job: &Job) -> groundwork::Wanted {
+        groundwork::Wanted::default()
+    }
+
     /// Runs `module`'s `_start`, with what the mode links and starts around it.
     fn run(&mut self, job: &mut Job, module: &Module) -> Result<RunOutcome, Failure>;
 
     /// What was measured, as a profile, with the names and sources the reports show (see
     /// [`crate::report::source::record_symbols`]); tells a trap in the original module's
     /// terms. `None` when the run was not profiled (the mode could not measure, said in a
-    /// warning).
-    fn profile(&mut self, job: &mut Job, outcome: &mut RunOutcome) -> Option<Profile>;
+    /// warning). `ground`: what was read of the module while the program ran.
+    fn profile(
+        &mut self,
+        job: &mut Job,
+        outcome: &mut RunOutcome,
+        ground: &mut groundwork::Groundwork,
+    ) -> Option<Profile>;
 
     /// The summary on stderr, and what else the run writes beside its profile (`--trace`);
     /// `written` says whether the profile file was written.

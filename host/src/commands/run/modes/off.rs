@@ -34,7 +34,12 @@ impl RunMode for Off {
         runner::run(&job.engine, module, &job.settings, Stdio::Inherit, None)
     }
 
-    fn profile(&mut self, _: &mut Job, _: &mut RunOutcome) -> Option<Profile> {
+    fn profile(
+        &mut self,
+        _: &mut Job,
+        _: &mut RunOutcome,
+        _: &mut super::groundwork::Groundwork,
+    ) -> Option<Profile> {
         None
     }
 

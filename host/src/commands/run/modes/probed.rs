@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use wasmtime::Module;
 use wprof_agent::{ProbeMode, ProbePlan};
 
+use super::groundwork::{Groundwork, Wanted};
 use super::off::compile_original;
 use super::{scripts, Job, RunMode};
 use crate::commands::run::{summary, trace};
@@ -279,7 +280,21 @@ impl<P: Probing> RunMode for Probed<P> {
         runner::run(&job.engine, module, &job.settings, Stdio::Inherit, probes)
     }
 
-    fn profile(&mut self, job: &mut Job, outcome: &mut RunOutcome) -> Option<Profile> {
+    fn groundwork(&self, job: &Job) -> Wanted {
+        // The functions' sources, where the cache does not know them yet.
+        Wanted {
+            manifest: false,
+            dwarf: super::sources::dwarf_needed(&job.loaded, false),
+            lines: false,
+        }
+    }
+
+    fn profile(
+        &mut self,
+        job: &mut Job,
+        outcome: &mut RunOutcome,
+        ground: &mut Groundwork,
+    ) -> Option<Profile> {
         let prepared = self.prepared.as_ref()?;
         self.trace = outcome.collector.as_mut().and_then(Collector::take_trace);
         if let Some((message, _)) = &outcome.trap {
@@ -357,7 +372,11 @@ impl<P: Probing> RunMode for Probed<P> {
             });
         }
         let (path, timings) = (&job.settings.module, &mut *job.timings);
-        super::sources::record(&job.loaded, path, timings, &mut profile, None);
+        let dwarf = match super::sources::dwarf_needed(&job.loaded, false) {
+            true => ground.dwarf(timings),
+            false => None,
+        };
+        super::sources::record(&job.loaded, path, timings, &mut profile, dwarf.as_ref());
         Some(profile)
     }
 

@@ -13,13 +13,14 @@ use crate::report::source::{self, ModuleDwarf, Source};
 use crate::timings::Timings;
 
 /// Keeps in `profile` the names and sources the reports show, as the phase `symbols`;
-/// `dwarf`: the module's DWARF, if the mode read it already (for its sampled lines).
-pub(super) fn record<'a>(
-    loaded: &'a LoadedModule,
+/// `dwarf`: the module's DWARF, if the mode read it already (for its sampled lines, or
+/// beside the run).
+pub(super) fn record(
+    loaded: &LoadedModule,
     path: &Path,
     timings: &mut Timings,
     profile: &mut Profile,
-    dwarf: Option<&ModuleDwarf<'a>>,
+    dwarf: Option<&ModuleDwarf<'_>>,
 ) {
     timings.time("symbols", || {
         let sources = facts::sources(loaded, || learn(&loaded.bytes, dwarf));
@@ -44,22 +45,22 @@ pub(super) fn dwarf_needed(loaded: &LoadedModule, sampled: bool) -> bool {
 
 /// Every defined function's source, from `dwarf`, or from the DWARF of the module `bytes`
 /// read now; none where it has none or it cannot be read.
-fn learn<'a>(bytes: &'a [u8], dwarf: Option<&ModuleDwarf<'a>>) -> Sources {
-    let read;
-    let dwarf = match dwarf {
-        Some(dwarf) => dwarf,
+fn learn(bytes: &[u8], dwarf: Option<&ModuleDwarf<'_>>) -> Sources {
+    match dwarf {
+        Some(dwarf) => sources_in(dwarf),
         None => match source::module_dwarf(bytes) {
-            Ok(Some(dwarf)) => {
-                read = dwarf;
-                &read
-            }
-            Ok(None) => return Sources::default(),
+            Ok(Some(dwarf)) => sources_in(&dwarf),
+            Ok(None) => Sources::default(),
             Err(e) => {
                 tracing::debug!("no sources: {e:#}");
-                return Sources::default();
+                Sources::default()
             }
         },
-    };
+    }
+}
+
+/// Every defined function's source in `dwarf`.
+fn sources_in(dwarf: &ModuleDwarf<'_>) -> Sources {
     match source::sources_in(dwarf, None) {
         Ok(found) => Sources::new(
             dwarf.imported,

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use wasmtime::Module;
 
+use super::groundwork::{Groundwork, Wanted};
 use super::off::compile_original;
 use super::scripts;
 use super::sources;
@@ -80,7 +81,26 @@ impl RunMode for Stack {
         outcome
     }
 
-    fn profile(&mut self, job: &mut Job, outcome: &mut RunOutcome) -> Option<Profile> {
+    fn groundwork(&self, job: &Job) -> Wanted {
+        // The manifest where the counters were not added now, and the DWARF for the sampled
+        // lines and the sources.
+        let counted = self
+            .compiled
+            .as_ref()
+            .is_some_and(|c| c.counted && c.counters.is_none());
+        Wanted {
+            manifest: counted && job.cache.is_enabled(),
+            dwarf: sources::dwarf_needed(&job.loaded, true),
+            lines: true,
+        }
+    }
+
+    fn profile(
+        &mut self,
+        job: &mut Job,
+        outcome: &mut RunOutcome,
+        ground: &mut Groundwork,
+    ) -> Option<Profile> {
         let Some(mut samples) = self.samples.take() else {
             warn(format_args!(
                 "stack mode could not interrupt the program's thread (SIGPROF is taken, no \
@@ -92,7 +112,7 @@ impl RunMode for Stack {
         };
         let mut compiled = self.compiled.take()?;
         let code = self.code.take()?;
-        let (mut functions, recorded_offsets) = functions_and_counters(job, &mut compiled);
+        let (mut functions, recorded_offsets) = functions_and_counters(job, &mut compiled, ground);
         // The counters moved the code: offsets go back to the original's through where
         // they are, told by the manifest, else by the counted module made again (it is
         // deterministic) if some stack needs it.
@@ -213,12 +233,7 @@ impl RunMode for Stack {
         // (where either needs it).
         let bytes = &job.loaded.bytes;
         let dwarf = match sources::dwarf_needed(&job.loaded, !at_offset.is_empty()) {
-            true => job.timings.time("dwarf", || {
-                crate::report::source::module_dwarf(bytes).unwrap_or_else(|e| {
-                    tracing::debug!("no lines: {e}");
-                    None
-                })
-            }),
+            true => ground.dwarf(job.timings),
             false => None,
         };
         // The sampled offsets turned into source lines.
@@ -254,10 +269,13 @@ impl RunMode for Stack {
 fn functions_and_counters(
     job: &mut Job,
     compiled: &mut CountedCode,
+    ground: &mut Groundwork,
 ) -> (Vec<FunctionInfo>, Option<CounterOffsets>) {
     match (compiled.counted, compiled.counters.take()) {
-        (true, None) => match job.timings.time("manifest", || {
-            counted::recorded_or_made(&mut job.cache, &job.loaded, &job.settings.module)
+        (true, None) => match ground.manifest(job.timings).or_else(|| {
+            job.timings.time("manifest", || {
+                counted::recorded_or_made(&mut job.cache, &job.loaded, &job.settings.module)
+            })
         }) {
             Some(r) => (r.functions, Some(r.offsets)),
             None => (
