@@ -131,6 +131,17 @@ impl EdgeTable {
 
     /// The counts in `memory`, an [`EDGES_MEMORY`]'s bytes; `None` if they are not one.
     pub fn read(memory: &[u8]) -> Option<EdgeCounts> {
+        Self::read_skipping(memory, &|_| None)
+    }
+
+    /// [`EdgeTable::read`], skipping the counts that `blank_until(offset)` says were never
+    /// written: for an offset in bytes known to be all zero, where they end (the next
+    /// offset that may not be); else `None`. A matrix of millions of cells is mostly never
+    /// written, and reading it whole would fault in every page of it.
+    pub fn read_skipping(
+        memory: &[u8],
+        blank_until: &dyn Fn(u64) -> Option<u64>,
+    ) -> Option<EdgeCounts> {
         let u32_at = |at: u64| -> Option<u32> {
             let at = usize::try_from(at).ok()?;
             Some(u32::from_le_bytes(memory.get(at..at + 4)?.try_into().ok()?))
@@ -139,17 +150,34 @@ impl EdgeTable {
             let at = usize::try_from(at).ok()?;
             Some(u64::from_le_bytes(memory.get(at..at + 8)?.try_into().ok()?))
         };
+        // The counts from `first`, `len` of them, that are not 0, by index: the blank
+        // stretches stepped over.
+        let counted = |first: u64, len: u64, out: &mut Vec<(u64, u64)>| -> Option<()> {
+            let mut i = 0;
+            while i < len {
+                let at = first + 8 * i;
+                if let Some(end) = blank_until(at) {
+                    i = (end.saturating_sub(first)).div_ceil(8).max(i + 1);
+                    continue;
+                }
+                let calls = u64_at(at)?;
+                if calls > 0 {
+                    out.push((i, calls));
+                }
+                i += 1;
+            }
+            Some(())
+        };
         let table = Self::read_layout(memory)?;
         let mut edges = Vec::new();
-        for k in 0..table.direct {
-            let calls = u64_at(table.count(k))?;
-            if calls > 0 {
-                let pair = table.pairs_at() + 8 * u64::from(k);
-                let callee = u32_at(pair + 4)?;
-                // A call through a table that trapped (see `slots`): no call.
-                if callee != super::NO_CALLEE {
-                    edges.push((u32_at(pair)?, callee, calls));
-                }
+        let mut found = Vec::new();
+        counted(table.count(0), u64::from(table.direct), &mut found)?;
+        for &(k, calls) in &found {
+            let pair = table.pairs_at() + 8 * k;
+            let callee = u32_at(pair + 4)?;
+            // A call through a table that trapped (see `slots`): no call.
+            if callee != super::NO_CALLEE {
+                edges.push((u32_at(pair)?, callee, calls));
             }
         }
         for r in 0..u64::from(table.rows) {
@@ -160,16 +188,18 @@ impl EdgeTable {
                 u32_at(row + 8)?,
                 u32_at(row + 12)?,
             );
-            for c in 0..u64::from(columns) {
-                let calls = u64_at(u64::from(cell) + 8 * c)?;
-                if calls > 0 {
-                    let caller = u32_at(table.columns_at() + 4 * (u64::from(first) + c))?;
-                    edges.push((caller, callee, calls));
-                }
+            found.clear();
+            counted(u64::from(cell), u64::from(columns), &mut found)?;
+            for &(c, calls) in &found {
+                let caller = u32_at(table.columns_at() + 4 * (u64::from(first) + c))?;
+                edges.push((caller, callee, calls));
             }
         }
         for s in 0..u64::from(table.slots) {
             let slot = table.slots_at() + 16 * s;
+            if blank_until(slot).is_some_and(|end| end >= slot + 16) {
+                continue;
+            }
             let (caller, calls) = (u32_at(slot)?, u64_at(slot + 8)?);
             if caller > 0 && calls > 0 {
                 edges.push((caller - 1, u32_at(slot + 4)?, calls));

@@ -39,9 +39,16 @@ pub fn read(
             (calls > 0).then_some((id, calls))
         })
         .collect();
+    // Only the pages the module wrote: most of a large matrix never is.
     let edges = instance
         .get_memory(&mut store, EDGES_MEMORY)
-        .and_then(|memory| EdgeTable::read(memory.data(&store)));
+        .and_then(|memory| {
+            let data = memory.data(&store);
+            match super::written_pages::WrittenPages::of(data.as_ptr(), data.len()) {
+                Some(pages) => EdgeTable::read_skipping(data, &|at| pages.blank_until(at)),
+                None => EdgeTable::read(data),
+            }
+        });
     if let Some(edges) = &edges {
         let counted: std::collections::HashSet<u32> = functions.iter().map(|f| f.0).collect();
         let mut brought: std::collections::BTreeMap<u32, u64> = Default::default();

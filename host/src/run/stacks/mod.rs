@@ -24,6 +24,7 @@ pub mod entry_counts;
 mod found;
 pub mod languages;
 pub mod profile;
+mod written_pages;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
