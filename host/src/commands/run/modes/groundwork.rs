@@ -175,8 +175,12 @@ impl std::fmt::Debug for Groundwork<'_, '_> {
 
 impl Drop for Groundwork<'_, '_> {
     fn drop(&mut self) {
-        // The scope waits for the thread: stop its parsing ahead.
+        // Stop its parsing ahead, and wait for it here: a thread the scope joined itself
+        // would turn a panic in it (bad DWARF) into one of the whole run.
         self.wanted_now.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
