@@ -199,7 +199,7 @@ fn threads_the_system_refuses_a_timer_are_named_and_their_calls_counted() {
     for mode in ["stack", "sample"] {
         let name = format!("{mode}.wprof");
         // The first thread may itself be refused while other tests hold timers: then stack
-        // mode profiles nothing, and the run is tried again.
+        // mode profiles nothing, sample mode names it unsampled, and the run is tried again.
         let mut tries = 0;
         let (out, p) = loop {
             tries += 1;
@@ -220,7 +220,13 @@ fn threads_the_system_refuses_a_timer_are_named_and_their_calls_counted() {
             let out = cmd.output().unwrap();
             assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
             if s.path(&name).exists() {
-                break (out, s.profile(&name));
+                let p = s.profile(&name);
+                let first_sampled = threads(&p)
+                    .iter()
+                    .any(|(id, t)| *id == 0 && t["unsampled"] != true);
+                if first_sampled {
+                    break (out, p);
+                }
             }
             assert!(
                 tries < 10,
