@@ -271,13 +271,8 @@ fn run_in(mode: &mut dyn modes::RunMode, job: &mut modes::Job) -> Result<i32, Fa
     let wanted = mode.groundwork(job);
     let wanted_now = std::sync::atomic::AtomicBool::new(false);
     let (outcome, profile) = std::thread::scope(|scope| {
-        let mut ground = match job.settings.profiling {
-            true => {
-                let cache = job.cache.share();
-                Groundwork::start(scope, &loaded, cache, wanted, &wanted_now)
-            }
-            false => Groundwork::none(&loaded, &wanted_now),
-        };
+        let cache = job.cache.share();
+        let mut ground = Groundwork::start(scope, &loaded, cache, wanted, &wanted_now);
         let mut outcome = mode.run(job, &module)?;
         job.timings.extend(&outcome.timings);
         let profile = mode.profile(job, &mut outcome, &mut ground);

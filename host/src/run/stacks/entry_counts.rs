@@ -44,10 +44,8 @@ pub fn read(
         .get_memory(&mut store, EDGES_MEMORY)
         .and_then(|memory| {
             let data = memory.data(&store);
-            match super::written_pages::WrittenPages::of(data.as_ptr(), data.len()) {
-                Some(pages) => EdgeTable::read_skipping(data, &|at| pages.blank_until(at)),
-                None => EdgeTable::read(data),
-            }
+            let pages = super::written_pages::WrittenPages::of(data.as_ptr(), data.len());
+            EdgeTable::read_skipping(data, &|at| pages.as_ref()?.blank_until(at))
         });
     if let Some(edges) = &edges {
         let counted: std::collections::HashSet<u32> = functions.iter().map(|f| f.0).collect();

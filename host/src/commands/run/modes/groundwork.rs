@@ -69,7 +69,8 @@ pub struct Groundwork<'scope, 'env> {
 
 impl<'scope, 'env> Groundwork<'scope, 'env> {
     /// Starts reading what `wanted` names of `loaded` on a thread of `scope`, the manifest
-    /// from `cache`; nothing if nothing is wanted, or if the thread cannot be made.
+    /// from `cache`; no thread if neither the manifest nor the DWARF is wanted, or if none
+    /// can be made (the profile then reads what it needs itself).
     /// `wanted_now` must be false: it stops the parsing ahead when set.
     pub fn start(
         scope: &'scope Scope<'scope, 'env>,
@@ -84,7 +85,7 @@ impl<'scope, 'env> Groundwork<'scope, 'env> {
             thread: None,
             wanted_now,
         };
-        if wanted == Wanted::default() {
+        if !(wanted.manifest || wanted.dwarf) {
             return ground;
         }
         let (send, receive) = mpsc::channel();
@@ -121,16 +122,6 @@ impl<'scope, 'env> Groundwork<'scope, 'env> {
         ground
     }
 
-    /// Nothing read ahead: every mode's profile reads what it needs itself.
-    pub fn none(loaded: &'env LoadedModule, wanted_now: &'env AtomicBool) -> Self {
-        Groundwork {
-            loaded,
-            manifest: None,
-            thread: None,
-            wanted_now,
-        }
-    }
-
     /// The counted module's manifest as the cache recorded it, waiting for it as phase
     /// `manifest`; `None` if it was not read here or the cache lacks it.
     pub fn manifest(&mut self, timings: &mut Timings) -> Option<Recorded> {
@@ -144,19 +135,18 @@ impl<'scope, 'env> Groundwork<'scope, 'env> {
     /// now; `None` if the module has none or it cannot be read.
     pub fn dwarf(&mut self, timings: &mut Timings) -> Option<ModuleDwarf<'env>> {
         self.wanted_now.store(true, Ordering::Relaxed);
-        let read = match self.thread.take() {
-            Some(thread) => timings.time("dwarf", || thread.join().ok()),
-            None => None,
-        };
-        let Some(read) = read else {
-            return timings.time("dwarf", || read_dwarf(&self.loaded.bytes));
-        };
-        if read.warmed.1 > 0 {
-            timings.record_beside("lines ahead", read.warmed.0);
+        let read = self
+            .thread
+            .take()
+            .and_then(|thread| timings.time("dwarf", || thread.join().ok()));
+        if let Some(read) = &read {
+            if read.warmed.1 > 0 {
+                timings.record_beside("lines ahead", read.warmed.0);
+            }
         }
-        match read.dwarf {
-            Some(dwarf) => {
-                timings.record_beside("dwarf", read.took);
+        match read.and_then(|read| Some((read.dwarf?, read.took))) {
+            Some((dwarf, took)) => {
+                timings.record_beside("dwarf", took);
                 dwarf
             }
             None => timings.time("dwarf", || read_dwarf(&self.loaded.bytes)),
@@ -185,7 +175,7 @@ impl Drop for Groundwork<'_, '_> {
 }
 
 /// The DWARF of the module `bytes`: none if it has none or it cannot be read.
-pub fn read_dwarf(bytes: &[u8]) -> Option<ModuleDwarf<'_>> {
+fn read_dwarf(bytes: &[u8]) -> Option<ModuleDwarf<'_>> {
     source::module_dwarf(bytes).unwrap_or_else(|e| {
         tracing::debug!("no DWARF: {e}");
         None
@@ -225,12 +215,17 @@ fn lower_this_threads_priority() {
 mod tests {
     use super::*;
 
+    /// The module of `wat`, as loaded.
+    fn loaded(wat: &str) -> LoadedModule {
+        LoadedModule {
+            bytes: wat::parse_str(wat).unwrap(),
+            digest: [0; 32],
+        }
+    }
+
     #[test]
     fn nothing_wanted_starts_no_thread_and_reads_nothing() {
-        let loaded = LoadedModule {
-            bytes: wat::parse_str("(module (func))").unwrap(),
-            digest: [0; 32],
-        };
+        let loaded = loaded("(module (func))");
         let now = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let mut ground = Groundwork::start(
@@ -251,10 +246,7 @@ mod tests {
 
     #[test]
     fn a_module_without_dwarf_is_read_as_having_none() {
-        let loaded = LoadedModule {
-            bytes: wat::parse_str("(module (func) (func))").unwrap(),
-            digest: [0; 32],
-        };
+        let loaded = loaded("(module (func) (func))");
         let now = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let wanted = Wanted {
