@@ -119,8 +119,10 @@ pub(super) fn code(
                 edges::SiteKind::Direct(cell) => {
                     insertions.push((site.at, edge_indices.bump(plan.table, cell).to_vec()));
                 }
-                edges::SiteKind::Slot { first, len, local } => {
-                    let count = edge_indices.count_slot(plan.table, first, len, local);
+                edges::SiteKind::Slot { block, local } => {
+                    let block = plan.blocks[block as usize];
+                    let kind = &plan.kinds[block.kind as usize];
+                    let count = edge_indices.count_slot(kind, block, local);
                     insertions.push((site.at, count.to_vec()));
                 }
                 edges::SiteKind::Indirect { number, tail } => {

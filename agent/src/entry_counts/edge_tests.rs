@@ -223,18 +223,35 @@ fn calls_through_a_table_that_never_changes_count_by_slot_at_the_site() {
         assert_eq!(calls[at - 15], "LocalTee { local_index: 1 }", "{calls:?}");
         assert_eq!(calls[at - 13], "I32Const { value: 5 }");
     }
-    // Six cells: a slot with nothing, $f, $g, $other (another type: a call there traps),
-    // a slot with nothing, and past the end.
+    // One kind (type $v through the table), whose callees are, slot by slot: nothing, $f,
+    // $g, nothing ($other is of another type: a call there traps), nothing, and nothing
+    // past the end. One block of six cells, $calls'.
     let mut memory = initial_memory(&counted.bytes);
     let table = EdgeTable::read_layout(&memory).unwrap();
-    assert_eq!((table.direct, table.rows, table.slots), (6, 0, 0));
+    assert_eq!(
+        table,
+        EdgeTable {
+            kinds: 1,
+            blocks: 1,
+            callees: 6,
+            block_cells: 6,
+            ..EdgeTable::default()
+        }
+    );
     for (cell, calls) in [(0, 1u64), (1, 5), (2, 7), (3, 1), (5, 2)] {
-        let at = table.count(cell) as usize;
+        let at = table.block_cells_at() as usize + 8 * cell;
         memory[at..at + 8].copy_from_slice(&calls.to_le_bytes());
     }
     assert_eq!(
         EdgeTable::read(&memory).unwrap().edges,
         [(3, 0, 5), (3, 1, 7)]
+    );
+    // Counts in a stretch said to be blank are not read: $f's cell here.
+    let f = table.block_cells_at() + 8;
+    let blank = |at: u64| (f..f + 8).contains(&at).then_some(f + 8);
+    assert_eq!(
+        EdgeTable::read_skipping(&memory, &blank).unwrap().edges,
+        [(3, 1, 7)]
     );
 
     // A table the code writes, or exports, counts at the callee's entry.

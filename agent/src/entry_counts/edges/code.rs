@@ -4,6 +4,7 @@
 
 use wasm_encoder::{BlockType, Instruction, MemArg};
 
+use super::slots::{SlotBlock, SlotKind};
 use super::{EdgeTable, Look};
 
 /// Indices the counted module gives what counts its edges.
@@ -51,23 +52,23 @@ impl EdgeIndices {
     }
 
     /// What a site calling through a table that never changes adds before it calls (the
-    /// index on the stack, kept there): one to the cell of the slot called among the
-    /// `len + 1` from the direct edges' cell `first`, an index past the table's end on the
-    /// last. `local` holds the index, then the cell's address.
+    /// index on the stack, kept there): one to its block's cell of the slot called, an
+    /// index past the table's end clamped to the cell after the last slot's. `local` holds
+    /// the index, then the cell's offset in the block.
     pub fn count_slot(
         self,
-        table: EdgeTable,
-        first: u32,
-        len: u32,
+        kind: &SlotKind,
+        block: SlotBlock,
         local: u32,
     ) -> [Instruction<'static>; 15] {
-        let at = self.i64_at(table.count(first));
+        let len = kind.len as i32;
+        let at = self.i64_at(u64::from(block.cell));
         [
             Instruction::LocalTee(local),
             Instruction::LocalGet(local),
-            Instruction::I32Const(len as i32),
+            Instruction::I32Const(len),
             Instruction::LocalGet(local),
-            Instruction::I32Const(len as i32),
+            Instruction::I32Const(len),
             Instruction::I32LtU,
             Instruction::Select,
             Instruction::I32Const(3),

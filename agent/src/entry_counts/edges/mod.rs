@@ -1,13 +1,16 @@
 //! Caller -> callee calls in a counted module, as gprof's arcs: a counter per direct edge,
 //! bumped at each call site, and counters per (caller, callee) for calls through a table or
-//! a reference, bumped at the callee's entry.
+//! a reference, bumped at the call site where the table never changes, else at the
+//! callee's entry.
 //!
 //! - **Direct calls** (`call`, `return_call`, to a defined function or an import): every
 //!   call site of a caller to the same callee shares one `u64` cell of [`EDGES_MEMORY`],
 //!   which the site adds one to just before it calls: a load, an add and a store.
-//! - **Indirect calls** (`call_indirect`, `call_ref` and their tail forms): the site puts a
-//!   number naming its function in a global just before it calls, and (unless it is a tail
-//!   call) 0 just after. Every function a table or a reference can reach (named by an
+//! - **Calls through a table that never changes**: the site adds one to its caller's cell
+//!   of the slot it calls (see [`slots`]).
+//! - **Other indirect calls** (`call_indirect`, `call_ref` and their tail forms): the site
+//!   puts a number naming its function in a global just before it calls, and (unless it is
+//!   a tail call) 0 just after. Every function a table or a reference can reach (named by an
 //!   element segment or a `ref.func`) looks at that global at its entry and, when it is not
 //!   0, counts the call and sets it back to 0:
 //!   - in a **matrix** when the module's function types cannot be subtypes of one another
@@ -46,6 +49,7 @@ mod table;
 
 pub(crate) use code::{EdgeIndices, ARC_TYPE};
 pub use slots::NO_CALLEE;
+pub(in crate::entry_counts) use slots::{SlotBlock, SlotKind};
 pub use table::{EdgeCounts, EdgeTable};
 
 /// The name a counted module exports its edge counters' memory under.
@@ -73,9 +77,10 @@ pub(super) struct Site {
 pub(super) enum SiteKind {
     /// A direct call, counted in this cell.
     Direct(u32),
-    /// A call through a table that never changes, counted in the cell of the slot it calls
-    /// among the `len + 1` from cell `first` (see [`slots`]), the index kept in `local`.
-    Slot { first: u32, len: u32, local: u32 },
+    /// A call through a table that never changes, counted in the cell of the function it
+    /// calls in [`EdgePlan::blocks`]' block `block` (see [`slots`]), the index kept in
+    /// `local`.
+    Slot { block: u32, local: u32 },
     /// A call through a table or a reference, announcing `number` (the caller's column + 1
     /// times 8 in the matrix, its id + 1 in the table of pairs); `tail`: a tail call.
     Indirect { number: u32, tail: bool },
@@ -113,6 +118,10 @@ pub(super) struct EdgePlan {
     pub sites: Vec<Vec<Site>>,
     /// The direct edges, `(caller, callee)` by cell.
     pub pairs: Vec<(u32, u32)>,
+    /// The kinds of calls through tables that never change that sites count, and each
+    /// caller's block of cells for one.
+    pub kinds: Vec<SlotKind>,
+    pub blocks: Vec<SlotBlock>,
     /// Per defined function, how it counts its indirect callers.
     pub looks: Vec<Look>,
     /// The matrix's rows and their columns' callers.
@@ -213,11 +222,10 @@ impl EdgePlan {
             (Some(_), false) => Some(slots::FixedTables::of(layout, &written)?),
             _ => None,
         };
-        let mut blocks: HashMap<(u32, u32, u32), u32> = HashMap::new();
+        let mut slot_blocks = slots::SlotBlocks::default();
         // Per function with a site that may count by slot: its added local and locals'
         // declarations, if it can take one.
         let mut scratch: HashMap<usize, Option<(u32, Vec<u8>)>> = HashMap::new();
-        let mut slot_cells = 0u64;
         for &(d, i, type_index, table) in &indirect_sites {
             let caller = imports + d as u32;
             let key = keys
@@ -225,26 +233,20 @@ impl EdgePlan {
                 .and_then(|k| k.get(type_index as usize).copied());
             if let (Some(fixed), Some(keys), Some(table), Some(key)) = (&fixed, &keys, table, key) {
                 if let Some(table_slots) = fixed.slots(table) {
-                    let len = table_slots.len() as u32;
                     let local = match scratch.entry(d) {
                         Entry::Occupied(known) => known.into_mut(),
                         Entry::Vacant(new) => new.insert(slots::scratch_local(layout, d)?),
                     };
-                    let room = blocks.contains_key(&(caller, table, key))
-                        || slot_cells + u64::from(len) < slots::MAX_CELLS;
-                    if let (Some((local, _)), true) = (local, room) {
-                        let first = *blocks.entry((caller, table, key)).or_insert_with(|| {
-                            slot_cells += u64::from(len) + 1;
-                            let first = pairs.len() as u32;
-                            pairs.extend(fixed.block(table_slots, caller, key, keys));
-                            first
-                        });
-                        sites[d][i].kind = SiteKind::Slot {
-                            first,
-                            len,
-                            local: *local,
-                        };
-                        continue;
+                    if let Some((local, _)) = local {
+                        let block =
+                            slot_blocks.block(fixed, (table, table_slots), key, keys, caller);
+                        if let Some(block) = block {
+                            sites[d][i].kind = SiteKind::Slot {
+                                block,
+                                local: *local,
+                            };
+                            continue;
+                        }
                     }
                 }
             }
@@ -308,8 +310,15 @@ impl EdgePlan {
             }
             matrix = total_cells <= MATRIX_CELLS;
         }
+        let slots::SlotBlocks {
+            kinds, mut blocks, ..
+        } = slot_blocks;
         let mut table = EdgeTable {
             direct: pairs.len() as u32,
+            kinds: kinds.len() as u32,
+            blocks: blocks.len() as u32,
+            callees: kinds.iter().map(|k| k.callees.len() as u32).sum(),
+            block_cells: blocks.iter().map(|b| kinds[b.kind as usize].cells()).sum(),
             ..EdgeTable::default()
         };
         if matrix {
@@ -352,6 +361,11 @@ impl EdgePlan {
         if table.bytes() > u64::from(u32::MAX) {
             return Err(too_large());
         }
+        let mut cell = table.block_cells_at();
+        for block in &mut blocks {
+            block.cell = cell as u32;
+            cell += 8 * u64::from(kinds[block.kind as usize].cells());
+        }
         // A function a table reaches but no site's type can call is entered by no call of
         // the module's.
         let counted = (0..defined)
@@ -360,6 +374,8 @@ impl EdgePlan {
         Ok(EdgePlan {
             sites,
             pairs,
+            kinds,
+            blocks,
             looks,
             rows: rows.into_iter().map(|(_, r)| r).collect(),
             columns,

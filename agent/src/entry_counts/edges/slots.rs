@@ -1,6 +1,6 @@
 //! Calls through a table that never changes, counted at the call site by the slot called:
-//! what the table holds is known from the module alone, so each slot names its callee,
-//! and a site adds one to its caller's cell of that slot before it calls, as a direct site
+//! what the table holds is known from the module alone, so each slot names its callee, and
+//! a site adds one to its caller's cell of that slot before it calls, as a direct site
 //! does. The callee does nothing at its entry, where counting made a few-instruction
 //! virtual method twice as long (and perf's share of it half the default mode's).
 //!
@@ -9,12 +9,18 @@
 //! (`table.set`, `grow`, `fill`, `copy` into it, `init`, their atomic forms). Its slots are
 //! then what the segments put there at instantiation, and its size stays its initial size.
 //!
-//! A caller's cells for one table and one type are a block of the direct edges' cells, a
-//! pair (caller, callee) per slot and one more: the site clamps the index to the table's
-//! size, so an index out of bounds lands on the last. That cell, and those of slots that
-//! hold nothing or a function of another type, name no callee ([`NO_CALLEE`]): a call
-//! there traps, and is no call. The site keeps the index in a local of its own, added to
-//! the function (see [`scratch_local`]).
+//! A call of type `t` through such a table can reach only its functions of type `t`: the
+//! [`SlotKind`] of the table and the type names, per slot and one past the end, the
+//! function a call there calls, or [`NO_CALLEE`] where it traps (nothing there, a function
+//! of another type, an index out of bounds), which is no call. A caller's cells for a kind
+//! are a [`SlotBlock`] of the edges' memory, one per slot and one past the end. The site
+//! keeps the index in a local of its own, added to the function (see [`scratch_local`]),
+//! clamps it to the table's size and adds one to that cell: 15 instructions, no branch.
+//!
+//! A cell per slot is more memory than a cell per callee of the type (CPython 3.11's
+//! 4,587-slot table takes 5.8 M cells, against 1.3 M), but the memory is touched only where
+//! calls are counted, and a map from slot to cell at the site cost CPython 3.12 more than
+//! counting at the callee's entry (`docs/history.md`, "Counting calls through tables").
 
 use std::collections::{HashMap, HashSet};
 
@@ -26,12 +32,42 @@ use crate::AgentError;
 /// The callee of a cell a call that traps lands on.
 pub const NO_CALLEE: u32 = u32::MAX;
 
-/// The largest table whose calls are counted by slot: every caller has a cell per slot.
-pub(super) const MAX_SLOTS: u32 = 4096;
+/// The largest table whose calls are counted at the site.
+pub(super) const MAX_SLOTS: u32 = 1 << 16;
 
-/// The most cells all blocks may have (each is 16 bytes of memory, and its pair 8 bytes of
-/// the counted module's data); past it, the callee's entry counts.
-pub(super) const MAX_CELLS: u64 = 1 << 16;
+/// The most cells all blocks may have (128 MiB of memory, touched only where calls are
+/// counted); past it, the callee's entry counts.
+pub(super) const MAX_CELLS: u64 = 1 << 24;
+
+/// The most callees all kinds may list (8 MiB of the counted module's data).
+pub(super) const MAX_CALLEES: u64 = 1 << 21;
+
+/// The calls of one type through one table that never changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::entry_counts) struct SlotKind {
+    /// The table's size.
+    pub len: u32,
+    /// Per slot, and one past the end, the function a call of the type there calls;
+    /// [`NO_CALLEE`] where it traps.
+    pub callees: Vec<u32>,
+}
+
+impl SlotKind {
+    /// Cells a caller's block of this kind has: one per slot, and one past the end.
+    pub fn cells(&self) -> u32 {
+        self.callees.len() as u32
+    }
+}
+
+/// A caller's cells for the calls of one [`SlotKind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::entry_counts) struct SlotBlock {
+    pub caller: u32,
+    /// Its kind in [`super::EdgePlan::kinds`].
+    pub kind: u32,
+    /// The address of its first cell.
+    pub cell: u32,
+}
 
 /// The tables of a module that never change, with what each slot holds (a function id),
 /// and the type of every function.
@@ -146,27 +182,80 @@ impl FixedTables {
         self.slots.get(&table).map(Vec::as_slice)
     }
 
-    /// The pairs of `caller`'s block for calls of type key `key` (of `keys`, per type
-    /// index) through a table holding `slots`: a slot's callee where its function has that
-    /// type, [`NO_CALLEE`] where a call traps (nothing there, another type, past the end).
-    pub fn block<'a>(
-        &'a self,
-        slots: &'a [Option<u32>],
-        caller: u32,
-        key: u32,
-        keys: &'a [u32],
-    ) -> impl Iterator<Item = (u32, u32)> + 'a {
-        let of_the_type = move |f: u32| {
+    /// The kind of the calls of type key `key` (of `keys`, per type index) through a
+    /// table holding `slots`.
+    pub fn kind(&self, slots: &[Option<u32>], key: u32, keys: &[u32]) -> SlotKind {
+        let of_the_type = |f: u32| {
             self.types
                 .get(f as usize)
                 .and_then(|&t| keys.get(t as usize))
                 == Some(&key)
         };
-        slots
-            .iter()
-            .map(move |slot| slot.filter(|&f| of_the_type(f)).unwrap_or(NO_CALLEE))
-            .chain([NO_CALLEE])
-            .map(move |callee| (caller, callee))
+        SlotKind {
+            len: slots.len() as u32,
+            callees: slots
+                .iter()
+                .map(|slot| slot.filter(|&f| of_the_type(f)).unwrap_or(NO_CALLEE))
+                .chain([NO_CALLEE])
+                .collect(),
+        }
+    }
+}
+
+/// The kinds and blocks a module's sites count in, while they are chosen, within
+/// [`MAX_CELLS`] and [`MAX_CALLEES`].
+#[derive(Debug, Default)]
+pub(super) struct SlotBlocks {
+    pub kinds: Vec<SlotKind>,
+    pub blocks: Vec<SlotBlock>,
+    /// Per (table, type key), its kind; per (caller, kind), its block.
+    kind_of: HashMap<(u32, u32), u32>,
+    block_of: HashMap<(u32, u32), u32>,
+    cells: u64,
+    callees: u64,
+}
+
+impl SlotBlocks {
+    /// The block `caller` counts its calls of type key `key` through `table` (its index and
+    /// slots) in, made if there is room; `None` if there is not.
+    pub fn block(
+        &mut self,
+        fixed: &FixedTables,
+        (table, slots): (u32, &[Option<u32>]),
+        key: u32,
+        keys: &[u32],
+        caller: u32,
+    ) -> Option<u32> {
+        let kind = match self.kind_of.get(&(table, key)) {
+            Some(&k) => k,
+            None => {
+                let kind = fixed.kind(slots, key, keys);
+                if self.callees + kind.callees.len() as u64 > MAX_CALLEES {
+                    return None;
+                }
+                self.callees += kind.callees.len() as u64;
+                self.kinds.push(kind);
+                let k = self.kinds.len() as u32 - 1;
+                self.kind_of.insert((table, key), k);
+                k
+            }
+        };
+        if let Some(&b) = self.block_of.get(&(caller, kind)) {
+            return Some(b);
+        }
+        let cells = u64::from(self.kinds[kind as usize].cells());
+        if self.cells + cells > MAX_CELLS {
+            return None;
+        }
+        self.cells += cells;
+        self.blocks.push(SlotBlock {
+            caller,
+            kind,
+            cell: 0,
+        });
+        let b = self.blocks.len() as u32 - 1;
+        self.block_of.insert((caller, kind), b);
+        Some(b)
     }
 }
 

@@ -8,13 +8,17 @@ use super::EdgePlan;
 /// | offset | holds |
 /// |---|---|
 /// | 0 | `u64` indirect calls the table of pairs had no room for |
-/// | 8 | `D`, direct edges; `H`, slots of the table of pairs (0, or a power of two); `R`, rows of the matrix; `K`, columns of all rows; `M`, cells of the matrix |
-/// | 32 | `D` pairs (caller, callee), written by the module's data (callee [`super::NO_CALLEE`]: a call through a table that traps) |
-/// | 32 + 8D | `R` rows: callee, its first column in the list, its columns, its first cell's address |
-/// | 32 + 8D + 16R | `K` callers: each row's columns in turn |
+/// | 8 | `D`, direct edges; `H`, slots of the table of pairs (0, or a power of two); `R`, rows of the matrix; `K`, columns of all rows; `M`, cells of the matrix; `G`, kinds of calls through tables that never change; `B`, their blocks; `L`, callees of all kinds; `Q`, cells of all blocks |
+/// | 48 | `D` pairs (caller, callee), written by the module's data |
+/// | 48 + 8D | `R` rows: callee, its first column in the list, its columns, its first cell's address |
+/// | then | `K` callers: each row's columns in turn |
+/// | then | `G` kinds: cells of its blocks, its first callee in the list |
+/// | then | `B` blocks: caller, kind, first cell's address |
+/// | then | `L` callees: each kind's in turn, one per slot and one past the end ([`super::NO_CALLEE`] where a call traps) |
 /// | `C` (8-aligned) | `D` `u64` counts of the direct edges |
-/// | `C` + 8D | `M` `u64` cells of the matrix |
-/// | `C` + 8D + 8M | `H` slots: caller + 1 (0: free), callee, `u64` count |
+/// | `C` + 8D | `Q` `u64` cells of the blocks: per block, one per callee of its kind |
+/// | `C` + 8D + 8Q | `M` `u64` cells of the matrix |
+/// | `C` + 8D + 8Q + 8M | `H` slots: caller + 1 (0: free), callee, `u64` count |
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EdgeTable {
     /// Direct edges.
@@ -27,6 +31,14 @@ pub struct EdgeTable {
     pub columns: u32,
     /// Cells of the matrix.
     pub cells: u32,
+    /// Kinds of calls through tables that never change, counted at the site.
+    pub kinds: u32,
+    /// Blocks of those kinds' cells, one per caller and kind.
+    pub blocks: u32,
+    /// Callees of all kinds.
+    pub callees: u32,
+    /// Cells of all blocks.
+    pub block_cells: u32,
 }
 
 /// The counts an [`EDGES_MEMORY`] holds.
@@ -41,7 +53,7 @@ pub struct EdgeCounts {
 }
 
 impl EdgeTable {
-    const HEADER: u32 = 32;
+    const HEADER: u32 = 48;
 
     fn pairs_at(self) -> u64 {
         u64::from(Self::HEADER)
@@ -55,13 +67,30 @@ impl EdgeTable {
         self.rows_at() + 16 * u64::from(self.rows)
     }
 
+    fn kinds_at(self) -> u64 {
+        self.columns_at() + 4 * u64::from(self.columns)
+    }
+
+    fn blocks_at(self) -> u64 {
+        self.kinds_at() + 8 * u64::from(self.kinds)
+    }
+
+    fn callees_at(self) -> u64 {
+        self.blocks_at() + 12 * u64::from(self.blocks)
+    }
+
     fn counts_at(self) -> u64 {
-        (self.columns_at() + 4 * u64::from(self.columns)).next_multiple_of(8)
+        (self.callees_at() + 4 * u64::from(self.callees)).next_multiple_of(8)
+    }
+
+    /// Where the blocks' cells start.
+    pub(crate) fn block_cells_at(self) -> u64 {
+        self.counts_at() + 8 * u64::from(self.direct)
     }
 
     /// Where the matrix starts.
     pub(crate) fn matrix_at(self) -> u64 {
-        self.counts_at() + 8 * u64::from(self.direct)
+        self.block_cells_at() + 8 * u64::from(self.block_cells)
     }
 
     pub(crate) fn slots_at(self) -> u64 {
@@ -96,6 +125,10 @@ impl EdgeTable {
             self.rows,
             self.columns,
             self.cells,
+            self.kinds,
+            self.blocks,
+            self.callees,
+            self.block_cells,
             0,
         ] {
             out.extend_from_slice(&n.to_le_bytes());
@@ -112,6 +145,21 @@ impl EdgeTable {
         for &caller in &plan.columns {
             out.extend_from_slice(&caller.to_le_bytes());
         }
+        let mut first = 0u32;
+        for kind in &plan.kinds {
+            let callees = kind.callees.len() as u32;
+            out.extend_from_slice(&callees.to_le_bytes());
+            out.extend_from_slice(&first.to_le_bytes());
+            first += callees;
+        }
+        for block in &plan.blocks {
+            for n in [block.caller, block.kind, block.cell] {
+                out.extend_from_slice(&n.to_le_bytes());
+            }
+        }
+        for &callee in plan.kinds.iter().flat_map(|k| &k.callees) {
+            out.extend_from_slice(&callee.to_le_bytes());
+        }
         out
     }
 
@@ -125,6 +173,10 @@ impl EdgeTable {
             rows: u32_at(16)?,
             columns: u32_at(20)?,
             cells: u32_at(24)?,
+            kinds: u32_at(28)?,
+            blocks: u32_at(32)?,
+            callees: u32_at(36)?,
+            block_cells: u32_at(40)?,
         };
         (table.bytes() <= memory.len() as u64).then_some(table)
     }
@@ -174,10 +226,21 @@ impl EdgeTable {
         counted(table.count(0), u64::from(table.direct), &mut found)?;
         for &(k, calls) in &found {
             let pair = table.pairs_at() + 8 * k;
-            let callee = u32_at(pair + 4)?;
-            // A call through a table that trapped (see `slots`): no call.
-            if callee != super::NO_CALLEE {
-                edges.push((u32_at(pair)?, callee, calls));
+            edges.push((u32_at(pair)?, u32_at(pair + 4)?, calls));
+        }
+        for b in 0..u64::from(table.blocks) {
+            let block = table.blocks_at() + 12 * b;
+            let (caller, kind, cell) = (u32_at(block)?, u32_at(block + 4)?, u32_at(block + 8)?);
+            let kind = table.kinds_at() + 8 * u64::from(kind);
+            let (cells, first) = (u32_at(kind)?, u32_at(kind + 4)?);
+            found.clear();
+            counted(u64::from(cell), u64::from(cells), &mut found)?;
+            for &(c, calls) in &found {
+                let callee = u32_at(table.callees_at() + 4 * (u64::from(first) + c))?;
+                // A call through a table that trapped (see `slots`): no call.
+                if callee != super::NO_CALLEE {
+                    edges.push((caller, callee, calls));
+                }
             }
         }
         for r in 0..u64::from(table.rows) {
