@@ -7,21 +7,26 @@ use wasmparser::{Parser, Payload};
 /// The edges' memory as the module's data leaves it before it runs.
 fn initial_memory(bytes: &[u8]) -> Vec<u8> {
     let mut pages = 0;
-    let mut data = Vec::new();
     for payload in Parser::new(0).parse_all(bytes) {
-        match payload.unwrap() {
-            Payload::MemorySection(reader) => {
-                pages = reader.into_iter().last().unwrap().unwrap().initial;
-            }
-            Payload::DataSection(reader) => {
-                data = reader.into_iter().last().unwrap().unwrap().data.to_vec();
-            }
-            _ => {}
+        if let Payload::MemorySection(reader) = payload.unwrap() {
+            pages = reader.into_iter().last().unwrap().unwrap().initial;
         }
     }
+    let data = initial_data(bytes);
     let mut memory = vec![0; pages as usize * 65536];
     memory[..data.len()].copy_from_slice(&data);
     memory
+}
+
+/// The bytes the module's data writes at the start of the edges' memory.
+fn initial_data(bytes: &[u8]) -> Vec<u8> {
+    let mut data = Vec::new();
+    for payload in Parser::new(0).parse_all(bytes) {
+        if let Payload::DataSection(reader) = payload.unwrap() {
+            data = reader.into_iter().last().unwrap().unwrap().data.to_vec();
+        }
+    }
+    data
 }
 
 /// Each body's operators, named as `tests::operators` names them.
@@ -265,6 +270,45 @@ fn calls_through_a_table_that_never_changes_count_by_slot_at_the_site() {
         assert_eq!(table.direct, 0, "{table:?}");
         assert!(table.rows > 0, "{table:?}");
     }
+}
+
+/// Past the cells all blocks may have, the sites left announce their calls to the callee.
+#[test]
+fn calls_by_slot_past_their_cells_count_at_the_callee() {
+    // A full-size table holding one function: each caller's block is a cell per slot and
+    // one, so only this many callers find room.
+    let slots = edges::MAX_SLOTS as u64;
+    let room = edges::MAX_CELLS / (slots + 1);
+    let callers = room + 3;
+    let mut wat =
+        format!("(module (type $v (func)) (table {slots} funcref) (elem (i32.const 0) func");
+    wat.push_str(&" $f".repeat(slots as usize));
+    wat.push_str(") (func $f)");
+    for _ in 0..callers {
+        wat.push_str(" (func (call_indirect (type $v) (i32.const 0)))");
+    }
+    wat.push(')');
+    let counted = count_entries(&wat::parse_str(&wat).unwrap()).unwrap();
+    validate(&counted.bytes);
+    let data = initial_data(&counted.bytes);
+    let u32_at = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+    // Rows, columns, kinds, blocks: $f's row holds the callers left.
+    assert_eq!(
+        (u32_at(16), u32_at(20), u32_at(28), u32_at(32)),
+        (1, 3, 1, room as u32)
+    );
+    let ops = operators(&counted.bytes);
+    // $f looks for an indirect caller; the first callers count by slot, the last announce.
+    assert_eq!(ops[0][..2], ["get 0", "If { blockty: Empty }"]);
+    let announces = |body: &Vec<String>| body.iter().any(|o| o == "set 0");
+    assert!(!announces(&ops[1]), "{:?}", ops[1]);
+    assert!(
+        announces(&ops[callers as usize]),
+        "{:?}",
+        ops[callers as usize]
+    );
+    let slotted = ops[1..].iter().filter(|body| !announces(body)).count();
+    assert_eq!(slotted as u64, room);
 }
 
 #[test]

@@ -33,11 +33,11 @@ use crate::AgentError;
 pub const NO_CALLEE: u32 = u32::MAX;
 
 /// The largest table whose calls are counted at the site.
-pub(super) const MAX_SLOTS: u32 = 1 << 16;
+pub(in crate::entry_counts) const MAX_SLOTS: u32 = 1 << 16;
 
 /// The most cells all blocks may have (128 MiB of memory, touched only where calls are
 /// counted); past it, the callee's entry counts.
-pub(super) const MAX_CELLS: u64 = 1 << 24;
+pub(in crate::entry_counts) const MAX_CELLS: u64 = 1 << 24;
 
 /// The most callees all kinds may list (8 MiB of the counted module's data).
 pub(super) const MAX_CALLEES: u64 = 1 << 21;
