@@ -2,15 +2,20 @@
 """What an interpreter's script frames cost: whole `wprof run` processes side by side.
 
 For each interpreter of the benchmark set (default: lua, lua_eh): `WPROF=0`, the default
-mode with the script's frames, and the default mode with `--native` (the interpreter's own
-frames: entry counters and the capture store, no walk of the script's stack), interleaved,
-each run once first to warm the cache; prints the medians and their ratios to `WPROF=0`.
-`--mode sample` (or `adaptive`) measures that mode instead of the default.
+mode with the script's frames, the same with its ticks a second apart (what the counters and
+wprof's own work cost without the interrupts), and the default mode with `--native` (the
+interpreter's own frames: entry counters and the capture store, no walk of the script's
+stack), interleaved, each run once first to warm the cache; prints the medians, their
+ratios to `WPROF=0`, and in brackets the median of each round's ratio to that round's
+`WPROF=0` (steadier where the machine's speed drifts). `--mode sample` (or `adaptive`)
+measures that mode instead of the default.
 
     python3 bench/programs/languages_overhead.py --runs 9 --wprof target/release/wprof
 """
 
-from side_by_side import medians, parser, programs
+import statistics
+
+from side_by_side import paired, parser, programs, rounds
 
 
 def main():
@@ -24,13 +29,18 @@ def main():
         runs = {
             "WPROF=0": (base + tail, dict(env, WPROF="0")),
             "script frames": (base + tail, env),
+            "no ticks": (base + tail, dict(env, WPROF_SAMPLE_PERIOD_US="1000000")),
             "--native": (base + ["--native"] + tail, env),
         }
-        times = medians(name, runs, args)
-        off = times["WPROF=0"]
+        times = rounds(name, runs, args)
+        median = {k: statistics.median(v) for k, v in times.items()}
+        ratio = paired(times, "WPROF=0")
+        off = median["WPROF=0"]
         print(
             f"{name:<8} "
-            + "  ".join(f"{k} {v:.3f} s ({v / off:.3f}x)" for k, v in times.items()),
+            + "  ".join(
+                f"{k} {v:.3f} s ({v / off:.3f}x) [{ratio[k]:.3f}x]" for k, v in median.items()
+            ),
             flush=True,
         )
 

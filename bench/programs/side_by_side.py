@@ -38,9 +38,10 @@ def programs(args):
         yield name, p, dirs, tail, env
 
 
-def medians(name, runs, args, stdin=b""):
+def rounds(name, runs, args, stdin=b""):
     """Runs each of `runs` (label -> (command, environment)) once to warm, then `args.runs`
-    times interleaved; the median seconds per label."""
+    times interleaved, a round being one run of each; the seconds per label, round by
+    round."""
     times = {k: [] for k in runs}
     for _ in range(args.runs + 1):
         for k, (cmd, env) in runs.items():
@@ -49,4 +50,18 @@ def medians(name, runs, args, stdin=b""):
             times[k].append(time.perf_counter() - start)
             if done.returncode != 0:
                 raise SystemExit(f"{name} ({k}) failed: {done.stderr.decode()[-300:]}")
-    return {k: statistics.median(v[1:]) for k, v in times.items()}
+    return {k: v[1:] for k, v in times.items()}
+
+
+def medians(name, runs, args, stdin=b""):
+    """The median seconds per label of [`rounds`]."""
+    return {k: statistics.median(v) for k, v in rounds(name, runs, args, stdin).items()}
+
+
+def paired(times, base):
+    """Per label of `times` (as [`rounds`] gives them), the median over the rounds of its
+    time over `base`'s in the same round: on a machine whose speed drifts from minute to
+    minute, steadier than the ratio of two medians."""
+    return {
+        k: statistics.median(a / b for a, b in zip(v, times[base])) for k, v in times.items()
+    }
