@@ -311,6 +311,49 @@ fn calls_by_slot_past_their_cells_count_at_the_callee() {
     assert_eq!(slotted as u64, room);
 }
 
+/// Past the callees all kinds may list, the sites of a kind left count at the callee.
+#[test]
+fn kinds_past_their_listed_callees_count_at_the_callee() {
+    // A full-size table called through with many types, one caller each: a kind lists a
+    // callee per slot and one, so only this many kinds find room.
+    let slots = edges::MAX_SLOTS as u64;
+    let room = edges::MAX_CALLEES / (slots + 1);
+    let types = room + 2;
+    let params = |t: u64| " i32".repeat(t as usize);
+    // Slot t holds a function of the t-th type.
+    let mut wat = format!("(module (table {slots} funcref) (elem (i32.const 0) func");
+    for t in 0..types {
+        wat.push_str(&format!(" $f{t}"));
+    }
+    wat.push(')');
+    for t in 0..types {
+        wat.push_str(&format!(" (func $f{t} (param{}))", params(t)));
+    }
+    for t in 0..types {
+        let args = "(i32.const 0)".repeat(t as usize);
+        wat.push_str(&format!(
+            " (func (call_indirect (param{}) {args} (i32.const 0)))",
+            params(t)
+        ));
+    }
+    wat.push(')');
+    let counted = count_entries(&wat::parse_str(&wat).unwrap()).unwrap();
+    validate(&counted.bytes);
+    let data = initial_data(&counted.bytes);
+    let u32_at = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+    // Kinds and blocks: one each per type that found room; each type left has its caller
+    // as the one column of its function's row in the matrix.
+    assert_eq!(
+        (u32_at(16), u32_at(20), u32_at(28), u32_at(32)),
+        (2, 2, room as u32, room as u32)
+    );
+    let ops = &operators(&counted.bytes)[types as usize..];
+    let announces =
+        |body: &Vec<String>| body.iter().any(|o| o.starts_with("I32Const { value: 8 }"));
+    let left = ops.iter().filter(|body| announces(body)).count();
+    assert_eq!(left as u64, types - room, "{:?}", ops.last());
+}
+
 #[test]
 fn with_subtypes_indirect_calls_go_to_a_table_of_pairs() {
     let wasm = wat::parse_str(

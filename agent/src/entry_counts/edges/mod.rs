@@ -51,7 +51,7 @@ pub(crate) use code::{EdgeIndices, ARC_TYPE};
 pub use slots::NO_CALLEE;
 pub(in crate::entry_counts) use slots::{SlotBlock, SlotKind};
 #[cfg(test)]
-pub(in crate::entry_counts) use slots::{MAX_CELLS, MAX_SLOTS};
+pub(in crate::entry_counts) use slots::{MAX_CALLEES, MAX_CELLS, MAX_SLOTS};
 pub use table::{EdgeCounts, EdgeTable};
 
 /// The name a counted module exports its edge counters' memory under.

@@ -40,7 +40,7 @@ pub(in crate::entry_counts) const MAX_SLOTS: u32 = 1 << 16;
 pub(in crate::entry_counts) const MAX_CELLS: u64 = 1 << 24;
 
 /// The most callees all kinds may list (8 MiB of the counted module's data).
-pub(super) const MAX_CALLEES: u64 = 1 << 21;
+pub(in crate::entry_counts) const MAX_CALLEES: u64 = 1 << 21;
 
 /// The calls of one type through one table that never changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,8 +208,9 @@ impl FixedTables {
 pub(super) struct SlotBlocks {
     pub kinds: Vec<SlotKind>,
     pub blocks: Vec<SlotBlock>,
-    /// Per (table, type key), its kind; per (caller, kind), its block.
-    kind_of: HashMap<(u32, u32), u32>,
+    /// Per (table, type key), its kind (`None`: no room for it); per (caller, kind), its
+    /// block.
+    kind_of: HashMap<(u32, u32), Option<u32>>,
     block_of: HashMap<(u32, u32), u32>,
     cells: u64,
     callees: u64,
@@ -227,17 +228,18 @@ impl SlotBlocks {
         caller: u32,
     ) -> Option<u32> {
         let kind = match self.kind_of.get(&(table, key)) {
-            Some(&k) => k,
+            Some(&known) => known?,
             None => {
-                let kind = fixed.kind(slots, key, keys);
-                if self.callees + kind.callees.len() as u64 > MAX_CALLEES {
-                    return None;
-                }
-                self.callees += kind.callees.len() as u64;
-                self.kinds.push(kind);
-                let k = self.kinds.len() as u32 - 1;
-                self.kind_of.insert((table, key), k);
-                k
+                // A callee per slot and one past the end, if they fit; refused once for all
+                // the kind's sites.
+                let listed = slots.len() as u64 + 1;
+                let made = (self.callees + listed <= MAX_CALLEES).then(|| {
+                    self.callees += listed;
+                    self.kinds.push(fixed.kind(slots, key, keys));
+                    self.kinds.len() as u32 - 1
+                });
+                self.kind_of.insert((table, key), made);
+                made?
             }
         };
         if let Some(&b) = self.block_of.get(&(caller, kind)) {
