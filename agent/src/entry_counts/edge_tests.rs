@@ -29,6 +29,17 @@ fn initial_data(bytes: &[u8]) -> Vec<u8> {
     data
 }
 
+/// The counted module of `wat`, validated, and what its edges' memory's header says it
+/// has: rows and columns of the matrix, kinds and blocks of calls by slot.
+fn counted_header(wat: &str) -> (Vec<u8>, [u32; 4]) {
+    let counted = count_entries(&wat::parse_str(wat).unwrap()).unwrap();
+    validate(&counted.bytes);
+    let data = initial_data(&counted.bytes);
+    let u32_at = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+    let header = [u32_at(16), u32_at(20), u32_at(28), u32_at(32)];
+    (counted.bytes, header)
+}
+
 /// Each body's operators, named as `tests::operators` names them.
 fn operators(bytes: &[u8]) -> Vec<Vec<String>> {
     super::tests::operators(bytes)
@@ -288,16 +299,10 @@ fn calls_by_slot_past_their_cells_count_at_the_callee() {
         wat.push_str(" (func (call_indirect (type $v) (i32.const 0)))");
     }
     wat.push(')');
-    let counted = count_entries(&wat::parse_str(&wat).unwrap()).unwrap();
-    validate(&counted.bytes);
-    let data = initial_data(&counted.bytes);
-    let u32_at = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
-    // Rows, columns, kinds, blocks: $f's row holds the callers left.
-    assert_eq!(
-        (u32_at(16), u32_at(20), u32_at(28), u32_at(32)),
-        (1, 3, 1, room as u32)
-    );
-    let ops = operators(&counted.bytes);
+    let (counted, header) = counted_header(&wat);
+    // $f's row holds the callers left.
+    assert_eq!(header, [1, 3, 1, room as u32]);
+    let ops = operators(&counted);
     // $f looks for an indirect caller; the first callers count by slot, the last announce.
     assert_eq!(ops[0][..2], ["get 0", "If { blockty: Empty }"]);
     let announces = |body: &Vec<String>| body.iter().any(|o| o == "set 0");
@@ -337,17 +342,11 @@ fn kinds_past_their_listed_callees_count_at_the_callee() {
         ));
     }
     wat.push(')');
-    let counted = count_entries(&wat::parse_str(&wat).unwrap()).unwrap();
-    validate(&counted.bytes);
-    let data = initial_data(&counted.bytes);
-    let u32_at = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
-    // Kinds and blocks: one each per type that found room; each type left has its caller
-    // as the one column of its function's row in the matrix.
-    assert_eq!(
-        (u32_at(16), u32_at(20), u32_at(28), u32_at(32)),
-        (2, 2, room as u32, room as u32)
-    );
-    let ops = &operators(&counted.bytes)[types as usize..];
+    let (counted, header) = counted_header(&wat);
+    // A kind and a block per type that found room; each type left has its caller as the
+    // one column of its function's row in the matrix.
+    assert_eq!(header, [2, 2, room as u32, room as u32]);
+    let ops = &operators(&counted)[types as usize..];
     let announces =
         |body: &Vec<String>| body.iter().any(|o| o.starts_with("I32Const { value: 8 }"));
     let left = ops.iter().filter(|body| announces(body)).count();
