@@ -13,9 +13,7 @@ measures that mode instead of the default.
     python3 bench/programs/languages_overhead.py --runs 9 --wprof target/release/wprof
 """
 
-import statistics
-
-from side_by_side import paired, parser, programs, rounds
+from side_by_side import median_of, paired, parser, programs, rounds
 
 
 def main():
@@ -33,7 +31,7 @@ def main():
             "--native": (base + ["--native"] + tail, env),
         }
         times = rounds(name, runs, args)
-        median = {k: statistics.median(v) for k, v in times.items()}
+        median = median_of(times)
         ratio = paired(times, "WPROF=0")
         off = median["WPROF=0"]
         print(

@@ -55,7 +55,12 @@ def rounds(name, runs, args, stdin=b""):
 
 def medians(name, runs, args, stdin=b""):
     """The median seconds per label of [`rounds`]."""
-    return {k: statistics.median(v) for k, v in rounds(name, runs, args, stdin).items()}
+    return median_of(rounds(name, runs, args, stdin))
+
+
+def median_of(times):
+    """The median per label of `times` (as [`rounds`] gives them)."""
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def paired(times, base):

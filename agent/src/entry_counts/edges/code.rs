@@ -61,7 +61,7 @@ impl EdgeIndices {
         block: SlotBlock,
         local: u32,
     ) -> [Instruction<'static>; 15] {
-        let len = kind.len as i32;
+        let len = kind.len() as i32;
         let at = self.i64_at(u64::from(block.cell));
         [
             Instruction::LocalTee(local),

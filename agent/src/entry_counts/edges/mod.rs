@@ -228,29 +228,38 @@ impl EdgePlan {
         // Per function with a site that may count by slot: its added local and locals'
         // declarations, if it can take one.
         let mut scratch: HashMap<usize, Option<(u32, Vec<u8>)>> = HashMap::new();
+        // How a call of function `d`, of type key `key` through `table`, counts by slot, if
+        // it can.
+        let mut by_slot = |d: usize, table: Option<u32>, key: Option<u32>| {
+            let (Some(fixed), Some(keys), Some(table), Some(key)) = (&fixed, &keys, table, key)
+            else {
+                return Ok(None);
+            };
+            let Some(table_slots) = fixed.slots(table) else {
+                return Ok(None);
+            };
+            let local = match scratch.entry(d) {
+                Entry::Occupied(known) => known.into_mut(),
+                Entry::Vacant(new) => new.insert(slots::scratch_local(layout, d)?),
+            };
+            let Some((local, _)) = local else {
+                return Ok(None);
+            };
+            let caller = imports + d as u32;
+            let block = slot_blocks.block(fixed, (table, table_slots), key, keys, caller);
+            Ok::<_, AgentError>(block.map(|block| SiteKind::Slot {
+                block,
+                local: *local,
+            }))
+        };
         for &(d, i, type_index, table) in &indirect_sites {
             let caller = imports + d as u32;
             let key = keys
                 .as_ref()
                 .and_then(|k| k.get(type_index as usize).copied());
-            if let (Some(fixed), Some(keys), Some(table), Some(key)) = (&fixed, &keys, table, key) {
-                if let Some(table_slots) = fixed.slots(table) {
-                    let local = match scratch.entry(d) {
-                        Entry::Occupied(known) => known.into_mut(),
-                        Entry::Vacant(new) => new.insert(slots::scratch_local(layout, d)?),
-                    };
-                    if let Some((local, _)) = local {
-                        let block =
-                            slot_blocks.block(fixed, (table, table_slots), key, keys, caller);
-                        if let Some(block) = block {
-                            sites[d][i].kind = SiteKind::Slot {
-                                block,
-                                local: *local,
-                            };
-                            continue;
-                        }
-                    }
-                }
+            if let Some(kind) = by_slot(d, table, key)? {
+                sites[d][i].kind = kind;
+                continue;
             }
             let column = match key {
                 Some(key) => *column_of.entry((key, caller)).or_insert_with(|| {

@@ -45,8 +45,6 @@ pub(in crate::entry_counts) const MAX_CALLEES: u64 = 1 << 21;
 /// The calls of one type through one table that never changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(in crate::entry_counts) struct SlotKind {
-    /// The table's size.
-    pub len: u32,
     /// Per slot, and one past the end, the function a call of the type there calls;
     /// [`NO_CALLEE`] where it traps.
     pub callees: Vec<u32>,
@@ -56,6 +54,11 @@ impl SlotKind {
     /// Cells a caller's block of this kind has: one per slot, and one past the end.
     pub fn cells(&self) -> u32 {
         self.callees.len() as u32
+    }
+
+    /// The table's size.
+    pub fn len(&self) -> u32 {
+        self.cells() - 1
     }
 }
 
@@ -192,7 +195,6 @@ impl FixedTables {
                 == Some(&key)
         };
         SlotKind {
-            len: slots.len() as u32,
             callees: slots
                 .iter()
                 .map(|slot| slot.filter(|&f| of_the_type(f)).unwrap_or(NO_CALLEE))
@@ -227,14 +229,16 @@ impl SlotBlocks {
         keys: &[u32],
         caller: u32,
     ) -> Option<u32> {
+        // A kind's callees and each of its blocks' cells: one per slot and one past the end.
+        let cells = slots.len() as u64 + 1;
         let kind = match self.kind_of.get(&(table, key)) {
             Some(&known) => known?,
             None => {
-                // A callee per slot and one past the end, if they fit; refused once for all
-                // the kind's sites.
-                let listed = slots.len() as u64 + 1;
-                let made = (self.callees + listed <= MAX_CALLEES).then(|| {
-                    self.callees += listed;
+                // Listed only with room for a block too (the cells left only shrink), and
+                // refused once for all the kind's sites.
+                let room = self.callees + cells <= MAX_CALLEES && self.cells + cells <= MAX_CELLS;
+                let made = room.then(|| {
+                    self.callees += cells;
                     self.kinds.push(fixed.kind(slots, key, keys));
                     self.kinds.len() as u32 - 1
                 });
@@ -245,7 +249,6 @@ impl SlotBlocks {
         if let Some(&b) = self.block_of.get(&(caller, kind)) {
             return Some(b);
         }
-        let cells = u64::from(self.kinds[kind as usize].cells());
         if self.cells + cells > MAX_CELLS {
             return None;
         }
