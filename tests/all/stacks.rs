@@ -140,6 +140,48 @@ fn the_moments_after_a_long_system_call_get_their_time() {
     );
 }
 
+/// A function of eight `i64` parameters, called in a loop: with the two context pointers,
+/// four of its arguments go on the stack, which its `ret 0x20` pops.
+const MANY_ARGUMENTS: &str = r#"(module
+  (func $many (param i64 i64 i64 i64 i64 i64 i64 i64) (result i64)
+    (i64.add (i64.add (local.get 0) (local.get 7)) (local.get 3)))
+  (func $caller (param $n i32) (result i64)
+    (local $sum i64)
+    (loop $again
+      (local.set $sum (call $many (local.get $sum) (i64.const 1) (i64.const 2) (i64.const 3)
+        (i64.const 4) (i64.const 5) (i64.const 6) (i64.const 7)))
+      (br_if $again (local.tee $n (i32.sub (local.get $n) (i32.const 1)))))
+    (local.get $sum))
+  (func (export "_start") (drop (call $caller (i32.const 40000000)))))"#;
+
+#[test]
+fn a_tick_at_a_return_that_pops_arguments_keeps_the_caller() {
+    // A tick at `$many`'s last instruction finds the frame pointer already its caller's;
+    // were that `ret 0x20` not known for a return, the walk would skip `$caller` and hand
+    // `_start` an edge to `$many` it never called.
+    let s = Scratch::new();
+    let m = s.wat_module("many.wasm", MANY_ARGUMENTS);
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--sample-period-us",
+        "100",
+        "-o",
+        "m.wprof",
+        m.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("m.wprof");
+    consistent(&p);
+    assert_eq!(
+        edge_calls(&p)[&("caller".to_string(), "many".to_string())],
+        40_000_000
+    );
+    let many = function(&p, "many");
+    assert!(u(&many["self"]) > 0, "{many}");
+    assert_eq!(edge_inclusive(&p, "caller", "many"), u(&many["inclusive"]));
+}
+
 #[test]
 fn the_programs_exit_code_and_trap_are_its_own() {
     let s = Scratch::new();

@@ -86,12 +86,41 @@ fn unframed_return(
     (word != 0).then_some(word)
 }
 
-/// Whether the instruction at `pc`, an address in the module's compiled code, is a `ret`.
+/// Whether the instruction at `pc`, an address in the module's compiled code, is a `ret`:
+/// plain, or `ret imm16`, with which a function of Cranelift's `tail` calling convention
+/// (every wasm function's) pops the arguments its caller passed on the stack (a function
+/// of more than six parameters with its two context pointers, such as WASI's `fd_pwrite`'s
+/// wrapper).
 pub fn is_return(pc: usize) -> bool {
-    /// x86-64's `ret`.
-    const RET: u8 = 0xC3;
     // SAFETY: `pc` is in one of the module's compiled functions (the code map says so),
     // whose code stays mapped, readable, while the module lives, which is longer than the
     // run its reader reads.
-    cfg!(target_arch = "x86_64") && unsafe { std::ptr::read_volatile(pc as *const u8) } == RET
+    cfg!(target_arch = "x86_64")
+        && is_return_opcode(unsafe { std::ptr::read_volatile(pc as *const u8) })
+}
+
+/// Whether an x86-64 instruction beginning with byte `opcode` is a near `ret`: `C3`, or
+/// `C2` followed by the bytes to pop.
+fn is_return_opcode(opcode: u8) -> bool {
+    matches!(opcode, 0xC3 | 0xC2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_return_that_pops_its_callers_arguments_is_a_return() {
+        // `ret`, `ret 0x10`; `push rbp`, `mov rbp, rsp` (48 89 e5), `call` (e8) are not.
+        assert!(is_return_opcode(0xC3));
+        assert!(is_return_opcode(0xC2));
+        for other in [0x55, 0x48, 0xE8, 0x5D] {
+            assert!(!is_return_opcode(other), "{other:#x}");
+        }
+        if cfg!(target_arch = "x86_64") {
+            let code = [0xC2u8, 0x10, 0x00, 0x55];
+            assert!(is_return(code.as_ptr() as usize));
+            assert!(!is_return(code.as_ptr() as usize + 3));
+        }
+    }
 }
