@@ -96,8 +96,9 @@ fn assert_one_two_three(parts: [u64; 3]) -> u64 {
 /// Asserts that the script's functions and the eval loop's own frames in `profile` hold
 /// the share of its time the eval loop (`eval`) holds in `native` (`--native`), within 5
 /// points. Two runs' shares differ by up to 7 points on this machine (a run 40% slower than
-/// the one before it slows the eval loop most), so the difference taken is the median of
-/// three pairs: `profile` and `native` and two more that `again(native)` makes.
+/// the one before it slows the eval loop most; with the other core busy, three pairs in a
+/// row came out 2-7 points apart the same way), so the difference taken is the median of
+/// five pairs: `profile` and `native` and four more that `again(native)` makes.
 fn assert_the_eval_loops_share(
     profile: &Profile,
     native: &Profile,
@@ -123,14 +124,14 @@ fn assert_the_eval_loops_share(
         (share(in_script, profile), share(own(native), native))
     };
     let mut pairs = vec![difference(profile, native)];
-    for _ in 0..2 {
+    for _ in 0..4 {
         pairs.push(difference(&again(false), &again(true)));
     }
     let mut differences: Vec<f64> = pairs.iter().map(|(a, b)| a - b).collect();
     differences.sort_by(f64::total_cmp);
     assert!(
-        differences[1].abs() <= 0.05,
-        "script against the eval loop's share, three pairs of runs: {pairs:.3?}"
+        differences[2].abs() <= 0.05,
+        "script against the eval loop's share, five pairs of runs: {pairs:.3?}"
     );
 }
 
@@ -578,7 +579,7 @@ pub(crate) fn assert_lua_scripts_functions_and_shares(
     );
 
     // `--native`: the interpreter's own frames, the eval loop where the script's were,
-    // with as much of the time (within 5 points: the median of three pairs of runs).
+    // with as much of the time (within 5 points: the median of five pairs of runs).
     let native_flags = [mode, &["--native"]].concat();
     let native = profile_of(&s, lua, SHARES, &native_flags);
     assert_the_eval_loops_share(&profile, &native, "luaV_execute", |n| {
