@@ -208,7 +208,7 @@ fn read_frame(
     let mut previous = memory.u32(field(layout.frame_previous)?)?;
     let code = memory.u32(field(layout.frame_code)?)?;
     // Not a frame (the chain was caught being linked or unlinked): the walk ends here.
-    if memory.u32(code.checked_add(layout.object_type)?)? != layout.code_type {
+    if !is_code(layout, memory, code) {
         return None;
     }
     let instruction = memory.u32(field(layout.frame_instruction)?)?;
@@ -241,13 +241,26 @@ fn read_frame(
     ))
 }
 
+/// Whether the object at `code` is a code object. The reader asks again what a tick's walk
+/// checked: by the time it reads a function's names, the code object may have been freed
+/// and its memory given to another object (a `str`, an enum's member), whose fields read
+/// as a code object's would name a file `ATOMIC_GROUP` at line 4,803,008.
+fn is_code(layout: &PythonLayout, memory: &(impl Memory + ?Sized), code: u32) -> bool {
+    code.checked_add(layout.object_type)
+        .and_then(|at| memory.u32(at))
+        .is_some_and(|ty| ty == layout.code_type)
+}
+
 /// What names the function whose code object is at `code`, cheaply: its qualified name's
-/// and its file's addresses, and its first line.
+/// and its file's addresses, and its first line; `None` if it is no longer a code object.
 pub fn function_key(
     layout: &PythonLayout,
     memory: &(impl Memory + ?Sized),
     code: u32,
 ) -> Option<(u32, i32)> {
+    if !is_code(layout, memory, code) {
+        return None;
+    }
     let field = |offset: u32| code.checked_add(offset);
     Some((
         memory.u32(field(layout.code_qualname)?)?.rotate_left(16)
@@ -256,12 +269,16 @@ pub fn function_key(
     ))
 }
 
-/// The function whose code object is at `code`: its qualified name, file and first line.
+/// The function whose code object is at `code`: its qualified name, file and first line;
+/// `None` if it is no longer a code object.
 pub fn function(
     layout: &PythonLayout,
     memory: &(impl Memory + ?Sized),
     code: u32,
 ) -> Option<ScriptFunction> {
+    if !is_code(layout, memory, code) {
+        return None;
+    }
     let field = |offset: u32| code.checked_add(offset);
     let name = string(layout, memory, memory.u32(field(layout.code_qualname)?)?)?;
     let file = string(layout, memory, memory.u32(field(layout.code_filename)?)?)?;
@@ -303,13 +320,16 @@ fn string(layout: &PythonLayout, memory: &(impl Memory + ?Sized), at: u32) -> Op
 
 /// The line instruction `pc` (in code units) of the code object at `code` comes from, as
 /// its location table says (the first line for a frame not started, -1); `None` for an
-/// instruction of no line, or out of the table.
+/// instruction of no line, or out of the table, or if `code` is no longer a code object.
 pub fn line(
     layout: &PythonLayout,
     memory: &(impl Memory + ?Sized),
     code: u32,
     pc: i32,
 ) -> Option<i32> {
+    if !is_code(layout, memory, code) {
+        return None;
+    }
     let field = |offset: u32| code.checked_add(offset);
     let first = memory.i32(field(layout.code_first_line)?)?;
     if pc < 0 {

@@ -33,6 +33,8 @@ const TAG_LUA_CLOSURE: u8 = 0x06 | (1 << 6);
 /// A long string's tag (`LUA_VLNGSTR`); a short one is `LUA_VSHRSTR` (0x04).
 const TAG_LONG_STRING: u8 = 0x14;
 const TAG_SHORT_STRING: u8 = 0x04;
+/// A prototype's tag (`LUA_VPROTO`).
+const TAG_PROTO: u8 = 0x0A;
 /// Instructions between two absolute line entries, at most (`MAXIWTHABS`).
 const MAX_INSTRUCTIONS_WITHOUT_ABSOLUTE_LINE: i32 = 128;
 /// A source name is read up to this many bytes.
@@ -52,6 +54,7 @@ pub struct LuaLayout {
     ci_savedpc: u32,
     value_tag: u32,
     closure_proto: u32,
+    proto_tag: u32,
     proto_source: u32,
     proto_line_defined: u32,
     proto_last_line_defined: u32,
@@ -127,6 +130,7 @@ impl LuaLayout {
             ci_savedpc: at("CallInfo", "u.l.savedpc")?,
             value_tag: at("TValue", "tt_")?,
             closure_proto: at("LClosure", "p")?,
+            proto_tag: at("Proto", "tt")?,
             proto_source: at("Proto", "source")?,
             proto_line_defined: at("Proto", "linedefined")?,
             proto_last_line_defined: at("Proto", "lastlinedefined")?,
@@ -331,26 +335,42 @@ fn read_record(layout: &LuaLayout, memory: &(impl Memory + ?Sized), ci: u32) -> 
     })
 }
 
+/// Whether the object at `proto` is a prototype. The reader reads a function's names
+/// after the tick that found it: by then the collector may have freed the prototype (of a
+/// chunk `load` made) and its memory gone to another object.
+fn is_proto(layout: &LuaLayout, memory: &(impl Memory + ?Sized), proto: u32) -> bool {
+    proto
+        .checked_add(layout.proto_tag)
+        .and_then(|at| memory.u8(at))
+        .is_some_and(|tag| tag == TAG_PROTO)
+}
+
 /// What names the function whose prototype is at `proto`, cheaply: its source string's
 /// address and the line it is defined at (a function of the same two is the same
-/// function).
+/// function); `None` if it is no longer a prototype.
 pub fn function_key(
     layout: &LuaLayout,
     memory: &(impl Memory + ?Sized),
     proto: u32,
 ) -> Option<(u32, i32)> {
+    if !is_proto(layout, memory, proto) {
+        return None;
+    }
     Some((
         memory.u32(proto.checked_add(layout.proto_source)?)?,
         memory.i32(proto.checked_add(layout.proto_line_defined)?)?,
     ))
 }
 
-/// The function whose prototype is at `proto`.
+/// The function whose prototype is at `proto`; `None` if it is no longer a prototype.
 pub fn function(
     layout: &LuaLayout,
     memory: &(impl Memory + ?Sized),
     proto: u32,
 ) -> Option<ScriptFunction> {
+    if !is_proto(layout, memory, proto) {
+        return None;
+    }
     let field = |offset: u32| proto.checked_add(offset);
     let source = memory.u32(field(layout.proto_source)?)?;
     let source = if source == 0 {
@@ -381,13 +401,17 @@ fn string(layout: &LuaLayout, memory: &(impl Memory + ?Sized), at: u32) -> Optio
 }
 
 /// The line instruction `pc` of the prototype at `proto` comes from, as `luaG_getfuncline`
-/// decodes it; `None` without line information (a stripped chunk) or out of its code.
+/// decodes it; `None` without line information (a stripped chunk), out of its code, or if
+/// `proto` is no longer a prototype.
 pub fn line(
     layout: &LuaLayout,
     memory: &(impl Memory + ?Sized),
     proto: u32,
     pc: i32,
 ) -> Option<i32> {
+    if !is_proto(layout, memory, proto) {
+        return None;
+    }
     let field = |offset: u32| proto.checked_add(offset);
     let size_code = memory.i32(field(layout.proto_size_code)?)?;
     let size_line_info = memory.i32(field(layout.proto_size_line_info)?)?;

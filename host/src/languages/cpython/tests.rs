@@ -95,6 +95,34 @@ fn a_frame_whose_code_is_not_a_code_object_ends_the_walk() {
 }
 
 #[test]
+fn a_code_object_freed_before_the_reader_reads_it_names_no_function() {
+    // Code 600 with its names (a qualified name and a file, compact ASCII strings) and
+    // first line 7.
+    let mut memory = two_runs(300);
+    for (at, text) in [(700u32, &b"run"[..]), (760, &b"a.py"[..])] {
+        put(&mut memory, at + 8, text.len() as u32);
+        put(&mut memory, at + 12, (1 << 2) | (1 << 5) | (1 << 6));
+        let data = at as usize + 16;
+        memory[data..data + text.len()].copy_from_slice(text);
+    }
+    put(&mut memory, 600 + 16, 700);
+    put(&mut memory, 600 + 20, 760);
+    put(&mut memory, 600 + 24, 7);
+    let layout = layout_312();
+    let read = function(&layout, &memory[..], 600).unwrap();
+    assert_eq!(
+        (read.name.as_deref(), read.source.as_str()),
+        (Some("run"), "a.py")
+    );
+    assert!(function_key(&layout, &memory[..], 600).is_some());
+    // Freed and its memory taken by an object of another type: nothing is read from it.
+    put(&mut memory, 600 + 4, 901);
+    assert!(function(&layout, &memory[..], 600).is_none());
+    assert!(function_key(&layout, &memory[..], 600).is_none());
+    assert_eq!(line(&layout, &memory[..], 600, 0), None);
+}
+
+#[test]
 fn a_location_table_gives_each_code_units_line() {
     // From line 10: 2 units at line 10 (short form 0, one column byte), 1 unit at line
     // 12 (no column: +2), 3 units at line 9 (long form: -3 and three numbers), 1 unit of

@@ -105,6 +105,14 @@ fn walked(bytes: &[u8], script: &str) -> Walked {
                             )
                         })
                         .collect();
+                    // A prototype freed before the reader read it, its memory another
+                    // object's (a short string's tag): no function is read from it.
+                    if let Some(innermost) = stack.frames.first() {
+                        let mut freed = data.to_vec();
+                        freed[(innermost.proto + layout.proto_tag) as usize] = TAG_SHORT_STRING;
+                        assert!(function(&layout, &freed[..], innermost.proto).is_none());
+                        assert!(function_key(&layout, &freed[..], innermost.proto).is_none());
+                    }
                     // The name each frame's caller gives it.
                     let naming = layout
                         .naming()
