@@ -8,7 +8,8 @@ interpreter's own frames: entry counters and the capture store, no walk of the s
 stack), interleaved, each run once first to warm the cache; prints the medians, their
 ratios to `WPROF=0`, and in brackets the median of each round's ratio to that round's
 `WPROF=0` (steadier where the machine's speed drifts). `--mode sample` (or `adaptive`)
-measures that mode instead of the default.
+measures that mode instead of the default. `--periods 50,1000` adds the default mode with
+its ticks that many microseconds apart (what more or fewer ticks cost).
 
     python3 bench/programs/languages_overhead.py --runs 9 --wprof target/release/wprof
 """
@@ -19,6 +20,11 @@ from side_by_side import median_of, paired, parser, programs, rounds
 def main():
     ap = parser(__doc__, "/tmp/wprof-languages-overhead-cache")
     ap.add_argument("--mode", default=None, help="a mode other than the default")
+    ap.add_argument(
+        "--periods",
+        default="",
+        help="comma-separated sample periods in microseconds to run the default mode at too",
+    )
     args = ap.parse_args()
     args.programs = args.programs or ["lua", "lua_eh"]
     for name, _, dirs, tail, env in programs(args):
@@ -30,6 +36,8 @@ def main():
             "no ticks": (base + tail, dict(env, WPROF_SAMPLE_PERIOD_US="1000000")),
             "--native": (base + ["--native"] + tail, env),
         }
+        for period in filter(None, args.periods.split(",")):
+            runs[f"every {period} us"] = (base + tail, dict(env, WPROF_SAMPLE_PERIOD_US=period))
         times = rounds(name, runs, args)
         median = median_of(times)
         ratio = paired(times, "WPROF=0")

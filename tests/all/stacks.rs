@@ -183,6 +183,41 @@ fn a_tick_at_a_return_that_pops_arguments_keeps_the_caller() {
 }
 
 #[test]
+fn the_counters_own_time_is_left_out_and_said() {
+    // `$many`'s entry counter and `$caller`'s counter of its call are a large part of the
+    // loop: ticks there are wprof's time, not the program's.
+    let s = Scratch::new();
+    let m = s.wat_module("many.wasm", MANY_ARGUMENTS);
+    let out = s.run(&[
+        "run",
+        "--sample-period-us",
+        "100",
+        "-o",
+        "m.wprof",
+        m.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("in the call counters' own instructions left out"),
+        "{}",
+        stderr(&out)
+    );
+    let p = s.profile("m.wprof");
+    consistent(&p);
+    let left_out = u(&p["sampling"]["stacks"]["counters_ns"]);
+    assert!(
+        left_out > 0 && left_out < u(&p["total"]),
+        "{}",
+        p["sampling"]
+    );
+    let report = stdout(&s.run(&["report", "m.wprof"]));
+    assert!(
+        report.contains("in the call counters' own instructions left out"),
+        "{report}"
+    );
+}
+
+#[test]
 fn the_programs_exit_code_and_trap_are_its_own() {
     let s = Scratch::new();
     let (out, p) = stack_run(&s, "exit_code.wasm", "e.wprof");

@@ -65,6 +65,10 @@ pub struct StackWalkRecord {
     /// CPU time that threads blocked in the host used between two ticks that both found
     /// them blocked, in nanoseconds: taking the ticks, charged to no function.
     pub interrupting_ns: u64,
+    /// CPU time of ticks at the counters' own instructions (the default mode's), left out
+    /// of every function, in nanoseconds: the program would not spend it uncounted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub counters_ns: u64,
     /// Ticks read too late (a later tick took their slot): their time went to the next
     /// tick read.
     pub lost: u64,

@@ -31,6 +31,12 @@ pub fn stack_walk_notes(sampling: &crate::profile::SamplingRecord) -> String {
     if !unplaced.is_empty() {
         notes += &format!("; {} charged to no function", unplaced.join(" and "));
     }
+    if walks.counters_ns > 0 {
+        notes += &format!(
+            "; {} in the call counters' own instructions left out",
+            crate::display::format_ns(walks.counters_ns)
+        );
+    }
     if walks.truncated > 0 {
         notes += &format!("; {} stacks too deep to walk to the entry", walks.truncated);
     }
@@ -334,16 +340,15 @@ mod tests {
             interrupting_ns: 0,
             lost: 2,
             truncated: 3,
+            counters_ns: 700_000,
             function_calls: true,
             ..Default::default()
         });
-        let notes = stack_walk_notes(&sampling);
-        assert!(
-            notes.starts_with(
-                "; 1.50 ms outside the module's code charged to no function; 3 stacks"
-            ),
-            "{notes}"
+        assert_eq!(
+            stack_walk_notes(&sampling),
+            "; 1.50 ms outside the module's code charged to no function; 700.00 µs in the \
+             call counters' own instructions left out; 3 stacks too deep to walk to the \
+             entry; 2 ticks read too late (their time went to the next)"
         );
-        assert!(notes.ends_with("; 2 ticks read too late (their time went to the next)"));
     }
 }

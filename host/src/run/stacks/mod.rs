@@ -99,6 +99,9 @@ pub struct StackSamples {
     /// nanoseconds: the time per source line, once [`StackSamples::locate_addresses`]
     /// turned the addresses into the module's offsets.
     pub at_pc: HashMap<usize, u64>,
+    /// CPU time of ticks at the counters' own instructions, left out of every function
+    /// (see [`StackSamples::locate_addresses`]), in nanoseconds.
+    pub counters_ns: u64,
     /// CPU time per offset in the original module's code, once located.
     pub at_offset: HashMap<u32, u64>,
     /// CPU time at addresses of no offset in the module (code the compiler added, such as
@@ -110,6 +113,10 @@ pub struct StackSamples {
     /// CPU time per line of a script, by the script's function (its id in the stacks)
     /// and line: the time of ticks whose innermost function was the script's.
     pub script_lines: HashMap<(u32, i32), u64>,
+    /// CPU time per script function (its id in the stacks) and address of the eval loop
+    /// running it, until [`StackSamples::locate_addresses`] found which addresses are the
+    /// counters'.
+    pub script_pcs: HashMap<(u32, usize), u64>,
 }
 
 /// The sampled time of one import's calls (see [`StackSamples::imports`]).
@@ -132,6 +139,7 @@ impl StackSamples {
         for samples in std::iter::once(self).chain(others) {
             record.outside_ns += samples.outside_ns;
             record.interrupting_ns += samples.interrupting_ns;
+            record.counters_ns += samples.counters_ns;
             record.lost += samples.lost;
             record.truncated += samples.truncated;
         }
@@ -191,8 +199,11 @@ impl StackSamples {
             .0
             .last()
             .is_some_and(|&f| f & languages::LANGUAGE_FUNCTION != 0);
-        if !in_script {
-            *self.at_pc.entry(found.pc).or_default() += ns;
+        match (in_script, found.path.0.last()) {
+            (true, Some(&function)) => {
+                *self.script_pcs.entry((function, found.pc)).or_default() += ns
+            }
+            _ => *self.at_pc.entry(found.pc).or_default() += ns,
         }
         if let (Some(line), Some(&function)) = (found.script_line, found.path.0.last()) {
             *self.script_lines.entry((function, line)).or_default() += ns;
@@ -200,20 +211,66 @@ impl StackSamples {
     }
 
     /// Turns the addresses of [`StackSamples::at_pc`] into offsets of the original
-    /// module's code with `offsets` (for sorted addresses; `None` where there is none):
-    /// [`StackSamples::at_offset`]; the time at no offset, [`StackSamples::unlocated_ns`].
-    pub fn locate_addresses(&mut self, offsets: impl FnOnce(&[usize]) -> Vec<Option<u32>>) {
+    /// module's code with `locate` (for sorted addresses): [`StackSamples::at_offset`]; the
+    /// time at no offset, [`StackSamples::unlocated_ns`].
+    ///
+    /// The time at a counter's own instructions ([`Located::Counter`]) is wprof's, not the
+    /// program's, which would not spend it uncounted: it is left out
+    /// ([`StackSamples::counters_ns`]). Which of a function's stacks each such tick found
+    /// is not kept, so each stack ending in the function (`function_of` an address says
+    /// which; a script's function, [`StackSamples::script_pcs`]) gives up the same share of
+    /// its time as the function's ticks at counters are of all its ticks.
+    pub fn locate_addresses(
+        &mut self,
+        function_of: impl Fn(usize) -> Option<u32>,
+        locate: impl FnOnce(&[usize]) -> Vec<Located>,
+    ) {
         let mut pcs: Vec<(usize, u64)> = self.at_pc.drain().collect();
-        if pcs.is_empty() {
+        let scripts: Vec<((u32, usize), u64)> = self.script_pcs.drain().collect();
+        if pcs.is_empty() && scripts.is_empty() {
             return;
         }
         pcs.sort_unstable();
-        let addresses: Vec<usize> = pcs.iter().map(|(pc, _)| *pc).collect();
-        for ((_, ns), offset) in pcs.into_iter().zip(offsets(&addresses)) {
-            match offset {
-                Some(offset) => *self.at_offset.entry(offset).or_default() += ns,
-                None => self.unlocated_ns += ns,
+        let mut addresses: Vec<usize> = pcs.iter().map(|(pc, _)| *pc).collect();
+        addresses.extend(scripts.iter().map(|((_, pc), _)| *pc));
+        addresses.sort_unstable();
+        addresses.dedup();
+        let located: HashMap<usize, Located> =
+            addresses.iter().copied().zip(locate(&addresses)).collect();
+        let located = |pc: usize| located.get(&pc).copied().unwrap_or(Located::Nowhere);
+        // Per function: its ticks' time at counters, then that of the stacks ending in it.
+        let mut counting: HashMap<u32, (u64, u64)> = HashMap::new();
+        for ((function, pc), ns) in scripts {
+            if located(pc) == Located::Counter {
+                counting.entry(function).or_default().0 += ns;
             }
+        }
+        for (pc, ns) in pcs {
+            match located(pc) {
+                Located::Offset(offset) => *self.at_offset.entry(offset).or_default() += ns,
+                Located::Counter => match function_of(pc) {
+                    Some(function) => counting.entry(function).or_default().0 += ns,
+                    None => self.unlocated_ns += ns,
+                },
+                Located::Nowhere => self.unlocated_ns += ns,
+            }
+        }
+        if counting.is_empty() {
+            return;
+        }
+        for (path, ns) in &self.time {
+            if let Some((_, all)) = innermost(path).and_then(|f| counting.get_mut(f)) {
+                *all += ns;
+            }
+        }
+        for (path, ns) in self.time.iter_mut() {
+            let Some(&(counters, all)) = innermost(path).and_then(|f| counting.get(f)) else {
+                continue;
+            };
+            let left_out =
+                (u128::from(*ns) * u128::from(counters.min(all)) / u128::from(all)) as u64;
+            *ns -= left_out;
+            self.counters_ns += left_out;
         }
     }
 
@@ -263,6 +320,23 @@ impl StackSamples {
             }
         }
     }
+}
+
+/// The function a stack ended in, where it did not end in a call into the host.
+fn innermost((functions, call): &Path) -> Option<&u32> {
+    functions.last().filter(|_| call.is_none())
+}
+
+/// Where a sampled address of the module's code is, for
+/// [`StackSamples::locate_addresses`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Located {
+    /// At this offset of the original module's code.
+    Offset(u32),
+    /// In a counter the default mode added.
+    Counter,
+    /// Nowhere in the module's code that is known.
+    Nowhere,
 }
 
 /// Adds `ns` to `path`'s figure in `map` (the path copied only when it is new).
@@ -580,6 +654,57 @@ mod tests {
             })
         );
         assert_eq!(samples.imports.len(), 1);
+    }
+
+    #[test]
+    fn time_at_the_counters_is_left_out_of_each_stack_of_its_function() {
+        // Function 1 ran under 2 (600 ns) and under 3 (400 ns), and called import 0
+        // (50 ns, which its counters have no part in); of its ticks, 200 ns were at a
+        // counter (0x110), 800 ns at offset 7 (0x120). Function 3's 90 ns at offset 9
+        // (0x130); 5 ns at an address nothing places (0x140).
+        let mut samples = StackSamples::default();
+        samples.time.insert((vec![2, 1], None), 600);
+        samples.time.insert((vec![3, 1], None), 400);
+        samples.time.insert((vec![2, 1, 0], None), 50);
+        samples.time.insert((vec![3], None), 95);
+        for (pc, ns) in [
+            (0x110, 200),
+            (0x120, 800),
+            (0x130, 90),
+            (0x140, 5),
+            (0x150, 50),
+        ] {
+            samples.at_pc.insert(pc, ns);
+        }
+        // A script's function under 2, run by the eval loop (function 1): 300 ns, of
+        // which 60 at the loop's counter.
+        let script = languages::LANGUAGE_FUNCTION | 5;
+        samples.time.insert((vec![2, script], None), 300);
+        samples.script_pcs.insert((script, 0x110), 60);
+        samples.script_pcs.insert((script, 0x120), 240);
+        let function_of = |pc: usize| Some(if pc == 0x130 || pc == 0x140 { 3 } else { 1 });
+        samples.locate_addresses(function_of, |pcs| {
+            assert_eq!(pcs, [0x110, 0x120, 0x130, 0x140, 0x150]);
+            vec![
+                Located::Counter,
+                Located::Offset(7),
+                Located::Offset(9),
+                Located::Nowhere,
+                Located::Offset(4),
+            ]
+        });
+        // A fifth of function 1's own time, from each of its stacks alike.
+        assert_eq!(samples.time.get(&(vec![2, 1], None)), Some(&480));
+        assert_eq!(samples.time.get(&(vec![3, 1], None)), Some(&320));
+        assert_eq!(samples.time.get(&(vec![2, 1, 0], None)), Some(&50));
+        assert_eq!(samples.time.get(&(vec![3], None)), Some(&95));
+        assert_eq!(samples.time.get(&(vec![2, script], None)), Some(&240));
+        assert_eq!(samples.counters_ns, 260);
+        assert_eq!(samples.at_offset.get(&7), Some(&800));
+        assert_eq!(samples.at_offset.values().sum::<u64>(), 940);
+        assert_eq!(samples.unlocated_ns, 5);
+        assert_eq!(samples.record([]).counters_ns, 260);
+        assert!(samples.script_pcs.is_empty());
     }
 
     #[test]

@@ -21,11 +21,11 @@ use crate::prepare::injections::Split;
 use crate::prepare::loader::LoadedModule;
 use crate::prepare::session::warn;
 use crate::profile::{Ending, FunctionInfo, ModuleRef, Profile, SamplingRecord, StackWalkRecord};
-use crate::run::code::map::CodeMap;
+use crate::run::code::map::{CodeMap, Running};
 use crate::run::runner::{self, RunOutcome, Stdio};
 use crate::run::stacks::entry_counts::EntryCounts;
 use crate::run::stacks::profile::profile_of_stacks;
-use crate::run::stacks::{self, StackSamples};
+use crate::run::stacks::{self, Located, StackSamples};
 use crate::settings::RunSettings;
 use wprof_agent::entry_counts::CounterOffsets;
 
@@ -305,9 +305,9 @@ fn locator<'a>(
     // of iterated whole (0.2 s on a 69 MB module).
     let address_map = OnceCell::new();
     move |samples: &mut StackSamples| {
-        // The original module's offsets of addresses in the compiled code (`nearest`: of
-        // code the compiler added, the nearest instruction's before it).
-        let offsets = |pcs: &[usize], nearest: bool| -> Vec<Option<u32>> {
+        // Where addresses in the compiled code are in the original module (`nearest`: code
+        // the compiler added takes the nearest instruction's before it).
+        let located = |pcs: &[usize], nearest: bool| -> Vec<Located> {
             let artifact = address_map.get_or_init(|| {
                 compiled
                     .image
@@ -318,23 +318,52 @@ fn locator<'a>(
                 true => code.nearest_module_offsets(&compiled.module, artifact.as_ref(), pcs),
                 false => code.module_offsets(&compiled.module, artifact.as_ref(), pcs),
             };
-            if !compiled.counted {
-                return offsets;
-            }
-            let Some(counted) = counted_offsets.get_or_init(|| counted::offsets_of(loaded)) else {
-                return vec![None; offsets.len()];
+            let map = match compiled.counted {
+                true => counted_offsets
+                    .get_or_init(|| counted::offsets_of(loaded))
+                    .as_ref(),
+                false => None,
             };
             offsets
                 .into_iter()
-                .map(|o| {
-                    let at = counted.original_offset(o? as usize)?;
-                    u32::try_from(at).ok()
-                })
+                .map(|offset| located_in(offset, compiled.counted, map))
                 .collect()
         };
-        samples.resolve_imports(&loaded.bytes, code.imports(), |pcs| offsets(pcs, false));
-        samples.locate_addresses(|pcs| offsets(pcs, true));
+        let offsets = |pcs: &[usize]| -> Vec<Option<u32>> {
+            let offset = |l| match l {
+                Located::Offset(offset) => Some(offset),
+                Located::Counter | Located::Nowhere => None,
+            };
+            located(pcs, false).into_iter().map(offset).collect()
+        };
+        samples.resolve_imports(&loaded.bytes, code.imports(), offsets);
+        let function_of = |pc| match code.running(pc) {
+            Running::Function(id) => Some(id),
+            Running::Probe | Running::Outside => None,
+        };
+        samples.locate_addresses(function_of, |pcs| located(pcs, true));
     }
+}
+
+/// Where `offset`, of the compiled module's code, is in the original module: as it is
+/// where the module was compiled uncounted, else through `map`, the counted module's map of
+/// what it added (none read: nothing is placed).
+fn located_in(offset: Option<u32>, counted: bool, map: Option<&CounterOffsets>) -> Located {
+    let Some(offset) = offset else {
+        return Located::Nowhere;
+    };
+    if !counted {
+        return Located::Offset(offset);
+    }
+    let Some(map) = map else {
+        return Located::Nowhere;
+    };
+    if map.is_added(offset as usize) {
+        return Located::Counter;
+    }
+    map.original_offset(offset as usize)
+        .and_then(|at| u32::try_from(at).ok())
+        .map_or(Located::Nowhere, Located::Offset)
 }
 
 /// A trap, told in the original's offsets, as `wasmtime run` would.
