@@ -154,25 +154,27 @@ const MANY_ARGUMENTS: &str = r#"(module
     (local.get $sum))
   (func (export "_start") (drop (call $caller (i32.const 40000000)))))"#;
 
+/// Runs [`MANY_ARGUMENTS`] in the default mode with `flags`, sampling every 100 µs: the
+/// output and the profile, which keeps every promise.
+fn many_arguments_run(s: &Scratch, flags: &[&str]) -> (std::process::Output, Value) {
+    let m = s.wat_module("many.wasm", MANY_ARGUMENTS);
+    let mut args = vec!["run", "--sample-period-us", "100", "-o", "m.wprof"];
+    args.extend(flags);
+    args.push(m.to_str().unwrap());
+    let out = s.run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("m.wprof");
+    consistent(&p);
+    (out, p)
+}
+
 #[test]
 fn a_tick_at_a_return_that_pops_arguments_keeps_the_caller() {
     // A tick at `$many`'s last instruction finds the frame pointer already its caller's;
     // were that `ret 0x20` not known for a return, the walk would skip `$caller` and hand
     // `_start` an edge to `$many` it never called.
     let s = Scratch::new();
-    let m = s.wat_module("many.wasm", MANY_ARGUMENTS);
-    let out = s.run(&[
-        "run",
-        "-q",
-        "--sample-period-us",
-        "100",
-        "-o",
-        "m.wprof",
-        m.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let p = s.profile("m.wprof");
-    consistent(&p);
+    let (_, p) = many_arguments_run(&s, &["-q"]);
     assert_eq!(
         edge_calls(&p)[&("caller".to_string(), "many".to_string())],
         40_000_000
@@ -187,23 +189,12 @@ fn the_counters_own_time_is_left_out_and_said() {
     // `$many`'s entry counter and `$caller`'s counter of its call are a large part of the
     // loop: ticks there are wprof's time, not the program's.
     let s = Scratch::new();
-    let m = s.wat_module("many.wasm", MANY_ARGUMENTS);
-    let out = s.run(&[
-        "run",
-        "--sample-period-us",
-        "100",
-        "-o",
-        "m.wprof",
-        m.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (out, p) = many_arguments_run(&s, &[]);
     assert!(
         stderr(&out).contains("in the call counters' own instructions left out"),
         "{}",
         stderr(&out)
     );
-    let p = s.profile("m.wprof");
-    consistent(&p);
     let left_out = u(&p["sampling"]["stacks"]["counters_ns"]);
     assert!(
         left_out > 0 && left_out < u(&p["total"]),

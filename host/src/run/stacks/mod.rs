@@ -225,12 +225,11 @@ impl StackSamples {
         function_of: impl Fn(usize) -> Option<u32>,
         locate: impl FnOnce(&[usize]) -> Vec<Located>,
     ) {
-        let mut pcs: Vec<(usize, u64)> = self.at_pc.drain().collect();
+        let pcs: Vec<(usize, u64)> = self.at_pc.drain().collect();
         let scripts: Vec<((u32, usize), u64)> = self.script_pcs.drain().collect();
         if pcs.is_empty() && scripts.is_empty() {
             return;
         }
-        pcs.sort_unstable();
         let mut addresses: Vec<usize> = pcs.iter().map(|(pc, _)| *pc).collect();
         addresses.extend(scripts.iter().map(|((_, pc), _)| *pc));
         addresses.sort_unstable();
