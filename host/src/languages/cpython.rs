@@ -1,26 +1,30 @@
-//! CPython 3.11's and 3.12's call stack, read from a thread state in linear memory: the
-//! chain of `_PyInterpreterFrame`s from the running one (`tstate->cframe->current_frame`)
-//! back through each `previous`, as Python's own tracebacks walk it. The thread state is the
-//! one `_PyEval_EvalFrameDefault` was last entered with (its first argument, kept by stack
-//! mode's capture). Each frame's code object (`f_code`) gives the function's qualified
-//! name, file and first line, and the instruction it is at (`prev_instr`) its current line,
-//! decoded from the code's location table (`co_linetable`) as `PyCode_Addr2Line` does. A
-//! frame that started a run of the eval loop (called from C) ends a run, as a Lua call
-//! marked `CIST_FRESH` does, so that the frames can be placed among the native ones: 3.11
-//! marks such a frame (`is_entry`); 3.12 links a frame of its own below it, owned by the C
-//! stack (`owner` is `FRAME_OWNED_BY_CSTACK`), which the walk steps over.
+//! CPython's call stack (3.11 to 3.15), read from a thread state in linear memory: the
+//! chain of `_PyInterpreterFrame`s from the running one (3.11's and 3.12's
+//! `tstate->cframe->current_frame`, 3.13's `tstate->current_frame`) back through each
+//! `previous`, as Python's own tracebacks walk it. The thread state is the one
+//! `_PyEval_EvalFrameDefault` was last entered with (its first argument, kept by stack
+//! mode's capture). Each frame's code object (`f_code`, 3.13's `f_executable`) gives the
+//! function's qualified name, file and first line, and the instruction it is at
+//! (`prev_instr`, 3.13's `instr_ptr`) its current line, decoded from the code's location
+//! table (`co_linetable`) as `PyCode_Addr2Line` does. A frame that started a run of the
+//! eval loop (called from C) ends a run, as a Lua call marked `CIST_FRESH` does, so that
+//! the frames can be placed among the native ones: 3.11 marks such a frame (`is_entry`);
+//! 3.12 and later link a frame of their own below it, owned by the C stack or the
+//! interpreter (`owner`), which the walk steps over.
 //!
-//! Every offset comes from the interpreter's DWARF ([`PythonLayout::from_dwarf`]), the
-//! owner's value too; the constants are those 3.11 and 3.12 share: a code unit of two
-//! bytes, the string header's bits (`interned:2, kind:3, compact:1, ascii:1`) and the
-//! location table's encoding. A build whose name section does not name its eval loop has it
-//! found by its shape ([`unnamed`]).
+//! Every offset of 3.11 and 3.12 comes from the interpreter's DWARF
+//! ([`PythonLayout::from_dwarf`]), the owner's value too; 3.13 and later describe their
+//! structures themselves ([`debug_offsets`]), and are read so even without DWARF. The
+//! constants are those all share: a code unit of two bytes, the string header's bits
+//! (`interned:2, kind:3, compact:1, ascii:1`) and the location table's encoding. A build
+//! whose name section does not name its eval loop has it found by its shape ([`unnamed`]).
 
 use super::layout::Layout;
 use super::lua::LuaFrame;
 use super::memory::Memory;
 use super::ScriptFunction;
 
+pub mod debug_offsets;
 pub mod unnamed;
 
 /// Frames walked at most; a deeper stack is truncated.
@@ -33,21 +37,42 @@ const MAX_TABLE: usize = 1 << 20;
 /// The bytes of a code unit (an instruction and its argument).
 const CODE_UNIT: u32 = 2;
 
+/// A frame's code object is kept as a pointer (3.11 to 3.13) or, from 3.14, as a
+/// `_PyStackRef`: the pointer with tags in its low bits, which these clear (an object is
+/// aligned to 4 bytes at least).
+const TAG_BITS: u32 = 3;
+
 /// How a frame tells that it started a run of the eval loop (that C called it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum RunStart {
     /// 3.11: the frame's own flag (`is_entry`), at this offset.
     Flag(u32),
-    /// 3.12: the frame below it is the run's own, owned by the C stack: its `owner` (at
-    /// `owner`) is `cstack`.
+    /// 3.12 and later: the frame below it is the run's own, not the script's: its `owner`
+    /// (at `owner`) is `cstack` or more (3.12's and 3.13's `FRAME_OWNED_BY_CSTACK`, the
+    /// last owner there; 3.14's `FRAME_OWNED_BY_INTERPRETER` and after).
     ShimBelow { owner: u32, cstack: u8 },
 }
 
-/// Where CPython 3.11 or 3.12 keeps what the walk reads, in one build.
+/// Where the thread state keeps its innermost frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+enum CurrentFrame {
+    /// 3.11 and 3.12: `tstate->cframe` (at `state_cframe`), whose `current_frame` is at
+    /// `cframe_current`.
+    ThroughCFrame {
+        state_cframe: u32,
+        cframe_current: u32,
+    },
+    /// 3.13 and later: `tstate->current_frame`, at this offset.
+    InState(u32),
+}
+
+/// Frames of the C stack stepped over in a row at most.
+const MAX_SHIMS: usize = 4;
+
+/// Where CPython 3.11 to 3.15 keeps what the walk reads, in one build.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PythonLayout {
-    state_cframe: u32,
-    cframe_current: u32,
+    current_frame: CurrentFrame,
     frame_code: u32,
     frame_previous: u32,
     frame_instruction: u32,
@@ -122,8 +147,10 @@ impl PythonLayout {
                 .ok_or_else(|| format!("no size of `{ty}` in the module's DWARF"))
         };
         Ok(PythonLayout {
-            state_cframe: at("PyThreadState", "cframe")?,
-            cframe_current: at("_PyCFrame", "current_frame")?,
+            current_frame: CurrentFrame::ThroughCFrame {
+                state_cframe: at("PyThreadState", "cframe")?,
+                cframe_current: at("_PyCFrame", "current_frame")?,
+            },
             frame_code: at("_PyInterpreterFrame", "f_code")?,
             frame_previous: at("_PyInterpreterFrame", "previous")?,
             frame_instruction: at("_PyInterpreterFrame", "prev_instr")?,
@@ -175,27 +202,34 @@ pub fn walk_into(
     state: u32,
     push: &mut dyn FnMut(LuaFrame) -> bool,
 ) -> bool {
-    let first = state
-        .checked_add(layout.state_cframe)
-        .and_then(|at| memory.u32(at))
-        .and_then(|cframe| memory.u32(cframe.checked_add(layout.cframe_current)?))
-        .and_then(|first| past_shim(layout, memory, first));
+    let first = match layout.current_frame {
+        CurrentFrame::ThroughCFrame {
+            state_cframe,
+            cframe_current,
+        } => state
+            .checked_add(state_cframe)
+            .and_then(|at| memory.u32(at))
+            .and_then(|cframe| memory.u32(cframe.checked_add(cframe_current)?)),
+        CurrentFrame::InState(offset) => state.checked_add(offset).and_then(|at| memory.u32(at)),
+    }
+    .and_then(|first| past_shim(layout, memory, first));
     super::walk_chain(first, MAX_DEPTH, |at| read_frame(layout, memory, at), push)
 }
 
-/// The frame at `at`, or the one below it if `at` is a frame of the C stack (3.12's, a
-/// run's own, which has no function of the script): 0 for none.
+/// The frame at `at`, or the first below it that is not a frame of the C stack (3.12's
+/// and later's, a run's own, which has no function of the script): 0 for none.
 fn past_shim(layout: &PythonLayout, memory: &(impl Memory + ?Sized), at: u32) -> Option<u32> {
-    match layout.run_start {
-        RunStart::ShimBelow { owner, cstack } if at != 0 => {
-            if memory.u8(at.checked_add(owner)?)? == cstack {
-                memory.u32(at.checked_add(layout.frame_previous)?)
-            } else {
-                Some(at)
-            }
+    let RunStart::ShimBelow { owner, cstack } = layout.run_start else {
+        return Some(at);
+    };
+    let mut at = at;
+    for _ in 0..MAX_SHIMS {
+        if at == 0 || memory.u8(at.checked_add(owner)?)? < cstack {
+            return Some(at);
         }
-        _ => Some(at),
+        at = memory.u32(at.checked_add(layout.frame_previous)?)?;
     }
+    None
 }
 
 /// The frame at `at` and the address of the one below it.
@@ -206,7 +240,7 @@ fn read_frame(
 ) -> Option<(LuaFrame, u32)> {
     let field = |offset: u32| at.checked_add(offset);
     let mut previous = memory.u32(field(layout.frame_previous)?)?;
-    let code = memory.u32(field(layout.frame_code)?)?;
+    let code = memory.u32(field(layout.frame_code)?)? & !TAG_BITS;
     // Not a frame (the chain was caught being linked or unlinked): the walk ends here.
     if !is_code(layout, memory, code) {
         return None;
@@ -221,7 +255,8 @@ fn read_frame(
             shim
         }
     };
-    // `prev_instr` is one code unit before the first instruction until the frame starts. A
+    // 3.11's and 3.12's `prev_instr` is one code unit before the first instruction until
+    // the frame starts (3.13's `instr_ptr` is at it). A
     // position out of the code makes a frame of an unknown function; the walk goes on
     // below it.
     let first = code.wrapping_add(layout.code_units);

@@ -37,3 +37,82 @@ impl Memory for [u8] {
         Some(())
     }
 }
+
+/// Linear memory as a module's data segments initialise it, before it runs: the active
+/// segments of its first memory at their constant addresses, zeros between them (the
+/// linker and `wasm-opt` leave runs of zeros out of the segments).
+#[derive(Debug, Default)]
+pub struct InitialMemory<'a> {
+    /// `(address, bytes)`, by address.
+    segments: Vec<(u32, &'a [u8])>,
+}
+
+impl<'a> InitialMemory<'a> {
+    /// The initial memory of the module `bytes` (empty if it has no data it can read).
+    pub fn of(bytes: &'a [u8]) -> Self {
+        let mut segments = Vec::new();
+        for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+            let Ok(payload) = payload else { break };
+            let wasmparser::Payload::DataSection(reader) = payload else {
+                continue;
+            };
+            for data in reader.into_iter().flatten() {
+                let wasmparser::DataKind::Active {
+                    memory_index: 0,
+                    offset_expr,
+                } = data.kind
+                else {
+                    continue;
+                };
+                if let Ok(wasmparser::Operator::I32Const { value }) =
+                    offset_expr.get_operators_reader().read()
+                {
+                    segments.push((value as u32, data.data));
+                }
+            }
+        }
+        segments.sort_by_key(|(address, _)| *address);
+        InitialMemory { segments }
+    }
+
+    /// The segments, `(address, bytes)`, by address.
+    pub fn segments(&self) -> &[(u32, &'a [u8])] {
+        &self.segments
+    }
+
+    /// The address of the first occurrence of `needle` inside one segment.
+    pub fn find(&self, needle: &[u8]) -> Option<u32> {
+        self.segments.iter().find_map(|(address, data)| {
+            let at = data.windows(needle.len()).position(|w| w == needle)?;
+            address.checked_add(u32::try_from(at).ok()?)
+        })
+    }
+}
+
+impl Memory for InitialMemory<'_> {
+    fn read(&self, at: u32, out: &mut [u8]) -> Option<()> {
+        let start = u64::from(at);
+        let end = start + out.len() as u64;
+        if end > 1 << 32 {
+            return None;
+        }
+        out.fill(0);
+        // The segments that may overlap (they do not overlap each other): those ending
+        // after `start` and starting before `end`.
+        let first = self
+            .segments
+            .partition_point(|(address, data)| u64::from(*address) + data.len() as u64 <= start);
+        let last = self
+            .segments
+            .partition_point(|(address, _)| u64::from(*address) < end);
+        for (address, data) in self.segments.get(first..last).unwrap_or_default() {
+            let (from, to) = (u64::from(*address), u64::from(*address) + data.len() as u64);
+            let (lo, hi) = (from.max(start), to.min(end));
+            if lo < hi {
+                out[(lo - start) as usize..(hi - start) as usize]
+                    .copy_from_slice(&data[(lo - from) as usize..(hi - from) as usize]);
+            }
+        }
+        Some(())
+    }
+}

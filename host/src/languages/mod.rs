@@ -41,7 +41,7 @@ pub enum Language {
     /// QuickJS-ng: `JS_CallInternal(JSContext *caller_ctx, ...)`, once per call, and the
     /// native functions that push or hand on a call (see [`quickjs::placing`]).
     QuickJs(quickjs::QuickJsLayout, quickjs::placing::Calls),
-    /// CPython 3.11 and 3.12: `_PyEval_EvalFrameDefault(PyThreadState *tstate, ...)`, once
+    /// CPython 3.11 to 3.15: `_PyEval_EvalFrameDefault(PyThreadState *tstate, ...)`, once
     /// per call from C into Python.
     Python(cpython::PythonLayout),
 }
@@ -172,7 +172,9 @@ pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
         0 => lua::LuaLayout::from_dwarf(bytes)
             .map(Language::Lua)
             .map_err(|why| format!("a Lua interpreter ({why})")),
-        2 => cpython::PythonLayout::from_dwarf(bytes)
+        // 3.13 and later describe themselves; 3.11 and 3.12 are read from their DWARF.
+        2 => cpython::debug_offsets::layout(bytes)
+            .unwrap_or_else(|| cpython::PythonLayout::from_dwarf(bytes))
             .map(Language::Python)
             .map_err(|why| format!("a CPython interpreter ({why})")),
         _ => quickjs::QuickJsLayout::from_dwarf(bytes)

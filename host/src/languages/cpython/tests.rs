@@ -7,8 +7,10 @@ use super::*;
 /// made-up memory.
 fn layout_312() -> PythonLayout {
     PythonLayout {
-        state_cframe: 0,
-        cframe_current: 0,
+        current_frame: CurrentFrame::ThroughCFrame {
+            state_cframe: 0,
+            cframe_current: 0,
+        },
         frame_code: 0,
         frame_previous: 4,
         frame_instruction: 8,

@@ -9,8 +9,9 @@
 //! *, int)` returns a `PyObject *`: on wasm32, a function of type `(i32, i32, i32) -> i32`.
 //! It holds the code of every bytecode instruction in one body, and is by far the largest
 //! function of a CPython build (106 KB in that 3.12 build, where the next function of its
-//! type has 42 KB; 3.11's is 81 KB). The guess is taken only when the module's DWARF names
-//! `_PyEval_EvalFrameDefault` (so it is a CPython) and the largest function of that type
+//! type has 42 KB; 3.11's is 81 KB). The guess is taken only when the module is a CPython
+//! (its DWARF names `_PyEval_EvalFrameDefault`, or its data holds 3.13's and later's
+//! `_Py_DebugOffsets`, see [`super::debug_offsets`]) and the largest function of that type
 //! is at least [`MARGIN`] times the size of the next one; the run says that it was made.
 
 /// How many times larger than any other function of its type the eval loop must be.
@@ -23,7 +24,12 @@ const EVAL: &[u8] = b"_PyEval_EvalFrameDefault\0";
 /// by its shape, and what made it so (what the module is, for the run to say); `None` if the module is not a CPython whose DWARF
 /// names the loop, or no function stands out.
 pub fn eval_loop(bytes: &[u8]) -> Option<(u32, String)> {
-    if !strings_name_the_loop(bytes) {
+    let describes_itself = || {
+        crate::languages::memory::InitialMemory::of(bytes)
+            .find(super::debug_offsets::COOKIE)
+            .is_some()
+    };
+    if !strings_name_the_loop(bytes) && !describes_itself() {
         return None;
     }
     let mut types: Vec<bool> = Vec::new();
@@ -115,6 +121,16 @@ mod tests {
     /// A module like an unnamed CPython: functions of the eval loop's type, one of them
     /// `body_instructions` long, and DWARF strings naming the loop when `names_it`.
     fn module(body_instructions: usize, other_instructions: usize, names_it: bool) -> Vec<u8> {
+        module_with(body_instructions, other_instructions, names_it, "")
+    }
+
+    /// [`module`] with the module fields `data` too.
+    fn module_with(
+        body_instructions: usize,
+        other_instructions: usize,
+        names_it: bool,
+        data: &str,
+    ) -> Vec<u8> {
         let body = "(drop (i32.const 1))".repeat(body_instructions);
         let other = "(drop (i32.const 1))".repeat(other_instructions);
         let wat = format!(
@@ -122,7 +138,8 @@ mod tests {
                 (import "env" "f" (func (param i32)))
                 (func (param i32 i32 i32) (result i32) {other} (i32.const 0))
                 (func (param i32 i32) (result i32) {body} {body} {body} (i32.const 0))
-                (func (param i32 i32 i32) (result i32) {body} (i32.const 0)))"#
+                (func (param i32 i32 i32) (result i32) {body} (i32.const 0))
+                {data})"#
         );
         let mut bytes = wat::parse_str(wat).unwrap();
         if names_it {
@@ -143,6 +160,13 @@ mod tests {
         let found = eval_loop(&module(400, 10, true)).unwrap();
         assert_eq!(found.0, 3, "{}", found.1);
         assert!(found.1.contains("func[3]"), "{}", found.1);
+    }
+
+    #[test]
+    fn a_cpython_that_describes_itself_is_one_without_dwarf() {
+        let table = r#"(memory 1) (data (i32.const 64) "xdebugpy\f0\00\0f\03")"#;
+        let found = eval_loop(&module_with(400, 10, false, table)).unwrap();
+        assert_eq!(found.0, 3, "{}", found.1);
     }
 
     #[test]
