@@ -31,6 +31,7 @@ mod live;
 mod many_threads;
 mod names;
 mod progress;
+mod reactors;
 mod real_programs;
 mod report;
 mod run;

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::exit::Failure;
+use crate::settings::EntryPoint;
 
 /// The import module of WASI preview 1.
 pub const WASI_P1: &str = "wasi_snapshot_preview1";
@@ -58,6 +59,12 @@ pub enum Program {
 /// Reads `path`: a WASI preview 1 command module (checked as [`read`] does) or a component
 /// (only read).
 pub fn read_program(path: &Path) -> Result<Program, Failure> {
+    read_program_entered(path, &EntryPoint::default())
+}
+
+/// [`read_program`] of a program entered and linked as `entry` says (`wprof run`'s
+/// `--invoke` and `--unknown-imports-trap`).
+pub fn read_program_entered(path: &Path, entry: &EntryPoint) -> Result<Program, Failure> {
     let shown = path.display();
     let raw =
         std::fs::read(path).map_err(|e| Failure::input(format!("cannot read {shown}: {e}")))?;
@@ -78,7 +85,7 @@ pub fn read_program(path: &Path) -> Result<Program, Failure> {
     if wasmparser::Parser::is_component(&bytes) {
         return Ok(Program::Component(bytes));
     }
-    check_command(&bytes).map_err(|why| Failure::input(format!("{shown} {why}")))?;
+    check_command(&bytes, entry).map_err(|why| Failure::input(format!("{shown} {why}")))?;
     // On every core: a 69 MB module takes 70 ms on one.
     let digest = *blake3::Hasher::new()
         .update_rayon(&bytes)
@@ -130,25 +137,34 @@ pub fn is_threaded(bytes: &[u8]) -> bool {
     false
 }
 
-/// Checks the shape of a WASI command: an exported `_start` of type `[] -> []`, and
-/// imports from WASI preview 1 only (and, for a threaded program, wasi-threads' shared
-/// memory and `wasi::thread-spawn`).
-fn check_command(bytes: &[u8]) -> Result<(), String> {
+/// Checks the shape of a WASI command: an exported `_start` of type `[] -> []` (or, with
+/// `--invoke`, the export named, taking no parameters and returning numbers), and imports
+/// from WASI preview 1 only (and, for a threaded program, wasi-threads' shared memory and
+/// `wasi::thread-spawn`; with `--unknown-imports-trap`, any function).
+fn check_command(bytes: &[u8], entry: &EntryPoint) -> Result<(), String> {
     use wasmparser::{Payload, TypeRef};
+    // Each function's type, and each type's shape: (takes nothing, returns nothing,
+    // returns numbers only).
     let mut func_types: Vec<u32> = Vec::new();
-    let mut type_is_nullary: Vec<bool> = Vec::new();
-    let mut start = None;
+    let mut shapes: Vec<(bool, bool, bool)> = Vec::new();
+    let wanted = entry.invoke.as_deref().unwrap_or("_start");
+    let mut found = None;
     for payload in wasmparser::Parser::new(0).parse_all(bytes) {
         let payload = payload.map_err(|e| format!("is not a valid module: {e}"))?;
         match payload {
             Payload::TypeSection(reader) => {
                 for group in reader.into_iter().flatten() {
                     for sub in group.into_types() {
-                        type_is_nullary.push(match &sub.composite_type.inner {
-                            wasmparser::CompositeInnerType::Func(f) => {
-                                f.params().is_empty() && f.results().is_empty()
-                            }
-                            _ => false,
+                        shapes.push(match &sub.composite_type.inner {
+                            wasmparser::CompositeInnerType::Func(f) => (
+                                f.params().is_empty(),
+                                f.results().is_empty(),
+                                f.results().iter().all(|t| {
+                                    use wasmparser::ValType::*;
+                                    matches!(t, I32 | I64 | F32 | F64)
+                                }),
+                            ),
+                            _ => (false, false, false),
                         });
                     }
                 }
@@ -162,15 +178,14 @@ fn check_command(bytes: &[u8]) -> Result<(), String> {
                     // wasi-threads: a shared memory and `wasi::thread-spawn` (a program built
                     // with `-pthread` for wasm32-wasip1-threads; see `crate::run::threads`).
                     let shared = matches!(import.ty, TypeRef::Memory(m) if m.shared);
-                    if shared || (import.module == "wasi" && import.name == "thread-spawn") {
-                        if let TypeRef::Func(t) | TypeRef::FuncExact(t) = import.ty {
-                            func_types.push(t);
-                        }
-                        continue;
-                    }
-                    if import.module != WASI_P1 {
+                    let is_func = matches!(import.ty, TypeRef::Func(_) | TypeRef::FuncExact(_));
+                    let threads =
+                        shared || (import.module == "wasi" && import.name == "thread-spawn");
+                    let trapped = entry.unknown_imports_trap && is_func;
+                    if !threads && !trapped && import.module != WASI_P1 {
                         return Err(format!(
-                            "is not a WASI command: it imports `{}::{}`, and wprof provides only `{WASI_P1}`",
+                            "is not a WASI command: it imports `{}::{}`, and wprof provides only \
+                             `{WASI_P1}` (--unknown-imports-trap links such imports to traps)",
                             import.module, import.name
                         ));
                     }
@@ -186,28 +201,37 @@ fn check_command(bytes: &[u8]) -> Result<(), String> {
             }
             Payload::ExportSection(reader) => {
                 for export in reader.into_iter().flatten() {
-                    if export.name == "_start" && export.kind == wasmparser::ExternalKind::Func {
-                        start = Some(export.index);
+                    if export.name == wanted && export.kind == wasmparser::ExternalKind::Func {
+                        found = Some(export.index);
                     }
                 }
             }
             _ => {}
         }
     }
-    let Some(start) = start else {
-        return Err("is not a WASI command: it exports no `_start` function".to_string());
+    let Some(index) = found else {
+        return Err(match &entry.invoke {
+            Some(name) => format!("exports no function `{name}` to invoke"),
+            None => "is not a WASI command: it exports no `_start` function (a reactor's or a \
+                     library's exports are called with --invoke FUNCTION)"
+                .to_string(),
+        });
     };
-    let nullary = func_types
-        .get(start as usize)
-        .and_then(|t| type_is_nullary.get(*t as usize))
+    let (no_params, no_results, numbers) = func_types
+        .get(index as usize)
+        .and_then(|t| shapes.get(*t as usize))
         .copied()
-        .unwrap_or(false);
-    if !nullary {
-        return Err(
+        .unwrap_or_default();
+    match &entry.invoke {
+        None if !(no_params && no_results) => Err(
             "is not a WASI command: its `_start` takes parameters or returns values".to_string(),
-        );
+        ),
+        Some(name) if !(no_params && numbers) => Err(format!(
+            "cannot be invoked at `{name}`: wprof calls a function that takes no parameters \
+             and returns numbers only"
+        )),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -215,7 +239,32 @@ mod tests {
     use super::*;
 
     fn check(wat: &str) -> Result<(), String> {
-        check_command(&wat::parse_str(wat).unwrap())
+        check_command(&wat::parse_str(wat).unwrap(), &EntryPoint::default())
+    }
+
+    #[test]
+    fn a_reactor_is_run_at_the_export_invoked_and_unknown_imports_may_trap() {
+        let reactor = wat::parse_str(
+            r#"(module (import "host" "call" (func (param i32) (result i32)))
+                 (func (export "_initialize")) (func (export "run") (result i32) i32.const 0)
+                 (func (export "takes") (param i32)))"#,
+        )
+        .unwrap();
+        let entry = |invoke: Option<&str>, trap: bool| EntryPoint {
+            invoke: invoke.map(str::to_string),
+            unknown_imports_trap: trap,
+        };
+        assert!(check_command(&reactor, &entry(Some("run"), true)).is_ok());
+        let no_trap = check_command(&reactor, &entry(Some("run"), false)).unwrap_err();
+        assert!(no_trap.contains("`host::call`") && no_trap.contains("--unknown-imports-trap"));
+        let no_start = check_command(&reactor, &entry(None, true)).unwrap_err();
+        assert!(no_start.contains("no `_start`") && no_start.contains("--invoke"));
+        assert!(check_command(&reactor, &entry(Some("missing"), true))
+            .unwrap_err()
+            .contains("no function `missing`"));
+        assert!(check_command(&reactor, &entry(Some("takes"), true))
+            .unwrap_err()
+            .contains("takes no parameters"));
     }
 
     #[test]

@@ -34,10 +34,15 @@ pub fn frames_of(e: &wasmtime::Error) -> Vec<Frame> {
         .unwrap_or_default()
 }
 
-/// The error report `wasmtime run` prints for a trap, from frames and the trap message.
-pub fn report(module: &str, frames: &[Frame], message: &str) -> String {
+/// The error report `wasmtime run` prints for a trap, from frames and the trap message;
+/// `invoked` is the function `--invoke` named, if any.
+pub fn report(module: &str, invoked: Option<&str>, frames: &[Frame], message: &str) -> String {
+    let what = match invoked {
+        Some(name) => format!("`{name}`"),
+        None => "command default".to_string(),
+    };
     let mut out = format!(
-        "failed to run main module `{module}`\n\nCaused by:\n    0: failed to invoke command default\n"
+        "failed to run main module `{module}`\n\nCaused by:\n    0: failed to invoke {what}\n"
     );
     if frames.is_empty() {
         out.push_str(&format!("    1: {message}\n"));

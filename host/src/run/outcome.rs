@@ -56,6 +56,7 @@ pub struct RunOutcome {
 pub(crate) fn ending_of(
     result: wasmtime::Result<()>,
     shown: &str,
+    invoked: Option<&str>,
     backtrace: &[crate::run::backtrace::Frame],
 ) -> (i32, Option<(String, String)>) {
     let Err(e) = result else {
@@ -64,7 +65,7 @@ pub(crate) fn ending_of(
     match exit_of(&e) {
         (code, None) => (code, None),
         (code, Some(message)) => {
-            let report = crate::run::backtrace::report(shown, backtrace, &message);
+            let report = crate::run::backtrace::report(shown, invoked, backtrace, &message);
             (code, Some((message, report)))
         }
     }

@@ -114,6 +114,11 @@ pub fn run(
         }
         None => None,
     };
+    crate::run::wasi::link_unknown_as_traps(
+        &mut linker,
+        module,
+        settings.entry.unknown_imports_trap,
+    )?;
     let mut timings = Timings::new();
     let instantiated = timings.time("instantiate", || linker.instantiate(&mut store, module));
     let first = match instantiated {
@@ -346,7 +351,8 @@ fn outcome(
         Ok(()) => Vec::new(),
     };
     let wall_time = entered.wall_time;
-    let (exit_code, trap) = ending_of(entered.result, shown, &backtrace);
+    let invoked = settings.entry.invoke.as_deref();
+    let (exit_code, trap) = ending_of(entered.result, shown, invoked, &backtrace);
     // Stack mode: the first thread's calls to WASI beside its functions' counters.
     let entry_counts = readings
         .entry_counts

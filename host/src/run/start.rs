@@ -55,9 +55,19 @@ pub(crate) enum Entry {
     Thread { tid: i32, arg: i32 },
 }
 
+/// The export a reactor (a module that is no command) is initialised by, before the
+/// function `--invoke` names.
+pub const INITIALIZE: &str = "_initialize";
+
 /// The entry function, called.
 enum EntryFunc {
     Start(wasmtime::TypedFunc<(), ()>),
+    /// `--invoke`: a reactor's `_initialize` (if it exports one), then the function named,
+    /// whose results are printed as `wasmtime run --invoke` prints them, a value a line.
+    Invoke {
+        initialize: Option<wasmtime::TypedFunc<(), ()>>,
+        func: wasmtime::Func,
+    },
     Thread(wasmtime::TypedFunc<(i32, i32), ()>, i32, i32),
 }
 
@@ -70,6 +80,19 @@ impl EntryFunc {
     ) -> Result<Self, Failure> {
         let shown = settings.module.display();
         match entry {
+            Entry::Start if settings.entry.invoke.is_some() => {
+                let name = settings.entry.invoke.as_deref().unwrap_or_default();
+                let func = instance.get_func(&mut *store, name).ok_or_else(|| {
+                    Failure::input(format!("{shown} exports no function `{name}` to invoke"))
+                })?;
+                let initialize = match instance.get_func(&mut *store, INITIALIZE) {
+                    Some(f) => Some(f.typed::<(), ()>(&*store).map_err(|e| {
+                        Failure::input(format!("{shown} has an unusable `{INITIALIZE}`: {e}"))
+                    })?),
+                    None => None,
+                };
+                Ok(EntryFunc::Invoke { initialize, func })
+            }
             Entry::Start => instance
                 .get_typed_func::<(), ()>(&mut *store, "_start")
                 .map(EntryFunc::Start)
@@ -89,9 +112,36 @@ impl EntryFunc {
     fn call(&self, store: &mut Store<HostState>) -> wasmtime::Result<()> {
         match self {
             EntryFunc::Start(f) => f.call(store, ()),
+            EntryFunc::Invoke { initialize, func } => {
+                if let Some(initialize) = initialize {
+                    initialize.call(&mut *store, ())?;
+                }
+                let count = func.ty(&*store).results().len();
+                let mut results = vec![wasmtime::Val::I32(0); count];
+                func.call(&mut *store, &[], &mut results)?;
+                print_results(&results);
+                Ok(())
+            }
             EntryFunc::Thread(f, tid, arg) => f.call(store, (*tid, *arg)),
         }
     }
+}
+
+/// An invoked function's results on stdout, a value a line, as `wasmtime run --invoke`
+/// prints them (the loader let through numbers only).
+fn print_results(results: &[wasmtime::Val]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for value in results {
+        let _ = match value {
+            wasmtime::Val::I32(v) => writeln!(out, "{v}"),
+            wasmtime::Val::I64(v) => writeln!(out, "{v}"),
+            wasmtime::Val::F32(bits) => writeln!(out, "{}", f32::from_bits(*bits)),
+            wasmtime::Val::F64(bits) => writeln!(out, "{}", f64::from_bits(*bits)),
+            other => writeln!(out, "{other:?}"),
+        };
+    }
+    let _ = out.flush();
 }
 
 /// One call of a thread's entry function, and what it is called with.

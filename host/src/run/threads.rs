@@ -193,6 +193,11 @@ impl Threads {
         let (measured, timed) = (figures.measured(), figures == HostFigures::Timed);
         let host_calls =
             HostCalls::install(&mut linker, store, &self.module, &[], measured, timed)?;
+        crate::run::wasi::link_unknown_as_traps(
+            &mut linker,
+            &self.module,
+            self.settings.entry.unknown_imports_trap,
+        )?;
         Ok((linker, host_calls))
     }
 

@@ -192,6 +192,19 @@ pub struct RunSettings {
     /// The interpreter the module is, whose language's frames stack mode reads at each tick
     /// (found by stack mode's preparation; see [`crate::languages`]).
     pub interpreter: Option<std::sync::Arc<crate::languages::Interpreter>>,
+    /// How the program is entered and linked (`--invoke`, `--unknown-imports-trap`).
+    pub entry: EntryPoint,
+}
+
+/// How `wprof run` enters the program and links its imports, as `wasmtime run` does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EntryPoint {
+    /// `--invoke NAME`: the export called instead of `_start` (after `_initialize`, if the
+    /// module exports one: a reactor's), its results printed.
+    pub invoke: Option<String>,
+    /// `--unknown-imports-trap`: imports wprof does not provide are linked to functions
+    /// that trap when called, instead of failing the run.
+    pub unknown_imports_trap: bool,
 }
 
 impl RunSettings {

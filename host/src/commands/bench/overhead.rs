@@ -77,6 +77,7 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         trace: None,
         native: false,
         interpreter: None,
+        entry: Default::default(),
     }
 }
 

@@ -51,6 +51,19 @@ pub struct RunCommand {
     #[arg(long)]
     no_cache: bool,
 
+    /// Call the exported function FUNCTION instead of `_start`, as `wasmtime run --invoke`
+    /// does: for a reactor (a module that exports `_initialize`, called first) or a
+    /// library. FUNCTION takes no arguments; what it returns is printed on stdout, a value
+    /// a line.
+    #[arg(long, value_name = "FUNCTION")]
+    invoke: Option<String>,
+
+    /// Link the imports wprof does not provide (anything but WASI preview 1) to functions
+    /// that trap when called, as `wasmtime run -W unknown-imports-trap=y` does, instead of
+    /// refusing the module.
+    #[arg(long)]
+    unknown_imports_trap: bool,
+
     /// Serve the profile while the program runs, as Go programs do, at ADDR (`PORT` or
     /// `:PORT`: the loopback interface; `HOST:PORT` as given):
     /// `/debug/pprof/profile?seconds=N` answers after N seconds (default 30) with the
@@ -179,6 +192,10 @@ impl RunCommand {
             serve: self.serve.clone(),
             trace,
             interpreter: None,
+            entry: crate::settings::EntryPoint {
+                invoke: self.invoke.clone(),
+                unknown_imports_trap: self.unknown_imports_trap,
+            },
         })
     }
 
@@ -216,8 +233,15 @@ fn run_timed(settings: &RunSettings, timings: &mut Timings) -> Result<i32, Failu
     crate::run::clock::start_calibrating();
     // Validated only where nothing else does: compiling validates, and a module the cache
     // knows by its digest was validated before it was stored.
-    let loaded = match timings.time("load", || loader::read_program(&settings.module))? {
+    let read = || loader::read_program_entered(&settings.module, &settings.entry);
+    let loaded = match timings.time("load", read)? {
         loader::Program::Module(loaded) => loaded,
+        loader::Program::Component(_) if settings.entry.invoke.is_some() => {
+            return Err(Failure::input(format!(
+                "--invoke takes a core module's export; {} is a component",
+                settings.module.display()
+            )));
+        }
         loader::Program::Component(bytes) => {
             let settings = modes::settle_component(settings);
             let engine = modes::engine_for(&*modes::of(&settings), &settings, timings)?;

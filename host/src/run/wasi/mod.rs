@@ -42,3 +42,19 @@ pub(crate) fn link<T: HoldsWasi>(linker: &mut Linker<T>, threaded: bool) -> Resu
         });
     linked.map_err(|e| Failure::input(format!("cannot link WASI: {e}")))
 }
+
+/// `--unknown-imports-trap` (`trap`): the imports of `module` that nothing in `linker`
+/// defines, neither WASI nor wprof, are linked to functions that trap when called. Called
+/// after everything else is defined.
+pub(crate) fn link_unknown_as_traps<T: 'static>(
+    linker: &mut Linker<T>,
+    module: &wasmtime::Module,
+    trap: bool,
+) -> Result<(), Failure> {
+    if !trap {
+        return Ok(());
+    }
+    linker
+        .define_unknown_imports_as_traps(module)
+        .map_err(|e| Failure::input(format!("cannot link the unknown imports to traps: {e}")))
+}

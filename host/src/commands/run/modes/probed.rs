@@ -310,7 +310,12 @@ impl<P: Probing> RunMode for Probed<P> {
             };
             crate::say!(
                 "Error: {}",
-                crate::run::backtrace::report(&job.shown, &frames, message)
+                crate::run::backtrace::report(
+                    &job.shown,
+                    job.settings.entry.invoke.as_deref(),
+                    &frames,
+                    message,
+                )
             );
         }
         let mode = self.probing.mode();

@@ -395,7 +395,12 @@ fn tell_trap(
         .collect();
     crate::say!(
         "Error: {}",
-        crate::run::backtrace::report(&job.shown, &frames, message)
+        crate::run::backtrace::report(
+            &job.shown,
+            job.settings.entry.invoke.as_deref(),
+            &frames,
+            message,
+        )
     );
 }
 
