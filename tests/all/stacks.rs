@@ -208,6 +208,63 @@ fn the_counters_own_time_is_left_out_and_said() {
     );
 }
 
+/// A callee reached through a table whose type may have subtypes (it is not final): its
+/// calls are counted in the table of pairs, through a function the counted module adds,
+/// which a tick often finds running.
+const CALLS_THROUGH_PAIRS: &str = r#"(module
+  (type $leaf (sub (func (param i32) (result i32))))
+  (table 1 funcref)
+  (elem (i32.const 0) $double)
+  (func $double (type $leaf) (i32.add (local.get 0) (local.get 0)))
+  (func $caller (param $n i32) (result i32)
+    (local $sum i32)
+    (loop $again
+      (local.set $sum (call_indirect (type $leaf) (local.get $sum) (i32.const 0)))
+      (br_if $again (local.tee $n (i32.sub (local.get $n) (i32.const 1)))))
+    (local.get $sum))
+  (func (export "_start") (drop (call $caller (i32.const 30000000)))))"#;
+
+#[test]
+fn the_function_that_counts_pairs_is_no_frame_of_the_program() {
+    // Its ticks were a function of its own, past the module's, that the profile named
+    // after time mode's waits (or, in an interpreter, after the script's first function).
+    let s = Scratch::new();
+    let m = s.wat_module("pairs.wasm", CALLS_THROUGH_PAIRS);
+    let out = s.run(&[
+        "run",
+        "-q",
+        "--sample-period-us",
+        "100",
+        "-o",
+        "p.wprof",
+        m.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("p.wprof");
+    consistent(&p);
+    let names: Vec<&str> = p["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .all(|n| ["_start", "caller", "double"].contains(n)),
+        "{names:?}"
+    );
+    assert_eq!(
+        edge_calls(&p)[&("caller".to_string(), "double".to_string())],
+        30_000_000
+    );
+    assert!(
+        u(&p["sampling"]["stacks"]["counters_ns"]) > 0,
+        "{}",
+        p["sampling"]
+    );
+}
+
 #[test]
 fn the_programs_exit_code_and_trap_are_its_own() {
     let s = Scratch::new();

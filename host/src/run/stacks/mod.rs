@@ -20,6 +20,7 @@
 //! Every thread of a program that spawns threads is sampled so, by its own timer and its
 //! own reader ([`while_walking`]).
 
+mod added;
 pub mod entry_counts;
 mod found;
 pub mod languages;

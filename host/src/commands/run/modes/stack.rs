@@ -126,7 +126,9 @@ impl RunMode for Stack {
         // same, and the profile names them.
         let mut unsampled = Vec::new();
         job.timings.time("locate", || {
-            let mut locate = locator(&job.loaded, &compiled, &code, &counted_offsets);
+            // The counted module's own functions come after the original's.
+            let first_added = u32::try_from(functions.len()).unwrap_or(u32::MAX);
+            let mut locate = locator(&job.loaded, &compiled, &code, &counted_offsets, first_added);
             locate(&mut samples);
             for thread in threads.iter_mut().flat_map(|(ended, _)| ended) {
                 let own = match thread.stacks.take() {
@@ -294,12 +296,14 @@ fn functions_and_counters(
 }
 
 /// What resolves a thread's samples: their imports' calls and their frames' offsets in
-/// the original module.
+/// the original module; the frames of functions the counted module added (from
+/// `first_added` on) taken out.
 fn locator<'a>(
     loaded: &'a LoadedModule,
     compiled: &'a CountedCode,
     code: &'a CodeMap,
     counted_offsets: &'a OnceCell<Option<CounterOffsets>>,
+    first_added: u32,
 ) -> impl FnMut(&mut StackSamples) + 'a {
     // A module from the cache: its address map is read where the call sites are, instead
     // of iterated whole (0.2 s on a 69 MB module).
@@ -342,6 +346,9 @@ fn locator<'a>(
             Running::Probe | Running::Outside => None,
         };
         samples.locate_addresses(function_of, |pcs| located(pcs, true));
+        if compiled.counted {
+            samples.leave_out_added(first_added);
+        }
     }
 }
 
