@@ -147,18 +147,8 @@ fn scan(bytes: &[u8]) -> wasmparser::Result<Option<GoModule<'_>>> {
             wasmparser::Payload::CodeSectionEntry(body) => module.bodies.push(body.range()),
             wasmparser::Payload::DataSection(reader) => {
                 for data in reader {
-                    let data = data?;
-                    let wasmparser::DataKind::Active {
-                        memory_index: 0,
-                        offset_expr,
-                    } = data.kind
-                    else {
-                        continue;
-                    };
-                    let mut ops = offset_expr.get_operators_reader();
-                    if let Ok(wasmparser::Operator::I32Const { value }) = ops.read() {
-                        module.segments.push((value as u32, data.data));
-                    }
+                    let segment = crate::languages::memory::active_segment(&data?);
+                    module.segments.extend(segment);
                 }
             }
             _ => {}

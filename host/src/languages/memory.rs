@@ -38,6 +38,22 @@ impl Memory for [u8] {
     }
 }
 
+/// Where a data segment initialises the first memory, and with what: `None` for a passive
+/// segment, another memory's, or one placed by anything but a constant.
+pub fn active_segment<'a>(data: &wasmparser::Data<'a>) -> Option<(u32, &'a [u8])> {
+    let wasmparser::DataKind::Active {
+        memory_index: 0,
+        offset_expr,
+    } = &data.kind
+    else {
+        return None;
+    };
+    match offset_expr.get_operators_reader().read() {
+        Ok(wasmparser::Operator::I32Const { value }) => Some((value as u32, data.data)),
+        _ => None,
+    }
+}
+
 /// Linear memory as a module's data segments initialise it, before it runs: the active
 /// segments of its first memory at their constant addresses, zeros between them (the
 /// linker and `wasm-opt` leave runs of zeros out of the segments).
@@ -56,20 +72,12 @@ impl<'a> InitialMemory<'a> {
             let wasmparser::Payload::DataSection(reader) = payload else {
                 continue;
             };
-            for data in reader.into_iter().flatten() {
-                let wasmparser::DataKind::Active {
-                    memory_index: 0,
-                    offset_expr,
-                } = data.kind
-                else {
-                    continue;
-                };
-                if let Ok(wasmparser::Operator::I32Const { value }) =
-                    offset_expr.get_operators_reader().read()
-                {
-                    segments.push((value as u32, data.data));
-                }
-            }
+            segments.extend(
+                reader
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|d| active_segment(&d)),
+            );
         }
         segments.sort_by_key(|(address, _)| *address);
         InitialMemory { segments }
