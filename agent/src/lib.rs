@@ -80,7 +80,7 @@ pub use probe_map::{
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
 /// given input changes, so that cached bodies from an older agent are never reused.
-pub const AGENT_FORMAT_VERSION: u32 = 37;
+pub const AGENT_FORMAT_VERSION: u32 = 38;
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];

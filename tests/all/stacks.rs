@@ -265,6 +265,60 @@ fn the_function_that_counts_pairs_is_no_frame_of_the_program() {
     );
 }
 
+/// 2,100 functions, each calling its own of 2,100 others through a table the module exports
+/// (so no site counts by slot): a matrix of 4.41 M cells, past the 4 M it was once held to
+/// (the table of pairs then). Caller `k` calls `k % 7 + 1` times.
+fn wide_matrix_module() -> String {
+    const N: usize = 2_100;
+    let mut wat = String::from(
+        "(module (type $leaf (func (param i32) (result i32)))\n(table (export \"t\") 2100 funcref)\n(elem (i32.const 0)",
+    );
+    for k in 0..N {
+        wat.push_str(&format!(" $leaf{k}"));
+    }
+    wat.push_str(")\n");
+    for k in 0..N {
+        wat.push_str(&format!(
+            "(func $leaf{k} (type $leaf) (i32.add (local.get 0) (i32.const {k})))\n\
+             (func $caller{k} (param $n i32) (result i32) (local $sum i32)\n\
+               (loop $again\n\
+                 (local.set $sum (call_indirect (type $leaf) (local.get $sum) (i32.const {k})))\n\
+                 (br_if $again (local.tee $n (i32.sub (local.get $n) (i32.const 1)))))\n\
+               (local.get $sum))\n",
+        ));
+    }
+    wat.push_str("(func (export \"_start\")\n");
+    for k in 0..N {
+        wat.push_str(&format!(
+            "(drop (call $caller{k} (i32.const {})))\n",
+            k % 7 + 1
+        ));
+    }
+    wat.push_str("))");
+    wat
+}
+
+#[test]
+fn a_matrix_of_millions_of_cells_counts_every_edge_exactly() {
+    let s = Scratch::new();
+    let m = s.wat_module("wide.wasm", &wide_matrix_module());
+    let out = s.run(&["run", "-q", "-o", "w.wprof", m.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = s.profile("w.wprof");
+    consistent(&p);
+    let edges = edge_calls(&p);
+    for k in 0..2_100u64 {
+        let edge = (format!("caller{k}"), format!("leaf{k}"));
+        assert_eq!(edges.get(&edge), Some(&(k % 7 + 1)), "{edge:?}");
+    }
+    assert!(
+        p["sampling"]["stacks"]["edge_calls_lost"].is_null()
+            || u(&p["sampling"]["stacks"]["edge_calls_lost"]) == 0,
+        "{}",
+        p["sampling"]
+    );
+}
+
 #[test]
 fn the_programs_exit_code_and_trap_are_its_own() {
     let s = Scratch::new();

@@ -353,6 +353,37 @@ fn kinds_past_their_listed_callees_count_at_the_callee() {
     assert_eq!(left as u64, types - room, "{:?}", ops.last());
 }
 
+/// A matrix past the 4 M cells it was once held to (CPython 3.15's has 152 M) is still made:
+/// its memory is address space wasmtime reserves for every 32-bit memory, and a run touches
+/// only the pages it counts in. 2,100 functions of one type in a table the module exports
+/// (so no site counts by slot), each calling through it: 4.41 M cells.
+#[test]
+fn a_matrix_of_millions_of_cells_is_made_rather_than_a_table_of_pairs() {
+    const N: usize = 2_100;
+    let mut wat = String::from(
+        "(module (type $t (func (param i32))) (table (export \"t\") 2100 funcref)\n(elem (i32.const 0)",
+    );
+    for f in 0..N {
+        wat.push_str(&format!(" $f{f}"));
+    }
+    wat.push_str(")\n");
+    for f in 0..N {
+        wat.push_str(&format!(
+            "(func $f{f} (type $t) (call_indirect (type $t) (local.get 0) (local.get 0)))\n"
+        ));
+    }
+    wat.push(')');
+    let counted = count_entries(&wat::parse_str(&wat).unwrap()).unwrap();
+    validate(&counted.bytes);
+    let table = EdgeTable::read_layout(&initial_memory(&counted.bytes)).unwrap();
+    assert!(table.cells as u64 > 4 << 20, "{table:?}");
+    assert_eq!(
+        (table.rows, table.columns, table.slots),
+        (N as u32, N as u32, 0)
+    );
+    assert_eq!(table.cells, (N * N) as u32);
+}
+
 #[test]
 fn with_subtypes_indirect_calls_go_to_a_table_of_pairs() {
     let wasm = wat::parse_str(

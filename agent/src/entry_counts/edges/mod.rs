@@ -62,9 +62,12 @@ pub const EDGES_MEMORY: &str = "wprof:edges";
 /// them are wprof's.
 pub const FUNCTIONS_PREFIX: &str = "wprof:functions=";
 
-/// The most cells the matrix of indirect calls may have (32 MiB of memory, touched only
-/// where calls are counted); past it, the table of pairs.
-pub const MATRIX_CELLS: u64 = 1 << 22;
+/// The most cells the matrix of indirect calls may have: 2 GiB of the edges' memory, address
+/// space that wasmtime reserves for every 32-bit memory anyway (4 GiB), of which a run
+/// touches only the pages it counts in, and the host reads only those (see
+/// [`EdgeTable`]). Past it, the table of pairs. CPython 3.15's matrix has 152 M cells: in the
+/// table of pairs its counters cost twice the time (`docs/history.md`, "The matrix's size").
+pub const MATRIX_CELLS: u64 = 1 << 28;
 
 /// A call instruction of a body: where it is, where the next instruction is, and what it
 /// calls.
