@@ -65,6 +65,9 @@ pub struct QuickJsLayout {
     bytecode_code_len: u32,
     bytecode_name: u32,
     bytecode_file: u32,
+    /// Where a bytecode's link in the runtime's list of garbage-collected objects is
+    /// (`header.link`); `None` where the DWARF does not say (nothing is checked then).
+    bytecode_link: Option<u32>,
     defined: Defined,
     string_data: u32,
     /// Whether a string's header says where its characters are (QuickJS-ng's `kind`).
@@ -137,6 +140,7 @@ impl QuickJsLayout {
             bytecode_name: at("JSFunctionBytecode", "func_name")?,
             bytecode_file: at("JSFunctionBytecode", "filename")
                 .or_else(|_| at("JSFunctionBytecode", "debug.filename"))?,
+            bytecode_link: at("JSFunctionBytecode", "header.link").ok(),
             defined: match at("JSFunctionBytecode", "line_num") {
                 Ok(line) => Defined::Fields {
                     line,
@@ -264,9 +268,33 @@ fn read_frame(
     ))
 }
 
+/// Whether the object at `bytecode` is still a live function's bytecode. The reader asks
+/// again what a tick's walk found: by the time it reads a function's names, a function run
+/// once (a module's body, an `eval`) may have been freed and its memory given to another
+/// object, whose fields would name another function or none. A live bytecode is on its
+/// runtime's list of garbage-collected objects (`header.link`, a `list_head` of `prev`
+/// then `next`), its neighbours pointing back at it; freeing it unlinks it and clears both
+/// (`list_del`). The object's kind is no help: QuickJS keeps it in the object's header in
+/// one version and in its allocator's block header in another.
+fn is_bytecode(layout: &QuickJsLayout, memory: &(impl Memory + ?Sized), bytecode: u32) -> bool {
+    let Some(link) = layout.bytecode_link else {
+        return true;
+    };
+    let linked = || {
+        let link = bytecode.checked_add(link)?;
+        let (previous, next) = (memory.u32(link)?, memory.u32(link.checked_add(4)?)?);
+        let back = memory.u32(previous.checked_add(4)?)? == link && memory.u32(next)? == link;
+        Some(previous != 0 && next != 0 && back)
+    };
+    linked().unwrap_or(false)
+}
+
 /// What names the function whose bytecode is at `bytecode`, cheaply: its name and file
 /// atoms, and the line and column it is defined at (a function of the same four is the
-/// same function).
+/// same function). Not checked as [`function`] is: a key unchanged since the function was
+/// read is that function, freed or not (its memory untouched: the interpreter frees
+/// everything as it ends, while the last ticks are read); memory taken by another object
+/// gives another key, whose names [`function`] then refuses.
 pub fn function_key(
     layout: &QuickJsLayout,
     memory: &(impl Memory + ?Sized),
@@ -320,13 +348,17 @@ fn defined_at(
 
 /// The function whose bytecode is at `bytecode`, its atoms read from runtime `rt`'s table:
 /// its name (empty for a function the bytecode does not name: a method, an arrow
-/// function; see [`name_at`]), file and the line and column it is defined at.
+/// function; see [`name_at`]), file and the line and column it is defined at; `None` if it
+/// is no longer a bytecode.
 pub fn function(
     layout: &QuickJsLayout,
     memory: &(impl Memory + ?Sized),
     rt: u32,
     bytecode: u32,
 ) -> Option<ScriptFunction> {
+    if !is_bytecode(layout, memory, bytecode) {
+        return None;
+    }
     let field = |offset: u32| bytecode.checked_add(offset);
     let name = atom(
         layout,
