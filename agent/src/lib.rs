@@ -79,8 +79,21 @@ pub use probe_map::{
 };
 
 /// Version of everything the agent emits. Bump it whenever the instrumented code for a
-/// given input changes, so that cached bodies from an older agent are never reused.
+/// given input changes, so that cached bodies from an older agent are never reused (the
+/// keys also hold [`AGENT_CODE`], which changes with any change of the agent's sources).
 pub const AGENT_FORMAT_VERSION: u32 = 38;
+
+/// A digest of the agent's sources at build time (`build.rs`): with it in every key of
+/// what the agent writes (see [`key_agent`]), a change of the agent that forgot to bump
+/// [`AGENT_FORMAT_VERSION`] still never reuses an older build's bodies from a cache.
+pub const AGENT_CODE: &str = env!("WPROF_AGENT_CODE");
+
+/// Adds what identifies the agent that writes a cached value to that value's key: its
+/// format version and the digest of its sources.
+pub fn key_agent(h: &mut blake3::Hasher) {
+    h.update(&AGENT_FORMAT_VERSION.to_le_bytes());
+    h.update(AGENT_CODE.as_bytes());
+}
 
 /// A blake3 digest, as raw bytes.
 pub type Digest = [u8; 32];
@@ -280,7 +293,7 @@ impl<'a> Instrumenter<'a> {
         let func = &self.layout.defined_funcs[defined as usize];
         let mut h = blake3::Hasher::new();
         h.update(b"wprof-agent function v1\0");
-        h.update(&AGENT_FORMAT_VERSION.to_le_bytes());
+        key_agent(&mut h);
         h.update(&self.plan.body_digest());
         let id = self.layout.function_id(defined);
         if let Some(role) = self.plan.allocators.as_ref().and_then(|a| a.key_bytes(id)) {

@@ -1,6 +1,9 @@
 //! Unit tests of the rewriter: every output validates, probes sit where the crate docs say.
 
-use crate::{instrument, FunctionKind, Instrumenter, ProbeImports, ProbePlan};
+use crate::{
+    instrument, key_agent, FunctionKind, Instrumenter, ProbeImports, ProbePlan, AGENT_CODE,
+    AGENT_FORMAT_VERSION,
+};
 
 pub(crate) fn validate(bytes: &[u8]) {
     let mut v = wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all());
@@ -1054,4 +1057,17 @@ fn injected_functions_ask_the_host_first_in_every_mode() {
         assert!(bodies[finder + 1].contains(&format!("I32Const {{ value: 1 }}\n{ask}\nDrop")));
         assert!(!bodies[finder + 2].contains(ask), "{mode:?}");
     }
+}
+
+#[test]
+fn the_agents_identity_holds_the_digest_of_its_sources() {
+    // `build.rs` hashed the sources: 64 bits in hex.
+    assert_eq!(AGENT_CODE.len(), 16, "{AGENT_CODE}");
+    assert!(AGENT_CODE.chars().all(|c| c.is_ascii_hexdigit()));
+    // A key holds it beside the version: the version alone gives another key.
+    let mut with = blake3::Hasher::new();
+    key_agent(&mut with);
+    let mut version_only = blake3::Hasher::new();
+    version_only.update(&AGENT_FORMAT_VERSION.to_le_bytes());
+    assert_ne!(with.finalize(), version_only.finalize());
 }

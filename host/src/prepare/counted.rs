@@ -31,7 +31,7 @@ pub fn digest(loaded: &LoadedModule) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(b"wprof entry counts\0");
     h.update(&entry_counts::VERSION.to_le_bytes());
-    h.update(wprof_agent::AGENT_FORMAT_VERSION.to_le_bytes().as_slice());
+    wprof_agent::key_agent(&mut h);
     h.update(&loaded.digest);
     for c in captures(loaded) {
         for word in [c.function, c.param, c.slot] {

@@ -103,7 +103,7 @@ pub fn manifest_key(module_digest: &[u8; 32], plan: &ProbePlan) -> [u8; 32] {
     h.update(b"wprof manifest v1\0");
     h.update(module_digest);
     h.update(&plan.digest());
-    h.update(&AGENT_FORMAT_VERSION.to_le_bytes());
+    wprof_agent::key_agent(&mut h);
     *h.finalize().as_bytes()
 }
 
