@@ -18,6 +18,7 @@ mod coverage;
 mod diff;
 mod differential;
 mod docs;
+mod edge_calls;
 mod formats;
 mod fuzz;
 mod go;
