@@ -16,7 +16,11 @@ pub(crate) fn u(v: &Value) -> u64 {
 }
 
 /// Runs `module` in stack mode, sampling every 100 µs; the output and the profile.
-pub(crate) fn stack_run(s: &Scratch, module: &str, out_name: &str) -> (std::process::Output, Value) {
+pub(crate) fn stack_run(
+    s: &Scratch,
+    module: &str,
+    out_name: &str,
+) -> (std::process::Output, Value) {
     let out = s.run(&[
         "run",
         "-q",
