@@ -6,8 +6,8 @@
 //! what it calls: the interpreters' readers, the functions' sources), which keys them in
 //! the cache: a build that reads a module differently never takes an older build's facts.
 
-use std::hash::Hasher;
-use std::path::{Path, PathBuf};
+#[path = "../build_support/source_digest.rs"]
+mod source_digest;
 
 /// The code a module's facts come from.
 const FACTS_CODE: &[&str] = &[
@@ -22,32 +22,6 @@ fn main() {
         println!("cargo:rustc-link-arg-bins=-Wl,--compress-debug-sections=zlib");
     }
     println!("cargo:rerun-if-changed=build.rs");
-    let mut files = Vec::new();
-    for path in FACTS_CODE {
-        println!("cargo:rerun-if-changed={path}");
-        files_under(Path::new(path), &mut files);
-    }
-    files.sort();
-    // SipHash with fixed keys: the same sources give the same digest in every build by
-    // the same compiler (another compiler's builds only miss the facts once).
-    #[allow(deprecated)]
-    let mut hasher = std::hash::SipHasher::new();
-    for file in files {
-        hasher.write(file.to_string_lossy().as_bytes());
-        hasher.write(&std::fs::read(&file).unwrap_or_default());
-    }
-    println!("cargo:rustc-env=WPROF_FACTS_CODE={:016x}", hasher.finish());
-}
-
-/// The files at or under `path`.
-fn files_under(path: &Path, out: &mut Vec<PathBuf>) {
-    match std::fs::read_dir(path) {
-        Ok(entries) => {
-            for entry in entries.flatten() {
-                files_under(&entry.path(), out);
-            }
-        }
-        Err(_) if path.is_file() => out.push(path.to_path_buf()),
-        Err(_) => {}
-    }
+    let digest = source_digest::source_digest(FACTS_CODE);
+    println!("cargo:rustc-env=WPROF_FACTS_CODE={digest}");
 }
