@@ -174,6 +174,17 @@ compile "$out/lua_eh.wasm" "lua_eh.wasm (Lua 5.4.8, longjmp through wasm excepti
     -mexception-handling -mllvm -wasm-enable-sjlj -mllvm -wasm-use-legacy-eh=false \
     "$lua_dir"/*.c "$src/lua_main.c" "$src/wasm_sjlj_tag.s" "${lua_libs[@]}" -o @OUT@
 
+# Lua states on wasi-threads (src/lua_mt.c): one interpreter per worker thread, as plugin
+# hosts run them, through src/wasi_pthread.c; errors abort, as in lua.wasm.
+compile "$out/lua_mt.wasm" "lua_mt.wasm (Lua 5.4.8, 3 worker threads)" \
+    "$src/lua_mt.c" "$src/lua_wasi.h" "$src/wasi_pthread.c" "$src/wasi_pthread.h" -- \
+    "${zig_cc[@]}" "${lua_flags[@]}" -mcpu=generic+atomics+bulk_memory \
+    -include "$src/wasi_pthread.h" \
+    '-DLUAI_THROW(L,c)=abort()' '-DLUAI_TRY(L,c,a)={a}' '-Dluai_jmpbuf=int' \
+    "$lua_dir"/*.c "$src/lua_mt.c" "$src/wasi_pthread.c" "${lua_libs[@]}" \
+    -Wl,--shared-memory -Wl,--import-memory -Wl,--export-memory -Wl,--max-memory=268435456 \
+    -o @OUT@
+
 # QuickJS-ng's own command-line interpreter `qjs` (its qjs.c and quickjs-libc: print,
 # console.log, std, os), with DWARF, which wprof reads the JavaScript frames by.
 qjs_sources=("$quickjs_dir"/{qjs.c,quickjs-libc.c,gen/repl.c,gen/standalone.c}
@@ -363,7 +374,7 @@ fi
 # --- inputs: the committed scripts and the iCE40 netlist made by yosys --------------------
 data="$out/data"
 mkdir -p "$data"
-cp "$src/bench.lua" "$src/errors.lua" "$src/bench.js" "$src/bench.py" "$src/design.v" "$src/synth.ys" "$data/"
+cp "$src/bench.lua" "$src/errors.lua" "$src/workers.lua" "$src/bench.js" "$src/bench.py" "$src/design.v" "$src/synth.ys" "$data/"
 k="$(key "yosys $YOSYS_VERSION" "$src/design.v" "$src/ice40.ys")"
 if [ "$small" = 0 ] && ! fresh "$data/design.json" "$k"; then
     log "design.json: synth_ice40 of design.v (the first run compiles yosys.wasm: 1-2 min)"
@@ -438,6 +449,11 @@ programs = [
             f"crates.io lua-src {v['LUA_SRC_VERSION']} + src/lua_main.c, src/wasm_sjlj_tag.s",
             "checksum 1379485222",
             ["/data/errors.lua"], [DATA]),
+    program("lua_mt", "threads", "lua_mt.wasm",
+            "Lua 5.4.8 states on 3 wasi-threads (one interpreter per worker, as plugin "
+            "hosts run them), each running workers.lua: parts of known shares, recursion",
+            f"crates.io lua-src {v['LUA_SRC_VERSION']} + src/lua_mt.c, src/wasi_pthread.c",
+            "checksum 285968167314546895", ["/data/workers.lua"], [DATA], threads=True),
     program("quickjs", "interpreter", "qjs.wasm",
             "QuickJS-ng 0.16.2 (its qjs) running bench.js: classes, recursion, closures, Map, "
             "JSON, regular expressions, strings, sort",

@@ -28,6 +28,9 @@ pub const MAX_DEPTH: usize = 512;
 const CIST_C: u16 = 1 << 1;
 /// `CallInfo.callstatus`: a call that started a new run of `luaV_execute`.
 const CIST_FRESH: u16 = 1 << 2;
+/// `CallInfo.callstatus`: a tail call, whose record the caller's call gave up: the record
+/// below it is not the caller, and Lua's traceback gives it no name.
+const CIST_TAIL: u16 = 1 << 5;
 /// A Lua closure's tag in a `TValue` (`LUA_VLCL`, collectable).
 const TAG_LUA_CLOSURE: u8 = 0x06 | (1 << 6);
 /// A long string's tag (`LUA_VLNGSTR`); a short one is `LUA_VSHRSTR` (0x04).
@@ -251,22 +254,22 @@ pub fn walk_into(
         return false;
     };
     // A frame is handed on once the record below it is read, which says whether a Lua
-    // function called it.
-    let mut pending: Option<LuaFrame> = None;
+    // function called it (not for a tail call: the record below is its caller's caller).
+    let mut pending: Option<(LuaFrame, bool)> = None;
     for _ in 0..MAX_DEPTH {
         if ci == base {
-            return pending.is_none_or(&mut *push);
+            return pending.is_none_or(|(frame, _)| push(frame));
         }
         let Some(record) = read_record(layout, memory, ci) else {
             return false;
         };
-        if let Some(mut frame) = pending.take() {
-            frame.called_from_lua = record.frame.is_some();
+        if let Some((mut frame, tail)) = pending.take() {
+            frame.called_from_lua = record.frame.is_some() && !tail;
             if !push(frame) {
                 return false;
             }
         }
-        pending = record.frame;
+        pending = record.frame.map(|frame| (frame, record.tail));
         ci = record.previous;
     }
     false
@@ -295,6 +298,8 @@ pub fn running_state(
 struct Record {
     previous: u32,
     frame: Option<LuaFrame>,
+    /// The call was a tail call (see [`CIST_TAIL`]).
+    tail: bool,
 }
 
 fn read_record(layout: &LuaLayout, memory: &(impl Memory + ?Sized), ci: u32) -> Option<Record> {
@@ -308,6 +313,7 @@ fn read_record(layout: &LuaLayout, memory: &(impl Memory + ?Sized), ci: u32) -> 
         return Some(Record {
             previous,
             frame: None,
+            tail: false,
         });
     }
     let func = memory.u32(field(layout.ci_func)?)?;
@@ -332,6 +338,7 @@ fn read_record(layout: &LuaLayout, memory: &(impl Memory + ?Sized), ci: u32) -> 
             fresh: status & CIST_FRESH != 0,
             called_from_lua: false,
         }),
+        tail: status & CIST_TAIL != 0,
     })
 }
 

@@ -120,8 +120,16 @@ fn walked(bytes: &[u8], script: &str) -> Walked {
                     let called = stack
                         .frames
                         .windows(2)
-                        .map(|pair| {
-                            names::called_at(naming, &layout, &data[..], pair[1].proto, pair[1].pc)
+                        .map(|pair| match pair[0].called_from_lua {
+                            true => names::called_at(
+                                naming,
+                                &layout,
+                                &data[..],
+                                pair[1].proto,
+                                pair[1].pc,
+                            ),
+                            // A tail call: its record's caller gave it up.
+                            false => None,
                         })
                         .collect();
                     *found.lock().unwrap() = Some((frames, stack.truncated, called));
@@ -196,6 +204,32 @@ fn the_stack_of_a_real_lua_is_walked_with_its_lines() {
     assert_eq!(frames[0].0.display(Some("leaf")), "leaf (/s/script.lua:1)");
     assert_eq!(frames[0].0.display(None), "function </s/script.lua:1>");
     assert_eq!(frames[3].0.display(None), "main chunk </s/script.lua>");
+}
+
+#[test]
+fn a_function_called_in_a_tail_call_is_not_named_by_the_caller_it_replaced() {
+    let Some(bytes) = crate::languages::bench_lua() else {
+        return;
+    };
+    // `via` tail-calls `leaf`: leaf's record replaces via's, and the record below it is
+    // top's, whose instruction called `via`, not `leaf`.
+    let script = "local function leaf(n)
+  io.write('MARK\\n')
+  return n
+end
+function via(n) return leaf(n) end
+local function top()
+  local r = via(1)
+  return r
+end
+top()
+";
+    let (frames, truncated, called) = walked(&bytes, script);
+    assert!(!truncated);
+    let lines: Vec<i32> = frames.iter().map(|(f, _, _)| f.line_defined).collect();
+    assert_eq!(lines, [1, 6, 0]);
+    // As Lua's traceback: leaf unnamed (a tail call), top a local of the chunk.
+    assert_eq!(called, [None, Some("local 'top'".to_string())]);
 }
 
 #[test]
