@@ -13,7 +13,7 @@ use crate::support::{stderr, stdout, Scratch};
 
 /// `relative` in the benchmark set (`.tools/bench/`), if built; required where the tools
 /// are (`WPROF_REQUIRE_TOOLS`).
-fn bench_tool(relative: &str) -> Option<PathBuf> {
+pub(crate) fn bench_tool(relative: &str) -> Option<PathBuf> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../.tools/bench")
         .join(relative);
@@ -78,7 +78,7 @@ fn assert_script_functions(profile: &Profile, names: &[&str]) {
 }
 
 /// Asserts that `parts` split 1:2:3, within 5 points of total variation; their sum.
-fn assert_one_two_three(parts: [u64; 3]) -> u64 {
+pub(crate) fn assert_one_two_three(parts: [u64; 3]) -> u64 {
     let sum: u64 = parts.iter().sum();
     let distance: f64 = parts
         .iter()

@@ -28,6 +28,7 @@ mod html;
 mod inject;
 mod languages;
 mod languages_sampled;
+mod languages_threads;
 mod live;
 mod many_threads;
 mod names;

@@ -16,6 +16,8 @@
 
 static char *script;
 static size_t script_len;
+/* The chunk's name: "@" and the script's path, as luaL_dofile names a file's chunk. */
+static char chunk[512];
 
 struct job {
     int worker;
@@ -29,7 +31,7 @@ static void *work(void *arg) {
     luaL_openlibs(L);
     lua_pushinteger(L, job->worker);
     lua_setglobal(L, "worker");
-    if (luaL_loadbuffer(L, script, script_len, "@workers.lua") != LUA_OK ||
+    if (luaL_loadbuffer(L, script, script_len, chunk) != LUA_OK ||
         lua_pcall(L, 0, 1, 0) != LUA_OK) {
         job->failed = 1;
     } else {
@@ -44,6 +46,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: lua_mt SCRIPT\n");
         return 2;
     }
+    snprintf(chunk, sizeof chunk, "@%s", argv[1]);
     FILE *f = fopen(argv[1], "rb");
     if (!f) {
         perror(argv[1]);

@@ -158,7 +158,7 @@ pub fn run(
         }
     };
     let _ = std::io::stdout().flush();
-    Ok(outcome(
+    let mut outcome = outcome(
         first,
         store.into_data(),
         &host_calls,
@@ -166,7 +166,13 @@ pub fn run(
         settings,
         &shown,
         timings,
-    ))
+    );
+    // The inline modes: what every thread's ticks learnt of the script's functions, once
+    // the threads have ended.
+    if outcome.languages.is_none() {
+        outcome.languages = mode.scripts();
+    }
+    Ok(outcome)
 }
 
 /// Takes from `probes` what the first thread's run starts beside the mode, and the

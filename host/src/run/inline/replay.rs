@@ -13,29 +13,27 @@ use crate::run::collector::{Collector, PS_PER_NS};
 use crate::run::host_state::HostState;
 use crate::run::inline::attribution::Attribution;
 use crate::run::inline::sampler::Samples;
-use crate::run::inline::scripts::{ScriptStacks, Scripted};
+use crate::run::inline::scripts::{ScriptStacks, Scripted, SharedScripts};
 use crate::run::inline::tree::InlineTree;
-use crate::run::stacks::languages::{place, LanguageSamples, LANGUAGE_FUNCTION};
+use crate::run::stacks::languages::{place, LANGUAGE_FUNCTION};
 
 /// What replaying a thread's tree gives besides the collector's totals.
 pub(crate) struct Replayed {
     pub tree: InlineTree,
     /// Sample and adaptive mode: where the samples' time went.
     pub attribution: Option<Attribution>,
-    /// In an interpreter whose frames the ticks walked (`interpreter`): what was learnt of
-    /// its language (see [`crate::run::inline::scripts`]).
-    pub languages: Option<LanguageSamples>,
 }
 
 /// Inline modes: replays the module's tree into the collector, with each context's self
 /// cost (cost mode) or sampled time (sample and adaptive mode, where the samples'
-/// attribution is returned, and the language frames the ticks walked in `interpreter`
-/// are put in the contexts); and the tree.
+/// attribution is returned, and the language frames the ticks walked in the interpreter
+/// are put in the contexts, their functions numbered in the run's `scripts`); and the
+/// tree.
 pub(crate) fn replay_tree(
     store: &mut Store<HostState>,
     instance: &wasmtime::Instance,
     samples: Option<&Samples>,
-    interpreter: Option<&Interpreter>,
+    interpreter: Option<(&Interpreter, &SharedScripts)>,
 ) -> Option<Replayed> {
     let memory = instance.get_memory(&mut *store, ContextArena::MEMORY)?;
     let (data, state) = memory.data_and_store_mut(&mut *store);
@@ -58,7 +56,6 @@ pub(crate) fn replay_tree(
         );
     }
     let sites = collector.take_call_site_offsets();
-    let mut languages = None;
     let attribution = match samples {
         Some(samples) => {
             let attribution = crate::run::inline::attribution::attribute(&tree, samples);
@@ -83,14 +80,8 @@ pub(crate) fn replay_tree(
                 host,
                 allocs.as_ref(),
             );
-            if let Some((stacks, interpreter)) = scripts {
-                languages = Some(replay_scripts(
-                    &tree,
-                    &attribution,
-                    stacks,
-                    interpreter,
-                    collector,
-                ));
+            if let Some((stacks, (interpreter, shared))) = scripts {
+                replay_scripts(&tree, &attribution, stacks, interpreter, shared, collector);
             }
             Some(attribution)
         }
@@ -105,11 +96,7 @@ pub(crate) fn replay_tree(
             None
         }
     };
-    Some(Replayed {
-        tree,
-        attribution,
-        languages,
-    })
+    Some(Replayed { tree, attribution })
 }
 
 /// The time of each context of `tree` (by address) that [`replay_scripts`] replays with
@@ -125,34 +112,35 @@ fn scripted_by_node(tree: &InlineTree, attribution: &Attribution) -> HashMap<u32
 /// Replays into `collector` (its native tree replayed, the time of [`scripted_by_node`]
 /// left out) each context's time with language frames, on the context's path with the
 /// frames of `stacks` put in place of `interpreter`'s eval frames. The script's functions
-/// get ids after the module's (their index in `stacks.samples.functions` after the
+/// get ids after the module's (their index in the run's `shared` numbering after the
 /// collector's functions), which [`crate::run::stacks::languages::merge_one`] gives them
-/// in the profile. What was learnt, with the script's lines' time (in nanoseconds, by
-/// [`LANGUAGE_FUNCTION`] ids).
+/// in the profile; what this thread learnt, with the script's lines' time (in
+/// nanoseconds, by [`LANGUAGE_FUNCTION`] ids), is added there.
 fn replay_scripts(
     tree: &InlineTree,
     attribution: &Attribution,
     stacks: &ScriptStacks,
     interpreter: &Interpreter,
+    shared: &SharedScripts,
     collector: &mut Collector,
-) -> LanguageSamples {
+) {
     let first_id = collector.functions().len() as u32;
     let mut learnt = stacks.samples.clone();
     // In a stable order: the collector's contexts are made in it.
     let mut scripted: Vec<(&(usize, u32), &Scripted)> = attribution.scripted.iter().collect();
     scripted.sort_unstable_by_key(|(&key, _)| key);
-    let mut now = collector.last();
-    let mut path = Vec::new();
+    // The paths first, by the thread's own indices: the functions are numbered in the
+    // run's once the thread has learnt them all.
+    let mut paths = Vec::with_capacity(scripted.len());
     for (&(node, stack), figures) in scripted {
         let Some(stack) = stacks.stacks.get(stack as usize - 1) else {
             continue;
         };
-        path.clear();
-        path.extend(
+        let mut path: Vec<u32> =
             std::iter::successors(Some(node), |&at| (at != 0).then(|| tree.nodes[at].parent))
                 .take_while(|&at| at != 0)
-                .map(|at| tree.nodes[at].function),
-        );
+                .map(|at| tree.nodes[at].function)
+                .collect();
         path.reverse();
         let on_script = place::place(
             interpreter,
@@ -165,16 +153,20 @@ fn replay_scripts(
         if let (true, Some(line), Some(&innermost)) = (on_script, stack.line, path.last()) {
             *learnt.lines.entry((innermost, line)).or_default() += figures.ps / PS_PER_NS;
         }
+        paths.push((path, figures.ps));
+    }
+    let shared_index = shared.add(learnt);
+    let mut now = collector.last();
+    for (mut path, ps) in paths {
         for f in path.iter_mut().filter(|f| **f & LANGUAGE_FUNCTION != 0) {
-            *f = first_id + (*f & !LANGUAGE_FUNCTION);
+            *f = first_id + shared_index[(*f & !LANGUAGE_FUNCTION) as usize];
         }
         for &f in &path {
             collector.enter_counted_at(f, 0, now);
         }
-        now += figures.ps;
+        now += ps;
         for &f in path.iter().rev() {
             collector.exit_at(f, now);
         }
     }
-    learnt
 }

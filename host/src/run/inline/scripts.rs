@@ -14,13 +14,20 @@
 //! [`crate::run::inline::replay`]): the script's functions get that time and no calls (the
 //! module counts native calls only), and the native tree keeps every call it counted, with
 //! the time no language frame claimed.
+//!
+//! Every thread of a threaded program walks its own interpreter's frames (each thread's
+//! instance keeps its own eval loop's state); the threads' functions share one numbering
+//! ([`SharedScripts`]), so that a function the threads all ran is one function of the
+//! profile, as in stack mode.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
+use crate::languages::ScriptFunction;
 use crate::run::code::map::Running;
 use crate::run::interrupt::language::LanguageWalk;
 use crate::run::interrupt::Target;
-use crate::run::stacks::languages::{LanguageReader, LanguageSamples};
+use crate::run::stacks::languages::{LanguageReader, LanguageSamples, LANGUAGE_FUNCTION};
 
 /// The time and number of the ticks of one reading (or context) and language stack.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -121,5 +128,126 @@ impl ScriptTicks {
             stacks: stacks.into_iter().map(|(stack, _)| stack).collect(),
             samples: self.reader.finish(),
         }
+    }
+}
+
+/// The script functions of a run's threads in one numbering, and what the threads learnt
+/// of them added up: each thread's replay gives its functions their index here, so that
+/// the threads' collectors agree on their ids.
+#[derive(Debug, Default)]
+pub struct SharedScripts(Mutex<Learnt>);
+
+/// What [`SharedScripts`] holds.
+#[derive(Debug, Default)]
+struct Learnt {
+    /// The threads' samples added up, their functions in the shared numbering; `None`
+    /// until a thread adds its own.
+    total: Option<LanguageSamples>,
+    /// Each function's index in `total`.
+    index: HashMap<ScriptFunction, u32>,
+}
+
+impl SharedScripts {
+    /// Adds what one thread learnt (`own`, by its own indices): the shared index of each
+    /// of its functions, by its own index.
+    pub fn add(&self, own: LanguageSamples) -> Vec<u32> {
+        let mut learnt = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let Learnt { total, index } = &mut *learnt;
+        let total = total.get_or_insert_with(|| LanguageSamples {
+            language: own.language.clone(),
+            ..LanguageSamples::default()
+        });
+        let map: Vec<u32> = own
+            .functions
+            .into_iter()
+            .map(|f| {
+                *index.entry(f).or_insert_with_key(|f| {
+                    total.functions.push(f.clone());
+                    total.functions.len() as u32 - 1
+                })
+            })
+            .collect();
+        let shared = |f: u32| match f & LANGUAGE_FUNCTION != 0 {
+            true => map
+                .get((f & !LANGUAGE_FUNCTION) as usize)
+                .map_or(f, |&i| LANGUAGE_FUNCTION | i),
+            false => f,
+        };
+        for (f, name) in own.called {
+            if let Some(&i) = map.get(f as usize) {
+                total.called.entry(i).or_insert(name);
+            }
+        }
+        for ((f, line), ns) in own.lines {
+            *total.lines.entry((shared(f), line)).or_default() += ns;
+        }
+        total.placed += own.placed;
+        total.truncated += own.truncated;
+        total.unplaced_runs += own.unplaced_runs;
+        total.unknown += own.unknown;
+        total.between_calls += own.between_calls;
+        total.unaligned += own.unaligned;
+        map
+    }
+
+    /// What every thread that added its own learnt, by the shared indices; `None` if none
+    /// did.
+    pub fn take(&self) -> Option<LanguageSamples> {
+        let mut learnt = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        learnt.index.clear();
+        learnt.total.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn function(line: i32) -> ScriptFunction {
+        ScriptFunction {
+            name: None,
+            source: "@w.lua".to_string(),
+            line_defined: line,
+            last_line_defined: line + 2,
+            size_code: 10,
+        }
+    }
+
+    #[test]
+    fn the_threads_functions_share_one_numbering_and_their_figures_add_up() {
+        let shared = SharedScripts::default();
+        let first = LanguageSamples {
+            language: "lua".to_string(),
+            functions: vec![function(1), function(5)],
+            called: HashMap::from([(1, "global 'b'".to_string())]),
+            lines: HashMap::from([((LANGUAGE_FUNCTION | 1, 6), 100), ((3, 0), 7)]),
+            placed: 10,
+            ..LanguageSamples::default()
+        };
+        assert_eq!(shared.add(first), [0, 1]);
+        // A second thread learnt them in another order, and one more.
+        let second = LanguageSamples {
+            language: "lua".to_string(),
+            functions: vec![function(9), function(5), function(1)],
+            called: HashMap::from([(1, "local 'b'".to_string()), (0, "global 'c'".to_string())]),
+            lines: HashMap::from([
+                ((LANGUAGE_FUNCTION | 1, 6), 50),
+                ((LANGUAGE_FUNCTION, 9), 1),
+            ]),
+            placed: 4,
+            unknown: 2,
+            ..LanguageSamples::default()
+        };
+        assert_eq!(shared.add(second), [2, 1, 0]);
+        let total = shared.take().unwrap();
+        assert_eq!(total.functions, [function(1), function(5), function(9)]);
+        assert_eq!(total.lines[&(LANGUAGE_FUNCTION | 1, 6)], 150);
+        assert_eq!(total.lines[&(LANGUAGE_FUNCTION | 2, 9)], 1);
+        assert_eq!(total.lines[&(3, 0)], 7);
+        // The first name found stays.
+        assert_eq!(total.called[&1], "global 'b'");
+        assert_eq!(total.called[&2], "global 'c'");
+        assert_eq!((total.placed, total.unknown), (14, 2));
+        assert!(shared.take().is_none());
     }
 }

@@ -77,6 +77,10 @@ impl ThreadMode for Adaptive {
         self.inline.enter(call)
     }
 
+    fn scripts(&self) -> Option<crate::run::stacks::languages::LanguageSamples> {
+        self.inline.scripts()
+    }
+
     fn read(&self, mut read: ReadCall<'_>) -> Readings {
         let walks = read.walker.take().map(Walker::finish);
         let stopwatch = read.store.data_mut().stopwatch.take();

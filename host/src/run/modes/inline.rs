@@ -14,6 +14,7 @@ use crate::exit::Failure;
 use crate::languages::Interpreter;
 use crate::run::host_state::HostState;
 use crate::run::inline::attribution::Attribution;
+use crate::run::inline::scripts::SharedScripts;
 use crate::run::inline::tree::InlineTree;
 use crate::run::interrupt::language::LanguageWalk;
 use crate::run::start::ProbeBytes;
@@ -28,6 +29,8 @@ pub struct Inline {
     /// Sample and adaptive mode: the interpreter the module is, whose eval loop's state its
     /// probes keep (see [`crate::run::inline::scripts`]).
     interpreter: Option<Arc<Interpreter>>,
+    /// The script's functions as every thread's ticks found them, in one numbering.
+    scripts: SharedScripts,
 }
 
 impl Inline {
@@ -42,6 +45,7 @@ impl Inline {
             mode,
             probe_bytes,
             interpreter,
+            scripts: SharedScripts::default(),
         }
     }
 
@@ -61,7 +65,7 @@ impl Inline {
     /// block counts: the readings and the tree.
     pub(super) fn replay(&self, read: &mut ReadCall<'_>) -> (Readings, Option<InlineTree>) {
         let samples = read.entered.samples.as_ref();
-        let interpreter = self.interpreter.as_deref();
+        let interpreter = self.interpreter.as_deref().map(|i| (i, &self.scripts));
         let replayed = read.timings.time("collect", || {
             crate::run::inline::replay::replay_tree(read.store, read.instance, samples, interpreter)
         });
@@ -74,14 +78,13 @@ impl Inline {
                 crate::run::inline::coverage::read(read.store, read.instance, functions, map).ok()
             }
         });
-        let (tree, attribution, languages): (_, Option<Attribution>, _) = match replayed {
-            Some(r) => (Some(r.tree), r.attribution, r.languages),
-            None => (None, None, None),
+        let (tree, attribution): (_, Option<Attribution>) = match replayed {
+            Some(r) => (Some(r.tree), r.attribution),
+            None => (None, None),
         };
         let readings = Readings {
             attribution,
             coverage,
-            languages,
             ..Readings::default()
         };
         (readings, tree)
@@ -123,12 +126,13 @@ impl ThreadMode for Inline {
         if !self.mode.samples() {
             return crate::run::start::call_plain(&mut call);
         }
-        // The first thread's ticks walk the interpreter's language.
-        let language = match call.entry {
-            crate::run::start::Entry::Start => self.language_walk(call.store, call.instance),
-            _ => None,
-        };
+        // Every thread's ticks walk the interpreter's language.
+        let language = self.language_walk(call.store, call.instance);
         crate::run::start::call_sampled(call, self.mode, self.probe_bytes.as_ref(), language)
+    }
+
+    fn scripts(&self) -> Option<crate::run::stacks::languages::LanguageSamples> {
+        self.scripts.take()
     }
 
     fn read(&self, mut read: ReadCall<'_>) -> Readings {

@@ -109,6 +109,12 @@ pub trait ThreadMode: Send + Sync {
     fn read(&self, _read: ReadCall<'_>) -> Readings {
         Readings::default()
     }
+
+    /// In an interpreter, what the ticks of every thread learnt of the script's functions
+    /// (the inline modes number them across the threads), once the threads have ended.
+    fn scripts(&self) -> Option<crate::run::stacks::languages::LanguageSamples> {
+        None
+    }
 }
 
 /// The mode that runs a module: the one its probes were made for (`probes`), else stack

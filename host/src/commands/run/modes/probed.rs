@@ -17,7 +17,7 @@ use crate::exit::Failure;
 use crate::prepare::instrument::{self, Prepared};
 use crate::prepare::loader;
 use crate::prepare::session::warn;
-use crate::profile::{Ending, ModuleRef, Profile};
+use crate::profile::{Ending, FunctionInfo, ModuleRef, Profile};
 use crate::run::collector::{Collector, PS_PER_NS};
 use crate::run::runner::{self, Probes, RunOutcome, Stdio};
 use crate::run::stacks::languages::merge_one;
@@ -362,7 +362,13 @@ impl<P: Probing> RunMode for Probed<P> {
                 .and_then(|cpu| profile.cpu_wait_of(cpu));
         }
         if let Some((threads, unfinished)) = outcome.threads.take() {
-            merge_threads(&mut profile, prepared, mode, threads, unfinished);
+            merge_threads(
+                &mut profile,
+                (prepared, &functions),
+                mode,
+                threads,
+                unfinished,
+            );
         }
         if let Some(coverage) = &mut profile.coverage {
             coverage.set_calls(&profile.functions);
@@ -404,10 +410,11 @@ impl<P: Probing> RunMode for Probed<P> {
     }
 }
 
-/// Each spawned thread as if alone, then all of them in one profile.
+/// Each spawned thread as if alone, then all of them in one profile (`functions`: the
+/// module's, then the script's the threads ran, whose ids their collectors share).
 fn merge_threads(
     profile: &mut Profile,
-    prepared: &Prepared,
+    (prepared, functions): (&Prepared, &[FunctionInfo]),
     mode: ProbeMode,
     threads: Vec<crate::run::threads::ThreadRun>,
     unfinished: u32,
@@ -443,7 +450,7 @@ fn merge_threads(
         };
         let own = crate::run::profile_of_run(
             profile.module.clone(),
-            &prepared.functions,
+            functions,
             prepared.stats,
             mode,
             collector,
