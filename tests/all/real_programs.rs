@@ -343,6 +343,11 @@ fn threaded_zstd_keeps_every_promise_in_every_mode() {
 }
 
 #[test]
+fn a_lua_state_per_thread_keeps_every_promise_in_every_mode() {
+    every_mode_keeps_its_promises("lua_mt");
+}
+
+#[test]
 fn sqlite_on_a_file_keeps_every_promise_in_every_mode() {
     every_mode_keeps_its_promises("sqlite_file");
 }
