@@ -157,6 +157,7 @@ impl SharedScripts {
             language: own.language.clone(),
             ..LanguageSamples::default()
         });
+        total.add_tallies(&own);
         let map: Vec<u32> = own
             .functions
             .into_iter()
@@ -181,12 +182,6 @@ impl SharedScripts {
         for ((f, line), ns) in own.lines {
             *total.lines.entry((shared(f), line)).or_default() += ns;
         }
-        total.placed += own.placed;
-        total.truncated += own.truncated;
-        total.unplaced_runs += own.unplaced_runs;
-        total.unknown += own.unknown;
-        total.between_calls += own.between_calls;
-        total.unaligned += own.unaligned;
         map
     }
 

@@ -125,15 +125,10 @@ impl Merging {
             })
             .collect();
         let map = IdMap(map);
+        total.add_tallies(&own);
         for ((f, line), ns) in own.lines {
             *total.lines.entry((map.id(f), line)).or_default() += ns;
         }
-        total.placed += own.placed;
-        total.truncated += own.truncated;
-        total.unplaced_runs += own.unplaced_runs;
-        total.unknown += own.unknown;
-        total.between_calls += own.between_calls;
-        total.unaligned += own.unaligned;
         map
     }
 }

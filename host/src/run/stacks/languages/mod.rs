@@ -66,6 +66,19 @@ pub struct LanguageSamples {
     pub unaligned: u64,
 }
 
+impl LanguageSamples {
+    /// Adds `other`'s tallies of ticks and frames (not its functions or lines, which are
+    /// numbered by their own thread).
+    pub fn add_tallies(&mut self, other: &LanguageSamples) {
+        self.placed += other.placed;
+        self.truncated += other.truncated;
+        self.unplaced_runs += other.unplaced_runs;
+        self.unknown += other.unknown;
+        self.between_calls += other.between_calls;
+        self.unaligned += other.unaligned;
+    }
+}
+
 /// Turns a thread's ticks' language frames into ids in its stacks.
 #[derive(Debug)]
 pub struct LanguageReader {
