@@ -60,18 +60,17 @@ def main():
             "WPROF=0": (wprof, dict(env, WPROF="0")),
             "default": (wprof, env),
         }
-        # Where stdout is a pipe in the benchmark, it is one here too (read by `cat`).
-        stdout = subprocess.DEVNULL
         found = {}
         for way, (command, environment) in ways.items():
             subprocess.run(command, env=environment, cwd=args.bench, capture_output=True)
+            # Where stdout is a pipe in the benchmark, it is one here too (read by `cat`).
             if p.get("stdout_pipe"):
                 cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
                 found[way] = counts(command, environment, args.bench, cat.stdin)
                 cat.stdin.close()
                 cat.wait()
             else:
-                found[way] = counts(command, environment, args.bench, stdout)
+                found[way] = counts(command, environment, args.bench, subprocess.DEVNULL)
         names = sorted(set().union(*found.values()))
         print(f"{name}: " + ", ".join(f"{w} {sum(c.values()):,}" for w, c in found.items()))
         for call in names:

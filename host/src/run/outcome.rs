@@ -45,8 +45,8 @@ pub struct RunOutcome {
     pub entry_counts: Option<crate::run::stacks::entry_counts::EntryCounts>,
     /// Time mode: the first thread's CPU time in `_start`, in nanoseconds.
     pub start_cpu_ns: Option<u64>,
-    /// Sample and adaptive mode in an interpreter: what the first thread's ticks learnt
-    /// of its language (its functions' ids in the collector follow the module's).
+    /// Sample and adaptive mode in an interpreter: what every thread's ticks learnt of its
+    /// language (its functions' ids in the collectors follow the module's).
     pub languages: Option<crate::run::stacks::languages::LanguageSamples>,
 }
 

@@ -167,11 +167,9 @@ pub fn run(
         &shown,
         timings,
     );
-    // The inline modes: what every thread's ticks learnt of the script's functions, once
-    // the threads have ended.
-    if outcome.languages.is_none() {
-        outcome.languages = mode.scripts();
-    }
+    // The inline modes: what every thread's ticks learnt of the script's functions, now
+    // that `outcome` has waited for the threads.
+    outcome.languages = mode.scripts();
     Ok(outcome)
 }
 
@@ -436,6 +434,7 @@ fn outcome(
         threads,
         entry_counts,
         start_cpu_ns: entered.cpu_ns,
-        languages: readings.languages,
+        // Set by `run` from the mode, which numbered them across the threads.
+        languages: None,
     }
 }

@@ -224,6 +224,4 @@ pub struct Readings {
     pub adaptive: Option<AdaptiveRecord>,
     /// Stack mode: the calls of each function and edge, counted by the module.
     pub entry_counts: Option<EntryCounts>,
-    /// Sample and adaptive mode in an interpreter: what the ticks learnt of its language.
-    pub languages: Option<crate::run::stacks::languages::LanguageSamples>,
 }

@@ -17,7 +17,7 @@ use crate::exit::Failure;
 use crate::prepare::instrument::{self, Prepared};
 use crate::prepare::loader;
 use crate::prepare::session::warn;
-use crate::profile::{Ending, FunctionInfo, ModuleRef, Profile};
+use crate::profile::{Ending, FunctionInfo, InstrumentationStats, ModuleRef, Profile};
 use crate::run::collector::{Collector, PS_PER_NS};
 use crate::run::runner::{self, Probes, RunOutcome, Stdio};
 use crate::run::stacks::languages::merge_one;
@@ -364,7 +364,7 @@ impl<P: Probing> RunMode for Probed<P> {
         if let Some((threads, unfinished)) = outcome.threads.take() {
             merge_threads(
                 &mut profile,
-                (prepared, &functions),
+                (&functions, prepared.stats),
                 mode,
                 threads,
                 unfinished,
@@ -414,7 +414,7 @@ impl<P: Probing> RunMode for Probed<P> {
 /// module's, then the script's the threads ran, whose ids their collectors share).
 fn merge_threads(
     profile: &mut Profile,
-    (prepared, functions): (&Prepared, &[FunctionInfo]),
+    (functions, stats): (&[FunctionInfo], InstrumentationStats),
     mode: ProbeMode,
     threads: Vec<crate::run::threads::ThreadRun>,
     unfinished: u32,
@@ -451,7 +451,7 @@ fn merge_threads(
         let own = crate::run::profile_of_run(
             profile.module.clone(),
             functions,
-            prepared.stats,
+            stats,
             mode,
             collector,
             Ending {
