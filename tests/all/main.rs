@@ -27,6 +27,7 @@ mod host_time;
 mod html;
 mod inject;
 mod languages;
+mod languages_components;
 mod languages_sampled;
 mod languages_threads;
 mod live;

@@ -160,6 +160,19 @@ pub const EVAL_LOOPS: [&str; 3] = [
 /// for any other module, `Some(Err(why))` for an interpreter whose structures cannot be
 /// read (its frames are then the interpreter's native ones).
 pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
+    find_among(bytes, &[]).map(|(found, _)| found)
+}
+
+/// [`find`] for a core module of a component, whose linear memory another module may
+/// define and fill: a CPython that describes itself (3.13 and later) whose
+/// `_Py_DebugOffsets` is not in its own data is looked for in the data of `others`
+/// (componentize-py links `libpython3.x.so` dynamically and keeps the interpreter's
+/// initialised memory in the data of the module that defines the memory). With the
+/// interpreter, the index in `others` of the module whose data described it, if not its own.
+pub fn find_among(
+    bytes: &[u8],
+    others: &[&[u8]],
+) -> Option<(Result<Interpreter, String>, Option<usize>)> {
     // A CPython that names no function has its eval loop found by its shape.
     let (eval, name, guessed) = match function_named(bytes, &EVAL_LOOPS) {
         Some((eval, name)) => (eval, name, None),
@@ -168,12 +181,20 @@ pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
             (eval, 2, Some(how))
         }
     };
+    let mut described_by = None;
     let language = match name {
         0 => lua::LuaLayout::from_dwarf(bytes)
             .map(Language::Lua)
             .map_err(|why| format!("a Lua interpreter ({why})")),
         // 3.13 and later describe themselves; 3.11 and 3.12 are read from their DWARF.
         2 => cpython::debug_offsets::layout(bytes)
+            .or_else(|| {
+                others.iter().enumerate().find_map(|(i, other)| {
+                    let layout = cpython::debug_offsets::layout(other)?;
+                    described_by = Some(i);
+                    Some(layout)
+                })
+            })
             .unwrap_or_else(|| cpython::PythonLayout::from_dwarf(bytes))
             .map(Language::Python)
             .map_err(|why| format!("a CPython interpreter ({why})")),
@@ -187,11 +208,18 @@ pub fn find(bytes: &[u8]) -> Option<Result<Interpreter, String>> {
             })
             .map_err(|why| format!("a QuickJS interpreter ({why})")),
     };
-    Some(language.map(|language| Interpreter {
+    let found = language.map(|language| Interpreter {
         eval,
         language,
         guessed,
-    }))
+    });
+    Some((found, described_by))
+}
+
+/// Whether the module's name section names an eval loop wprof knows (see [`EVAL_LOOPS`]):
+/// the function's id, imports counted.
+pub fn named_eval_loop(bytes: &[u8]) -> Option<u32> {
+    function_named(bytes, &EVAL_LOOPS).map(|(id, _)| id)
 }
 
 /// The id of the first function the module's name section names one of `wanted`, and

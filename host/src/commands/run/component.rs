@@ -4,6 +4,7 @@
 //! its functions named `module!function` when there are several.
 
 use super::component_prepare::{inject_into, prepare};
+use super::modes::scripts;
 use crate::components::ComponentLayout;
 use crate::exit::Failure;
 use crate::prepare::instrument;
@@ -13,6 +14,7 @@ use crate::progress::Progress;
 use crate::run::collector::Collector;
 use crate::run::component::{ComponentOutcome, ComponentProbes};
 use crate::run::host_calls::inject::FunctionInjectors;
+use crate::run::stacks::languages::merge_one;
 use crate::run::wasi::context::Stdio;
 use crate::settings::RunSettings;
 use crate::timings::Timings;
@@ -197,13 +199,21 @@ pub(crate) fn run(
         // Cost mode without its trees (warned about): the program's ending only.
         return Ok(outcome.exit_code);
     };
+    // An interpreter's script functions, whose ids in the collector follow the component's.
+    let mut functions = std::borrow::Cow::Borrowed(&prepared.functions);
+    let language = outcome.languages.take().map(|own| {
+        let source_line = |file: &str, line: i32| scripts::line(settings, file, line);
+        let language = merge_one(functions.to_mut(), own, &source_line);
+        scripts::tell(&shown, &language);
+        language
+    });
     let profile = timings.time("profile", || {
         crate::run::profile_of_run(
             ModuleRef {
                 path: shown.clone(),
                 blake3: wprof_cache::hex(&digest),
             },
-            &prepared.functions,
+            &functions,
             prepared.stats,
             probed,
             collector,
@@ -225,6 +235,15 @@ pub(crate) fn run(
     };
     if let Some(coverage) = &mut profile.coverage {
         coverage.set_calls(&profile.functions);
+    }
+    if let Some(language) = &language {
+        // The script's lines, and its functions' files and first lines, kept with the
+        // component's.
+        profile.lines = scripts::with_lines(profile.lines.take(), language, settings);
+        profile.symbols = Some(crate::profile::SymbolsRecord {
+            module_path: None,
+            functions: scripts::symbols(language, settings),
+        });
     }
     timings.time("symbols", || {
         crate::report::source::record_symbols(&mut profile, &bytes, &settings.module)

@@ -10,10 +10,11 @@ use crate::components::rewrite::{self, Replacement};
 use crate::components::{qualified_name, ComponentLayout};
 use crate::exit::Failure;
 use crate::prepare::component::callbacks::callback_closures;
+use crate::prepare::component::interpreter::ComponentInterpreter;
 use crate::prepare::injections::{split_component, ComponentSplit, CoreModuleRef};
 use crate::prepare::instrument;
 use crate::prepare::loader::LoadedModule;
-use crate::prepare::session::CacheSession;
+use crate::prepare::session::{warn, CacheSession};
 use crate::profile::{FunctionInfo, InstrumentationStats};
 use crate::progress::Progress;
 use crate::run::component::coverage::{self, ModuleCoverage};
@@ -63,6 +64,9 @@ pub(super) fn prepare(
         ..ProbePlan::default()
     };
     let several = layout.several_modules();
+    let interpreter = interpreter_of(settings, bytes, layout);
+    // The module (by index among the instrumented) the interpreter is, once instrumented.
+    let mut interpreter_k = None;
     let mut functions = Vec::new();
     let mut modules = Vec::new();
     let mut replacements = Vec::new();
@@ -101,6 +105,16 @@ pub(super) fn prepare(
             },
         };
         plan.injections = injections.plans[nth].clone().map(std::sync::Arc::new);
+        let interpreter = interpreter
+            .as_ref()
+            .filter(|i| i.position == position)
+            .map(|i| i.interpreter.clone());
+        plan.capture = interpreter
+            .as_ref()
+            .map(|interpreter| wprof_agent::StateCapture {
+                function: interpreter.eval,
+                param: crate::languages::STATE_PARAM,
+            });
         let prepared = match instrument::from_cache(&loaded, &path, &plan, cache) {
             Some(hit) => hit,
             None => instrument::instrument(
@@ -137,6 +151,9 @@ pub(super) fn prepare(
             ),
         );
         if !imports.is_empty() {
+            if interpreter.is_some() {
+                interpreter_k = Some(modules.len());
+            }
             let coverage = prepared.blocks.clone().map(|map| ModuleCoverage {
                 map: coverage::in_component(map, offset, module.range.start as u32, |name| {
                     qualified_name(&module.name, name, several)
@@ -164,6 +181,7 @@ pub(super) fn prepare(
                         ..a.clone()
                     })
                     .collect(),
+                interpreter,
             });
         }
         stats.functions_total += prepared.stats.functions_total;
@@ -204,6 +222,7 @@ pub(super) fn prepare(
                 minimum: usize::MAX,
                 tree_of: None,
                 main_of: None,
+                program_of: None,
             });
             continue;
         };
@@ -215,6 +234,9 @@ pub(super) fn prepare(
                 // Memory 0, unless imported or the tree memory the inline modes append.
                 main_of: probed
                     .filter(|_| settings.allocs && i == 0 && !(inline && last) && !imports_memory),
+                // The interpreter's linear memory: memory 0 of the module that defines it.
+                program_of: interpreter_k
+                    .filter(|_| i == 0 && interpreter.as_ref().map(|i| i.memory_of) == *position),
             });
         }
     }
@@ -227,6 +249,30 @@ pub(super) fn prepare(
         cached_modules,
         memories,
     })
+}
+
+/// Sample and adaptive mode: the interpreter among the component's modules, whose
+/// script's frames the ticks read; said when there is one whose frames cannot be read. Not
+/// with `--native`, nor with live probes (a function switched off keeps nothing).
+fn interpreter_of(
+    settings: &RunSettings,
+    bytes: &[u8],
+    layout: &ComponentLayout,
+) -> Option<ComponentInterpreter> {
+    if !settings.mode.samples() || settings.native || settings.live {
+        return None;
+    }
+    match crate::prepare::component::interpreter::find(bytes, layout)? {
+        Ok(found) => Some(found),
+        Err((module, why)) => {
+            warn(format_args!(
+                "{}#{module} is {why}: its scripts' frames cannot be read, the interpreter's \
+                 own are shown",
+                settings.module.display()
+            ));
+            None
+        }
+    }
 }
 
 /// The selection of a module with functions callbacks may run: the user's, and those left

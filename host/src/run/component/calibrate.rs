@@ -96,6 +96,7 @@ fn calibration_component(
         imports: probes,
         coverage: None,
         allocators: Vec::new(),
+        interpreter: None,
     };
     Ok((component, module))
 }

@@ -79,6 +79,9 @@ pub struct ExpectedMemory {
     pub tree_of: Option<usize>,
     /// The module whose memory 0 it is, if it is one.
     pub main_of: Option<usize>,
+    /// The interpreter module whose linear memory it is, if it is one (see
+    /// [`crate::prepare::component::interpreter`]).
+    pub program_of: Option<usize>,
 }
 
 /// How a component's run ended.
@@ -105,6 +108,8 @@ pub struct ComponentOutcome {
     pub live: Option<crate::profile::LiveRecord>,
     /// Adaptive mode: the walks and what was timed, over every module.
     pub adaptive: Option<crate::profile::AdaptiveRecord>,
+    /// In an interpreter: its script's functions, whose ids follow the component's.
+    pub languages: Option<crate::run::stacks::languages::LanguageSamples>,
 }
 
 /// Runs `component`'s `wasi:cli/run`. With `probes`, its probe instances report to their
@@ -167,14 +172,18 @@ pub fn run(
         true => allocs::ComponentAllocs::attach(
             &mut store,
             &modules,
-            found.as_ref().map(|(_, mains)| mains.as_slice()),
+            found.as_ref().map(|found| found.mains.as_slice()),
             serve.is_some(),
         ),
         false => None,
     };
+    // The interpreter's linear memory, where its script's frames are read.
+    let program = found
+        .as_ref()
+        .and_then(|found| found.programs.first().cloned());
     let trees = match collector.is_some() {
         true => {
-            let trees = found.map(|(trees, _)| trees);
+            let trees = found.map(|found| found.trees);
             if trees.is_none() {
                 crate::say!(
                     "wprof: warning: the instrumented modules' context trees are not where \
@@ -228,6 +237,7 @@ pub fn run(
             component,
             modules: &modules,
             trees: trees.as_deref(),
+            program: program.as_ref().map(|(k, memory)| (*k, memory)),
             switches: board.as_ref().map(|(b, _, _)| &**b),
             desk: desk.as_deref(),
             settings,
@@ -286,17 +296,25 @@ pub fn run(
         allocations,
         live: live_record,
         adaptive: read.adaptive,
+        languages: read.languages,
     })
 }
 
-/// The tree memory and memory 0 of each instrumented module among the memories the
-/// instantiation `made`, each as `(module, memory)`; `None` unless they are the ones
-/// `expected`, in number and sizes.
-#[allow(clippy::type_complexity)]
-fn as_expected(
-    expected: &[ExpectedMemory],
-    made: &[MadeMemory],
-) -> Option<(Vec<(usize, MadeMemory)>, Vec<(usize, MadeMemory)>)> {
+/// The memories of the instrumented modules found among those the instantiation made, each
+/// as `(module, memory)`.
+struct FoundMemories {
+    /// Each module's tree memory.
+    trees: Vec<(usize, MadeMemory)>,
+    /// Each module's memory 0 (`--allocs`).
+    mains: Vec<(usize, MadeMemory)>,
+    /// The interpreter module's linear memory.
+    programs: Vec<(usize, MadeMemory)>,
+}
+
+/// The tree memory, memory 0 and linear memory of each instrumented module among the
+/// memories the instantiation `made`; `None` unless they are the ones `expected`, in
+/// number and sizes.
+fn as_expected(expected: &[ExpectedMemory], made: &[MadeMemory]) -> Option<FoundMemories> {
     if expected.len() != made.len()
         || expected
             .iter()
@@ -313,5 +331,9 @@ fn as_expected(
             .filter_map(|(e, m)| pick(e).map(|k| (k, m.clone())))
             .collect()
     };
-    Some((of(|e| e.tree_of), of(|e| e.main_of)))
+    Some(FoundMemories {
+        trees: of(|e| e.tree_of),
+        mains: of(|e| e.main_of),
+        programs: of(|e| e.program_of),
+    })
 }

@@ -12,7 +12,9 @@ use crate::run::component::memory::MadeMemory;
 use crate::run::component::modes::{ComponentMode, ModuleRead, RunResult};
 use crate::run::component::state::{ComponentState, ModuleProbes};
 use crate::run::inline::sampler::Samples;
+use crate::run::inline::scripts::SharedScripts;
 use crate::run::inline::tree::InlineTree;
+use crate::run::stacks::languages::LanguageSamples;
 use crate::run::time::probe_log::ProbeLog;
 use crate::settings::RunSettings;
 
@@ -56,6 +58,8 @@ pub struct Read {
     pub coverage: Option<Coverage>,
     /// Adaptive mode: every module's walks and timed activations, in the component's ids.
     pub adaptive: Option<AdaptiveRecord>,
+    /// In an interpreter: its script's functions, whose ids follow the component's.
+    pub languages: Option<LanguageSamples>,
 }
 
 impl Read {
@@ -83,6 +87,8 @@ pub fn read_trees(
 ) -> Read {
     let mut read = Read::default();
     let mut tree = InlineTree::empty();
+    let scripts = SharedScripts::default();
+    let mut script_paths = Vec::new();
     for (k, memory) in trees {
         let size = memory.size.load(std::sync::atomic::Ordering::Acquire);
         // SAFETY: the memory lives as long as the store, which is alive here, and nothing
@@ -96,9 +102,11 @@ pub fn read_trees(
             module,
             tree: &mut own,
             samples,
+            scripts: &scripts,
             settings,
         });
         read.probe_ps += reading.probe_ps;
+        script_paths.push((module.offset, reading.script_paths));
         if let Some(record) = reading.adaptive {
             read.adaptive = Some(crate::run::adaptive::merged(
                 read.adaptive.take(),
@@ -125,6 +133,12 @@ pub fn read_trees(
         None,
         by_node.as_ref(),
     );
+    // The script's functions follow the component's.
+    let first_id = collector.functions().len() as u32;
+    for (offset, paths) in script_paths {
+        crate::run::inline::replay::replay_paths(&mut collector, paths, offset, first_id);
+    }
+    read.languages = scripts.take();
     collector.finish_at(collector.last());
     read.collector = Some(collector);
     read

@@ -10,7 +10,10 @@
 //! trampolines) goes to the module that last ran wasm, whose cell then holds the node of
 //! the import it called; without ticks (no timer on this host), to the first module.
 //! [`call_sampled`] runs the program with the sampler beside it; in adaptive mode each
-//! module's walker learns of the ticks in that module's functions.
+//! module's walker learns of the ticks in that module's functions. In an interpreter (see
+//! [`crate::prepare::component::interpreter`]) the ticks also walk its language's frames,
+//! from the eval loop's state its module's probes keep in its tree memory, in the linear
+//! memory the interpreter runs in.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -23,8 +26,10 @@ use crate::run::code::map::Running;
 use crate::run::component::code::ComponentCode;
 use crate::run::component::memory::MadeMemory;
 use crate::run::component::state::{ComponentState, ModuleProbes};
-use crate::run::inline::sampler::Watch;
 use crate::run::inline::sampler::{SampleDesk, Samples};
+use crate::run::inline::sampler::{Watch, PATIENCE};
+use crate::run::inline::scripts::{ScriptTicks, Scripted};
+use crate::run::interrupt::language::LanguageWalk;
 use crate::run::interrupt::Target;
 use crate::run::switches::Switchboard;
 use crate::settings::sample_period::SamplePeriod;
@@ -81,8 +86,24 @@ pub fn cells_of(cells: &[Cell]) -> (*const u32, Vec<*const u32>) {
     (first, more)
 }
 
+/// Time read while no tick came, owed to the next ticks.
+#[derive(Default)]
+struct Owed {
+    ps: u64,
+    readings: u64,
+}
+
+impl Owed {
+    /// The time owed, now paid.
+    fn take(&mut self) -> u64 {
+        std::mem::take(self).ps
+    }
+}
+
 /// Samples the program thread until `stop`: per module (index in `cells`), the time
-/// charged to each of its readings, in picoseconds. With live probes, `switches` and each
+/// charged to each of its readings, in picoseconds. In an interpreter (`scripts`: its
+/// module's position), the ticks in its module's code also resolve the language frames
+/// they walked (see [`crate::run::inline::scripts`]), kept in that module's samples. With live probes, `switches` and each
 /// module's first component id: a tick in a function whose switch is off is marked so
 /// (bit 0 of its cell, see [`crate::run::inline::attribution`]). With `--serve`, `desk` gets a copy
 /// of the readings when asked. Adaptive mode: each module's walker (`walkers`, by
@@ -94,9 +115,8 @@ pub fn sample(
     switches: Option<(&Switchboard, &[Option<u32>])>,
     desk: Option<&SampleDesk<Vec<Samples>>>,
     walkers: &mut [Option<Walker>],
-    clock: &Clock,
-    period: SamplePeriod,
-    stop: &AtomicBool,
+    (clock, period, stop): (&Clock, SamplePeriod, &AtomicBool),
+    scripts: Option<usize>,
 ) -> Vec<Samples> {
     let mut out: Vec<Samples> = vec![Samples::default(); cells.len()];
     if cells.is_empty() {
@@ -107,6 +127,8 @@ pub fn sample(
     let mut running = 0usize;
     let started = last;
     let mut now_period = period.base;
+    let mut script_ticks: Option<ScriptTicks> = None;
+    let mut owed = Owed::default();
     loop {
         let stopping = stop.load(Ordering::Acquire);
         let target = asking.map(|(target, _)| target);
@@ -124,9 +146,12 @@ pub fn sample(
         let elapsed = now.saturating_sub(last);
         last = now;
         // Where the ticks since the last reading found the thread.
-        let mut places: Vec<(usize, Option<u32>, Option<Running>)> = Vec::new();
+        let mut places: Vec<(usize, Option<u32>, Option<Running>, u32)> = Vec::new();
         if let Some((target, code)) = asking {
             let ticks = target.ticks();
+            if script_ticks.is_none() && scripts.is_some() {
+                script_ticks = target.language().map(ScriptTicks::new);
+            }
             for tick in seen + 1..=ticks {
                 let Some(at) = target.at(tick) else { continue };
                 let (module, what) = match code.running(at.pc) {
@@ -149,18 +174,36 @@ pub fn sample(
                         cell = Some(cell.unwrap_or_else(|| cells[module].read()) | 1);
                     }
                 }
-                places.push((module, cell, Some(what)));
+                // The script's frames stand in the interpreter's module only: another
+                // module's tree has none of its eval loop's contexts.
+                let stack = match script_ticks.as_mut() {
+                    Some(ticks) if scripts == Some(module) => ticks.stack_at(target, tick, what),
+                    _ => 0,
+                };
+                places.push((module, cell, Some(what), stack));
             }
             seen = ticks;
         }
-        if places.is_empty() {
-            places.push((running, None, None));
+        // A reading no tick came in (the timer is late) owes its time to the next ticks,
+        // as in a module's run (see `crate::run::inline::sampler`), unless none comes
+        // within its patience.
+        let late = asking.is_some() && !stopping && owed.readings < PATIENCE;
+        if places.is_empty() && late {
+            owed.ps += elapsed;
+            owed.readings += 1;
+        } else if places.is_empty() {
+            places.push((running, None, None, 0));
         } else {
             out[running].answered += places.len() as u64;
         }
-        let share = elapsed / places.len() as u64;
-        for (module, cell, what) in places {
+        let elapsed = elapsed + if places.is_empty() { 0 } else { owed.take() };
+        let share = elapsed / places.len().max(1) as u64;
+        for (module, cell, what, stack) in places {
             let cell = cell.unwrap_or_else(|| cells[module].read());
+            if stack != 0 {
+                let scripted = out[module].scripted.entry(((cell, what), stack));
+                scripted.or_default().add(Scripted::tick(share));
+            }
             if let (Some(Running::Function(f)), Some(Some(walker))) =
                 (what, walkers.get_mut(module))
             {
@@ -176,9 +219,40 @@ pub fn sample(
             desk.offer(&out);
         }
         if stopping {
+            if let (Some(position), Some(ticks)) = (scripts, script_ticks) {
+                out[position].script_stacks = Some(std::sync::Arc::new(ticks.finish()));
+            }
             return out;
         }
     }
+}
+
+/// How the ticks walk the language of the interpreter `module` (`k` among the instrumented
+/// modules, whose tree memory is among `trees`) in its linear memory `program`: its
+/// module's position, and the walk; `None` for a module that is no interpreter.
+fn language_walk(
+    module: &ModuleProbes,
+    k: usize,
+    trees: &[(usize, MadeMemory)],
+    program: &MadeMemory,
+) -> Option<(usize, &'static LanguageWalk)> {
+    let interpreter = module.interpreter.as_ref()?;
+    let (_, tree) = trees.iter().find(|(t, _)| *t == k)?;
+    let state = (tree.base + ContextArena::CAPTURED as usize) as *const u32;
+    let size = program.size.load(Ordering::Acquire);
+    // SAFETY: the tree memory holds the capture page (its size was checked against the
+    // module's) and the program's memory `size` bytes; both live as long as the store, and
+    // neither moves (see `crate::run::component::memory`). The walk is stopped before the
+    // session ends, within the store's life (see `call_sampled`).
+    let walk = unsafe {
+        LanguageWalk::new(
+            (**interpreter).clone(),
+            state,
+            program.base as *const u8,
+            size,
+        )
+    };
+    Some((module.position, Box::leak(Box::new(walk))))
 }
 
 /// Sample and adaptive mode: calls `run` with the program thread's timer asking where it is
@@ -191,6 +265,7 @@ pub(crate) fn call_sampled(
     command: &wasmtime_wasi::p2::bindings::sync::Command,
     component: &Component,
     (modules, trees): (&[ModuleProbes], &[(usize, MadeMemory)]),
+    program: Option<(usize, &MadeMemory)>,
     switches: Option<&Switchboard>,
     desk: Option<&SampleDesk<Vec<Samples>>>,
     walkers: &mut [Option<Walker>],
@@ -233,17 +308,27 @@ pub(crate) fn call_sampled(
         );
     }
     let asking = session.as_ref().map(|s| s.target()).zip(code.as_ref());
+    // The ticks walk the interpreter's language too, when there is one.
+    let scripts = program.and_then(|(k, memory)| language_walk(&modules[k], k, trees, memory));
+    let walking = session.is_some()
+        && scripts.is_some_and(|(_, walk)| crate::run::interrupt::walk_language(walk));
+    let scripts = scripts.filter(|_| walking).map(|(position, _)| position);
     let clock = crate::run::clock::Clock::new();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let (cells, clock, stop, period) = (&cells, &clock, &stop, settings.sample_period);
         let switches = switches.map(|board| (board, offsets.as_slice()));
+        let timing = (clock, period, stop);
         let sampler =
-            s.spawn(move || sample(cells, asking, switches, desk, walkers, clock, period, stop));
+            s.spawn(move || sample(cells, asking, switches, desk, walkers, timing, scripts));
         let result = command.wasi_cli_run().call_run(&mut *store);
         stop.store(true, Ordering::Release);
         sampler.thread().unpark();
         let samples = sampler.join().unwrap_or_default();
+        // The sampler has read the frames: the walk ends before the session does.
+        if walking {
+            crate::run::interrupt::stop_walking_language();
+        }
         drop(session);
         (result, samples)
     })
@@ -273,9 +358,8 @@ mod tests {
                     None,
                     None,
                     &mut [],
-                    &clock,
-                    SamplePeriod::fixed(Duration::from_millis(1)),
-                    &stop,
+                    (&clock, SamplePeriod::fixed(Duration::from_millis(1)), &stop),
+                    None,
                 )
             });
             std::thread::sleep(Duration::from_millis(20));

@@ -95,4 +95,7 @@ pub struct ModuleProbes {
     pub coverage: Option<crate::run::component::coverage::ModuleCoverage>,
     /// With `--allocs`: its allocator functions, by component id.
     pub allocators: Vec<crate::profile::AllocatorRecord>,
+    /// Sample and adaptive mode: the interpreter the module is, whose eval loop's state its
+    /// probes keep (see [`crate::prepare::component::interpreter`]).
+    pub interpreter: Option<std::sync::Arc<crate::languages::Interpreter>>,
 }

@@ -101,7 +101,7 @@ pub(crate) fn replay_tree(
 
 /// The time of each context of `tree` (by address) that [`replay_scripts`] replays with
 /// language frames.
-fn scripted_by_node(tree: &InlineTree, attribution: &Attribution) -> HashMap<u32, u64> {
+pub(crate) fn scripted_by_node(tree: &InlineTree, attribution: &Attribution) -> HashMap<u32, u64> {
     let mut by_node: HashMap<u32, u64> = HashMap::new();
     for (&(node, _), figures) in &attribution.scripted {
         *by_node.entry(tree.nodes[node].address).or_default() += figures.ps;
@@ -110,12 +110,10 @@ fn scripted_by_node(tree: &InlineTree, attribution: &Attribution) -> HashMap<u32
 }
 
 /// Replays into `collector` (its native tree replayed, the time of [`scripted_by_node`]
-/// left out) each context's time with language frames, on the context's path with the
-/// frames of `stacks` put in place of `interpreter`'s eval frames. The script's functions
-/// get ids after the module's (their index in the run's `shared` numbering after the
-/// collector's functions), which [`crate::run::stacks::languages::merge_one`] gives them
-/// in the profile; what this thread learnt, with the script's lines' time (in
-/// nanoseconds, by [`LANGUAGE_FUNCTION`] ids), is added there.
+/// left out) each context's time with language frames (see [`script_paths`]). The
+/// script's functions get ids after the module's (their index in the run's `shared`
+/// numbering after the collector's functions), which
+/// [`crate::run::stacks::languages::merge_one`] gives them in the profile.
 fn replay_scripts(
     tree: &InlineTree,
     attribution: &Attribution,
@@ -125,6 +123,26 @@ fn replay_scripts(
     collector: &mut Collector,
 ) {
     let first_id = collector.functions().len() as u32;
+    let paths = script_paths(tree, attribution, stacks, interpreter, shared);
+    replay_paths(collector, paths, 0, first_id);
+}
+
+/// A calling context with language frames and its time in picoseconds: the path's native
+/// functions by the module's ids, the script's as [`LANGUAGE_FUNCTION`] and their index in
+/// the run's [`SharedScripts`].
+pub(crate) type ScriptPath = (Vec<u32>, u64);
+
+/// Each context's time with language frames, on the context's path with the frames of
+/// `stacks` put in place of `interpreter`'s eval frames; what the thread learnt, with the
+/// script's lines' time (in nanoseconds, by [`LANGUAGE_FUNCTION`] ids), is added to
+/// `shared`, which numbers the script's functions.
+pub(crate) fn script_paths(
+    tree: &InlineTree,
+    attribution: &Attribution,
+    stacks: &ScriptStacks,
+    interpreter: &Interpreter,
+    shared: &SharedScripts,
+) -> Vec<ScriptPath> {
     let mut learnt = stacks.samples.clone();
     // In a stable order: the collector's contexts are made in it.
     let mut scripted: Vec<(&(usize, u32), &Scripted)> = attribution.scripted.iter().collect();
@@ -156,10 +174,31 @@ fn replay_scripts(
         paths.push((path, figures.ps));
     }
     let shared_index = shared.add(learnt);
+    for (path, _) in &mut paths {
+        for f in path.iter_mut().filter(|f| **f & LANGUAGE_FUNCTION != 0) {
+            *f = LANGUAGE_FUNCTION | shared_index[(*f & !LANGUAGE_FUNCTION) as usize];
+        }
+    }
+    paths
+}
+
+/// Replays `paths` (see [`script_paths`]) into `collector` after what it holds: each
+/// native function as its id plus `offset`, each of the script's as `first_id` plus its
+/// shared index. The script's functions get time and no calls (the module counts native
+/// calls only).
+pub(crate) fn replay_paths(
+    collector: &mut Collector,
+    paths: Vec<ScriptPath>,
+    offset: u32,
+    first_id: u32,
+) {
     let mut now = collector.last();
     for (mut path, ps) in paths {
-        for f in path.iter_mut().filter(|f| **f & LANGUAGE_FUNCTION != 0) {
-            *f = first_id + shared_index[(*f & !LANGUAGE_FUNCTION) as usize];
+        for f in path.iter_mut() {
+            *f = match *f & LANGUAGE_FUNCTION != 0 {
+                true => first_id + (*f & !LANGUAGE_FUNCTION),
+                false => *f + offset,
+            };
         }
         for &f in &path {
             collector.enter_counted_at(f, 0, now);

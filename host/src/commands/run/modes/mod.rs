@@ -21,7 +21,7 @@ pub mod groundwork;
 pub mod off;
 pub mod probed;
 pub mod sample;
-mod scripts;
+pub(super) mod scripts;
 mod sources;
 pub mod stack;
 pub mod time;

@@ -326,7 +326,7 @@ impl<P: Probing> RunMode for Probed<P> {
         let language = outcome.languages.take().map(|own| {
             let source_line = |file: &str, line: i32| scripts::line(&job.settings, file, line);
             let language = merge_one(functions.to_mut(), own, &source_line);
-            scripts::tell(job, &language);
+            scripts::tell(&job.shown, &language);
             language
         });
         let profile = job.timings.time("profile", || {

@@ -36,7 +36,11 @@ pub(super) fn find_interpreter(job: &mut Job) {
 
 /// Line `line` (from 1) of the script the program knows as `file`, read from where the
 /// run's `--dir` mappings put it on this machine.
-pub(super) fn line(settings: &RunSettings, file: &str, line: i32) -> Option<String> {
+pub(in crate::commands::run) fn line(
+    settings: &RunSettings,
+    file: &str,
+    line: i32,
+) -> Option<String> {
     let index = usize::try_from(line.checked_sub(1)?).ok()?;
     let text = std::fs::read_to_string(on_host(settings, file)?).ok()?;
     text.lines().nth(index).map(str::to_string)
@@ -56,7 +60,7 @@ fn on_host(settings: &RunSettings, file: &str) -> Option<std::path::PathBuf> {
 /// The profile's sampled lines with the script's: each line of a script function where
 /// ticks found the eval loop running it, its file the script's path on this machine (the
 /// program's own where no `--dir` mapping leads there).
-pub(super) fn with_lines(
+pub(in crate::commands::run) fn with_lines(
     lines: Option<crate::profile::LinesRecord>,
     language: &stacks::languages::LanguageSamples,
     settings: &RunSettings,
@@ -95,7 +99,7 @@ pub(super) fn with_lines(
 /// The script's functions' files (their paths on this machine, as for their lines) and
 /// first lines, which the reports show as DWARF's for the module's functions (pprof's
 /// functions, callgrind's files).
-pub(super) fn symbols(
+pub(in crate::commands::run) fn symbols(
     language: &stacks::languages::LanguageSamples,
     settings: &RunSettings,
 ) -> Vec<crate::profile::FunctionSymbol> {
@@ -118,7 +122,7 @@ pub(super) fn symbols(
 /// Says what of an interpreted language's frames could not be read: stacks cut short
 /// (deeper than a tick keeps, or a chain being rewritten as it was read), frames of
 /// functions that could not be read, runs of frames with no eval loop to stand in.
-pub(super) fn tell(job: &Job, language: &stacks::languages::LanguageSamples) {
+pub(in crate::commands::run) fn tell(shown: &str, language: &stacks::languages::LanguageSamples) {
     let missed = [
         (
             language.truncated,
@@ -146,7 +150,7 @@ pub(super) fn tell(job: &Job, language: &stacks::languages::LanguageSamples) {
         warn(format_args!(
             "{} frames of {}, read at {} ticks: {}",
             language.language,
-            job.shown,
+            shown,
             language.placed,
             said.join(", ")
         ));

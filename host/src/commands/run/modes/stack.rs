@@ -150,7 +150,7 @@ impl RunMode for Stack {
         let source_line = |file: &str, line: i32| scripts::line(&job.settings, file, line);
         let language = stacks::languages::merge(&mut functions, every_thread, &source_line);
         if let Some(language) = &language {
-            scripts::tell(job, language);
+            scripts::tell(&job.shown, language);
         }
         if !unsampled.is_empty() {
             warn(format_args!(

@@ -36,6 +36,7 @@ impl Inline {
             entry.command,
             entry.component,
             (entry.modules, trees),
+            entry.program,
             entry.switches,
             entry.desk,
             walkers,
@@ -44,19 +45,41 @@ impl Inline {
         (result, Some(samples))
     }
 
-    /// Sample mode: each node of the module's tree takes its sampled time as its cost.
+    /// Sample mode: each node of the module's tree takes its sampled time as its cost; in
+    /// an interpreter, the time of the ticks that walked its language's frames is taken
+    /// from the contexts and kept on their paths with the frames in place of the eval
+    /// loop's (see [`crate::run::inline::replay::script_paths`]).
     pub(super) fn attribute(read: &mut ModuleRead<'_>) -> ModuleReading {
         let Some(samples) = read.samples else {
             return ModuleReading::default();
         };
-        let attribution =
-            crate::run::inline::attribution::attribute(read.tree, &samples[read.module.position]);
+        let samples = &samples[read.module.position];
+        let attribution = crate::run::inline::attribution::attribute(read.tree, samples);
+        let scripts = samples
+            .script_stacks
+            .as_deref()
+            .zip(read.module.interpreter.as_deref());
+        let (scripted, script_paths) = match scripts {
+            Some((stacks, interpreter)) => (
+                crate::run::inline::replay::scripted_by_node(read.tree, &attribution),
+                crate::run::inline::replay::script_paths(
+                    read.tree,
+                    &attribution,
+                    stacks,
+                    interpreter,
+                    read.scripts,
+                ),
+            ),
+            None => Default::default(),
+        };
         for node in &mut read.tree.nodes {
-            node.self_cost = attribution.time.get(&node.address).copied().unwrap_or(0);
+            let time = attribution.time.get(&node.address).copied().unwrap_or(0);
+            node.self_cost = time.saturating_sub(scripted.get(&node.address).copied().unwrap_or(0));
         }
         ModuleReading {
             probe_ps: attribution.probe_ps,
             adaptive: None,
+            script_paths,
         }
     }
 }

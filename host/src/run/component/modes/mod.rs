@@ -25,7 +25,9 @@ use crate::profile::AdaptiveRecord;
 use crate::run::collector::Collector;
 use crate::run::component::memory::MadeMemory;
 use crate::run::component::state::{ComponentState, ModuleProbes};
+use crate::run::inline::replay::ScriptPath;
 use crate::run::inline::sampler::{SampleDesk, Samples};
+use crate::run::inline::scripts::SharedScripts;
 use crate::run::inline::tree::InlineTree;
 use crate::run::switches::Switchboard;
 use crate::run::time::probe_log::ProbeLog;
@@ -122,6 +124,9 @@ pub struct Entry<'a> {
     pub modules: &'a [ModuleProbes],
     /// The inline modes: each instrumented module's tree memory, when found.
     pub trees: Option<&'a [(usize, MadeMemory)]>,
+    /// Sample and adaptive mode in an interpreter: its module, and its linear memory, where
+    /// the ticks read its script's frames.
+    pub program: Option<(usize, &'a MadeMemory)>,
     /// `--live`: the switches the sampler turns with the readings.
     pub switches: Option<&'a Switchboard>,
     /// `--serve`: where the sampler hands copies of its readings.
@@ -139,6 +144,8 @@ pub struct ModuleRead<'a> {
     pub tree: &'a mut InlineTree,
     /// Sample and adaptive mode: the run's samples, by position.
     pub samples: Option<&'a [Samples]>,
+    /// Sample and adaptive mode in an interpreter: the numbering of its script's functions.
+    pub scripts: &'a SharedScripts,
     pub settings: &'a RunSettings,
 }
 
@@ -149,6 +156,9 @@ pub struct ModuleReading {
     pub probe_ps: u64,
     /// Adaptive mode: the walks and what was timed, in the module's ids.
     pub adaptive: Option<AdaptiveRecord>,
+    /// In an interpreter: the contexts' time with its script's frames, in the module's ids
+    /// (see [`crate::run::inline::replay::script_paths`]).
+    pub script_paths: Vec<ScriptPath>,
 }
 
 /// The steps' arguments hold the store and the program's borrowed parts, which print
