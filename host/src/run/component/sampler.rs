@@ -103,10 +103,11 @@ impl Owed {
 /// Samples the program thread until `stop`: per module (index in `cells`), the time
 /// charged to each of its readings, in picoseconds. In an interpreter (`scripts`: its
 /// module's position), the ticks in its module's code also resolve the language frames
-/// they walked (see [`crate::run::inline::scripts`]), kept in that module's samples. With live probes, `switches` and each
-/// module's first component id: a tick in a function whose switch is off is marked so
-/// (bit 0 of its cell, see [`crate::run::inline::attribution`]). With `--serve`, `desk` gets a copy
-/// of the readings when asked. Adaptive mode: each module's walker (`walkers`, by
+/// they walked (see [`crate::run::inline::scripts`]), kept in that module's samples. With
+/// live probes, `switches` and each module's first component id: a tick in a function
+/// whose switch is off is marked so (bit 0 of its cell, see
+/// [`crate::run::inline::attribution`]). With `--serve`, `desk` gets a copy of the
+/// readings when asked. Adaptive mode: each module's walker (`walkers`, by
 /// position) learns of every tick in that module's functions and of every reading.
 #[allow(clippy::too_many_arguments)]
 pub fn sample(
