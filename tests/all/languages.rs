@@ -549,7 +549,7 @@ fn cpython_315_without_dwarf_has_its_frames_read_from_its_own_description() {
 
 /// Three functions of one body doing 1, 2 and 3 parts of the work, called from a fourth,
 /// recursion beside them, and a function its source line does not name.
-pub(crate) const SHARES: &str = "local function part_a(n)
+const SHARES: &str = "local function part_a(n)
   local s = 0
   for i = 1, n do s = (s + i * i) % 1000003 end
   return s
@@ -773,40 +773,46 @@ fn an_interpreter_whose_structures_cannot_be_read_is_profiled_as_native_code_wit
     let s = Scratch::new();
     let stripped = s.path("lua-stripped.wasm");
     std::fs::write(&stripped, without_dwarf(&std::fs::read(&lua).unwrap())).unwrap();
+    // In the default mode, and in sample mode, whose probes then keep nothing.
+    for mode in ["stack", "sample"] {
+        assert_lua_shown_native(
+            &s,
+            &stripped,
+            &["--mode", mode],
+            "a Lua interpreter (no `lua_State.ci` in the module's DWARF)",
+            "luaV_execute",
+        );
+    }
+}
+
+/// Runs [`SHARES`] under `lua`, a Lua whose structures cannot be read, with `flags`: one
+/// warning, which says `why`, and the interpreter's own frames, its eval loop (named `eval`)
+/// most of the time.
+pub(crate) fn assert_lua_shown_native(
+    s: &Scratch,
+    lua: &std::path::Path,
+    flags: &[&str],
+    why: &str,
+    eval: &str,
+) {
     let dir = s.path("scripts");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("shares.lua"), SHARES).unwrap();
     let mapping = format!("{}::/s", dir.display());
-    // In the default mode, and in sample mode, whose probes then keep nothing.
-    for mode in ["stack", "sample"] {
-        let out = s.run(&[
-            "run",
-            "-o",
-            "out.wprof",
-            "--mode",
-            mode,
-            "--dir",
-            &mapping,
-            stripped.to_str().unwrap(),
-            "/s/shares.lua",
-        ]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        assert!(stdout(&out).contains("\t392836"));
-        let warnings: Vec<String> = stderr(&out)
-            .lines()
-            .filter(|l| l.contains("warning"))
-            .map(str::to_string)
-            .collect();
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(
-            warnings[0].contains("a Lua interpreter (no `lua_State.ci` in the module's DWARF)"),
-            "{warnings:?}"
-        );
-        let profile = Profile::read(&s.path("out.wprof")).unwrap();
-        assert!(profile.functions.iter().all(|f| !f.is_script()));
-        assert!(profile
-            .functions
-            .iter()
-            .any(|f| f.name == "luaV_execute" && f.self_time * 2 > profile.total));
-    }
+    let mut args = vec!["run", "-o", "out.wprof", "--dir", &mapping];
+    args.extend(flags);
+    args.extend([lua.to_str().unwrap(), "/s/shares.lua"]);
+    let out = s.run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("\t392836"));
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains(why), "{warnings:?}");
+    let profile = Profile::read(&s.path("out.wprof")).unwrap();
+    assert!(profile.functions.iter().all(|f| !f.is_script()));
+    assert!(profile
+        .functions
+        .iter()
+        .any(|f| f.name == eval && f.self_time * 2 > profile.total));
 }

@@ -7,13 +7,11 @@
 
 use std::path::PathBuf;
 
-use wprof::profile::Profile;
-
 use crate::languages::{
-    assert_lua_scripts_functions_and_shares_in, assert_python_scripts_functions_and_shares,
-    lua_wasm, without_dwarf, Python, SHARES,
+    assert_lua_scripts_functions_and_shares_in, assert_lua_shown_native,
+    assert_python_scripts_functions_and_shares, lua_wasm, without_dwarf, Python,
 };
-use crate::support::{componentize, stderr, stdout, Scratch};
+use crate::support::{componentize, Scratch};
 
 /// The benchmark set's Python component (`bench/programs/components.sh python`), if built.
 fn python_component() -> Option<Python> {
@@ -66,32 +64,11 @@ fn a_component_whose_interpreter_cannot_be_read_shows_its_native_frames_with_one
     std::fs::write(&stripped, without_dwarf(&std::fs::read(&lua).unwrap())).unwrap();
     let component = s.path("lua_component.wasm");
     std::fs::write(&component, componentize(&stripped)).unwrap();
-    let dir = s.path("scripts");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("shares.lua"), SHARES).unwrap();
-    let mapping = format!("{}::/s", dir.display());
-    let out = s.run(&[
-        "run",
-        "-o",
-        "out.wprof",
-        "--dir",
-        &mapping,
-        component.to_str().unwrap(),
-        "/s/shares.lua",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stdout(&out).contains("\t392836"));
-    let err = stderr(&out);
-    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(
-        warnings[0].contains("lua_component.wasm#main is a Lua interpreter (no `lua_State.ci`"),
-        "{warnings:?}"
+    assert_lua_shown_native(
+        &s,
+        &component,
+        &[],
+        "lua_component.wasm#main is a Lua interpreter (no `lua_State.ci`",
+        "main!luaV_execute",
     );
-    let profile = Profile::read(&s.path("out.wprof")).unwrap();
-    assert!(profile.functions.iter().all(|f| !f.is_script()));
-    assert!(profile
-        .functions
-        .iter()
-        .any(|f| f.name == "main!luaV_execute" && f.self_time * 2 > profile.total));
 }
