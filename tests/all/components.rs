@@ -200,6 +200,31 @@ fn sample_mode_is_the_default() {
 }
 
 #[test]
+fn a_run_shorter_than_a_period_says_its_time_even_when_no_tick_came() {
+    // One round: the program can end before its first tick, with no sample.
+    let s = Scratch::new();
+    let program = component();
+    for _ in 0..5 {
+        let out = s.run(&["run", "-o", "s.wprof", &program, "1"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let p = s.profile("s.wprof");
+        let total = p["total"].as_u64().unwrap();
+        assert_eq!(crate::support::self_sum(&p), total, "Σ self = total");
+        let err = stderr(&out);
+        let line = err
+            .lines()
+            .find(|l| l.contains("exited with code 0 in"))
+            .unwrap();
+        assert!(!line.contains(" in 0 ns"), "{line}");
+        assert_eq!(
+            total == 0,
+            line.contains("(no sample fell in it: shorter than the sampling period)"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
 fn adaptive_mode_walks_a_modules_hot_path_and_times_it() {
     let s = Scratch::new();
     let program = component();

@@ -114,6 +114,18 @@ fn print_with(
     let calls: u64 = functions.iter().map(|f| f.calls).sum();
     let waits: u64 = waits.iter().map(|f| f.calls).sum();
     let mut took = crate::display::format_amount(profile.total, &profile.unit);
+    // A sampled run shorter than the period may end before any tick: it had time, only
+    // none was sampled.
+    if let (0, Some(_), Some(wall)) = (
+        profile.total,
+        &profile.sampling,
+        profile.wall_time.filter(|&w| w > 0),
+    ) {
+        took = format!(
+            "{} (no sample fell in it: shorter than the sampling period)",
+            crate::display::format_ns(wall)
+        );
+    }
     // With every live switch off nothing is sampled: the profiled time alone would read as
     // if the program took none.
     if let Some(off) = profile

@@ -100,15 +100,15 @@ impl Owed {
     }
 }
 
-/// Samples the program thread until `stop`: per module (index in `cells`), the time
-/// charged to each of its readings, in picoseconds. In an interpreter (`scripts`: its
-/// module's position), the ticks in its module's code also resolve the language frames
-/// they walked (see [`crate::run::inline::scripts`]), kept in that module's samples. With
-/// live probes, `switches` and each module's first component id: a tick in a function
-/// whose switch is off is marked so (bit 0 of its cell, see
+/// Samples the program thread from `started` (on `clock`) until `stop`: per module (index
+/// in `cells`), the time charged to each of its readings, in picoseconds. In an
+/// interpreter (`scripts`: its module's position), the ticks in its module's code also
+/// resolve the language frames they walked (see [`crate::run::inline::scripts`]), kept in
+/// that module's samples. With live probes, `switches` and each module's first component
+/// id: a tick in a function whose switch is off is marked so (bit 0 of its cell, see
 /// [`crate::run::inline::attribution`]). With `--serve`, `desk` gets a copy of the
-/// readings when asked. Adaptive mode: each module's walker (`walkers`, by
-/// position) learns of every tick in that module's functions and of every reading.
+/// readings when asked. Adaptive mode: each module's walker (`walkers`, by position)
+/// learns of every tick in that module's functions and of every reading.
 #[allow(clippy::too_many_arguments)]
 pub fn sample(
     cells: &[Cell],
@@ -116,17 +116,16 @@ pub fn sample(
     switches: Option<(&Switchboard, &[Option<u32>])>,
     desk: Option<&SampleDesk<Vec<Samples>>>,
     walkers: &mut [Option<Walker>],
-    (clock, period, stop): (&Clock, SamplePeriod, &AtomicBool),
+    (clock, period, stop, started): (&Clock, SamplePeriod, &AtomicBool, u64),
     scripts: Option<usize>,
 ) -> Vec<Samples> {
     let mut out: Vec<Samples> = vec![Samples::default(); cells.len()];
     if cells.is_empty() {
         return out;
     }
-    let mut last = clock.now_ps();
+    let mut last = started;
     let mut seen = asking.map_or(0, |(target, _)| target.ticks());
     let mut running = 0usize;
-    let started = last;
     let mut now_period = period.base;
     let mut script_ticks: Option<ScriptTicks> = None;
     let mut owed = Owed::default();
@@ -319,7 +318,9 @@ pub(crate) fn call_sampled(
     std::thread::scope(|s| {
         let (cells, clock, stop, period) = (&cells, &clock, &stop, settings.sample_period);
         let switches = switches.map(|board| (board, offsets.as_slice()));
-        let timing = (clock, period, stop);
+        // Taken before the sampler thread starts, so that one scheduled late loses no
+        // time (a run of a few hundred microseconds can end before it starts).
+        let timing = (clock, period, stop, clock.now_ps());
         let sampler =
             s.spawn(move || sample(cells, asking, switches, desk, walkers, timing, scripts));
         let result = command.wasi_cli_run().call_run(&mut *store);
@@ -359,7 +360,12 @@ mod tests {
                     None,
                     None,
                     &mut [],
-                    (&clock, SamplePeriod::fixed(Duration::from_millis(1)), &stop),
+                    (
+                        &clock,
+                        SamplePeriod::fixed(Duration::from_millis(1)),
+                        &stop,
+                        clock.now_ps(),
+                    ),
                     None,
                 )
             });
