@@ -26,8 +26,8 @@ use crate::run::code::map::Running;
 use crate::run::component::code::ComponentCode;
 use crate::run::component::memory::MadeMemory;
 use crate::run::component::state::{ComponentState, ModuleProbes};
+use crate::run::inline::sampler::Watch;
 use crate::run::inline::sampler::{SampleDesk, Samples};
-use crate::run::inline::sampler::{Watch, PATIENCE};
 use crate::run::inline::scripts::{ScriptTicks, Scripted};
 use crate::run::interrupt::language::LanguageWalk;
 use crate::run::interrupt::Target;
@@ -86,11 +86,18 @@ pub fn cells_of(cells: &[Cell]) -> (*const u32, Vec<*const u32>) {
     (first, more)
 }
 
+/// How much time the readings owe the next ticks before the cell alone takes it. A
+/// module's sampler waits 16 readings; a component's waits longer, since the modules'
+/// cells go back to their roots as calls return and so say less: with three busy loops
+/// beside it, a Lua component's eval loop kept up to 13.6% of `shares.lua`'s time at 16
+/// readings (the thread off its core longer than that), none at a second (eight runs
+/// each, 2026-12-02).
+const LATE_TICK_PATIENCE_PS: u64 = 1_000_000_000_000;
+
 /// Time read while no tick came, owed to the next ticks.
 #[derive(Default)]
 struct Owed {
     ps: u64,
-    readings: u64,
 }
 
 impl Owed {
@@ -184,13 +191,12 @@ pub fn sample(
             }
             seen = ticks;
         }
-        // A reading no tick came in (the timer is late) owes its time to the next ticks,
-        // as in a module's run (see `crate::run::inline::sampler`), unless none comes
-        // within its patience.
-        let late = asking.is_some() && !stopping && owed.readings < PATIENCE;
+        // A reading no tick came in (the timer is late, or the thread was not running)
+        // owes its time to the next ticks, as in a module's run (see
+        // `crate::run::inline::sampler`), unless none comes within a second.
+        let late = asking.is_some() && !stopping && owed.ps < LATE_TICK_PATIENCE_PS;
         if places.is_empty() && late {
             owed.ps += elapsed;
-            owed.readings += 1;
         } else if places.is_empty() {
             places.push((running, None, None, 0));
         } else {

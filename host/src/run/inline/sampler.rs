@@ -31,7 +31,7 @@ use crate::settings::sample_period::SamplePeriod;
 pub use crate::settings::sample_period::DEFAULT_PERIOD;
 
 /// Module time waits this many readings for a tick; then the cell read alone takes it.
-pub(crate) const PATIENCE: u64 = 16;
+const PATIENCE: u64 = 16;
 
 /// After this many readings in a row outside the module's code (the program waits in the
 /// host), the thread's timer is stopped until the module runs again: a program that sleeps
