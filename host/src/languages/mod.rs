@@ -137,6 +137,15 @@ pub const STATE_SLOT: u32 = 0;
 pub const STATE_PARAM: u32 = 0;
 
 impl Interpreter {
+    /// What sample and adaptive mode's probes keep at each entry of the eval loop: its
+    /// state argument.
+    pub fn state_capture(&self) -> wprof_agent::StateCapture {
+        wprof_agent::StateCapture {
+            function: self.eval,
+            param: STATE_PARAM,
+        }
+    }
+
     /// What stack mode's module keeps at each entry of the eval loop: its state argument
     /// (sample and adaptive mode's probes keep [`STATE_PARAM`] as well).
     pub fn captures(&self) -> Vec<Capture> {

@@ -14,7 +14,7 @@ use crate::prepare::component::interpreter::ComponentInterpreter;
 use crate::prepare::injections::{split_component, ComponentSplit, CoreModuleRef};
 use crate::prepare::instrument;
 use crate::prepare::loader::LoadedModule;
-use crate::prepare::session::{warn, CacheSession};
+use crate::prepare::session::CacheSession;
 use crate::profile::{FunctionInfo, InstrumentationStats};
 use crate::progress::Progress;
 use crate::run::component::coverage::{self, ModuleCoverage};
@@ -109,12 +109,7 @@ pub(super) fn prepare(
             .as_ref()
             .filter(|i| i.position == position)
             .map(|i| i.interpreter.clone());
-        plan.capture = interpreter
-            .as_ref()
-            .map(|interpreter| wprof_agent::StateCapture {
-                function: interpreter.eval,
-                param: crate::languages::STATE_PARAM,
-            });
+        plan.capture = interpreter.as_ref().map(|i| i.state_capture());
         let prepared = match instrument::from_cache(&loaded, &path, &plan, cache) {
             Some(hit) => hit,
             None => instrument::instrument(
@@ -265,11 +260,8 @@ fn interpreter_of(
     match crate::prepare::component::interpreter::find(bytes, layout)? {
         Ok(found) => Some(found),
         Err((module, why)) => {
-            warn(format_args!(
-                "{}#{module} is {why}: its scripts' frames cannot be read, the interpreter's \
-                 own are shown",
-                settings.module.display()
-            ));
+            let shown = format!("{}#{module}", settings.module.display());
+            super::modes::scripts::unreadable(&shown, &why);
             None
         }
     }

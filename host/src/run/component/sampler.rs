@@ -94,19 +94,6 @@ pub fn cells_of(cells: &[Cell]) -> (*const u32, Vec<*const u32>) {
 /// each, 2026-12-02).
 const LATE_TICK_PATIENCE_PS: u64 = 1_000_000_000_000;
 
-/// Time read while no tick came, owed to the next ticks.
-#[derive(Default)]
-struct Owed {
-    ps: u64,
-}
-
-impl Owed {
-    /// The time owed, now paid.
-    fn take(&mut self) -> u64 {
-        std::mem::take(self).ps
-    }
-}
-
 /// Samples the program thread from `started` (on `clock`) until `stop`: per module (index
 /// in `cells`), the time charged to each of its readings, in picoseconds. In an
 /// interpreter (`scripts`: its module's position), the ticks in its module's code also
@@ -135,7 +122,8 @@ pub fn sample(
     let mut running = 0usize;
     let mut now_period = period.base;
     let mut script_ticks: Option<ScriptTicks> = None;
-    let mut owed = Owed::default();
+    // Picoseconds read while no tick came, owed to the next ticks.
+    let mut owed = 0u64;
     loop {
         let stopping = stop.load(Ordering::Acquire);
         let target = asking.map(|(target, _)| target);
@@ -150,7 +138,7 @@ pub fn sample(
             std::thread::park_timeout(period);
         }
         let now = clock.now_ps();
-        let elapsed = now.saturating_sub(last);
+        let mut elapsed = now.saturating_sub(last);
         last = now;
         // Where the ticks since the last reading found the thread.
         let mut places: Vec<(usize, Option<u32>, Option<Running>, u32)> = Vec::new();
@@ -194,15 +182,17 @@ pub fn sample(
         // A reading no tick came in (the timer is late, or the thread was not running)
         // owes its time to the next ticks, as in a module's run (see
         // `crate::run::inline::sampler`), unless none comes within a second.
-        let late = asking.is_some() && !stopping && owed.ps < LATE_TICK_PATIENCE_PS;
+        let late = asking.is_some() && !stopping && owed < LATE_TICK_PATIENCE_PS;
         if places.is_empty() && late {
-            owed.ps += elapsed;
+            owed += elapsed;
         } else if places.is_empty() {
             places.push((running, None, None, 0));
         } else {
             out[running].answered += places.len() as u64;
         }
-        let elapsed = elapsed + if places.is_empty() { 0 } else { owed.take() };
+        if !places.is_empty() {
+            elapsed += std::mem::take(&mut owed);
+        }
         let share = elapsed / places.len().max(1) as u64;
         for (module, cell, what, stack) in places {
             let cell = cell.unwrap_or_else(|| cells[module].read());

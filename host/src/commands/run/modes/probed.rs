@@ -81,13 +81,7 @@ impl<P: Probing> Probed<P> {
                 .allocs
                 .then(|| std::sync::Arc::new(settings.allocators.plan())),
             injections: job.injections.plan.clone().map(std::sync::Arc::new),
-            capture: settings
-                .interpreter
-                .as_ref()
-                .map(|interpreter| wprof_agent::StateCapture {
-                    function: interpreter.eval,
-                    param: crate::languages::STATE_PARAM,
-                }),
+            capture: settings.interpreter.as_ref().map(|i| i.state_capture()),
         }
     }
 

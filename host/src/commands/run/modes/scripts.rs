@@ -26,12 +26,17 @@ pub(super) fn find_interpreter(job: &mut Job) {
             }
             job.settings.interpreter = Some(interpreter)
         }
-        Some(Err(why)) => warn(format_args!(
-            "{} is {why}: its scripts' frames cannot be read, the interpreter's own are shown",
-            job.shown
-        )),
+        Some(Err(why)) => unreadable(&job.shown, &why),
         None => {}
     }
+}
+
+/// Says that the interpreter `shown` is one whose structures cannot be read (`why`): its
+/// own frames are shown.
+pub(in crate::commands::run) fn unreadable(shown: &str, why: &str) {
+    warn(format_args!(
+        "{shown} is {why}: its scripts' frames cannot be read, the interpreter's own are shown"
+    ));
 }
 
 /// Line `line` (from 1) of the script the program knows as `file`, read from where the
