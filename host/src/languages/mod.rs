@@ -147,7 +147,7 @@ impl Interpreter {
     }
 
     /// What stack mode's module keeps at each entry of the eval loop: its state argument
-    /// (sample and adaptive mode's probes keep [`STATE_PARAM`] as well).
+    /// (sample and adaptive mode's probes keep it too, see [`Interpreter::state_capture`]).
     pub fn captures(&self) -> Vec<Capture> {
         vec![Capture {
             function: self.eval,

@@ -185,12 +185,12 @@ pub fn sample(
         let late = asking.is_some() && !stopping && owed < LATE_TICK_PATIENCE_PS;
         if places.is_empty() && late {
             owed += elapsed;
-        } else if places.is_empty() {
-            places.push((running, None, None, 0));
         } else {
-            out[running].answered += places.len() as u64;
-        }
-        if !places.is_empty() {
+            if places.is_empty() {
+                places.push((running, None, None, 0));
+            } else {
+                out[running].answered += places.len() as u64;
+            }
             elapsed += std::mem::take(&mut owed);
         }
         let share = elapsed / places.len().max(1) as u64;
