@@ -439,3 +439,94 @@ fn a_capture_stores_its_parameter_in_a_page_of_its_own_at_each_entry() {
         .iter()
         .any(|(n, _)| n == CAPTURE_MEMORY));
 }
+
+#[test]
+fn a_polling_module_polls_at_each_entry_and_before_each_way_out() {
+    let wasm = wat::parse_str(
+        r#"(module
+            (table 1 funcref)
+            (func $leaf (param i32) (result i32)
+                (block $inner
+                    (br_if $inner (local.get 0))
+                    (drop (br_if 1 (i32.const 7) (local.get 0))))
+                (if (local.get 0) (then (return (i32.const 1))))
+                (i32.const 2))
+            (func $tail (result i32) (return_call $leaf (i32.const 3))))"#,
+    )
+    .unwrap();
+    let counted = count_entries_polling(&wasm, &[], true).unwrap();
+    let (exports, _) = read(&counted.bytes);
+    // The capture memory (the module has none) holds the cell; the table after the
+    // module's one.
+    assert!(
+        exports.contains(&(CAPTURE_MEMORY.to_string(), 0)),
+        "{exports:?}"
+    );
+    assert!(
+        exports.contains(&(polls::POLL_TABLE.to_string(), 1)),
+        "{exports:?}"
+    );
+    let poll = |element: u32| {
+        [
+            "I32Const { value: 0 }".to_string(),
+            format!(
+                "I32Load {{ memarg: MemArg {{ align: 2, max_align: 2, offset: {}, memory: 0 }} }}",
+                polls::POLL_OFFSET
+            ),
+            "If { blockty: Empty }".to_string(),
+            format!("I32Const {{ value: {element} }}"),
+            "CallIndirect { type_index: 2, table_index: 1 }".to_string(),
+            "End".to_string(),
+        ]
+    };
+    let ops = operators(&counted.bytes);
+    // How many polls each body has, and what each one precedes.
+    let polled = |body: &[String]| -> Vec<(u32, String)> {
+        (0..body.len())
+            .filter_map(|i| {
+                [polls::AT_ENTRY, polls::INSIDE]
+                    .into_iter()
+                    .find(|&e| body.get(i..i + 6) == Some(&poll(e)[..]))
+                    .map(|e| (e, body.get(i + 6).cloned().unwrap_or_default()))
+            })
+            .collect()
+    };
+    let entry = polls::AT_ENTRY;
+    let inside = polls::INSIDE;
+    assert_eq!(
+        polled(&ops[0]),
+        [
+            (entry, "Block { blockty: Empty }".to_string()),
+            // `br_if 1` leaves the function; `br_if $inner` does not.
+            (inside, "BrIf { relative_depth: 1 }".to_string()),
+            (inside, "Return".to_string()),
+            (inside, "End".to_string()),
+        ],
+        "{:#?}",
+        ops[0]
+    );
+    assert_eq!(
+        polled(&ops[1]),
+        [
+            (entry, "I32Const { value: 3 }".to_string()),
+            (inside, "ReturnCall { function_index: 0 }".to_string()),
+            (inside, "End".to_string()),
+        ]
+    );
+    // Offsets map back: the original `return` of $leaf.
+    let find = |bodies: &[Vec<(String, usize)>], op: &str| {
+        bodies[0].iter().find(|(name, _)| name == op).unwrap().1
+    };
+    assert_eq!(
+        counted
+            .offsets
+            .original_offset(find(&bodies(&counted.bytes), "Return")),
+        Some(find(&bodies(&wasm), "Return"))
+    );
+    // Without polls, neither the table nor the page.
+    let plain = count_entries_polling(&wasm, &[], false).unwrap();
+    let (exports, _) = read(&plain.bytes);
+    assert!(!exports
+        .iter()
+        .any(|(n, _)| n == polls::POLL_TABLE || n == CAPTURE_MEMORY));
+}
