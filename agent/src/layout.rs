@@ -144,7 +144,6 @@ impl<'a> ModuleLayout<'a> {
                             TypeRef::Memory(_) => layout.memories += 1,
                             TypeRef::Table(_) => layout.tables += 1,
                             TypeRef::Tag(_) => layout.tags += 1,
-                            _ => {}
                         }
                     }
                 }
