@@ -53,6 +53,7 @@
 pub mod frames;
 mod handler;
 pub mod language;
+pub mod polls;
 mod records;
 mod timer;
 
@@ -100,7 +101,8 @@ pub struct Session {
 /// record, and its pauses and resumptions do nothing.
 #[derive(Clone, Copy)]
 pub struct Target {
-    timer: timer::ThreadTimer,
+    /// `None` for a polling session (see [`polls`]).
+    timer: Option<timer::ThreadTimer>,
     record: &'static Record,
     generation: u64,
 }
@@ -141,7 +143,7 @@ impl Session {
         period: Duration,
     ) -> Option<Session> {
         // SAFETY: as promised by the caller.
-        unsafe { Self::begin_on(cell, more, period, 0..0) }
+        unsafe { Self::begin_on(cell, more, period, 0..0, false) }
     }
 
     /// A session whose every tick also records the thread's call stack, walked through its
@@ -152,29 +154,48 @@ impl Session {
         static NO_CELL: AtomicU32 = AtomicU32::new(0);
         let stack = crate::run::interrupt::frames::stack_of_this_thread()?;
         // SAFETY: a static cell is valid for ever.
-        unsafe { Self::begin_on(NO_CELL.as_ptr(), &[], period, stack) }
+        unsafe { Self::begin_on(NO_CELL.as_ptr(), &[], period, stack, false) }
+    }
+
+    /// [`Session::begin_walking`] without a timer: the ticks come from the program's polls,
+    /// once a cell is published (see [`polls`]).
+    pub fn begin_polling(period: Duration) -> Option<Session> {
+        static NO_CELL: AtomicU32 = AtomicU32::new(0);
+        let stack = crate::run::interrupt::frames::stack_of_this_thread()?;
+        // SAFETY: a static cell is valid for ever.
+        unsafe { Self::begin_on(NO_CELL.as_ptr(), &[], period, stack, true) }
     }
 
     /// # Safety
     ///
     /// As for [`Session::begin_with`]. `walk`: the thread's stack, empty when ticks do not
-    /// walk.
+    /// walk. `polled`: no timer, the program polls (see [`polls`]).
     unsafe fn begin_on(
         cell: *const u32,
         more: &[*const u32],
         period: Duration,
         walk: std::ops::Range<usize>,
+        polled: bool,
     ) -> Option<Session> {
-        if !MINE.get().is_null() || !handler::install() {
+        if !MINE.get().is_null() || (!polled && !handler::install()) || period.is_zero() {
             return None;
         }
         let (record, generation) = Record::claim()?;
-        let Some(timer) = timer::ThreadTimer::create(period, handler::cookie(record)) else {
-            record.release();
-            return None;
+        let timer = match polled {
+            true => None,
+            false => match timer::ThreadTimer::create(period, handler::cookie(record)) {
+                Some(timer) => Some(timer),
+                None => {
+                    record.release();
+                    return None;
+                }
+            },
         };
         // Everything the handler reads is in place before the first tick can come.
-        record.timer.store(timer.id(), Ordering::Relaxed);
+        record
+            .timer
+            .store(timer.map_or(0, |t| t.id()), Ordering::Relaxed);
+        record.polled.store(polled, Ordering::Relaxed);
         record
             .period_ns
             .store(period.as_nanos() as u64, Ordering::Relaxed);
@@ -197,7 +218,10 @@ impl Session {
             _on_this_thread: PhantomData,
         };
         // Dropping the session undoes all of the above if the timer cannot be armed.
-        session.target.timer.set(Some(period)).then_some(session)
+        match timer {
+            Some(timer) => timer.set(Some(period)).then_some(session),
+            None => Some(session),
+        }
     }
 
     /// The handle the sampler thread uses.
@@ -257,7 +281,9 @@ impl Drop for Session {
         // No target acts on the timer once this returns.
         record.end();
         record.rearm.store(false, Ordering::Release);
-        self.target.timer.delete();
+        if let Some(timer) = self.target.timer {
+            timer.delete();
+        }
         record.release();
     }
 }
@@ -340,7 +366,9 @@ impl Target {
         };
         self.record.rearm.store(false, Ordering::Release);
         // A handler running now may still arm one more tick, whose handler then stops.
-        self.timer.set(None);
+        if let Some(timer) = self.timer {
+            timer.set(None);
+        }
     }
 
     /// Makes `period` the mean time to the next ticks (the handler draws each from it).
@@ -364,7 +392,9 @@ impl Target {
         self.record.due_ns.store(0, Ordering::Relaxed);
         self.record.last_read_ns.store(0, Ordering::Relaxed);
         let period = Duration::from_nanos(self.record.period_ns.load(Ordering::Relaxed));
-        self.timer.set(Some(period));
+        if let Some(timer) = self.timer {
+            timer.set(Some(period));
+        }
     }
 }
 
