@@ -75,8 +75,6 @@ pub(crate) struct ModuleLayout<'a> {
     pub globals: u32,
     /// Memories, imported and defined.
     pub memories: u32,
-    /// Tables, imported and defined.
-    pub tables: u32,
     /// Exception tags, imported and defined (none: nothing in the module can throw).
     pub tags: u32,
     /// Function names from the name section, by original index.
@@ -100,7 +98,6 @@ impl<'a> ModuleLayout<'a> {
             defined_funcs: Vec::new(),
             globals: 0,
             memories: 0,
-            tables: 0,
             tags: 0,
             names: HashMap::new(),
             other_names: HashMap::new(),
@@ -142,8 +139,8 @@ impl<'a> ModuleLayout<'a> {
                             }
                             TypeRef::Global(_) => layout.globals += 1,
                             TypeRef::Memory(_) => layout.memories += 1,
-                            TypeRef::Table(_) => layout.tables += 1,
                             TypeRef::Tag(_) => layout.tags += 1,
+                            _ => {}
                         }
                     }
                 }
@@ -161,7 +158,6 @@ impl<'a> ModuleLayout<'a> {
                     layout.globals += reader.count();
                 }
                 Payload::MemorySection(reader) => layout.memories += reader.count(),
-                Payload::TableSection(reader) => layout.tables += reader.count(),
                 Payload::TagSection(reader) => layout.tags += reader.count(),
                 Payload::ExportSection(reader) => {
                     for export in reader {

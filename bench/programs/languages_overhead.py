@@ -9,9 +9,7 @@ stack), interleaved, each run once first to warm the cache; prints the medians, 
 ratios to `WPROF=0`, and in brackets the median of each round's ratio to that round's
 `WPROF=0` (steadier where the machine's speed drifts). `--mode sample` (or `adaptive`)
 measures that mode instead of the default. `--periods 50,1000` adds the default mode with
-its ticks that many microseconds apart (what more or fewer ticks cost). `--polls` adds the
-default mode with `--polls` (ticks the program polls for instead of a timer's interrupts),
-and the same with its ticks a second apart (what the polls themselves cost).
+its ticks that many microseconds apart (what more or fewer ticks cost).
 
     python3 bench/programs/languages_overhead.py --runs 9 --wprof target/release/wprof
 """
@@ -27,9 +25,6 @@ def main():
         default="",
         help="comma-separated sample periods in microseconds to run the default mode at too",
     )
-    ap.add_argument(
-        "--polls", action="store_true", help="run the default mode with --polls too"
-    )
     args = ap.parse_args()
     args.programs = args.programs or ["lua", "lua_eh"]
     for name, _, dirs, tail, env in programs(args):
@@ -41,12 +36,6 @@ def main():
             "no ticks": (base + tail, dict(env, WPROF_SAMPLE_PERIOD_US="1000000")),
             "--native": (base + ["--native"] + tail, env),
         }
-        if args.polls:
-            runs["--polls"] = (base + tail, dict(env, WPROF_POLLS="1"))
-            runs["--polls, no ticks"] = (
-                base + tail,
-                dict(env, WPROF_POLLS="1", WPROF_SAMPLE_PERIOD_US="1000000"),
-            )
         for period in filter(None, args.periods.split(",")):
             runs[f"every {period} us"] = (base + tail, dict(env, WPROF_SAMPLE_PERIOD_US=period))
         times = rounds(name, runs, args)

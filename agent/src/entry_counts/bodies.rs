@@ -6,7 +6,6 @@ use wasmparser::{BinaryReader, FunctionBody};
 
 use super::edges;
 use super::offsets::Added;
-use super::polls::{self, PollIndices};
 use super::Capture;
 use crate::layout::ModuleLayout;
 use crate::AgentError;
@@ -15,15 +14,13 @@ use crate::AgentError;
 /// captures, their stores into the capture memory, `captures`' first; in a function a
 /// table may reach, its look for an indirect caller), then its code as it was, with each
 /// call site's count (see [`super::edges`]) and, in a Go function, the increment taken back
-/// before it calls `runtime.morestack`, after which it starts over; with `polls`, a poll
-/// last at its entry and one before each way out of it (see [`polls`]); and where the
-/// added instructions are in it.
+/// before it calls `runtime.morestack`, after which it starts over; and where the added
+/// instructions are in it.
 pub(super) fn code(
     layout: &ModuleLayout<'_>,
     plan: &edges::EdgePlan,
     edge_indices: edges::EdgeIndices,
     captures: Option<(u32, &[Capture])>,
-    polls: Option<PollIndices>,
 ) -> Result<(Vec<u8>, Vec<Added>), AgentError> {
     let first_global = layout.globals;
     let bodies = &layout.defined_funcs;
@@ -104,9 +101,6 @@ pub(super) fn code(
             }
         }
         entry.extend(edge_indices.look(id, plan.looks[d], resumable));
-        if let Some(polls) = polls {
-            entry.extend(polls.poll(polls::AT_ENTRY));
-        }
         // Even when empty: every body's first place anchors the map of its offsets.
         insertions.push((code_start, entry));
         if let Some(call) = restart {
@@ -139,13 +133,7 @@ pub(super) fn code(
                 }
             }
         }
-        if let Some(polls) = polls {
-            for at in polls::ways_out(&reader)? {
-                insertions.push((at, polls.poll(polls::INSIDE).to_vec()));
-            }
-        }
-        // In order; at one offset, in the order pushed (the take-back before the count, a
-        // call's count before the poll before a tail call).
+        // In order; at one offset, in the order pushed (the take-back before the count).
         insertions.sort_by_key(|(at, _)| *at);
         body.clear();
         let mut copied = base;

@@ -30,7 +30,6 @@ use crate::AgentError;
 mod bodies;
 mod edges;
 mod offsets;
-pub mod polls;
 mod sections;
 
 pub use edges::{EdgeCounts, EdgeTable, EDGES_MEMORY, FUNCTIONS_PREFIX};
@@ -41,7 +40,7 @@ pub const EXPORT_PREFIX: &str = "wprof:calls:";
 
 /// Version of what [`count_entries`] writes: part of the key its compiled code is cached
 /// under.
-pub const VERSION: u32 = 8;
+pub const VERSION: u32 = 7;
 
 /// A module with entry counters, and where its code came from.
 #[derive(Debug)]
@@ -73,8 +72,7 @@ pub struct Capture {
     pub slot: u32,
 }
 
-/// Slots of [`CAPTURE_MEMORY`] (its one page, 4 bytes each); the last is a polling
-/// module's poll cell (see [`polls`]), never a capture's.
+/// Slots of [`CAPTURE_MEMORY`] (its one page, 4 bytes each).
 pub const CAPTURE_SLOTS: u32 = 16384;
 
 /// `module` with an entry counter in every defined function (see the module docs).
@@ -82,29 +80,19 @@ pub fn count_entries(module: &[u8]) -> Result<CountedModule, AgentError> {
     count_entries_capturing(module, &[])
 }
 
-/// [`count_entries_polling`] without polls.
+/// `module` with an entry counter in every defined function and the `captures` that fit it
+/// (a defined function, an `i32` parameter, a slot in the page); with none that fit, the
+/// module adds no memory.
 pub fn count_entries_capturing(
     module: &[u8],
     captures: &[Capture],
-) -> Result<CountedModule, AgentError> {
-    count_entries_polling(module, captures, false)
-}
-
-/// `module` with an entry counter in every defined function, the `captures` that fit it (a
-/// defined function, an `i32` parameter, a slot in the page but the last) and, if `polls`,
-/// a poll at each function's entry and ways out (see [`polls`]); with neither captures that
-/// fit nor polls, the module adds no capture memory.
-pub fn count_entries_polling(
-    module: &[u8],
-    captures: &[Capture],
-    polls: bool,
 ) -> Result<CountedModule, AgentError> {
     let layout = ModuleLayout::parse(module)?;
     let captured: Vec<Capture> = captures
         .iter()
         .copied()
         .filter(|c| {
-            c.slot < CAPTURE_SLOTS - 1
+            c.slot < CAPTURE_SLOTS
                 && c.function
                     .checked_sub(layout.imported_funcs.len() as u32)
                     .and_then(|d| layout.defined_funcs.get(d as usize))
@@ -120,7 +108,7 @@ pub fn count_entries_polling(
     let first_global = layout.globals;
     // The capture memory's index: after every memory of the module's; the edges' memory
     // after it.
-    let capture_memory = (polls || !captured.is_empty()).then_some(layout.memories);
+    let capture_memory = (!captured.is_empty()).then_some(layout.memories);
     let counters = plan.counted.iter().filter(|&&c| c).count() as u32;
     let edge_indices = edges::EdgeIndices {
         memory: layout.memories + u32::from(capture_memory.is_some()),
@@ -128,22 +116,12 @@ pub fn count_entries_polling(
         arc: imports + defined,
         restart: (layout.go && plan.counts_indirect()).then_some(first_global + counters + 1),
     };
-    // The polls' type after every type of the module's and `arc`'s; their table after
-    // every table of the module's.
-    let polls = capture_memory
-        .filter(|_| polls)
-        .map(|memory| polls::PollIndices {
-            memory,
-            table: layout.tables,
-            type_index: layout.types.len() as u32 + u32::from(plan.has_arc()),
-        });
     let added = sections::Additions {
         layout: &layout,
         plan: &plan,
         edges: edge_indices,
         capture_memory,
         captured: &captured,
-        polls,
     };
     let (bytes, offsets) = sections::write(module, &added)?;
     Ok(CountedModule {

@@ -8,7 +8,6 @@ use wasmparser::BinaryReader;
 
 use super::edges;
 use super::offsets::{Added, CounterOffsets};
-use super::polls::{self, PollIndices, POLL_TABLE};
 use super::{Capture, CAPTURE_MEMORY, EDGES_MEMORY, EXPORT_PREFIX, FUNCTIONS_PREFIX};
 use crate::layout::ModuleLayout;
 use crate::AgentError;
@@ -18,7 +17,6 @@ use crate::AgentError;
 pub(super) const ORDER: [u8; 13] = [1, 2, 3, 4, 5, 13, 6, 7, 8, 9, 12, 10, 11];
 const TYPE: u8 = 1;
 const FUNCTION: u8 = 3;
-const TABLE: u8 = 4;
 const MEMORY: u8 = 5;
 const GLOBAL: u8 = 6;
 const EXPORT: u8 = 7;
@@ -113,8 +111,6 @@ pub(super) struct Additions<'a> {
     pub(super) edges: edges::EdgeIndices,
     pub(super) capture_memory: Option<u32>,
     pub(super) captured: &'a [Capture],
-    /// Where the polls' cell and table are, in a polling module.
-    pub(super) polls: Option<PollIndices>,
 }
 
 impl Additions<'_> {
@@ -134,19 +130,8 @@ impl Additions<'_> {
         let layout = self.layout;
         let arc = self.plan.has_arc();
         let contents = match id {
-            TYPE if arc || self.polls.is_some() => {
-                let added = u32::from(arc) + u32::from(self.polls.is_some());
-                extended(original, offset, added, |out| {
-                    if arc {
-                        out.extend_from_slice(&edges::ARC_TYPE);
-                    }
-                    if self.polls.is_some() {
-                        out.extend_from_slice(&polls::POLL_TYPE);
-                    }
-                })?
-            }
-            TABLE if self.polls.is_some() => extended(original, offset, 1, |out| {
-                out.extend_from_slice(&polls::POLL_TABLE_TYPE)
+            TYPE if arc => extended(original, offset, 1, |out| {
+                out.extend_from_slice(&edges::ARC_TYPE)
             })?,
             FUNCTION if arc => extended(original, offset, 1, |out| {
                 (layout.types.len() as u32).encode(out)
@@ -196,8 +181,7 @@ impl Additions<'_> {
     fn code(&self, places: &mut Vec<Added>) -> Result<(Vec<u8>, usize, usize), AgentError> {
         let at = places.len();
         let captures = self.capture_memory.map(|memory| (memory, self.captured));
-        let (contents, made) =
-            super::bodies::code(self.layout, self.plan, self.edges, captures, self.polls)?;
+        let (contents, made) = super::bodies::code(self.layout, self.plan, self.edges, captures)?;
         places.extend(made);
         if self.plan.has_arc() {
             // The count, one more, then the bodies as they are and `arc`'s.
@@ -278,8 +262,7 @@ fn globals(
 
 /// The export section with each counter exported under its function's id (the counters
 /// are the globals from the module's own on, in the order of their functions), the capture
-/// memory, if any, under [`CAPTURE_MEMORY`], the polls' table, if any, under
-/// [`POLL_TABLE`], and the edges' memory under [`EDGES_MEMORY`]
+/// memory, if any, under [`CAPTURE_MEMORY`], and the edges' memory under [`EDGES_MEMORY`]
 /// and under [`FUNCTIONS_PREFIX`] with the number of the module's functions.
 fn exports(original: &[u8], offset: usize, added: &Additions<'_>) -> Result<Vec<u8>, AgentError> {
     let layout = added.layout;
@@ -290,7 +273,7 @@ fn exports(original: &[u8], offset: usize, added: &Additions<'_>) -> Result<Vec<
             let export = export?;
             if export.name.starts_with(EXPORT_PREFIX)
                 || export.name.starts_with(FUNCTIONS_PREFIX)
-                || [CAPTURE_MEMORY, EDGES_MEMORY, POLL_TABLE].contains(&export.name)
+                || [CAPTURE_MEMORY, EDGES_MEMORY].contains(&export.name)
             {
                 return Err(AgentError::Unsupported {
                     what: format!("a module exporting `{}`, a name wprof uses", export.name),
@@ -299,10 +282,7 @@ fn exports(original: &[u8], offset: usize, added: &Additions<'_>) -> Result<Vec<
             }
         }
     }
-    let count = added.counters()
-        + u32::from(added.capture_memory.is_some())
-        + u32::from(added.polls.is_some())
-        + 2;
+    let count = added.counters() + u32::from(added.capture_memory.is_some()) + 2;
     extended(original, offset, count, |out| {
         let counted = (0u32..).zip(&added.plan.counted).filter(|(_, &c)| c);
         for (global, (d, _)) in (layout.globals..).zip(counted) {
@@ -318,12 +298,6 @@ fn exports(original: &[u8], offset: usize, added: &Additions<'_>) -> Result<Vec<
             // A memory, its index.
             out.push(0x02);
             memory.encode(out);
-        }
-        if let Some(polls) = added.polls {
-            POLL_TABLE.encode(out);
-            // A table, its index.
-            out.push(0x01);
-            polls.table.encode(out);
         }
         let functions = imports + layout.defined_funcs.len() as u32;
         for name in [

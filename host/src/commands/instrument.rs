@@ -174,7 +174,7 @@ impl InstrumentCommand {
         crate::prepare::loader::validate(loaded, path, engine)?;
         let progress = crate::progress::Progress::on_terminal(self.quiet);
         progress.step("compiling", None);
-        let compiled = crate::prepare::counted::compile_counted(engine, loaded, path, false, cache)
+        let compiled = crate::prepare::counted::compile_counted(engine, loaded, path, cache)
             .map(|(compiled, _)| compiled);
         progress.finish();
         let compiled = compiled.map_err(|e| {

@@ -24,17 +24,15 @@ use crate::profile::FunctionInfo;
 pub const MODE: &str = "stack";
 
 /// The key of the counted module's compiled code: the original's digest, the version of
-/// what the counters write, whether it polls (see [`entry_counts::polls`]), and the
-/// captures made (which depend on whether this wprof
+/// what the counters write, and the captures made (which depend on whether this wprof
 /// reads the frames of the interpreter the module is: a module counted without them must
 /// not stand in for one counted with them).
-pub fn digest(loaded: &LoadedModule, polls: bool) -> [u8; 32] {
+pub fn digest(loaded: &LoadedModule) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(b"wprof entry counts\0");
     h.update(&entry_counts::VERSION.to_le_bytes());
     wprof_agent::key_agent(&mut h);
     h.update(&loaded.digest);
-    h.update(&[u8::from(polls)]);
     for c in captures(loaded) {
         for word in [c.function, c.param, c.slot] {
             h.update(&word.to_le_bytes());
@@ -44,10 +42,10 @@ pub fn digest(loaded: &LoadedModule, polls: bool) -> [u8; 32] {
 }
 
 /// The key of the counted module's manifest.
-pub fn manifest_key(loaded: &LoadedModule, polls: bool) -> [u8; 32] {
+pub fn manifest_key(loaded: &LoadedModule) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(b"wprof entry counts manifest\0");
-    h.update(&digest(loaded, polls));
+    h.update(&digest(loaded));
     *h.finalize().as_bytes()
 }
 
@@ -70,11 +68,10 @@ pub fn compile(
     engine: &Engine,
     loaded: &LoadedModule,
     path: &Path,
-    polls: bool,
     cache: &mut CacheSession,
     compile_original: impl FnOnce(&mut CacheSession) -> Result<Module, crate::exit::Failure>,
 ) -> Result<CountedCode, crate::exit::Failure> {
-    let compiled = compile_counted(engine, loaded, path, polls, cache);
+    let compiled = compile_counted(engine, loaded, path, cache);
     match compiled {
         Ok((compiled, counters)) => Ok(CountedCode {
             module: compiled.module,
@@ -109,7 +106,6 @@ pub fn compile_counted(
     engine: &Engine,
     loaded: &LoadedModule,
     path: &Path,
-    polls: bool,
     cache: &mut CacheSession,
 ) -> anyhow::Result<(crate::prepare::compile::Compiled, Option<CounterOffsets>)> {
     let mut made: Option<CountedModule> = None;
@@ -117,10 +113,10 @@ pub fn compile_counted(
     let compiled = crate::prepare::compile::compile_bytes(
         engine,
         move || {
-            let counted = count(loaded, polls)?;
+            let counted = count(loaded)?;
             Ok(slot.insert(counted).bytes.as_slice())
         },
-        &digest(loaded, polls),
+        &digest(loaded),
         cache,
         None,
     )?;
@@ -139,8 +135,8 @@ pub fn compile_counted(
         let path = path.to_path_buf();
         cache.store_in_background(
             "a counted module and its manifest",
-            move |c| match manifest_of(&loaded, &counted, &path, polls) {
-                Some(manifest) => record(c, &loaded, &counted, &manifest, polls),
+            move |c| match manifest_of(&loaded, &counted, &path) {
+                Some(manifest) => record(c, &loaded, &counted, &manifest),
                 None => Ok(()),
             },
         );
@@ -156,7 +152,6 @@ fn record(
     loaded: &LoadedModule,
     counted: &CountedModule,
     manifest: &Manifest,
-    polls: bool,
 ) -> Result<(), CacheError> {
     let encoded = |what: &str, value: std::io::Result<Vec<u8>>| {
         value.map_err(|source| CacheError::Io {
@@ -177,7 +172,7 @@ fn record(
         blake3::hash(&counted.bytes).as_bytes(),
         &value,
     )?;
-    let key = manifest_key(loaded, polls);
+    let key = manifest_key(loaded);
     cache.put(
         Kind::Manifest,
         &key,
@@ -187,12 +182,7 @@ fn record(
 }
 
 /// The manifest of `counted`, made from `loaded`; `None` if a module cannot be read.
-fn manifest_of(
-    loaded: &LoadedModule,
-    counted: &CountedModule,
-    path: &Path,
-    polls: bool,
-) -> Option<Manifest> {
+fn manifest_of(loaded: &LoadedModule, counted: &CountedModule, path: &Path) -> Option<Manifest> {
     let functions = summaries(&loaded.bytes)?;
     let mut counted_bodies = body_ranges(&counted.bytes)?.into_iter();
     let range = |r: std::ops::Range<usize>| {
@@ -236,7 +226,7 @@ fn manifest_of(
             .to_string(),
         functions,
         probe_code: None,
-        compiled_digest: Some(hex(&digest(loaded, polls))),
+        compiled_digest: Some(hex(&digest(loaded))),
         counter_offsets: Some(counted.offsets.encode()),
     })
 }
@@ -277,8 +267,8 @@ pub fn functions(bytes: &[u8]) -> Vec<FunctionInfo> {
 
 /// What the cache recorded of `loaded`'s counted module (a use of its manifest): its
 /// functions, and where its counters are; `None` if it has no manifest of it.
-pub fn recorded(cache: &mut CacheSession, loaded: &LoadedModule, polls: bool) -> Option<Recorded> {
-    let stored = cache.get(Kind::Manifest, &manifest_key(loaded, polls))?;
+pub fn recorded(cache: &mut CacheSession, loaded: &LoadedModule) -> Option<Recorded> {
+    let stored = cache.get(Kind::Manifest, &manifest_key(loaded))?;
     let manifest = Manifest::decode(&stored)?;
     if manifest.module_digest != loaded.digest_hex() || manifest.mode != MODE {
         return None;
@@ -294,23 +284,22 @@ pub fn recorded_or_made(
     cache: &mut CacheSession,
     loaded: &LoadedModule,
     path: &Path,
-    polls: bool,
 ) -> Option<Recorded> {
     if !cache.is_enabled() {
         return None;
     }
-    if let Some(recorded) = recorded(cache, loaded, polls) {
+    if let Some(recorded) = recorded(cache, loaded) {
         return Some(recorded);
     }
-    let counted = count(loaded, polls).ok()?;
-    let manifest = manifest_of(loaded, &counted, path, polls)?;
+    let counted = count(loaded).ok()?;
+    let manifest = manifest_of(loaded, &counted, path)?;
     let made = Recorded::of(manifest.clone());
     let loaded = LoadedModule {
         bytes: loaded.bytes.clone(),
         digest: loaded.digest,
     };
     cache.store_in_background("a counted module's manifest", move |c| {
-        record(c, &loaded, &counted, &manifest, polls)
+        record(c, &loaded, &counted, &manifest)
     });
     made
 }
@@ -335,14 +324,14 @@ impl Recorded {
 
 /// The counted module again (it is deterministic), to tell its offsets in the original's
 /// terms; `None` if it cannot be made.
-pub fn offsets_of(loaded: &LoadedModule, polls: bool) -> Option<CounterOffsets> {
-    count(loaded, polls).ok().map(|c| c.offsets)
+pub fn offsets_of(loaded: &LoadedModule) -> Option<CounterOffsets> {
+    count(loaded).ok().map(|c| c.offsets)
 }
 
 /// The counted module of `loaded`: its entry counters, and in an interpreter the capture
 /// of its eval loop's state (see [`crate::languages`]). Deterministic, as the cache needs.
-fn count(loaded: &LoadedModule, polls: bool) -> Result<CountedModule, wprof_agent::AgentError> {
-    entry_counts::count_entries_polling(&loaded.bytes, &captures(loaded), polls)
+fn count(loaded: &LoadedModule) -> Result<CountedModule, wprof_agent::AgentError> {
+    entry_counts::count_entries_capturing(&loaded.bytes, &captures(loaded))
 }
 
 /// The captures `loaded`'s counted module makes: its eval loop's state, in an interpreter

@@ -106,11 +106,6 @@ pub const VARIABLES: &[Variable] = &[
                   default {period_us})",
     },
     Variable {
-        name: "WPROF_POLLS",
-        meaning: "1|0: like --polls (stack mode samples where the program polls for it,\n\
-                  not by interrupting it)",
-    },
-    Variable {
         name: "WPROF_ADAPTIVE_CALLS",
         meaning: "adaptive mode's timed activations per step of a walk (like\n\
                   --adaptive-calls; default 1000)",

@@ -189,9 +189,6 @@ pub struct RunSettings {
     pub trace: Option<TraceSettings>,
     /// `--native`: an interpreter's native frames shown, not its script's.
     pub native: bool,
-    /// `--polls`: stack mode samples where the program polls for it, not by interrupting
-    /// it (see [`crate::run::stacks::polls`]).
-    pub polls: bool,
     /// The interpreter the module is, whose language's frames stack mode reads at each tick
     /// (found by stack mode's preparation; see [`crate::languages`]).
     pub interpreter: Option<std::sync::Arc<crate::languages::Interpreter>>,

@@ -76,7 +76,6 @@ fn settings(path: &Path, mode: ProbeMode) -> RunSettings {
         serve: None,
         trace: None,
         native: false,
-        polls: false,
         interpreter: None,
         entry: Default::default(),
     }

@@ -47,16 +47,6 @@ pub struct RunCommand {
     #[arg(long)]
     native: bool,
 
-    /// Stack mode: take each sample where the program asks for it instead of interrupting
-    /// it with a timer. The module reads a cell at each function's entry and before each
-    /// of its returns, a thread on another core sets the cell when a sample is due, and
-    /// the function that finds it set calls wprof, which walks the stack from there: no
-    /// interrupt on the program's core, which costs tens of µs a tick on some virtual
-    /// machines. Each function's time and stacks are sampled as with the timer; the time
-    /// within a function is not placed on its lines. Experimental.
-    #[arg(long, env = "WPROF_POLLS", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    polls: bool,
-
     /// Instrument without reading or writing the cache.
     #[arg(long)]
     no_cache: bool,
@@ -180,7 +170,6 @@ impl RunCommand {
             incremental: resolved.incremental.value,
             quiet: self.quiet,
             native: self.native,
-            polls: self.polls,
             subtract_overhead: !self.keep_overhead,
             call_sites: resolved.call_sites.value,
             coverage: resolved.coverage.value,

@@ -323,20 +323,14 @@ impl Wrapper {
         let entered =
             (self.measured && self.timed && caller.data().log.is_some()).then(|| meter.now_ps());
         let function = self.route.to(self.k, &mut caller);
-        // A polling program's tick due before the call is the caller's, one due during it
-        // the import's (see `crate::run::interrupt::polls`).
-        crate::run::interrupt::polls::before_import();
         if !self.measured {
             // SAFETY: `function` has the import's type, which `args` is laid out for.
-            let result = unsafe { function.call_unchecked(&mut caller, args) };
-            crate::run::interrupt::polls::after_import();
-            return result;
+            return unsafe { function.call_unchecked(&mut caller, args) };
         }
         let out = self.bytes_at.map(|i| args[i].get_u32());
         let started = self.timed.then(|| meter.start(self.cpu));
         // SAFETY: as above.
         let result = unsafe { function.call_unchecked(&mut caller, args) };
-        crate::run::interrupt::polls::after_import();
         let bytes = out.map(|at| match result {
             // errno 0: the count was written.
             Ok(()) if args[0].get_i32() == 0 => self.read_u32(&caller, at),

@@ -77,9 +77,8 @@ fn foreign(record: &Record) {
     }
 }
 
-/// Records a tick on the interrupted thread, taken at `now` on the monotonic clock (or on
-/// a polling thread, at the poll: see [`super::polls`]).
-pub(super) fn tick(record: &Record, registers: Registers, now: u64) {
+/// Records a tick on the interrupted thread, taken at `now` on the monotonic clock.
+fn tick(record: &Record, registers: Registers, now: u64) {
     let cell = record.cell.load(Ordering::Acquire);
     if cell.is_null() {
         return;
@@ -87,14 +86,7 @@ pub(super) fn tick(record: &Record, registers: Registers, now: u64) {
     // Only this handler, on the one target thread, writes the count.
     let tick = record.ticks.load(Ordering::Relaxed) + 1;
     let slot = &record.slots[tick as usize % SLOTS_KEPT];
-    let schedule = match record.polled.load(Ordering::Relaxed) {
-        // The sampler keeps a polling session's schedule (see `super::polls`).
-        true => Schedule {
-            late_ns: now.saturating_sub(record.poll_due_ns.load(Ordering::Acquire)),
-            next_ns: 0,
-        },
-        false => advance(record, now),
-    };
+    let schedule = advance(record, now);
     // SAFETY: non-null only during a session, whose creator promised the cell is valid;
     // the session is dropped on this very thread, never while this handler runs.
     let value = unsafe { AtomicU32::from_ptr(cell).load(Ordering::Relaxed) };
@@ -136,7 +128,7 @@ pub(super) fn tick(record: &Record, registers: Registers, now: u64) {
     }
     slot.tick.store(tick, Ordering::Release);
     record.ticks.store(tick, Ordering::Release);
-    if record.rearm.load(Ordering::Acquire) && !record.polled.load(Ordering::Relaxed) {
+    if record.rearm.load(Ordering::Acquire) {
         // A refusal leaves the timer idle: the sampler then charges by the cell alone.
         let timer = record.timer.load(Ordering::Relaxed);
         let _ = timer::ThreadTimer::arm_at(timer, schedule.next_ns);
@@ -146,7 +138,7 @@ pub(super) fn tick(record: &Record, registers: Registers, now: u64) {
 /// How many periods behind its schedule a tick may be taken and the schedule still be
 /// kept; past it (the thread was paused, or a system call went on for long), the schedule
 /// starts again at the tick.
-pub(super) const CATCH_UP_PERIODS: u64 = 64;
+const CATCH_UP_PERIODS: u64 = 64;
 
 /// Where a tick taken at some time stands in its thread's schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,7 +174,7 @@ fn advance(record: &Record, now: u64) -> Schedule {
 /// The time to the next tick: uniform between half and one and a half periods, so that
 /// ticks never keep step with a program that repeats itself at the period (a strictly
 /// periodic timer sampled one loop's every activation at the same point, or none of them).
-pub(super) fn next_delay(record: &Record) -> u64 {
+fn next_delay(record: &Record) -> u64 {
     let mut x = record.random.load(Ordering::Relaxed);
     x ^= x << 13;
     x ^= x >> 7;

@@ -53,7 +53,6 @@
 pub mod frames;
 mod handler;
 pub mod language;
-pub mod polls;
 mod records;
 mod timer;
 
@@ -101,8 +100,7 @@ pub struct Session {
 /// record, and its pauses and resumptions do nothing.
 #[derive(Clone, Copy)]
 pub struct Target {
-    /// `None` for a polling session (see [`polls`]).
-    timer: Option<timer::ThreadTimer>,
+    timer: timer::ThreadTimer,
     record: &'static Record,
     generation: u64,
 }
@@ -143,7 +141,7 @@ impl Session {
         period: Duration,
     ) -> Option<Session> {
         // SAFETY: as promised by the caller.
-        unsafe { Self::begin_on(cell, more, period, 0..0, false) }
+        unsafe { Self::begin_on(cell, more, period, 0..0) }
     }
 
     /// A session whose every tick also records the thread's call stack, walked through its
@@ -154,48 +152,29 @@ impl Session {
         static NO_CELL: AtomicU32 = AtomicU32::new(0);
         let stack = crate::run::interrupt::frames::stack_of_this_thread()?;
         // SAFETY: a static cell is valid for ever.
-        unsafe { Self::begin_on(NO_CELL.as_ptr(), &[], period, stack, false) }
-    }
-
-    /// [`Session::begin_walking`] without a timer: the ticks come from the program's polls,
-    /// once a cell is published (see [`polls`]).
-    pub fn begin_polling(period: Duration) -> Option<Session> {
-        static NO_CELL: AtomicU32 = AtomicU32::new(0);
-        let stack = crate::run::interrupt::frames::stack_of_this_thread()?;
-        // SAFETY: a static cell is valid for ever.
-        unsafe { Self::begin_on(NO_CELL.as_ptr(), &[], period, stack, true) }
+        unsafe { Self::begin_on(NO_CELL.as_ptr(), &[], period, stack) }
     }
 
     /// # Safety
     ///
     /// As for [`Session::begin_with`]. `walk`: the thread's stack, empty when ticks do not
-    /// walk. `polled`: no timer, the program polls (see [`polls`]).
+    /// walk.
     unsafe fn begin_on(
         cell: *const u32,
         more: &[*const u32],
         period: Duration,
         walk: std::ops::Range<usize>,
-        polled: bool,
     ) -> Option<Session> {
-        if !MINE.get().is_null() || (!polled && !handler::install()) || period.is_zero() {
+        if !MINE.get().is_null() || !handler::install() {
             return None;
         }
         let (record, generation) = Record::claim()?;
-        let timer = match polled {
-            true => None,
-            false => match timer::ThreadTimer::create(period, handler::cookie(record)) {
-                Some(timer) => Some(timer),
-                None => {
-                    record.release();
-                    return None;
-                }
-            },
+        let Some(timer) = timer::ThreadTimer::create(period, handler::cookie(record)) else {
+            record.release();
+            return None;
         };
         // Everything the handler reads is in place before the first tick can come.
-        record
-            .timer
-            .store(timer.map_or(0, |t| t.id()), Ordering::Relaxed);
-        record.polled.store(polled, Ordering::Relaxed);
+        record.timer.store(timer.id(), Ordering::Relaxed);
         record
             .period_ns
             .store(period.as_nanos() as u64, Ordering::Relaxed);
@@ -218,10 +197,7 @@ impl Session {
             _on_this_thread: PhantomData,
         };
         // Dropping the session undoes all of the above if the timer cannot be armed.
-        match timer {
-            Some(timer) => timer.set(Some(period)).then_some(session),
-            None => Some(session),
-        }
+        session.target.timer.set(Some(period)).then_some(session)
     }
 
     /// The handle the sampler thread uses.
@@ -281,9 +257,7 @@ impl Drop for Session {
         // No target acts on the timer once this returns.
         record.end();
         record.rearm.store(false, Ordering::Release);
-        if let Some(timer) = self.target.timer {
-            timer.delete();
-        }
+        self.target.timer.delete();
         record.release();
     }
 }
@@ -366,9 +340,7 @@ impl Target {
         };
         self.record.rearm.store(false, Ordering::Release);
         // A handler running now may still arm one more tick, whose handler then stops.
-        if let Some(timer) = self.timer {
-            timer.set(None);
-        }
+        self.timer.set(None);
     }
 
     /// Makes `period` the mean time to the next ticks (the handler draws each from it).
@@ -392,9 +364,7 @@ impl Target {
         self.record.due_ns.store(0, Ordering::Relaxed);
         self.record.last_read_ns.store(0, Ordering::Relaxed);
         let period = Duration::from_nanos(self.record.period_ns.load(Ordering::Relaxed));
-        if let Some(timer) = self.timer {
-            timer.set(Some(period));
-        }
+        self.timer.set(Some(period));
     }
 }
 

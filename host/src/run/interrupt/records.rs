@@ -45,15 +45,6 @@ pub(super) struct Record {
     pub rearm: AtomicBool,
     /// The session's timer, for the handler to arm.
     pub timer: AtomicUsize,
-    /// The session has no timer: its ticks come from the program's polls (see
-    /// [`super::polls`]).
-    pub polled: AtomicBool,
-    /// The cell the sampler sets when a polling session's tick is due (null: none
-    /// published).
-    pub poll_cell: AtomicPtr<u32>,
-    /// When the last tick the sampler asked a polling session for was due, on the
-    /// monotonic clock in nanoseconds: the time the tick stands for.
-    pub poll_due_ns: AtomicU64,
     /// The mean time between ticks, in nanoseconds.
     pub period_ns: AtomicU64,
     /// The state of the generator of the time to the next tick (xorshift64, never 0 while
@@ -192,8 +183,6 @@ impl Record {
     /// Gives the record up (its session has ended, or never began).
     pub fn release(&self) {
         self.cell.store(std::ptr::null_mut(), Ordering::Release);
-        self.poll_cell.store(std::ptr::null_mut(), Ordering::SeqCst);
-        self.polled.store(false, Ordering::Relaxed);
         // A language walked: its slots' marks go, so that no tick of the next session is
         // taken for one that walked.
         if !self

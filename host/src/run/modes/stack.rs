@@ -49,33 +49,6 @@ impl Stack {
     }
 }
 
-/// Makes the polls of a polling counted module's `instance` call wprof's (see
-/// [`crate::run::interrupt::polls`]): the address of its poll cell; `None` for a module
-/// that does not poll.
-fn poll_cell(store: &mut Store<HostState>, instance: &Instance) -> Option<*mut u32> {
-    use crate::run::interrupt::polls;
-    use wprof_agent::entry_counts::{polls as module, CAPTURE_MEMORY};
-    let table = instance.get_table(&mut *store, module::POLL_TABLE)?;
-    let memory = instance.get_memory(&mut *store, CAPTURE_MEMORY)?;
-    for (element, function) in [
-        (module::AT_ENTRY, polls::at_entry as fn()),
-        (module::INSIDE, polls::inside),
-    ] {
-        let function = wasmtime::Func::wrap(&mut *store, function);
-        table
-            .set(
-                &mut *store,
-                element.into(),
-                wasmtime::Ref::Func(Some(function)),
-            )
-            .ok()?;
-    }
-    let at = usize::try_from(module::POLL_OFFSET).ok()?;
-    (memory.data_size(&*store) >= at + 4)
-        // SAFETY: within the memory, which is one page that cannot grow (it never moves).
-        .then(|| unsafe { memory.data_ptr(&*store).add(at) }.cast())
-}
-
 impl ThreadMode for Stack {
     fn probes(&self) -> Option<ProbeMode> {
         None
@@ -90,42 +63,27 @@ impl ThreadMode for Stack {
         // (see `commands::run::modes::stack`); a spawned thread over its entry.
         // The interpreter's frames are walked while the entry runs, and no longer once it
         // returned: the thread's instance, whose memories the walk reads, goes after.
-        // So is the cell the program polls (see `crate::run::interrupt::polls`).
         let language = self.language_walk(call.store, call.instance);
-        let cell = match call.settings.polls {
-            true => poll_cell(call.store, call.instance),
-            false => None,
-        };
         let start_walking = || {
             if let Some(language) = language {
                 crate::run::interrupt::walk_language(language);
             }
-            if let Some(cell) = cell {
-                // SAFETY: the instance's memory lives until after `stop_walking`.
-                unsafe { crate::run::interrupt::polls::publish(cell) };
-            }
-        };
-        let stop_walking = || {
-            crate::run::interrupt::polls::withdraw();
-            crate::run::interrupt::stop_walking_language();
         };
         if call.entry == Entry::Start {
             start_walking();
             let entered = crate::run::start::call_plain(&mut call);
-            stop_walking();
+            crate::run::interrupt::stop_walking_language();
             return entered;
         }
         let period = call.settings.sample_period;
         // The walk ends with the entry: what the thread does after it (telling the
         // program's other threads it is done, which may wait for a lock) is wprof's.
-        let polls = cell.is_some();
-        let (entered, stacks) =
-            crate::run::stacks::while_walking(&self.code, period, polls, |end| {
-                start_walking();
-                let entered = crate::run::start::call_plain_then(&mut call, &|| end.mark());
-                stop_walking();
-                entered
-            });
+        let (entered, stacks) = crate::run::stacks::while_walking(&self.code, period, |end| {
+            start_walking();
+            let entered = crate::run::start::call_plain_then(&mut call, &|| end.mark());
+            crate::run::interrupt::stop_walking_language();
+            entered
+        });
         Ok(Entered {
             unsampled: stacks.is_none(),
             stacks,

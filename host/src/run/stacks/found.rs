@@ -3,7 +3,6 @@
 
 use crate::run::code::map::{CodeMap, Running};
 use crate::run::interrupt::frames::Stack;
-use crate::run::interrupt::polls;
 
 use super::Path;
 
@@ -21,43 +20,7 @@ pub struct Found {
 /// The stack of the module's functions in `stack` (the program counter, then return
 /// addresses), mapped by `code`; `None` when none of them is on it. `at_return` says
 /// whether the instruction at an address of the module's code is a return.
-///
-/// A tick a poll took (see [`polls`]) is the innermost function's, not a call into the
-/// host, and has no address of its own: its time goes to no line. At an entry poll, the
-/// function just entered is left out: the code that ran up to the poll was its caller's,
-/// whose address is its call.
 pub fn found_in(code: &CodeMap, stack: &Stack, at_return: impl Fn(usize) -> bool) -> Option<Found> {
-    let mut found = found_in_frames(code, stack, at_return)?;
-    match stack.pcs.first() {
-        Some(&polls::INSIDE_PC) => {
-            found.path.1 = None;
-            found.pc = 0;
-        }
-        Some(&polls::AT_ENTRY_PC) => {
-            found.path.0.pop();
-            found.path.1 = None;
-            // The caller's return address into it, the one after the entered function's.
-            let mut addresses =
-                stack.pcs.iter().skip(1).filter(|&&pc| {
-                    matches!(code.running(pc.wrapping_sub(1)), Running::Function(_))
-                });
-            addresses.next();
-            found.pc = addresses.next().map_or(0, |pc| pc.wrapping_sub(1));
-            if found.path.0.is_empty() {
-                return None;
-            }
-        }
-        _ => {}
-    }
-    Some(found)
-}
-
-/// [`found_in`] without the polls' own adjustments.
-fn found_in_frames(
-    code: &CodeMap,
-    stack: &Stack,
-    at_return: impl Fn(usize) -> bool,
-) -> Option<Found> {
     let mut functions = Vec::with_capacity(stack.pcs.len() + 1);
     let mut host_call = None;
     let mut innermost = 0;

@@ -362,23 +362,16 @@ fn called_import(bytes: &[u8], offset: u32, imports: u32) -> Option<u32> {
 
 /// Runs `run` on this thread while its stacks are sampled every `period` and mapped with
 /// `code`: what `run` returned, and the samples (`None`, and `run` ran unsampled, where this
-/// thread cannot be interrupted: see [`Session::begin_walking`]). With `polls`, the ticks
-/// are the program's polls, once `run` published their cell (see
-/// [`crate::run::interrupt::polls`]). `run` may mark where the
+/// thread cannot be interrupted: see [`Session::begin_walking`]). `run` may mark where the
 /// program's part of it ends ([`WalkEnd::mark`]): what the thread does after, wprof's own
 /// work, is not the program's time.
 pub fn while_walking<R>(
     code: &CodeMap,
     period: SamplePeriod,
-    polls: bool,
     run: impl FnOnce(&WalkEnd) -> R,
 ) -> (R, Option<StackSamples>) {
     let end = WalkEnd::default();
-    let session = match polls {
-        true => Session::begin_polling(period.base),
-        false => Session::begin_walking(period.base),
-    };
-    let Some(session) = session else {
+    let Some(session) = Session::begin_walking(period.base) else {
         return (run(&end), None);
     };
     let stop = AtomicBool::new(false);
@@ -483,11 +476,7 @@ pub fn read(
             } else {
                 SLOTS_KEPT as u32 / 4
             };
-            let nap = (current * ticks_per_nap).max(MIN_NAP);
-            match target.polls() {
-                true => target.nap_polling(nap, stop),
-                false => std::thread::park_timeout(nap),
-            }
+            std::thread::park_timeout((current * ticks_per_nap).max(MIN_NAP));
         }
         if let (Some(looked), Some(clock)) = (paused, cpu_clock) {
             // At the end, the program's part ends where the thread marked it.

@@ -38,8 +38,6 @@ pub const PARSE_AHEAD_FOR: Duration = Duration::from_millis(50);
 pub struct Wanted {
     /// The counted module's manifest, from the cache.
     pub manifest: bool,
-    /// Whether that counted module polls (see [`wprof_agent::entry_counts::polls`]).
-    pub polls: bool,
     /// The module's DWARF.
     pub dwarf: bool,
     /// And its line tables, parsed as far as the run leaves time for (for sampled lines).
@@ -94,7 +92,7 @@ impl<'scope, 'env> Groundwork<'scope, 'env> {
         let work = move || {
             if wanted.manifest {
                 let started = Instant::now();
-                let recorded = counted::recorded(&mut cache, loaded, wanted.polls);
+                let recorded = counted::recorded(&mut cache, loaded);
                 let _ = send.send((recorded, started.elapsed()));
             }
             drop(send);
@@ -253,7 +251,6 @@ mod tests {
         std::thread::scope(|scope| {
             let wanted = Wanted {
                 manifest: true,
-                polls: false,
                 dwarf: true,
                 lines: true,
             };

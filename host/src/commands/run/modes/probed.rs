@@ -278,7 +278,6 @@ impl<P: Probing> RunMode for Probed<P> {
         // The functions' sources, where the cache does not know them yet.
         Wanted {
             manifest: false,
-            polls: false,
             dwarf: super::sources::dwarf_needed(&job.loaded, false),
             lines: false,
         }

@@ -58,7 +58,6 @@ impl RunMode for Stack {
                 &job.engine,
                 &job.loaded,
                 &job.settings.module,
-                job.settings.polls,
                 &mut job.cache,
                 |cache| compile_original(&job.engine, &job.loaded, &job.settings, cache),
             )
@@ -75,12 +74,9 @@ impl RunMode for Stack {
     fn run(&mut self, job: &mut Job, module: &Module) -> Result<RunOutcome, Failure> {
         // Same functions, same indices: the counted module's code maps as the original's.
         let code = self.code.insert(CodeMap::of_original(module));
-        // A module that could not be counted does not poll: the timer ticks.
-        let polls = job.settings.polls && self.compiled.as_ref().is_some_and(|c| c.counted);
-        let (outcome, samples) =
-            stacks::while_walking(code, job.settings.sample_period, polls, |_| {
-                runner::run(&job.engine, module, &job.settings, Stdio::Inherit, None)
-            });
+        let (outcome, samples) = stacks::while_walking(code, job.settings.sample_period, |_| {
+            runner::run(&job.engine, module, &job.settings, Stdio::Inherit, None)
+        });
         self.samples = samples;
         outcome
     }
@@ -94,7 +90,6 @@ impl RunMode for Stack {
             .is_some_and(|c| c.counted && c.counters.is_none());
         Wanted {
             manifest: counted && job.cache.is_enabled(),
-            polls: job.settings.polls,
             dwarf: sources::dwarf_needed(&job.loaded, true),
             lines: true,
         }
@@ -133,14 +128,7 @@ impl RunMode for Stack {
         job.timings.time("locate", || {
             // The counted module's own functions come after the original's.
             let first_added = u32::try_from(functions.len()).unwrap_or(u32::MAX);
-            let mut locate = locator(
-                &job.loaded,
-                job.settings.polls,
-                &compiled,
-                &code,
-                &counted_offsets,
-                first_added,
-            );
+            let mut locate = locator(&job.loaded, &compiled, &code, &counted_offsets, first_added);
             locate(&mut samples);
             for thread in threads.iter_mut().flat_map(|(ended, _)| ended) {
                 let own = match thread.stacks.take() {
@@ -288,12 +276,7 @@ fn functions_and_counters(
     match (compiled.counted, compiled.counters.take()) {
         (true, None) => match ground.manifest(job.timings).or_else(|| {
             job.timings.time("manifest", || {
-                counted::recorded_or_made(
-                    &mut job.cache,
-                    &job.loaded,
-                    &job.settings.module,
-                    job.settings.polls,
-                )
+                counted::recorded_or_made(&mut job.cache, &job.loaded, &job.settings.module)
             })
         }) {
             Some(r) => (r.functions, Some(r.offsets)),
@@ -317,7 +300,6 @@ fn functions_and_counters(
 /// `first_added` on) taken out.
 fn locator<'a>(
     loaded: &'a LoadedModule,
-    polls: bool,
     compiled: &'a CountedCode,
     code: &'a CodeMap,
     counted_offsets: &'a OnceCell<Option<CounterOffsets>>,
@@ -342,7 +324,7 @@ fn locator<'a>(
             };
             let map = match compiled.counted {
                 true => counted_offsets
-                    .get_or_init(|| counted::offsets_of(loaded, polls))
+                    .get_or_init(|| counted::offsets_of(loaded))
                     .as_ref(),
                 false => None,
             };
@@ -411,7 +393,7 @@ fn tell_trap(
         .map(|f| crate::run::backtrace::Frame {
             module_offset: f.module_offset.and_then(|o| {
                 counted_offsets
-                    .get_or_init(|| counted::offsets_of(&job.loaded, job.settings.polls))
+                    .get_or_init(|| counted::offsets_of(&job.loaded))
                     .as_ref()?
                     .original_offset(o)
             }),
